@@ -1,0 +1,1 @@
+//! vrhost fib (placeholder, being written).

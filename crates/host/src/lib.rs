@@ -1,0 +1,1 @@
+//! vrhost host (placeholder, being written).

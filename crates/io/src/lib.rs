@@ -1,0 +1,47 @@
+//! Port drivers: where frames enter and leave the host.
+//!
+//! A [`Port`] moves frames in bursts. This crate owns the driver trait and the
+//! drivers that need no kernel interface: `mem` (an in-memory frame generator,
+//! LVRM's main-memory adapter), `null` (a counting sink) and `pcap` (frames
+//! from and to pcap files). Real-interface drivers (AF_XDP, AF_PACKET, TAP)
+//! come in their own modules later and implement the same trait.
+
+/// Counters every port keeps. Read with [`Port::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames handed to the host by `rx_burst`.
+    pub rx_packets: u64,
+    /// Bytes of those frames.
+    pub rx_bytes: u64,
+    /// Frames accepted by `tx_burst`.
+    pub tx_packets: u64,
+    /// Bytes of those frames.
+    pub tx_bytes: u64,
+    /// Frames refused by `tx_burst` (queue full, too long, write error).
+    pub tx_dropped: u64,
+}
+
+/// A source and sink of Ethernet frames, driven in bursts by one host worker.
+///
+/// No method allocates, locks or blocks on the data path.
+pub trait Port: Send {
+    /// Short name for logs and stats (`mem0`, `veth1`, ...).
+    fn name(&self) -> &str;
+
+    /// Receive up to `out.len()` frames into `out`, returning how many were
+    /// written. The frames borrow the port and stay valid until the next call
+    /// on it; the caller copies what it keeps.
+    fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize;
+
+    /// Send `frames`, returning how many were accepted. The port copies each
+    /// frame before it returns; frames it refuses are counted in `tx_dropped`.
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> usize;
+
+    /// Flush anything buffered (a pcap writer's buffer, a tx ring kick).
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// The port's counters.
+    fn stats(&self) -> PortStats;
+}

@@ -1,0 +1,1 @@
+//! vrhost packet (placeholder, being written).

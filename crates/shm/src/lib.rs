@@ -1,0 +1,1 @@
+//! vrhost shm (placeholder, being written).

@@ -1,0 +1,1 @@
+//! vrhost vr (placeholder, being written).
