@@ -44,4 +44,11 @@ pub trait Port: Send {
 
     /// The port's counters.
     fn stats(&self) -> PortStats;
+
+    /// A descriptor that becomes readable when `rx_burst` has frames, for a
+    /// worker that sleeps when idle. `None`: the port never has frames to
+    /// wait for (a sink) or always has them (a generator).
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
