@@ -126,10 +126,15 @@ impl SlotMeta {
             })
     }
 
-    /// Force a state, whatever it was: only the host, reclaiming a slot it
-    /// owns by its private records (after a VR exited, or a violation).
-    pub fn force(&self, state: SlotState) {
-        // Release: the next owner sees our earlier writes.
+    /// Set the state of a slot the caller owns, whatever it was: the owner's
+    /// hand-over on the data path (host: FILLED and EMPTY; VR: PROCESSED and
+    /// DROPPED). A plain Release store: the receiving side validates what it
+    /// reads, and the host tracks ownership privately, so a CAS buys nothing
+    /// there. [`SlotMeta::transition`] is for control paths.
+    #[inline]
+    pub fn set(&self, state: SlotState) {
+        // Release: the next owner, after its Acquire (ring pop or state load),
+        // sees our writes to the extent and the packet.
         self.state.store(state as u32, Ordering::Release);
     }
 

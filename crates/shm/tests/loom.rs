@@ -101,8 +101,8 @@ fn slot_cas_under_hostile_flips() {
             .unwrap();
         let m = meta.clone();
         let evil = thread::spawn(move || {
-            m.force(SlotState::Empty);
-            m.force(SlotState::Processed);
+            m.set(SlotState::Empty);
+            m.set(SlotState::Processed);
         });
         match meta.transition(SlotState::Processed, SlotState::Empty) {
             Ok(()) => {}
