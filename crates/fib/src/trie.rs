@@ -1,0 +1,617 @@
+//! The multibit trie behind [`Ipv4Fib`](crate::Ipv4Fib) and [`Ipv6Fib`](crate::Ipv6Fib).
+//!
+//! DIR-16-8-8 for IPv4 (DIR-16-8x14 for IPv6): a root array indexed by the first 16 bits of
+//! the address, then 256-entry groups indexed by each following byte, with *controlled prefix
+//! expansion* and *leaf pushing* (Srinivasan & Varghese, "Faster IP lookups using controlled
+//! prefix expansion", SIGMETRICS 1998; the same scheme as DPDK's `rte_lpm` with a 16-bit
+//! instead of a 24-bit first level). Every entry carries the length of the prefix that wrote
+//! it, so an insert overwrites only entries of shorter-or-equal prefixes and a delete
+//! rewrites only its own entries with the next covering prefix, without rebuilding.
+//!
+//! Why 16 and not 24 bits first: a 24-bit root (64 MiB) makes every random lookup a cache
+//! and TLB miss even for a 2-route table; the 256 KiB root fits in L2, and with the 512K
+//! table the level-1 groups take ~22 MiB (about 20K of them), which fits in a 32 MiB L3.
+//!
+//! Concurrency: entries are `AtomicU32`. A writer fills a new group completely before it
+//! publishes the group's index in the parent entry with a `Release` store; readers load every
+//! entry with `Acquire`, so a reader that sees the pointer sees the filled group. Each entry
+//! store replaces a whole entry, so a reader sees either the old or the new route for an
+//! address, never a torn one. Growing the group pool copies the table into a bigger one and
+//! publishes the new `Arc` (see [`crate::concurrent`]); readers of the old one finish their
+//! batch on a consistent (if slightly stale) snapshot.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::{FibError, NextHopId};
+
+/// Bits of the root level.
+pub(crate) const ROOT_BITS: u32 = 16;
+/// Bits of every further level (one group = 256 entries = 1 KiB).
+pub(crate) const GROUP_BITS: u32 = 8;
+const GROUP_SIZE: usize = 1 << GROUP_BITS;
+
+/// Entry bit saying "the low bits are a group index".
+const EXT: u32 = 1 << 31;
+/// Leaf entries: `(len + 1) << LEN_SHIFT | next_hop`; 0 means "no route".
+const LEN_SHIFT: u32 = 23;
+/// The largest next-hop id a FIB can hold (23 bits: 8,388,607).
+pub const MAX_NEXT_HOP: NextHopId = (1 << LEN_SHIFT) - 1;
+/// The most groups a FIB can hold (16M groups = 16 GiB: never the limit in practice).
+pub(crate) const MAX_GROUPS: usize = 1 << 24;
+/// Lookups handled together by `lookup_batch` (enough misses in flight to fill the
+/// line-fill buffers of one core).
+pub(crate) const BATCH: usize = 32;
+
+/// An address type the trie can index: `u32` (IPv4) or `u128` (IPv6), host byte order.
+pub trait Key: Copy + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + 'static {
+    /// Address width in bits.
+    const BITS: u8;
+    /// `self` with all bits past the first `len` cleared (`len <= BITS`).
+    fn mask(self, len: u8) -> Self;
+    /// `width` bits starting `start` bits from the most significant bit.
+    fn chunk(self, start: u32, width: u32) -> usize;
+}
+
+impl Key for u32 {
+    const BITS: u8 = 32;
+    #[inline]
+    fn mask(self, len: u8) -> Self {
+        if len == 0 {
+            0
+        } else {
+            self & (u32::MAX << (32 - u32::from(len.min(32))))
+        }
+    }
+    #[inline]
+    fn chunk(self, start: u32, width: u32) -> usize {
+        ((self >> (32 - start - width)) & ((1 << width) - 1)) as usize
+    }
+}
+
+impl Key for u128 {
+    const BITS: u8 = 128;
+    #[inline]
+    fn mask(self, len: u8) -> Self {
+        if len == 0 {
+            0
+        } else {
+            self & (u128::MAX << (128 - u32::from(len.min(128))))
+        }
+    }
+    #[inline]
+    fn chunk(self, start: u32, width: u32) -> usize {
+        ((self >> (128 - start - width)) & ((1 << width) - 1)) as usize
+    }
+}
+
+/// Number of levels for a key type: the root then one per byte.
+const fn levels(bits: u8) -> usize {
+    1 + (bits as usize - ROOT_BITS as usize) / GROUP_BITS as usize
+}
+
+#[inline]
+const fn leaf(len: u8, nh: NextHopId) -> u32 {
+    ((len as u32 + 1) << LEN_SHIFT) | nh
+}
+
+/// The prefix length that wrote a leaf entry; `None` for an empty entry.
+#[inline]
+fn leaf_len(e: u32) -> Option<u8> {
+    let l = e >> LEN_SHIFT;
+    if l == 0 { None } else { Some((l - 1) as u8) }
+}
+
+#[inline]
+fn decode(e: u32) -> Option<NextHopId> {
+    if e == 0 { None } else { Some(e & MAX_NEXT_HOP) }
+}
+
+/// The lookup arrays: what readers share.
+pub(crate) struct Table {
+    root: Box<[AtomicU32]>,
+    /// Groups of 256 entries; group 0 stays all-empty (the batch lookup reads it for
+    /// addresses that already resolved, which keeps the loop free of branches).
+    pool: Box<[AtomicU32]>,
+}
+
+fn zeroed(n: usize) -> Box<[AtomicU32]> {
+    (0..n).map(|_| AtomicU32::new(0)).collect()
+}
+
+impl Table {
+    fn new(groups: usize) -> Self {
+        Self {
+            root: zeroed(1 << ROOT_BITS),
+            pool: zeroed(groups * GROUP_SIZE),
+        }
+    }
+
+    fn groups(&self) -> usize {
+        self.pool.len() / GROUP_SIZE
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        (self.root.len() + self.pool.len()) * 4
+    }
+
+    /// Copy into a table with room for `groups` groups (writer side only).
+    fn grown(&self, groups: usize) -> Self {
+        let t = Self::new(groups);
+        // Relaxed: the new table is not published yet; the Release store of its Arc does that.
+        for (d, s) in t.root.iter().zip(self.root.iter()) {
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        for (d, s) in t.pool.iter().zip(self.pool.iter()) {
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        t
+    }
+
+    #[inline]
+    pub(crate) fn lookup<K: Key>(&self, addr: K) -> Option<NextHopId> {
+        // Acquire pairs with the Release store that published each entry (and, for a group
+        // pointer, the group's contents written before it).
+        let mut e = self.root[addr.chunk(0, ROOT_BITS)].load(Ordering::Acquire);
+        let mut start = ROOT_BITS;
+        while e & EXT != 0 && start < u32::from(K::BITS) {
+            let g = (e & !EXT) as usize;
+            e = self.pool[(g << GROUP_BITS) | addr.chunk(start, GROUP_BITS)]
+                .load(Ordering::Acquire);
+            start += GROUP_BITS;
+        }
+        decode(e)
+    }
+
+    /// Staged lookup of up to [`BATCH`] addresses: every stage issues independent loads for
+    /// the whole batch, so the out-of-order core keeps many cache misses in flight (the
+    /// effect of explicit prefetching, in safe code).
+    #[inline]
+    pub(crate) fn lookup_chunk<K: Key>(&self, addrs: &[K], out: &mut [Option<NextHopId>]) {
+        let n = addrs.len().min(out.len()).min(BATCH);
+        let mut e = [0u32; BATCH];
+        for i in 0..n {
+            e[i] = self.root[addrs[i].chunk(0, ROOT_BITS)].load(Ordering::Acquire);
+        }
+        let mut start = ROOT_BITS;
+        while start < u32::from(K::BITS) {
+            let mut any = 0;
+            for i in 0..n {
+                let ext = e[i] & EXT;
+                any |= ext;
+                // Resolved entries read the always-empty group 0 and keep their value.
+                let g = if ext != 0 { (e[i] & !EXT) as usize } else { 0 };
+                let v = self.pool[(g << GROUP_BITS) | addrs[i].chunk(start, GROUP_BITS)]
+                    .load(Ordering::Acquire);
+                e[i] = if ext != 0 { v } else { e[i] };
+            }
+            if any == 0 {
+                break;
+            }
+            start += GROUP_BITS;
+        }
+        for i in 0..n {
+            out[i] = decode(e[i]);
+        }
+    }
+}
+
+/// FxHash (rustc's hasher): the rule maps are keyed by integers, not by attacker-chosen
+/// strings, and SipHash would dominate the update cost.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_u128(&mut self, i: u128) {
+        self.write_u64(i as u64);
+        self.write_u64((i >> 64) as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Called with the new table after the pool grew.
+pub(crate) type GrowHook = Box<dyn FnMut(&Arc<Table>) + Send>;
+
+type RuleMap<K> = HashMap<K, NextHopId, BuildHasherDefault<FxHasher>>;
+
+/// What a range write does to each leaf entry it reaches.
+#[derive(Clone, Copy)]
+enum Op {
+    /// Insert: overwrite leaves of prefixes of length <= `len` with `leaf`.
+    Set { len: u8, leaf: u32 },
+    /// Delete: overwrite leaves of prefixes of length == `len` with `leaf` (the covering
+    /// route, or empty).
+    Clear { len: u8, leaf: u32 },
+}
+
+/// A longest-prefix-match table over keys `K` (see the module docs for the structure).
+///
+/// Capacity: next hops `0..=MAX_NEXT_HOP`; prefixes are limited by memory only (each
+/// group is 1 KiB; the 512K-prefix IPv4 table needs about 22K groups).
+pub struct Fib<K: Key> {
+    table: Arc<Table>,
+    /// Groups handed out so far (group 0 is the reserved empty one).
+    next_group: usize,
+    /// Released groups; reused only after the table is next copied (readers may still be
+    /// walking them until then).
+    released: Vec<u32>,
+    /// The routes, one map per prefix length: the source of truth for deletes.
+    rules: Vec<RuleMap<K>>,
+    len: usize,
+    /// Called with the new table after the pool grew (publication to concurrent readers).
+    pub(crate) on_grow: Option<GrowHook>,
+}
+
+impl<K: Key> Default for Fib<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Key> std::fmt::Debug for Fib<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fib")
+            .field("bits", &K::BITS)
+            .field("routes", &self.len)
+            .field("groups", &self.next_group)
+            .field("mem_bytes", &self.mem_bytes())
+            .finish()
+    }
+}
+
+impl<K: Key> Fib<K> {
+    const LEVELS: usize = levels(K::BITS);
+
+    /// An empty table (256 KiB root plus a small group pool).
+    pub fn new() -> Self {
+        Self {
+            table: Arc::new(Table::new(64)),
+            next_group: 1,
+            released: Vec::new(),
+            rules: (0..=K::BITS).map(|_| RuleMap::default()).collect(),
+            len: 0,
+            on_grow: None,
+        }
+    }
+
+    #[allow(dead_code, reason = "used by the concurrent reader (next commit)")]
+    pub(crate) fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// Add or replace the route `prefix/len -> nh`; host bits of `prefix` are ignored.
+    /// Returns the next hop it replaced.
+    ///
+    /// # Errors
+    /// [`FibError::PrefixLength`] if `len` exceeds the address width,
+    /// [`FibError::NextHop`] if `nh > MAX_NEXT_HOP`, [`FibError::Capacity`] if the group
+    /// pool cannot grow.
+    pub fn insert(
+        &mut self,
+        prefix: K,
+        len: u8,
+        nh: NextHopId,
+    ) -> Result<Option<NextHopId>, FibError> {
+        if len > K::BITS {
+            return Err(FibError::PrefixLength { len, max: K::BITS });
+        }
+        if nh > MAX_NEXT_HOP {
+            return Err(FibError::NextHop {
+                nh,
+                max: MAX_NEXT_HOP,
+            });
+        }
+        // At most one new group per level below the root.
+        self.reserve(Self::LEVELS - 1)?;
+        let p = prefix.mask(len);
+        let old = self.rules[usize::from(len)].insert(p, nh);
+        if old.is_none() {
+            self.len += 1;
+        }
+        if old != Some(nh) {
+            self.write(
+                p,
+                Op::Set {
+                    len,
+                    leaf: leaf(len, nh),
+                },
+            );
+        }
+        Ok(old)
+    }
+
+    /// Delete the route `prefix/len` (host bits ignored); returns its next hop. Addresses it
+    /// covered fall back to the longest shorter prefix that covers it.
+    pub fn remove(&mut self, prefix: K, len: u8) -> Option<NextHopId> {
+        if len > K::BITS {
+            return None;
+        }
+        let p = prefix.mask(len);
+        let nh = self.rules[usize::from(len)].remove(&p)?;
+        self.len -= 1;
+        let cover = (0..len)
+            .rev()
+            .find_map(|l| {
+                self.rules[usize::from(l)]
+                    .get(&p.mask(l))
+                    .map(|&nh| leaf(l, nh))
+            })
+            .unwrap_or(0);
+        self.write(p, Op::Clear { len, leaf: cover });
+        Some(nh)
+    }
+
+    /// The exact route `prefix/len`, if present.
+    pub fn get(&self, prefix: K, len: u8) -> Option<NextHopId> {
+        self.rules
+            .get(usize::from(len))?
+            .get(&prefix.mask(len))
+            .copied()
+    }
+
+    /// Every route as `(prefix, len, next hop)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (K, u8, NextHopId)> + '_ {
+        self.rules
+            .iter()
+            .enumerate()
+            .flat_map(|(l, m)| m.iter().map(move |(&p, &nh)| (p, l as u8, nh)))
+    }
+
+    /// Longest-prefix match for `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: K) -> Option<NextHopId> {
+        self.table.lookup(addr)
+    }
+
+    /// Look up `addrs[i]` into `out[i]`, [`BATCH`] addresses at a time, with the loads of a
+    /// batch issued together so that their cache misses overlap.
+    ///
+    /// # Panics
+    /// If `addrs` and `out` differ in length.
+    pub fn lookup_batch(&self, addrs: &[K], out: &mut [Option<NextHopId>]) {
+        assert_eq!(
+            addrs.len(),
+            out.len(),
+            "lookup_batch: addrs and out differ in length"
+        );
+        for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            self.table.lookup_chunk(a, o);
+        }
+    }
+
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the table holds no route.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes of the lookup arrays (root and group pool, allocated capacity).
+    pub fn table_bytes(&self) -> usize {
+        self.table.bytes()
+    }
+
+    /// Bytes used in all: lookup arrays plus the route maps kept for updates (estimated
+    /// from their capacity).
+    pub fn mem_bytes(&self) -> usize {
+        let per = std::mem::size_of::<K>() + std::mem::size_of::<NextHopId>() + 1;
+        self.table.bytes() + self.rules.iter().map(|m| m.capacity() * per).sum::<usize>()
+    }
+
+    /// Groups in use (each 1 KiB).
+    pub fn groups_used(&self) -> usize {
+        self.next_group - 1 - self.released.len()
+    }
+
+    /// Make room for `n` more groups, growing (and republishing) the table if needed.
+    fn reserve(&mut self, n: usize) -> Result<(), FibError> {
+        if self.next_group + n <= self.table.groups() {
+            return Ok(());
+        }
+        let groups = self.table.groups();
+        if self.released.len() * 8 >= groups {
+            // Many released groups: rebuild into a fresh table no reader holds, which drops
+            // them, instead of growing past the live size.
+            let live = self.next_group - self.released.len();
+            self.rebuild(((live + n) * 3 / 2).min(MAX_GROUPS))?;
+            if self.next_group + n <= self.table.groups() {
+                return Ok(());
+            }
+        }
+        let want = (self.table.groups() * 2).max(self.next_group + n);
+        if want > MAX_GROUPS {
+            return Err(FibError::Capacity { groups: MAX_GROUPS });
+        }
+        let t = Arc::new(self.table.grown(want));
+        self.publish(t);
+        Ok(())
+    }
+
+    fn publish(&mut self, t: Arc<Table>) {
+        self.table = t;
+        if let Some(f) = self.on_grow.as_mut() {
+            f(&self.table);
+        }
+    }
+
+    /// Rebuild the lookup arrays from the rules into a fresh table with at least `groups`
+    /// groups, dropping released groups, and publish it.
+    pub(crate) fn rebuild(&mut self, groups: usize) -> Result<(), FibError> {
+        let mut fresh = Self::new();
+        fresh.table = Arc::new(Table::new(groups.max(64)));
+        // Shortest first: each insert then only writes, never re-pushes.
+        for l in 0..=K::BITS {
+            for (&p, &nh) in &self.rules[usize::from(l)] {
+                fresh.reserve(Self::LEVELS - 1)?;
+                fresh.write(
+                    p,
+                    Op::Set {
+                        len: l,
+                        leaf: leaf(l, nh),
+                    },
+                );
+            }
+        }
+        self.next_group = fresh.next_group;
+        self.released.clear();
+        let t = fresh.table;
+        self.publish(t);
+        Ok(())
+    }
+
+    fn alloc_group(&mut self, fill: u32) -> u32 {
+        let g = self.next_group;
+        debug_assert!(g < self.table.groups(), "reserve() was not called");
+        self.next_group += 1;
+        let base = g * GROUP_SIZE;
+        // Relaxed: the group is unreachable until the Release store of its pointer.
+        for e in &self.table.pool[base..base + GROUP_SIZE] {
+            e.store(fill, Ordering::Relaxed);
+        }
+        g as u32
+    }
+
+    /// Apply `op` to every entry covered by the masked prefix `p` of `op`'s length.
+    fn write(&mut self, p: K, op: Op) {
+        let len = match op {
+            Op::Set { len, .. } | Op::Clear { len, .. } => u32::from(len),
+        };
+        let mut group: Option<usize> = None;
+        let mut start = 0;
+        // (parent entry, group base) of each group walked through, for collapsing.
+        let mut path: [((bool, usize), usize); 16] = [((true, 0), 0); 16];
+        let mut depth = 0;
+        loop {
+            let width = if group.is_none() {
+                ROOT_BITS
+            } else {
+                GROUP_BITS
+            };
+            let end = start + width;
+            let idx = p.chunk(start, width);
+            if len <= end {
+                let count = 1usize << (end - len);
+                for i in idx..idx + count {
+                    let slot = self.slot(group, i);
+                    self.apply(slot, op);
+                }
+                if let Op::Clear { .. } = op {
+                    for &(parent, base) in path[..depth].iter().rev() {
+                        if !self.maybe_collapse(parent, base) {
+                            break;
+                        }
+                    }
+                }
+                return;
+            }
+            let slot = self.slot(group, idx);
+            let e = self.entry(slot).load(Ordering::Relaxed);
+            if e & EXT != 0 {
+                group = Some((e & !EXT) as usize);
+            } else {
+                // (the group created below is recorded in `path` after this match)
+                match op {
+                    Op::Set { .. } => {
+                        // Push the current leaf down into a new group, then link it.
+                        let g = self.alloc_group(e);
+                        // Release: pairs with readers' Acquire load of this entry; makes the
+                        // group's fill visible before the pointer.
+                        self.entry(slot).store(EXT | g, Ordering::Release);
+                        group = Some(g as usize);
+                    }
+                    // Nothing below: the prefix has no entries of its own here.
+                    Op::Clear { .. } => return,
+                }
+            }
+            if let Some(g) = group
+                && depth < path.len()
+            {
+                path[depth] = (slot, g << GROUP_BITS);
+                depth += 1;
+            }
+            start = end;
+        }
+    }
+
+    /// Index into root (group None) or pool.
+    #[inline]
+    fn slot(&self, group: Option<usize>, i: usize) -> (bool, usize) {
+        match group {
+            None => (true, i),
+            Some(g) => (false, (g << GROUP_BITS) | i),
+        }
+    }
+
+    #[inline]
+    fn entry(&self, (root, i): (bool, usize)) -> &AtomicU32 {
+        if root {
+            &self.table.root[i]
+        } else {
+            &self.table.pool[i]
+        }
+    }
+
+    fn apply(&mut self, slot: (bool, usize), op: Op) {
+        let e = self.entry(slot).load(Ordering::Relaxed);
+        if e & EXT != 0 {
+            let base = ((e & !EXT) as usize) << GROUP_BITS;
+            for i in base..base + GROUP_SIZE {
+                self.apply((false, i), op);
+            }
+            if let Op::Clear { .. } = op {
+                self.maybe_collapse(slot, base);
+            }
+            return;
+        }
+        let l = leaf_len(e);
+        let write = match op {
+            Op::Set { len, .. } => l.is_none_or(|l| l <= len),
+            Op::Clear { len, .. } => l == Some(len),
+        };
+        if write {
+            let v = match op {
+                Op::Set { leaf, .. } | Op::Clear { leaf, .. } => leaf,
+            };
+            // Release: pairs with readers' Acquire; a whole entry is replaced at once.
+            self.entry(slot).store(v, Ordering::Release);
+        }
+    }
+
+    /// After a delete: if a group holds one leaf value everywhere, put that leaf back in the
+    /// parent and release the group (reused only after the next table copy).
+    fn maybe_collapse(&mut self, parent: (bool, usize), base: usize) -> bool {
+        let pool = &self.table.pool[base..base + GROUP_SIZE];
+        let first = pool[0].load(Ordering::Relaxed);
+        if first & EXT != 0 || pool.iter().any(|e| e.load(Ordering::Relaxed) != first) {
+            return false;
+        }
+        // Release: pairs with readers' Acquire; readers already inside the group still read
+        // the same value there, since the group is not reused before the next copy.
+        self.entry(parent).store(first, Ordering::Release);
+        self.released.push((base >> GROUP_BITS) as u32);
+        true
+    }
+}

@@ -1,0 +1,167 @@
+//! Property tests: the FIB against the naive reference (longest match by linear scan), over
+//! random tables with /0, host routes, nested and overlapping prefixes, replaces, and
+//! deletes that uncover shorter prefixes.
+
+use proptest::prelude::*;
+use vrhost_fib::reference::NaiveLpm;
+use vrhost_fib::{Fib, Key, Lpm};
+
+#[derive(Debug, Clone)]
+enum Op<K> {
+    Insert(K, u8, u32),
+    Remove(K, u8),
+}
+
+/// Addresses clustered around a few bases, so prefixes nest and overlap.
+fn addr_v4() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        any::<u32>(),
+        (0..4u32, any::<u32>())
+            .prop_map(|(b, x)| (b.wrapping_mul(0x0a01_0000)) ^ (x & 0x0000_ffff)),
+        (0..4u32, any::<u32>())
+            .prop_map(|(b, x)| (b.wrapping_mul(0x0a01_0100)) ^ (x & 0x0000_00ff)),
+    ]
+}
+
+fn len_for(bits: u8) -> impl Strategy<Value = u8> {
+    prop_oneof![
+        Just(0u8),
+        Just(bits),
+        0..=bits,
+        (bits.saturating_sub(16))..=bits
+    ]
+}
+
+fn ops_v4() -> impl Strategy<Value = Vec<Op<u32>>> {
+    prop::collection::vec(
+        prop_oneof![
+            3 => (addr_v4(), len_for(32), 0..8u32).prop_map(|(a, l, n)| Op::Insert(a, l, n)),
+            1 => (addr_v4(), len_for(32)).prop_map(|(a, l)| Op::Remove(a, l)),
+        ],
+        1..120,
+    )
+}
+
+fn addr_v6() -> impl Strategy<Value = u128> {
+    prop_oneof![
+        any::<u128>(),
+        (0..4u128, any::<u128>())
+            .prop_map(|(b, x)| (b << 112 | 0x2001_0db8 << 80) ^ (x & ((1 << 80) - 1))),
+        (0..4u128, any::<u64>())
+            .prop_map(|(b, x)| (b << 112 | 0x2001_0db8 << 80) ^ u128::from(x & 0xffff)),
+    ]
+}
+
+fn ops_v6() -> impl Strategy<Value = Vec<Op<u128>>> {
+    prop::collection::vec(
+        prop_oneof![
+            3 => (addr_v6(), len_for(128), 0..8u32).prop_map(|(a, l, n)| Op::Insert(a, l, n)),
+            1 => (addr_v6(), len_for(128)).prop_map(|(a, l)| Op::Remove(a, l)),
+        ],
+        1..60,
+    )
+}
+
+/// Apply `ops` to both and compare every answer, then lookups at prefix edges and random
+/// addresses, single and batched.
+fn check<K: Key>(ops: &[Op<K>], probes: &[K], edges: impl Fn(K, u8) -> [K; 3]) {
+    let mut fib = Fib::<K>::new();
+    let mut naive = NaiveLpm::<K>::new();
+    let mut points = probes.to_vec();
+    for op in ops {
+        match *op {
+            Op::Insert(a, l, n) => {
+                assert_eq!(
+                    Lpm::insert(&mut fib, a, l, n),
+                    naive.insert(a, l, n),
+                    "insert {a:?}/{l}"
+                );
+                points.extend(edges(a, l));
+            }
+            Op::Remove(a, l) => assert_eq!(
+                Lpm::remove(&mut fib, a, l),
+                naive.remove(a, l),
+                "remove {a:?}/{l}"
+            ),
+        }
+        assert_eq!(fib.len(), naive.len());
+    }
+    let mut out = vec![None; points.len()];
+    fib.lookup_batch(&points, &mut out);
+    for (p, o) in points.iter().zip(&out) {
+        let want = naive.lookup(*p);
+        assert_eq!(fib.lookup(*p), want, "lookup {p:?}");
+        assert_eq!(*o, want, "batch lookup {p:?}");
+    }
+    // Deleting everything must leave an empty table that answers None.
+    let routes: Vec<_> = fib.iter().collect();
+    for (p, l, _) in routes {
+        fib.remove(p, l);
+    }
+    assert!(fib.is_empty());
+    assert!(points.iter().all(|&p| fib.lookup(p).is_none()));
+    assert_eq!(fib.groups_used(), 0, "groups not released");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn ipv4_matches_reference(ops in ops_v4(), probes in prop::collection::vec(addr_v4(), 64)) {
+        check(&ops, &probes, |a: u32, l| {
+            let first = a.mask(l);
+            let last = first | (u32::MAX.checked_shr(u32::from(l)).unwrap_or(0));
+            [first, last, last.wrapping_add(1)]
+        });
+    }
+
+    #[test]
+    fn ipv6_matches_reference(ops in ops_v6(), probes in prop::collection::vec(addr_v6(), 64)) {
+        check(&ops, &probes, |a: u128, l| {
+            let first = a.mask(l);
+            let last = first | (u128::MAX.checked_shr(u32::from(l)).unwrap_or(0));
+            [first, last, last.wrapping_add(1)]
+        });
+    }
+}
+
+#[test]
+fn default_route_and_host_route() {
+    let mut f = Fib::<u32>::new();
+    assert_eq!(f.insert(0, 0, 1), Ok(None));
+    assert_eq!(f.insert(0x0a00_0001, 32, 2), Ok(None));
+    assert_eq!(f.insert(0x0a00_0000, 8, 3), Ok(None));
+    assert_eq!(
+        f.insert(0x0aff_ffff, 8, 4),
+        Ok(Some(3)),
+        "host bits masked, replaced"
+    );
+    assert_eq!(f.lookup(0x0a00_0001), Some(2));
+    assert_eq!(f.lookup(0x0a00_0002), Some(4));
+    assert_eq!(f.lookup(0x0b00_0000), Some(1));
+    assert_eq!(f.remove(0x0a00_0000, 8), Some(4));
+    assert_eq!(f.lookup(0x0a00_0002), Some(1), "delete uncovers /0");
+    assert_eq!(f.remove(0x0a00_0000, 8), None);
+    assert!(f.insert(0, 33, 1).is_err());
+    assert!(f.insert(0, 8, vrhost_fib::MAX_NEXT_HOP + 1).is_err());
+    assert_eq!(f.len(), 2);
+}
+
+#[test]
+fn pool_growth_and_compaction() {
+    // Many /32s in distinct /24s force many groups, growth, deletes and compaction.
+    let mut f = Fib::<u32>::new();
+    for round in 0..3u32 {
+        for i in 0..3000u32 {
+            f.insert((i << 8) | 7, 32, (i + round) % 100).unwrap();
+        }
+        for i in 0..3000u32 {
+            assert_eq!(f.lookup((i << 8) | 7), Some((i + round) % 100));
+            assert_eq!(f.lookup((i << 8) | 8), None);
+        }
+        for i in 0..3000u32 {
+            assert!(f.remove((i << 8) | 7, 32).is_some());
+        }
+        assert_eq!(f.groups_used(), 0);
+    }
+}
