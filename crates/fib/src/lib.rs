@@ -21,11 +21,15 @@
 //! up to 2^24 groups). A 2M-prefix IPv4 table fits in well under 100 MiB.
 #![forbid(unsafe_code)]
 
+pub mod bench;
+pub mod cli;
+pub mod concurrent;
 pub mod import;
 mod trie;
 
 pub mod reference;
 
+pub use concurrent::FibReader;
 pub use trie::{Fib, Key, MAX_NEXT_HOP};
 
 /// Index into a VR's next-hop table.

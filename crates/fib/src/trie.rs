@@ -172,23 +172,21 @@ impl Table {
     pub(crate) fn lookup_chunk<K: Key>(&self, addrs: &[K], out: &mut [Option<NextHopId>]) {
         let n = addrs.len().min(out.len()).min(BATCH);
         let mut e = [0u32; BATCH];
+        let mut any = 0;
         for i in 0..n {
             e[i] = self.root[addrs[i].chunk(0, ROOT_BITS)].load(Ordering::Acquire);
+            any |= e[i];
         }
         let mut start = ROOT_BITS;
-        while start < u32::from(K::BITS) {
-            let mut any = 0;
+        while any & EXT != 0 && start < u32::from(K::BITS) {
+            any = 0;
             for i in 0..n {
-                let ext = e[i] & EXT;
-                any |= ext;
-                // Resolved entries read the always-empty group 0 and keep their value.
-                let g = if ext != 0 { (e[i] & !EXT) as usize } else { 0 };
-                let v = self.pool[(g << GROUP_BITS) | addrs[i].chunk(start, GROUP_BITS)]
-                    .load(Ordering::Acquire);
-                e[i] = if ext != 0 { v } else { e[i] };
-            }
-            if any == 0 {
-                break;
+                if e[i] & EXT != 0 {
+                    let g = (e[i] & !EXT) as usize;
+                    e[i] = self.pool[(g << GROUP_BITS) | addrs[i].chunk(start, GROUP_BITS)]
+                        .load(Ordering::Acquire);
+                    any |= e[i];
+                }
             }
             start += GROUP_BITS;
         }
@@ -198,7 +196,7 @@ impl Table {
     }
 }
 
-/// FxHash (rustc's hasher): the rule maps are keyed by integers, not by attacker-chosen
+/// FxHash-style multiplicative hash with a final fold: the rule maps are keyed by integers, not by attacker-chosen
 /// strings, and SipHash would dominate the update cost.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct FxHasher(u64);
@@ -225,12 +223,12 @@ impl Hasher for FxHasher {
     }
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        // Prefixes have zero low bits, so the product alone leaves the low (bucket-index) bits
+        // of the hash zero: fold the high bits down (as rustc-hash 2 does with a rotate).
+        let x = self.0;
+        x ^ (x >> 29) ^ (x >> 47)
     }
 }
-
-/// Called with the new table after the pool grew.
-pub(crate) type GrowHook = Box<dyn FnMut(&Arc<Table>) + Send>;
 
 type RuleMap<K> = HashMap<K, NextHopId, BuildHasherDefault<FxHasher>>;
 
@@ -252,14 +250,16 @@ pub struct Fib<K: Key> {
     table: Arc<Table>,
     /// Groups handed out so far (group 0 is the reserved empty one).
     next_group: usize,
-    /// Released groups; reused only after the table is next copied (readers may still be
-    /// walking them until then).
-    released: Vec<u32>,
+    /// Groups unlinked by deletes, tagged with the reclamation epoch they were unlinked in;
+    /// reused once every reader has passed a later epoch (see [`crate::concurrent`]).
+    released: std::collections::VecDeque<(u64, u32)>,
+    /// Groups free for reuse.
+    free: Vec<u32>,
     /// The routes, one map per prefix length: the source of truth for deletes.
     rules: Vec<RuleMap<K>>,
     len: usize,
-    /// Called with the new table after the pool grew (publication to concurrent readers).
-    pub(crate) on_grow: Option<GrowHook>,
+    /// Where a new table is published to concurrent readers, once one was asked for.
+    pub(crate) published: Option<Arc<crate::concurrent::Published>>,
 }
 
 impl<K: Key> Default for Fib<K> {
@@ -287,14 +287,14 @@ impl<K: Key> Fib<K> {
         Self {
             table: Arc::new(Table::new(64)),
             next_group: 1,
-            released: Vec::new(),
+            released: Default::default(),
+            free: Vec::new(),
             rules: (0..=K::BITS).map(|_| RuleMap::default()).collect(),
             len: 0,
-            on_grow: None,
+            published: None,
         }
     }
 
-    #[allow(dead_code, reason = "used by the concurrent reader (next commit)")]
     pub(crate) fn table(&self) -> &Arc<Table> {
         &self.table
     }
@@ -423,21 +423,29 @@ impl<K: Key> Fib<K> {
 
     /// Groups in use (each 1 KiB).
     pub fn groups_used(&self) -> usize {
-        self.next_group - 1 - self.released.len()
+        self.next_group - 1 - self.released.len() - self.free.len()
     }
 
-    /// Make room for `n` more groups, growing (and republishing) the table if needed.
+    /// Make room for `n` more groups: reuse groups no reader can still reach, else grow
+    /// (copy and republish) the table.
     fn reserve(&mut self, n: usize) -> Result<(), FibError> {
-        if self.next_group + n <= self.table.groups() {
+        let room = |f: &Self| f.free.len() + f.table.groups() - f.next_group;
+        if room(self) >= n {
             return Ok(());
         }
-        let groups = self.table.groups();
-        if self.released.len() * 8 >= groups {
-            // Many released groups: rebuild into a fresh table no reader holds, which drops
-            // them, instead of growing past the live size.
-            let live = self.next_group - self.released.len();
-            self.rebuild(((live + n) * 3 / 2).min(MAX_GROUPS))?;
-            if self.next_group + n <= self.table.groups() {
+        if !self.released.is_empty() {
+            let safe = self
+                .published
+                .as_ref()
+                .map_or(u64::MAX, |p| p.min_reader_epoch());
+            while let Some(&(tag, g)) = self.released.front() {
+                if tag >= safe {
+                    break;
+                }
+                self.free.push(g);
+                self.released.pop_front();
+            }
+            if room(self) >= n {
                 return Ok(());
             }
         }
@@ -452,17 +460,22 @@ impl<K: Key> Fib<K> {
 
     fn publish(&mut self, t: Arc<Table>) {
         self.table = t;
-        if let Some(f) = self.on_grow.as_mut() {
-            f(&self.table);
+        if let Some(p) = &self.published {
+            p.publish(&self.table);
         }
     }
 
-    /// Rebuild the lookup arrays from the rules into a fresh table with at least `groups`
-    /// groups, dropping released groups, and publish it.
-    pub(crate) fn rebuild(&mut self, groups: usize) -> Result<(), FibError> {
+    /// Rebuild the lookup arrays from the routes into a right-sized table, dropping free
+    /// and released groups, and publish it to readers (they switch on their next call).
+    /// Useful after mass withdrawals; O(routes).
+    ///
+    /// # Errors
+    /// [`FibError::Capacity`] as for [`Fib::insert`] (never in practice: the table was
+    /// already this big).
+    pub fn compact(&mut self) -> Result<(), FibError> {
         let mut fresh = Self::new();
-        fresh.table = Arc::new(Table::new(groups.max(64)));
-        // Shortest first: each insert then only writes, never re-pushes.
+        fresh.table = Arc::new(Table::new((self.groups_used() + Self::LEVELS).max(64)));
+        // Shortest first, so that each prefix is pushed down once.
         for l in 0..=K::BITS {
             for (&p, &nh) in &self.rules[usize::from(l)] {
                 fresh.reserve(Self::LEVELS - 1)?;
@@ -477,15 +490,24 @@ impl<K: Key> Fib<K> {
         }
         self.next_group = fresh.next_group;
         self.released.clear();
+        self.free.clear();
         let t = fresh.table;
         self.publish(t);
         Ok(())
     }
 
     fn alloc_group(&mut self, fill: u32) -> u32 {
-        let g = self.next_group;
-        debug_assert!(g < self.table.groups(), "reserve() was not called");
-        self.next_group += 1;
+        let g = match self.free.pop() {
+            Some(g) => g as usize,
+            None => {
+                debug_assert!(
+                    self.next_group < self.table.groups(),
+                    "reserve() was not called"
+                );
+                self.next_group += 1;
+                self.next_group - 1
+            }
+        };
         let base = g * GROUP_SIZE;
         // Relaxed: the group is unreachable until the Release store of its pointer.
         for e in &self.table.pool[base..base + GROUP_SIZE] {
@@ -611,7 +633,12 @@ impl<K: Key> Fib<K> {
         // Release: pairs with readers' Acquire; readers already inside the group still read
         // the same value there, since the group is not reused before the next copy.
         self.entry(parent).store(first, Ordering::Release);
-        self.released.push((base >> GROUP_BITS) as u32);
+        let g = (base >> GROUP_BITS) as u32;
+        match &self.published {
+            // Readers may be inside the group: reuse it after they all pass this epoch.
+            Some(p) => self.released.push_back((p.advance_epoch(), g)),
+            None => self.free.push(g),
+        }
         true
     }
 }

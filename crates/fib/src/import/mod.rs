@@ -454,3 +454,116 @@ pub(crate) fn mask_ip(addr: IpAddr, len: u8) -> (IpAddr, u8, bool) {
         }
     }
 }
+
+/// What `vrhost route import` prints: counts per family, times, warnings.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImportSummary {
+    /// File imported.
+    pub file: String,
+    /// Format read.
+    pub format: Format,
+    /// Compression detected.
+    pub compression: Compression,
+    /// IPv4 routes in the file (duplicates included).
+    pub ipv4_routes: usize,
+    /// IPv6 routes in the file.
+    pub ipv6_routes: usize,
+    /// Distinct IPv4 prefixes in the built FIB.
+    pub ipv4_prefixes: usize,
+    /// Distinct IPv6 prefixes in the built FIB.
+    pub ipv6_prefixes: usize,
+    /// Time to read and parse.
+    pub read_ms: f64,
+    /// Time to build both FIBs.
+    pub build_ms: f64,
+    /// Memory of both FIBs.
+    pub fib_bytes: usize,
+    /// Counters and the cut, if any.
+    pub stats: ImportStats,
+    /// Human-readable warnings.
+    pub warnings: Vec<String>,
+}
+
+impl ImportSummary {
+    /// Print as text.
+    pub fn print(&self) {
+        println!("{} ({} {:?})", self.file, self.format, self.compression);
+        println!(
+            "  ipv4: {} routes, {} prefixes",
+            self.ipv4_routes, self.ipv4_prefixes
+        );
+        println!(
+            "  ipv6: {} routes, {} prefixes",
+            self.ipv6_routes, self.ipv6_prefixes
+        );
+        println!(
+            "  read {:.0} ms, build {:.0} ms, FIB memory {:.1} MiB",
+            self.read_ms,
+            self.build_ms,
+            self.fib_bytes as f64 / 1048576.0
+        );
+        for w in &self.warnings {
+            println!("  warning: {w}");
+        }
+    }
+}
+
+/// Import a file and build the FIBs from it (next hop = index modulo 2^23, only to size
+/// them): what `vrhost route import` reports.
+///
+/// # Errors
+/// As [`read_routes`].
+pub fn import_summary(path: &Path, opts: &ImportOptions) -> Result<ImportSummary, ImportError> {
+    let t = std::time::Instant::now();
+    let set = read_routes(path, opts)?;
+    let read_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = std::time::Instant::now();
+    let mut v4 = crate::Ipv4Fib::new();
+    let mut v6 = crate::Ipv6Fib::new();
+    let mut warnings = Vec::new();
+    for (i, r) in set.ipv4().enumerate() {
+        if let Err(e) = v4.insert(r.prefix, r.len, i as u32 & crate::MAX_NEXT_HOP) {
+            warnings.push(format!("{}/{}: {e}", Ipv4Addr::from(r.prefix), r.len));
+        }
+    }
+    for (i, r) in set.ipv6().enumerate() {
+        if let Err(e) = v6.insert(r.prefix, r.len, i as u32 & crate::MAX_NEXT_HOP) {
+            warnings.push(format!("{}/{}: {e}", Ipv6Addr::from(r.prefix), r.len));
+        }
+    }
+    let build_ms = t.elapsed().as_secs_f64() * 1e3;
+    let (n4, n6) = set.counts();
+    let st = &set.stats;
+    if st.host_bits_set > 0 {
+        warnings.push(format!(
+            "{} prefixes had host bits set (masked)",
+            st.host_bits_set
+        ));
+    }
+    if st.skipped_records > 0 {
+        warnings.push(format!(
+            "{} MRT records of other types skipped",
+            st.skipped_records
+        ));
+    }
+    if let Some(c) = &st.truncated {
+        warnings.push(format!(
+            "input cut at byte offset {} ({}); {} whole records kept",
+            c.offset, c.reason, c.records_kept
+        ));
+    }
+    Ok(ImportSummary {
+        file: path.display().to_string(),
+        format: set.format,
+        compression: set.compression,
+        ipv4_routes: n4,
+        ipv6_routes: n6,
+        ipv4_prefixes: v4.len(),
+        ipv6_prefixes: v6.len(),
+        read_ms,
+        build_ms,
+        fib_bytes: v4.mem_bytes() + v6.mem_bytes(),
+        stats: set.stats.clone(),
+        warnings,
+    })
+}
