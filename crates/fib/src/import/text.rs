@@ -56,7 +56,7 @@ pub(crate) fn read_text<R: BufRead>(
             stats.host_bits_set += 1;
         }
         routes.push(route.0);
-        if routes.len() % 65536 == 0 {
+        if routes.len().is_multiple_of(65536) {
             rep.report(routes.len());
         }
     }
