@@ -25,11 +25,13 @@ pub mod bench;
 pub mod cli;
 pub mod concurrent;
 pub mod import;
+pub mod policy;
 mod trie;
 
 pub mod reference;
 
 pub use concurrent::FibReader;
+pub use policy::{PolicyFib, RoutingMode};
 pub use trie::{Fib, Key, MAX_NEXT_HOP};
 
 /// Index into a VR's next-hop table.

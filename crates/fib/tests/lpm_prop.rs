@@ -165,3 +165,72 @@ fn pool_growth_and_compaction() {
         assert_eq!(f.groups_used(), 0);
     }
 }
+
+/// Naive reference for the routing modes: linear scans.
+fn policy_reference(
+    mode: vrhost_fib::RoutingMode,
+    routes: &[(u32, u8, u32, u8, u32)],
+    src: u32,
+    dst: u32,
+) -> Option<u32> {
+    use vrhost_fib::RoutingMode::*;
+    // Later inserts of the same key replace earlier ones.
+    let live = |key: &dyn Fn(&(u32, u8, u32, u8, u32)) -> (u32, u8, u32, u8)| {
+        let mut m: Vec<(u32, u8, u32, u8, u32)> = Vec::new();
+        for r in routes {
+            let k = key(r);
+            m.retain(|x| key(x) != k);
+            m.push((k.0, k.1, k.2, k.3, r.4));
+        }
+        m
+    };
+    let best = |cands: Vec<(u32, u8, u32, u8, u32)>,
+                a: u32,
+                pick: fn(&(u32, u8, u32, u8, u32)) -> (u32, u8)| {
+        cands
+            .into_iter()
+            .filter(|r| a.mask(pick(r).1) == pick(r).0)
+            .max_by_key(|r| pick(r).1)
+    };
+    match mode {
+        Dst => best(live(&|r| (0, 0, r.2.mask(r.3), r.3)), dst, |r| (r.2, r.3)).map(|r| r.4),
+        Src => best(live(&|r| (r.0.mask(r.1), r.1, 0, 0)), src, |r| (r.0, r.1)).map(|r| r.4),
+        SrcDst => {
+            let all = live(&|r| (r.0.mask(r.1), r.1, r.2.mask(r.3), r.3));
+            let s = best(all.clone(), src, |r| (r.0, r.1))?;
+            let same: Vec<_> = all
+                .into_iter()
+                .filter(|r| (r.0, r.1) == (s.0, s.1))
+                .collect();
+            best(same, dst, |r| (r.2, r.3)).map(|r| r.4)
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn routing_modes_match_reference(
+        routes in prop::collection::vec((addr_v4(), len_for(32), addr_v4(), len_for(32), 0..8u32), 1..24),
+        probes in prop::collection::vec((addr_v4(), addr_v4()), 64),
+    ) {
+        use vrhost_fib::{PolicyFib, RoutingMode};
+        for mode in [RoutingMode::Dst, RoutingMode::Src, RoutingMode::SrcDst] {
+            let mut f = PolicyFib::<u32>::new(mode);
+            for &(s, sl, d, dl, n) in &routes {
+                f.insert(s, sl, d, dl, n).unwrap();
+            }
+            let mut pts = probes.clone();
+            pts.extend(routes.iter().map(|r| (r.0, r.2)));
+            let (srcs, dsts): (Vec<u32>, Vec<u32>) = pts.iter().copied().unzip();
+            let mut out = vec![None; pts.len()];
+            f.lookup_batch(&srcs, &dsts, &mut out);
+            for (i, &(s, d)) in pts.iter().enumerate() {
+                let want = policy_reference(mode, &routes, s, d);
+                prop_assert_eq!(f.lookup(s, d), want, "{:?} {:#x} -> {:#x}", mode, s, d);
+                prop_assert_eq!(out[i], want);
+            }
+        }
+    }
+}
