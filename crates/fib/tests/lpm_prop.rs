@@ -175,8 +175,8 @@ fn policy_reference(
 ) -> Option<u32> {
     use vrhost_fib::RoutingMode::*;
     // Later inserts of the same key replace earlier ones.
-    let live = |key: &dyn Fn(&(u32, u8, u32, u8, u32)) -> (u32, u8, u32, u8)| {
-        let mut m: Vec<(u32, u8, u32, u8, u32)> = Vec::new();
+    let live = |key: &dyn Fn(&PolicyRoute) -> (u32, u8, u32, u8)| {
+        let mut m: Vec<PolicyRoute> = Vec::new();
         for r in routes {
             let k = key(r);
             m.retain(|x| key(x) != k);
@@ -184,9 +184,7 @@ fn policy_reference(
         }
         m
     };
-    let best = |cands: Vec<(u32, u8, u32, u8, u32)>,
-                a: u32,
-                pick: fn(&(u32, u8, u32, u8, u32)) -> (u32, u8)| {
+    let best = |cands: Vec<PolicyRoute>, a: u32, pick: fn(&PolicyRoute) -> (u32, u8)| {
         cands
             .into_iter()
             .filter(|r| a.mask(pick(r).1) == pick(r).0)
