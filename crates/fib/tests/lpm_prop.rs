@@ -166,10 +166,13 @@ fn pool_growth_and_compaction() {
     }
 }
 
+/// (source, source length, destination, destination length, next hop).
+type PolicyRoute = (u32, u8, u32, u8, u32);
+
 /// Naive reference for the routing modes: linear scans.
 fn policy_reference(
     mode: vrhost_fib::RoutingMode,
-    routes: &[(u32, u8, u32, u8, u32)],
+    routes: &[PolicyRoute],
     src: u32,
     dst: u32,
 ) -> Option<u32> {
