@@ -277,10 +277,14 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, crate::import::ImportErro
         bench_v4(opts, &v4, &addrs, &mut report);
     }
     if !v6.is_empty() {
-        // Uniformly random IPv6 addresses almost never match; draw them inside 2000::/3 so
-        // lookups walk the trie as real traffic does.
+        // Uniformly random IPv6 addresses almost never match anything: draw each inside a
+        // random prefix of the table instead (random host bits), so lookups walk as deep as
+        // real traffic's.
         let addrs: Vec<u128> = (0..opts.lookups)
-            .map(|_| (rng.random::<u128>() >> 3) | (1 << 125))
+            .map(|_| {
+                let (p, l, _) = v6[rng.random_range(0..v6.len())];
+                p | rng.random::<u128>().checked_shr(u32::from(l)).unwrap_or(0)
+            })
             .collect();
         bench_v6(opts, &v6, &addrs, &mut report);
     }

@@ -29,9 +29,6 @@ use crate::{FibError, NextHopId};
 
 /// Bits of the root level.
 pub(crate) const ROOT_BITS: u32 = 16;
-/// Bits of every further level (one group = 256 entries = 1 KiB).
-pub(crate) const GROUP_BITS: u32 = 8;
-const GROUP_SIZE: usize = 1 << GROUP_BITS;
 
 /// Entry bit saying "the low bits are a group index".
 const EXT: u32 = 1 << 31;
@@ -39,8 +36,8 @@ const EXT: u32 = 1 << 31;
 const LEN_SHIFT: u32 = 23;
 /// The largest next-hop id a FIB can hold (23 bits: 8,388,607).
 pub const MAX_NEXT_HOP: NextHopId = (1 << LEN_SHIFT) - 1;
-/// The most groups a FIB can hold (16M groups = 16 GiB: never the limit in practice).
-pub(crate) const MAX_GROUPS: usize = 1 << 24;
+/// The most pool entries a FIB can hold (16 GiB: never the limit in practice).
+const MAX_POOL_ENTRIES: usize = 1 << 32;
 /// Lookups handled together by `lookup_batch` (enough misses in flight to fill the
 /// line-fill buffers of one core).
 pub(crate) const BATCH: usize = 32;
@@ -49,6 +46,8 @@ pub(crate) const BATCH: usize = 32;
 pub trait Key: Copy + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + 'static {
     /// Address width in bits.
     const BITS: u8;
+    /// Bits per level below the root (a group has `1 << STRIDE` entries).
+    const STRIDE: u32;
     /// `self` with all bits past the first `len` cleared (`len <= BITS`).
     fn mask(self, len: u8) -> Self;
     /// `width` bits starting `start` bits from the most significant bit.
@@ -57,6 +56,8 @@ pub trait Key: Copy + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + 'static 
 
 impl Key for u32 {
     const BITS: u8 = 32;
+    /// 16-8-8: at most 3 accesses; a group is 1 KiB.
+    const STRIDE: u32 = 8;
     #[inline]
     fn mask(self, len: u8) -> Self {
         if len == 0 {
@@ -73,6 +74,11 @@ impl Key for u32 {
 
 impl Key for u128 {
     const BITS: u8 = 128;
+    /// 16-4-4-...: a group is one 64-byte cache line. IPv6 tables are sparse below /16, so
+    /// 8-bit groups would be mostly copies of one entry (8x the memory, measured on the
+    /// RouteViews dump); real prefixes stop at /48, so a lookup takes at most 9 accesses,
+    /// the upper ones shared by many prefixes and cached.
+    const STRIDE: u32 = 4;
     #[inline]
     fn mask(self, len: u8) -> Self {
         if len == 0 {
@@ -87,9 +93,9 @@ impl Key for u128 {
     }
 }
 
-/// Number of levels for a key type: the root then one per byte.
-const fn levels(bits: u8) -> usize {
-    1 + (bits as usize - ROOT_BITS as usize) / GROUP_BITS as usize
+/// Number of levels for a key type: the root then one per stride.
+const fn levels(bits: u8, stride: u32) -> usize {
+    1 + (bits as usize - ROOT_BITS as usize) / stride as usize
 }
 
 #[inline]
@@ -122,15 +128,15 @@ fn zeroed(n: usize) -> Box<[AtomicU32]> {
 }
 
 impl Table {
-    fn new(groups: usize) -> Self {
+    fn new<K: Key>(groups: usize) -> Self {
         Self {
             root: zeroed(1 << ROOT_BITS),
-            pool: zeroed(groups * GROUP_SIZE),
+            pool: zeroed(groups << K::STRIDE),
         }
     }
 
-    fn groups(&self) -> usize {
-        self.pool.len() / GROUP_SIZE
+    fn groups<K: Key>(&self) -> usize {
+        self.pool.len() >> K::STRIDE
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -138,8 +144,8 @@ impl Table {
     }
 
     /// Copy into a table with room for `groups` groups (writer side only).
-    fn grown(&self, groups: usize) -> Self {
-        let t = Self::new(groups);
+    fn grown<K: Key>(&self, groups: usize) -> Self {
+        let t = Self::new::<K>(groups);
         // Relaxed: the new table is not published yet; the Release store of its Arc does that.
         for (d, s) in t.root.iter().zip(self.root.iter()) {
             d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -158,9 +164,8 @@ impl Table {
         let mut start = ROOT_BITS;
         while e & EXT != 0 && start < u32::from(K::BITS) {
             let g = (e & !EXT) as usize;
-            e = self.pool[(g << GROUP_BITS) | addr.chunk(start, GROUP_BITS)]
-                .load(Ordering::Acquire);
-            start += GROUP_BITS;
+            e = self.pool[(g << K::STRIDE) | addr.chunk(start, K::STRIDE)].load(Ordering::Acquire);
+            start += K::STRIDE;
         }
         decode(e)
     }
@@ -183,12 +188,12 @@ impl Table {
             for i in 0..n {
                 if e[i] & EXT != 0 {
                     let g = (e[i] & !EXT) as usize;
-                    e[i] = self.pool[(g << GROUP_BITS) | addrs[i].chunk(start, GROUP_BITS)]
+                    e[i] = self.pool[(g << K::STRIDE) | addrs[i].chunk(start, K::STRIDE)]
                         .load(Ordering::Acquire);
                     any |= e[i];
                 }
             }
-            start += GROUP_BITS;
+            start += K::STRIDE;
         }
         for i in 0..n {
             out[i] = decode(e[i]);
@@ -280,12 +285,12 @@ impl<K: Key> std::fmt::Debug for Fib<K> {
 }
 
 impl<K: Key> Fib<K> {
-    const LEVELS: usize = levels(K::BITS);
+    const LEVELS: usize = levels(K::BITS, K::STRIDE);
 
     /// An empty table (256 KiB root plus a small group pool).
     pub fn new() -> Self {
         Self {
-            table: Arc::new(Table::new(64)),
+            table: Arc::new(Table::new::<K>(64)),
             next_group: 1,
             released: Default::default(),
             free: Vec::new(),
@@ -429,7 +434,7 @@ impl<K: Key> Fib<K> {
     /// Make room for `n` more groups: reuse groups no reader can still reach, else grow
     /// (copy and republish) the table.
     fn reserve(&mut self, n: usize) -> Result<(), FibError> {
-        let room = |f: &Self| f.free.len() + f.table.groups() - f.next_group;
+        let room = |f: &Self| f.free.len() + f.table.groups::<K>() - f.next_group;
         if room(self) >= n {
             return Ok(());
         }
@@ -449,11 +454,13 @@ impl<K: Key> Fib<K> {
                 return Ok(());
             }
         }
-        let want = (self.table.groups() * 2).max(self.next_group + n);
-        if want > MAX_GROUPS {
-            return Err(FibError::Capacity { groups: MAX_GROUPS });
+        let want = (self.table.groups::<K>() * 2).max(self.next_group + n);
+        if want << K::STRIDE > MAX_POOL_ENTRIES {
+            return Err(FibError::Capacity {
+                groups: self.next_group,
+            });
         }
-        let t = Arc::new(self.table.grown(want));
+        let t = Arc::new(self.table.grown::<K>(want));
         self.publish(t);
         Ok(())
     }
@@ -474,7 +481,7 @@ impl<K: Key> Fib<K> {
     /// already this big).
     pub fn compact(&mut self) -> Result<(), FibError> {
         let mut fresh = Self::new();
-        fresh.table = Arc::new(Table::new((self.groups_used() + Self::LEVELS).max(64)));
+        fresh.table = Arc::new(Table::new::<K>((self.groups_used() + Self::LEVELS).max(64)));
         // Shortest first, so that each prefix is pushed down once.
         for l in 0..=K::BITS {
             for (&p, &nh) in &self.rules[usize::from(l)] {
@@ -501,16 +508,16 @@ impl<K: Key> Fib<K> {
             Some(g) => g as usize,
             None => {
                 debug_assert!(
-                    self.next_group < self.table.groups(),
+                    self.next_group < self.table.groups::<K>(),
                     "reserve() was not called"
                 );
                 self.next_group += 1;
                 self.next_group - 1
             }
         };
-        let base = g * GROUP_SIZE;
+        let base = g * (1 << K::STRIDE);
         // Relaxed: the group is unreachable until the Release store of its pointer.
-        for e in &self.table.pool[base..base + GROUP_SIZE] {
+        for e in &self.table.pool[base..base + (1 << K::STRIDE)] {
             e.store(fill, Ordering::Relaxed);
         }
         g as u32
@@ -524,13 +531,13 @@ impl<K: Key> Fib<K> {
         let mut group: Option<usize> = None;
         let mut start = 0;
         // (parent entry, group base) of each group walked through, for collapsing.
-        let mut path: [((bool, usize), usize); 16] = [((true, 0), 0); 16];
+        let mut path: [((bool, usize), usize); 32] = [((true, 0), 0); 32];
         let mut depth = 0;
         loop {
             let width = if group.is_none() {
                 ROOT_BITS
             } else {
-                GROUP_BITS
+                K::STRIDE
             };
             let end = start + width;
             let idx = p.chunk(start, width);
@@ -571,7 +578,7 @@ impl<K: Key> Fib<K> {
             if let Some(g) = group
                 && depth < path.len()
             {
-                path[depth] = (slot, g << GROUP_BITS);
+                path[depth] = (slot, g << K::STRIDE);
                 depth += 1;
             }
             start = end;
@@ -583,7 +590,7 @@ impl<K: Key> Fib<K> {
     fn slot(&self, group: Option<usize>, i: usize) -> (bool, usize) {
         match group {
             None => (true, i),
-            Some(g) => (false, (g << GROUP_BITS) | i),
+            Some(g) => (false, (g << K::STRIDE) | i),
         }
     }
 
@@ -599,8 +606,8 @@ impl<K: Key> Fib<K> {
     fn apply(&mut self, slot: (bool, usize), op: Op) {
         let e = self.entry(slot).load(Ordering::Relaxed);
         if e & EXT != 0 {
-            let base = ((e & !EXT) as usize) << GROUP_BITS;
-            for i in base..base + GROUP_SIZE {
+            let base = ((e & !EXT) as usize) << K::STRIDE;
+            for i in base..base + (1 << K::STRIDE) {
                 self.apply((false, i), op);
             }
             if let Op::Clear { .. } = op {
@@ -625,7 +632,7 @@ impl<K: Key> Fib<K> {
     /// After a delete: if a group holds one leaf value everywhere, put that leaf back in the
     /// parent and release the group (reused only after the next table copy).
     fn maybe_collapse(&mut self, parent: (bool, usize), base: usize) -> bool {
-        let pool = &self.table.pool[base..base + GROUP_SIZE];
+        let pool = &self.table.pool[base..base + (1 << K::STRIDE)];
         let first = pool[0].load(Ordering::Relaxed);
         if first & EXT != 0 || pool.iter().any(|e| e.load(Ordering::Relaxed) != first) {
             return false;
@@ -633,7 +640,7 @@ impl<K: Key> Fib<K> {
         // Release: pairs with readers' Acquire; readers already inside the group still read
         // the same value there, since the group is not reused before the next copy.
         self.entry(parent).store(first, Ordering::Release);
-        let g = (base >> GROUP_BITS) as u32;
+        let g = (base >> K::STRIDE) as u32;
         match &self.published {
             // Readers may be inside the group: reuse it after they all pass this epoch.
             Some(p) => self.released.push_back((p.advance_epoch(), g)),
