@@ -46,6 +46,10 @@ pub struct BenchOptions {
     /// Route changes per second the writer paces itself to in `update-concurrent`
     /// (0: only the unpaced measurement).
     pub update_rate: f64,
+    /// Live heap bytes, if the binary counts them (a counting global allocator, as in
+    /// `examples/bench_fib.rs`): the other crates' memory is then measured exactly as heap
+    /// growth during their build (`mem_method: "heap"`) instead of RSS growth.
+    pub heap_bytes: Option<fn() -> usize>,
 }
 
 impl Default for BenchOptions {
@@ -60,6 +64,7 @@ impl Default for BenchOptions {
             only_vrhost: false,
             nexthops: 64,
             update_rate: 1e6,
+            heap_bytes: None,
         }
     }
 }
@@ -85,7 +90,9 @@ pub struct BenchResult {
     pub build_ms: Option<f64>,
     /// Memory of the structure.
     pub mem_bytes: Option<usize>,
-    /// How `mem_bytes` was measured: `exact` or `rss`.
+    /// How `mem_bytes` was measured: `exact` (the structure's own count), `heap` (heap growth
+    /// during the build) or `rss` (resident-set growth; approximate, low when the allocator
+    /// reuses freed memory).
     pub mem_method: Option<String>,
     /// Route changes per second (update modes).
     pub updates_per_s: Option<f64>,
@@ -530,18 +537,22 @@ fn compare_one<K: Key, T: 'static>(
     look: impl Fn(&T, K) -> Option<NextHopId>,
     update: Option<UpdateFn<'_, T, K>>,
 ) -> Vec<BenchResult> {
-    let rss0 = rss_bytes();
+    let (probe, method): (fn() -> usize, &str) = match opts.heap_bytes {
+        Some(f) => (f, "heap"),
+        None => (rss_bytes, "rss"),
+    };
+    let mem0 = probe();
     let t = Instant::now();
     let mut s = build(routes);
     let build_t = t.elapsed();
-    let mem = rss_bytes().saturating_sub(rss0);
+    let mem = probe().saturating_sub(mem0);
     let (d, sum) = best(opts.passes, || {
         addrs.iter().map(|&a| sum_opt(look(&s, a))).sum()
     });
     let mut r = lookup_row(name, family, routes.len(), "single", addrs.len(), d, sum);
     r.build_ms = Some(build_t.as_secs_f64() * 1e3);
     r.mem_bytes = Some(mem);
-    r.mem_method = Some("rss".into());
+    r.mem_method = Some(method.into());
     let mut rows = vec![r];
     if let Some(up) = update {
         let t = Instant::now();

@@ -41,6 +41,15 @@ pub struct BenchFibArgs {
 /// # Errors
 /// The table cannot be imported, or output fails.
 pub fn run_cli(args: &BenchFibArgs) -> anyhow::Result<()> {
+    run_cli_with(args, None)
+}
+
+/// [`run_cli`] in a binary that counts live heap bytes (see
+/// [`BenchOptions::heap_bytes`]).
+///
+/// # Errors
+/// As [`run_cli`].
+pub fn run_cli_with(args: &BenchFibArgs, heap_bytes: Option<fn() -> usize>) -> anyhow::Result<()> {
     let opts = BenchOptions {
         table: args.table.clone(),
         lookups: args.lookups.max(1),
@@ -49,6 +58,7 @@ pub fn run_cli(args: &BenchFibArgs) -> anyhow::Result<()> {
         seed: args.seed,
         pin: !args.no_pin,
         only_vrhost: args.only_vrhost,
+        heap_bytes,
         ..BenchOptions::default()
     };
     let report = run(&opts).map_err(|e| anyhow::anyhow!("{}: {e}", args.table.display()))?;

@@ -1,7 +1,8 @@
 //! The multibit trie behind [`Ipv4Fib`](crate::Ipv4Fib) and [`Ipv6Fib`](crate::Ipv6Fib).
 //!
-//! DIR-16-8-8 for IPv4 (DIR-16-8x14 for IPv6): a root array indexed by the first 16 bits of
-//! the address, then 256-entry groups indexed by each following byte, with *controlled prefix
+//! DIR-16-8-8 for IPv4 (16-4-4-... for IPv6): a root array indexed by the first 16 bits of
+//! the address, then groups of `1 << STRIDE` entries indexed by each following stride (8
+//! bits for IPv4, 4 for IPv6; see [`Key::STRIDE`]), with *controlled prefix
 //! expansion* and *leaf pushing* (Srinivasan & Varghese, "Faster IP lookups using controlled
 //! prefix expansion", SIGMETRICS 1998; the same scheme as DPDK's `rte_lpm` with a 16-bit
 //! instead of a 24-bit first level). Every entry carries the length of the prefix that wrote
@@ -11,6 +12,9 @@
 //! Why 16 and not 24 bits first: a 24-bit root (64 MiB) makes every random lookup a cache
 //! and TLB miss even for a 2-route table; the 256 KiB root fits in L2, and with the 512K
 //! table the level-1 groups take ~22 MiB (about 20K of them), which fits in a 32 MiB L3.
+//! Measured with this code and `ROOT_BITS = 24` (2-core EPYC VM, 2026-11-22): 2-route table
+//! 90 M batched lookups/s (vs ~800 M with 16 bits), 512K table 94 M/s (vs ~110 M), build
+//! 640 ms (vs ~110 ms); transparent huge pages (`always`) did not change the 24-bit figures.
 //!
 //! Concurrency: entries are `AtomicU32`. A writer fills a new group completely before it
 //! publishes the group's index in the parent entry with a `Release` store; readers load every
@@ -454,7 +458,8 @@ impl<K: Key> Fib<K> {
                 return Ok(());
             }
         }
-        let want = (self.table.groups::<K>() * 2).max(self.next_group + n);
+        // x1.5: amortized O(1) copies, at most a third of the pool idle.
+        let want = (self.table.groups::<K>() * 3 / 2).max(self.next_group + n);
         if want << K::STRIDE > MAX_POOL_ENTRIES {
             return Err(FibError::Capacity {
                 groups: self.next_group,
