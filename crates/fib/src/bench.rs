@@ -423,13 +423,19 @@ fn concurrent_updates<K: Key>(
         black_box(sum);
         n as f64 / t.elapsed().as_secs_f64()
     };
-    let (base, during, upd) = std::thread::scope(|s| {
-        // Phase 1: the reader alone.
-        let h = s.spawn(|| run_reader(reader.clone()));
-        std::thread::sleep(window);
-        stop.store(true, Ordering::Relaxed);
-        let base = h.join().unwrap_or(0.0);
-        // Phase 2: the reader while this thread (core 0) updates.
+    // The reader alone before and after (their mean is the baseline, which cancels slow
+    // drift from other load on the machine), and while this thread (core 0) updates.
+    let alone = || {
+        std::thread::scope(|s| {
+            stop.store(false, Ordering::Relaxed);
+            let h = s.spawn(|| run_reader(reader.clone()));
+            std::thread::sleep(window);
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap_or(0.0)
+        })
+    };
+    let base1 = alone();
+    let (during, upd) = std::thread::scope(|s| {
         stop.store(false, Ordering::Relaxed);
         let h = s.spawn(|| run_reader(reader.clone()));
         let t = Instant::now();
@@ -450,9 +456,9 @@ fn concurrent_updates<K: Key>(
         }
         let upd = applied as f64 / t.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
-        let during = h.join().unwrap_or(0.0);
-        (base, during, upd)
+        (h.join().unwrap_or(0.0), upd)
     });
+    let base = (base1 + alone()) / 2.0;
     BenchResult {
         impl_name: "vrhost".into(),
         family: family.into(),
