@@ -1,9 +1,11 @@
 //! vrhost-fib: the forwarding information base of vrhost's routers.
 //!
-//! What it owns: IPv4 and IPv6 longest-prefix match ([`Ipv4Fib`], [`Ipv6Fib`]), route import
-//! from text, ipasn and MRT dumps ([`import`]), and `vrhost bench fib` ([`bench`]). What it
-//! does not own: the next-hop table itself (a route maps to a [`NextHopId`], an index into
-//! the VR's next-hop table of out vNIC + neighbour), nor the routing daemon.
+//! What it owns: IPv4 and IPv6 longest-prefix match ([`Ipv4Fib`], [`Ipv6Fib`]), lookups
+//! during updates ([`concurrent`]), next-hop interning ([`NextHopTable`]), routing policies
+//! ([`PolicyFib`]), route import from text, ipasn and MRT dumps ([`import`]), and
+//! `vrhost bench fib` / `vrhost route import` ([`bench`](mod@bench), [`cli`]). What it does
+//! not own: what a next hop is (a route maps to a [`NextHopId`]; the VR's next-hop type, out
+//! vNIC + neighbour, lives in the VR), the data path around the lookup, the routing daemon.
 //!
 //! # Algorithm
 //!
@@ -43,12 +45,14 @@ pub mod bench;
 pub mod cli;
 pub mod concurrent;
 pub mod import;
+pub mod nexthop;
 pub mod policy;
 mod trie;
 
 pub mod reference;
 
 pub use concurrent::FibReader;
+pub use nexthop::NextHopTable;
 pub use policy::{PolicyFib, RoutingMode};
 pub use trie::{Fib, Key, MAX_NEXT_HOP};
 

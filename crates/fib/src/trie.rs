@@ -392,7 +392,7 @@ impl<K: Key> Fib<K> {
         self.table.lookup(addr)
     }
 
-    /// Look up `addrs[i]` into `out[i]`, [`BATCH`] addresses at a time, with the loads of a
+    /// Look up `addrs[i]` into `out[i]`, 32 addresses at a time, with the loads of a
     /// batch issued together so that their cache misses overlap.
     ///
     /// # Panics

@@ -16,6 +16,10 @@ fuzz_target!(|data: &[u8]| {
         if let Some(t) = stats.truncated {
             assert!(t.offset <= data.len() as u64);
         }
-        assert!(routes.iter().all(|r| r.len <= if r.prefix.is_ipv4() { 32 } else { 128 }));
+        assert!(
+            routes
+                .iter()
+                .all(|r| r.len <= if r.prefix.is_ipv4() { 32 } else { 128 })
+        );
     }
 });

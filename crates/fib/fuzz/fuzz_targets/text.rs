@@ -11,10 +11,17 @@ fuzz_target!(|data: &[u8]| {
             let mut v4 = vrhost_fib::Ipv4Fib::new();
             for r in routes.iter().filter(|r| r.prefix.is_ipv4()) {
                 if let std::net::IpAddr::V4(a) = r.prefix {
-                    v4.insert(u32::from(a), r.len, 1).expect("parsed prefixes are valid");
+                    v4.insert(u32::from(a), r.len, 1)
+                        .expect("parsed prefixes are valid");
                 }
             }
         }
     }
-    let _ = read_routes_from(data, &ImportOptions { keep_partial: true, ..Default::default() });
+    let _ = read_routes_from(
+        data,
+        &ImportOptions {
+            keep_partial: true,
+            ..Default::default()
+        },
+    );
 });
