@@ -1,7 +1,7 @@
 //! Next-hop tables: routes hold a [`NextHopId`]; the table maps it to the VR's next hop (out
 //! vNIC + neighbour MAC or address: the type is the VR's). Equal next hops share one id, so
 //! a full table with a few neighbours has a few entries, and ids stay within
-//! [`MAX_NEXT_HOP`](crate::MAX_NEXT_HOP).
+//! [`MAX_NEXT_HOP`].
 
 use std::collections::HashMap;
 use std::hash::Hash;
