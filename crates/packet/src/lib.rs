@@ -1,1 +1,37 @@
-//! vrhost packet (placeholder, being written).
+//! Zero-copy packet views for vrhost's data path.
+//!
+//! This crate owns the wire formats the host and the VRs touch per packet:
+//! Ethernet (with one 802.1Q tag), IPv4 and UDP header views over borrowed
+//! byte buffers, the internet checksum and its incremental update
+//! (RFC 1071, RFC 1624), the classifier's [`FlowKey`], and a builder for
+//! test and generator frames ([`build`]). It owns no buffers, performs no
+//! allocation and contains no `unsafe`.
+//!
+//! It does not own: IPv6 (the FIB handles IPv6 addresses, the views come
+//! later), TCP beyond its port numbers, tunnels, or any I/O (see `vrhost-io`).
+//!
+//! # Views
+//!
+//! The views follow smoltcp's `wire` module: a view `Foo<T: AsRef<[u8]>>`
+//! wraps a buffer; [`new_checked`](ipv4::Ipv4Packet::new_checked) validates
+//! the lengths and fields that the accessors rely on, after which no getter
+//! can panic; getters need `AsRef<[u8]>`, setters `AsMut<[u8]>`; byte ranges
+//! are named constants in a private `mod field`. A small `Copy` `Repr` per
+//! header offers `parse` / `emit` / `buffer_len` for code that prefers values
+//! to views.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod build;
+pub mod checksum;
+mod error;
+pub mod ethernet;
+mod flow;
+pub mod ipv4;
+mod mac;
+pub mod udp;
+
+pub use error::ParseError;
+pub use flow::FlowKey;
+pub use mac::{MacAddr, MacParseError};

@@ -1,0 +1,39 @@
+//! The one error type of the parsers.
+
+/// Why a byte string is not the header a parser expected.
+///
+/// Returned by every `new_checked`, every `Repr::parse` and by
+/// [`FlowKey::extract`](crate::FlowKey::extract). The data path drops and
+/// counts these; it never logs them one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// The buffer ends before the header (or the length a header claims).
+    #[error("truncated: buffer too short for the header or its length field")]
+    Truncated,
+    /// The IPv4 version nibble is not 4.
+    #[error("IPv4 version is not 4")]
+    BadVersion,
+    /// The IPv4 header length is below 5 words.
+    #[error("IPv4 IHL below 5")]
+    BadIhl,
+    /// The IPv4 total length is below the header length.
+    #[error("IPv4 total length below the header length")]
+    BadTotalLength,
+    /// The UDP length field is below 8.
+    #[error("UDP length below the 8-byte header")]
+    BadUdpLength,
+    /// A checksum does not verify.
+    #[error("bad checksum")]
+    BadChecksum,
+    /// The frame does not carry the expected protocol (e.g. not IPv4).
+    #[error("wrong EtherType")]
+    WrongEtherType,
+    /// The IPv4 packet does not carry the expected transport protocol.
+    #[error("wrong IP protocol")]
+    WrongProtocol,
+    /// Valid on the wire but not representable by the `Repr` asked for
+    /// (IPv4 options, fragments).
+    #[error("header feature not supported by this representation")]
+    Unsupported,
+}

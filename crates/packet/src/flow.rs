@@ -1,0 +1,260 @@
+//! The classifier's per-packet key.
+
+use crate::ParseError;
+use crate::ethernet::EtherType;
+use crate::ipv4::proto;
+use crate::mac::MacAddr;
+
+/// The header fields the host's classifier matches on, read in one pass.
+///
+/// For a non-IPv4 frame the IP fields are zero; for an IPv4 fragment, or a
+/// protocol other than UDP and TCP, the ports are zero. Addresses are
+/// host-order integers (`10.0.0.1` is `0x0a000001`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FlowKey {
+    /// Destination MAC address.
+    pub dst_mac: MacAddr,
+    /// Source MAC address.
+    pub src_mac: MacAddr,
+    /// 802.1Q VLAN id (12 bits), if the frame is tagged.
+    pub vlan: Option<u16>,
+    /// EtherType of the payload (after the VLAN tag).
+    pub ethertype: EtherType,
+    /// IPv4 source address.
+    pub src: u32,
+    /// IPv4 destination address.
+    pub dst: u32,
+    /// IPv4 protocol.
+    pub protocol: u8,
+    /// UDP/TCP source port.
+    pub sport: u16,
+    /// UDP/TCP destination port.
+    pub dport: u16,
+}
+
+#[inline(always)]
+fn be16(f: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([f[at], f[at + 1]])
+}
+
+#[inline(always)]
+fn be32(f: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]])
+}
+
+impl FlowKey {
+    /// Read the key of an Ethernet frame (FCS not included).
+    ///
+    /// One pass over fixed offsets, no allocation, no checksum verification
+    /// (the router verifies; the classifier only needs addresses). The
+    /// IPv4 header is validated as [`Ipv4Packet::check`] does, so a key
+    /// never comes from bytes the router would refuse to parse.
+    ///
+    /// # Errors
+    /// [`ParseError::Truncated`] when the Ethernet header, the VLAN tag, the
+    /// IPv4 header or the total length run past the frame, or the ports of
+    /// an unfragmented UDP/TCP packet lie past its total length;
+    /// [`ParseError::BadVersion`], [`ParseError::BadIhl`],
+    /// [`ParseError::BadTotalLength`] for a broken IPv4 header. Frames of
+    /// other EtherTypes are not errors.
+    ///
+    /// [`Ipv4Packet::check`]: crate::ipv4::Ipv4Packet::check
+    #[inline]
+    pub fn extract(frame: &[u8]) -> Result<FlowKey, ParseError> {
+        if frame.len() < 14 {
+            return Err(ParseError::Truncated);
+        }
+        let mut key = FlowKey {
+            dst_mac: MacAddr([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]]),
+            src_mac: MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]),
+            ..FlowKey::default()
+        };
+        let mut ethertype = EtherType(be16(frame, 12));
+        let mut l3 = 14;
+        if ethertype == EtherType::VLAN {
+            if frame.len() < 18 {
+                return Err(ParseError::Truncated);
+            }
+            key.vlan = Some(be16(frame, 14) & 0x0fff);
+            ethertype = EtherType(be16(frame, 16));
+            l3 = 18;
+        }
+        key.ethertype = ethertype;
+        if ethertype != EtherType::IPV4 {
+            return Ok(key);
+        }
+        let ip = &frame[l3..];
+        if ip.len() < 20 {
+            return Err(ParseError::Truncated);
+        }
+        if ip[0] >> 4 != 4 {
+            return Err(ParseError::BadVersion);
+        }
+        let hl = usize::from(ip[0] & 0x0f) * 4;
+        if hl < 20 {
+            return Err(ParseError::BadIhl);
+        }
+        let total = usize::from(be16(ip, 2));
+        if hl > ip.len() {
+            return Err(ParseError::Truncated);
+        }
+        if total < hl {
+            return Err(ParseError::BadTotalLength);
+        }
+        if total > ip.len() {
+            return Err(ParseError::Truncated);
+        }
+        key.protocol = ip[9];
+        key.src = be32(ip, 12);
+        key.dst = be32(ip, 16);
+        let is_fragment = be16(ip, 6) & 0x3fff != 0;
+        if (key.protocol == proto::UDP || key.protocol == proto::TCP) && !is_fragment {
+            if total < hl + 4 {
+                return Err(ParseError::Truncated);
+            }
+            key.sport = be16(ip, hl);
+            key.dport = be16(ip, hl + 2);
+        }
+        Ok(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ethernet::EthernetFrame;
+    use crate::ipv4::Ipv4Packet;
+    use crate::udp::UdpPacket;
+    use proptest::prelude::*;
+
+    /// A minimum-size frame, 192.168.0.1:52125 -> 192.168.0.199:53 UDP with
+    /// no payload, padded to 60 bytes; IPv4 checksum b8b8 computed by hand.
+    fn udp_frame() -> Vec<u8> {
+        let mut f = vec![
+            0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08,
+            0x00, // eth
+            0x45, 0x00, 0x00, 0x1c, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0xb8, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7, // ip, total 28
+            0xcb, 0x9d, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00, // udp
+        ];
+        f.resize(60, 0);
+        f
+    }
+
+    #[test]
+    fn udp_key() {
+        let f = udp_frame();
+        assert!(Ipv4Packet::new_checked(&f[14..]).unwrap().verify_checksum());
+        let k = FlowKey::extract(&f).unwrap();
+        assert_eq!(k.dst_mac.to_string(), "00:1b:21:3a:4f:5e");
+        assert_eq!(k.src_mac, MacAddr([2, 0, 0, 0, 0, 1]));
+        assert_eq!(k.vlan, None);
+        assert_eq!(k.ethertype, EtherType::IPV4);
+        assert_eq!((k.src, k.dst, k.protocol), (0xc0a8_0001, 0xc0a8_00c7, 17));
+        assert_eq!((k.sport, k.dport), (52125, 53));
+    }
+
+    #[test]
+    fn tagged_key() {
+        let mut f = udp_frame();
+        f.splice(12..12, [0x81, 0x00, 0x20, 0x2a]);
+        let k = FlowKey::extract(&f).unwrap();
+        assert_eq!(k.vlan, Some(42));
+        assert_eq!(k.ethertype, EtherType::IPV4);
+        assert_eq!(k.dport, 53);
+    }
+
+    #[test]
+    fn non_ip_and_fragments() {
+        let mut f = udp_frame();
+        f[12..14].copy_from_slice(&[0x08, 0x06]);
+        let k = FlowKey::extract(&f).unwrap();
+        assert_eq!(k.ethertype, EtherType::ARP);
+        assert_eq!(
+            (k.src, k.dst, k.protocol, k.sport, k.dport),
+            (0, 0, 0, 0, 0)
+        );
+
+        let mut f = udp_frame();
+        f[20] = 0x20; // MF
+        let k = FlowKey::extract(&f).unwrap();
+        assert_eq!((k.protocol, k.sport, k.dport), (17, 0, 0));
+
+        let mut f = udp_frame();
+        f[23] = 1; // ICMP
+        assert_eq!(FlowKey::extract(&f).unwrap().dport, 0);
+    }
+
+    #[test]
+    fn errors() {
+        let f = udp_frame();
+        assert_eq!(FlowKey::extract(&f[..13]), Err(ParseError::Truncated));
+        assert_eq!(FlowKey::extract(&f[..33]), Err(ParseError::Truncated));
+        assert_eq!(FlowKey::extract(&f[..41]), Err(ParseError::Truncated));
+        let mut v = f.clone();
+        v[14] = 0x55;
+        assert_eq!(FlowKey::extract(&v), Err(ParseError::BadVersion));
+        v[14] = 0x43;
+        assert_eq!(FlowKey::extract(&v), Err(ParseError::BadIhl));
+        let mut v = f.clone();
+        v[17] = 19;
+        assert_eq!(FlowKey::extract(&v), Err(ParseError::BadTotalLength));
+        let mut v = f.clone();
+        v[17] = 22; // UDP with 2 bytes: no room for ports
+        assert_eq!(FlowKey::extract(&v), Err(ParseError::Truncated));
+        let mut v = f[..14].to_vec();
+        v[12..14].copy_from_slice(&[0x81, 0x00]);
+        assert_eq!(FlowKey::extract(&v), Err(ParseError::Truncated));
+    }
+
+    /// The key must agree with the views on every input the views accept.
+    fn via_views(f: &[u8]) -> Result<FlowKey, ParseError> {
+        let eth = EthernetFrame::new_checked(f)?;
+        let mut k = FlowKey {
+            dst_mac: eth.dst_addr(),
+            src_mac: eth.src_addr(),
+            vlan: eth.vlan_id(),
+            ethertype: eth.inner_ethertype(),
+            ..FlowKey::default()
+        };
+        if k.ethertype == EtherType::IPV4 {
+            let ip = Ipv4Packet::new_checked(eth.payload())?;
+            k.src = ip.src_u32();
+            k.dst = ip.dst_u32();
+            k.protocol = ip.protocol();
+            if (k.protocol == 6 || k.protocol == 17) && !ip.is_fragment() {
+                let p = ip.payload();
+                if p.len() < 4 {
+                    return Err(ParseError::Truncated);
+                }
+                let u = UdpPacket::new_unchecked(p);
+                k.sport = u.src_port();
+                k.dport = u.dst_port();
+            }
+        }
+        Ok(k)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn random_bytes(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+            prop_assert_eq!(FlowKey::extract(&b), via_views(&b));
+        }
+
+        #[test]
+        fn ipv4_biased_bytes(mut b in proptest::collection::vec(any::<u8>(), 14..80), vlan: bool, ihl in 5u8..7, total in 0u16..70, frag: bool, tcp: bool) {
+            // Make most inputs IPv4 so the deeper checks are reached.
+            b[12..14].copy_from_slice(&[0x08, 0x00]);
+            let l3 = if vlan && b.len() >= 18 { b[12..14].copy_from_slice(&[0x81, 0]); b[16..18].copy_from_slice(&[8, 0]); 18 } else { 14 };
+            if b.len() >= l3 + 20 {
+                b[l3] = 0x40 | ihl;
+                b[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
+                b[l3 + 6] = if frag { 0x20 } else { 0x40 };
+                b[l3 + 9] = if tcp { 6 } else { 17 };
+            }
+            prop_assert_eq!(FlowKey::extract(&b), via_views(&b));
+        }
+    }
+}
