@@ -56,6 +56,10 @@ pub trait Key: Copy + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + 'static 
     fn mask(self, len: u8) -> Self;
     /// `width` bits starting `start` bits from the most significant bit.
     fn chunk(self, start: u32, width: u32) -> usize;
+    /// The key as a number.
+    fn to_u128(self) -> u128;
+    /// The low `BITS` bits of `v` as a key.
+    fn from_u128(v: u128) -> Self;
 }
 
 impl Key for u32 {
@@ -73,6 +77,12 @@ impl Key for u32 {
     #[inline]
     fn chunk(self, start: u32, width: u32) -> usize {
         ((self >> (32 - start - width)) & ((1 << width) - 1)) as usize
+    }
+    fn to_u128(self) -> u128 {
+        u128::from(self)
+    }
+    fn from_u128(v: u128) -> Self {
+        v as u32
     }
 }
 
@@ -94,6 +104,12 @@ impl Key for u128 {
     #[inline]
     fn chunk(self, start: u32, width: u32) -> usize {
         ((self >> (128 - start - width)) & ((1 << width) - 1)) as usize
+    }
+    fn to_u128(self) -> u128 {
+        self
+    }
+    fn from_u128(v: u128) -> Self {
+        v
     }
 }
 
@@ -536,7 +552,7 @@ impl<K: Key> Fib<K> {
         let mut group: Option<usize> = None;
         let mut start = 0;
         // (parent entry, group base) of each group walked through, for collapsing.
-        let mut path: [((bool, usize), usize); 32] = [((true, 0), 0); 32];
+        let mut path: [((bool, usize), usize, u32); 32] = [((true, 0), 0, 0); 32];
         let mut depth = 0;
         loop {
             let width = if group.is_none() {
@@ -550,11 +566,11 @@ impl<K: Key> Fib<K> {
                 let count = 1usize << (end - len);
                 for i in idx..idx + count {
                     let slot = self.slot(group, i);
-                    self.apply(slot, op);
+                    self.apply(slot, op, end);
                 }
                 if let Op::Clear { .. } = op {
-                    for &(parent, base) in path[..depth].iter().rev() {
-                        if !self.maybe_collapse(parent, base) {
+                    for &(parent, base, bits) in path[..depth].iter().rev() {
+                        if !self.maybe_collapse(parent, base, bits) {
                             break;
                         }
                     }
@@ -583,7 +599,7 @@ impl<K: Key> Fib<K> {
             if let Some(g) = group
                 && depth < path.len()
             {
-                path[depth] = (slot, g << K::STRIDE);
+                path[depth] = (slot, g << K::STRIDE, end);
                 depth += 1;
             }
             start = end;
@@ -608,15 +624,16 @@ impl<K: Key> Fib<K> {
         }
     }
 
-    fn apply(&mut self, slot: (bool, usize), op: Op) {
+    /// `child_bits`: where the group below `slot`, if any, starts (the end of `slot`'s level).
+    fn apply(&mut self, slot: (bool, usize), op: Op, child_bits: u32) {
         let e = self.entry(slot).load(Ordering::Relaxed);
         if e & EXT != 0 {
             let base = ((e & !EXT) as usize) << K::STRIDE;
             for i in base..base + (1 << K::STRIDE) {
-                self.apply((false, i), op);
+                self.apply((false, i), op, child_bits + K::STRIDE);
             }
             if let Op::Clear { .. } = op {
-                self.maybe_collapse(slot, base);
+                self.maybe_collapse(slot, base, child_bits);
             }
             return;
         }
@@ -634,12 +651,18 @@ impl<K: Key> Fib<K> {
         }
     }
 
-    /// After a delete: if a group holds one leaf value everywhere, put that leaf back in the
-    /// parent and release the group (reused only after the next table copy).
-    fn maybe_collapse(&mut self, parent: (bool, usize), base: usize) -> bool {
+    /// After a delete: if a group holds one leaf value everywhere, and that leaf is of a
+    /// prefix covering the whole group (length <= `group_bits`, where the group starts),
+    /// put the leaf back in the parent and release the group. (A uniform group of longer
+    /// prefixes, e.g. 256 sibling /24s with one next hop, must stay: each of them can be
+    /// deleted alone later.)
+    fn maybe_collapse(&mut self, parent: (bool, usize), base: usize, group_bits: u32) -> bool {
         let pool = &self.table.pool[base..base + (1 << K::STRIDE)];
         let first = pool[0].load(Ordering::Relaxed);
-        if first & EXT != 0 || pool.iter().any(|e| e.load(Ordering::Relaxed) != first) {
+        if first & EXT != 0
+            || leaf_len(first).is_some_and(|l| u32::from(l) > group_bits)
+            || pool.iter().any(|e| e.load(Ordering::Relaxed) != first)
+        {
             return false;
         }
         // Release: pairs with readers' Acquire; readers already inside the group still read

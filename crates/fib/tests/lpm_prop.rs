@@ -10,6 +10,9 @@ use vrhost_fib::{Fib, Key, Lpm};
 enum Op<K> {
     Insert(K, u8, u32),
     Remove(K, u8),
+    /// Insert every sub-prefix `stride` bits longer than `K/len` with one next hop: fills a
+    /// whole group with equal leaves of sibling prefixes.
+    Fill(K, u8, u32),
 }
 
 /// Addresses clustered around a few bases, so prefixes nest and overlap.
@@ -37,8 +40,10 @@ fn ops_v4() -> impl Strategy<Value = Vec<Op<u32>>> {
         prop_oneof![
             3 => (addr_v4(), len_for(32), 0..8u32).prop_map(|(a, l, n)| Op::Insert(a, l, n)),
             1 => (addr_v4(), len_for(32)).prop_map(|(a, l)| Op::Remove(a, l)),
+            // Groups start at /16 and /24.
+            1 => (addr_v4(), prop_oneof![Just(16u8), Just(24u8)], 0..2u32).prop_map(|(a, l, n)| Op::Fill(a, l, n)),
         ],
-        1..120,
+        1..60,
     )
 }
 
@@ -57,8 +62,17 @@ fn ops_v6() -> impl Strategy<Value = Vec<Op<u128>>> {
         prop_oneof![
             3 => (addr_v6(), len_for(128), 0..8u32).prop_map(|(a, l, n)| Op::Insert(a, l, n)),
             1 => (addr_v6(), len_for(128)).prop_map(|(a, l)| Op::Remove(a, l)),
+            1 => (addr_v6(), (4..=28u8).prop_map(|k| k * 4), 0..2u32).prop_map(|(a, l, n)| Op::Fill(a, l, n)),
         ],
         1..60,
+    )
+}
+
+/// The next prefix of length `len` (>= 1) after `p`, wrapping.
+fn next_sibling<K: Key>(p: K, len: u8) -> K {
+    K::from_u128(
+        p.to_u128()
+            .wrapping_add(1u128 << (u32::from(K::BITS) - u32::from(len))),
     )
 }
 
@@ -83,6 +97,22 @@ fn check<K: Key>(ops: &[Op<K>], probes: &[K], edges: impl Fn(K, u8) -> [K; 3]) {
                 naive.remove(a, l),
                 "remove {a:?}/{l}"
             ),
+            Op::Fill(a, l, n) => {
+                let stride = if K::BITS == 32 { 8 } else { 4 };
+                let sl = l + stride;
+                let mut sub = a.mask(l);
+                for i in 0..1u32 << stride {
+                    assert_eq!(
+                        Lpm::insert(&mut fib, sub, sl, n),
+                        naive.insert(sub, sl, n),
+                        "fill {sub:?}/{sl}"
+                    );
+                    if i % (1 << (stride - 2)) == 0 {
+                        points.extend(edges(sub, sl));
+                    }
+                    sub = next_sibling(sub, sl);
+                }
+            }
         }
         assert_eq!(fib.len(), naive.len());
     }
@@ -234,4 +264,30 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn uniform_group_of_sibling_prefixes_is_not_collapsed() {
+    // 256 sibling /24s with one next hop fill a /16's group uniformly; a delete in it must
+    // not fold them into one /16-wide leaf, or later deletes of single /24s would be lost.
+    let mut f = Fib::<u32>::new();
+    for i in 0..256u32 {
+        f.insert(0x0a01_0000 | (i << 8), 24, 7).unwrap();
+    }
+    f.insert(0x0a01_0500, 25, 9).unwrap();
+    f.remove(0x0a01_0500, 25);
+    assert_eq!(f.remove(0x0a01_0300, 24), Some(7));
+    assert_eq!(f.lookup(0x0a01_0301), None);
+    assert_eq!(f.lookup(0x0a01_0401), Some(7));
+    // The same in IPv6 (16-entry groups): 16 sibling /24s under one /20.
+    let mut f = Fib::<u128>::new();
+    let base = 0x2001_0d00u128 << 96;
+    for i in 0..16u128 {
+        f.insert(base | (i << 104), 24, 3).unwrap();
+    }
+    f.insert(base | (2 << 104), 28, 4).unwrap();
+    f.remove(base | (2 << 104), 28);
+    assert_eq!(f.remove(base | (5 << 104), 24), Some(3));
+    assert_eq!(f.lookup(base | (5 << 104) | 1), None);
+    assert_eq!(f.lookup(base | (6 << 104) | 1), Some(3));
 }
