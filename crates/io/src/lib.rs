@@ -5,6 +5,23 @@
 //! LVRM's main-memory adapter), `null` (a counting sink) and `pcap` (frames
 //! from and to pcap files). Real-interface drivers (AF_XDP, AF_PACKET, TAP)
 //! come in their own modules later and implement the same trait.
+//!
+//! It does not own packet formats (`vrhost-packet`), classification or
+//! dispatch (`vrhost-host`). Errors belong to setup only: a driver's
+//! constructor validates its config and resources (a thiserror enum per
+//! driver); on the data path a driver counts and drops, it never fails.
+
+// `deny`, not `forbid`: a kernel-facing driver (AF_XDP) will opt in per module
+// with `#[expect(unsafe_code, reason = ...)]` and `// SAFETY:` comments.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod mem;
+pub mod null;
+pub mod pcap;
+
+#[cfg(test)]
+mod conformance;
 
 /// Counters every port keeps. Read with [`Port::stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
