@@ -291,3 +291,62 @@ fn tcpdump_reads_tx_file() {
     // -vv verifies checksums: none may be reported bad.
     assert!(!stdout.contains("bad"), "{stdout}");
 }
+
+mod corrupt {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn valid() -> Vec<u8> {
+        let mut b = Vec::new();
+        let mut h = [0u8; 24];
+        h[0..4].copy_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+        h[4..6].copy_from_slice(&2u16.to_le_bytes());
+        h[6..8].copy_from_slice(&4u16.to_le_bytes());
+        h[16..20].copy_from_slice(&65535u32.to_le_bytes());
+        h[20..24].copy_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&h);
+        for f in frames().iter().take(4) {
+            b.extend_from_slice(&[0; 8]);
+            b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            b.extend_from_slice(f);
+        }
+        b
+    }
+
+    /// Whatever `index` accepts, every range lies inside the data.
+    fn check(b: &[u8]) {
+        if let Ok(frames) = index(Path::new("fuzz.pcap"), b) {
+            for r in frames {
+                assert!(r.start < r.end && r.end <= b.len());
+            }
+        }
+    }
+
+    #[test]
+    fn valid_parses() {
+        assert_eq!(index(Path::new("v.pcap"), &valid()).unwrap().len(), 4);
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            check(&b);
+            // Behind a valid header, so the record parser is reached.
+            check(&[&valid()[..24], &b[..]].concat());
+        }
+
+        #[test]
+        fn mutated_file(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6), cut in any::<prop::sample::Index>()) {
+            let mut b = valid();
+            for (at, v) in flips {
+                let i = at.index(b.len());
+                b[i] = v;
+            }
+            let cut = cut.index(b.len() + 1);
+            check(&b[..cut]);
+            check(&b);
+        }
+    }
+}
