@@ -103,7 +103,14 @@ impl Key for u128 {
     }
     #[inline]
     fn chunk(self, start: u32, width: u32) -> usize {
-        ((self >> (128 - start - width)) & ((1 << width) - 1)) as usize
+        // Real prefixes end before bit 64: take the 64-bit path there (a variable u128 shift
+        // is several instructions).
+        let end = start + width;
+        if end <= 64 {
+            (((self >> 64) as u64 >> (64 - end)) as usize) & ((1 << width) - 1)
+        } else {
+            ((self >> (128 - end)) as usize) & ((1 << width) - 1)
+        }
     }
     fn to_u128(self) -> u128 {
         self
