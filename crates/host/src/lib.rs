@@ -1,1 +1,21 @@
-//! vrhost host (placeholder, being written).
+//! The host: everything between the ports and the VRs' regions.
+//!
+//! It owns the classifier ([`classify`]), the host side of each VR's region
+//! with its validation of everything a VR hands back ([`vrpath`]), the worker
+//! loop ([`worker`]), and starting and watching VR processes ([`spawn`]).
+//! It does not own the region layout (`vrhost-shm`), packet formats
+//! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
+//! packet (`vrhost-vr`).
+
+pub mod classify;
+pub mod cpu;
+pub mod spawn;
+pub mod stats;
+pub mod vrpath;
+pub mod worker;
+
+pub use classify::{Classifier, Match, Rule};
+pub use spawn::{VrCommand, VrProcess};
+pub use stats::{HostStats, IngressDrop, Violation, VrStats};
+pub use vrpath::{Backend, VrPath};
+pub use worker::Worker;

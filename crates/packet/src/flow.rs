@@ -43,6 +43,33 @@ fn be32(f: &[u8], at: usize) -> u32 {
 }
 
 impl FlowKey {
+    /// The link-layer part of a frame's key, for a frame whose network
+    /// header [`FlowKey::extract`] refused: MAC addresses and the VLAN id,
+    /// with `ethertype` zero, so rules on IP fields do not match it while
+    /// rules on the port, MAC or VLAN still do (and the VR behind them
+    /// counts the broken header). `None` if even the Ethernet header (or
+    /// its VLAN tag) is cut short.
+    #[inline]
+    pub fn extract_l2(frame: &[u8]) -> Option<FlowKey> {
+        if frame.len() < 14 {
+            return None;
+        }
+        let vlan = if EtherType(be16(frame, 12)) == EtherType::VLAN {
+            if frame.len() < 18 {
+                return None;
+            }
+            Some(be16(frame, 14) & 0x0fff)
+        } else {
+            None
+        };
+        Some(FlowKey {
+            dst_mac: MacAddr([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]]),
+            src_mac: MacAddr([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]),
+            vlan,
+            ..FlowKey::default()
+        })
+    }
+
     /// Read the key of an Ethernet frame (FCS not included).
     ///
     /// One pass over fixed offsets, no allocation, no checksum verification
@@ -205,6 +232,24 @@ mod tests {
         let mut v = f[..14].to_vec();
         v[12..14].copy_from_slice(&[0x81, 0x00]);
         assert_eq!(FlowKey::extract(&v), Err(ParseError::Truncated));
+        assert_eq!(FlowKey::extract_l2(&v), None, "VLAN tag cut short");
+    }
+
+    #[test]
+    fn l2_key_of_a_broken_ipv4_frame() {
+        let mut v = udp_frame();
+        v[14] = 0x43; // IHL 3
+        let k = FlowKey::extract_l2(&v).unwrap();
+        assert_eq!(k.dst_mac, MacAddr(v[0..6].try_into().unwrap()));
+        assert_eq!(k.src_mac, MacAddr(v[6..12].try_into().unwrap()));
+        assert_eq!(
+            (k.ethertype, k.src, k.dst, k.vlan),
+            (EtherType(0), 0, 0, None)
+        );
+        assert_eq!(FlowKey::extract_l2(&v[..13]), None);
+        let mut t = vec![0u8; 18];
+        t[12..16].copy_from_slice(&[0x81, 0x00, 0x20, 0x07]);
+        assert_eq!(FlowKey::extract_l2(&t).unwrap().vlan, Some(7));
     }
 
     /// The key must agree with the views on every input the views accept.

@@ -171,6 +171,19 @@ impl RingMem {
         self.cons().store(0, Ordering::Relaxed);
     }
 
+    /// The producer and consumer indexes as they are in memory now,
+    /// unvalidated: for a side that resumes a ring it did not start (a test
+    /// harness playing a VR). Pass them through `producer_at`/`consumer_at`,
+    /// whose operations validate the peer's index as always.
+    pub fn indexes(&self) -> (u32, u32) {
+        // Acquire: pairs with the peers' Release stores, so entries written
+        // before an index was published are visible to whoever resumes here.
+        (
+            self.prod().load(Ordering::Acquire),
+            self.cons().load(Ordering::Acquire),
+        )
+    }
+
     /// Fill level as the two indexes in memory say, clamped to the size.
     /// For stats only: both values may be written by a hostile peer.
     pub fn occupancy(&self) -> u32 {

@@ -1,1 +1,17 @@
-//! vrhost vr (placeholder, being written).
+//! The VR SDK and the built-in router.
+//!
+//! A VR is a process that owns nothing of the host but its region: it polls
+//! its rx rings, processes packets in place, and hands them back on tx rings.
+//! This crate gives a tenant everything to write one: implement [`Vr::process`]
+//! and call [`runtime::main`] (see `examples/` for a custom VR). It also
+//! holds the built-in VR, an IPv4 [`router::Router`].
+//!
+//! It owns the VR side of the protocol ([`runtime`], [`proto`]); the region
+//! itself is `vrhost-shm`'s, the host side is `vrhost-host`'s.
+
+pub mod proto;
+pub mod router;
+pub mod runtime;
+mod sdk;
+
+pub use sdk::{DropReason, Packet, Verdict, Vr};

@@ -1,1 +1,66 @@
-fn main() {}
+//! `vrhost`: the one binary. Subcommands: `demo` (the in-memory demo),
+//! `bench` (benchmarks), `route` (route files), and the hidden entry points
+//! the host uses to start VR processes (`vr-run`, `vr-run-syscall`).
+
+mod bench;
+mod demo;
+mod vr_syscall;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Host many isolated virtual routers on one Linux server.
+#[derive(Debug, Parser)]
+#[command(name = "vrhost", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run the in-memory demo: two tenants' router VRs forwarding generated
+    /// traffic, with live counters.
+    Demo(demo::DemoArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Run the built-in router as a VR process (started by the host).
+    #[command(hide = true)]
+    VrRun,
+    /// Run the built-in router as a syscall-per-packet VR (bench reference).
+    #[command(hide = true)]
+    VrRunSyscall,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCmd {
+    /// Forwarding in memory: VR processes over shared memory vs the same
+    /// router in the host thread vs a syscall per packet.
+    Memory(bench::memory::MemoryArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Demo(a) => demo::run(&a),
+        Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
+        Cmd::VrRun => {
+            return vrhost_vr::runtime::main(|hello| {
+                let cfg: vrhost_vr::router::RouterConfig =
+                    serde_json::from_value(hello.config.clone())
+                        .map_err(|e| format!("router config: {e}"))?;
+                vrhost_vr::router::Router::new(&cfg)
+            });
+        }
+        Cmd::VrRunSyscall => vr_syscall::main(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vrhost: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Starting VR processes and watching them.
+//!
+//! Each instance is a child process that gets one end of a `SOCK_SEQPACKET`
+//! pair as descriptor 3, then the [`Hello`] with its region and doorbells
+//! over it (SCM_RIGHTS). The host holds a pidfd per child, so it learns of an
+//! exit at once (poll) without reaping races. The child dies with the host
+//! (`PR_SET_PDEATHSIG`).
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds, seqpacket_pair};
+use vrhost_shm::{Doorbell, LAYOUT_VERSION, Region};
+use vrhost_vr::proto::{CTRL_FD_ENV, Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
+
+/// Descriptor number of the control socket in the child.
+const CHILD_CTRL_FD: i32 = 3;
+
+/// How to start one instance of a VR.
+#[derive(Debug, Clone)]
+pub struct VrCommand {
+    /// Program to run.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// CPU to pin it to.
+    pub cpu: Option<usize>,
+    /// Idle back-off.
+    pub poll: PollConfig,
+    /// The VR's own config, passed in the hello.
+    pub config: serde_json::Value,
+    /// How long to wait for it to report ready.
+    pub ready_timeout: Duration,
+}
+
+/// Starting a VR failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// A system call or fork/exec failed.
+    #[error("VR {vr}: {what}: {source}")]
+    Os {
+        /// VR name.
+        vr: String,
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The control socket failed.
+    #[error("VR {vr}: control socket: {source}")]
+    Ctrl {
+        /// VR name.
+        vr: String,
+        /// What failed.
+        source: FdPassError,
+    },
+    /// The VR reported an error, or exited, before it was ready.
+    #[error("VR {vr} failed to start: {message}")]
+    Refused {
+        /// VR name.
+        vr: String,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// Start `program` with one end of a new `SOCK_SEQPACKET` pair as its
+/// descriptor 3 (named by `VRHOST_CTRL_FD`), dying with its parent. Returns
+/// the child and our end.
+///
+/// # Errors
+/// The OS error of `socketpair` or of the fork/exec.
+pub fn spawn_with_ctrl(
+    program: &std::path::Path,
+    args: &[String],
+) -> std::io::Result<(Child, OwnedFd)> {
+    let (ours, theirs) = seqpacket_pair()?;
+    let raw = theirs.as_raw_fd();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env(CTRL_FD_ENV, CHILD_CTRL_FD.to_string())
+        .stdin(Stdio::null());
+    // SAFETY: the closure runs in the child between fork and exec and calls
+    // only async-signal-safe functions (dup2, fcntl, prctl, getppid, _exit),
+    // touching no memory shared with the parent's threads.
+    unsafe {
+        command.pre_exec(move || {
+            if raw == CHILD_CTRL_FD {
+                // dup2 to itself keeps CLOEXEC: clear it instead.
+                if libc::fcntl(raw, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(raw, CHILD_CTRL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() == 1 {
+                // The parent died before prctl took effect.
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    drop(theirs);
+    Ok((child, ours))
+}
+
+/// One running VR instance process.
+#[derive(Debug)]
+pub struct VrProcess {
+    child: Child,
+    pidfd: OwnedFd,
+    ctrl: OwnedFd,
+    /// Set once the host has handled its exit.
+    pub reaped: bool,
+}
+
+impl VrProcess {
+    /// Start instance `instance` of VR `vr` on `region` and wait until it
+    /// reports ready. Returns the process and the doorbell the host rings to
+    /// wake it.
+    ///
+    /// # Errors
+    /// [`SpawnError`] saying what failed, with the VR's own message if it
+    /// refused its config.
+    pub fn start(
+        vr: &str,
+        instance: u16,
+        region: &Region,
+        host_bell: &Doorbell,
+        cmd: &VrCommand,
+    ) -> Result<(Self, Doorbell), SpawnError> {
+        let os = |what, source| SpawnError::Os {
+            vr: vr.to_string(),
+            what,
+            source,
+        };
+        let vr_bell = Doorbell::new().map_err(|e| os("eventfd", e))?;
+        let (child, ours) = spawn_with_ctrl(&cmd.program, &cmd.args).map_err(|e| os("spawn", e))?;
+        let pid = rustix::process::Pid::from_child(&child);
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .map_err(|e| os("pidfd_open", e.into()))?;
+        let mut proc_ = Self {
+            child,
+            pidfd,
+            ctrl: ours,
+            reaped: false,
+        };
+        let hello = Hello {
+            layout_version: LAYOUT_VERSION,
+            vr: vr.to_string(),
+            instance,
+            cpu: cmd.cpu,
+            poll: cmd.poll,
+            config: cmd.config.clone(),
+        };
+        let msg = serde_json::to_vec(&hello).expect("hello serializes");
+        let ctrl_err = |source| SpawnError::Ctrl {
+            vr: vr.to_string(),
+            source,
+        };
+        send_with_fds(
+            proc_.ctrl.as_fd(),
+            &msg,
+            &[region.fd(), vr_bell.fd(), host_bell.fd()],
+        )
+        .map_err(ctrl_err)?;
+        match proc_.wait_reply(cmd.ready_timeout) {
+            Ok(VrReply::Ready { .. }) => Ok((proc_, vr_bell)),
+            Ok(VrReply::Error { message }) => {
+                proc_.stop();
+                Err(SpawnError::Refused {
+                    vr: vr.to_string(),
+                    message,
+                })
+            }
+            Err(message) => {
+                proc_.stop();
+                Err(SpawnError::Refused {
+                    vr: vr.to_string(),
+                    message,
+                })
+            }
+        }
+    }
+
+    fn wait_reply(&mut self, timeout: Duration) -> Result<VrReply, String> {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let mut fds = [PollFd::new(&self.ctrl, PollFlags::IN)];
+        let n = rustix::event::poll(&mut fds, Some(&ts)).map_err(|e| format!("poll: {e}"))?;
+        if n == 0 {
+            return Err(format!("no answer within {timeout:?}"));
+        }
+        let mut buf = vec![0u8; MAX_MSG];
+        match recv_with_fds(self.ctrl.as_fd(), &mut buf) {
+            Ok((n, _)) => serde_json::from_slice(&buf[..n]).map_err(|e| format!("bad reply: {e}")),
+            Err(FdPassError::Closed) => {
+                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+                Err(format!("exited before it was ready ({status})"))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The pidfd (readable once the process exited), to poll with others.
+    pub fn pidfd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
+    /// True if the process has exited (non-blocking).
+    pub fn has_exited(&self) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+    }
+
+    /// Ask it to stop, wait up to a second, then kill it; reaps it.
+    pub fn stop(&mut self) {
+        if !self.has_exited() {
+            let msg = serde_json::to_vec(&HostMsg::Stop).expect("serializes");
+            let _ = send_with_fds(self.ctrl.as_fd(), &msg, &[]);
+            for _ in 0..100 {
+                if self.has_exited() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !self.has_exited() {
+                let _ = self.child.kill();
+            }
+        }
+        let _ = self.child.wait();
+    }
+
+    /// Send SIGKILL (tests: a crashing VR).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    /// CPU time the process has used, in nanoseconds (from schedstat).
+    pub fn cpu_ns(&self) -> Option<u64> {
+        crate::cpu::process_cpu_ns(self.child.id())
+    }
+}

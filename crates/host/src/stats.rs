@@ -1,0 +1,140 @@
+//! Counters of the host data path: single writer (the worker), any reader.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter written by one thread and read by any.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add `n`. Only the owning worker calls this, so load + store is exact
+    /// and avoids a locked instruction.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        // Relaxed: single writer; readers want a recent value, not an order.
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        // Relaxed: a monotonic display value.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+macro_rules! reasons {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $v,)* }
+        impl $name {
+            /// Every value, in counter order.
+            pub const ALL: &[$name] = &[$($name::$v,)*];
+            /// Number of values.
+            pub const COUNT: usize = $name::ALL.len();
+            /// Name used in stats, JSON and metrics.
+            pub fn name(self) -> &'static str { match self { $($name::$v => $s,)* } }
+        }
+    };
+}
+
+reasons! {
+    /// Why the host dropped a frame on its way into a VR.
+    IngressDrop {
+        /// Too short to hold the headers the classifier reads.
+        Malformed = "malformed",
+        /// No classifier rule matched.
+        NoMatch = "no_match",
+        /// The VR is not running.
+        VrDown = "vr_down",
+        /// The VR's pool had no free slot.
+        PoolEmpty = "pool_empty",
+        /// The vNIC's rx ring was full.
+        RingFull = "ring_full",
+        /// The frame does not fit a slot.
+        TooBig = "too_big",
+    }
+}
+
+reasons! {
+    /// A rule of the region protocol a VR broke. Counted, never followed.
+    Violation {
+        /// The consumer index of an rx ring moved backwards or past the head.
+        RxRingIndex = "rx_ring_index",
+        /// The producer index of a tx ring moved backwards or overfilled.
+        TxRingIndex = "tx_ring_index",
+        /// A slot index out of range.
+        SlotIndex = "slot_index",
+        /// A slot the instance does not hold (or returned twice).
+        SlotNotOwned = "slot_not_owned",
+        /// A slot returned in a state other than PROCESSED or DROPPED.
+        SlotState = "slot_state",
+        /// A packet offset or length outside the slot, or too short.
+        Extent = "extent",
+    }
+}
+
+/// Counters of one VR as the host sees it.
+#[derive(Debug, Default)]
+pub struct VrStats {
+    /// Frames put into the VR's rx rings.
+    pub rx_packets: Counter,
+    /// Their bytes.
+    pub rx_bytes: Counter,
+    /// Frames the VR sent that the host passed to a port.
+    pub tx_packets: Counter,
+    /// Their bytes.
+    pub tx_bytes: Counter,
+    /// Frames the VR returned as DROPPED.
+    pub vr_dropped: Counter,
+    /// Frames refused by the out port.
+    pub port_dropped: Counter,
+    /// Host drops on the way in, by [`IngressDrop`].
+    pub ingress_drops: [Counter; IngressDrop::COUNT],
+    /// Protocol violations, by [`Violation`].
+    pub violations: [Counter; Violation::COUNT],
+    /// Times a VR process exited and its slots were reclaimed.
+    pub exits: Counter,
+    /// Slots reclaimed from exited instances.
+    pub reclaimed: Counter,
+    /// Doorbell rings (wakeups of a sleeping VR).
+    pub kicks: Counter,
+}
+
+impl VrStats {
+    /// Count an ingress drop.
+    #[inline]
+    pub fn drop_in(&self, why: IngressDrop, n: u64) {
+        self.ingress_drops[why as usize].add(n);
+    }
+
+    /// Count a violation.
+    #[inline]
+    pub fn violation(&self, what: Violation) {
+        self.violations[what as usize].add(1);
+    }
+
+    /// Sum of all violations.
+    pub fn violations_total(&self) -> u64 {
+        self.violations.iter().map(Counter::get).sum()
+    }
+
+    /// Sum of all ingress drops.
+    pub fn ingress_drops_total(&self) -> u64 {
+        self.ingress_drops.iter().map(Counter::get).sum()
+    }
+}
+
+/// Counters of the host that belong to no VR.
+#[derive(Debug, Default)]
+pub struct HostStats {
+    /// Frames received from ports.
+    pub rx_packets: Counter,
+    /// Frames that matched no rule or could not be parsed, by [`IngressDrop`].
+    pub ingress_drops: [Counter; IngressDrop::COUNT],
+    /// Times the worker slept.
+    pub sleeps: Counter,
+}

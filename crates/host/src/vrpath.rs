@@ -1,0 +1,513 @@
+//! The host's side of one VR: its pool, its rings, and the checks on
+//! everything the VR hands back.
+//!
+//! The host keeps its own record of every slot: free (on the host's private
+//! free list) or held by instance `i` (given through one of its rx rings).
+//! That record, not the shared slot state, decides what the host does: an
+//! index popped from a tx ring is accepted only if that instance holds it,
+//! so a slot can never be freed twice or taken from another instance.
+//! Everything else read from the region (ring indexes, slot states, offsets,
+//! lengths) is validated, and a violation is counted and the slot reclaimed.
+
+use std::sync::Arc;
+
+use vrhost_io::Port;
+use vrhost_shm::{Consumer, Doorbell, Producer, Region, RingError, RingId, SlotState, needs_kick};
+use vrhost_vr::Vr;
+use vrhost_vr::router::Router;
+use vrhost_vr::runtime::{TxStage, VrCounters, process_slots};
+
+use crate::spawn::VrProcess;
+use crate::stats::{IngressDrop, Violation, VrStats};
+
+/// Slot indexes moved per ring operation.
+pub const BURST: usize = 64;
+/// Shortest frame a VR may send (an Ethernet header).
+pub const MIN_FRAME: u16 = 14;
+
+/// `owner` of a slot on the host's free list.
+const FREE: u8 = 0;
+/// `owner` of a slot taken back from a tx ring in the current batch, until
+/// it is released: a second copy of its index in the same batch is then
+/// refused as not owned.
+const RETURNING: u8 = u8::MAX;
+
+/// Who runs a VR's packet processing.
+pub enum Backend {
+    /// Separate processes, one per instance (the design).
+    Process(Vec<VrProcess>),
+    /// The built-in router called in the host thread (no isolation): the
+    /// in-process reference of `vrhost bench memory`.
+    InProcRouter(Box<Router>),
+    /// Any VR called in the host thread.
+    InProc(Box<dyn Vr + Send>),
+    /// The rings are served by someone the host did not start (a test
+    /// harness, or a process started elsewhere); nothing to watch.
+    External,
+}
+
+impl Backend {
+    fn uses_rings(&self) -> bool {
+        matches!(self, Backend::Process(_) | Backend::External)
+    }
+}
+
+/// Rings of one instance, host side.
+struct InstRings {
+    rx: Vec<Producer>,
+    tx: Vec<Consumer>,
+}
+
+/// Host side of one VR.
+pub struct VrPath {
+    name: String,
+    region: Region,
+    headroom: u16,
+    slot_bytes: u16,
+    free: Vec<u32>,
+    owner: Vec<u8>,
+    /// Out port of each vNIC.
+    vnic_port: Vec<usize>,
+    inst: Vec<InstRings>,
+    /// Slots staged for each vNIC's rx ring during a burst.
+    staged: Vec<Vec<u32>>,
+    backend: Backend,
+    /// Doorbells of the instances (rung when one sleeps and gets work).
+    bells: Vec<Doorbell>,
+    /// In-process only: staging and counters for the shared processing code.
+    inproc_stage: TxStage,
+    inproc_counters: VrCounters,
+    up: bool,
+    stats: Arc<VrStats>,
+}
+
+impl VrPath {
+    /// Set up the host side of a VR over `region`, whose vNIC `v` sends on
+    /// port `vnic_port[v]`. `bells` are the instances' doorbells (empty for
+    /// in-process backends).
+    pub fn new(
+        name: &str,
+        region: Region,
+        vnic_port: Vec<usize>,
+        backend: Backend,
+        bells: Vec<Doorbell>,
+    ) -> Self {
+        let cfg = region.layout().cfg;
+        let inst = (0..cfg.instance_count)
+            .map(|i| InstRings {
+                rx: (0..cfg.vnic_count)
+                    .map(|v| region.ring(i, RingId::Rx(v)).expect("in layout").producer())
+                    .collect(),
+                tx: (0..cfg.vnic_count)
+                    .map(|v| region.ring(i, RingId::Tx(v)).expect("in layout").consumer())
+                    .collect(),
+            })
+            .collect();
+        let up = match &backend {
+            Backend::Process(p) => !p.is_empty(),
+            _ => true,
+        };
+        Self {
+            name: name.to_string(),
+            headroom: cfg.headroom as u16,
+            slot_bytes: cfg.slot_bytes as u16,
+            free: (0..cfg.slot_count).rev().collect(),
+            owner: vec![FREE; cfg.slot_count as usize],
+            vnic_port,
+            inst,
+            staged: (0..cfg.vnic_count)
+                .map(|_| Vec::with_capacity(BURST))
+                .collect(),
+            inproc_stage: TxStage::new(cfg.vnic_count),
+            inproc_counters: VrCounters::default(),
+            backend,
+            bells,
+            region,
+            up,
+            stats: Arc::new(VrStats::default()),
+        }
+    }
+
+    /// VR name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &Arc<VrStats> {
+        &self.stats
+    }
+
+    /// The region.
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Whether it accepts packets.
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    /// The processes, if it runs in processes.
+    pub fn processes(&self) -> &[VrProcess] {
+        match &self.backend {
+            Backend::Process(p) => p,
+            _ => &[],
+        }
+    }
+
+    /// Slots on the host's free list.
+    pub fn free_slots(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Check the slot accounting invariant: every slot is either on the free
+    /// list (exactly once) or held by an instance, never both.
+    pub fn check_slot_accounting(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.owner.len()];
+        for &s in &self.free {
+            let i = s as usize;
+            if seen[i] {
+                return Err(format!("slot {s} on the free list twice"));
+            }
+            seen[i] = true;
+            if self.owner[i] != FREE {
+                return Err(format!(
+                    "slot {s} free but held by instance {}",
+                    self.owner[i] - 1
+                ));
+            }
+        }
+        for (i, &o) in self.owner.iter().enumerate() {
+            if o == FREE && !seen[i] {
+                return Err(format!("slot {i} neither free nor held"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy `frame` into a free slot and stage it for `vnic`'s rx ring.
+    /// The caller flushes with [`VrPath::flush_rx`] after the burst.
+    #[inline]
+    pub fn stage(&mut self, vnic: u16, frame: &[u8]) -> Result<(), IngressDrop> {
+        if !self.up {
+            return Err(IngressDrop::VrDown);
+        }
+        let v = usize::from(vnic);
+        let Some(staged) = self.staged.get(v) else {
+            return Err(IngressDrop::NoMatch);
+        };
+        if staged.len() >= BURST {
+            return Err(IngressDrop::RingFull);
+        }
+        if self.backend.uses_rings() {
+            let rx = &mut self.inst[0].rx[v];
+            if staged.len() as u32 >= rx.free_cached() {
+                match rx.free() {
+                    Ok(room) if staged.len() as u32 >= room => return Err(IngressDrop::RingFull),
+                    Ok(_) => {}
+                    Err(_) => {
+                        self.stats.violation(Violation::RxRingIndex);
+                        return Err(IngressDrop::RingFull);
+                    }
+                }
+            }
+        }
+        if frame.len() > usize::from(self.slot_bytes - self.headroom) {
+            return Err(IngressDrop::TooBig);
+        }
+        let Some(slot) = self.free.pop() else {
+            return Err(IngressDrop::PoolEmpty);
+        };
+        self.region.write_slot(slot, self.headroom.into(), frame);
+        let meta = self
+            .region
+            .meta(slot)
+            .expect("free list holds valid indexes");
+        meta.set_extent(self.headroom, frame.len() as u16);
+        meta.set(SlotState::Filled);
+        self.owner[slot as usize] = 1; // instance 0
+        self.staged[v].push(slot);
+        Ok(())
+    }
+
+    /// Publish the staged slots to the rx rings (or process them in place for
+    /// an in-process backend, then send the results). Rings a sleeping
+    /// instance's doorbell.
+    pub fn flush_rx(&mut self, ports: &mut [Box<dyn Port>]) {
+        let mut any = false;
+        for v in 0..self.staged.len() {
+            if self.staged[v].is_empty() {
+                continue;
+            }
+            any = true;
+            let n = self.staged[v].len();
+            let bytes: u64 = self.staged[v]
+                .iter()
+                .map(|&s| u64::from(self.region.meta(s).expect("staged valid").extent().1))
+                .sum();
+            self.stats.rx_packets.add(n as u64);
+            self.stats.rx_bytes.add(bytes);
+            match &mut self.backend {
+                Backend::Process(_) | Backend::External => {
+                    let pushed = match self.inst[0].rx[v].push(&self.staged[v]) {
+                        Ok(p) => p,
+                        Err(_) => {
+                            self.stats.violation(Violation::RxRingIndex);
+                            0
+                        }
+                    };
+                    for i in pushed..n {
+                        let s = self.staged[v][i];
+                        self.release(s);
+                    }
+                    if pushed < n {
+                        self.stats
+                            .drop_in(IngressDrop::RingFull, (n - pushed) as u64);
+                    }
+                }
+                Backend::InProcRouter(r) => {
+                    process_slots(
+                        r.as_mut(),
+                        &self.region,
+                        v as u16,
+                        &self.staged[v],
+                        &mut self.inproc_stage,
+                        &mut self.inproc_counters,
+                    );
+                }
+                Backend::InProc(vr) => {
+                    process_slots(
+                        vr.as_mut(),
+                        &self.region,
+                        v as u16,
+                        &self.staged[v],
+                        &mut self.inproc_stage,
+                        &mut self.inproc_counters,
+                    );
+                }
+            }
+            self.staged[v].clear();
+        }
+        if !any {
+            return;
+        }
+        if self.backend.uses_rings() {
+            let block = self.region.instance(0).expect("instance 0 exists");
+            if needs_kick(&block.vr_sleeping)
+                && let Some(b) = self.bells.first()
+            {
+                b.ring();
+                self.stats.kicks.add(1);
+            }
+        } else {
+            for v in 0..self.staged.len() {
+                let mut idx = [0u32; BURST];
+                loop {
+                    let staged = self.inproc_stage.vnic(v as u16);
+                    let n = staged.len().min(BURST);
+                    if n == 0 {
+                        break;
+                    }
+                    idx[..n].copy_from_slice(&staged[..n]);
+                    staged.drain(..n);
+                    self.send(0, v as u16, &idx[..n], ports);
+                }
+            }
+        }
+    }
+
+    /// Drain the tx rings of every instance and send what they hold.
+    /// Returns frames handled.
+    pub fn poll_tx(&mut self, ports: &mut [Box<dyn Port>]) -> usize {
+        if !self.backend.uses_rings() {
+            return 0;
+        }
+        let mut done = 0;
+        let mut idx = [0u32; BURST];
+        for i in 0..self.inst.len() {
+            for v in 0..self.inst[i].tx.len() {
+                let n = match self.inst[i].tx[v].pop(&mut idx) {
+                    Ok(n) => n,
+                    Err(
+                        RingError::BadProducerIndex { .. } | RingError::BadConsumerIndex { .. },
+                    ) => {
+                        self.stats.violation(Violation::TxRingIndex);
+                        continue;
+                    }
+                };
+                if n > 0 {
+                    self.send(i as u16, v as u16, &idx[..n], ports);
+                    done += n;
+                }
+            }
+        }
+        done
+    }
+
+    /// Validate slots returned by `instance` on `vnic`'s tx ring, send the
+    /// PROCESSED ones on the vNIC's port, free them all.
+    fn send(&mut self, instance: u16, vnic: u16, idx: &[u32], ports: &mut [Box<dyn Port>]) {
+        let holder = instance as u8 + 1;
+        let mut frames: [&[u8]; BURST] = [&[]; BURST];
+        let mut nf = 0;
+        let mut take = [0u32; BURST];
+        let mut nt = 0;
+        let mut bytes = 0u64;
+        for &s in idx {
+            match self.owner.get(s as usize) {
+                None => {
+                    self.stats.violation(Violation::SlotIndex);
+                    continue;
+                }
+                Some(&o) if o != holder => {
+                    self.stats.violation(Violation::SlotNotOwned);
+                    continue;
+                }
+                Some(_) => {}
+            }
+            self.owner[s as usize] = RETURNING;
+            take[nt] = s;
+            nt += 1;
+            let meta = self
+                .region
+                .meta(s)
+                .expect("index checked against owner table");
+            match SlotState::from_raw(meta.state_raw()) {
+                Some(SlotState::Processed) => {
+                    let (off, len) = meta.extent();
+                    if len < MIN_FRAME
+                        || u32::from(off) + u32::from(len) > u32::from(self.slot_bytes)
+                    {
+                        self.stats.violation(Violation::Extent);
+                        continue;
+                    }
+                    // SAFETY: we hold the slot by our own records (owner
+                    // check above); the port only copies the bytes out, once.
+                    if let Some(f) = unsafe { self.region.slot_bytes_at(s, off.into(), len.into()) }
+                    {
+                        frames[nf] = f;
+                        nf += 1;
+                        bytes += u64::from(len);
+                    }
+                }
+                Some(SlotState::Dropped) => self.stats.vr_dropped.add(1),
+                _ => self.stats.violation(Violation::SlotState),
+            }
+        }
+        if nf > 0 {
+            let port = self.vnic_port[usize::from(vnic)];
+            let sent = ports[port].tx_burst(&frames[..nf]);
+            self.stats.tx_packets.add(sent as u64);
+            self.stats.tx_bytes.add(bytes);
+            self.stats.port_dropped.add((nf - sent) as u64);
+        }
+        for &s in &take[..nt] {
+            self.release(s);
+        }
+    }
+
+    #[inline]
+    fn release(&mut self, slot: u32) {
+        self.owner[slot as usize] = FREE;
+        self.region
+            .meta(slot)
+            .expect("valid index")
+            .set(SlotState::Empty);
+        self.free.push(slot);
+    }
+
+    /// Raise or clear the host's sleeping flag in every instance block.
+    pub fn set_host_sleeping(&self, sleeping: bool) {
+        for i in 0..self.inst.len() as u16 {
+            if let Some(b) = self.region.instance(i) {
+                if sleeping {
+                    vrhost_shm::prepare_sleep(&b.host_sleeping);
+                } else {
+                    vrhost_shm::cancel_sleep(&b.host_sleeping);
+                }
+            }
+        }
+    }
+
+    /// True if a tx ring has entries (for the host's last look before sleep).
+    pub fn tx_pending(&mut self) -> bool {
+        self.inst
+            .iter_mut()
+            .flat_map(|i| i.tx.iter_mut())
+            .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
+    }
+
+    /// Check the VR's processes; for each that exited, reclaim every slot it
+    /// held and reset its rings. Returns how many exited.
+    pub fn reap(&mut self) -> usize {
+        let Backend::Process(procs) = &mut self.backend else {
+            return 0;
+        };
+        let mut exited = 0;
+        for p in procs.iter_mut() {
+            if p.has_exited() && !p.reaped {
+                p.reaped = true;
+                exited += 1;
+            }
+        }
+        if exited > 0 {
+            self.stats.exits.add(exited as u64);
+            self.up = false;
+            self.reclaim_all();
+        }
+        exited
+    }
+
+    /// Take back every slot an instance holds and reset all rings.
+    fn reclaim_all(&mut self) {
+        let mut n = 0;
+        for s in 0..self.owner.len() as u32 {
+            if self.owner[s as usize] != FREE {
+                self.release(s);
+                n += 1;
+            }
+        }
+        self.stats.reclaimed.add(n);
+        let cfg = self.region.layout().cfg;
+        for i in 0..cfg.instance_count {
+            for v in 0..cfg.vnic_count {
+                let rx = self.region.ring(i, RingId::Rx(v)).expect("in layout");
+                let tx = self.region.ring(i, RingId::Tx(v)).expect("in layout");
+                rx.reset();
+                tx.reset();
+                self.inst[usize::from(i)].rx[usize::from(v)] = rx.producer();
+                self.inst[usize::from(i)].tx[usize::from(v)] = tx.consumer();
+            }
+        }
+    }
+
+    /// Kill the VR's processes with SIGKILL (a crash, for tests and soak
+    /// runs); the exit is handled by the next [`VrPath::reap`].
+    pub fn kill(&mut self) {
+        if let Backend::Process(procs) = &mut self.backend {
+            procs.iter_mut().for_each(VrProcess::kill);
+        }
+    }
+
+    /// Stop the VR's processes (graceful, then SIGKILL) and reclaim.
+    pub fn shutdown(&mut self) {
+        if let Backend::Process(procs) = &mut self.backend {
+            for p in procs.iter_mut() {
+                p.stop();
+            }
+        }
+        self.up = false;
+        self.reclaim_all();
+    }
+}
+
+impl Drop for VrPath {
+    fn drop(&mut self) {
+        if let Backend::Process(procs) = &mut self.backend {
+            for p in procs.iter_mut() {
+                p.stop();
+            }
+        }
+    }
+}

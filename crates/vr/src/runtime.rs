@@ -1,0 +1,480 @@
+//! The VR side of the data path: attach to the region, poll the rx rings,
+//! process each packet in place, push it to a tx ring; back off when idle.
+//!
+//! [`run`] is the whole life of a VR process (used by the built-in router and
+//! by custom VRs). [`Instance`] is one instance's poll loop, usable in a
+//! thread for tests; [`process_slots`] is the per-batch work, shared with the
+//! host's in-process mode so both run literally the same code.
+
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
+use vrhost_shm::layout::VR_COUNTERS;
+use vrhost_shm::{
+    Consumer, Doorbell, LAYOUT_VERSION, Producer, Region, RegionError, RingError, RingId,
+    SlotState, cancel_sleep, needs_kick, prepare_sleep,
+};
+
+use crate::proto::{CTRL_FD_ENV, Hello, HostMsg, MAX_MSG, PollConfig, VrReply, counter};
+use crate::sdk::{Packet, Verdict, Vr};
+
+/// Packets taken from one rx ring at a time.
+pub const BATCH: usize = 64;
+
+/// A VR process could not start or lost its host.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The control socket descriptor is missing or bad.
+    #[error("no control socket: {0} (a VR is started by the vrhost daemon, not by hand)")]
+    NoCtrl(String),
+    /// Talking to the host failed.
+    #[error("control socket: {0}")]
+    Ctrl(#[from] FdPassError),
+    /// The hello message is not valid.
+    #[error("bad hello from host: {0}")]
+    BadHello(String),
+    /// The host runs another layout version.
+    #[error("host uses region layout version {host}, this VR was built for version {ours}")]
+    Version {
+        /// Host's version.
+        host: u32,
+        /// Ours.
+        ours: u32,
+    },
+    /// Mapping the region failed.
+    #[error(transparent)]
+    Region(#[from] RegionError),
+    /// The VR's own setup refused its config.
+    #[error("VR setup failed: {0}")]
+    Setup(String),
+    /// A ring index written by the host is impossible.
+    #[error("ring corrupt: {0}")]
+    Ring(#[from] RingError),
+}
+
+/// Staged slot indexes per out vNIC, waiting for room in their tx ring.
+#[derive(Debug)]
+pub struct TxStage {
+    per_vnic: Vec<Vec<u32>>,
+}
+
+impl TxStage {
+    /// Room for `BATCH` per vNIC, allocated once.
+    pub fn new(vnics: u16) -> Self {
+        Self {
+            per_vnic: (0..vnics).map(|_| Vec::with_capacity(2 * BATCH)).collect(),
+        }
+    }
+
+    /// Indexes staged for `vnic`.
+    pub fn vnic(&mut self, vnic: u16) -> &mut Vec<u32> {
+        &mut self.per_vnic[usize::from(vnic)]
+    }
+
+    /// True when nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.per_vnic.iter().all(Vec::is_empty)
+    }
+}
+
+/// Counters of one VR instance (private, published to the region).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VrCounters {
+    /// The values, indexed as [`counter`].
+    pub v: [u64; VR_COUNTERS],
+}
+
+/// Process the packets in slots `idxs`, received on `rx_vnic`, in place;
+/// stage each for the tx ring of its out vNIC (dropped ones go back through
+/// the rx vNIC's tx ring in state DROPPED).
+pub fn process_slots<V: Vr + ?Sized>(
+    vr: &mut V,
+    region: &Region,
+    rx_vnic: u16,
+    idxs: &[u32],
+    stage: &mut TxStage,
+    counters: &mut VrCounters,
+) {
+    let vnics = region.layout().cfg.vnic_count;
+    for &idx in idxs {
+        let Some(meta) = region.meta(idx) else {
+            counters.v[counter::BAD_SLOT] += 1;
+            continue;
+        };
+        counters.v[counter::RX] += 1;
+        let (off, len) = meta.extent();
+        // SAFETY: the host gave us this slot through our rx ring and will not
+        // touch it until we push it to a tx ring; no other reference exists.
+        let buf = unsafe { region.slot_mut(idx) }.unwrap_or_default();
+        let verdict = match Packet::new(buf, off.into(), len.into(), rx_vnic) {
+            Some(mut pkt) => {
+                let v = vr.process(&mut pkt);
+                if let Verdict::Forward(_) = v {
+                    meta.set_extent(pkt.offset() as u16, pkt.len() as u16);
+                }
+                v
+            }
+            None => Verdict::Drop(crate::DropReason::BadHeader),
+        };
+        match verdict {
+            Verdict::Forward(out) if out < vnics => {
+                meta.set(SlotState::Processed);
+                stage.vnic(out).push(idx);
+                counters.v[counter::TX] += 1;
+            }
+            Verdict::Forward(_) => {
+                meta.set(SlotState::Dropped);
+                stage.vnic(rx_vnic).push(idx);
+                counters.v[counter::DROP_BASE + crate::DropReason::Other as usize] += 1;
+            }
+            Verdict::Drop(reason) => {
+                meta.set(SlotState::Dropped);
+                stage.vnic(rx_vnic).push(idx);
+                counters.v[counter::DROP_BASE + reason as usize] += 1;
+            }
+        }
+    }
+}
+
+/// One VR instance: its rings, doorbells and poll loop.
+pub struct Instance {
+    region: Region,
+    id: u16,
+    rx: Vec<Consumer>,
+    tx: Vec<Producer>,
+    stage: TxStage,
+    counters: VrCounters,
+    vr_bell: Doorbell,
+    host_bell: Doorbell,
+    poll: PollConfig,
+}
+
+impl Instance {
+    /// Take the rings of instance `id` of `region`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Setup`] if the instance does not exist.
+    pub fn new(
+        region: Region,
+        id: u16,
+        vr_bell: Doorbell,
+        host_bell: Doorbell,
+        poll: PollConfig,
+    ) -> Result<Self, RuntimeError> {
+        let vnics = region.layout().cfg.vnic_count;
+        let missing = || RuntimeError::Setup(format!("instance {id} not in region"));
+        if region.instance(id).is_none() {
+            return Err(missing());
+        }
+        let rx = (0..vnics)
+            .map(|v| region.ring(id, RingId::Rx(v)).map(|r| r.consumer()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(missing)?;
+        let tx = (0..vnics)
+            .map(|v| region.ring(id, RingId::Tx(v)).map(|r| r.producer()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(missing)?;
+        Ok(Self {
+            stage: TxStage::new(vnics),
+            region,
+            id,
+            rx,
+            tx,
+            counters: VrCounters::default(),
+            vr_bell,
+            host_bell,
+            poll,
+        })
+    }
+
+    fn block(&self) -> &vrhost_shm::InstanceBlock {
+        self.region.instance(self.id).expect("checked in new")
+    }
+
+    /// Push staged indexes to their tx rings; true if all went.
+    fn flush(&mut self) -> Result<bool, RuntimeError> {
+        let mut pushed = false;
+        for (v, staged) in self.stage.per_vnic.iter_mut().enumerate() {
+            if staged.is_empty() {
+                continue;
+            }
+            let n = self.tx[v].push(staged)?;
+            staged.drain(..n);
+            pushed |= n > 0;
+        }
+        if pushed && needs_kick(&self.block().host_sleeping) {
+            self.host_bell.ring();
+        }
+        Ok(self.stage.is_empty())
+    }
+
+    /// One round: flush, then a batch from each rx ring. Returns packets
+    /// processed.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Ring`] if the host wrote an impossible ring index.
+    pub fn poll_once<V: Vr + ?Sized>(&mut self, vr: &mut V) -> Result<usize, RuntimeError> {
+        let mut done = 0;
+        let mut idx = [0u32; BATCH];
+        for v in 0..self.rx.len() {
+            if !self.flush()? {
+                break; // a tx ring is full: let the host drain it first
+            }
+            let n = self.rx[v].pop(&mut idx)?;
+            if n > 0 {
+                process_slots(
+                    vr,
+                    &self.region,
+                    v as u16,
+                    &idx[..n],
+                    &mut self.stage,
+                    &mut self.counters,
+                );
+                done += n;
+            }
+        }
+        self.flush()?;
+        if done > 0 {
+            self.publish();
+        }
+        Ok(done)
+    }
+
+    fn publish(&self) {
+        let block = self.block();
+        for (slot, &v) in block.vr_counters.iter().zip(&self.counters.v) {
+            // Relaxed: display counters, single writer.
+            slot.store(v, Ordering::Relaxed);
+        }
+    }
+
+    fn rx_ready(&mut self) -> Result<bool, RuntimeError> {
+        for c in &mut self.rx {
+            if c.ready()? > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> VrCounters {
+        self.counters
+    }
+
+    /// Poll until `stop` is set or the control socket says stop (or closes).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Ring`] on a corrupt ring.
+    pub fn run<V: Vr + ?Sized>(
+        &mut self,
+        vr: &mut V,
+        ctrl: Option<BorrowedFd<'_>>,
+        stop: &AtomicBool,
+    ) -> Result<(), RuntimeError> {
+        let mut idle_rounds = 0u32;
+        let mut idle_since = Instant::now();
+        let mut rounds = 0u64;
+        // SAFETY: getpid cannot fail.
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        // Relaxed: display value; the host learns of readiness from VrReply.
+        self.block().vr_pid.store(pid, Ordering::Relaxed);
+        while !stop.load(Ordering::Relaxed) {
+            rounds += 1;
+            // Relaxed: a liveness counter for the watchdog.
+            self.block().heartbeat.store(rounds, Ordering::Relaxed);
+            if self.poll_once(vr)? > 0 {
+                idle_rounds = 0;
+                continue;
+            }
+            if idle_rounds == 0 {
+                idle_since = Instant::now();
+            }
+            idle_rounds = idle_rounds.saturating_add(1);
+            if idle_rounds <= self.poll.spin_rounds {
+                std::hint::spin_loop();
+                continue;
+            }
+            if idle_since.elapsed() < Duration::from_micros(self.poll.yield_us.into()) {
+                std::thread::yield_now();
+                continue;
+            }
+            if self.sleep(ctrl)? {
+                return Ok(());
+            }
+            idle_rounds = 0;
+        }
+        Ok(())
+    }
+
+    /// Sleep on the doorbell (and the control socket). Returns true if the
+    /// host asked us to stop.
+    fn sleep(&mut self, ctrl: Option<BorrowedFd<'_>>) -> Result<bool, RuntimeError> {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        prepare_sleep(&self.block().vr_sleeping);
+        if self.rx_ready()? {
+            cancel_sleep(&self.block().vr_sleeping);
+            return Ok(false);
+        }
+        self.counters.v[counter::SLEEPS] += 1;
+        self.publish();
+        let ms = self.poll.sleep_ms;
+        let ts = Timespec {
+            tv_sec: i64::from(ms / 1000),
+            tv_nsec: i64::from(ms % 1000) * 1_000_000,
+        };
+        let bell = self.vr_bell.fd();
+        let stop = match ctrl {
+            Some(c) => {
+                let mut fds = [
+                    PollFd::new(&bell, PollFlags::IN),
+                    PollFd::new(&c, PollFlags::IN),
+                ];
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                let ev = fds[1].revents();
+                !ev.is_empty() && ctrl_says_stop(c)
+            }
+            None => {
+                let mut fds = [PollFd::new(&bell, PollFlags::IN)];
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                false
+            }
+        };
+        cancel_sleep(&self.block().vr_sleeping);
+        self.vr_bell.clear();
+        Ok(stop)
+    }
+}
+
+/// Read a pending control message; true if it is Stop or the socket closed.
+fn ctrl_says_stop(ctrl: BorrowedFd<'_>) -> bool {
+    let mut buf = vec![0u8; MAX_MSG];
+    match recv_with_fds(ctrl, &mut buf) {
+        Ok((n, _)) => matches!(
+            serde_json::from_slice::<HostMsg>(&buf[..n]),
+            Ok(HostMsg::Stop)
+        ),
+        Err(FdPassError::Syscall { source, .. })
+            if source.kind() == std::io::ErrorKind::WouldBlock =>
+        {
+            false
+        }
+        Err(_) => true,
+    }
+}
+
+fn pin_to(cpu: usize) -> Result<(), RuntimeError> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| RuntimeError::Setup(format!("pin to CPU {cpu}: {e}")))
+}
+
+/// The whole life of a VR process: take the control socket from the
+/// environment, receive the hello and the region, build the VR with `build`,
+/// report ready, poll until told to stop. A custom VR's `main` is one call:
+///
+/// ```no_run
+/// # use vrhost_vr::{Packet, Verdict, Vr};
+/// struct Bridge;
+/// impl Vr for Bridge {
+///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+///         Verdict::Forward(pkt.rx_vnic() ^ 1)
+///     }
+/// }
+/// fn main() -> std::process::ExitCode {
+///     vrhost_vr::runtime::main(|_hello| Ok(Bridge))
+/// }
+/// ```
+///
+/// # Errors
+/// [`RuntimeError`] saying what failed; the host is told too when it can be.
+pub fn run<V, F>(build: F) -> Result<(), RuntimeError>
+where
+    V: Vr,
+    F: FnOnce(&Hello) -> Result<V, String>,
+{
+    let raw: i32 = std::env::var(CTRL_FD_ENV)
+        .map_err(|_| RuntimeError::NoCtrl(format!("{CTRL_FD_ENV} is not set")))?
+        .parse()
+        .map_err(|_| RuntimeError::NoCtrl(format!("{CTRL_FD_ENV} is not a number")))?;
+    if rustix::io::fcntl_getfd(
+        // SAFETY: probing an fd number for validity; the borrow ends here.
+        unsafe { BorrowedFd::borrow_raw(raw) },
+    )
+    .is_err()
+    {
+        return Err(RuntimeError::NoCtrl(format!(
+            "descriptor {raw} is not open"
+        )));
+    }
+    // SAFETY: the host placed our end of the control socket at `raw` for us
+    // alone (checked open above); we take ownership once.
+    let ctrl = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut buf = vec![0u8; MAX_MSG];
+    let (n, mut fds) = recv_with_fds(ctrl.as_fd(), &mut buf)?;
+    let reply = |r: &VrReply| {
+        let _ = send_with_fds(
+            ctrl.as_fd(),
+            &serde_json::to_vec(r).unwrap_or_default(),
+            &[],
+        );
+    };
+    let result = (|| {
+        let hello: Hello =
+            serde_json::from_slice(&buf[..n]).map_err(|e| RuntimeError::BadHello(e.to_string()))?;
+        if hello.layout_version != LAYOUT_VERSION {
+            return Err(RuntimeError::Version {
+                host: hello.layout_version,
+                ours: LAYOUT_VERSION,
+            });
+        }
+        if fds.len() != 3 {
+            return Err(RuntimeError::BadHello(format!(
+                "expected 3 descriptors, got {}",
+                fds.len()
+            )));
+        }
+        let host_bell = Doorbell::from_fd(fds.pop().expect("3 fds"));
+        let vr_bell = Doorbell::from_fd(fds.pop().expect("3 fds"));
+        let region = Region::attach(fds.pop().expect("3 fds"))?;
+        if let Some(cpu) = hello.cpu {
+            pin_to(cpu)?;
+        }
+        let vr = build(&hello).map_err(RuntimeError::Setup)?;
+        let inst = Instance::new(region, hello.instance, vr_bell, host_bell, hello.poll)?;
+        Ok((vr, inst))
+    })();
+    let (mut vr, mut inst) = match result {
+        Ok(v) => v,
+        Err(e) => {
+            reply(&VrReply::Error {
+                message: e.to_string(),
+            });
+            return Err(e);
+        }
+    };
+    reply(&VrReply::Ready {
+        pid: rustix::process::getpid().as_raw_nonzero().get() as u32,
+    });
+    let _ = rustix::io::ioctl_fionbio(&ctrl, true);
+    let stop = AtomicBool::new(false);
+    inst.run(&mut vr, Some(ctrl.as_fd()), &stop)
+}
+
+/// [`run`] as a process `main`: prints the error and exits non-zero.
+pub fn main<V, F>(build: F) -> std::process::ExitCode
+where
+    V: Vr,
+    F: FnOnce(&Hello) -> Result<V, String>,
+{
+    match run(build) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vrhost VR: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,848 @@
+//! `vrhost bench memory`: forwarding in memory (LVRM's main-memory adapter),
+//! the VR path against its references, side by side in one run.
+//!
+//! Modes:
+//! - `shm`: the design: the host worker on one core, each VR a process on
+//!   the other, frames through the VR's region and rings;
+//! - `inproc`: the same router code called in the host thread, no isolation
+//!   (the "kernel mode" reference: the best the router code can do);
+//! - `syscall`: the conventional user-mode path: the VR process receives and
+//!   sends each packet with one system call each on a `SOCK_SEQPACKET` socket.
+//!
+//! Frames come from a `mem` port (pre-built UDP/IPv4 frames) and go to a
+//! `null` port that counts them. Each point runs a warm-up, then counts
+//! forwarded frames and CPU time (host thread and VR processes, from
+//! schedstat) over a window.
+
+use std::net::Ipv4Addr;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rustix::net::{RecvFlags, SendFlags};
+use serde::Serialize;
+use vrhost_host::spawn::spawn_with_ctrl;
+use vrhost_host::{
+    Backend, Classifier, Match, Rule, VrCommand, VrPath, VrProcess, VrStats, Worker, cpu,
+};
+use vrhost_io::Port;
+use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
+use vrhost_io::null::{NullPort, SinkCounters};
+use vrhost_shm::{Region, RegionConfig};
+use vrhost_vr::proto::PollConfig;
+use vrhost_vr::router::{NextHopConfig, RouteConfig, Router, RouterConfig, VnicConfig};
+
+use super::machine::Machine;
+use super::probe::ProbePort;
+use crate::vr_syscall::SyscallHello;
+
+/// How packets reach the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// VR processes over shared memory (the design).
+    Shm,
+    /// Router called in the host thread (no isolation).
+    Inproc,
+    /// VR processes with one system call per packet each way.
+    Syscall,
+}
+
+/// Destinations of the generated frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Dst {
+    /// Random a.b.c.x, a in 1..=223 (Europa's experiment). With a route file,
+    /// uniformly random over its prefixes instead.
+    Random,
+    /// One fixed destination.
+    Fixed,
+}
+
+/// Options of `vrhost bench memory`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MemoryArgs {
+    /// Modes to run, side by side.
+    #[arg(long, value_delimiter = ',', default_value = "inproc,shm,syscall")]
+    pub modes: Vec<Mode>,
+    /// Frame sizes in bytes (64..=1518, without FCS).
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    pub frame_bytes: Vec<usize>,
+    /// Numbers of VRs sharing the host.
+    #[arg(long, value_delimiter = ',', default_value = "1,10")]
+    pub vrs: Vec<usize>,
+    /// Pool size per VR, in slots.
+    #[arg(long, default_value_t = 1024)]
+    pub pool: u32,
+    /// Route tables: `2` (two /1 routes) or a route file in any format
+    /// `vrhost route import` reads, e.g. ../shared/data/fib/ipasn_20140513.dat.gz.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    pub routes: Vec<String>,
+    /// Destinations of generated frames.
+    #[arg(long, value_enum, default_value = "random")]
+    pub dst: Dst,
+    /// Pool sizes for the pool sweep (shm, 1 VR, 64-byte frames); empty: none.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2,4,8,16,32,64,128,256,512,1024,2048,4096"
+    )]
+    pub pool_sweep: Vec<u32>,
+    /// Skip the pool sweep.
+    #[arg(long)]
+    pub no_pool_sweep: bool,
+    /// Skip the idle figures (10 idle VRs: CPU use and first-packet latency).
+    #[arg(long)]
+    pub no_idle: bool,
+    /// Measurement window per point, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Warm-up before each window, seconds.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup: f64,
+    /// CPU of the host worker.
+    #[arg(long, default_value_t = 0)]
+    pub host_cpu: usize,
+    /// CPU of the VR processes.
+    #[arg(long, default_value_t = 1)]
+    pub vr_cpu: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measured forwarding point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    /// `shm`, `inproc` or `syscall`.
+    pub mode: Mode,
+    /// Frame size.
+    pub frame_bytes: usize,
+    /// VRs sharing the host.
+    pub vrs: usize,
+    /// Slots per VR pool.
+    pub pool_slots: u32,
+    /// Routes in each VR's table.
+    pub routes: usize,
+    /// Forwarded frames per second, millions.
+    pub mpps: f64,
+    /// Forwarded bits per second (frame bytes, no preamble), billions.
+    pub gbps: f64,
+    /// CPU time of host and VRs together per forwarded frame.
+    pub cpu_ns_per_pkt: f64,
+    /// Host worker CPU, percent of one core.
+    pub host_cpu_pct: f64,
+    /// VR processes' CPU, percent of one core.
+    pub vr_cpu_pct: f64,
+    /// Frames dropped in the window (host ingress, by VRs, by ports).
+    pub drops: u64,
+    /// Protocol violations counted (should be 0 with honest VRs).
+    pub violations: u64,
+    /// Window length, seconds.
+    pub seconds: f64,
+}
+
+/// The idle figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleRecord {
+    /// Always `idle`.
+    pub mode: &'static str,
+    /// Idle VRs.
+    pub vrs: usize,
+    /// CPU of host and all VRs with no traffic, percent of one core.
+    pub cpu_pct: f64,
+    /// First-packet latency after idling, median, microseconds.
+    pub wake_us_p50: f64,
+    /// Its 99th percentile.
+    pub wake_us_p99: f64,
+    /// Its maximum.
+    pub wake_us_max: f64,
+    /// Probes sent.
+    pub probes: usize,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnyRecord {
+    Fwd(Record),
+    Idle(IdleRecord),
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    bench: &'static str,
+    machine: Machine,
+    results: &'a [AnyRecord],
+}
+
+const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const SINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+
+fn mac(b: [u8; 6]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Source address of the traffic of VR `i`: tenants are told apart by source.
+fn tenant_src(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(192, 168, (i / 250) as u8, (i % 250 + 1) as u8)
+}
+
+/// A route table for the bench: its router config part and the prefixes the
+/// generator draws destinations from.
+pub(crate) struct Table {
+    routes: Vec<RouteConfig>,
+    route_file: Option<String>,
+    prefixes: Vec<(u32, u8)>,
+}
+
+impl Table {
+    pub(crate) fn load(spec: &str) -> Result<Self> {
+        if spec == "2" {
+            return Ok(Self {
+                routes: vec![
+                    RouteConfig {
+                        prefix: "0.0.0.0/1".into(),
+                        nexthop: 0,
+                    },
+                    RouteConfig {
+                        prefix: "128.0.0.0/1".into(),
+                        nexthop: 0,
+                    },
+                ],
+                route_file: None,
+                prefixes: vec![],
+            });
+        }
+        let path = std::path::Path::new(spec);
+        let set = vrhost_fib::import::read_routes(path, &Default::default())
+            .with_context(|| format!("route table {spec}"))?;
+        let prefixes: Vec<(u32, u8)> = set.ipv4().map(|r| (r.prefix, r.len)).collect();
+        if prefixes.is_empty() {
+            bail!("route table {spec} has no IPv4 routes");
+        }
+        let abs = std::fs::canonicalize(path).with_context(|| format!("route table {spec}"))?;
+        Ok(Self {
+            routes: vec![],
+            route_file: Some(abs.to_string_lossy().into_owned()),
+            prefixes,
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        if self.route_file.is_some() {
+            self.prefixes.len()
+        } else {
+            self.routes.len()
+        }
+    }
+
+    fn router_config(&self) -> RouterConfig {
+        RouterConfig {
+            vnics: vec![
+                VnicConfig {
+                    mac: "02:00:00:00:10:00".into(),
+                },
+                VnicConfig {
+                    mac: "02:00:00:00:10:01".into(),
+                },
+            ],
+            nexthops: vec![NextHopConfig {
+                vnic: 1,
+                mac: mac(SINK_MAC),
+            }],
+            routes: self.routes.clone(),
+            route_file: self.route_file.clone(),
+        }
+    }
+}
+
+/// One configuration to measure.
+pub(crate) struct Point<'a> {
+    pub mode: Mode,
+    pub frame_bytes: usize,
+    pub vrs: usize,
+    pub pool: u32,
+    pub table: &'a Table,
+}
+
+fn generator(p: &Point<'_>, dst: Dst) -> Result<MemPort> {
+    let dst = match (dst, p.table.prefixes.is_empty()) {
+        (Dst::Fixed, _) => DstMode::Fixed(Ipv4Addr::new(10, 1, 2, 3)),
+        (Dst::Random, true) => DstMode::RandomClassC,
+        (Dst::Random, false) => DstMode::Prefixes(p.table.prefixes.clone()),
+    };
+    let cfg = MemPortConfig {
+        frame_bytes: p.frame_bytes,
+        dst,
+        src_ips: (0..p.vrs).map(tenant_src).collect(),
+        src_mac: vrhost_packet::MacAddr(GEN_MAC),
+        dst_mac: vrhost_packet::MacAddr([0x02, 0, 0, 0, 0x10, 0]),
+        ..MemPortConfig::default()
+    };
+    Ok(MemPort::new("mem0", cfg)?)
+}
+
+fn rules(vrs: usize) -> Result<Classifier> {
+    let rules: Vec<Rule> = (0..vrs)
+        .map(|i| Rule {
+            m: Match {
+                in_port: Some(0),
+                src: Some((tenant_src(i), 32)),
+                ..Match::default()
+            },
+            vr: i,
+            vnic: 0,
+        })
+        .collect();
+    Ok(Classifier::new(&rules)?)
+}
+
+fn region_cfg(pool: u32) -> RegionConfig {
+    RegionConfig {
+        slot_count: pool,
+        ring_entries: RegionConfig::ring_entries_for(pool),
+        ..RegionConfig::default()
+    }
+}
+
+fn vr_command(table: &Table, cpu: usize, poll: PollConfig) -> Result<VrCommand> {
+    Ok(VrCommand {
+        program: std::env::current_exe()?,
+        args: vec!["vr-run".into()],
+        cpu: Some(cpu),
+        poll,
+        config: serde_json::to_value(table.router_config())?,
+        ready_timeout: Duration::from_secs(60),
+    })
+}
+
+/// Snapshot of the counters that matter for a window.
+#[derive(Debug, Clone, Copy, Default)]
+struct Snap {
+    at: Option<Instant>,
+    fwd: u64,
+    bytes: u64,
+    drops: u64,
+    violations: u64,
+    host_ns: u64,
+    vr_ns: u64,
+}
+
+struct Probes {
+    sink: Arc<SinkCounters>,
+    vr_stats: Vec<Arc<VrStats>>,
+    host_drops: Arc<vrhost_host::HostStats>,
+    host_tid: i32,
+    vr_pids: Vec<u32>,
+}
+
+impl Probes {
+    fn snap(&self) -> Snap {
+        let drops = self
+            .vr_stats
+            .iter()
+            .map(|s| s.ingress_drops_total() + s.vr_dropped.get() + s.port_dropped.get())
+            .sum::<u64>()
+            + self
+                .host_drops
+                .ingress_drops
+                .iter()
+                .map(|c| c.get())
+                .sum::<u64>();
+        Snap {
+            at: Some(Instant::now()),
+            fwd: self.sink.packets(),
+            bytes: self.sink.bytes(),
+            drops,
+            violations: self.vr_stats.iter().map(|s| s.violations_total()).sum(),
+            host_ns: thread_cpu_ns_of(self.host_tid).unwrap_or(0),
+            vr_ns: self
+                .vr_pids
+                .iter()
+                .filter_map(|&p| cpu::process_cpu_ns(p))
+                .sum(),
+        }
+    }
+}
+
+fn thread_cpu_ns_of(tid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
+    let secs =
+        b.at.zip(a.at)
+            .map(|(b, a)| (b - a).as_secs_f64())
+            .unwrap_or(1.0);
+    let fwd = b.fwd - a.fwd;
+    let cpu_ns = (b.host_ns - a.host_ns) + (b.vr_ns - a.vr_ns);
+    Record {
+        mode: p.mode,
+        frame_bytes: p.frame_bytes,
+        vrs: p.vrs,
+        pool_slots: p.pool,
+        routes: p.table.len(),
+        mpps: fwd as f64 / secs / 1e6,
+        gbps: (b.bytes - a.bytes) as f64 * 8.0 / secs / 1e9,
+        cpu_ns_per_pkt: if fwd > 0 {
+            cpu_ns as f64 / fwd as f64
+        } else {
+            0.0
+        },
+        host_cpu_pct: (b.host_ns - a.host_ns) as f64 / secs / 1e7,
+        vr_cpu_pct: (b.vr_ns - a.vr_ns) as f64 / secs / 1e7,
+        drops: b.drops - a.drops,
+        violations: b.violations - a.violations,
+        seconds: secs,
+    }
+}
+
+/// Run `worker` on the host CPU for warm-up + window and measure.
+fn measure_worker(
+    args: &MemoryArgs,
+    p: &Point<'_>,
+    mut worker: Worker,
+    sink: Arc<SinkCounters>,
+) -> Result<Record> {
+    let vr_stats: Vec<_> = worker.vrs().iter().map(|v| v.stats().clone()).collect();
+    let vr_pids: Vec<u32> = worker
+        .vrs()
+        .iter()
+        .flat_map(|v| v.processes().iter().map(VrProcess::pid))
+        .collect();
+    let host_drops = worker.stats().clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let host_cpu = args.host_cpu;
+    let st = stop.clone();
+    let handle = std::thread::spawn(move || {
+        let pinned = cpu::pin_current_thread(host_cpu);
+        let _ = tx.send((
+            rustix::thread::gettid().as_raw_nonzero().get(),
+            pinned.is_ok(),
+        ));
+        worker.run(&st);
+        worker.shutdown();
+        worker
+    });
+    let (host_tid, _) = rx.recv().context("worker thread died")?;
+    let probes = Probes {
+        sink,
+        vr_stats,
+        host_drops,
+        host_tid,
+        vr_pids,
+    };
+    std::thread::sleep(Duration::from_secs_f64(args.warmup));
+    let a = probes.snap();
+    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    let b = probes.snap();
+    stop.store(true, Ordering::Relaxed);
+    let worker = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+    for vr in worker.vrs() {
+        vr.check_slot_accounting()
+            .map_err(|e| anyhow::anyhow!("VR {}: slot accounting broken: {e}", vr.name()))?;
+    }
+    Ok(record(p, a, b))
+}
+
+/// Build a worker over a generator and a sink with `p.vrs` router VRs, in
+/// processes (`shm`) or in the host thread (`inproc`).
+pub(crate) fn router_worker(
+    p: &Point<'_>,
+    dst: Dst,
+    vr_cpu: usize,
+) -> Result<(Worker, Arc<SinkCounters>)> {
+    let mem = generator(p, dst)?;
+    let sink = NullPort::new("null0");
+    let counters = sink.counters();
+    let ports: Vec<Box<dyn Port>> = vec![Box::new(mem), Box::new(sink)];
+    let poll = PollConfig::default();
+    let mut worker = Worker::new(ports, rules(p.vrs)?, poll)?;
+    for i in 0..p.vrs {
+        let name = format!("vr{i}");
+        let region = Region::create(&name, region_cfg(p.pool))?;
+        let path = if p.mode == Mode::Inproc {
+            let router = Router::new(&p.table.router_config()).map_err(anyhow::Error::msg)?;
+            VrPath::new(
+                &name,
+                region,
+                vec![0, 1],
+                Backend::InProcRouter(Box::new(router)),
+                vec![],
+            )
+        } else {
+            let cmd = vr_command(p.table, vr_cpu, poll)?;
+            let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
+            VrPath::new(
+                &name,
+                region,
+                vec![0, 1],
+                Backend::Process(vec![proc_]),
+                vec![bell],
+            )
+        };
+        worker.add_vr(path);
+    }
+    Ok((worker, counters))
+}
+
+fn run_shm_or_inproc(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
+    let (worker, counters) = router_worker(p, args.dst, args.vr_cpu)?;
+    measure_worker(args, p, worker, counters)
+}
+
+/// The syscall reference: a host loop that hands each frame to its VR
+/// process with one `send` and takes it back with one `recv`.
+fn run_syscall(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
+    let mut mem = generator(p, args.dst)?;
+    let mut sink = NullPort::new("null0");
+    let counters = sink.counters();
+    let classifier = rules(p.vrs)?;
+    let exe: PathBuf = std::env::current_exe()?;
+    let mut children: Vec<(Child, OwnedFd)> = Vec::new();
+    for _ in 0..p.vrs {
+        let (child, sock) = spawn_with_ctrl(&exe, &["vr-run-syscall".into()])?;
+        let hello = SyscallHello {
+            router: p.table.router_config(),
+            cpu: Some(args.vr_cpu),
+        };
+        rustix::net::send(&sock, &serde_json::to_vec(&hello)?, SendFlags::empty())?;
+        let mut ok = [0u8; 16];
+        let n = rustix::net::recv(&sock, &mut ok, RecvFlags::empty())?.0;
+        if &ok[..n] != b"ready" {
+            bail!("syscall VR did not start");
+        }
+        rustix::io::ioctl_fionbio(&sock, true)?;
+        children.push((child, sock));
+    }
+    let pids: Vec<u32> = children.iter().map(|(c, _)| c.id()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let drops = Arc::new(vrhost_host::HostStats::default());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (st, dr, host_cpu) = (stop.clone(), drops.clone(), args.host_cpu);
+    let socks: Vec<OwnedFd> = children
+        .iter()
+        .map(|(_, s)| s.try_clone())
+        .collect::<Result<_, _>>()?;
+    let handle = std::thread::spawn(move || {
+        let _ = cpu::pin_current_thread(host_cpu);
+        let _ = tx.send(rustix::thread::gettid().as_raw_nonzero().get());
+        let mut buf = [0u8; 2048];
+        while !st.load(Ordering::Relaxed) {
+            let mut frames: [&[u8]; 32] = [&[]; 32];
+            let n = mem.rx_burst(&mut frames);
+            for f in &frames[..n] {
+                let target = vrhost_packet::FlowKey::extract(f)
+                    .ok()
+                    .and_then(|k| classifier.classify(0, &k));
+                let sent = target
+                    .map(|(vr, _)| rustix::net::send(&socks[vr], f, SendFlags::DONTWAIT).is_ok())
+                    .unwrap_or(false);
+                if !sent {
+                    dr.ingress_drops[vrhost_host::IngressDrop::RingFull as usize].add(1);
+                }
+            }
+            for s in &socks {
+                for _ in 0..64 {
+                    match rustix::net::recv(s, &mut buf, RecvFlags::DONTWAIT) {
+                        Ok((len, _)) if len > 0 => {
+                            sink.tx_burst(&[&buf[..len]]);
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        }
+    });
+    let host_tid = rx.recv().context("syscall host thread died")?;
+    let probes = Probes {
+        sink: counters,
+        vr_stats: vec![],
+        host_drops: drops,
+        host_tid,
+        vr_pids: pids,
+    };
+    std::thread::sleep(Duration::from_secs_f64(args.warmup));
+    let a = probes.snap();
+    std::thread::sleep(Duration::from_secs_f64(args.seconds));
+    let b = probes.snap();
+    stop.store(true, Ordering::Relaxed);
+    handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("syscall host thread panicked"))?;
+    for (mut child, sock) in children {
+        drop(sock);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ok(record(p, a, b))
+}
+
+/// Ten idle VRs: the CPU they and the host use without traffic, then the
+/// latency of a single packet sent after an idle period.
+fn run_idle(args: &MemoryArgs, table: &Table, vrs: usize, probes_n: usize) -> Result<IdleRecord> {
+    let spec = vrhost_packet::build::UdpFrameSpec {
+        dst_mac: vrhost_packet::MacAddr([0x02, 0, 0, 0, 0x10, 0]),
+        src_mac: vrhost_packet::MacAddr(GEN_MAC),
+        src_ip: tenant_src(0),
+        dst_ip: Ipv4Addr::new(10, 1, 2, 3),
+        sport: 1024,
+        dport: 1024,
+        ttl: 64,
+        frame_bytes: 64,
+    };
+    let mut frame = vec![0u8; 64];
+    spec.write(&mut frame)?;
+    let (port, probe) = ProbePort::new(frame)?;
+    let ports: Vec<Box<dyn Port>> = vec![Box::new(port)];
+    let poll = PollConfig::default();
+    let mut worker = Worker::new(ports, rules(vrs)?, poll)?;
+    for i in 0..vrs {
+        let name = format!("idle{i}");
+        let region = Region::create(&name, region_cfg(256))?;
+        let cmd = vr_command(table, args.vr_cpu, poll)?;
+        let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
+        worker.add_vr(VrPath::new(
+            &name,
+            region,
+            vec![0, 0],
+            Backend::Process(vec![proc_]),
+            vec![bell],
+        ));
+    }
+    let pids: Vec<u32> = worker
+        .vrs()
+        .iter()
+        .flat_map(|v| v.processes().iter().map(VrProcess::pid))
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let host_cpu = args.host_cpu;
+    let handle = std::thread::spawn(move || {
+        let _ = cpu::pin_current_thread(host_cpu);
+        let _ = tx.send(rustix::thread::gettid().as_raw_nonzero().get());
+        worker.run(&st);
+        worker.shutdown();
+    });
+    let tid = rx.recv()?;
+    let cpu_all = || {
+        thread_cpu_ns_of(tid).unwrap_or(0)
+            + pids
+                .iter()
+                .filter_map(|&p| cpu::process_cpu_ns(p))
+                .sum::<u64>()
+    };
+    // Let everyone fall asleep, then measure a quiet window.
+    std::thread::sleep(Duration::from_millis(300));
+    let (t0, c0) = (Instant::now(), cpu_all());
+    std::thread::sleep(Duration::from_secs_f64(args.seconds.max(1.0)));
+    let cpu_pct = (cpu_all() - c0) as f64 / t0.elapsed().as_secs_f64() / 1e7;
+    // Probes, each after a pause long enough for host and VR to sleep.
+    let mut lat = Vec::with_capacity(probes_n);
+    for _ in 0..probes_n {
+        std::thread::sleep(Duration::from_millis(15));
+        let before = probe.arrived();
+        let t = probe.inject();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while probe.arrived() == before && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        if probe.arrived() > before {
+            lat.push((probe.last_arrival_ns().saturating_sub(t)) as f64 / 1e3);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("idle worker panicked"))?;
+    if lat.is_empty() {
+        bail!("no probe came back");
+    }
+    lat.sort_by(f64::total_cmp);
+    let pct = |q: f64| lat[((lat.len() - 1) as f64 * q).round() as usize];
+    Ok(IdleRecord {
+        mode: "idle",
+        vrs,
+        cpu_pct,
+        wake_us_p50: pct(0.5),
+        wake_us_p99: pct(0.99),
+        wake_us_max: *lat.last().expect("non-empty"),
+        probes: lat.len(),
+    })
+}
+
+fn validate(args: &MemoryArgs) -> Result<()> {
+    for &f in &args.frame_bytes {
+        if !(64..=1518).contains(&f) {
+            bail!("--frame-bytes {f}: must be within 64..=1518");
+        }
+    }
+    for &v in &args.vrs {
+        if !(1..=64).contains(&v) {
+            bail!("--vrs {v}: must be within 1..=64");
+        }
+    }
+    for &p in std::iter::once(&args.pool).chain(&args.pool_sweep) {
+        if !(2..=65_536).contains(&p) {
+            bail!("pool size {p}: must be within 2..=65536");
+        }
+    }
+    if !(args.seconds > 0.0 && args.seconds <= 3600.0 && (0.0..=60.0).contains(&args.warmup)) {
+        bail!("--seconds must be in (0, 3600] and --warmup in [0, 60]");
+    }
+    let n = cpu::cpus();
+    if args.host_cpu >= n || args.vr_cpu >= n {
+        bail!("--host-cpu/--vr-cpu must be below the CPU count ({n})");
+    }
+    Ok(())
+}
+
+/// Run the benchmark and print a table or JSON.
+pub fn run(args: &MemoryArgs) -> Result<()> {
+    validate(args)?;
+    let tables = args
+        .routes
+        .iter()
+        .map(|s| Table::load(s))
+        .collect::<Result<Vec<_>>>()?;
+    let mut results = Vec::new();
+    let progress = |r: &AnyRecord| {
+        if !args.json
+            && let AnyRecord::Fwd(r) = r
+        {
+            eprintln!(
+                "  {:>7} {:>5}B {:>3} VRs {:>5} slots {:>7} routes: {:>7.2} Mpps",
+                format!("{:?}", r.mode).to_lowercase(),
+                r.frame_bytes,
+                r.vrs,
+                r.pool_slots,
+                r.routes,
+                r.mpps
+            );
+        }
+    };
+    for table in &tables {
+        for &frame_bytes in &args.frame_bytes {
+            for &vrs in &args.vrs {
+                for &mode in &args.modes {
+                    let p = Point {
+                        mode,
+                        frame_bytes,
+                        vrs,
+                        pool: args.pool,
+                        table,
+                    };
+                    let r = match mode {
+                        Mode::Syscall => run_syscall(args, &p)?,
+                        _ => run_shm_or_inproc(args, &p)?,
+                    };
+                    let r = AnyRecord::Fwd(r);
+                    progress(&r);
+                    results.push(r);
+                }
+            }
+        }
+    }
+    if !args.no_pool_sweep {
+        for &pool in &args.pool_sweep {
+            let p = Point {
+                mode: Mode::Shm,
+                frame_bytes: 64,
+                vrs: 1,
+                pool,
+                table: &tables[0],
+            };
+            let r = AnyRecord::Fwd(run_shm_or_inproc(args, &p)?);
+            progress(&r);
+            results.push(r);
+        }
+    }
+    if !args.no_idle {
+        results.push(AnyRecord::Idle(run_idle(args, &tables[0], 10, 100)?));
+    }
+    if args.json {
+        let report = Report {
+            bench: "memory",
+            machine: Machine::this(),
+            results: &results,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&results);
+    }
+    Ok(())
+}
+
+fn print_table(results: &[AnyRecord]) {
+    let m = Machine::this();
+    println!(
+        "vrhost bench memory  {}  {} ({} cores)  kernel {}",
+        m.date, m.cpu, m.cores, m.kernel
+    );
+    println!(
+        "{:<8} {:>6} {:>4} {:>6} {:>7} {:>8} {:>7} {:>9} {:>6} {:>6} {:>9} {:>5}",
+        "mode",
+        "frame",
+        "vrs",
+        "pool",
+        "routes",
+        "Mpps",
+        "Gbit/s",
+        "ns/pkt",
+        "host%",
+        "vr%",
+        "drops",
+        "viol"
+    );
+    for r in results {
+        match r {
+            AnyRecord::Fwd(r) => println!(
+                "{:<8} {:>6} {:>4} {:>6} {:>7} {:>8.2} {:>7.2} {:>9.1} {:>6.0} {:>6.0} {:>9} {:>5}",
+                format!("{:?}", r.mode).to_lowercase(),
+                r.frame_bytes,
+                r.vrs,
+                r.pool_slots,
+                r.routes,
+                r.mpps,
+                r.gbps,
+                r.cpu_ns_per_pkt,
+                r.host_cpu_pct,
+                r.vr_cpu_pct,
+                r.drops,
+                r.violations
+            ),
+            AnyRecord::Idle(i) => println!(
+                "idle: {} VRs + host, no traffic: {:.2}% of one core; first packet after idling: p50 {:.1} us, p99 {:.1} us, max {:.1} us ({} probes)",
+                i.vrs, i.cpu_pct, i.wake_us_p50, i.wake_us_p99, i.wake_us_max, i.probes
+            ),
+        }
+    }
+    let get = |mode: Mode, vrs: usize| {
+        results.iter().find_map(|r| match r {
+            AnyRecord::Fwd(r) if r.mode == mode && r.vrs == vrs && r.frame_bytes == 64 => {
+                Some(r.mpps)
+            }
+            _ => None,
+        })
+    };
+    if let (Some(shm), Some(inproc)) = (get(Mode::Shm, 1), get(Mode::Inproc, 1)) {
+        println!("shm / inproc (64 B, 1 VR): {:.2}", shm / inproc);
+    }
+    if let (Some(shm), Some(sys)) = (get(Mode::Shm, 1), get(Mode::Syscall, 1)) {
+        println!("shm / syscall (64 B, 1 VR): {:.1}", shm / sys);
+    }
+    if let (Some(one), Some(ten)) = (get(Mode::Shm, 1), get(Mode::Shm, 10)) {
+        println!("shm 10 VRs / 1 VR aggregate (64 B): {:.2}", ten / one);
+    }
+}

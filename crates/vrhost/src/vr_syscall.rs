@@ -1,0 +1,69 @@
+//! The conventional user-mode VR of `vrhost bench memory --modes syscall`:
+//! the same router code, but each packet comes in with one `recv` and goes
+//! out with one `send` on a `SOCK_SEQPACKET` socket, the way user-mode Click
+//! uses recvfrom/sendto. It exists only as the reference the shared-memory
+//! design is measured against.
+
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use anyhow::{Context, Result, bail};
+use rustix::net::{RecvFlags, SendFlags};
+use serde::{Deserialize, Serialize};
+use vrhost_vr::proto::{CTRL_FD_ENV, MAX_MSG};
+use vrhost_vr::router::{Router, RouterConfig};
+use vrhost_vr::{Packet, Verdict, Vr};
+
+/// Headroom kept before each packet, as in a region slot.
+const HEADROOM: usize = 128;
+
+/// First message to a syscall-mode VR.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SyscallHello {
+    /// The router's config.
+    pub router: RouterConfig,
+    /// CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+/// Run a syscall-mode VR on the control socket from the environment until
+/// the host closes it.
+pub fn main() -> Result<()> {
+    let raw: i32 = std::env::var(CTRL_FD_ENV)
+        .context("VRHOST_CTRL_FD not set: this is started by `vrhost bench memory`")?
+        .parse()
+        .context("VRHOST_CTRL_FD is not a number")?;
+    // SAFETY: the parent placed our socket at this descriptor for us alone.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut buf = vec![0u8; MAX_MSG];
+    let n = rustix::net::recv(&sock, &mut buf, RecvFlags::empty())?.0;
+    let hello: SyscallHello = serde_json::from_slice(&buf[..n]).context("bad hello")?;
+    if let Some(cpu) = hello.cpu {
+        vrhost_host::cpu::pin_current_thread(cpu)?;
+    }
+    let mut router = Router::new(&hello.router).map_err(anyhow::Error::msg)?;
+    rustix::net::send(&sock, b"ready", SendFlags::empty())?;
+    serve(sock.as_fd(), &mut router)
+}
+
+fn serve(sock: BorrowedFd<'_>, router: &mut Router) -> Result<()> {
+    let mut buf = vec![0u8; 2048];
+    loop {
+        let n = match rustix::net::recv(sock, &mut buf[HEADROOM..], RecvFlags::empty()) {
+            Ok((0, _)) => return Ok(()),
+            Ok((n, _)) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => bail!("recv: {e}"),
+        };
+        let Some(mut pkt) = Packet::new(&mut buf, HEADROOM, n, 0) else {
+            continue;
+        };
+        if let Verdict::Forward(_) = router.process(&mut pkt) {
+            let (off, len) = (pkt.offset(), pkt.len());
+            match rustix::net::send(sock, &buf[off..off + len], SendFlags::empty()) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::PIPE | rustix::io::Errno::CONNRESET) => return Ok(()),
+                Err(e) => bail!("send: {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! End-to-end tests of the data path: the host worker with real VR
+//! processes (the `vrhost vr-run` built-in router and the example custom VR),
+//! frames from pcap or memory ports, and VRs that crash or cheat.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use vrhost_host::{
+    Backend, Classifier, Match, Rule, Violation, VrCommand, VrPath, VrProcess, Worker,
+};
+use vrhost_io::Port;
+use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
+use vrhost_io::null::NullPort;
+use vrhost_io::pcap::{PcapRxPort, PcapTxPort};
+use vrhost_packet::MacAddr;
+use vrhost_packet::build::UdpFrameSpec;
+use vrhost_packet::ipv4::Ipv4Packet;
+use vrhost_shm::{Region, RegionConfig, RingId, SlotState};
+use vrhost_vr::DropReason;
+use vrhost_vr::proto::{PollConfig, counter};
+use vrhost_vr::router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
+
+const SINK_MAC: &str = "02:00:00:00:00:02";
+
+fn router_config() -> RouterConfig {
+    RouterConfig {
+        vnics: vec![
+            VnicConfig {
+                mac: "02:00:00:00:10:00".into(),
+            },
+            VnicConfig {
+                mac: "02:00:00:00:10:01".into(),
+            },
+        ],
+        nexthops: vec![NextHopConfig {
+            vnic: 1,
+            mac: SINK_MAC.into(),
+        }],
+        routes: vec![RouteConfig {
+            prefix: "10.0.0.0/8".into(),
+            nexthop: 0,
+        }],
+        route_file: None,
+    }
+}
+
+fn router_cmd() -> VrCommand {
+    VrCommand {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
+        args: vec!["vr-run".into()],
+        cpu: None,
+        poll: PollConfig::default(),
+        config: serde_json::to_value(router_config()).unwrap(),
+        ready_timeout: Duration::from_secs(30),
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("vrhost-test-{}-{name}", std::process::id()))
+}
+
+fn udp(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    UdpFrameSpec {
+        dst_mac: MacAddr([2, 0, 0, 0, 0x10, 0]),
+        src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        src_ip: src,
+        dst_ip: dst,
+        sport: 1000,
+        dport: 2000,
+        ttl,
+        frame_bytes: len,
+    }
+    .write(&mut f)
+    .unwrap();
+    f
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut p = PcapTxPort::create(path).unwrap();
+    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    assert_eq!(p.tx_burst(&refs), frames.len());
+    p.flush().unwrap();
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let mut p = PcapRxPort::open(path, Some(1)).unwrap();
+    let mut all = vec![];
+    loop {
+        let mut out: [&[u8]; 32] = [&[]; 32];
+        let n = p.rx_burst(&mut out);
+        if n == 0 {
+            break;
+        }
+        all.extend(out[..n].iter().map(|f| f.to_vec()));
+    }
+    all
+}
+
+fn one_rule_to(vr: usize) -> Classifier {
+    Classifier::new(&[Rule {
+        m: Match {
+            in_port: Some(0),
+            ..Match::default()
+        },
+        vr,
+        vnic: 0,
+    }])
+    .unwrap()
+}
+
+/// Run the worker until `done` says so or the deadline passes.
+fn run_until(worker: &mut Worker, deadline: Duration, mut done: impl FnMut(&Worker) -> bool) {
+    let t = Instant::now();
+    while t.elapsed() < deadline && !done(worker) {
+        if worker.poll_once() == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Frames through a router VR process: forwarded ones have TTL - 1, a valid
+/// checksum and rewritten MACs; bad ones are counted drops by reason.
+#[test]
+fn router_vr_forwards_and_counts_bad_frames() {
+    let good: Vec<Vec<u8>> = (0..200u8)
+        .map(|i| {
+            udp(
+                Ipv4Addr::new(192, 168, 0, 1),
+                Ipv4Addr::new(10, 0, 0, i),
+                64,
+                64 + usize::from(i),
+            )
+        })
+        .collect();
+    let mut bad = vec![];
+    bad.push(good[0][..20].to_vec()); // truncated IPv4 header
+    let mut f = good[1].clone();
+    f[14] = 0x44; // IHL 4
+    bad.push(f);
+    let mut f = good[2].clone();
+    f[24] ^= 0xff; // checksum
+    bad.push(f);
+    let mut f = good[3].clone();
+    f[12] = 0x86;
+    f[13] = 0xdd; // IPv6 EtherType, IPv4 inside
+    bad.push(f);
+    bad.push(udp(
+        Ipv4Addr::new(192, 168, 0, 1),
+        Ipv4Addr::new(10, 0, 0, 9),
+        1,
+        64,
+    )); // TTL 1
+    bad.push(udp(
+        Ipv4Addr::new(192, 168, 0, 1),
+        Ipv4Addr::new(11, 0, 0, 9),
+        64,
+        64,
+    )); // no route
+    let input: Vec<Vec<u8>> = good.iter().chain(&bad).cloned().collect();
+    let (inp, out) = (tmp("in.pcap"), tmp("out.pcap"));
+    write_pcap(&inp, &input);
+
+    let ports: Vec<Box<dyn Port>> = vec![
+        Box::new(PcapRxPort::open(&inp, Some(1)).unwrap()),
+        Box::new(PcapTxPort::create(&out).unwrap()),
+    ];
+    let mut worker = Worker::new(ports, one_rule_to(0), PollConfig::default()).unwrap();
+    // Room for every frame at once: the pcap port reads as fast as it can,
+    // and a full pool would (rightly) drop at ingress.
+    let region = Region::create(
+        "t1",
+        RegionConfig {
+            slot_count: 256,
+            ring_entries: 256,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (proc_, bell) = VrProcess::start("t1", 0, &region, worker.bell(), &router_cmd()).unwrap();
+    worker.add_vr(VrPath::new(
+        "t1",
+        region.clone(),
+        vec![0, 1],
+        Backend::Process(vec![proc_]),
+        vec![bell],
+    ));
+    let stats = worker.vrs()[0].stats().clone();
+    run_until(&mut worker, Duration::from_secs(20), |_| {
+        stats.tx_packets.get() + stats.vr_dropped.get() == input.len() as u64
+    });
+    worker.shutdown();
+    drop(worker);
+
+    assert_eq!(stats.tx_packets.get(), good.len() as u64);
+    assert_eq!(stats.vr_dropped.get(), bad.len() as u64);
+    assert_eq!(stats.violations_total(), 0);
+    let vr = region.instance(0).unwrap();
+    let c = |r: DropReason| vr.vr_counters[counter::DROP_BASE + r as usize].load(Ordering::Relaxed);
+    assert_eq!(c(DropReason::BadHeader), 2);
+    assert_eq!(c(DropReason::BadChecksum), 1);
+    assert_eq!(c(DropReason::Unsupported), 1);
+    assert_eq!(c(DropReason::TtlExpired), 1);
+    assert_eq!(c(DropReason::NoRoute), 1);
+
+    let sent = read_pcap(&out);
+    assert_eq!(sent.len(), good.len());
+    for (o, i) in sent.iter().zip(&good) {
+        assert_eq!(o.len(), i.len());
+        assert_eq!(&o[0..6], &[2, 0, 0, 0, 0, 2], "dst MAC = next hop");
+        assert_eq!(&o[6..12], &[2, 0, 0, 0, 0x10, 1], "src MAC = out vNIC");
+        let ip = Ipv4Packet::new_checked(&o[14..]).unwrap();
+        assert_eq!(ip.ttl(), 63);
+        assert!(ip.verify_checksum());
+        assert_eq!(&o[34..], &i[34..], "payload untouched");
+    }
+    let _ = std::fs::remove_file(&inp);
+    let _ = std::fs::remove_file(&out);
+}
+
+fn mem_port(srcs: Vec<Ipv4Addr>) -> MemPort {
+    MemPort::new(
+        "mem0",
+        MemPortConfig {
+            frame_bytes: 64,
+            dst: DstMode::Fixed(Ipv4Addr::new(10, 1, 1, 1)),
+            src_ips: srcs,
+            ..MemPortConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A VR killed with SIGKILL under load: the host notices, takes back every
+/// slot, and the other VR keeps forwarding.
+#[test]
+fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
+    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
+    let rules: Vec<Rule> = (0..2)
+        .map(|i| Rule {
+            m: Match {
+                src: Some((srcs[i], 32)),
+                ..Match::default()
+            },
+            vr: i,
+            vnic: 0,
+        })
+        .collect();
+    let ports: Vec<Box<dyn Port>> = vec![
+        Box::new(mem_port(srcs.clone())),
+        Box::new(NullPort::new("null")),
+    ];
+    let mut worker = Worker::new(
+        ports,
+        Classifier::new(&rules).unwrap(),
+        PollConfig::default(),
+    )
+    .unwrap();
+    for name in ["a", "b"] {
+        let region = Region::create(
+            name,
+            RegionConfig {
+                slot_count: 256,
+                ring_entries: 256,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
+        worker.add_vr(VrPath::new(
+            name,
+            region,
+            vec![0, 1],
+            Backend::Process(vec![p]),
+            vec![bell],
+        ));
+    }
+    let (sa, sb) = (
+        worker.vrs()[0].stats().clone(),
+        worker.vrs()[1].stats().clone(),
+    );
+    run_until(&mut worker, Duration::from_secs(20), |_| {
+        sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000
+    });
+    assert!(
+        sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000,
+        "both forward"
+    );
+
+    worker.vrs_mut()[0].kill();
+    run_until(&mut worker, Duration::from_secs(10), |w| {
+        !w.vrs()[0].is_up()
+    });
+    assert!(!worker.vrs()[0].is_up(), "exit noticed");
+    assert_eq!(sa.exits.get(), 1);
+    worker.vrs()[0].check_slot_accounting().unwrap();
+    assert_eq!(worker.vrs()[0].free_slots(), 256, "every slot reclaimed");
+
+    let before = sb.tx_packets.get();
+    run_until(&mut worker, Duration::from_secs(20), |_| {
+        sb.tx_packets.get() > before + 10_000
+    });
+    assert!(
+        sb.tx_packets.get() > before + 10_000,
+        "the other VR keeps forwarding"
+    );
+    assert!(sa.ingress_drops[vrhost_host::IngressDrop::VrDown as usize].get() > 0);
+    worker.shutdown();
+}
+
+/// A hostile "VR" (a thread writing garbage into its region while the host
+/// forwards): every violation is counted, nothing escapes the region, the
+/// honest VR beside it forwards everything, and the slot accounting holds.
+#[test]
+fn hostile_vr_is_contained() {
+    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
+    let rules: Vec<Rule> = (0..2)
+        .map(|i| Rule {
+            m: Match {
+                src: Some((srcs[i], 32)),
+                ..Match::default()
+            },
+            vr: i,
+            vnic: 0,
+        })
+        .collect();
+    let ports: Vec<Box<dyn Port>> = vec![
+        Box::new(mem_port(srcs.clone())),
+        Box::new(NullPort::new("null")),
+    ];
+    let mut worker = Worker::new(
+        ports,
+        Classifier::new(&rules).unwrap(),
+        PollConfig::default(),
+    )
+    .unwrap();
+    let cfg = RegionConfig {
+        slot_count: 128,
+        ring_entries: 128,
+        ..Default::default()
+    };
+    let honest = Region::create("honest", cfg).unwrap();
+    let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
+    worker.add_vr(VrPath::new(
+        "honest",
+        honest,
+        vec![0, 1],
+        Backend::Process(vec![p]),
+        vec![bell],
+    ));
+    // The hostile VR: a thread that maps the region and scribbles on it.
+    let evil = Region::create("evil", cfg).unwrap();
+    let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
+    worker.add_vr(VrPath::new(
+        "evil",
+        evil,
+        vec![0, 1],
+        Backend::External,
+        vec![],
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let scribbler = std::thread::spawn(move || {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let tx = evil_view.ring(0, RingId::Tx(1)).unwrap();
+        let rx = evil_view.ring(0, RingId::Rx(0)).unwrap();
+        // Where the host expects this VR's ring indexes to be; the other
+        // cases scribble over them and the host must recover when they are
+        // right again.
+        let (mut rx_tail, mut tx_head) = (0u32, 0u32);
+        let mut doubled = 0usize;
+        let mut rounds = 0u64;
+        while !st.load(Ordering::Relaxed) {
+            let r = rnd();
+            // First only the double return, with the rings intact, so it
+            // surely reaches the host; then everything at random.
+            let case = if doubled < 1000 { 0 } else { r % 6 };
+            match case {
+                // Take what the host gave, where the rings really are, and
+                // return each slot twice (in one batch and across batches).
+                0 => {
+                    let mut c = rx.clone().consumer_at(rx_tail, rx.indexes().0);
+                    let mut idx = [0u32; 32];
+                    let n = c.pop(&mut idx).unwrap_or(0);
+                    rx_tail = c.tail();
+                    for &s in &idx[..n] {
+                        if let Some(m) = evil_view.meta(s) {
+                            m.set(SlotState::Processed);
+                        }
+                    }
+                    let mut p = tx.clone().producer_at(tx_head, tx.indexes().1);
+                    let _ = p.push(&idx[..n]);
+                    let _ = p.push(&idx[..n]);
+                    tx_head = p.head();
+                    doubled += n;
+                }
+                // Out-of-range and unowned indexes.
+                1 => {
+                    let mut p = tx.clone().producer_at((r >> 8) as u32, (r >> 8) as u32);
+                    let _ = p.push(&[u32::MAX, 128, (r >> 40) as u32 % 128]);
+                }
+                // Random slot states and extents (huge lengths, offsets).
+                2 => {
+                    for s in 0..128 {
+                        if let Some(m) = evil_view.meta(s) {
+                            m.set(
+                                SlotState::from_raw((rnd() % 5) as u32)
+                                    .unwrap_or(SlotState::Processed),
+                            );
+                            m.set_extent(rnd() as u16, rnd() as u16);
+                        }
+                    }
+                }
+                // Ring indexes moved backwards / beyond.
+                3 => {
+                    let mut p = tx.clone().producer_at(r as u32, 0);
+                    let _ = p.push(&[1]);
+                }
+                4 => {
+                    let mut c = rx.clone().consumer_at((r >> 3) as u32, 0);
+                    let mut idx = [0u32; 4];
+                    let _ = c.pop(&mut idx);
+                }
+                _ => rx.reset(),
+            }
+            rounds += 1;
+        }
+        rounds
+    });
+    let hs = worker.vrs()[0].stats().clone();
+    let es = worker.vrs()[1].stats().clone();
+    let not_owned = es.clone();
+    run_until(&mut worker, Duration::from_secs(30), |_| {
+        hs.tx_packets.get() > 50_000
+            && es.violations_total() > 1000
+            && not_owned.violations[Violation::SlotNotOwned as usize].get() > 0
+    });
+    stop.store(true, Ordering::Relaxed);
+    let rounds = scribbler.join().unwrap();
+    assert!(rounds > 0);
+    assert!(hs.tx_packets.get() > 50_000, "honest VR forwards");
+    assert_eq!(hs.violations_total(), 0, "honest VR has no violations");
+    let v = |k: Violation| es.violations[k as usize].get();
+    assert!(es.violations_total() > 1000, "violations counted");
+    assert!(v(Violation::SlotIndex) > 0 || v(Violation::TxRingIndex) > 0);
+    assert!(v(Violation::SlotNotOwned) > 0);
+    for vr in worker.vrs() {
+        vr.check_slot_accounting().unwrap();
+    }
+    worker.shutdown();
+    for vr in worker.vrs() {
+        vr.check_slot_accounting().unwrap();
+    }
+}
