@@ -30,9 +30,43 @@ pub fn process_cpu_ns(pid: u32) -> Option<u64> {
     Some(total)
 }
 
-/// Number of CPUs this process may run on.
+/// Number of CPUs online (not the calling thread's affinity, which a
+/// pinned thread would see as one).
 pub fn cpus() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Count the CPUs of a kernel CPU list such as `0-3,8,10-11`.
+fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in s.split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    Some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(super::parse_cpu_list("0-1"), Some(2));
+        assert_eq!(super::parse_cpu_list("0"), Some(1));
+        assert_eq!(super::parse_cpu_list("0-3,8,10-11"), Some(7));
+        assert_eq!(super::parse_cpu_list("3-1"), None);
+        assert_eq!(super::parse_cpu_list("x"), None);
+    }
 }

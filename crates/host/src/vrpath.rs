@@ -327,18 +327,25 @@ impl VrPath {
         let mut idx = [0u32; BURST];
         for i in 0..self.inst.len() {
             for v in 0..self.inst[i].tx.len() {
-                let n = match self.inst[i].tx[v].pop(&mut idx) {
-                    Ok(n) => n,
-                    Err(
-                        RingError::BadProducerIndex { .. } | RingError::BadConsumerIndex { .. },
-                    ) => {
-                        self.stats.violation(Violation::TxRingIndex);
-                        continue;
+                // Everything the ring holds, in bursts: a ring left half full
+                // stalls its VR until the next round.
+                loop {
+                    let n = match self.inst[i].tx[v].pop(&mut idx) {
+                        Ok(n) => n,
+                        Err(
+                            RingError::BadProducerIndex { .. } | RingError::BadConsumerIndex { .. },
+                        ) => {
+                            self.stats.violation(Violation::TxRingIndex);
+                            break;
+                        }
+                    };
+                    if n > 0 {
+                        self.send(i as u16, v as u16, &idx[..n], ports);
+                        done += n;
                     }
-                };
-                if n > 0 {
-                    self.send(i as u16, v as u16, &idx[..n], ports);
-                    done += n;
+                    if n < BURST {
+                        break;
+                    }
                 }
             }
         }

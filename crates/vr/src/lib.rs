@@ -9,6 +9,7 @@
 //! It owns the VR side of the protocol ([`runtime`], [`proto`]); the region
 //! itself is `vrhost-shm`'s, the host side is `vrhost-host`'s.
 
+pub mod backoff;
 pub mod proto;
 pub mod router;
 pub mod runtime;

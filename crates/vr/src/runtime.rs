@@ -8,7 +8,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
 use vrhost_shm::layout::VR_COUNTERS;
@@ -17,6 +17,7 @@ use vrhost_shm::{
     SlotState, cancel_sleep, needs_kick, prepare_sleep,
 };
 
+use crate::backoff::{Backoff, Idle};
 use crate::proto::{CTRL_FD_ENV, Hello, HostMsg, MAX_MSG, PollConfig, VrReply, counter};
 use crate::sdk::{Packet, Verdict, Vr};
 
@@ -97,8 +98,19 @@ pub fn process_slots<V: Vr + ?Sized>(
     stage: &mut TxStage,
     counters: &mut VrCounters,
 ) {
+    /// How many packets ahead to prefetch.
+    const AHEAD: usize = 4;
     let vnics = region.layout().cfg.vnic_count;
-    for &idx in idxs {
+    let headroom = region.layout().cfg.headroom;
+    for &idx in idxs.iter().take(AHEAD) {
+        region.prefetch(idx, headroom);
+    }
+    for (i, &idx) in idxs.iter().enumerate() {
+        if let Some(&next) = idxs.get(i + AHEAD) {
+            // The host puts packets at the headroom offset; if a VR moved
+            // one, this only misses the hint.
+            region.prefetch(next, headroom);
+        }
         let Some(meta) = region.meta(idx) else {
             counters.v[counter::BAD_SLOT] += 1;
             continue;
@@ -274,10 +286,8 @@ impl Instance {
         ctrl: Option<BorrowedFd<'_>>,
         stop: &AtomicBool,
     ) -> Result<(), RuntimeError> {
-        let mut idle_rounds = 0u32;
-        let mut idle_since = Instant::now();
+        let mut backoff = Backoff::new(self.poll);
         let mut rounds = 0u64;
-        // SAFETY: getpid cannot fail.
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         // Relaxed: display value; the host learns of readiness from VrReply.
         self.block().vr_pid.store(pid, Ordering::Relaxed);
@@ -286,32 +296,29 @@ impl Instance {
             // Relaxed: a liveness counter for the watchdog.
             self.block().heartbeat.store(rounds, Ordering::Relaxed);
             if self.poll_once(vr)? > 0 {
-                idle_rounds = 0;
+                backoff.busy();
                 continue;
             }
-            if idle_rounds == 0 {
-                idle_since = Instant::now();
+            match backoff.idle() {
+                Idle::Spin => std::hint::spin_loop(),
+                Idle::Yield => std::thread::yield_now(),
+                Idle::Sleep => {
+                    if self.sleep(ctrl, backoff.sleep_timeout())? {
+                        return Ok(());
+                    }
+                }
             }
-            idle_rounds = idle_rounds.saturating_add(1);
-            if idle_rounds <= self.poll.spin_rounds {
-                std::hint::spin_loop();
-                continue;
-            }
-            if idle_since.elapsed() < Duration::from_micros(self.poll.yield_us.into()) {
-                std::thread::yield_now();
-                continue;
-            }
-            if self.sleep(ctrl)? {
-                return Ok(());
-            }
-            idle_rounds = 0;
         }
         Ok(())
     }
 
     /// Sleep on the doorbell (and the control socket). Returns true if the
     /// host asked us to stop.
-    fn sleep(&mut self, ctrl: Option<BorrowedFd<'_>>) -> Result<bool, RuntimeError> {
+    fn sleep(
+        &mut self,
+        ctrl: Option<BorrowedFd<'_>>,
+        timeout: Duration,
+    ) -> Result<bool, RuntimeError> {
         use rustix::event::{PollFd, PollFlags, Timespec};
         prepare_sleep(&self.block().vr_sleeping);
         if self.rx_ready()? {
@@ -320,10 +327,9 @@ impl Instance {
         }
         self.counters.v[counter::SLEEPS] += 1;
         self.publish();
-        let ms = self.poll.sleep_ms;
         let ts = Timespec {
-            tv_sec: i64::from(ms / 1000),
-            tv_nsec: i64::from(ms % 1000) * 1_000_000,
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
         };
         let bell = self.vr_bell.fd();
         let stop = match ctrl {

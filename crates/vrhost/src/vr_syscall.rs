@@ -49,7 +49,8 @@ fn serve(sock: BorrowedFd<'_>, router: &mut Router) -> Result<()> {
     let mut buf = vec![0u8; 2048];
     loop {
         let n = match rustix::net::recv(sock, &mut buf[HEADROOM..], RecvFlags::empty()) {
-            Ok((0, _)) => return Ok(()),
+            // The host closed its end (or reset it when it stopped us).
+            Ok((0, _)) | Err(rustix::io::Errno::CONNRESET) => return Ok(()),
             Ok((n, _)) => n,
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => bail!("recv: {e}"),

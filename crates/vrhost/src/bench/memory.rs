@@ -32,7 +32,7 @@ use vrhost_host::{
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::{NullPort, SinkCounters};
-use vrhost_shm::{Region, RegionConfig};
+use vrhost_shm::{Doorbell, Region, RegionConfig};
 use vrhost_vr::proto::PollConfig;
 use vrhost_vr::router::{NextHopConfig, RouteConfig, Router, RouterConfig, VnicConfig};
 
@@ -97,6 +97,11 @@ pub struct MemoryArgs {
     /// Skip the idle figures (10 idle VRs: CPU use and first-packet latency).
     #[arg(long)]
     pub no_idle: bool,
+    /// Runs per point (each with fresh VR processes and regions); the run
+    /// with the median rate is reported. The machines here are shared
+    /// virtual machines whose rate sometimes halves for a whole run.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
     /// Measurement window per point, seconds.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
@@ -143,6 +148,8 @@ pub struct Record {
     pub violations: u64,
     /// Window length, seconds.
     pub seconds: f64,
+    /// Runs of this point; the one with the median rate is this record.
+    pub runs: usize,
 }
 
 /// The idle figures.
@@ -160,6 +167,16 @@ pub struct IdleRecord {
     pub wake_us_p99: f64,
     /// Its maximum.
     pub wake_us_max: f64,
+    /// The part of it from the host taking the frame to its leaving: the
+    /// VR's wakeup and the forwarding, what vrhost adds; median.
+    pub host_us_p50: f64,
+    /// Its 99th percentile.
+    pub host_us_p99: f64,
+    /// The platform's floor, same run: one eventfd wakeup of a thread
+    /// sleeping on the VR CPU, from the host CPU, after the same pause.
+    pub wake_ref_us_p50: f64,
+    /// Its 99th percentile.
+    pub wake_ref_us_p99: f64,
     /// Probes sent.
     pub probes: usize,
 }
@@ -311,12 +328,19 @@ fn region_cfg(pool: u32) -> RegionConfig {
     }
 }
 
-fn vr_command(table: &Table, cpu: usize, poll: PollConfig) -> Result<VrCommand> {
+/// How to start a router VR on `vr_cpu`. VRs that share their core with
+/// others do not spin when idle but yield at once: a spinning VR holds the
+/// core for its whole time slice while the others' rings overflow.
+fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool) -> Result<VrCommand> {
+    let poll = PollConfig::default();
     Ok(VrCommand {
         program: std::env::current_exe()?,
         args: vec!["vr-run".into()],
-        cpu: Some(cpu),
-        poll,
+        cpu: Some(vr_cpu),
+        poll: PollConfig {
+            spin_rounds: if shared_core { 0 } else { poll.spin_rounds },
+            ..poll
+        },
         config: serde_json::to_value(table.router_config())?,
         ready_timeout: Duration::from_secs(60),
     })
@@ -401,6 +425,7 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
         drops: b.drops - a.drops,
         violations: b.violations - a.violations,
         seconds: secs,
+        runs: 1,
     }
 }
 
@@ -456,7 +481,7 @@ fn measure_worker(
 }
 
 /// Build a worker over a generator and a sink with `p.vrs` router VRs, in
-/// processes (`shm`) or in the host thread (`inproc`).
+/// processes (`shm`) on `vr_cpu` or in the host thread (`inproc`).
 pub(crate) fn router_worker(
     p: &Point<'_>,
     dst: Dst,
@@ -481,7 +506,7 @@ pub(crate) fn router_worker(
                 vec![],
             )
         } else {
-            let cmd = vr_command(p.table, vr_cpu, poll)?;
+            let cmd = vr_command(p.table, vr_cpu, p.vrs > 1)?;
             let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
             VrPath::new(
                 &name,
@@ -610,7 +635,7 @@ fn run_idle(args: &MemoryArgs, table: &Table, vrs: usize, probes_n: usize) -> Re
     for i in 0..vrs {
         let name = format!("idle{i}");
         let region = Region::create(&name, region_cfg(256))?;
-        let cmd = vr_command(table, args.vr_cpu, poll)?;
+        let cmd = vr_command(table, args.vr_cpu, vrs > 1)?;
         let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
         worker.add_vr(VrPath::new(
             &name,
@@ -648,18 +673,24 @@ fn run_idle(args: &MemoryArgs, table: &Table, vrs: usize, probes_n: usize) -> Re
     let (t0, c0) = (Instant::now(), cpu_all());
     std::thread::sleep(Duration::from_secs_f64(args.seconds.max(1.0)));
     let cpu_pct = (cpu_all() - c0) as f64 / t0.elapsed().as_secs_f64() / 1e7;
-    // Probes, each after a pause long enough for host and VR to sleep.
+    // The probes come from the host's CPU, as a NIC's interrupt steered to
+    // the worker's core would; each after a pause long enough for host and
+    // VRs to fall asleep.
+    cpu::pin_current_thread(args.host_cpu)?;
     let mut lat = Vec::with_capacity(probes_n);
+    let mut host_lat = Vec::with_capacity(probes_n);
     for _ in 0..probes_n {
-        std::thread::sleep(Duration::from_millis(15));
+        std::thread::sleep(IDLE_PAUSE);
         let before = probe.arrived();
         let t = probe.inject();
         let deadline = Instant::now() + Duration::from_secs(1);
         while probe.arrived() == before && Instant::now() < deadline {
-            std::thread::yield_now();
+            probe.wait_arrival(Duration::from_millis(100));
         }
         if probe.arrived() > before {
-            lat.push((probe.last_arrival_ns().saturating_sub(t)) as f64 / 1e3);
+            let out = probe.last_arrival_ns();
+            lat.push(out.saturating_sub(t) as f64 / 1e3);
+            host_lat.push(out.saturating_sub(probe.taken_ns()) as f64 / 1e3);
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -670,16 +701,85 @@ fn run_idle(args: &MemoryArgs, table: &Table, vrs: usize, probes_n: usize) -> Re
         bail!("no probe came back");
     }
     lat.sort_by(f64::total_cmp);
-    let pct = |q: f64| lat[((lat.len() - 1) as f64 * q).round() as usize];
+    host_lat.sort_by(f64::total_cmp);
+    let reference = wake_reference(args, probes_n)?;
     Ok(IdleRecord {
         mode: "idle",
         vrs,
         cpu_pct,
-        wake_us_p50: pct(0.5),
-        wake_us_p99: pct(0.99),
+        wake_us_p50: percentile(&lat, 0.5),
+        wake_us_p99: percentile(&lat, 0.99),
         wake_us_max: *lat.last().expect("non-empty"),
+        host_us_p50: percentile(&host_lat, 0.5),
+        host_us_p99: percentile(&host_lat, 0.99),
+        wake_ref_us_p50: percentile(&reference, 0.5),
+        wake_ref_us_p99: percentile(&reference, 0.99),
         probes: lat.len(),
     })
+}
+
+/// The run with the median rate of `runs` (non-empty), with the number of
+/// runs recorded.
+fn median_run(mut runs: Vec<Record>) -> Record {
+    runs.sort_by(|a, b| a.mpps.total_cmp(&b.mpps));
+    let n = runs.len();
+    let mut r = runs.swap_remove(n / 2);
+    r.runs = n;
+    r
+}
+
+/// Pause before each idle probe.
+const IDLE_PAUSE: Duration = Duration::from_millis(15);
+
+/// `q`-quantile of sorted, non-empty `v`.
+fn percentile(v: &[f64], q: f64) -> f64 {
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// The platform's floor for the idle figure, measured in the same run: the
+/// time one thread on the host CPU takes to wake one sleeping on an eventfd
+/// on the VR CPU, after the same pause. (A VR's first packet after idling
+/// needs at least one such wakeup.) Sorted microseconds.
+fn wake_reference(args: &MemoryArgs, n: usize) -> Result<Vec<f64>> {
+    let bell = Arc::new(Doorbell::new()?);
+    let woke = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let base = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (b, w, st, vr_cpu) = (bell.clone(), woke.clone(), stop.clone(), args.vr_cpu);
+    let sleeper = std::thread::spawn(move || {
+        let _ = cpu::pin_current_thread(vr_cpu);
+        while !st.load(Ordering::Relaxed) {
+            if b.wait(Duration::from_millis(100)) {
+                // Release: read with Acquire by the measuring thread.
+                w.store(base.elapsed().as_nanos() as u64, Ordering::Release);
+            }
+        }
+    });
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        std::thread::sleep(IDLE_PAUSE);
+        let before = woke.load(Ordering::Acquire);
+        let t = base.elapsed().as_nanos() as u64;
+        bell.ring();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while woke.load(Ordering::Acquire) == before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let at = woke.load(Ordering::Acquire);
+        if at != before {
+            out.push(at.saturating_sub(t) as f64 / 1e3);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    bell.ring();
+    sleeper
+        .join()
+        .map_err(|_| anyhow::anyhow!("wake reference thread panicked"))?;
+    if out.is_empty() {
+        bail!("the wake reference thread never woke");
+    }
+    out.sort_by(f64::total_cmp);
+    Ok(out)
 }
 
 fn validate(args: &MemoryArgs) -> Result<()> {
@@ -697,6 +797,9 @@ fn validate(args: &MemoryArgs) -> Result<()> {
         if !(2..=65_536).contains(&p) {
             bail!("pool size {p}: must be within 2..=65536");
         }
+    }
+    if !(1..=99).contains(&args.repeat) {
+        bail!("--repeat {}: must be within 1..=99", args.repeat);
     }
     if !(args.seconds > 0.0 && args.seconds <= 3600.0 && (0.0..=60.0).contains(&args.warmup)) {
         bail!("--seconds must be in (0, 3600] and --warmup in [0, 60]");
@@ -743,11 +846,14 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
                         pool: args.pool,
                         table,
                     };
-                    let r = match mode {
-                        Mode::Syscall => run_syscall(args, &p)?,
-                        _ => run_shm_or_inproc(args, &p)?,
-                    };
-                    let r = AnyRecord::Fwd(r);
+                    let mut runs = Vec::with_capacity(args.repeat);
+                    for _ in 0..args.repeat {
+                        runs.push(match mode {
+                            Mode::Syscall => run_syscall(args, &p)?,
+                            _ => run_shm_or_inproc(args, &p)?,
+                        });
+                    }
+                    let r = AnyRecord::Fwd(median_run(runs));
                     progress(&r);
                     results.push(r);
                 }
@@ -823,8 +929,20 @@ fn print_table(results: &[AnyRecord]) {
                 r.violations
             ),
             AnyRecord::Idle(i) => println!(
-                "idle: {} VRs + host, no traffic: {:.2}% of one core; first packet after idling: p50 {:.1} us, p99 {:.1} us, max {:.1} us ({} probes)",
-                i.vrs, i.cpu_pct, i.wake_us_p50, i.wake_us_p99, i.wake_us_max, i.probes
+                "idle: {} VRs + host, no traffic: {:.2}% of one core\n\
+                 first packet after idling ({} probes): in -> out p50 {:.1} us, p99 {:.1} us, max {:.1} us; \
+                 of which host took it -> out p50 {:.1} us, p99 {:.1} us\n\
+                 reference, same run: one eventfd wakeup host CPU -> VR CPU after the same pause: p50 {:.1} us, p99 {:.1} us",
+                i.vrs,
+                i.cpu_pct,
+                i.probes,
+                i.wake_us_p50,
+                i.wake_us_p99,
+                i.wake_us_max,
+                i.host_us_p50,
+                i.host_us_p99,
+                i.wake_ref_us_p50,
+                i.wake_ref_us_p99
             ),
         }
     }

@@ -1,6 +1,9 @@
 //! A port for latency probes: another thread injects one frame at a time
-//! (waking a sleeping worker through an eventfd), and frames sent to it are
-//! timestamped on arrival.
+//! (waking a sleeping worker through an eventfd, as a NIC's interrupt wakes
+//! a worker sleeping on an AF_XDP socket), the worker's taking it and the
+//! frame's arrival back at the port are timestamped, and the arrival rings
+//! a doorbell so the measuring thread can sleep rather than compete for a
+//! CPU with the path it measures.
 
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
@@ -17,7 +20,9 @@ pub struct Probe {
     pending: AtomicU64,
     arrived: AtomicU64,
     last_arrival_ns: AtomicU64,
+    taken_ns: AtomicU64,
     bell: Doorbell,
+    arrival: Doorbell,
 }
 
 impl Probe {
@@ -29,6 +34,16 @@ impl Probe {
         self.pending.fetch_add(1, Ordering::Release);
         self.bell.ring();
         t
+    }
+
+    /// Sleep until a frame arrives or `timeout` passes.
+    pub fn wait_arrival(&self, timeout: std::time::Duration) {
+        self.arrival.wait(timeout);
+    }
+
+    /// When the worker took the latest injected frame (ns since base).
+    pub fn taken_ns(&self) -> u64 {
+        self.taken_ns.load(Ordering::Acquire)
     }
 
     /// Frames arrived so far.
@@ -61,7 +76,9 @@ impl ProbePort {
             pending: AtomicU64::new(0),
             arrived: AtomicU64::new(0),
             last_arrival_ns: AtomicU64::new(0),
+            taken_ns: AtomicU64::new(0),
             bell: Doorbell::new()?,
+            arrival: Doorbell::new()?,
         });
         Ok((
             Self {
@@ -85,6 +102,10 @@ impl Port for ProbePort {
             return 0;
         }
         self.shared.pending.fetch_sub(1, Ordering::AcqRel);
+        // Release: read with Acquire by the measuring thread.
+        self.shared
+            .taken_ns
+            .store(self.shared.now_ns(), Ordering::Release);
         self.shared.bell.clear();
         out[0] = &self.frame;
         self.stats.rx_packets += 1;

@@ -1,0 +1,123 @@
+//! Adaptive polling: what a side with nothing to do does next (Europa's
+//! adaptive polling, section 3.4 of `../shared/seeds/000_*.txt`).
+//!
+//! Busy, a side polls without pause. Idle, it spins for
+//! [`PollConfig::spin_rounds`] empty rounds, then yields the CPU for
+//! [`PollConfig::yield_us`], then sleeps on its doorbell. A sleep that ends
+//! without work (the timeout that lets it look at its control socket) goes
+//! straight back to sleep: only work brings back spinning, so an idle side
+//! costs a wakeup per `sleep_ms` and nothing more. The host worker and every
+//! VR instance share this one state machine.
+
+use std::time::{Duration, Instant};
+
+use crate::proto::PollConfig;
+
+/// What an idle side does now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// Poll again at once (with a spin-loop hint).
+    Spin,
+    /// Give the CPU away once, then poll again.
+    Yield,
+    /// Sleep on the doorbell (after the need-wakeup handshake).
+    Sleep,
+}
+
+/// The back-off state of one polling loop.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    cfg: PollConfig,
+    /// Empty rounds since the last work; `u32::MAX` once asleep.
+    rounds: u32,
+    /// When the yield phase began.
+    yield_since: Instant,
+}
+
+impl Backoff {
+    /// A loop that starts busy.
+    pub fn new(cfg: PollConfig) -> Self {
+        Self {
+            cfg,
+            rounds: 0,
+            yield_since: Instant::now(),
+        }
+    }
+
+    /// The round did work: poll again at once, and spin first when idle next.
+    #[inline]
+    pub fn busy(&mut self) {
+        self.rounds = 0;
+    }
+
+    /// The round found nothing: what to do now.
+    #[inline]
+    pub fn idle(&mut self) -> Idle {
+        if self.rounds == u32::MAX {
+            return Idle::Sleep;
+        }
+        self.rounds += 1;
+        if self.rounds <= self.cfg.spin_rounds {
+            return Idle::Spin;
+        }
+        if self.rounds == self.cfg.spin_rounds + 1 {
+            self.yield_since = Instant::now();
+        }
+        if self.yield_since.elapsed() < Duration::from_micros(self.cfg.yield_us.into()) {
+            Idle::Yield
+        } else {
+            self.rounds = u32::MAX;
+            Idle::Sleep
+        }
+    }
+
+    /// True once the loop has gone to sleep and no work has come since.
+    pub fn asleep(&self) -> bool {
+        self.rounds == u32::MAX
+    }
+
+    /// The longest single sleep.
+    pub fn sleep_timeout(&self) -> Duration {
+        Duration::from_millis(self.cfg.sleep_ms.max(1).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spin_yield_sleep_and_stay_asleep_until_work() {
+        let mut b = Backoff::new(PollConfig {
+            spin_rounds: 3,
+            yield_us: 0,
+            sleep_ms: 10,
+        });
+        assert_eq!([b.idle(), b.idle(), b.idle()], [Idle::Spin; 3]);
+        assert_eq!(b.idle(), Idle::Sleep, "no yield phase with yield_us 0");
+        assert!(b.asleep());
+        // A timeout without work: straight back to sleep, no spinning.
+        assert_eq!(b.idle(), Idle::Sleep);
+        b.busy();
+        assert!(!b.asleep());
+        assert_eq!(b.idle(), Idle::Spin);
+    }
+
+    #[test]
+    fn yields_for_the_configured_time() {
+        let mut b = Backoff::new(PollConfig {
+            spin_rounds: 0,
+            yield_us: 50_000,
+            sleep_ms: 10,
+        });
+        let t = Instant::now();
+        let mut yields = 0;
+        while b.idle() == Idle::Yield {
+            yields += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(yields >= 1);
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(b.asleep());
+    }
+}
