@@ -1,5 +1,6 @@
 //! `vrhost`: the one binary. Subcommands: `demo` (the in-memory demo),
-//! `bench` (benchmarks), `route` (route files), and the hidden entry points
+//! `bench` (benchmarks: `memory`, `fib`), `route import` (route files), and
+//! the hidden entry points
 //! the host uses to start VR processes (`vr-run`, `vr-run-syscall`).
 
 mod bench;
@@ -26,6 +27,9 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Route files.
+    #[command(subcommand)]
+    Route(RouteCmd),
     /// Run the built-in router as a VR process (started by the host).
     #[command(hide = true)]
     VrRun,
@@ -39,6 +43,16 @@ enum BenchCmd {
     /// Forwarding in memory: VR processes over shared memory vs the same
     /// router in the host thread vs a syscall per packet.
     Memory(bench::memory::MemoryArgs),
+    /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
+    /// real table (lookups, build time, updates, memory).
+    Fib(vrhost_fib::cli::BenchFibArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum RouteCmd {
+    /// Import a route file (text, ipasn, MRT; plain, gzip or bzip2), build
+    /// the FIBs and print what it held.
+    Import(vrhost_fib::cli::RouteImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +60,8 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
+        Cmd::Bench(BenchCmd::Fib(a)) => vrhost_fib::cli::run_cli(&a),
+        Cmd::Route(RouteCmd::Import(a)) => vrhost_fib::cli::run_route_import(&a, None).map(|_| ()),
         Cmd::VrRun => {
             return vrhost_vr::runtime::main(|hello| {
                 let cfg: vrhost_vr::router::RouterConfig =

@@ -869,7 +869,10 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
                 pool,
                 table: &tables[0],
             };
-            let r = AnyRecord::Fwd(run_shm_or_inproc(args, &p)?);
+            let runs = (0..args.repeat)
+                .map(|_| run_shm_or_inproc(args, &p))
+                .collect::<Result<Vec<_>>>()?;
+            let r = AnyRecord::Fwd(median_run(runs));
             progress(&r);
             results.push(r);
         }
