@@ -166,7 +166,8 @@ fn machine(pinned: bool) -> Machine {
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` from the system clock (civil-from-days, H. Hinnant).
-fn utc_now() -> String {
+/// Every `vrhost bench` report dates itself with this.
+pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;

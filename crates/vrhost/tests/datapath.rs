@@ -234,10 +234,9 @@ fn mem_port(srcs: Vec<Ipv4Addr>) -> MemPort {
     .unwrap()
 }
 
-/// A VR killed with SIGKILL under load: the host notices, takes back every
-/// slot, and the other VR keeps forwarding.
-#[test]
-fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
+/// A worker over a generator of two tenants' traffic (told apart by
+/// source address, tenant `i` to VR `i`) and a counting sink.
+fn two_tenant_worker() -> Worker {
     let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
     let rules: Vec<Rule> = (0..2)
         .map(|i| Rule {
@@ -253,12 +252,19 @@ fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
         Box::new(mem_port(srcs.clone())),
         Box::new(NullPort::new("null")),
     ];
-    let mut worker = Worker::new(
+    Worker::new(
         ports,
         Classifier::new(&rules).unwrap(),
         PollConfig::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// A VR killed with SIGKILL under load: the host notices, takes back every
+/// slot, and the other VR keeps forwarding.
+#[test]
+fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
+    let mut worker = two_tenant_worker();
     for name in ["a", "b"] {
         let region = Region::create(
             name,
@@ -316,27 +322,7 @@ fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
 /// honest VR beside it forwards everything, and the slot accounting holds.
 #[test]
 fn hostile_vr_is_contained() {
-    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
-    let rules: Vec<Rule> = (0..2)
-        .map(|i| Rule {
-            m: Match {
-                src: Some((srcs[i], 32)),
-                ..Match::default()
-            },
-            vr: i,
-            vnic: 0,
-        })
-        .collect();
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(mem_port(srcs.clone())),
-        Box::new(NullPort::new("null")),
-    ];
-    let mut worker = Worker::new(
-        ports,
-        Classifier::new(&rules).unwrap(),
-        PollConfig::default(),
-    )
-    .unwrap();
+    let mut worker = two_tenant_worker();
     let cfg = RegionConfig {
         slot_count: 128,
         ring_entries: 128,

@@ -35,41 +35,16 @@ impl Machine {
             cpu,
             cores: vrhost_host::cpu::cpus(),
             kernel: uts.release().to_string_lossy().into_owned(),
-            date: now_rfc3339(),
+            date: vrhost_fib::bench::utc_now(),
         }
     }
-}
-
-/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn date_format() {
-        let d = super::now_rfc3339();
+        let d = vrhost_fib::bench::utc_now();
         assert_eq!(d.len(), 20, "{d}");
         assert!(d.starts_with("20"), "{d}");
     }
