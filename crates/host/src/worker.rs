@@ -140,6 +140,13 @@ impl Worker {
         for vr in &mut self.vrs {
             moved += vr.poll_tx(&mut self.ports);
         }
+        if moved > 0 {
+            // One kick per port per round (a driver with nothing queued
+            // returns at once; in-process VRs send from `flush_rx`).
+            for p in &mut self.ports {
+                let _ = p.flush();
+            }
+        }
         if self.last_reap.elapsed() >= REAP_EVERY {
             self.reap();
         }

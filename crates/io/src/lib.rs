@@ -30,6 +30,10 @@ pub struct PortStats {
     pub rx_packets: u64,
     /// Bytes of those frames.
     pub rx_bytes: u64,
+    /// Frames lost on receive: dropped by the kernel before the driver saw
+    /// them (a full ring), or refused by the driver (truncated, runt or
+    /// larger than its buffers).
+    pub rx_dropped: u64,
     /// Frames accepted by `tx_burst`.
     pub tx_packets: u64,
     /// Bytes of those frames.
@@ -52,9 +56,12 @@ pub trait Port: Send {
 
     /// Send `frames`, returning how many were accepted. The port copies each
     /// frame before it returns; frames it refuses are counted in `tx_dropped`.
+    /// A ring-based driver may only queue them until [`Port::flush`].
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize;
 
-    /// Flush anything buffered (a pcap writer's buffer, a tx ring kick).
+    /// Flush anything buffered (a pcap writer's buffer, a tx ring kick). The
+    /// host worker calls it once per round in which it sent frames, so it
+    /// must return at once when nothing is queued.
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }

@@ -1,0 +1,15 @@
+//! Network namespaces, veth links and lab topologies.
+//!
+//! This crate owns everything vrhost does to the kernel's network
+//! configuration outside its own ports: creating and deleting namespaces,
+//! veth pairs, addresses and routes (through iproute2's `ip`, the tool an
+//! operator would use and read in logs), and entering a namespace from a
+//! thread so sockets opened there belong to it. Tests use [`netns`] to build
+//! throwaway topologies that are deleted on drop, even when a test fails.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod netns;
+
+pub use netns::{CmdError, Netns, NsGuard, cmd, veth};
