@@ -8,6 +8,7 @@
 //! packet (`vrhost-vr`).
 
 pub mod classify;
+pub mod config;
 pub mod cpu;
 pub mod spawn;
 pub mod stats;

@@ -16,9 +16,18 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod af_packet;
+#[expect(
+    unsafe_code,
+    reason = "AF_XDP: sockets, ring and UMEM mappings shared with the kernel"
+)]
+pub mod af_xdp;
 pub mod mem;
 pub mod null;
+mod packet_sys;
 pub mod pcap;
+pub mod socket;
+pub mod tap;
 
 #[cfg(test)]
 mod conformance;
@@ -76,3 +85,8 @@ pub trait Port: Send {
         None
     }
 }
+
+/// The benchmark sink's XDP program (`ebpf/xdp_sink.c`, compiled by clang
+/// at build time): drops IPv4 UDP to port 9, passes everything else. Load
+/// it with `ip link set dev IF xdp obj FILE sec xdp`.
+pub static XDP_SINK_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_sink.o"));

@@ -11,5 +11,8 @@
 #![warn(missing_docs)]
 
 pub mod netns;
+pub mod tools;
+pub mod topology;
 
 pub use netns::{CmdError, Netns, NsGuard, cmd, veth};
+pub use topology::{Lab, LabError, Up};

@@ -107,6 +107,15 @@ impl Netns {
         }
     }
 
+    /// Delete namespace `name` (processes inside keep running, interfaces
+    /// go).
+    ///
+    /// # Errors
+    /// The failing `ip` command.
+    pub fn delete(name: &str) -> Result<(), CmdError> {
+        cmd("ip", &["netns", "delete", name]).map(drop)
+    }
+
     /// Whether namespace `name` exists.
     pub fn exists(name: &str) -> bool {
         std::path::Path::new("/run/netns").join(name).exists()

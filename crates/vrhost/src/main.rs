@@ -1,10 +1,14 @@
-//! `vrhost`: the one binary. Subcommands: `demo` (the in-memory demo),
+//! `vrhost`: the one binary. Subcommands: `lab` (lab topologies; `lab run`
+//! is the main job), `daemon` (the data path of a config file), `demo` (the
+//! in-memory demo),
 //! `bench` (benchmarks: `memory`, `fib`), `route import` (route files), and
 //! the hidden entry points
 //! the host uses to start VR processes (`vr-run`, `vr-run-syscall`).
 
 mod bench;
+mod daemon;
 mod demo;
+mod lab;
 mod vr_syscall;
 
 use std::process::ExitCode;
@@ -24,6 +28,12 @@ enum Cmd {
     /// Run the in-memory demo: two tenants' router VRs forwarding generated
     /// traffic, with live counters.
     Demo(demo::DemoArgs),
+    /// Run the data path a config file describes (ports, VRs, rules).
+    Daemon(daemon::DaemonArgs),
+    /// Lab topologies of namespaces and veth links; `lab run` is the main
+    /// job (the default lab with vrhost forwarding real traffic).
+    #[command(subcommand)]
+    Lab(lab::LabCmd),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -43,6 +53,9 @@ enum BenchCmd {
     /// Forwarding in memory: VR processes over shared memory vs the same
     /// router in the host thread vs a syscall per packet.
     Memory(bench::memory::MemoryArgs),
+    /// Forwarding on real interfaces (veth between namespaces): vrhost with
+    /// each driver against the Linux kernel, same run, same topology.
+    Forward(bench::forward::ForwardArgs),
     /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
     /// real table (lookups, build time, updates, memory).
     Fib(vrhost_fib::cli::BenchFibArgs),
@@ -59,7 +72,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
+        Cmd::Daemon(a) => daemon::run(&a),
+        Cmd::Lab(c) => lab::run(&c),
         Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
+        Cmd::Bench(BenchCmd::Forward(a)) => bench::forward::run(&a),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_fib::cli::run_cli(&a),
         Cmd::Route(RouteCmd::Import(a)) => vrhost_fib::cli::run_route_import(&a, None).map(|_| ()),
         Cmd::VrRun => {

@@ -1,0 +1,649 @@
+//! The daemon's declarative configuration: ports, VRs and classifier rules.
+//!
+//! The whole file is parsed and checked before anything is applied; every
+//! error names the file, the line and the field (`vrhost.toml:12:
+//! vrs[0].vnics[1].port: no port "p9"`). A commented example is
+//! `lab/default-vrhost.toml` in the repository.
+//!
+//! What a VR does with its config is the VR's business: for the built-in
+//! router the daemon builds a [`RouterConfig`] from the VR's vNICs (MAC and
+//! addresses) and its `[vrs.router]` table, and checks it by building the
+//! router once; a custom program gets `[vrs.config]` as JSON in its hello.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+use vrhost_vr::proto::PollConfig;
+use vrhost_vr::router::{Router, RouterConfig};
+
+use crate::classify::{Classifier, Match, Rule};
+
+/// A config that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("{file}: {err}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// Not TOML, or not the schema (toml's message names line and column).
+    #[error("{file}: {msg}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A field has a bad value.
+    #[error("{file}:{line}: {field}: {msg}")]
+    Field {
+        /// The file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// Which field.
+        field: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// A port driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Driver {
+    /// AF_XDP socket(s) fed by an XDP program.
+    AfXdp,
+    /// AF_PACKET with TPACKET_V3 mmap rings.
+    AfPacket,
+    /// A raw socket, one system call per frame (the baseline).
+    Socket,
+    /// A TAP device vrhost creates.
+    Tap,
+}
+
+impl Driver {
+    /// The name used in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::AfXdp => "af_xdp",
+            Driver::AfPacket => "af_packet",
+            Driver::Socket => "socket",
+            Driver::Tap => "tap",
+        }
+    }
+}
+
+/// A port: a Linux interface and the driver that moves its frames.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Name used by vNICs and rules.
+    pub name: Spanned<String>,
+    /// Driver.
+    pub driver: Driver,
+    /// Interface (in the daemon's network namespace).
+    pub interface: Spanned<String>,
+}
+
+/// What runs a VR.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VrKind {
+    /// The built-in IPv4 router.
+    #[default]
+    Router,
+    /// A custom VR program linked with the VR SDK.
+    Program,
+}
+
+/// One vNIC of a VR.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VnicConf {
+    /// The port its frames leave by.
+    pub port: Spanned<String>,
+    /// Its MAC address (router VRs).
+    #[serde(default)]
+    pub mac: Option<String>,
+    /// Its IPv4 addresses `A.B.C.D/LEN` (router VRs).
+    #[serde(default)]
+    pub addrs: Vec<String>,
+}
+
+/// One VR.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VrConf {
+    /// Unique name.
+    pub name: Spanned<String>,
+    /// What runs it.
+    #[serde(default)]
+    pub kind: VrKind,
+    /// For `kind = "program"`: the executable.
+    #[serde(default)]
+    pub program: Option<Spanned<String>>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// vNICs, in index order.
+    pub vnics: Spanned<Vec<VnicConf>>,
+    /// Slots in its packet pool (2..=65536).
+    #[serde(default = "default_slots")]
+    pub slots: Spanned<u32>,
+    /// Core its instance is pinned to.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    /// The router's tables (routes, next hops, neighbours, route file), for
+    /// `kind = "router"`; its `vnics` come from `vnics` above.
+    #[serde(default)]
+    pub router: Option<Spanned<toml::Table>>,
+    /// A custom program's own config, passed to it as JSON.
+    #[serde(default)]
+    pub config: Option<toml::Table>,
+}
+
+fn default_vnic() -> Spanned<u16> {
+    Spanned::new(0..0, 0)
+}
+
+fn default_slots() -> Spanned<u32> {
+    Spanned::new(0..0, 2048)
+}
+
+/// A classifier rule: frames matching every given field go to a VR's vNIC.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConf {
+    /// Ingress port name.
+    #[serde(default)]
+    pub port: Option<Spanned<String>>,
+    /// Destination prefix (IPv4 destination, or an ARP target address).
+    #[serde(default)]
+    pub dst: Option<Spanned<String>>,
+    /// Source prefix.
+    #[serde(default)]
+    pub src: Option<Spanned<String>>,
+    /// Destination MAC.
+    #[serde(default)]
+    pub dst_mac: Option<Spanned<String>>,
+    /// IP protocol number.
+    #[serde(default)]
+    pub proto: Option<u8>,
+    /// UDP destination port.
+    #[serde(default)]
+    pub udp_dport: Option<u16>,
+    /// Target VR.
+    pub vr: Spanned<String>,
+    /// Target vNIC of that VR.
+    #[serde(default = "default_vnic")]
+    pub vnic: Spanned<u16>,
+}
+
+/// Host-wide settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConf {
+    /// Core of the host worker.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    /// Idle back-off of the worker and of VRs.
+    #[serde(default)]
+    pub poll: PollConfig,
+}
+
+/// The whole config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Host-wide settings.
+    #[serde(default)]
+    pub host: HostConf,
+    /// Ports.
+    #[serde(default)]
+    pub ports: Vec<PortConfig>,
+    /// VRs.
+    #[serde(default)]
+    pub vrs: Vec<VrConf>,
+    /// Classifier rules, first match wins.
+    #[serde(default)]
+    pub rules: Vec<RuleConf>,
+    /// Directory of the file, for relative paths.
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+/// A checked VR, ready to start.
+#[derive(Debug, Clone)]
+pub struct VrPlan {
+    /// Name.
+    pub name: String,
+    /// Program and arguments (the built-in router: `None`, the caller runs
+    /// its own binary's router entry point).
+    pub program: Option<(PathBuf, Vec<String>)>,
+    /// Port index of each vNIC.
+    pub vnic_ports: Vec<usize>,
+    /// Pool slots.
+    pub slots: u32,
+    /// Core.
+    pub cpu: Option<usize>,
+    /// Hello config (JSON).
+    pub config: serde_json::Value,
+}
+
+/// A checked config: what the daemon will build.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Ports: (name, driver, interface).
+    pub ports: Vec<(String, Driver, String)>,
+    /// VRs.
+    pub vrs: Vec<VrPlan>,
+    /// Compiled classifier.
+    pub classifier: Classifier,
+    /// Host settings.
+    pub host: HostConf,
+}
+
+fn line_of(src: &str, at: usize) -> usize {
+    src[..at.min(src.len())].matches('\n').count() + 1
+}
+
+fn parse_prefix(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    vrhost_vr::router::parse_prefix(s).map(|(a, l)| (Ipv4Addr::from(a), l))
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    s.parse::<vrhost_packet::MacAddr>()
+        .map(|m| m.0)
+        .map_err(|e| format!("{s:?}: {e}"))
+}
+
+impl Config {
+    /// Read and check a config file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming file, line and field.
+    pub fn load(path: &Path) -> Result<(Self, Plan), ConfigError> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
+            file: file.clone(),
+            err,
+        })?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse(&src, &file, &dir)
+    }
+
+    /// Parse and check config TOML; `file` names it in errors, `dir`
+    /// resolves relative paths.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming file, line and field.
+    pub fn parse(src: &str, file: &str, dir: &Path) -> Result<(Self, Plan), ConfigError> {
+        let mut cfg: Config = toml::from_str(src).map_err(|e| ConfigError::Parse {
+            file: file.to_string(),
+            msg: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.dir = dir.to_path_buf();
+        let plan = cfg.check(src, file)?;
+        Ok((cfg, plan))
+    }
+
+    fn check(&self, src: &str, file: &str) -> Result<Plan, ConfigError> {
+        let err = |s: std::ops::Range<usize>, field: String, msg: String| ConfigError::Field {
+            file: file.to_string(),
+            line: line_of(src, s.start),
+            field,
+            msg,
+        };
+        let mut port_ix = BTreeMap::new();
+        let mut ifaces = BTreeMap::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let n = p.name.get_ref();
+            if n.is_empty() || port_ix.insert(n.clone(), i).is_some() {
+                return Err(err(
+                    p.name.span(),
+                    format!("ports[{i}].name"),
+                    format!("{n:?}: empty or defined twice"),
+                ));
+            }
+            let ifn = p.interface.get_ref();
+            if ifn.is_empty() || ifn.len() > 15 {
+                return Err(err(
+                    p.interface.span(),
+                    format!("ports[{i}].interface"),
+                    format!("{ifn:?}: 1-15 characters"),
+                ));
+            }
+            if ifaces.insert(ifn.clone(), i).is_some() {
+                return Err(err(
+                    p.interface.span(),
+                    format!("ports[{i}].interface"),
+                    format!("{ifn:?} used by two ports"),
+                ));
+            }
+        }
+        let mut vr_ix = BTreeMap::new();
+        let mut vrs = Vec::new();
+        for (i, v) in self.vrs.iter().enumerate() {
+            let f = |x: &str| format!("vrs[{i}].{x}");
+            let n = v.name.get_ref();
+            if n.is_empty()
+                || n.len() > 32
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(err(
+                    v.name.span(),
+                    f("name"),
+                    format!("{n:?}: 1-32 letters, digits, '-' or '_'"),
+                ));
+            }
+            if vr_ix.insert(n.clone(), i).is_some() {
+                return Err(err(
+                    v.name.span(),
+                    f("name"),
+                    format!("{n:?} defined twice"),
+                ));
+            }
+            let slots = *v.slots.get_ref();
+            if !(2..=65_536).contains(&slots) {
+                return Err(err(
+                    v.slots.span(),
+                    f("slots"),
+                    format!("{slots}: must be 2..=65536"),
+                ));
+            }
+            let vnics = v.vnics.get_ref();
+            if vnics.is_empty() || vnics.len() > 64 {
+                return Err(err(
+                    v.vnics.span(),
+                    f("vnics"),
+                    format!("{} vNICs: must be 1..=64", vnics.len()),
+                ));
+            }
+            let mut vnic_ports = Vec::new();
+            for (j, vn) in vnics.iter().enumerate() {
+                let p = port_ix.get(vn.port.get_ref()).ok_or_else(|| {
+                    err(
+                        vn.port.span(),
+                        f(&format!("vnics[{j}].port")),
+                        format!("no port {:?}", vn.port.get_ref()),
+                    )
+                })?;
+                vnic_ports.push(*p);
+            }
+            let (program, config) = match v.kind {
+                VrKind::Router => {
+                    let rcfg = self.router_config(v).map_err(|m| {
+                        let span = v.router.as_ref().map_or(v.name.span(), |r| r.span());
+                        err(span, f("router"), m)
+                    })?;
+                    Router::new(&rcfg).map_err(|m| {
+                        let span = v.router.as_ref().map_or(v.vnics.span(), |r| r.span());
+                        err(span, f("router"), m)
+                    })?;
+                    (None, serde_json::to_value(&rcfg).expect("serializes"))
+                }
+                VrKind::Program => {
+                    let Some(p) = &v.program else {
+                        return Err(err(
+                            v.name.span(),
+                            f("program"),
+                            "kind = \"program\" needs `program`".into(),
+                        ));
+                    };
+                    let path = self.dir.join(p.get_ref());
+                    if !path.is_file() {
+                        return Err(err(
+                            p.span(),
+                            f("program"),
+                            format!("{}: no such file", path.display()),
+                        ));
+                    }
+                    let c = v.config.clone().unwrap_or_default();
+                    (
+                        Some((path, v.args.clone())),
+                        serde_json::to_value(c).map_err(|e| {
+                            err(v.name.span(), f("config"), format!("not JSON-able: {e}"))
+                        })?,
+                    )
+                }
+            };
+            vrs.push(VrPlan {
+                name: n.clone(),
+                program,
+                vnic_ports,
+                slots,
+                cpu: v.cpu,
+                config,
+            });
+        }
+        let mut rules = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            let f = |x: &str| format!("rules[{i}].{x}");
+            let vr = *vr_ix
+                .get(r.vr.get_ref())
+                .ok_or_else(|| err(r.vr.span(), f("vr"), format!("no VR {:?}", r.vr.get_ref())))?;
+            let vnic = *r.vnic.get_ref();
+            if usize::from(vnic) >= vrs[vr].vnic_ports.len() {
+                return Err(err(
+                    r.vnic.span(),
+                    f("vnic"),
+                    format!(
+                        "VR {:?} has {} vNICs",
+                        r.vr.get_ref(),
+                        vrs[vr].vnic_ports.len()
+                    ),
+                ));
+            }
+            let in_port = match &r.port {
+                None => None,
+                Some(p) => Some(*port_ix.get(p.get_ref()).ok_or_else(|| {
+                    err(p.span(), f("port"), format!("no port {:?}", p.get_ref()))
+                })?),
+            };
+            let pfx = |p: &Option<Spanned<String>>, name: &str| {
+                p.as_ref()
+                    .map(|s| parse_prefix(s.get_ref()).map_err(|m| err(s.span(), f(name), m)))
+                    .transpose()
+            };
+            let dst_mac = r
+                .dst_mac
+                .as_ref()
+                .map(|s| parse_mac(s.get_ref()).map_err(|m| err(s.span(), f("dst_mac"), m)))
+                .transpose()?;
+            rules.push(Rule {
+                m: Match {
+                    in_port,
+                    dst: pfx(&r.dst, "dst")?,
+                    src: pfx(&r.src, "src")?,
+                    dst_mac,
+                    vlan: None,
+                    proto: r.proto,
+                    udp_dport: r.udp_dport,
+                },
+                vr,
+                vnic,
+            });
+        }
+        let classifier = Classifier::new(&rules).map_err(|e| ConfigError::Field {
+            file: file.into(),
+            line: 0,
+            field: "rules".into(),
+            msg: e.to_string(),
+        })?;
+        Ok(Plan {
+            ports: self
+                .ports
+                .iter()
+                .map(|p| {
+                    (
+                        p.name.get_ref().clone(),
+                        p.driver,
+                        p.interface.get_ref().clone(),
+                    )
+                })
+                .collect(),
+            vrs,
+            classifier,
+            host: self.host.clone(),
+        })
+    }
+
+    /// The built-in router's config for VR `v`: its `[vrs.router]` table
+    /// with `vnics` filled from the VR's vNICs; a relative `route_file` is
+    /// resolved against the config's directory.
+    fn router_config(&self, v: &VrConf) -> Result<RouterConfig, String> {
+        let mut t = v
+            .router
+            .as_ref()
+            .map(|r| r.get_ref().clone())
+            .unwrap_or_default();
+        if t.contains_key("vnics") {
+            return Err("`vnics` belongs to the VR, not to its router table".into());
+        }
+        let vnics: Vec<toml::Value> = v
+            .vnics
+            .get_ref()
+            .iter()
+            .enumerate()
+            .map(|(j, vn)| {
+                let mut m = toml::Table::new();
+                let mac = vn
+                    .mac
+                    .clone()
+                    .ok_or_else(|| format!("vnics[{j}].mac: a router vNIC needs a MAC"))?;
+                m.insert("mac".into(), toml::Value::String(mac));
+                if !vn.addrs.is_empty() {
+                    m.insert(
+                        "addrs".into(),
+                        toml::Value::Array(
+                            vn.addrs.iter().cloned().map(toml::Value::String).collect(),
+                        ),
+                    );
+                }
+                Ok(toml::Value::Table(m))
+            })
+            .collect::<Result<_, String>>()?;
+        t.insert("vnics".into(), toml::Value::Array(vnics));
+        if let Some(toml::Value::String(f)) = t.get("route_file") {
+            let p = self.dir.join(f);
+            t.insert(
+                "route_file".into(),
+                toml::Value::String(p.display().to_string()),
+            );
+        }
+        toml::Value::Table(t)
+            .try_into::<RouterConfig>()
+            .map_err(|e| e.to_string().trim_end().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[host]
+cpu = 0
+
+[[ports]]
+name = "p0"
+driver = "af_packet"
+interface = "veth0"
+
+[[ports]]
+name = "p1"
+driver = "af_xdp"
+interface = "veth1"
+
+[[vrs]]
+name = "tenant-a"
+slots = 1024
+vnics = [
+  { port = "p0", mac = "02:00:00:00:01:01" },
+  { port = "p1", mac = "02:00:00:00:01:02" },
+]
+[vrs.router]
+nexthops = [{ vnic = 1, mac = "02:00:00:00:02:02" }]
+routes = [{ prefix = "10.1.1.0/24", nexthop = 0 }]
+
+[[rules]]
+port = "p0"
+dst = "10.1.0.0/16"
+vr = "tenant-a"
+vnic = 0
+"#;
+
+    fn parse(src: &str) -> Result<Plan, String> {
+        Config::parse(src, "v.toml", Path::new("."))
+            .map(|(_, p)| p)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_good_config_plans_ports_vrs_and_rules() {
+        let p = parse(GOOD).unwrap();
+        assert_eq!(p.ports.len(), 2);
+        assert_eq!(p.ports[1].1, Driver::AfXdp);
+        assert_eq!(p.vrs[0].vnic_ports, vec![0, 1]);
+        assert_eq!(p.vrs[0].slots, 1024);
+        assert_eq!(p.classifier.len(), 1);
+        assert_eq!(p.vrs[0].config["vnics"][1]["mac"], "02:00:00:00:01:02");
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let cases = [
+            (
+                GOOD.replace("port = \"p1\"", "port = \"p9\""),
+                "v.toml:20: vrs[0].vnics[1].port: no port \"p9\"",
+            ),
+            (
+                GOOD.replace("vr = \"tenant-a\"", "vr = \"nobody\""),
+                "v.toml:29: rules[0].vr: no VR",
+            ),
+            (
+                GOOD.replace("vnic = 0\n", "vnic = 5\n"),
+                "v.toml:30: rules[0].vnic: VR \"tenant-a\" has 2 vNICs",
+            ),
+            (
+                GOOD.replace("10.1.0.0/16", "10.1.0.0/40"),
+                "v.toml:28: rules[0].dst",
+            ),
+            (
+                GOOD.replace("slots = 1024", "slots = 1"),
+                "v.toml:17: vrs[0].slots",
+            ),
+            (
+                GOOD.replace("nexthop = 0 }", "nexthop = 7 }"),
+                "vrs[0].router: routes[0].nexthop 7 out of range",
+            ),
+            (
+                GOOD.replace("driver = \"af_xdp\"", "driver = \"dpdk\""),
+                "unknown variant `dpdk`",
+            ),
+            (
+                GOOD.replace("interface = \"veth1\"", "interface = \"veth0\""),
+                "used by two ports",
+            ),
+            (
+                format!(
+                    "{GOOD}\n[[vrs]]\nname = \"tenant-a\"\nvnics = [{{ port = \"p0\", mac = \"02:00:00:00:00:01\" }}]\n"
+                ),
+                "defined twice",
+            ),
+        ];
+        for (src, want) in cases {
+            let e = parse(&src).unwrap_err();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+    }
+}

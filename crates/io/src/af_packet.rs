@@ -1,0 +1,645 @@
+//! `AfPacketPort`: an interface through AF_PACKET memory-mapped rings
+//! (LVRM's "mmap ring" socket adapter).
+//!
+//! One AF_PACKET socket is bound to the interface (its index looked up in
+//! the network namespace of the thread that opens the port), joined to its
+//! promiscuous membership (frames to any MAC are seen) and told to ignore
+//! outgoing frames (the port does not receive what it or the host's own
+//! stack sends on the interface).
+//!
+//! # Receive: a `TPACKET_V3` ring
+//!
+//! The kernel fills fixed-size *blocks* with variable-size frames and hands
+//! a block over when it is full or when [`AfPacketConfig::block_timeout_ms`]
+//! passes (rounded up to the kernel's timer tick). [`Port::rx_burst`] walks
+//! the blocks it owns and returns slices of the ring itself: no copy, no
+//! system call. The frames borrow the ring until the next call on the
+//! port; a block is handed back to the kernel at the start of the call
+//! after the one that finished reading it.
+//!
+//! Everything read from the ring is checked before use: a block's packet
+//! count and first offset, each packet's header position, `tp_mac` and
+//! `tp_snaplen` inside the block, `tp_next_offset` moving forward past the
+//! frame. A corrupt value ends the block and counts its unread frames in
+//! `rx_dropped`; it never panics or reads outside the ring. Frames cut
+//! short by the ring (`tp_snaplen < tp_len`), shorter than an Ethernet
+//! header or longer than [`AfPacketConfig::max_frame_len`] are dropped and
+//! counted too, as are the kernel's own drops (a full ring), read from
+//! `PACKET_STATISTICS` when [`Port::stats`] is called.
+//!
+//! A VLAN tag the kernel moved into the frame's metadata (it strips tags on
+//! receive) is put back in place, in the ring, so the host sees the frame
+//! as it was on the wire.
+//!
+//! The price of blocks is latency at low rates: a lone frame waits in a
+//! partly filled block for the block timeout (1 ms by default). And since
+//! the kernel hands over a partly filled block at every timeout, a reader
+//! that pauses longer than `block_count x block_timeout_ms` (64 ms by
+//! default) finds the ring full and frames dropped, however few of them
+//! came: size the ring for the longest pause, not only for the rate.
+//!
+//! # Transmit: an mmap tx ring
+//!
+//! [`Port::tx_burst`] copies each frame into the next free tx ring frame and
+//! marks it `TP_STATUS_SEND_REQUEST`; [`Port::flush`] then sends everything
+//! marked with one `sendto(MSG_DONTWAIT)`, and does nothing when nothing is
+//! queued. A ring that fills inside `tx_burst` is kicked there; frames are
+//! refused (`tx_dropped`) only when a kick frees nothing. `PACKET_QDISC_BYPASS` hands frames to the driver
+//! directly and `PACKET_LOSS` makes the kernel skip a frame it refuses
+//! rather than stall the ring on it.
+//!
+//! The tx ring is `TPACKET_V3` on the receiving socket by default (kernel
+//! 4.11+), or `TPACKET_V2` on a second, send-only socket
+//! ([`TxVersion`]): the ring version is per socket, so V2 tx beside a V3 rx
+//! ring needs its own socket. The kernel's send path is the same for both
+//! but for the header format. Measured with the `pps_sanity` test of
+//! `tests/kernel_ports.rs` (50,000 64-byte frames over veth, 2-vCPU VM,
+//! four alternating runs each): V3 0.27-0.34 Mpps, V2 0.24-0.28 Mpps, the
+//! same within the noise. V3 saves a socket, a mapping and a descriptor
+//! per port, so it is the default.
+//!
+//! On veth, the kernel's per-frame work (an skb, the peer's receive path)
+//! dominates sending: the ring sends about as fast as one `send` per frame
+//! ([`SocketPort`](crate::socket::SocketPort)). Receiving is where the
+//! ring wins: walking it costs tens of nanoseconds a frame, against a
+//! system call per frame.
+
+#![expect(
+    unsafe_code,
+    reason = "AF_PACKET rings are memory shared with the kernel: raw pointers into an mmap, \
+              atomics on its status words"
+)]
+
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use self::ring::{RxRing, TxRing, h3};
+use crate::packet_sys::{self as sys, ETH_HLEN, Mapping, SysError, VLAN_HLEN, ifname_bytes};
+use crate::{Port, PortStats};
+
+/// `TPACKET_V2` (libc has it only as an enum variant).
+const TPACKET_V2: c_int = 1;
+/// `TPACKET_V3`.
+const TPACKET_V3: c_int = 2;
+
+/// Largest ring (rx or tx) a config may ask for: 1 GiB.
+pub const MAX_RING_BYTES: usize = 1 << 30;
+
+/// Empty rx bursts between two reads of the socket's pending error (see
+/// [`AfPacketPort`]'s `rx_burst`).
+const CLEAR_ERROR_EVERY: u32 = 1024;
+
+/// The tx ring's format. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxVersion {
+    /// `TPACKET_V2` on a second, send-only socket.
+    V2,
+    /// `TPACKET_V3` on the receiving socket (kernel 4.11+).
+    #[default]
+    V3,
+}
+
+/// An [`AfPacketPort`]'s ring sizes and options.
+///
+/// [`Default`]: 64 rx blocks of 256 KiB (a 16 MiB ring: about 110,000
+/// 64-byte or 10,000 1514-byte frames), 2048-byte frames (frames up to
+/// 2000 bytes), a 1 ms block timeout, 1024 tx frames, V3 tx, qdisc bypass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfPacketConfig {
+    /// Bytes per rx block: a multiple of the page size.
+    pub block_bytes: u32,
+    /// Number of rx blocks.
+    pub block_count: u32,
+    /// Bytes per tx ring frame (`tp_frame_size`), a multiple of 16, at
+    /// least 128 and at most `block_bytes`. The largest frame accepted
+    /// either way is this minus the 48-byte frame header
+    /// ([`max_frame_len`](Self::max_frame_len)).
+    pub frame_bytes: u32,
+    /// Milliseconds after which the kernel hands over a partly filled rx
+    /// block (0: the kernel derives it from the link speed, 8 ms when it
+    /// cannot). The latency of a lone frame; and `block_count` times this
+    /// is the longest the reader may pause without losing frames at low
+    /// rates (see the [module docs](self)).
+    pub block_timeout_ms: u32,
+    /// Frames in the tx ring (rounded up to fill its last block).
+    pub tx_frames: u32,
+    /// The tx ring's format.
+    pub tx_version: TxVersion,
+    /// Hand frames to the driver directly, bypassing the qdisc
+    /// (`PACKET_QDISC_BYPASS`).
+    pub qdisc_bypass: bool,
+}
+
+impl Default for AfPacketConfig {
+    fn default() -> Self {
+        AfPacketConfig {
+            block_bytes: 256 << 10,
+            block_count: 64,
+            frame_bytes: 2048,
+            block_timeout_ms: 1,
+            tx_frames: 1024,
+            tx_version: TxVersion::V3,
+            qdisc_bypass: true,
+        }
+    }
+}
+
+/// Ring sizes derived from a valid config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Geometry {
+    rx_block: usize,
+    rx_blocks: usize,
+    frame: usize,
+    tx_block: usize,
+    tx_blocks: usize,
+}
+
+impl Geometry {
+    fn rx_bytes(&self) -> usize {
+        self.rx_block * self.rx_blocks
+    }
+
+    fn tx_bytes(&self) -> usize {
+        self.tx_block * self.tx_blocks
+    }
+
+    fn tx_frames_per_block(&self) -> usize {
+        self.tx_block / self.frame
+    }
+}
+
+impl AfPacketConfig {
+    /// The largest frame (without FCS) the port receives or sends:
+    /// `frame_bytes` minus the 48-byte `tpacket3_hdr`.
+    pub fn max_frame_len(&self) -> usize {
+        (self.frame_bytes as usize).saturating_sub(h3::HEADER_LEN)
+    }
+
+    /// Check the config as a whole.
+    ///
+    /// # Errors
+    /// What is wrong, in words.
+    pub fn validate(&self) -> Result<(), String> {
+        self.geometry(sys::page_size()).map(drop)
+    }
+
+    fn geometry(&self, page: usize) -> Result<Geometry, String> {
+        let rx_block = self.block_bytes as usize;
+        let frame = self.frame_bytes as usize;
+        if rx_block == 0 || !rx_block.is_multiple_of(page) {
+            return Err(format!(
+                "block_bytes {rx_block} is not a positive multiple of the page size {page}"
+            ));
+        }
+        if self.block_count == 0 {
+            return Err("block_count is 0".into());
+        }
+        let rx_blocks = self.block_count as usize;
+        if rx_block
+            .checked_mul(rx_blocks)
+            .is_none_or(|b| b > MAX_RING_BYTES)
+        {
+            return Err(format!(
+                "rx ring of {rx_blocks} x {rx_block} bytes exceeds {MAX_RING_BYTES} bytes"
+            ));
+        }
+        if frame < 128 || !frame.is_multiple_of(16) || frame > rx_block {
+            return Err(format!(
+                "frame_bytes {frame} is not a multiple of 16 in 128..=block_bytes ({rx_block})"
+            ));
+        }
+        if self.tx_frames == 0 {
+            return Err("tx_frames is 0".into());
+        }
+        let tx_block = frame.div_ceil(page) * page;
+        let per_block = tx_block / frame;
+        let tx_blocks = (self.tx_frames as usize).div_ceil(per_block);
+        if tx_block
+            .checked_mul(tx_blocks)
+            .is_none_or(|b| b > MAX_RING_BYTES)
+        {
+            return Err(format!(
+                "tx ring of {} frames of {frame} bytes exceeds {MAX_RING_BYTES} bytes",
+                self.tx_frames
+            ));
+        }
+        Ok(Geometry {
+            rx_block,
+            rx_blocks,
+            frame,
+            tx_block,
+            tx_blocks,
+        })
+    }
+}
+
+/// Why an [`AfPacketPort`] could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum AfPacketError {
+    /// The interface name is not one the kernel accepts.
+    #[error("interface {ifname:?}: invalid name: {reason}")]
+    InvalidName {
+        /// The name given.
+        ifname: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// No interface of that name in the calling thread's network namespace.
+    #[error("interface {ifname:?}: no such device")]
+    NoSuchDevice {
+        /// The name given.
+        ifname: String,
+    },
+    /// The ring config is invalid.
+    #[error("interface {ifname:?}: invalid AF_PACKET config: {reason}")]
+    Config {
+        /// The interface.
+        ifname: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A system call failed.
+    #[error("interface {ifname:?}: {call}: {source}")]
+    Sys {
+        /// The interface.
+        ifname: String,
+        /// The call that failed.
+        call: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl AfPacketError {
+    fn sys(ifname: &str, e: SysError) -> AfPacketError {
+        if e.errno() == Some(libc::ENODEV) {
+            AfPacketError::NoSuchDevice {
+                ifname: ifname.to_owned(),
+            }
+        } else {
+            AfPacketError::Sys {
+                ifname: ifname.to_owned(),
+                call: e.call,
+                source: e.source,
+            }
+        }
+    }
+}
+
+/// The AF_PACKET mmap port. See the [module docs](self).
+#[derive(Debug)]
+pub struct AfPacketPort {
+    name: String,
+    ifindex: i32,
+    rx: RxRing,
+    tx: TxRing,
+    /// Largest frame accepted either way.
+    max_frame: usize,
+    /// Largest untagged frame the interface's MTU lets through (MTU + 14),
+    /// as read at open.
+    mtu_frame: usize,
+    /// Consecutive empty rx bursts.
+    empty_polls: u32,
+    stats: PortStats,
+    /// Kernel drops read so far (`PACKET_STATISTICS` clears on read, and
+    /// `stats` takes `&self`).
+    kernel_drops: Cell<u64>,
+    // The rings point into these mappings: declared after the rings, so
+    // dropped after them; the sockets close last.
+    _rx_map: Mapping,
+    _tx_map: Option<Mapping>,
+    fd: OwnedFd,
+    tx_fd: Option<OwnedFd>,
+}
+
+// SAFETY: the port owns its mappings and sockets outright; its raw
+// pointers lead only into those mappings, which no other Rust value
+// references once the port's borrows end, and the kernel's side of the
+// rings does not care which thread uses them. Moving the port moves all of
+// it. (`Cell` keeps it `!Sync`: one thread at a time.)
+unsafe impl Send for AfPacketPort {}
+
+impl AfPacketPort {
+    /// Open interface `ifname` (looked up in the calling thread's network
+    /// namespace) with `cfg`.
+    ///
+    /// # Errors
+    /// [`AfPacketError`] naming the interface: invalid name or config, no
+    /// such device, or the system call that failed (`EPERM` without
+    /// `CAP_NET_RAW`).
+    pub fn open(ifname: &str, cfg: AfPacketConfig) -> Result<AfPacketPort, AfPacketError> {
+        let cname = ifname_bytes(ifname, false).map_err(|reason| AfPacketError::InvalidName {
+            ifname: ifname.to_owned(),
+            reason,
+        })?;
+        let geo = cfg
+            .geometry(sys::page_size())
+            .map_err(|reason| AfPacketError::Config {
+                ifname: ifname.to_owned(),
+                reason,
+            })?;
+        let err = |e| AfPacketError::sys(ifname, e);
+        let fd = sys::packet_socket().map_err(err)?;
+        let ifindex = sys::prepare_packet_socket(fd.as_fd(), &cname).map_err(err)?;
+        let mtu = sys::mtu(fd.as_fd(), &cname).map_err(err)?;
+
+        sys::setsockopt_int(
+            fd.as_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            TPACKET_V3,
+            "setsockopt(PACKET_VERSION, TPACKET_V3)",
+        )
+        .map_err(err)?;
+        let rx_req = libc::tpacket_req3 {
+            tp_block_size: geo.rx_block as u32,
+            tp_block_nr: geo.rx_blocks as u32,
+            tp_frame_size: geo.frame as u32,
+            tp_frame_nr: (geo.rx_blocks * (geo.rx_block / geo.frame)) as u32,
+            tp_retire_blk_tov: cfg.block_timeout_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        let tx_frame_nr = (geo.tx_blocks * geo.tx_frames_per_block()) as u32;
+
+        let (tx_fd, rx_map, tx_map, tx_base) = match cfg.tx_version {
+            TxVersion::V3 => {
+                // PACKET_LOSS must precede the rings.
+                set_tx_options(fd.as_fd(), &cfg).map_err(err)?;
+                sys::setsockopt(
+                    fd.as_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_RX_RING,
+                    &rx_req,
+                    "setsockopt(PACKET_RX_RING)",
+                )
+                .map_err(err)?;
+                let tx_req = libc::tpacket_req3 {
+                    tp_block_size: geo.tx_block as u32,
+                    tp_block_nr: geo.tx_blocks as u32,
+                    tp_frame_size: geo.frame as u32,
+                    tp_frame_nr: tx_frame_nr,
+                    tp_retire_blk_tov: 0,
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: 0,
+                };
+                sys::setsockopt(
+                    fd.as_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_TX_RING,
+                    &tx_req,
+                    "setsockopt(PACKET_TX_RING)",
+                )
+                .map_err(err)?;
+                // One mapping: the rx ring, then the tx ring.
+                let map = Mapping::map(fd.as_fd(), geo.rx_bytes() + geo.tx_bytes()).map_err(err)?;
+                // SAFETY: the mapping is rx_bytes + tx_bytes long; the tx
+                // ring starts right after the rx ring.
+                let tx_base = unsafe { map.ptr().add(geo.rx_bytes()) };
+                (None, map, None, tx_base)
+            }
+            TxVersion::V2 => {
+                sys::setsockopt(
+                    fd.as_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_RX_RING,
+                    &rx_req,
+                    "setsockopt(PACKET_RX_RING)",
+                )
+                .map_err(err)?;
+                let rx_map = Mapping::map(fd.as_fd(), geo.rx_bytes()).map_err(err)?;
+                let tfd = sys::packet_socket().map_err(err)?;
+                sys::setsockopt_int(
+                    tfd.as_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_VERSION,
+                    TPACKET_V2,
+                    "setsockopt(PACKET_VERSION, TPACKET_V2)",
+                )
+                .map_err(err)?;
+                set_tx_options(tfd.as_fd(), &cfg).map_err(err)?;
+                let tx_req = libc::tpacket_req {
+                    tp_block_size: geo.tx_block as u32,
+                    tp_block_nr: geo.tx_blocks as u32,
+                    tp_frame_size: geo.frame as u32,
+                    tp_frame_nr: tx_frame_nr,
+                };
+                sys::setsockopt(
+                    tfd.as_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_TX_RING,
+                    &tx_req,
+                    "setsockopt(PACKET_TX_RING)",
+                )
+                .map_err(err)?;
+                let tx_map = Mapping::map(tfd.as_fd(), geo.tx_bytes()).map_err(err)?;
+                // Protocol 0: bound to the interface for sending, receives
+                // nothing.
+                sys::bind_packet(tfd.as_fd(), ifindex, 0).map_err(err)?;
+                let tx_base = tx_map.ptr();
+                (Some(tfd), rx_map, Some(tx_map), tx_base)
+            }
+        };
+        // Room in the send buffer for a whole tx ring in flight (best
+        // effort: the ring, not the buffer, should be the limit).
+        let _ = sys::set_buffer(
+            tx_fd.as_ref().unwrap_or(&fd).as_fd(),
+            libc::SO_SNDBUFFORCE,
+            libc::SO_SNDBUF,
+            geo.tx_bytes() * 2,
+            "setsockopt(SO_SNDBUF)",
+        );
+
+        // SAFETY: the rx ring is the first rx_bytes of a live mapping that
+        // the port keeps (and drops after the ring), page aligned; the
+        // kernel laid it out as rx_blocks blocks of rx_block bytes.
+        let rx = unsafe {
+            RxRing::new(
+                rx_map.ptr(),
+                geo.rx_block,
+                geo.rx_blocks,
+                cfg.max_frame_len(),
+            )
+        };
+        // SAFETY: the tx ring is tx_bytes at `tx_base` inside a live mapping
+        // the port keeps; the kernel laid it out as tx_blocks blocks of
+        // tx_block bytes, each holding tx_block / frame frames.
+        let tx = unsafe {
+            TxRing::new(
+                tx_base,
+                geo.tx_block,
+                geo.tx_blocks,
+                geo.frame,
+                cfg.tx_version,
+            )
+        };
+
+        // Last: start receiving.
+        sys::bind_packet(fd.as_fd(), ifindex, libc::ETH_P_ALL as u16).map_err(err)?;
+
+        Ok(AfPacketPort {
+            name: ifname.to_owned(),
+            ifindex,
+            rx,
+            tx,
+            max_frame: cfg.max_frame_len(),
+            mtu_frame: mtu as usize + ETH_HLEN,
+            empty_polls: 0,
+            stats: PortStats::default(),
+            kernel_drops: Cell::new(0),
+            _rx_map: rx_map,
+            _tx_map: tx_map,
+            fd,
+            tx_fd,
+        })
+    }
+
+    /// The interface's index in its network namespace.
+    pub fn ifindex(&self) -> i32 {
+        self.ifindex
+    }
+
+    /// The largest frame the port receives or sends.
+    pub fn max_frame_len(&self) -> usize {
+        self.max_frame
+    }
+
+    fn tx_fd(&self) -> BorrowedFd<'_> {
+        self.tx_fd.as_ref().unwrap_or(&self.fd).as_fd()
+    }
+
+    /// The largest frame the interface takes: its MTU plus the Ethernet
+    /// header, plus 4 bytes for an 802.1Q-tagged frame (the kernel's rule).
+    fn tx_limit(&self, f: &[u8]) -> usize {
+        let tagged = f.len() >= ETH_HLEN && f[12..14] == [0x81, 0x00];
+        let mtu = self.mtu_frame + if tagged { VLAN_HLEN } else { 0 };
+        mtu.min(self.max_frame)
+    }
+
+    /// One `sendto`: the kernel sends every marked frame.
+    fn kick(&mut self) -> io::Result<()> {
+        let r = sys::kick(self.tx_fd());
+        // The kernel takes frames in ring order: once the last one queued
+        // has left SEND_REQUEST, all have. Otherwise (a full device queue,
+        // a down link) they stay marked and the next kick retries them.
+        if !self.tx.last_pending() {
+            self.tx.queued = 0;
+        }
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if sys::is_transient(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn set_tx_options(fd: BorrowedFd<'_>, cfg: &AfPacketConfig) -> Result<(), SysError> {
+    sys::setsockopt_int(
+        fd,
+        libc::SOL_PACKET,
+        libc::PACKET_LOSS,
+        1,
+        "setsockopt(PACKET_LOSS)",
+    )?;
+    if cfg.qdisc_bypass {
+        sys::setsockopt_int(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_QDISC_BYPASS,
+            1,
+            "setsockopt(PACKET_QDISC_BYPASS)",
+        )?;
+    }
+    Ok(())
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Frames from the blocks the kernel has handed over, as slices of the
+    /// ring; hands back the blocks finished in the previous call first.
+    fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
+        let n = self.rx.burst(out, &mut self.stats);
+        if n == 0 {
+            // A socket whose link went down keeps ENETDOWN pending, and
+            // poll() reports it ready until it is read: a sleeping worker
+            // would spin. Read it now and then while idle (never while
+            // busy).
+            self.empty_polls += 1;
+            if self.empty_polls >= CLEAR_ERROR_EVERY {
+                self.empty_polls = 0;
+                sys::take_socket_error(self.fd.as_fd());
+            }
+        } else {
+            self.empty_polls = 0;
+        }
+        n
+    }
+
+    /// Copy frames into the tx ring and mark them; [`Port::flush`] sends
+    /// them. Frames shorter than 14 bytes or longer than the interface or
+    /// the ring takes are refused; a full ring is kicked (one `sendto`) and
+    /// refuses frames only if that frees nothing.
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+        let mut sent = 0;
+        let mut can_kick = true;
+        for f in frames {
+            if f.len() < ETH_HLEN || f.len() > self.tx_limit(f) {
+                self.stats.tx_dropped += 1;
+                continue;
+            }
+            let mut ok = self.tx.push(f);
+            if !ok && can_kick && self.tx.queued > 0 {
+                let _ = self.kick();
+                ok = self.tx.push(f);
+                // A kick that freed nothing will not free more in this
+                // burst: refuse the rest without system calls.
+                can_kick = ok;
+            }
+            if ok {
+                sent += 1;
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += f.len() as u64;
+            } else {
+                self.stats.tx_dropped += 1;
+            }
+        }
+        sent
+    }
+
+    /// One `sendto(MSG_DONTWAIT)` if frames are queued; nothing otherwise.
+    ///
+    /// # Errors
+    /// The OS error of the `sendto`, except "try again" ones (the frames
+    /// stay queued for the next flush).
+    fn flush(&mut self) -> io::Result<()> {
+        if self.tx.queued == 0 {
+            return Ok(());
+        }
+        self.kick()
+    }
+
+    /// The counters, with the kernel's drops (read from
+    /// `PACKET_STATISTICS`, one system call) added to `rx_dropped`.
+    fn stats(&self) -> PortStats {
+        let d = self.kernel_drops.get() + sys::packet_drops(self.fd.as_fd());
+        self.kernel_drops.set(d);
+        let mut s = self.stats;
+        s.rx_dropped += d;
+        s
+    }
+
+    /// The socket: readable when the kernel has handed over a block.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+}
+
+mod ring;
+
+#[cfg(test)]
+mod tests;

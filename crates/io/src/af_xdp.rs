@@ -1,0 +1,706 @@
+//! `AfXdpPort`: frames to and from a Linux interface through AF_XDP
+//! sockets, bypassing the kernel's network stack.
+//!
+//! Opening a port on interface `IF`:
+//!
+//! 1. loads the XDP program `ebpf/xdp_redirect.c` (built by `build.rs`,
+//!    embedded in the binary) with `aya` and attaches it to `IF` through a
+//!    bpf_link (kernel 5.9+), in native (driver) mode first and in generic
+//!    (SKB) mode if the driver refuses, or in the mode
+//!    [`AfXdpConfig::attach`] asks for. The program
+//!    redirects every frame to the AF_XDP socket of its rx queue through the
+//!    XSKMAP `xsks`, and lets the kernel stack have frames of queues with no
+//!    socket (`XDP_PASS`);
+//! 2. opens one AF_XDP socket per rx queue of `IF` (the count ethtool
+//!    reports, or [`AfXdpConfig::queues`]), each with its own UMEM: an
+//!    anonymous mapping of [`AfXdpConfig::frames`] frames of
+//!    [`AfXdpConfig::frame_size`] bytes, half of them (at most a ring's
+//!    worth) lent to the kernel for rx through the fill ring, the rest for
+//!    tx; binds it in zero-copy mode if the driver offers it and in copy
+//!    mode otherwise (see [`AfXdpPort::mode`]), with `XDP_USE_NEED_WAKEUP`;
+//! 3. puts each socket in the XSKMAP at its queue's index.
+//!
+//! The data path ([`Port`]) makes no allocation, takes no lock and never
+//! blocks: `rx_burst` returns the previous burst's frames to the fill ring,
+//! then hands out frames straight from the rx rings (slices of the UMEM, no
+//! copy); `tx_burst` reclaims completed frames, copies the frames into free
+//! UMEM frames and queues tx descriptors; `flush` kicks the kernel with one
+//! `sendto` if something is queued and the tx ring's need-wakeup flag asks
+//! for it. At most one system call per burst: the tx kick (only when a
+//! burst fills half the ring before `flush`), a zero-copy driver's rx
+//! wakeup, or, once per [`STATS_EVERY`] rx bursts, a read of the kernel's
+//! drop counters (`XDP_STATISTICS`), which [`Port::stats`] adds to
+//! `rx_dropped` and `tx_dropped`. All transmission goes through the first
+//! queue's socket.
+//!
+//! Everything read from the kernel's rings is checked before use (see
+//! `queue.rs`): a wrong descriptor is a counted drop. Dropping the port
+//! detaches the XDP program and closes the sockets and mappings.
+//!
+//! # On veth
+//!
+//! veth has native XDP but no zero-copy AF_XDP: a port on veth runs in
+//! native mode with copy-mode sockets. Receiving needs nothing of the peer.
+//! Transmitting needs nothing either: copy-mode tx builds an skb and hands
+//! it to the driver's `ndo_start_xmit` like any socket, so the peer gets it
+//! whether or not it has an XDP program or GRO (those matter only for
+//! frames *redirected* into a veth with `XDP_REDIRECT`, which uses
+//! `ndo_xdp_xmit`). In copy mode a frame longer than the frame size minus
+//! the kernel's 256-byte headroom (1792 bytes with 2048-byte frames) is
+//! dropped by the kernel and counted in `rx_dropped`.
+//!
+//! The UMEM and rings are locked memory: root is exempt from the
+//! memlock limit, an unprivileged process is not (and needs `CAP_NET_RAW`
+//! and `CAP_BPF`/`CAP_NET_ADMIN` anyway).
+
+mod config;
+mod queue;
+mod ring;
+mod sys;
+
+use std::ffi::CString;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use aya::maps::{MapData, PerCpuArray, XskMap};
+use aya::programs::{ProgramError, Xdp};
+use aya::{Ebpf, EbpfLoader};
+
+pub use config::{AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode};
+pub use queue::FrameCounts;
+pub use sys::XdpStatistics;
+
+use crate::{Port, PortStats};
+use queue::Queue;
+use ring::RingMem;
+use sys::{Mmap, XdpDesc};
+
+/// The XDP program, compiled from `ebpf/xdp_redirect.c` by `build.rs`.
+static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_redirect.o"));
+/// Its program (section `xdp`) and maps.
+const PROGRAM: &str = "xdp_redirect_xsk";
+const XSK_MAP: &str = "xsks";
+const COUNTER_MAP: &str = "redirected";
+
+/// Rx bursts between two reads of one socket's kernel counters.
+pub const STATS_EVERY: u32 = 1024;
+
+/// One rx queue's socket. Field order is drop order: the queue's view of
+/// the rings goes first, then the ring mappings, then the socket, then the
+/// UMEM (the kernel keeps the UMEM pages pinned until it releases the
+/// socket, which happens once the descriptor and every ring mapping are
+/// gone).
+#[derive(Debug)]
+struct Socket {
+    q: Queue,
+    _rings: [Mmap; 4],
+    fd: OwnedFd,
+    _umem: Mmap,
+    zero_copy: bool,
+    /// The kernel's counters as last read.
+    kernel: XdpStatistics,
+}
+
+impl Socket {
+    fn open(
+        ifname: &str,
+        ifindex: u32,
+        queue: u32,
+        cfg: &AfXdpConfig,
+        attach: AttachMode,
+    ) -> Result<(Socket, bool), AfXdpError> {
+        let step = |step: &'static str| {
+            let ifname = ifname.to_string();
+            move |source| AfXdpError::Socket {
+                ifname,
+                queue,
+                step,
+                source,
+            }
+        };
+        let fd = sys::xsk_socket().map_err(step("socket(AF_XDP)"))?;
+        let umem_len = cfg.frames as usize * cfg.frame_size as usize;
+        let umem = Mmap::anonymous(umem_len).map_err(step("mmap UMEM"))?;
+        let reg = sys::XdpUmemReg {
+            addr: umem.ptr() as u64,
+            len: umem_len as u64,
+            chunk_size: cfg.frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        sys::set_opt(fd.as_fd(), sys::XDP_UMEM_REG, &reg)
+            .map_err(step("setsockopt(XDP_UMEM_REG)"))?;
+        let entries = cfg.ring_size as i32;
+        for (opt, name) in [
+            (sys::XDP_UMEM_FILL_RING, "setsockopt(XDP_UMEM_FILL_RING)"),
+            (
+                sys::XDP_UMEM_COMPLETION_RING,
+                "setsockopt(XDP_UMEM_COMPLETION_RING)",
+            ),
+            (sys::XDP_RX_RING, "setsockopt(XDP_RX_RING)"),
+            (sys::XDP_TX_RING, "setsockopt(XDP_TX_RING)"),
+        ] {
+            sys::set_opt(fd.as_fd(), opt, &entries).map_err(step(name))?;
+        }
+        let (off, len) = sys::get_opt::<sys::XdpMmapOffsets>(fd.as_fd(), sys::XDP_MMAP_OFFSETS)
+            .map_err(step("getsockopt(XDP_MMAP_OFFSETS)"))?;
+        if len < size_of::<sys::XdpMmapOffsets>() {
+            return Err(step("getsockopt(XDP_MMAP_OFFSETS)")(io::Error::other(
+                "kernel without ring flags (before 5.4)",
+            )));
+        }
+        let n = cfg.ring_size as usize;
+        let map = |o: &sys::XdpRingOffset, entry: usize, pgoff: i64, name: &'static str| {
+            Mmap::ring(fd.as_fd(), o.desc as usize + n * entry, pgoff).map_err(step(name))
+        };
+        let fill_map = map(&off.fr, 8, sys::XDP_UMEM_PGOFF_FILL_RING, "mmap fill ring")?;
+        let comp_map = map(
+            &off.cr,
+            8,
+            sys::XDP_UMEM_PGOFF_COMPLETION_RING,
+            "mmap completion ring",
+        )?;
+        let rx_map = map(
+            &off.rx,
+            size_of::<XdpDesc>(),
+            sys::XDP_PGOFF_RX_RING,
+            "mmap rx ring",
+        )?;
+        let tx_map = map(
+            &off.tx,
+            size_of::<XdpDesc>(),
+            sys::XDP_PGOFF_TX_RING,
+            "mmap tx ring",
+        )?;
+        let bad_layout =
+            || step("XDP_MMAP_OFFSETS")(io::Error::other("ring offsets outside the mapping"));
+        let fill =
+            RingMem::<u64>::in_mapping(fill_map.ptr(), fill_map.len(), &off.fr, cfg.ring_size)
+                .ok_or_else(bad_layout)?;
+        let comp =
+            RingMem::<u64>::in_mapping(comp_map.ptr(), comp_map.len(), &off.cr, cfg.ring_size)
+                .ok_or_else(bad_layout)?;
+        let rx = RingMem::<XdpDesc>::in_mapping(rx_map.ptr(), rx_map.len(), &off.rx, cfg.ring_size)
+            .ok_or_else(bad_layout)?;
+        let tx = RingMem::<XdpDesc>::in_mapping(tx_map.ptr(), tx_map.len(), &off.tx, cfg.ring_size)
+            .ok_or_else(bad_layout)?;
+
+        let mut flags = if cfg.need_wakeup {
+            sys::XDP_USE_NEED_WAKEUP
+        } else {
+            0
+        };
+        let mode = match (cfg.bind, attach) {
+            (Some(BindMode::ZeroCopy), _) => {
+                flags |= sys::XDP_ZEROCOPY;
+                "zero-copy"
+            }
+            // Zero-copy frames only flow through a driver's own XDP hook.
+            (Some(BindMode::Copy), _) | (None, AttachMode::Generic) => {
+                flags |= sys::XDP_COPY;
+                "copy"
+            }
+            // Neither flag: the kernel tries zero-copy and falls back to
+            // copy by itself (xp_assign_dev); XDP_OPTIONS tells which.
+            (None, AttachMode::Native) => "auto",
+        };
+        bind_retrying(fd.as_fd(), ifindex, queue, flags).map_err(|source| AfXdpError::Bind {
+            ifname: ifname.to_string(),
+            queue,
+            mode,
+            source,
+        })?;
+        let (opts, _) = sys::get_opt::<sys::XdpOptions>(fd.as_fd(), sys::XDP_OPTIONS)
+            .map_err(step("getsockopt(XDP_OPTIONS)"))?;
+        let zero_copy = opts.flags & sys::XDP_OPTIONS_ZEROCOPY != 0;
+        // Let one copy-mode sendto move the whole ring (kernel 6.16+; older
+        // kernels move 32 per call and refuse the option).
+        let whole_ring = !zero_copy
+            && sys::set_opt(fd.as_fd(), sys::XDP_MAX_TX_SKB_BUDGET, &cfg.ring_size).is_ok();
+        // Copy-mode tx charges each in-flight skb to the socket's send
+        // buffer; a full one makes sendto stop early (EAGAIN). Raising it
+        // needs CAP_NET_ADMIN: best effort.
+        let _ = sys::set_sol_socket_int(fd.as_fd(), libc::SO_SNDBUFFORCE, 4 << 20);
+
+        // SAFETY: the UMEM and ring mappings are moved into the returned
+        // Socket next to the queue and dropped after it (field order); the
+        // UMEM is `frames * frame_size` bytes, no Rust reference points into
+        // it, and the kernel writes only frames given to it through the fill
+        // ring; the ring layouts were checked against their mappings.
+        let q = unsafe {
+            Queue::new(
+                umem.ptr(),
+                cfg.frame_size,
+                cfg.frames,
+                cfg.rx_frames(),
+                fill,
+                comp,
+                rx,
+                tx,
+            )
+        };
+        let s = Socket {
+            q,
+            _rings: [fill_map, comp_map, rx_map, tx_map],
+            fd,
+            _umem: umem,
+            zero_copy,
+            kernel: XdpStatistics::default(),
+        };
+        Ok((s, whole_ring))
+    }
+
+    fn read_kernel_stats(&mut self) -> io::Result<()> {
+        let (s, _) = sys::get_opt::<XdpStatistics>(self.fd.as_fd(), sys::XDP_STATISTICS)?;
+        self.kernel = s;
+        Ok(())
+    }
+}
+
+/// How long `bind` retries on `EBUSY`.
+const BIND_BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `bind`, retried while the queue is busy for up to
+/// [`BIND_BUSY_PATIENCE`]. A closed AF_XDP socket lets go of its queue
+/// only after an RCU grace period and a kernel work item
+/// (`xp_release_deferred`), so a port reopened right after another one on
+/// the same interface was dropped can find the queue still taken.
+fn bind_retrying(fd: BorrowedFd<'_>, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        match sys::bind(fd, ifindex, queue, flags) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && start.elapsed() < BIND_BUSY_PATIENCE =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// An AF_XDP port. See the [module docs](self).
+pub struct AfXdpPort {
+    // Field order is drop order: the link (the attachment to the
+    // interface) goes first, so no frame is redirected to a closing socket,
+    // then the program and its maps, then the sockets.
+    _link: sys::XdpLink,
+    _bpf: Ebpf,
+    _xsks: XskMap<MapData>,
+    counter: PerCpuArray<MapData, u64>,
+    wait: Option<OwnedFd>,
+    socks: Box<[Socket]>,
+    name: String,
+    ifindex: u32,
+    mode: Mode,
+    need_wakeup: bool,
+    /// Tx descriptors queued by one burst that warrant a kick before
+    /// `flush`.
+    kick_threshold: u32,
+    next_rx: usize,
+    rx_calls: u32,
+    next_stats: usize,
+}
+
+impl fmt::Debug for AfXdpPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AfXdpPort")
+            .field("name", &self.name)
+            .field("ifindex", &self.ifindex)
+            .field("mode", &self.mode)
+            .field("queues", &self.socks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AfXdpPort {
+    /// Open interface `ifname` (in the calling thread's network namespace):
+    /// attach the XDP program and bind a socket to each rx queue. See the
+    /// [module docs](self).
+    ///
+    /// # Errors
+    /// [`AfXdpError`], naming the interface and the failed step; whatever
+    /// was set up before it is undone.
+    pub fn open(ifname: &str, cfg: &AfXdpConfig) -> Result<AfXdpPort, AfXdpError> {
+        let name = ifname.to_string();
+        cfg.check().map_err(|why| AfXdpError::Config {
+            ifname: name.clone(),
+            why,
+        })?;
+        let no_such = || AfXdpError::NoSuchInterface {
+            ifname: name.clone(),
+        };
+        let cname = CString::new(ifname).map_err(|_| no_such())?;
+        let ifindex = sys::if_nametoindex(&cname).ok_or_else(no_such)?;
+        let queues = match cfg.queues {
+            Some(n) => n,
+            None => rx_queues(ifname, &cname).map_err(|source| AfXdpError::QueueCount {
+                ifname: name.clone(),
+                source,
+            })?,
+        };
+
+        let mut bpf = EbpfLoader::new()
+            .map_max_entries(XSK_MAP, queues)
+            .load(XDP_OBJECT)
+            .map_err(|e| AfXdpError::Load {
+                ifname: name.clone(),
+                source: Box::new(e),
+            })?;
+        let load_err = |e: ProgramError| AfXdpError::Load {
+            ifname: name.clone(),
+            source: Box::new(e.into()),
+        };
+        let prog: &mut Xdp = bpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| {
+                load_err(ProgramError::InvalidName {
+                    name: PROGRAM.into(),
+                })
+            })?
+            .try_into()
+            .map_err(load_err)?;
+        prog.load().map_err(load_err)?;
+        let prog_fd = prog.fd().map_err(load_err)?.as_fd();
+        let (link, attach) = attach(prog_fd, ifindex, cfg.attach, &name)?;
+
+        let map_err = |e: aya::maps::MapError| AfXdpError::Map {
+            ifname: name.clone(),
+            source: Box::new(e),
+        };
+        let missing = |m: &str| aya::maps::MapError::InvalidName {
+            name: m.to_string(),
+        };
+        let mut xsks: XskMap<MapData> = bpf
+            .take_map(XSK_MAP)
+            .ok_or_else(|| map_err(missing(XSK_MAP)))?
+            .try_into()
+            .map_err(map_err)?;
+        let counter: PerCpuArray<MapData, u64> = bpf
+            .take_map(COUNTER_MAP)
+            .ok_or_else(|| map_err(missing(COUNTER_MAP)))?
+            .try_into()
+            .map_err(map_err)?;
+
+        let mut socks = Vec::with_capacity(queues as usize);
+        let mut whole_ring = true;
+        for q in 0..queues {
+            let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach)?;
+            xsks.set(q, s.fd.as_raw_fd(), 0).map_err(map_err)?;
+            whole_ring &= w;
+            socks.push(s);
+        }
+        let zero_copy = socks.iter().all(|s| s.zero_copy);
+        let wait = if socks.len() > 1 {
+            let fds: Vec<_> = socks.iter().map(|s| s.fd.as_raw_fd()).collect();
+            Some(sys::epoll_in(&fds).map_err(|source| AfXdpError::Socket {
+                ifname: name.clone(),
+                queue: 0,
+                step: "epoll",
+                source,
+            })?)
+        } else {
+            None
+        };
+        // Kick from tx_burst once a kick can no longer move everything
+        // queued, or the ring is half full; flush covers the rest.
+        let per_kick = if zero_copy || whole_ring {
+            cfg.ring_size
+        } else {
+            32
+        };
+        Ok(AfXdpPort {
+            _link: link,
+            _bpf: bpf,
+            _xsks: xsks,
+            counter,
+            wait,
+            socks: socks.into_boxed_slice(),
+            name,
+            ifindex,
+            mode: Mode {
+                attach,
+                bind: if zero_copy {
+                    BindMode::ZeroCopy
+                } else {
+                    BindMode::Copy
+                },
+            },
+            need_wakeup: cfg.need_wakeup,
+            kick_threshold: per_kick.min(cfg.ring_size / 2),
+            next_rx: 0,
+            rx_calls: 0,
+            next_stats: 0,
+        })
+    }
+
+    /// The modes obtained: native or generic attach, zero-copy or copy.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The interface's index (in the namespace it was opened in).
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Rx queues served (one socket each).
+    pub fn queues(&self) -> usize {
+        self.socks.len()
+    }
+
+    /// Frames received through each queue's socket, in queue order.
+    pub fn rx_packets_per_queue(&self) -> impl Iterator<Item = u64> + '_ {
+        self.socks.iter().map(|s| s.q.c.rx_packets)
+    }
+
+    /// Where the UMEM frames of all queues are, counted from the port's
+    /// ownership record: `free + fill + rx_held + tx == total` always; with
+    /// no traffic in flight and completions reclaimed, `tx == 0`.
+    pub fn frame_counts(&self) -> FrameCounts {
+        let mut c = FrameCounts::default();
+        for s in self.socks.iter() {
+            c.add(&s.q.frame_counts());
+        }
+        c
+    }
+
+    /// Take completed tx frames back (`tx_burst` does this too); returns
+    /// how many.
+    pub fn reclaim_tx(&mut self) -> usize {
+        self.socks.iter_mut().map(|s| s.q.reclaim() as usize).sum()
+    }
+
+    /// Read every socket's kernel counters now (rather than every
+    /// [`STATS_EVERY`] bursts) and return their sum.
+    ///
+    /// # Errors
+    /// The failed `getsockopt(XDP_STATISTICS)`.
+    pub fn refresh_kernel_stats(&mut self) -> io::Result<XdpStatistics> {
+        let mut sum = XdpStatistics::default();
+        for s in self.socks.iter_mut() {
+            s.read_kernel_stats()?;
+            sum.add(&s.kernel);
+        }
+        Ok(sum)
+    }
+
+    /// Frames the XDP program redirected to a socket, summed over CPUs
+    /// (one map read per call: not for the data path).
+    ///
+    /// # Errors
+    /// The failed map lookup.
+    pub fn redirected(&self) -> io::Result<u64> {
+        let v = self.counter.get(&0, 0).map_err(io::Error::other)?;
+        Ok(v.iter().sum())
+    }
+
+    /// Values from the kernel that were refused: ring indexes out of range
+    /// and completions naming a frame not queued for tx (rx descriptors
+    /// refused are in `rx_dropped`). Zero unless the kernel misbehaves.
+    pub fn refused_from_kernel(&self) -> u64 {
+        self.socks
+            .iter()
+            .map(|s| s.q.bad_indexes() + s.q.c.comp_refused)
+            .sum()
+    }
+
+    /// Largest frame `tx_burst` accepts.
+    pub fn max_tx_frame(&self) -> usize {
+        self.socks[0].q.max_frame() as usize
+    }
+
+    /// Largest frame the kernel delivers (copy mode, or a driver that
+    /// keeps the standard headroom); longer ones are dropped by the kernel
+    /// and counted in `rx_dropped`.
+    pub fn max_rx_frame(&self) -> usize {
+        (self.socks[0].q.max_frame() - sys::XDP_PACKET_HEADROOM) as usize
+    }
+
+    fn tx_kick(&mut self) -> io::Result<()> {
+        let s = &mut self.socks[0];
+        let r = sys::kick_tx(s.fd.as_fd());
+        s.q.tx_kicked();
+        match r {
+            // EAGAIN: budget or send buffer exhausted, ENOBUFS/EBUSY: the
+            // driver dropped or is busy. What is left is kicked again next
+            // time; the kernel counts what it dropped.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)
+                ) =>
+            {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+}
+
+/// Attach the loaded program `prog` to `ifindex` in the mode asked for,
+/// or native then generic.
+///
+/// The attachment is a bpf_link made here rather than by aya, whose XDP
+/// link keeps its descriptor private: dropping the port must detach the
+/// program at once (`BPF_LINK_DETACH`), while closing the descriptor
+/// detaches only when no copy of it is left, and a child process forked
+/// meanwhile by another thread holds one until it execs.
+fn attach(
+    prog: BorrowedFd<'_>,
+    ifindex: u32,
+    want: Option<AttachMode>,
+    ifname: &str,
+) -> Result<(sys::XdpLink, AttachMode), AfXdpError> {
+    let link = |m| {
+        let flags = match m {
+            AttachMode::Native => sys::XDP_FLAGS_DRV_MODE,
+            AttachMode::Generic => sys::XDP_FLAGS_SKB_MODE,
+        };
+        sys::XdpLink::attach(prog, ifindex, flags).map(|l| (l, m))
+    };
+    match want {
+        Some(mode) => link(mode).map_err(|source| AfXdpError::Attach {
+            ifname: ifname.to_string(),
+            mode,
+            source,
+        }),
+        None => link(AttachMode::Native).or_else(|native| {
+            link(AttachMode::Generic).map_err(|source| AfXdpError::AttachEither {
+                ifname: ifname.to_string(),
+                native,
+                source,
+            })
+        }),
+    }
+}
+
+/// The rx queue count of `ifname`: ethtool's channels, else
+/// `/sys/class/net/IF/queues` when this thread's namespace is the
+/// process's (a thread that entered another namespace still sees the
+/// sysfs of the one that mounted it), else 1.
+fn rx_queues(ifname: &str, cname: &CString) -> io::Result<u32> {
+    match sys::rx_queue_count(cname) {
+        Ok(n) if n > 0 => return Ok(n),
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+        Err(e) => return Err(e),
+    }
+    use std::os::unix::fs::MetadataExt;
+    let ns = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    let own_sysfs = ns("/proc/self/ns/net").is_some()
+        && ns("/proc/self/ns/net") == ns("/proc/thread-self/ns/net");
+    let n = match std::fs::read_dir(format!("/sys/class/net/{ifname}/queues")) {
+        Ok(dir) if own_sysfs => dir
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+            .count() as u32,
+        _ => 0,
+    };
+    Ok(n.max(1))
+}
+
+impl Port for AfXdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Returns the previous burst's frames to the fill rings, then takes up
+    /// to `out.len()` frames from the rx rings, starting at a different
+    /// queue each call.
+    fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
+        for s in self.socks.iter_mut() {
+            s.q.recycle();
+        }
+        let nq = self.socks.len();
+        let mut n = 0;
+        for k in 0..nq {
+            if n == out.len() {
+                break;
+            }
+            let i = (self.next_rx + k) % nq;
+            // SAFETY: the slices borrow `self` for 'a (the signature ties
+            // them to `&'a mut self`), so no other call on the port (and no
+            // `recycle`, which only `rx_burst` calls) can run while they
+            // live, and the UMEM outlives `self`.
+            n += unsafe { self.socks[i].q.receive(&mut out[n..]) };
+        }
+        self.next_rx = (self.next_rx + 1) % nq;
+
+        let mut syscall = false;
+        if n == 0 && self.need_wakeup && self.mode.bind == BindMode::ZeroCopy {
+            // A zero-copy driver that ran out of fill entries sleeps until
+            // woken; copy mode never sets the flag.
+            if let Some(s) = self.socks.iter().find(|s| s.q.fill_needs_wakeup()) {
+                let _ = sys::kick_rx(s.fd.as_fd());
+                syscall = true;
+            }
+        }
+        self.rx_calls = self.rx_calls.wrapping_add(1);
+        if !syscall && self.rx_calls.is_multiple_of(STATS_EVERY) {
+            let s = &mut self.socks[self.next_stats];
+            let _ = s.read_kernel_stats();
+            self.next_stats = (self.next_stats + 1) % nq;
+        }
+        n
+    }
+
+    /// Reclaims completed frames, copies `frames` into free UMEM frames and
+    /// queues them on the first queue's tx ring. Frames shorter than an
+    /// Ethernet header or longer than a UMEM frame, or beyond the free
+    /// frames and ring room, are refused and counted.
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+        let n = self.socks[0].q.send(frames);
+        if self.socks[0]
+            .q
+            .tx_kick_due(self.kick_threshold, self.need_wakeup)
+        {
+            let _ = self.tx_kick();
+        }
+        n
+    }
+
+    /// One `sendto` if tx descriptors were queued since the last kick and
+    /// the kernel asks for one; returns at once otherwise.
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.socks[0].q.tx_kick_due(1, self.need_wakeup) {
+            return Ok(());
+        }
+        self.tx_kick()
+    }
+
+    /// The driver's counters plus the kernel's as last read: `rx_dropped`
+    /// adds the kernel's `rx_dropped`, `rx_ring_full` and
+    /// `rx_invalid_descs`; `tx_dropped` adds `tx_invalid_descs`.
+    fn stats(&self) -> PortStats {
+        let mut p = PortStats::default();
+        for s in self.socks.iter() {
+            let (c, k) = (&s.q.c, &s.kernel);
+            p.rx_packets += c.rx_packets;
+            p.rx_bytes += c.rx_bytes;
+            p.rx_dropped += c.rx_refused + k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs;
+            p.tx_packets += c.tx_packets;
+            p.tx_bytes += c.tx_bytes;
+            p.tx_dropped += c.tx_dropped + k.tx_invalid_descs;
+        }
+        p
+    }
+
+    /// The socket (one queue) or an epoll descriptor over all the sockets.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(match &self.wait {
+            Some(ep) => ep.as_fd(),
+            None => self.socks[0].fd.as_fd(),
+        })
+    }
+}
+
+// The port's raw pointers (inside each `Queue`) point into mappings the
+// port owns; nothing in it is tied to a thread.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<AfXdpPort>();
+};

@@ -1,0 +1,370 @@
+//! `SocketPort`: an interface through a plain AF_PACKET raw socket, one
+//! system call per frame (LVRM's "raw socket" adapter).
+//!
+//! This is the conventional baseline the ring-based ports are measured
+//! against. It is set up as [`AfPacketPort`](crate::af_packet::AfPacketPort)
+//! is (bound to one interface of the calling thread's network namespace,
+//! promiscuous, ignoring outgoing frames) but receives with one
+//! `recvmsg(MSG_DONTWAIT)` per frame, stopping the burst at `EAGAIN`, and
+//! sends with one `send(MSG_DONTWAIT)` per frame, through the qdisc unless
+//! [`SocketConfig::qdisc_bypass`] says otherwise.
+//!
+//! Each burst slot has its own buffer, allocated when the port is opened,
+//! so `rx_burst` does not allocate; frames borrow those buffers until the
+//! next call. A frame longer than [`SocketConfig::max_frame_bytes`] (seen
+//! whole thanks to `MSG_TRUNC`) or shorter than an Ethernet header is
+//! dropped and counted, as are the kernel's drops (a full receive buffer),
+//! read from `PACKET_STATISTICS` when [`Port::stats`] is called. A VLAN tag
+//! the kernel stripped is put back from `PACKET_AUXDATA`.
+//!
+//! The module has no `unsafe`: its system calls go through `packet_sys`.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use crate::packet_sys::{self as sys, ETH_HLEN, SysError, VLAN_HLEN, ifname_bytes};
+use crate::{Port, PortStats};
+
+/// Most frames one `rx_burst` may return (the slots are preallocated).
+pub const MAX_BURST: usize = 1024;
+
+/// A [`SocketPort`]'s options.
+///
+/// [`Default`]: bursts of up to 64 frames of up to 2000 bytes, a 4 MiB
+/// receive buffer, through the qdisc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// Most frames one `rx_burst` returns (1..=[`MAX_BURST`]).
+    pub burst: usize,
+    /// Largest frame (without FCS) received or sent, 14..=65535.
+    pub max_frame_bytes: usize,
+    /// Socket receive buffer in bytes (`SO_RCVBUFFORCE`, else `SO_RCVBUF`
+    /// capped by `net.core.rmem_max`); `None` keeps the system default
+    /// (about 200 KiB: a few hundred frames).
+    pub rcvbuf_bytes: Option<usize>,
+    /// Hand frames to the driver directly (`PACKET_QDISC_BYPASS`).
+    pub qdisc_bypass: bool,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        SocketConfig {
+            burst: 64,
+            max_frame_bytes: 2000,
+            rcvbuf_bytes: Some(4 << 20),
+            qdisc_bypass: false,
+        }
+    }
+}
+
+impl SocketConfig {
+    /// Check the config.
+    ///
+    /// # Errors
+    /// What is wrong, in words.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_BURST).contains(&self.burst) {
+            return Err(format!("burst {} outside 1..={MAX_BURST}", self.burst));
+        }
+        if !(ETH_HLEN..=65535).contains(&self.max_frame_bytes) {
+            return Err(format!(
+                "max_frame_bytes {} outside {ETH_HLEN}..=65535",
+                self.max_frame_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`SocketPort`] could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// The interface name is not one the kernel accepts.
+    #[error("interface {ifname:?}: invalid name: {reason}")]
+    InvalidName {
+        /// The name given.
+        ifname: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// No interface of that name in the calling thread's network namespace.
+    #[error("interface {ifname:?}: no such device")]
+    NoSuchDevice {
+        /// The name given.
+        ifname: String,
+    },
+    /// The config is invalid.
+    #[error("interface {ifname:?}: invalid socket port config: {reason}")]
+    Config {
+        /// The interface.
+        ifname: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A system call failed.
+    #[error("interface {ifname:?}: {call}: {source}")]
+    Sys {
+        /// The interface.
+        ifname: String,
+        /// The call that failed.
+        call: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl SocketError {
+    fn sys(ifname: &str, e: SysError) -> SocketError {
+        if e.errno() == Some(libc::ENODEV) {
+            SocketError::NoSuchDevice {
+                ifname: ifname.to_owned(),
+            }
+        } else {
+            SocketError::Sys {
+                ifname: ifname.to_owned(),
+                call: e.call,
+                source: e.source,
+            }
+        }
+    }
+}
+
+/// The raw-socket port. See the [module docs](self).
+#[derive(Debug)]
+pub struct SocketPort {
+    name: String,
+    fd: OwnedFd,
+    /// `burst` slots of `stride` bytes: 4 spare bytes (room to put a VLAN
+    /// tag back) then up to `max_frame` bytes of frame.
+    bufs: Box<[u8]>,
+    stride: usize,
+    /// Where each slot's frame starts and how long it is, for the last burst.
+    spans: Box<[(usize, usize)]>,
+    max_frame: usize,
+    /// MTU + 14, read at open.
+    mtu_frame: usize,
+    stats: PortStats,
+    kernel_drops: Cell<u64>,
+}
+
+impl SocketPort {
+    /// Open interface `ifname` (looked up in the calling thread's network
+    /// namespace) with `cfg`.
+    ///
+    /// # Errors
+    /// [`SocketError`] naming the interface: invalid name or config, no
+    /// such device, or the system call that failed.
+    pub fn open(ifname: &str, cfg: SocketConfig) -> Result<SocketPort, SocketError> {
+        let cname = ifname_bytes(ifname, false).map_err(|reason| SocketError::InvalidName {
+            ifname: ifname.to_owned(),
+            reason,
+        })?;
+        cfg.validate().map_err(|reason| SocketError::Config {
+            ifname: ifname.to_owned(),
+            reason,
+        })?;
+        let err = |e| SocketError::sys(ifname, e);
+        let fd = sys::packet_socket().map_err(err)?;
+        let ifindex = sys::prepare_packet_socket(fd.as_fd(), &cname).map_err(err)?;
+        let mtu = sys::mtu(fd.as_fd(), &cname).map_err(err)?;
+        sys::setsockopt_int(
+            fd.as_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_AUXDATA,
+            1,
+            "setsockopt(PACKET_AUXDATA)",
+        )
+        .map_err(err)?;
+        if cfg.qdisc_bypass {
+            sys::setsockopt_int(
+                fd.as_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_QDISC_BYPASS,
+                1,
+                "setsockopt(PACKET_QDISC_BYPASS)",
+            )
+            .map_err(err)?;
+        }
+        if let Some(bytes) = cfg.rcvbuf_bytes {
+            sys::set_buffer(
+                fd.as_fd(),
+                libc::SO_RCVBUFFORCE,
+                libc::SO_RCVBUF,
+                bytes,
+                "setsockopt(SO_RCVBUF)",
+            )
+            .map_err(err)?;
+        }
+        sys::bind_packet(fd.as_fd(), ifindex, libc::ETH_P_ALL as u16).map_err(err)?;
+        let stride = VLAN_HLEN + cfg.max_frame_bytes;
+        Ok(SocketPort {
+            name: ifname.to_owned(),
+            fd,
+            bufs: vec![0u8; stride * cfg.burst].into_boxed_slice(),
+            stride,
+            spans: vec![(0, 0); cfg.burst].into_boxed_slice(),
+            max_frame: cfg.max_frame_bytes,
+            mtu_frame: mtu as usize + ETH_HLEN,
+            stats: PortStats::default(),
+            kernel_drops: Cell::new(0),
+        })
+    }
+
+    /// Receive one frame into slot `i`: its span, or `None` when the socket
+    /// is empty (or failed). Drops are counted and skipped.
+    fn recv_into(&mut self, i: usize, tries: &mut usize) -> Option<(usize, usize)> {
+        let slot = i * self.stride;
+        while *tries > 0 {
+            *tries -= 1;
+            let buf = &mut self.bufs[slot + VLAN_HLEN..slot + self.stride];
+            let (len, vlan) = sys::recv_frame(self.fd.as_fd(), buf).ok()?;
+            let frame_len = len + if vlan.is_some() { VLAN_HLEN } else { 0 };
+            if len < ETH_HLEN || frame_len > self.max_frame {
+                self.stats.rx_dropped += 1;
+                continue;
+            }
+            return Some(match vlan {
+                None => (slot + VLAN_HLEN, len),
+                Some(tag) => {
+                    sys::insert_vlan(&mut self.bufs[slot..slot + VLAN_HLEN + len], tag);
+                    (slot, frame_len)
+                }
+            });
+        }
+        None
+    }
+}
+
+impl Port for SocketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// One `recvmsg` per frame until the socket is empty or `out` (or the
+    /// slots) are full.
+    fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
+        let want = out.len().min(self.spans.len());
+        // Dropped frames cost a call each too: bound the calls per burst so
+        // a flood of bad frames cannot hold the worker here.
+        let mut tries = 2 * want;
+        let mut n = 0;
+        while n < want {
+            let Some(span) = self.recv_into(n, &mut tries) else {
+                break;
+            };
+            self.spans[n] = span;
+            n += 1;
+        }
+        let bufs: &'a [u8] = &self.bufs;
+        for (o, &(at, len)) in out.iter_mut().zip(&self.spans[..n]) {
+            *o = &bufs[at..at + len];
+            self.stats.rx_bytes += len as u64;
+        }
+        self.stats.rx_packets += n as u64;
+        n
+    }
+
+    /// One `send` per frame. Frames shorter than 14 bytes or longer than
+    /// the interface or `max_frame_bytes` allow are refused without a
+    /// call; after an error saying the socket or link is busy or gone, the
+    /// rest of the burst is refused too.
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+        let mut sent = 0;
+        let mut stop = false;
+        for f in frames {
+            let tagged = f.len() >= ETH_HLEN && f[12..14] == [0x81, 0x00];
+            let limit = self
+                .max_frame
+                .min(self.mtu_frame + if tagged { VLAN_HLEN } else { 0 });
+            if stop || f.len() < ETH_HLEN || f.len() > limit {
+                self.stats.tx_dropped += 1;
+                continue;
+            }
+            match sys::send(self.fd.as_fd(), f) {
+                Ok(_) => {
+                    sent += 1;
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += f.len() as u64;
+                }
+                Err(e) => {
+                    self.stats.tx_dropped += 1;
+                    stop = sys::is_transient(&e)
+                        || matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO));
+                }
+            }
+        }
+        sent
+    }
+
+    /// The counters, with the kernel's drops (read from
+    /// `PACKET_STATISTICS`, one system call) added to `rx_dropped`.
+    fn stats(&self) -> PortStats {
+        let d = self.kernel_drops.get() + sys::packet_drops(self.fd.as_fd());
+        self.kernel_drops.set(d);
+        let mut s = self.stats;
+        s.rx_dropped += d;
+        s
+    }
+
+    /// The socket: readable when a frame is queued.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet_sys::test_lab;
+
+    /// The contract every port keeps, against the kernel: frames sent by a
+    /// peer over veth, then the port as a sink.
+    #[test]
+    fn conformance() {
+        let (a, b) = test_lab::veth_pair();
+        let open = |ns: &vrhost_lab::Netns, name: &'static str| {
+            ns.run(|| SocketPort::open(name, SocketConfig::default()))
+                .unwrap()
+                .unwrap()
+        };
+        let (mut port, mut peer) = (open(&a, "c0"), open(&b, "c1"));
+        let frames = test_lab::frames();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        assert_eq!(peer.tx_burst(&refs), refs.len());
+        assert!(test_lab::readable(port.wait_fd().unwrap()));
+        crate::conformance::check_source(&mut port);
+        crate::conformance::check_sink(&mut port);
+    }
+
+    #[test]
+    fn config_validation() {
+        let d = SocketConfig::default();
+        assert!(d.validate().is_ok());
+        assert!(SocketConfig { burst: 0, ..d }.validate().is_err());
+        assert!(
+            SocketConfig {
+                burst: MAX_BURST + 1,
+                ..d
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            SocketConfig {
+                max_frame_bytes: 13,
+                ..d
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            SocketConfig {
+                max_frame_bytes: 65536,
+                ..d
+            }
+            .validate()
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,305 @@
+//! `TapPort`: a TAP device, the host's side of a kernel network interface.
+//!
+//! [`TapPort::open`] creates the device (or attaches to an existing,
+//! persistent one of that name) with `TUNSETIFF` and `IFF_TAP | IFF_NO_PI`:
+//! whole Ethernet frames, no packet-information prefix. The device lives in
+//! the network namespace of the thread that opens the port, and a device
+//! the port created disappears when the port is dropped. Bringing the link
+//! up and giving it addresses is the caller's job (`ip link set NAME up`);
+//! [`TapPort::ifname`] says which name the kernel gave it.
+//!
+//! Frames the kernel sends out of the interface are read with one
+//! non-blocking `read` each (the burst stops at `EAGAIN`); frames given to
+//! `tx_burst` are written with one `write` each and enter the kernel as if
+//! received on the interface. The tap descriptor is the port's `wait_fd`.
+//! Each burst slot has a buffer allocated at open, so `rx_burst` does not
+//! allocate; frames borrow them until the next call.
+//!
+//! A frame longer than [`TapConfig::max_frame_bytes`] (the buffer holds one
+//! byte more, so a longer frame shows as a read that fills it) or shorter
+//! than an Ethernet header is dropped and counted. Frames the kernel
+//! drops because the port reads too slowly (the device's queue,
+//! `txqueuelen` long, is full) show in the interface's `tx_dropped`
+//! counter (`ip -s link`), not in the port's stats.
+//!
+//! The module has no `unsafe`: its system calls go through `packet_sys`.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use crate::packet_sys::{self as sys, ETH_HLEN, SysError, ifname_bytes};
+use crate::{Port, PortStats};
+
+/// Most frames one `rx_burst` may return (the slots are preallocated).
+pub const MAX_BURST: usize = 1024;
+
+/// A [`TapPort`]'s options.
+///
+/// [`Default`]: bursts of up to 64 frames of up to 2000 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapConfig {
+    /// Most frames one `rx_burst` returns (1..=[`MAX_BURST`]).
+    pub burst: usize,
+    /// Largest frame (without FCS) received or sent, 14..=65535.
+    pub max_frame_bytes: usize,
+}
+
+impl Default for TapConfig {
+    fn default() -> Self {
+        TapConfig {
+            burst: 64,
+            max_frame_bytes: 2000,
+        }
+    }
+}
+
+impl TapConfig {
+    /// Check the config.
+    ///
+    /// # Errors
+    /// What is wrong, in words.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_BURST).contains(&self.burst) {
+            return Err(format!("burst {} outside 1..={MAX_BURST}", self.burst));
+        }
+        if !(ETH_HLEN..=65535).contains(&self.max_frame_bytes) {
+            return Err(format!(
+                "max_frame_bytes {} outside {ETH_HLEN}..=65535",
+                self.max_frame_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`TapPort`] could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum TapError {
+    /// The device name is not one the kernel accepts.
+    #[error("interface {ifname:?}: invalid name: {reason}")]
+    InvalidName {
+        /// The name given.
+        ifname: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The config is invalid.
+    #[error("interface {ifname:?}: invalid TAP config: {reason}")]
+    Config {
+        /// The interface.
+        ifname: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An interface of that name exists and is not a TAP device of the
+    /// same kind (a veth, a TUN device, a multi-queue TAP...).
+    #[error("interface {ifname:?}: exists and is not a single-queue TAP device")]
+    NotTap {
+        /// The name given.
+        ifname: String,
+    },
+    /// The TAP device is already attached to another descriptor.
+    #[error("interface {ifname:?}: TAP device busy (attached elsewhere)")]
+    Busy {
+        /// The name given.
+        ifname: String,
+    },
+    /// A system call failed (`open(/dev/net/tun)` without the tun module or
+    /// permission, ...).
+    #[error("interface {ifname:?}: {call}: {source}")]
+    Sys {
+        /// The interface.
+        ifname: String,
+        /// The call that failed.
+        call: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl TapError {
+    fn sys(ifname: &str, e: SysError) -> TapError {
+        let ifname = ifname.to_owned();
+        match (e.call, e.errno()) {
+            ("ioctl(TUNSETIFF)", Some(libc::EINVAL)) => TapError::NotTap { ifname },
+            ("ioctl(TUNSETIFF)", Some(libc::EBUSY)) => TapError::Busy { ifname },
+            _ => TapError::Sys {
+                ifname,
+                call: e.call,
+                source: e.source,
+            },
+        }
+    }
+}
+
+/// The TAP port. See the [module docs](self).
+#[derive(Debug)]
+pub struct TapPort {
+    name: String,
+    fd: OwnedFd,
+    /// `burst` slots of `max_frame + 1` bytes.
+    bufs: Box<[u8]>,
+    /// Length of the frame in each slot, for the last burst.
+    lens: Box<[usize]>,
+    max_frame: usize,
+    stats: PortStats,
+}
+
+impl TapPort {
+    /// Create or attach to TAP device `name` in the calling thread's
+    /// network namespace; an empty name lets the kernel choose (`tap0`,
+    /// `tap1`, ...), and so does a pattern such as `"vrtap%d"`.
+    ///
+    /// # Errors
+    /// [`TapError`] naming the interface: invalid name or config, a device
+    /// of that name that is not a TAP device, a busy device, or the system
+    /// call that failed.
+    pub fn open(name: &str, cfg: TapConfig) -> Result<TapPort, TapError> {
+        let cname = ifname_bytes(name, true).map_err(|reason| TapError::InvalidName {
+            ifname: name.to_owned(),
+            reason,
+        })?;
+        cfg.validate().map_err(|reason| TapError::Config {
+            ifname: name.to_owned(),
+            reason,
+        })?;
+        let err = |e| TapError::sys(name, e);
+        let fd = sys::open_tun().map_err(err)?;
+        let flags = libc::IFF_TAP | libc::IFF_NO_PI;
+        let ifname = sys::tun_set_iff(fd.as_fd(), &cname, flags).map_err(err)?;
+        let slot = cfg.max_frame_bytes + 1;
+        Ok(TapPort {
+            name: ifname,
+            fd,
+            bufs: vec![0u8; slot * cfg.burst].into_boxed_slice(),
+            lens: vec![0; cfg.burst].into_boxed_slice(),
+            max_frame: cfg.max_frame_bytes,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// The device's name as the kernel knows it (the one asked for, or the
+    /// one it chose): what to pass to `ip link set ... up`.
+    pub fn ifname(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Port for TapPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// One `read` per frame until the device's queue is empty or `out` (or
+    /// the slots) are full.
+    fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
+        let want = out.len().min(self.lens.len());
+        let slot = self.max_frame + 1;
+        // Bound the calls: dropped frames cost one each too.
+        let mut tries = 2 * want;
+        let mut n = 0;
+        while n < want && tries > 0 {
+            tries -= 1;
+            let buf = &mut self.bufs[n * slot..(n + 1) * slot];
+            let Ok(len) = sys::read(self.fd.as_fd(), buf) else {
+                break;
+            };
+            if len < ETH_HLEN || len > self.max_frame {
+                self.stats.rx_dropped += 1;
+                continue;
+            }
+            self.lens[n] = len;
+            n += 1;
+        }
+        let bufs: &'a [u8] = &self.bufs;
+        for (i, (o, &len)) in out.iter_mut().zip(&self.lens[..n]).enumerate() {
+            *o = &bufs[i * slot..i * slot + len];
+            self.stats.rx_bytes += len as u64;
+        }
+        self.stats.rx_packets += n as u64;
+        n
+    }
+
+    /// One `write` per frame. Frames shorter than 14 bytes or longer than
+    /// `max_frame_bytes` are refused without a call; after a "try again"
+    /// error the rest of the burst is refused too.
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+        let mut sent = 0;
+        let mut stop = false;
+        for f in frames {
+            if stop || f.len() < ETH_HLEN || f.len() > self.max_frame {
+                self.stats.tx_dropped += 1;
+                continue;
+            }
+            match sys::write(self.fd.as_fd(), f) {
+                Ok(n) if n == f.len() => {
+                    sent += 1;
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += f.len() as u64;
+                }
+                Ok(_) => self.stats.tx_dropped += 1,
+                Err(e) => {
+                    self.stats.tx_dropped += 1;
+                    stop = sys::is_transient(&e);
+                }
+            }
+        }
+        sent
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+
+    /// The tap descriptor: readable when the kernel has sent a frame.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet_sys::test_lab;
+    use crate::socket::{SocketConfig, SocketPort};
+
+    /// The contract every port keeps, against the kernel: frames sent out
+    /// of the interface (by a packet socket on it), then the port as a
+    /// sink.
+    #[test]
+    fn conformance() {
+        let ns = test_lab::quiet_ns();
+        let mut port = ns
+            .run(|| TapPort::open("", TapConfig::default()))
+            .unwrap()
+            .unwrap();
+        let name = port.ifname().to_owned();
+        assert!(name.starts_with("tap"), "{name}");
+        ns.ip(&["link", "set", &name, "up"]).unwrap();
+        let mut kernel = ns
+            .run(|| SocketPort::open(&name, SocketConfig::default()))
+            .unwrap()
+            .unwrap();
+        let frames = test_lab::frames();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        assert_eq!(kernel.tx_burst(&refs), refs.len());
+        assert!(test_lab::readable(port.wait_fd().unwrap()));
+        crate::conformance::check_source(&mut port);
+        crate::conformance::check_sink(&mut port);
+    }
+
+    #[test]
+    fn config_validation() {
+        let d = TapConfig::default();
+        assert!(d.validate().is_ok());
+        assert!(TapConfig { burst: 0, ..d }.validate().is_err());
+        assert!(
+            TapConfig {
+                max_frame_bytes: 10,
+                ..d
+            }
+            .validate()
+            .is_err()
+        );
+    }
+}

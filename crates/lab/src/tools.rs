@@ -1,0 +1,94 @@
+//! Standard tools run inside lab hosts: iperf3 and ping, with their output
+//! parsed into figures.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::topology::Lab;
+
+/// One iperf3 TCP test of `seconds` from host `client` to `addr`, served
+/// on host `server`; returns the receiver's Gbit/s.
+///
+/// # Errors
+/// A message saying which step failed (server, client, output).
+pub fn iperf3(
+    lab: &Lab,
+    server: &str,
+    client: &str,
+    addr: &str,
+    seconds: u64,
+) -> Result<f64, String> {
+    let mut srv = lab
+        .ns(server)
+        .command("iperf3")
+        .args(["-s", "-1", "-B", addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("start iperf3 server: {e}"))?;
+    // The server needs a moment to listen.
+    let t = Instant::now();
+    let secs = seconds.to_string();
+    let out = loop {
+        let r = lab.ns(client).exec(
+            "iperf3",
+            &["-c", addr, "-t", &secs, "-J", "--connect-timeout", "3000"],
+        );
+        match r {
+            Ok(o) => break Ok(o),
+            Err(e) if t.elapsed() < Duration::from_secs(3) && e.to_string().contains("refused") => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => break Err(e.to_string()),
+        }
+    };
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let out = out?;
+    let v: serde_json::Value =
+        serde_json::from_str(&out).map_err(|e| format!("iperf3 -J output: {e}"))?;
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .map(|b| b / 1e9)
+        .ok_or_else(|| "iperf3 reported no received rate".to_string())
+}
+
+/// Round-trip times (µs) of `n` pings every `interval_s` from host `from`
+/// to `addr`, sorted.
+///
+/// # Errors
+/// The failing ping, or no reply at all.
+pub fn ping_rtts(
+    lab: &Lab,
+    from: &str,
+    addr: &str,
+    n: u32,
+    interval_s: f64,
+) -> Result<Vec<f64>, String> {
+    let out = lab
+        .ns(from)
+        .exec(
+            "ping",
+            &[
+                "-c",
+                &n.to_string(),
+                "-i",
+                &interval_s.to_string(),
+                "-W",
+                "1",
+                addr,
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+    let mut v: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|ms| ms * 1000.0)
+        .collect();
+    if v.is_empty() {
+        return Err(format!("no ping replies from {addr}"));
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v)
+}

@@ -1,0 +1,242 @@
+//! `vrhost lab up|down|status|run`: lab topologies of network namespaces
+//! and veth links (described in `lab/*.toml`, built by `vrhost-lab`), and
+//! the main job: the default lab with vrhost forwarding real traffic.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use vrhost_lab::{Lab, Up};
+
+/// The lab file used when none is given.
+pub const DEFAULT_LAB: &str = "lab/default.toml";
+
+/// `vrhost lab` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum LabCmd {
+    /// Build the lab's namespaces and links (idempotent).
+    Up(LabFile),
+    /// Remove the lab's namespaces (and everything in them).
+    Down(LabFile),
+    /// Show hosts, interfaces, addresses and counters.
+    Status(LabFile),
+    /// Bring the lab up, start vrhost on its node, show traffic forwarded
+    /// through every tenant's VR (ping, then iperf3 TCP), stop, tear down.
+    Run(RunArgs),
+}
+
+/// A lab file argument.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LabFile {
+    /// The lab description (TOML).
+    #[arg(default_value = DEFAULT_LAB)]
+    pub file: PathBuf,
+}
+
+/// Options of `vrhost lab run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The lab description (TOML).
+    #[arg(default_value = DEFAULT_LAB)]
+    pub file: PathBuf,
+    /// Seconds of iperf3 per flow.
+    #[arg(long, default_value_t = 3)]
+    pub seconds: u64,
+    /// Leave the lab up afterwards (vrhost is always stopped).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+fn load(file: &Path) -> Result<Lab> {
+    if !file.exists() && file == Path::new(DEFAULT_LAB) {
+        bail!("{DEFAULT_LAB} not found: run from the repository root or name a lab file");
+    }
+    Ok(Lab::load(file)?)
+}
+
+/// Run a `vrhost lab` subcommand.
+pub fn run(cmd: &LabCmd) -> Result<()> {
+    match cmd {
+        LabCmd::Up(f) => {
+            let lab = load(&f.file)?;
+            match lab.up()? {
+                Up::AlreadyUp => println!("lab {}: already up", lab.prefix),
+                Up::Built => println!("lab {}: up", lab.prefix),
+            }
+            Ok(())
+        }
+        LabCmd::Down(f) => {
+            let lab = load(&f.file)?;
+            let n = lab.down();
+            println!("lab {}: down ({n} namespaces removed)", lab.prefix);
+            Ok(())
+        }
+        LabCmd::Status(f) => {
+            let lab = load(&f.file)?;
+            for l in lab.status() {
+                println!("{l}");
+            }
+            Ok(())
+        }
+        LabCmd::Run(a) => run_lab(a),
+    }
+}
+
+/// A vrhost daemon running as a child process in the lab's node; stopped
+/// (SIGTERM, then SIGKILL) on drop.
+pub struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    /// Start `vrhost daemon --config CFG --netns NS` and wait until it
+    /// reports that it runs.
+    ///
+    /// # Errors
+    /// If it cannot start or exits first (its message is in the error).
+    pub fn start(cfg: &Path, netns: &str, stats_secs: u64) -> Result<Self> {
+        let exe = std::env::current_exe()?;
+        let mut child = std::process::Command::new(exe)
+            .args([
+                "daemon",
+                "--netns",
+                netns,
+                "--stats-secs",
+                &stats_secs.to_string(),
+            ])
+            .arg("--config")
+            .arg(cfg)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start vrhost daemon")?;
+        let stderr = child.stderr.take().expect("piped");
+        let mut lines = BufReader::new(stderr).lines();
+        let mut said = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap_or_default();
+            eprintln!("{line}");
+            if line.starts_with("vrhost daemon:") {
+                // Keep echoing what it says later.
+                std::thread::spawn(move || {
+                    for l in lines.map_while(Result::ok) {
+                        eprintln!("{l}");
+                    }
+                });
+                return Ok(Self { child });
+            }
+            said.push(line);
+        }
+        let status = child.wait()?;
+        bail!("vrhost daemon exited ({status}): {}", said.join(" | "))
+    }
+
+    /// Stop it and wait; its final summary goes to stdout.
+    pub fn stop(mut self) -> Result<()> {
+        self.signal_and_wait()
+    }
+
+    fn signal_and_wait(&mut self) -> Result<()> {
+        if self.child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        let pid = rustix::process::Pid::from_child(&self.child);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if let Some(st) = self.child.try_wait()? {
+                if !st.success() {
+                    bail!("vrhost daemon: {st}");
+                }
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        bail!("vrhost daemon did not stop within 10 s (killed)")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.signal_and_wait();
+    }
+}
+
+/// The main job: lab up, vrhost on the node, traffic through every flow.
+fn run_lab(a: &RunArgs) -> Result<()> {
+    let lab = load(&a.file)?;
+    let Some((node, cfg)) = lab.vrhost_node() else {
+        bail!("{}: no host has `vrhost = CONFIG`", a.file.display());
+    };
+    // Check the daemon config before touching the kernel.
+    vrhost_host::config::Config::load(&cfg)?;
+    println!("== lab {}: up ({})", lab.prefix, a.file.display());
+    lab.up()?;
+    let result = (|| -> Result<()> {
+        for l in lab.status() {
+            println!("{l}");
+        }
+        println!("== vrhost daemon on {node} ({})", cfg.display());
+        let daemon = Daemon::start(&cfg, &lab.ns_name(node), 1)?;
+        let mut failed = Vec::new();
+        for f in &lab.flows {
+            let from = lab.ns(f.from.get_ref());
+            let to = f.to.get_ref();
+            println!(
+                "== {}: ping {} -> {to} ({})",
+                f.name,
+                f.from.get_ref(),
+                f.to_host.get_ref()
+            );
+            match from.exec("ping", &["-c", "5", "-i", "0.2", "-W", "2", to]) {
+                Ok(out) => {
+                    for l in out
+                        .lines()
+                        .filter(|l| l.contains("received") || l.contains("rtt"))
+                    {
+                        println!("   {l}");
+                    }
+                }
+                Err(e) => {
+                    println!("   FAILED: {e}");
+                    failed.push(format!("{}: ping", f.name));
+                    continue;
+                }
+            }
+            println!(
+                "== {}: iperf3 TCP {} s {} -> {to}",
+                f.name,
+                a.seconds,
+                f.from.get_ref()
+            );
+            match vrhost_lab::tools::iperf3(
+                &lab,
+                f.to_host.get_ref(),
+                f.from.get_ref(),
+                to,
+                a.seconds,
+            ) {
+                Ok(gbps) => println!("   {gbps:.2} Gbit/s received"),
+                Err(e) => {
+                    println!("   FAILED: {e}");
+                    failed.push(format!("{}: iperf3", f.name));
+                }
+            }
+        }
+        println!("== stopping vrhost");
+        daemon.stop()?;
+        if !failed.is_empty() {
+            bail!("traffic failed: {}", failed.join(", "));
+        }
+        Ok(())
+    })();
+    if !a.keep {
+        lab.down();
+        println!("== lab {}: down", lab.prefix);
+    }
+    result
+}
