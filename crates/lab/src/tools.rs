@@ -26,31 +26,40 @@ pub fn iperf3(
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("start iperf3 server: {e}"))?;
-    // The server needs a moment to listen.
+    // The server needs a moment to listen: retry a refused connection.
     let t = Instant::now();
     let secs = seconds.to_string();
-    let out = loop {
-        let r = lab.ns(client).exec(
-            "iperf3",
-            &["-c", addr, "-t", &secs, "-J", "--connect-timeout", "3000"],
-        );
-        match r {
-            Ok(o) => break Ok(o),
-            Err(e) if t.elapsed() < Duration::from_secs(3) && e.to_string().contains("refused") => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => break Err(e.to_string()),
+    let result = loop {
+        let out = lab
+            .ns(client)
+            .command("iperf3")
+            .args(["-c", addr, "-t", &secs, "-J", "--connect-timeout", "3000"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("run iperf3: {e}"));
+        let v = out.and_then(|o| {
+            serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .map_err(|e| format!("iperf3 -J output: {e}"))
+        });
+        match v {
+            Ok(v) => match v["error"].as_str() {
+                Some(e) if e.contains("refused") && t.elapsed() < Duration::from_secs(3) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Some(e) => break Err(format!("iperf3: {e}")),
+                None => {
+                    break v["end"]["sum_received"]["bits_per_second"]
+                        .as_f64()
+                        .map(|b| b / 1e9)
+                        .ok_or_else(|| "iperf3 reported no received rate".to_string());
+                }
+            },
+            Err(e) => break Err(e),
         }
     };
     let _ = srv.kill();
     let _ = srv.wait();
-    let out = out?;
-    let v: serde_json::Value =
-        serde_json::from_str(&out).map_err(|e| format!("iperf3 -J output: {e}"))?;
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .map(|b| b / 1e9)
-        .ok_or_else(|| "iperf3 reported no received rate".to_string())
+    result
 }
 
 /// Round-trip times (µs) of `n` pings every `interval_s` from host `from`

@@ -87,12 +87,19 @@ pub struct ForwardArgs {
     /// Core of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
-    /// Core of the forwarder (kernel RPS target; vrhost host worker and VR).
+    /// Core of the forwarder (kernel RPS target; vrhost host worker).
     #[arg(long, default_value_t = 1)]
     pub fwd_cpu: usize,
+    /// Core of the VR process (default: not pinned; the scheduler places
+    /// it, which on two cores beat pinning it beside the host worker).
+    #[arg(long)]
+    pub vr_cpu: Option<usize>,
     /// Pings per RTT measurement (0: skip).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 40)]
     pub pings: u32,
+    /// Seconds between pings.
+    #[arg(long, default_value_t = 0.05)]
+    pub ping_interval: f64,
     /// Seconds of iperf3 TCP (0: skip).
     #[arg(long, default_value_t = 3)]
     pub tcp_seconds: u64,
@@ -246,9 +253,13 @@ struct Trafgen(Child);
 
 impl Trafgen {
     fn start(lab: &Lab, conf: &Path, cpu: usize) -> Result<Self> {
+        use std::os::unix::process::CommandExt;
         let child = lab
             .ns("gen")
             .command("taskset")
+            // Its own process group: trafgen forks a sender per CPU, which
+            // outlives a signal sent to the parent alone.
+            .process_group(0)
             .args([
                 "-c",
                 &cpu.to_string(),
@@ -283,16 +294,10 @@ impl Trafgen {
 
 impl Drop for Trafgen {
     fn drop(&mut self) {
+        // The whole group (parent and its forked senders), at once: the
+        // senders do not stop on SIGINT.
         let pid = rustix::process::Pid::from_child(&self.0);
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(2) {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.0.kill();
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         let _ = self.0.wait();
     }
 }
@@ -339,10 +344,18 @@ fn window(
     let mut tg = Trafgen::start(lab, conf, args.gen_cpu)?;
     std::thread::sleep(Duration::from_secs_f64(args.warmup));
     tg.check_running()?;
-    let snap = || -> Result<(Instant, u64, u64, u64)> {
+    // Each counter is read by a short-lived process (the namespaces' sysfs
+    // is not visible from here), so each gets its own timestamp.
+    let snap = || -> Result<[(Instant, u64); 3]> {
         let off = counter(&gen_ns, "eth0", "tx_packets")? + counter(&gen_ns, "eth0", "tx_dropped")?;
+        let t_off = Instant::now();
         let fwd = counter(&cns, count.1, "rx_packets")?;
-        Ok((Instant::now(), off, fwd, cpu_busy_ns(args.fwd_cpu)?))
+        let t_fwd = Instant::now();
+        Ok([
+            (t_off, off),
+            (t_fwd, fwd),
+            (Instant::now(), cpu_busy_ns(args.fwd_cpu)?),
+        ])
     };
     let a = snap()?;
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
@@ -350,21 +363,28 @@ fn window(
     tg.check_running()?;
     drop(tg);
     pace(lab, None, frame_bytes)?;
-    let dt = (b.0 - a.0).as_secs_f64();
-    let fwd = b.2 - a.2;
+    let rate = |i: usize| (b[i].1 - a[i].1) as f64 / (b[i].0 - a[i].0).as_secs_f64();
+    let fwd = rate(1);
+    let cpu = rate(2);
     Ok(Window {
-        offered: (b.1 - a.1) as f64 / dt,
-        forwarded: fwd as f64 / dt,
-        cpu_ns_per_pkt: (fwd > 0).then(|| (b.3 - a.3) as f64 / fwd as f64),
+        offered: rate(0),
+        forwarded: fwd,
+        cpu_ns_per_pkt: (fwd > 0.0).then(|| cpu / fwd),
     })
 }
 
 /// Ping RTTs from gen to sink through the forwarder: (average, p99) µs.
-fn rtt(lab: &Lab, n: u32) -> Result<(f64, f64)> {
-    let v = vrhost_lab::tools::ping_rtts(lab, "gen", "10.1.1.2", n, 0.01)
+fn rtt(lab: &Lab, n: u32, interval: f64) -> Result<(f64, f64)> {
+    let v = vrhost_lab::tools::ping_rtts(lab, "gen", "10.1.1.2", n, interval)
         .map_err(anyhow::Error::msg)?;
     let avg = v.iter().sum::<f64>() / v.len() as f64;
     let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
+    eprintln!(
+        "ping: {} replies, min {:.0} median {:.0} avg {avg:.0} p99 {p99:.0} us",
+        v.len(),
+        v[0],
+        v[v.len() / 2]
+    );
     Ok((avg, p99))
 }
 
@@ -456,7 +476,7 @@ fn setup_node(
 /// The daemon config of the vrhost forwarder with driver `driver`.
 fn daemon_config(args: &ForwardArgs, driver: &str, table: &Table) -> String {
     let mut routes = String::from(
-        "routes = [{ prefix = \"10.1.1.0/24\", nexthop = 0 }, { prefix = \"10.1.0.0/24\", nexthop = 1 }",
+        "routes = [{ prefix = \"10.1.1.0/24\", nexthop = 0 }, { prefix = \"10.1.0.0/24\", via = \"10.1.0.2\", vnic = 0 }",
     );
     if table.full() {
         routes.push_str(", { prefix = \"0.0.0.0/0\", nexthop = 0 }");
@@ -483,11 +503,12 @@ interface = "p1"
 
 [[vrs]]
 name = "bench"
-cpu = {cpu}
+{vr_cpu}
 slots = 4096
 vnics = [{{ port = "p0", mac = "{P0_MAC}" }}, {{ port = "p1", mac = "{P1_MAC}" }}]
 [vrs.router]
-nexthops = [{{ vnic = 1, mac = "{SINK_MAC}" }}, {{ vnic = 0, mac = "{GEN_MAC}" }}]
+nexthops = [{{ vnic = 1, mac = "{SINK_MAC}" }}]
+neighbours = [{{ ip = "10.1.0.2", mac = "{GEN_MAC}", vnic = 0 }}]
 {routes}
 {route_file}
 [[rules]]
@@ -501,6 +522,10 @@ vr = "bench"
 vnic = 1
 "#,
         cpu = args.fwd_cpu,
+        vr_cpu = args
+            .vr_cpu
+            .map(|c| format!("cpu = {c}"))
+            .unwrap_or_default(),
     )
 }
 
@@ -583,8 +608,10 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
             "link", "set", "dev", "eth0", "xdp", "obj", &obj, "sec", "xdp",
         ])
         .context("attach the XDP sink")?;
-    // Inside a namespace trafgen cannot raise its socket buffer itself.
-    lab.ns("gen").sysctl("net.core.wmem_default", "4194304")?;
+    // trafgen's socket buffer comes from net.core.wmem_default, which is
+    // not per namespace and which trafgen cannot raise from inside one:
+    // with the default its TX_RING flush fails with EAGAIN under load.
+    let _wmem = WmemDefault::raise(4 << 20)?;
     let mut out = Vec::new();
     for &fb in &args.frame_bytes {
         for table in tables {
@@ -614,7 +641,7 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                 let daemon = setup_node(args, lab, fwd, table, dir)
                     .with_context(|| format!("set up the {fwd} forwarder"))?;
                 let (rtt_avg, rtt_p99) = if args.pings > 0 {
-                    match rtt(lab, args.pings) {
+                    match rtt(lab, args.pings, args.ping_interval) {
                         Ok((a, p)) => (Some(a), Some(p)),
                         Err(e) => {
                             eprintln!("{fwd}: ping: {e:#}");
@@ -669,6 +696,25 @@ fn loss(offered: f64, forwarded: f64) -> f64 {
         0.0
     } else {
         ((1.0 - forwarded / offered) * 100.0).max(0.0)
+    }
+}
+
+/// Raises `net.core.wmem_default` (host-wide) and restores it on drop.
+struct WmemDefault(String);
+
+impl WmemDefault {
+    const PATH: &str = "/proc/sys/net/core/wmem_default";
+
+    fn raise(bytes: u64) -> Result<Self> {
+        let old = std::fs::read_to_string(Self::PATH)?.trim().to_string();
+        std::fs::write(Self::PATH, bytes.to_string()).context("raise net.core.wmem_default")?;
+        Ok(Self(old))
+    }
+}
+
+impl Drop for WmemDefault {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, &self.0);
     }
 }
 
