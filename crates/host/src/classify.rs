@@ -3,13 +3,17 @@
 //! An ordered list of rules; the first whose every given field matches wins
 //! (as Europa's "classify" element and PdP's dispatcher). A rule matches on
 //! any of: the port the frame came in on, destination or source IPv4
-//! prefix, destination MAC, VLAN id, IP protocol, UDP destination port. Rules
+//! prefix, destination MAC, VLAN id, IP protocol, UDP destination port.
+//! Prefix rules match IPv4 packets and ARP packets (by target and sender
+//! protocol address), so a tenant's ARP reaches the VR that routes its
+//! prefix; protocol and port rules match IPv4 only. Rules
 //! are compiled into masks so a match is a few compares; with the handful of
 //! rules a host has per port, a linear scan beats any index.
 
 use std::net::Ipv4Addr;
 
 use vrhost_packet::FlowKey;
+use vrhost_packet::ethernet::EtherType;
 
 const IPPROTO_UDP: u8 = 17;
 
@@ -18,9 +22,9 @@ const IPPROTO_UDP: u8 = 17;
 pub struct Match {
     /// Ingress port index.
     pub in_port: Option<usize>,
-    /// Destination IPv4 prefix.
+    /// Destination IPv4 prefix (ARP: of the target protocol address).
     pub dst: Option<(Ipv4Addr, u8)>,
-    /// Source IPv4 prefix.
+    /// Source IPv4 prefix (ARP: of the sender protocol address).
     pub src: Option<(Ipv4Addr, u8)>,
     /// Destination MAC.
     pub dst_mac: Option<[u8; 6]>,
@@ -75,7 +79,11 @@ struct Compiled {
     vlan: Option<u16>,
     proto: Option<u8>,
     dport: Option<u16>,
-    /// Whether the rule looks at IPv4 fields (then non-IPv4 frames miss).
+    /// Whether the rule looks at addresses (then frames that are neither
+    /// IPv4 nor ARP miss).
+    needs_addr: bool,
+    /// Whether the rule looks at the IP protocol or ports (then non-IPv4
+    /// frames miss).
     needs_ip: bool,
     vr: usize,
     vnic: u16,
@@ -125,10 +133,8 @@ impl Classifier {
                 vlan: r.m.vlan,
                 proto: r.m.proto.or(r.m.udp_dport.map(|_| IPPROTO_UDP)),
                 dport: r.m.udp_dport,
-                needs_ip: r.m.dst.is_some()
-                    || r.m.src.is_some()
-                    || r.m.proto.is_some()
-                    || r.m.udp_dport.is_some(),
+                needs_addr: r.m.dst.is_some() || r.m.src.is_some(),
+                needs_ip: r.m.proto.is_some() || r.m.udp_dport.is_some(),
                 vr: r.vr,
                 vnic: r.vnic,
             });
@@ -149,12 +155,14 @@ impl Classifier {
     /// The (VR, vNIC) of the first rule matching a frame from `port`.
     #[inline]
     pub fn classify(&self, port: usize, key: &FlowKey) -> Option<(usize, u16)> {
-        let is_ip = key.ethertype == vrhost_packet::ethernet::EtherType::IPV4;
+        let is_ip = key.ethertype == EtherType::IPV4;
+        let has_addr = is_ip || key.ethertype == EtherType::ARP;
         self.rules
             .iter()
             .find(|r| {
                 (r.in_port == usize::MAX || r.in_port == port)
                     && (!r.needs_ip || is_ip)
+                    && (!r.needs_addr || has_addr)
                     && key.dst & r.dst_mask == r.dst_val
                     && key.src & r.src_mask == r.src_val
                     && r.mac.is_none_or(|m| m == key.dst_mac.0)
@@ -163,5 +171,149 @@ impl Classifier {
                     && r.dport.is_none_or(|d| d == key.dport)
             })
             .map(|r| (r.vr, r.vnic))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vrhost_packet::MacAddr;
+
+    /// An Ethernet/IPv4 ARP frame: `op` 1 request, 2 reply.
+    fn arp(op: u8, sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[2, 0, 0, 0, 0, 9, 0x08, 0x06]);
+        f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, op, 2, 0, 0, 0, 0, 9]);
+        f.extend_from_slice(&sender.octets());
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&target.octets());
+        f
+    }
+
+    fn udp(src: Ipv4Addr, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        vrhost_packet::build::UdpFrameSpec {
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            src_mac: MacAddr([2, 0, 0, 0, 0, 9]),
+            src_ip: src,
+            dst_ip: dst,
+            sport: 1,
+            dport,
+            ttl: 64,
+            frame_bytes: 64,
+        }
+        .write(&mut f)
+        .unwrap();
+        f
+    }
+
+    fn key(f: &[u8]) -> FlowKey {
+        FlowKey::extract(f)
+            .ok()
+            .or_else(|| FlowKey::extract_l2(f))
+            .unwrap()
+    }
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);
+    const H: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 7);
+
+    fn tenants() -> Classifier {
+        let rule = |m: Match, vr| Rule { m, vr, vnic: 0 };
+        Classifier::new(&[
+            rule(
+                Match {
+                    udp_dport: Some(53),
+                    ..Match::default()
+                },
+                9,
+            ),
+            rule(
+                Match {
+                    dst: Some((Ipv4Addr::new(10, 1, 0, 0), 16)),
+                    ..Match::default()
+                },
+                0,
+            ),
+            rule(
+                Match {
+                    src: Some((Ipv4Addr::new(10, 2, 0, 0), 16)),
+                    ..Match::default()
+                },
+                1,
+            ),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn arp_follows_its_addresses() {
+        let c = tenants();
+        // A host of tenant 0 asks for its router: target in 10.1/16.
+        assert_eq!(c.classify(0, &key(&arp(1, H, A))), Some((0, 0)));
+        // Tenant 1's router answers from 10.2/16 to 10.9.0.1: by sender.
+        let reply = arp(2, B, Ipv4Addr::new(10, 9, 0, 1));
+        assert_eq!(c.classify(0, &key(&reply)), Some((1, 0)));
+        // Neither tenant's.
+        let other = arp(
+            1,
+            Ipv4Addr::new(172, 16, 0, 1),
+            Ipv4Addr::new(172, 16, 0, 2),
+        );
+        assert_eq!(c.classify(0, &key(&other)), None);
+    }
+
+    #[test]
+    fn port_and_protocol_rules_match_ipv4_only() {
+        let c = tenants();
+        // The DNS rule comes first; an ARP frame must not fall into it
+        // (its "port" is 0, and a port-0 rule must not catch it either).
+        assert_eq!(c.classify(0, &key(&udp(H, B, 53))), Some((9, 0)));
+        let port0 = Classifier::new(&[Rule {
+            m: Match {
+                udp_dport: Some(0),
+                ..Match::default()
+            },
+            vr: 5,
+            vnic: 0,
+        }])
+        .unwrap();
+        assert_eq!(port0.classify(0, &key(&arp(1, H, A))), None);
+        let proto0 = Classifier::new(&[Rule {
+            m: Match {
+                proto: Some(0),
+                ..Match::default()
+            },
+            vr: 5,
+            vnic: 0,
+        }])
+        .unwrap();
+        assert_eq!(proto0.classify(0, &key(&arp(1, H, A))), None);
+        assert_eq!(c.classify(0, &key(&udp(H, A, 80))), Some((0, 0)));
+    }
+
+    #[test]
+    fn other_frames_miss_address_rules() {
+        let c = tenants();
+        // A broken ARP (16-byte protocol addresses) gets the link-layer key.
+        let mut bad = arp(1, H, A);
+        bad[19] = 16;
+        assert_eq!(c.classify(0, &key(&bad)), None);
+        // IPv6 EtherType: no addresses.
+        let mut v6 = udp(H, A, 80);
+        v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(c.classify(0, &key(&v6)), None);
+        // A catch-all rule still takes them.
+        let all = Classifier::new(&[Rule {
+            m: Match {
+                in_port: Some(0),
+                ..Match::default()
+            },
+            vr: 3,
+            vnic: 1,
+        }])
+        .unwrap();
+        assert_eq!(all.classify(0, &key(&bad)), Some((3, 1)));
+        assert_eq!(all.classify(1, &key(&bad)), None);
     }
 }

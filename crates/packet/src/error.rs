@@ -32,8 +32,13 @@ pub enum ParseError {
     /// The IPv4 packet does not carry the expected transport protocol.
     #[error("wrong IP protocol")]
     WrongProtocol,
+    /// An ARP packet's address lengths do not match its hardware and
+    /// protocol types (6 and 4 for Ethernet and IPv4).
+    #[error("ARP address lengths do not match Ethernet/IPv4")]
+    BadArpAddressLength,
     /// Valid on the wire but not representable by the `Repr` asked for
-    /// (IPv4 options, fragments).
+    /// (IPv4 options, fragments), or
+    /// a protocol combination not handled (ARP for other than Ethernet/IPv4).
     #[error("header feature not supported by this representation")]
     Unsupported,
 }

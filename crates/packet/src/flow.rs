@@ -1,15 +1,19 @@
 //! The classifier's per-packet key.
 
 use crate::ParseError;
+use crate::arp::ArpPacket;
 use crate::ethernet::EtherType;
 use crate::ipv4::proto;
 use crate::mac::MacAddr;
 
 /// The header fields the host's classifier matches on, read in one pass.
 ///
-/// For a non-IPv4 frame the IP fields are zero; for an IPv4 fragment, or a
-/// protocol other than UDP and TCP, the ports are zero. Addresses are
-/// host-order integers (`10.0.0.1` is `0x0a000001`).
+/// For an ARP frame (Ethernet/IPv4 ARP) `src` and `dst` are the sender and
+/// target protocol addresses, so that a rule on a tenant's prefix takes the
+/// tenant's ARP to its VR; the other IP fields are zero. For other non-IPv4
+/// frames the IP fields are zero; for an IPv4 fragment, or a protocol other
+/// than UDP and TCP, the ports are zero. Addresses are host-order integers
+/// (`10.0.0.1` is `0x0a000001`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct FlowKey {
     /// Destination MAC address.
@@ -20,9 +24,9 @@ pub struct FlowKey {
     pub vlan: Option<u16>,
     /// EtherType of the payload (after the VLAN tag).
     pub ethertype: EtherType,
-    /// IPv4 source address.
+    /// IPv4 source address (ARP: the sender protocol address).
     pub src: u32,
-    /// IPv4 destination address.
+    /// IPv4 destination address (ARP: the target protocol address).
     pub dst: u32,
     /// IPv4 protocol.
     pub protocol: u8,
@@ -74,18 +78,22 @@ impl FlowKey {
     ///
     /// One pass over fixed offsets, no allocation, no checksum verification
     /// (the router verifies; the classifier only needs addresses). The
-    /// IPv4 header is validated as [`Ipv4Packet::check`] does, so a key
-    /// never comes from bytes the router would refuse to parse.
+    /// IPv4 header is validated as [`Ipv4Packet::check`] does, and an ARP
+    /// packet as [`ArpPacket::check`] does, so a key never comes from bytes
+    /// the router would refuse to parse.
     ///
     /// # Errors
     /// [`ParseError::Truncated`] when the Ethernet header, the VLAN tag, the
     /// IPv4 header or the total length run past the frame, or the ports of
-    /// an unfragmented UDP/TCP packet lie past its total length;
-    /// [`ParseError::BadVersion`], [`ParseError::BadIhl`],
-    /// [`ParseError::BadTotalLength`] for a broken IPv4 header. Frames of
-    /// other EtherTypes are not errors.
+    /// an unfragmented UDP/TCP packet lie past its total length, or an ARP
+    /// packet is cut short; [`ParseError::BadVersion`], [`ParseError::BadIhl`],
+    /// [`ParseError::BadTotalLength`] for a broken IPv4 header;
+    /// [`ParseError::Unsupported`] and [`ParseError::BadArpAddressLength`]
+    /// for ARP other than Ethernet/IPv4. Frames of other EtherTypes are not
+    /// errors.
     ///
     /// [`Ipv4Packet::check`]: crate::ipv4::Ipv4Packet::check
+    /// [`ArpPacket::check`]: crate::arp::ArpPacket::check
     #[inline]
     pub fn extract(frame: &[u8]) -> Result<FlowKey, ParseError> {
         if frame.len() < 14 {
@@ -107,6 +115,12 @@ impl FlowKey {
             l3 = 18;
         }
         key.ethertype = ethertype;
+        if ethertype == EtherType::ARP {
+            let arp = ArpPacket::new_checked(&frame[l3..])?;
+            key.src = arp.sender_protocol_u32();
+            key.dst = arp.target_protocol_u32();
+            return Ok(key);
+        }
         if ethertype != EtherType::IPV4 {
             return Ok(key);
         }
@@ -191,12 +205,56 @@ mod tests {
         assert_eq!(k.dport, 53);
     }
 
+    /// Who has 192.168.1.1? Tell 192.168.1.100, padded to 60 bytes.
+    fn arp_frame() -> Vec<u8> {
+        let mut f = vec![
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0x08,
+            0x06, // eth
+            0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e,
+            0xc0, 0xa8, 0x01, 0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01,
+            0x01, // arp
+        ];
+        f.resize(60, 0);
+        f
+    }
+
+    #[test]
+    fn arp_key() {
+        let f = arp_frame();
+        let k = FlowKey::extract(&f).unwrap();
+        assert_eq!(k.ethertype, EtherType::ARP);
+        assert_eq!((k.src, k.dst), (0xc0a8_0164, 0xc0a8_0101));
+        assert_eq!((k.protocol, k.sport, k.dport), (0, 0, 0));
+        assert!(k.dst_mac.is_broadcast());
+        // Unpadded (42 bytes, as Linux sends it on a veth) and tagged.
+        assert_eq!(FlowKey::extract(&f[..42]).unwrap(), k);
+        let mut t = f.clone();
+        t.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        let kt = FlowKey::extract(&t).unwrap();
+        assert_eq!((kt.vlan, kt.src, kt.dst), (Some(5), k.src, k.dst));
+    }
+
+    #[test]
+    fn arp_errors() {
+        let f = arp_frame();
+        assert_eq!(FlowKey::extract(&f[..41]), Err(ParseError::Truncated));
+        assert_eq!(FlowKey::extract(&f[..21]), Err(ParseError::Truncated));
+        let mut v = f.clone();
+        v[15] = 6; // IEEE 802 hardware
+        assert_eq!(FlowKey::extract(&v), Err(ParseError::Unsupported));
+        let mut v = f.clone();
+        v[19] = 16; // 16-byte protocol addresses
+        assert_eq!(FlowKey::extract(&v), Err(ParseError::BadArpAddressLength));
+        // The classifier falls back to the link-layer key.
+        assert_eq!(FlowKey::extract_l2(&v).unwrap().ethertype, EtherType(0));
+    }
+
     #[test]
     fn non_ip_and_fragments() {
         let mut f = udp_frame();
-        f[12..14].copy_from_slice(&[0x08, 0x06]);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
         let k = FlowKey::extract(&f).unwrap();
-        assert_eq!(k.ethertype, EtherType::ARP);
+        assert_eq!(k.ethertype, EtherType::IPV6);
         assert_eq!(
             (k.src, k.dst, k.protocol, k.sport, k.dport),
             (0, 0, 0, 0, 0)
@@ -262,6 +320,11 @@ mod tests {
             ethertype: eth.inner_ethertype(),
             ..FlowKey::default()
         };
+        if k.ethertype == EtherType::ARP {
+            let arp = ArpPacket::new_checked(eth.payload())?;
+            k.src = arp.sender_protocol_u32();
+            k.dst = arp.target_protocol_u32();
+        }
         if k.ethertype == EtherType::IPV4 {
             let ip = Ipv4Packet::new_checked(eth.payload())?;
             k.src = ip.src_u32();
@@ -285,6 +348,18 @@ mod tests {
 
         #[test]
         fn random_bytes(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+            prop_assert_eq!(FlowKey::extract(&b), via_views(&b));
+        }
+
+        #[test]
+        fn arp_biased_bytes(mut b in proptest::collection::vec(any::<u8>(), 14..64), vlan: bool, good_types: bool, good_lens: bool) {
+            // Make most inputs ARP so the ARP checks are reached.
+            b[12..14].copy_from_slice(&[0x08, 0x06]);
+            let l3 = if vlan && b.len() >= 18 { b[12..14].copy_from_slice(&[0x81, 0]); b[16..18].copy_from_slice(&[8, 6]); 18 } else { 14 };
+            if b.len() >= l3 + 6 {
+                if good_types { b[l3..l3 + 4].copy_from_slice(&[0, 1, 8, 0]); }
+                if good_lens { b[l3 + 4..l3 + 6].copy_from_slice(&[6, 4]); }
+            }
             prop_assert_eq!(FlowKey::extract(&b), via_views(&b));
         }
 

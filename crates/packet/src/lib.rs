@@ -1,8 +1,8 @@
 //! Zero-copy packet views for vrhost's data path.
 //!
 //! This crate owns the wire formats the host and the VRs touch per packet:
-//! Ethernet (with one 802.1Q tag), IPv4 and UDP header views over borrowed
-//! byte buffers, the internet checksum and its incremental update
+//! Ethernet (with one 802.1Q tag), ARP (Ethernet/IPv4), IPv4, ICMP and UDP
+//! header views over borrowed byte buffers, the internet checksum and its incremental update
 //! (RFC 1071, RFC 1624), the classifier's [`FlowKey`], and a builder for
 //! test and generator frames ([`build`]). It owns no buffers, performs no
 //! allocation and contains no `unsafe`.
@@ -23,11 +23,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod arp;
 pub mod build;
 pub mod checksum;
 mod error;
 pub mod ethernet;
 mod flow;
+pub mod icmp;
 pub mod ipv4;
 mod mac;
 pub mod udp;

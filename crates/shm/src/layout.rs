@@ -21,7 +21,8 @@ use crate::sync::{AtomicU32, AtomicU64};
 /// `b"vrhost\0\0"` as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"vrhost\0\0");
 /// Version of this layout. A VR built against another one is refused.
-pub const LAYOUT_VERSION: u32 = 1;
+/// Version 2: 32 VR counters per instance (16 in version 1).
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// Smallest and largest pool, in slots.
 pub const MIN_SLOTS: u32 = 2;
@@ -34,7 +35,7 @@ pub const MAX_VNICS: u16 = 64;
 /// Most instances (processes) per VR.
 pub const MAX_INSTANCES: u16 = 64;
 /// Number of `u64` counters a VR instance publishes in its block.
-pub const VR_COUNTERS: usize = 16;
+pub const VR_COUNTERS: usize = 32;
 
 const CACHE_LINE: u64 = 64;
 const PAGE: u64 = 4096;

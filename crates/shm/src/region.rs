@@ -401,7 +401,8 @@ mod tests {
         let e = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap_err();
         let msg = e.to_string();
         assert!(
-            msg.contains("version 7") && msg.contains("layout version 1"),
+            msg.contains("version 7")
+                && msg.contains(&format!("layout version {}", crate::LAYOUT_VERSION)),
             "{msg}"
         );
     }

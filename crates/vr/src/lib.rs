@@ -3,8 +3,11 @@
 //! A VR is a process that owns nothing of the host but its region: it polls
 //! its rx rings, processes packets in place, and hands them back on tx rings.
 //! This crate gives a tenant everything to write one: implement [`Vr::process`]
-//! and call [`runtime::main`] (see `examples/` for a custom VR). It also
-//! holds the built-in VR, an IPv4 [`router::Router`].
+//! (and [`Vr::process_burst`] to see a whole burst at once) and call
+//! [`runtime::main`] (see `examples/` for a custom VR). It also holds the
+//! built-in VR, an IPv4 [`router::Router`] with ARP and ICMP, which Linux
+//! hosts can use as their gateway. IPv6 (and its neighbour discovery) is
+//! not in the router yet.
 //!
 //! It owns the VR side of the protocol ([`runtime`], [`proto`]); the region
 //! itself is `vrhost-shm`'s, the host side is `vrhost-host`'s.

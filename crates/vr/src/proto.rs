@@ -77,16 +77,29 @@ pub enum HostMsg {
 }
 
 /// Counter positions in [`vrhost_shm::InstanceBlock::vr_counters`], as the
-/// SDK publishes them.
+/// SDK publishes them (region layout version 2: 32 counters).
 pub mod counter {
+    use vrhost_shm::layout::VR_COUNTERS;
+
     /// Packets taken from rx rings.
     pub const RX: usize = 0;
     /// Packets pushed to tx rings to be sent.
     pub const TX: usize = 1;
-    /// First of the per-[`crate::DropReason`] drop counters.
+    /// First of the per-[`crate::DropReason`] drop counters: reason `r` is
+    /// at `DROP_BASE + r as usize`.
     pub const DROP_BASE: usize = 2;
-    /// Slot indexes from the host that were out of range (never expected).
-    pub const BAD_SLOT: usize = 9;
+    /// Room for drop reasons (the SDK defines [`crate::DropReason::COUNT`]).
+    pub const DROP_SLOTS: usize = 16;
+    /// Slot indexes from the host that were out of range, or given twice in
+    /// one batch (never expected).
+    pub const BAD_SLOT: usize = DROP_BASE + DROP_SLOTS;
     /// Times the instance went to sleep.
-    pub const SLEEPS: usize = 10;
+    pub const SLEEPS: usize = BAD_SLOT + 1;
+    /// First of the VR's own counters ([`crate::Vr::counters`]).
+    pub const VR_BASE: usize = SLEEPS + 1;
+    /// Room for the VR's own counters.
+    pub const VR_SLOTS: usize = VR_COUNTERS - VR_BASE;
+
+    const _: () = assert!(crate::DropReason::COUNT <= DROP_SLOTS);
+    const _: () = assert!(VR_BASE < VR_COUNTERS);
 }

@@ -19,7 +19,7 @@ use vrhost_shm::{
 
 use crate::backoff::{Backoff, Idle};
 use crate::proto::{CTRL_FD_ENV, Hello, HostMsg, MAX_MSG, PollConfig, VrReply, counter};
-use crate::sdk::{Packet, Verdict, Vr};
+use crate::sdk::{DropReason, Packet, Verdict, Vr};
 
 /// Packets taken from one rx ring at a time.
 pub const BATCH: usize = 64;
@@ -55,10 +55,16 @@ pub enum RuntimeError {
     Ring(#[from] RingError),
 }
 
-/// Staged slot indexes per out vNIC, waiting for room in their tx ring.
+/// Staged slot indexes per out vNIC, waiting for room in their tx ring;
+/// and the slots of the batch in hand.
 #[derive(Debug)]
 pub struct TxStage {
     per_vnic: Vec<Vec<u32>>,
+    /// One bit per slot of the region: set while the slot is part of the
+    /// burst being processed, so that an index given twice is refused
+    /// rather than handed to the VR as two aliasing packets. Sized on
+    /// first use.
+    in_burst: Vec<u64>,
 }
 
 impl TxStage {
@@ -66,7 +72,24 @@ impl TxStage {
     pub fn new(vnics: u16) -> Self {
         Self {
             per_vnic: (0..vnics).map(|_| Vec::with_capacity(2 * BATCH)).collect(),
+            in_burst: Vec::new(),
         }
+    }
+
+    /// Mark `slot` as part of the burst; false if it already was. `slot`
+    /// must be below the region's slot count (checked by the caller).
+    #[inline]
+    fn enter_burst(&mut self, slot: u32) -> bool {
+        let (w, b) = ((slot / 64) as usize, 1u64 << (slot % 64));
+        let word = &mut self.in_burst[w];
+        let fresh = *word & b == 0;
+        *word |= b;
+        fresh
+    }
+
+    #[inline]
+    fn leave_burst(&mut self, slot: u32) {
+        self.in_burst[(slot / 64) as usize] &= !(1u64 << (slot % 64));
     }
 
     /// Indexes staged for `vnic`.
@@ -90,6 +113,12 @@ pub struct VrCounters {
 /// Process the packets in slots `idxs`, received on `rx_vnic`, in place;
 /// stage each for the tx ring of its out vNIC (dropped ones go back through
 /// the rx vNIC's tx ring in state DROPPED).
+///
+/// The packets go to [`Vr::process`] one by one, or, if the VR
+/// [prefers bursts](Vr::prefers_burst), to [`Vr::process_burst`] in bursts
+/// of up to [`BATCH`]. An index out of range, or given twice in one burst,
+/// is counted ([`counter::BAD_SLOT`]) and skipped. The VR's own counters
+/// are copied into `counters` at the end.
 pub fn process_slots<V: Vr + ?Sized>(
     vr: &mut V,
     region: &Region,
@@ -98,13 +127,33 @@ pub fn process_slots<V: Vr + ?Sized>(
     stage: &mut TxStage,
     counters: &mut VrCounters,
 ) {
-    /// How many packets ahead to prefetch.
-    const AHEAD: usize = 4;
-    let vnics = region.layout().cfg.vnic_count;
     let headroom = region.layout().cfg.headroom;
     for &idx in idxs.iter().take(AHEAD) {
         region.prefetch(idx, headroom);
     }
+    if vr.prefers_burst() {
+        in_bursts(vr, region, rx_vnic, idxs, stage, counters);
+    } else {
+        one_by_one(vr, region, rx_vnic, idxs, stage, counters);
+    }
+    publish_own(vr, counters);
+}
+
+/// How many packets ahead to prefetch.
+const AHEAD: usize = 4;
+
+/// [`process_slots`] with [`Vr::process`].
+#[inline]
+fn one_by_one<V: Vr + ?Sized>(
+    vr: &mut V,
+    region: &Region,
+    rx_vnic: u16,
+    idxs: &[u32],
+    stage: &mut TxStage,
+    counters: &mut VrCounters,
+) {
+    let vnics = region.layout().cfg.vnic_count;
+    let headroom = region.layout().cfg.headroom;
     for (i, &idx) in idxs.iter().enumerate() {
         if let Some(&next) = idxs.get(i + AHEAD) {
             // The host puts packets at the headroom offset; if a VR moved
@@ -118,7 +167,8 @@ pub fn process_slots<V: Vr + ?Sized>(
         counters.v[counter::RX] += 1;
         let (off, len) = meta.extent();
         // SAFETY: the host gave us this slot through our rx ring and will not
-        // touch it until we push it to a tx ring; no other reference exists.
+        // touch it until we push it to a tx ring; no other reference to it
+        // exists (one packet at a time).
         let buf = unsafe { region.slot_mut(idx) }.unwrap_or_default();
         let verdict = match Packet::new(buf, off.into(), len.into(), rx_vnic) {
             Some(mut pkt) => {
@@ -128,24 +178,112 @@ pub fn process_slots<V: Vr + ?Sized>(
                 }
                 v
             }
-            None => Verdict::Drop(crate::DropReason::BadHeader),
+            None => Verdict::Drop(DropReason::BadHeader),
         };
-        match verdict {
-            Verdict::Forward(out) if out < vnics => {
-                meta.set(SlotState::Processed);
-                stage.vnic(out).push(idx);
-                counters.v[counter::TX] += 1;
+        settle(idx, meta, verdict, rx_vnic, vnics, stage, counters);
+    }
+}
+
+/// [`process_slots`] with [`Vr::process_burst`].
+#[inline]
+fn in_bursts<V: Vr + ?Sized>(
+    vr: &mut V,
+    region: &Region,
+    rx_vnic: u16,
+    idxs: &[u32],
+    stage: &mut TxStage,
+    counters: &mut VrCounters,
+) {
+    let vnics = region.layout().cfg.vnic_count;
+    let headroom = region.layout().cfg.headroom;
+    let words = (region.slot_count() as usize).div_ceil(64);
+    if stage.in_burst.len() < words {
+        // Once per stage: the region does not change size.
+        stage.in_burst.resize(words, 0);
+    }
+    for (c, chunk) in idxs.chunks(BATCH).enumerate() {
+        let mut pkts: [Packet<'_>; BATCH] = std::array::from_fn(|_| Packet::placeholder());
+        let mut slots = [0u32; BATCH];
+        let mut verdicts = [Verdict::Drop(DropReason::Other); BATCH];
+        let mut n = 0;
+        for (i, &idx) in chunk.iter().enumerate() {
+            if let Some(&next) = idxs.get(c * BATCH + i + AHEAD) {
+                region.prefetch(next, headroom);
             }
-            Verdict::Forward(_) => {
-                meta.set(SlotState::Dropped);
-                stage.vnic(rx_vnic).push(idx);
-                counters.v[counter::DROP_BASE + crate::DropReason::Other as usize] += 1;
+            let Some(meta) = region.meta(idx) else {
+                counters.v[counter::BAD_SLOT] += 1;
+                continue;
+            };
+            if !stage.enter_burst(idx) {
+                counters.v[counter::BAD_SLOT] += 1;
+                continue;
             }
-            Verdict::Drop(reason) => {
-                meta.set(SlotState::Dropped);
-                stage.vnic(rx_vnic).push(idx);
-                counters.v[counter::DROP_BASE + reason as usize] += 1;
+            counters.v[counter::RX] += 1;
+            let (off, len) = meta.extent();
+            // SAFETY: the host gave us this slot through our rx ring and will
+            // not touch it until we push it to a tx ring; it is in range
+            // (meta above) and not yet in this burst (enter_burst above), so
+            // this is the only reference to it.
+            let buf = unsafe { region.slot_mut(idx) }.unwrap_or_default();
+            match Packet::new(buf, off.into(), len.into(), rx_vnic) {
+                Some(pkt) => {
+                    pkts[n] = pkt;
+                    slots[n] = idx;
+                    n += 1;
+                }
+                None => {
+                    stage.leave_burst(idx);
+                    let bad = Verdict::Drop(DropReason::BadHeader);
+                    settle(idx, meta, bad, rx_vnic, vnics, stage, counters);
+                }
             }
+        }
+        vr.process_burst(&mut pkts[..n], &mut verdicts[..n]);
+        for ((pkt, &idx), &verdict) in pkts[..n].iter().zip(&slots[..n]).zip(&verdicts[..n]) {
+            let meta = region.meta(idx).expect("checked when taken");
+            if let Verdict::Forward(_) = verdict {
+                meta.set_extent(pkt.offset() as u16, pkt.len() as u16);
+            }
+            stage.leave_burst(idx);
+            settle(idx, meta, verdict, rx_vnic, vnics, stage, counters);
+        }
+    }
+}
+
+/// Copy the VR's own counters after the SDK's.
+#[inline]
+fn publish_own<V: Vr + ?Sized>(vr: &V, counters: &mut VrCounters) {
+    let own = vr.counters();
+    let n = own.len().min(counter::VR_SLOTS);
+    counters.v[counter::VR_BASE..counter::VR_BASE + n].copy_from_slice(&own[..n]);
+}
+
+/// Set the slot's state from its verdict, stage it and count it.
+#[inline(always)]
+fn settle(
+    idx: u32,
+    meta: &vrhost_shm::SlotMeta,
+    verdict: Verdict,
+    rx_vnic: u16,
+    vnics: u16,
+    stage: &mut TxStage,
+    counters: &mut VrCounters,
+) {
+    match verdict {
+        Verdict::Forward(out) if out < vnics => {
+            meta.set(SlotState::Processed);
+            stage.vnic(out).push(idx);
+            counters.v[counter::TX] += 1;
+        }
+        Verdict::Forward(_) => {
+            meta.set(SlotState::Dropped);
+            stage.vnic(rx_vnic).push(idx);
+            counters.v[counter::DROP_BASE + DropReason::Other as usize] += 1;
+        }
+        Verdict::Drop(reason) => {
+            meta.set(SlotState::Dropped);
+            stage.vnic(rx_vnic).push(idx);
+            counters.v[counter::DROP_BASE + reason as usize] += 1;
         }
     }
 }
@@ -482,5 +620,179 @@ where
             eprintln!("vrhost VR: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use vrhost_packet::MacAddr;
+    use vrhost_packet::build::UdpFrameSpec;
+    use vrhost_shm::RegionConfig;
+
+    use super::*;
+    use crate::router::{Router, RouterConfig, counters as rc};
+
+    fn udp(dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        UdpFrameSpec {
+            dst_mac: MacAddr([2, 0, 0, 0, 0x10, 0]),
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            src_ip: Ipv4Addr::new(10, 1, 0, 7),
+            dst_ip: dst,
+            sport: 1,
+            dport: 2,
+            ttl,
+            frame_bytes: 64,
+        }
+        .write(&mut f)
+        .unwrap();
+        f
+    }
+
+    fn router(burst: bool) -> Router {
+        let cfg: RouterConfig = serde_json::from_value(serde_json::json!({
+            "vnics": [{"mac": "02:00:00:00:10:00"}, {"mac": "02:00:00:00:10:01"}],
+            "nexthops": [{"vnic": 1, "mac": "02:00:00:00:00:02"}],
+            "routes": [{"prefix": "10.2.0.0/16", "nexthop": 0}],
+            "burst_lookup": burst,
+        }))
+        .unwrap();
+        let r = Router::new(&cfg).unwrap();
+        assert_eq!(r.prefers_burst(), burst);
+        r
+    }
+
+    fn fill(region: &Region, slot: u32, frame: &[u8]) {
+        let h = region.layout().cfg.headroom;
+        assert!(region.write_slot(slot, h, frame));
+        region
+            .meta(slot)
+            .unwrap()
+            .set_extent(h as u16, frame.len() as u16);
+    }
+
+    fn state(region: &Region, slot: u32) -> u32 {
+        region.meta(slot).unwrap().state_raw()
+    }
+
+    #[test]
+    fn verdicts_stage_and_count() {
+        for burst in [false, true] {
+            let region = Region::create("rt", RegionConfig::default()).unwrap();
+            fill(&region, 0, &udp(Ipv4Addr::new(10, 2, 0, 1), 64));
+            fill(&region, 1, &udp(Ipv4Addr::new(10, 2, 0, 1), 1));
+            fill(&region, 2, &[0x55; 20]);
+            let mut r = router(burst);
+            let mut stage = TxStage::new(2);
+            let mut c = VrCounters::default();
+            // Slot 1 twice and one slot out of range. In bursts the second
+            // 1 is refused (two packets in one slot would alias); one by
+            // one it is processed again and the host refuses its second
+            // return (slot_not_owned), as it always did.
+            process_slots(
+                &mut r,
+                &region,
+                0,
+                &[0, 1, 2, 1, 99_999],
+                &mut stage,
+                &mut c,
+            );
+            assert_eq!(stage.vnic(1), &[0]);
+            let (dropped, bad, rx): (&[u32], _, _) = if burst {
+                (&[1, 2], 2, 3)
+            } else {
+                (&[1, 2, 1], 1, 4)
+            };
+            assert_eq!(stage.vnic(0), dropped);
+            assert_eq!(state(&region, 0), SlotState::Processed as u32);
+            assert_eq!(state(&region, 1), SlotState::Dropped as u32);
+            let drop = |r: DropReason| c.v[counter::DROP_BASE + r as usize];
+            assert_eq!((c.v[counter::RX], c.v[counter::TX]), (rx, 1));
+            assert_eq!(drop(DropReason::TtlExpired), rx - 2);
+            assert_eq!(drop(DropReason::Unsupported), 1, "EtherType 0x5555");
+            assert_eq!(c.v[counter::BAD_SLOT], bad);
+            // The forwarded packet's bytes, in place.
+            let h = region.layout().cfg.headroom;
+            // SAFETY: the test owns the region; nothing else touches slot 0.
+            let out = unsafe { region.slot_bytes_at(0, h, 64) }.unwrap();
+            assert_eq!(&out[0..6], &[2, 0, 0, 0, 0, 2]);
+            assert_eq!(out[22], 63);
+            // The bitmap is clear again: the same slots are taken next time.
+            stage.vnic(0).clear();
+            stage.vnic(1).clear();
+            process_slots(&mut r, &region, 0, &[1, 2], &mut stage, &mut c);
+            assert_eq!(c.v[counter::BAD_SLOT], bad);
+            assert_eq!(stage.vnic(0), &[1, 2]);
+        }
+    }
+
+    #[test]
+    fn long_runs_go_in_bursts_and_vr_counters_are_published() {
+        let cfg = RegionConfig {
+            slot_count: 512,
+            ring_entries: 512,
+            ..RegionConfig::default()
+        };
+        let region = Region::create("rt2", cfg).unwrap();
+        let n = 3 * BATCH as u32 + 7;
+        for s in 0..n {
+            fill(&region, s, &udp(Ipv4Addr::new(10, 2, 0, s as u8), 64));
+        }
+        let mut r: Router = serde_json::from_value::<RouterConfig>(serde_json::json!({
+            "vnics": [{"mac": "02:00:00:00:10:00", "addrs": ["10.1.0.1/24"]},
+                      {"mac": "02:00:00:00:10:01"}],
+            "nexthops": [{"vnic": 1, "mac": "02:00:00:00:00:02"}],
+            "routes": [{"prefix": "10.2.0.0/16", "nexthop": 0}],
+            "burst_lookup": true,
+        }))
+        .map(|c| Router::new(&c).unwrap())
+        .unwrap();
+        // The last one pings the router.
+        let mut ping = udp(Ipv4Addr::new(10, 1, 0, 1), 64);
+        ping[23] = 1; // ICMP
+        ping[34..38].copy_from_slice(&[8, 0, 0, 0]);
+        let icmp_len = 64 - 34;
+        vrhost_packet::icmp::Icmpv4Packet::new_unchecked(&mut ping[34..34 + icmp_len])
+            .fill_checksum();
+        vrhost_packet::ipv4::Ipv4Packet::new_unchecked(&mut ping[14..]).fill_checksum();
+        fill(&region, n, &ping);
+        let idxs: Vec<u32> = (0..=n).collect();
+        let mut stage = TxStage::new(2);
+        let mut c = VrCounters::default();
+        process_slots(&mut r, &region, 0, &idxs, &mut stage, &mut c);
+        assert_eq!(c.v[counter::TX], u64::from(n) + 1);
+        assert_eq!(stage.vnic(1).len(), n as usize);
+        assert_eq!(stage.vnic(0), &[n], "the echo reply");
+        assert_eq!(c.v[counter::VR_BASE + rc::ICMP_ECHO_REPLIES], 1);
+    }
+
+    /// A VR with its own counters and the default burst hook.
+    struct Counting(u64);
+
+    impl Vr for Counting {
+        fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+            self.0 += 1;
+            Verdict::Forward(pkt.rx_vnic() ^ 1)
+        }
+
+        fn counters(&self) -> &[u64] {
+            std::slice::from_ref(&self.0)
+        }
+    }
+
+    #[test]
+    fn default_burst_calls_process() {
+        let region = Region::create("rt3", RegionConfig::default()).unwrap();
+        for s in 0..5 {
+            fill(&region, s, &[0; 60]);
+        }
+        let mut vr = Counting(0);
+        let mut stage = TxStage::new(2);
+        let mut c = VrCounters::default();
+        process_slots(&mut vr, &region, 1, &[0, 1, 2, 3, 4], &mut stage, &mut c);
+        assert_eq!(stage.vnic(0).len(), 5);
+        assert_eq!(c.v[counter::VR_BASE], 5);
     }
 }

@@ -1,4 +1,5 @@
-//! What a VR implements: [`Vr::process`], called for each packet in place.
+//! What a VR implements: [`Vr::process`], called for each packet in place,
+//! or [`Vr::process_burst`] for a whole burst (to batch lookups).
 
 use std::fmt;
 
@@ -16,6 +17,7 @@ pub struct Packet<'a> {
 impl<'a> Packet<'a> {
     /// A packet at `off..off + len` of `buf`. Returns `None` if that range
     /// is not inside `buf`.
+    #[inline]
     pub fn new(buf: &'a mut [u8], off: usize, len: usize, rx_vnic: u16) -> Option<Self> {
         (off.checked_add(len)? <= buf.len()).then_some(Self {
             buf,
@@ -25,38 +27,55 @@ impl<'a> Packet<'a> {
         })
     }
 
+    /// A packet of no bytes in an empty buffer, to fill arrays of packets.
+    pub(crate) fn placeholder() -> Packet<'static> {
+        Packet {
+            buf: &mut [],
+            off: 0,
+            len: 0,
+            rx_vnic: 0,
+        }
+    }
+
     /// The vNIC the packet arrived on.
+    #[inline]
     pub fn rx_vnic(&self) -> u16 {
         self.rx_vnic
     }
 
     /// The packet bytes.
+    #[inline]
     pub fn data(&self) -> &[u8] {
         &self.buf[self.off..self.off + self.len]
     }
 
     /// The packet bytes, mutable.
+    #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
         &mut self.buf[self.off..self.off + self.len]
     }
 
     /// Packet length.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True if the packet has no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Offset of the packet in its slot (the headroom left).
+    #[inline]
     pub fn offset(&self) -> usize {
         self.off
     }
 
     /// Grow the packet by `n` bytes at the front (for an encapsulation
     /// header) and return them; `None` if the headroom is too small.
+    #[inline]
     pub fn push_front(&mut self, n: usize) -> Option<&mut [u8]> {
         let off = self.off.checked_sub(n)?;
         self.off = off;
@@ -66,6 +85,7 @@ impl<'a> Packet<'a> {
 
     /// Remove `n` bytes from the front (decapsulation); `false` if the packet
     /// is shorter.
+    #[inline]
     pub fn pull_front(&mut self, n: usize) -> bool {
         if n > self.len {
             return false;
@@ -76,12 +96,34 @@ impl<'a> Packet<'a> {
     }
 
     /// Set the length, within the slot; `false` if it does not fit.
+    #[inline]
     pub fn set_len(&mut self, len: usize) -> bool {
         if self.off + len > self.buf.len() {
             return false;
         }
         self.len = len;
         true
+    }
+
+    /// Bytes in the slot: headroom, packet and tailroom.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Place the packet at `off..off + len` of its slot (a VR that rewrites
+    /// a slot into another packet); `false`, changing nothing, if that is
+    /// not inside the slot.
+    #[inline]
+    pub fn set_extent(&mut self, off: usize, len: usize) -> bool {
+        match off.checked_add(len) {
+            Some(end) if end <= self.buf.len() => {
+                self.off = off;
+                self.len = len;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -113,11 +155,29 @@ pub enum DropReason {
     Filtered = 5,
     /// Anything else.
     Other = 6,
+    /// The next hop's MAC address is being resolved (ARP) and the packet
+    /// could not wait for it: the neighbour's pending buffer is taken, or
+    /// the neighbour table is full.
+    ArpUnresolved = 7,
+    /// Resolving the next hop failed (no ARP reply) and no ICMP host
+    /// unreachable was sent in the packet's place.
+    HostUnreachable = 8,
+    /// Addressed to the VR itself (one of its addresses, a broadcast or a
+    /// multicast group) but not something it answers: there is no local
+    /// delivery to a control plane yet.
+    LocalUnsupported = 9,
+    /// Not an error: the VR took what it needed from the packet and has
+    /// nothing to send in its slot (an ARP reply learned, an ARP request
+    /// for another host, a packet copied to wait for its next hop).
+    Consumed = 10,
 }
 
 impl DropReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 11;
+
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; Self::COUNT] = [
         Self::BadHeader,
         Self::BadChecksum,
         Self::Unsupported,
@@ -125,6 +185,10 @@ impl DropReason {
         Self::NoRoute,
         Self::Filtered,
         Self::Other,
+        Self::ArpUnresolved,
+        Self::HostUnreachable,
+        Self::LocalUnsupported,
+        Self::Consumed,
     ];
 
     /// Name used in stats and metrics.
@@ -137,6 +201,10 @@ impl DropReason {
             Self::NoRoute => "no_route",
             Self::Filtered => "filtered",
             Self::Other => "other",
+            Self::ArpUnresolved => "arp_unresolved",
+            Self::HostUnreachable => "host_unreachable",
+            Self::LocalUnsupported => "local_unsupported",
+            Self::Consumed => "consumed",
         }
     }
 }
@@ -152,14 +220,62 @@ pub enum Verdict {
 
 /// A virtual router's data plane: implement [`Vr::process`] and hand the
 /// value to [`crate::runtime::run`] (or, in the host, to the in-process path).
+///
+/// The runtime calls [`Vr::process`] for each packet, or, for a VR that
+/// [prefers bursts](Vr::prefers_burst), hands packets over in bursts of up
+/// to [`runtime::BATCH`](crate::runtime::BATCH) through
+/// [`Vr::process_burst`]: a VR that gains from seeing a burst at once
+/// (batched table lookups whose cache misses overlap) overrides both.
 pub trait Vr {
     /// Process one packet in place and say where it goes.
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict;
+
+    /// Process a burst in place: `verdicts[i]` says where `pkts[i]` goes,
+    /// as if the packets were processed one by one in order. The runtime
+    /// passes slices of equal length; an implementation must set every
+    /// verdict (the runtime's initial values are not meaningful).
+    #[inline]
+    fn process_burst(&mut self, pkts: &mut [Packet<'_>], verdicts: &mut [Verdict]) {
+        for (p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
+            *v = self.process(p);
+        }
+    }
+
+    /// Whether the runtime should use [`Vr::process_burst`] rather than
+    /// [`Vr::process`] per packet; asked once per batch. Default false:
+    /// gathering a burst costs a few nanoseconds per packet, which only a
+    /// VR that does something with the burst earns back.
+    #[inline]
+    fn prefers_burst(&self) -> bool {
+        false
+    }
+
+    /// The VR's own counters (the built-in router's ARP and ICMP counts),
+    /// published after the SDK's at [`crate::proto::counter::VR_BASE`]; at
+    /// most [`crate::proto::counter::VR_SLOTS`] of them are published.
+    fn counters(&self) -> &[u64] {
+        &[]
+    }
 }
 
 impl<V: Vr + ?Sized> Vr for Box<V> {
+    #[inline]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
         (**self).process(pkt)
+    }
+
+    #[inline]
+    fn process_burst(&mut self, pkts: &mut [Packet<'_>], verdicts: &mut [Verdict]) {
+        (**self).process_burst(pkts, verdicts)
+    }
+
+    #[inline]
+    fn prefers_burst(&self) -> bool {
+        (**self).prefers_burst()
+    }
+
+    fn counters(&self) -> &[u64] {
+        (**self).counters()
     }
 }
 
@@ -179,5 +295,18 @@ mod tests {
         assert!(!p.pull_front(21));
         assert!(p.set_len(48));
         assert!(!p.set_len(49));
+        assert_eq!(p.capacity(), 64);
+        assert!(p.set_extent(0, 64));
+        assert_eq!((p.offset(), p.len()), (0, 64));
+        assert!(!p.set_extent(1, 64));
+        assert!(!p.set_extent(usize::MAX, 2));
+        assert_eq!((p.offset(), p.len()), (0, 64));
+    }
+
+    #[test]
+    fn reasons_are_in_counter_order() {
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "{}", r.name());
+        }
     }
 }

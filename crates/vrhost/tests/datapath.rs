@@ -30,20 +30,25 @@ fn router_config() -> RouterConfig {
         vnics: vec![
             VnicConfig {
                 mac: "02:00:00:00:10:00".into(),
+                ..VnicConfig::default()
             },
             VnicConfig {
                 mac: "02:00:00:00:10:01".into(),
+                ..VnicConfig::default()
             },
         ],
         nexthops: vec![NextHopConfig {
             vnic: 1,
             mac: SINK_MAC.into(),
+            ..NextHopConfig::default()
         }],
         routes: vec![RouteConfig {
             prefix: "10.0.0.0/8".into(),
-            nexthop: 0,
+            nexthop: Some(0),
+            ..RouteConfig::default()
         }],
         route_file: None,
+        ..RouterConfig::default()
     }
 }
 

@@ -82,7 +82,7 @@ impl TestLab {
 
     /// Stop vrhost and return its stdout (the final counters).
     fn stop_vrhost(&mut self) -> String {
-        let mut child = self.daemon.take().unwrap();
+        let child = self.daemon.take().unwrap();
         let pid = rustix::process::Pid::from_child(&child);
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         let out = child.wait_with_output().unwrap();

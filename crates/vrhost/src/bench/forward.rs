@@ -94,6 +94,10 @@ pub struct ForwardArgs {
     /// it, which on two cores beat pinning it beside the host worker).
     #[arg(long)]
     pub vr_cpu: Option<usize>,
+    /// vrhost: run the node's veth NAPI polls in kernel threads (so XDP
+    /// and AF_XDP copies leave the generator's core).
+    #[arg(long)]
+    pub threaded_napi: bool,
     /// Pings per RTT measurement (0: skip).
     #[arg(long, default_value_t = 40)]
     pub pings: u32,
@@ -470,7 +474,15 @@ fn setup_node(
     )?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
     std::fs::write(&cfg, daemon_config(args, fwd, table))?;
-    Ok(Some(Daemon::start(&cfg, node.name(), 0)?))
+    let daemon = Daemon::start(&cfg, node.name(), 0)?;
+    // veth runs its NAPI poll (with the XDP program and the copy into an
+    // AF_XDP socket) on the sender's CPU unless NAPI is threaded; a veth
+    // has NAPI only with an XDP program (or GRO) on it.
+    if args.threaded_napi {
+        node.exec("sh", &["-c", "echo 1 > /sys/class/net/p0/threaded"])
+            .context("threaded NAPI on p0 (needs an XDP program on it: af_xdp)")?;
+    }
+    Ok(Some(daemon))
 }
 
 /// The daemon config of the vrhost forwarder with driver `driver`.
@@ -659,7 +671,7 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                     None
                 };
                 for (i, &load) in args.loads.iter().enumerate() {
-                    let pps = (load < 1.0).then(|| load * g.offered);
+                    let pps = (load < 1.0).then_some(load * g.offered);
                     let w = window(args, lab, &conf, ("sink", "eth0"), pps, fb)
                         .with_context(|| format!("{fwd} at load {load}"))?;
                     eprintln!(

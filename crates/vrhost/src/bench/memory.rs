@@ -225,11 +225,13 @@ impl Table {
                 routes: vec![
                     RouteConfig {
                         prefix: "0.0.0.0/1".into(),
-                        nexthop: 0,
+                        nexthop: Some(0),
+                        ..RouteConfig::default()
                     },
                     RouteConfig {
                         prefix: "128.0.0.0/1".into(),
-                        nexthop: 0,
+                        nexthop: Some(0),
+                        ..RouteConfig::default()
                     },
                 ],
                 route_file: None,
@@ -264,17 +266,21 @@ impl Table {
             vnics: vec![
                 VnicConfig {
                     mac: "02:00:00:00:10:00".into(),
+                    ..VnicConfig::default()
                 },
                 VnicConfig {
                     mac: "02:00:00:00:10:01".into(),
+                    ..VnicConfig::default()
                 },
             ],
             nexthops: vec![NextHopConfig {
                 vnic: 1,
                 mac: mac(SINK_MAC),
+                ..NextHopConfig::default()
             }],
             routes: self.routes.clone(),
             route_file: self.route_file.clone(),
+            ..RouterConfig::default()
         }
     }
 }

@@ -1,0 +1,259 @@
+//! ARP in the router: answering, learning, resolving next hops (see the
+//! module docs of [`super`] for the behaviour).
+
+use vrhost_packet::arp::{ArpOperation, ArpPacket, ArpRepr};
+use vrhost_packet::ethernet::{self, EtherType, EthernetRepr};
+use vrhost_packet::ipv4::Ipv4Packet;
+use vrhost_packet::{MacAddr, ParseError};
+
+use super::neigh::{NONE, State};
+use super::{Router, counters};
+use crate::sdk::{DropReason, Packet, Verdict};
+
+/// Length of an ARP frame as the router sends it (no padding: the port
+/// pads to the minimum size, as Linux leaves it to the driver).
+const ARP_FRAME: usize = ethernet::HEADER_LEN + vrhost_packet::arp::PACKET_LEN;
+
+impl Router {
+    /// An ARP frame arrived: answer a request for one of the vNIC's
+    /// addresses, learn the sender, release a packet waiting for it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn arp_in(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        let rx = pkt.rx_vnic();
+        let Some(vnic) = self.vnics.get(usize::from(rx)) else {
+            return Verdict::Drop(DropReason::Unsupported);
+        };
+        let arp = match ArpPacket::new_checked(&pkt.data()[ethernet::HEADER_LEN..]) {
+            Ok(a) => a,
+            Err(ParseError::Unsupported) => return Verdict::Drop(DropReason::Unsupported),
+            Err(_) => return Verdict::Drop(DropReason::BadHeader),
+        };
+        let op = arp.operation();
+        if let ArpOperation::Unknown(_) = op {
+            return Verdict::Drop(DropReason::Unsupported);
+        }
+        let sha = arp.sender_hardware_addr();
+        if !sha.is_unicast() || sha == MacAddr::ZERO {
+            return Verdict::Drop(DropReason::BadHeader);
+        }
+        let (spa, tpa) = (arp.sender_protocol_u32(), arp.target_protocol_u32());
+        let our_mac = MacAddr(vnic.mac);
+        let for_us = op == ArpOperation::Request && vnic.addrs.iter().any(|a| a.addr == tpa);
+        let on_link = vnic.addrs.iter().any(|a| a.contains(spa));
+        // Learn from a sender that may be a neighbour: not 0.0.0.0 (an
+        // RFC 5227 probe), no group address, none of ours.
+        let mut release = None;
+        if spa.wrapping_sub(1) < 0xdfff_ffff && !self.is_ours(spa) {
+            let slot = if for_us && on_link {
+                self.neigh.insert(spa, rx).map(|(i, discarded)| {
+                    self.counters[counters::ARP_UNRES_DISCARDS] += discarded;
+                    i
+                })
+            } else {
+                self.neigh.find(spa, rx)
+            };
+            if let Some(i) = slot
+                && self.neigh.get(i).state != State::Static
+            {
+                let now = self.now();
+                let e = self.neigh.get_mut(i);
+                e.mac = sha.0;
+                e.state = State::Reachable;
+                e.since = now;
+                e.probes = 0;
+                self.counters[counters::ARP_LEARNED] += 1;
+                if e.pending != NONE {
+                    release = Some(i);
+                }
+            }
+        }
+        if for_us {
+            // RFC 826: swap sender and target, our MAC as sender, op reply.
+            let reply = ArpRepr {
+                operation: ArpOperation::Reply,
+                sender_hardware_addr: our_mac,
+                sender_protocol_addr: tpa.into(),
+                target_hardware_addr: sha,
+                target_protocol_addr: spa.into(),
+            };
+            let off = pkt.offset();
+            if !pkt.set_extent(off, ARP_FRAME) && !pkt.set_extent(0, ARP_FRAME) {
+                return Verdict::Drop(DropReason::Other);
+            }
+            let d = pkt.data_mut();
+            EthernetRepr {
+                dst: sha,
+                src: our_mac,
+                vlan_tci: None,
+                ethertype: EtherType::ARP,
+            }
+            .emit(d);
+            reply.emit(&mut d[ethernet::HEADER_LEN..]);
+            self.counters[counters::ARP_REPLIES] += 1;
+            return Verdict::Forward(rx);
+        }
+        if let Some(i) = release {
+            return self.release(pkt, i);
+        }
+        Verdict::Drop(DropReason::Consumed)
+    }
+
+    /// Whether `ip` is one of the router's addresses or subnet broadcasts.
+    pub(super) fn is_ours(&self, ip: u32) -> bool {
+        self.vnics.iter().any(|v| {
+            v.addrs
+                .iter()
+                .any(|a| a.addr == ip || (a.len <= 30 && a.broadcast() == ip))
+        })
+    }
+
+    /// Put the packet waiting for neighbour `i` (now resolved) in `pkt`'s
+    /// slot, MAC addresses set.
+    fn release(&mut self, pkt: &mut Packet<'_>, i: usize) -> Verdict {
+        let e = *self.neigh.get(i);
+        let Some(waiting) = self.neigh.pending(i) else {
+            return Verdict::Drop(DropReason::Consumed);
+        };
+        let len = waiting.len();
+        let off = pkt.offset();
+        // The slot holds it where the ARP frame was, or else from its start.
+        if !pkt.set_extent(off, len) && !pkt.set_extent(0, len) {
+            self.neigh.drop_pending(i);
+            self.counters[counters::ARP_UNRES_DISCARDS] += 1;
+            return Verdict::Drop(DropReason::Consumed);
+        }
+        let d = pkt.data_mut();
+        d.copy_from_slice(waiting);
+        d[0..6].copy_from_slice(&e.mac);
+        d[6..12].copy_from_slice(&self.vnics[usize::from(e.vnic)].mac);
+        self.neigh.drop_pending(i);
+        self.counters[counters::ARP_RELEASED] += 1;
+        Verdict::Forward(e.vnic)
+    }
+
+    /// A packet to neighbour `i` (out of `vnic`) that has no usable MAC:
+    /// start, continue or give up resolving it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn resolve(&mut self, pkt: &mut Packet<'_>, vnic: u16, i: usize) -> Verdict {
+        let now = self.now();
+        let t = self.timers;
+        let e = *self.neigh.get(i);
+        let due = now.saturating_sub(e.since) >= t.retrans_ms;
+        match e.state {
+            State::Static => self.send_to(pkt, vnic, e.mac),
+            State::Reachable => {
+                // Reachable time over: confirm with a request, in this
+                // packet's slot, while later packets go to the known MAC.
+                // A packet left waiting (learned from a request while one
+                // waited for the reply) is stale by now.
+                if self.neigh.drop_pending(i) {
+                    self.counters[counters::ARP_UNRES_DISCARDS] += 1;
+                }
+                if !self.neigh.can_park(pkt.len()) {
+                    // Nowhere to keep it: send it, confirm with a later one.
+                    return self.send_to(pkt, vnic, e.mac);
+                }
+                self.park(pkt, i);
+                self.start(i, State::Probe, now);
+                self.request_into(pkt, vnic, e.ip)
+            }
+            State::Probe if !due => self.send_to(pkt, vnic, e.mac),
+            State::Failed if now.saturating_sub(e.since) < t.failed_ms => {
+                self.host_unreachable(pkt)
+            }
+            State::Incomplete if !due => {
+                if e.pending == NONE && self.neigh.can_park(pkt.len()) {
+                    self.park(pkt, i);
+                    return Verdict::Drop(DropReason::Consumed);
+                }
+                Verdict::Drop(DropReason::ArpUnresolved)
+            }
+            State::Incomplete | State::Probe if e.probes >= t.probes => {
+                // RFC 1122 2.3.2.1: give up, with an ICMP host unreachable.
+                if self.neigh.drop_pending(i) {
+                    self.counters[counters::ARP_UNRES_DISCARDS] += 1;
+                }
+                let n = self.neigh.get_mut(i);
+                n.state = State::Failed;
+                n.since = now;
+                self.counters[counters::ARP_FAILED] += 1;
+                self.host_unreachable(pkt)
+            }
+            State::Incomplete | State::Probe => {
+                // Retry in this packet's slot; it takes the older one's
+                // place in the pending buffer (Linux drops the oldest too).
+                if self.neigh.drop_pending(i) {
+                    self.counters[counters::ARP_UNRES_DISCARDS] += 1;
+                }
+                self.park(pkt, i);
+                let n = self.neigh.get_mut(i);
+                n.probes += 1;
+                n.since = now;
+                self.request_into(pkt, vnic, e.ip)
+            }
+            State::Empty | State::Failed | State::Unused => {
+                self.park(pkt, i);
+                self.start(i, State::Incomplete, now);
+                self.request_into(pkt, vnic, e.ip)
+            }
+        }
+    }
+
+    /// A resolution begins: one request sent now.
+    fn start(&mut self, i: usize, state: State, now: u64) {
+        let e = self.neigh.get_mut(i);
+        e.state = state;
+        e.probes = 1;
+        e.since = now;
+    }
+
+    /// Keep the packet for neighbour `i` (TTL decremented, as it will
+    /// leave); counted as discarded if it cannot be kept.
+    fn park(&mut self, pkt: &mut Packet<'_>, i: usize) {
+        if !self.neigh.can_park(pkt.len()) {
+            self.counters[counters::ARP_UNRES_DISCARDS] += 1;
+            return;
+        }
+        let d = pkt.data_mut();
+        Ipv4Packet::new_unchecked(&mut d[ethernet::HEADER_LEN..]).decrement_ttl();
+        self.neigh.park(i, d);
+    }
+
+    /// Rewrite `pkt`'s slot into a broadcast request for `target` out of
+    /// `vnic`, from the vNIC's address in `target`'s subnet (else its
+    /// first, else 0.0.0.0).
+    fn request_into(&mut self, pkt: &mut Packet<'_>, vnic: u16, target: u32) -> Verdict {
+        let v = &self.vnics[usize::from(vnic)];
+        let spa = v
+            .addrs
+            .iter()
+            .find(|a| a.contains(target))
+            .or(v.addrs.first())
+            .map_or(0, |a| a.addr);
+        let mac = MacAddr(v.mac);
+        let off = pkt.offset();
+        if !pkt.set_extent(off, ARP_FRAME) && !pkt.set_extent(0, ARP_FRAME) {
+            return Verdict::Drop(DropReason::Other);
+        }
+        let d = pkt.data_mut();
+        EthernetRepr {
+            dst: MacAddr::BROADCAST,
+            src: mac,
+            vlan_tci: None,
+            ethertype: EtherType::ARP,
+        }
+        .emit(d);
+        ArpRepr {
+            operation: ArpOperation::Request,
+            sender_hardware_addr: mac,
+            sender_protocol_addr: spa.into(),
+            target_hardware_addr: MacAddr::ZERO,
+            target_protocol_addr: target.into(),
+        }
+        .emit(&mut d[ethernet::HEADER_LEN..]);
+        self.counters[counters::ARP_REQUESTS] += 1;
+        Verdict::Forward(vnic)
+    }
+}

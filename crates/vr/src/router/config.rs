@@ -1,0 +1,493 @@
+//! The router's configuration, and building a [`Router`] from it.
+//!
+//! Two ways to say where packets go, usable together:
+//! - by address, as a Linux host does: vNICs have addresses (`addrs`), from
+//!   which connected routes follow; routes name a gateway (`via`), resolved
+//!   by ARP, or by a static neighbour (`neighbours`);
+//! - by next hop, the original form: `nexthops` with a vNIC and a MAC
+//!   (no ARP), routes pointing at them by index (`nexthop`), and a
+//!   `route_file` whose routes spread over them.
+//!
+//! ```toml
+//! vnics = [
+//!   { mac = "02:00:00:00:10:00", addrs = ["10.1.0.1/24"] },
+//!   { mac = "02:00:00:00:10:01", addrs = ["10.1.1.1/24"] },
+//! ]
+//! routes = [
+//!   { prefix = "0.0.0.0/0", via = "10.1.1.2" },
+//!   { prefix = "192.0.2.0/24", nexthop = 0 },
+//! ]
+//! nexthops = [{ vnic = 1, mac = "02:00:00:00:20:02" }]
+//! neighbours = [{ ip = "10.1.0.9", mac = "02:00:00:00:30:09", vnic = 0 }]
+//! arp = { reachable_ms = 30000, retrans_ms = 100, probes = 3 }
+//! icmp = { rate = 100, burst = 10 }
+//! ```
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+use vrhost_fib::Ipv4Fib;
+use vrhost_packet::MacAddr;
+
+use super::icmp::TokenBucket;
+use super::neigh::NeighTable;
+use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters};
+
+/// One vNIC of the router.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VnicConfig {
+    /// The vNIC's MAC address, the source of frames it sends.
+    pub mac: String,
+    /// Its IPv4 addresses, `A.B.C.D/LEN`: the router answers ARP and echo
+    /// requests for them, and routes their subnets out of this vNIC.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addrs: Vec<String>,
+}
+
+/// A next hop of the original form: where routes by index send packets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextHopConfig {
+    /// Out vNIC.
+    pub vnic: u16,
+    /// The neighbour's MAC address (static, no ARP). Empty: resolve `via`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mac: String,
+    /// The neighbour's IPv4 address, resolved by ARP when `mac` is empty
+    /// (with `mac`, a static neighbour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
+/// A static route: to a next hop by index, or to a gateway by address.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// `A.B.C.D/LEN`.
+    pub prefix: String,
+    /// Index into `nexthops`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nexthop: Option<u32>,
+    /// The gateway's IPv4 address, resolved by ARP (or a static neighbour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// The gateway's vNIC; by default the vNIC whose subnet holds `via`.
+    /// Given, `via` need not be in its subnets (Linux's `onlink`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vnic: Option<u16>,
+}
+
+/// A static neighbour: never resolved, never aged, never changed by ARP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighbourConfig {
+    /// Its IPv4 address.
+    pub ip: String,
+    /// Its MAC address.
+    pub mac: String,
+    /// Its vNIC; by default the vNIC whose subnet holds `ip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vnic: Option<u16>,
+}
+
+/// Neighbour resolution (ARP) parameters. Linux's defaults are in the
+/// comments; resolution here is driven by traffic (a request goes out in
+/// the slot of a packet to the neighbour), so retries are faster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArpConfig {
+    /// Entries in the neighbour table (rounded up to a power of two).
+    pub neighbours: u32,
+    /// Pending buffers: neighbours that may hold a packet while resolved.
+    pub pending: u32,
+    /// How long a confirmed MAC is used before it is confirmed again
+    /// (Linux: `base_reachable_time_ms` 30000).
+    pub reachable_ms: u64,
+    /// Least time between two requests for one neighbour (Linux:
+    /// `retrans_time_ms` 1000).
+    pub retrans_ms: u64,
+    /// Requests without an answer before giving up (Linux: `mcast_solicit`
+    /// 3).
+    pub probes: u8,
+    /// After giving up, how long packets to the neighbour get ICMP host
+    /// unreachable before it is tried again.
+    pub failed_ms: u64,
+}
+
+impl Default for ArpConfig {
+    fn default() -> Self {
+        Self {
+            neighbours: 1024,
+            pending: 64,
+            reachable_ms: 30_000,
+            retrans_ms: 100,
+            probes: 3,
+            failed_ms: 1000,
+        }
+    }
+}
+
+/// ICMP error rate limit: a token bucket per router (Linux:
+/// `icmp_msgs_per_sec` 1000, `icmp_msgs_burst` 50, per host). Echo
+/// replies are not limited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IcmpConfig {
+    /// Errors per second (0: none at all).
+    pub rate: u32,
+    /// Errors sent back to back.
+    pub burst: u32,
+}
+
+impl Default for IcmpConfig {
+    fn default() -> Self {
+        Self {
+            rate: 100,
+            burst: 10,
+        }
+    }
+}
+
+/// The router's configuration (the `config` of its [`crate::proto::Hello`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterConfig {
+    /// vNICs, in index order.
+    pub vnics: Vec<VnicConfig>,
+    /// Next hops of the original form, referred to by index.
+    #[serde(default)]
+    pub nexthops: Vec<NextHopConfig>,
+    /// Static routes.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    /// A route file (any format `vrhost route import` reads); each route goes
+    /// to next hop `ASN mod len(nexthops)` (or 0 without an ASN).
+    #[serde(default)]
+    pub route_file: Option<String>,
+    /// Static neighbours.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<NeighbourConfig>,
+    /// Neighbour resolution.
+    #[serde(default)]
+    pub arp: ArpConfig,
+    /// ICMP error rate limit.
+    #[serde(default)]
+    pub icmp: IcmpConfig,
+    /// Look destinations up a burst at a time (their cache misses
+    /// overlap) rather than one by one. By default (`None`) the router
+    /// does when its table is too large for the caches (more than 1 MiB
+    /// below the 256 KiB root), where that pays; one by one is cheaper for
+    /// a table the caches hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_lookup: Option<bool>,
+}
+
+/// Parse `A.B.C.D/LEN`.
+pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| format!("prefix {s:?}: expected A.B.C.D/LEN"))?;
+    let addr: Ipv4Addr = a
+        .parse()
+        .map_err(|_| format!("prefix {s:?}: bad address {a:?}"))?;
+    let len: u8 = l
+        .parse()
+        .map_err(|_| format!("prefix {s:?}: bad length {l:?}"))?;
+    if len > 32 {
+        return Err(format!("prefix {s:?}: length {len} > 32"));
+    }
+    Ok((u32::from(addr), len))
+}
+
+/// An interface address, `A.B.C.D/LEN` with the host part kept.
+fn parse_iface(s: &str) -> Result<Iface, String> {
+    let (addr, len) = parse_prefix(s)?;
+    let i = Iface { addr, len };
+    if len == 0 {
+        return Err("length 0: an interface address needs a subnet".into());
+    }
+    if !unicast(addr) {
+        return Err("not a unicast address".into());
+    }
+    if len <= 30 && addr & !i.mask() == 0 {
+        return Err("the subnet's network address".into());
+    }
+    if len <= 30 && addr == i.broadcast() {
+        return Err("the subnet's broadcast address".into());
+    }
+    Ok(i)
+}
+
+/// An address a host may have: not 0.0.0.0/8, not multicast, class E or
+/// broadcast.
+fn unicast(a: u32) -> bool {
+    a >> 24 != 0 && a < 0xe000_0000
+}
+
+fn parse_ip(s: &str) -> Result<u32, String> {
+    s.parse::<Ipv4Addr>()
+        .map(u32::from)
+        .map_err(|_| format!("{s:?}: not an IPv4 address"))
+}
+
+fn parse_unicast_mac(s: &str) -> Result<[u8; 6], String> {
+    let m = s.parse::<MacAddr>().map_err(|e| format!("{s:?}: {e}"))?;
+    if !m.is_unicast() || m == MacAddr::ZERO {
+        return Err(format!("{s:?}: not a unicast MAC address"));
+    }
+    Ok(m.0)
+}
+
+/// The vNIC whose subnet holds `ip`, the longest subnet first.
+fn vnic_for(vnics: &[Vnic], ip: u32) -> Option<u16> {
+    vnics
+        .iter()
+        .enumerate()
+        .flat_map(|(v, n)| n.addrs.iter().map(move |a| (v, a)))
+        .filter(|(_, a)| a.contains(ip))
+        .max_by_key(|(_, a)| a.len)
+        .map(|(v, _)| v as u16)
+}
+
+fn is_local(vnics: &[Vnic], ip: u32) -> bool {
+    vnics.iter().any(|v| v.addrs.iter().any(|a| a.addr == ip))
+}
+
+/// Tables of at least this many 1 KiB groups (beyond the root) are looked
+/// up a burst at a time by default: 1 MiB, more than a core's L2 cache.
+const BURST_GROUPS: usize = 1024;
+
+/// Hop ids: next hops of the original form keep their index; the others
+/// are shared by equal hops.
+struct Hops {
+    hops: Vec<Hop>,
+    ids: HashMap<Hop, u32>,
+}
+
+impl Hops {
+    fn intern(&mut self, h: Hop) -> u32 {
+        *self.ids.entry(h).or_insert_with(|| {
+            self.hops.push(h);
+            (self.hops.len() - 1) as u32
+        })
+    }
+}
+
+impl Router {
+    /// Build the router: vNICs and their addresses, next hops, static
+    /// neighbours, routes (static, route file, connected, local).
+    ///
+    /// # Errors
+    /// A message naming the bad field (vNIC, next hop or neighbour out of
+    /// range, bad MAC or address, bad prefix, a `via` in no connected
+    /// subnet, unreadable route file, a table too small).
+    pub fn new(cfg: &RouterConfig) -> Result<Self, String> {
+        if cfg.vnics.len() > usize::from(u16::MAX) {
+            return Err(format!("vnics: {} > 65535", cfg.vnics.len()));
+        }
+        let mut vnics = Vec::with_capacity(cfg.vnics.len());
+        for (i, v) in cfg.vnics.iter().enumerate() {
+            let mac = parse_unicast_mac(&v.mac).map_err(|e| format!("vnics[{i}].mac {e}"))?;
+            let mut addrs = Vec::with_capacity(v.addrs.len());
+            for (j, a) in v.addrs.iter().enumerate() {
+                let at = format!("vnics[{i}].addrs[{j}] {a:?}");
+                let ifa = parse_iface(a).map_err(|e| format!("{at}: {e}"))?;
+                if is_local(&vnics, ifa.addr) || addrs.iter().any(|b: &Iface| b.addr == ifa.addr) {
+                    return Err(format!("{at}: address given twice"));
+                }
+                addrs.push(ifa);
+            }
+            vnics.push(Vnic { mac, addrs });
+        }
+        let nv = vnics.len();
+        let vnic_ok = |v: u16, field: &str| {
+            if usize::from(v) < nv {
+                Ok(v)
+            } else {
+                Err(format!("{field} {v} out of range ({nv} vNICs)"))
+            }
+        };
+
+        let a = cfg.arp;
+        if !(1..=1 << 20).contains(&a.neighbours) {
+            return Err(format!(
+                "arp.neighbours {}: must be 1..=1048576",
+                a.neighbours
+            ));
+        }
+        if a.pending > 4096 {
+            return Err(format!("arp.pending {}: must be 0..=4096", a.pending));
+        }
+        if a.retrans_ms == 0 || a.reachable_ms == 0 || a.probes == 0 {
+            return Err("arp.retrans_ms, arp.reachable_ms and arp.probes must be above 0".into());
+        }
+        let mut neigh = NeighTable::new(a.neighbours as usize, a.pending as usize);
+        let full = |field: String| {
+            format!(
+                "{field}: the neighbour table ({} entries, arp.neighbours) has no room for it",
+                a.neighbours
+            )
+        };
+
+        let mut hops = Hops {
+            hops: Vec::new(),
+            ids: HashMap::new(),
+        };
+        for (i, nh) in cfg.nexthops.iter().enumerate() {
+            let vnic = vnic_ok(nh.vnic, &format!("nexthops[{i}].vnic"))?;
+            let via = nh
+                .via
+                .as_deref()
+                .map(parse_ip)
+                .transpose()
+                .map_err(|e| format!("nexthops[{i}].via {e}"))?;
+            let hop = if nh.mac.is_empty() {
+                let via = via.ok_or_else(|| format!("nexthops[{i}]: needs mac or via"))?;
+                let n = neigh
+                    .pin(via, vnic)
+                    .ok_or_else(|| full(format!("nexthops[{i}].via")))?;
+                Hop::Gateway {
+                    vnic,
+                    neigh: n as u32,
+                }
+            } else {
+                let dst =
+                    parse_unicast_mac(&nh.mac).map_err(|e| format!("nexthops[{i}].mac {e}"))?;
+                if let Some(via) = via {
+                    neigh
+                        .set_static(via, vnic, dst)
+                        .ok_or_else(|| full(format!("nexthops[{i}].via")))?;
+                }
+                Hop::Static {
+                    vnic,
+                    dst,
+                    src: vnics[usize::from(vnic)].mac,
+                }
+            };
+            // Not interned: routes and the route file refer to the index.
+            hops.hops.push(hop);
+        }
+        let n_nexthops = hops.hops.len();
+
+        for (i, n) in cfg.neighbours.iter().enumerate() {
+            let ip = parse_ip(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
+            let mac = parse_unicast_mac(&n.mac).map_err(|e| format!("neighbours[{i}].mac {e}"))?;
+            let vnic = match n.vnic {
+                Some(v) => vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
+                None => vnic_for(&vnics, ip).ok_or_else(|| {
+                    format!(
+                        "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
+                        n.ip
+                    )
+                })?,
+            };
+            neigh
+                .set_static(ip, vnic, mac)
+                .ok_or_else(|| full(format!("neighbours[{i}]")))?;
+        }
+
+        let mut fib = Ipv4Fib::new();
+        for (i, r) in cfg.routes.iter().enumerate() {
+            let (p, l) = parse_prefix(&r.prefix).map_err(|e| format!("routes[{i}]: {e}"))?;
+            let id = match (r.nexthop, &r.via) {
+                (Some(nh), None) => {
+                    if r.vnic.is_some() {
+                        return Err(format!("routes[{i}].vnic: only with via"));
+                    }
+                    if nh as usize >= n_nexthops {
+                        return Err(format!(
+                            "routes[{i}].nexthop {nh} out of range ({n_nexthops} next hops)"
+                        ));
+                    }
+                    nh
+                }
+                (None, Some(via_s)) => {
+                    let via = parse_ip(via_s).map_err(|e| format!("routes[{i}].via {e}"))?;
+                    if is_local(&vnics, via) {
+                        return Err(format!(
+                            "routes[{i}].via {via_s}: one of the router's own addresses"
+                        ));
+                    }
+                    let vnic = match r.vnic {
+                        Some(v) => vnic_ok(v, &format!("routes[{i}].vnic"))?,
+                        None => vnic_for(&vnics, via).ok_or_else(|| {
+                            format!(
+                                "routes[{i}].via {via_s}: in no connected subnet (give routes[{i}].vnic)"
+                            )
+                        })?,
+                    };
+                    let n = neigh
+                        .pin(via, vnic)
+                        .ok_or_else(|| full(format!("routes[{i}].via")))?;
+                    hops.intern(Hop::Gateway {
+                        vnic,
+                        neigh: n as u32,
+                    })
+                }
+                (Some(_), Some(_)) => {
+                    return Err(format!("routes[{i}]: give nexthop or via, not both"));
+                }
+                (None, None) => return Err(format!("routes[{i}]: needs nexthop or via")),
+            };
+            fib.insert(p, l, id)
+                .map_err(|e| format!("routes[{i}]: {e}"))?;
+        }
+        if let Some(path) = &cfg.route_file {
+            if n_nexthops == 0 {
+                return Err("route_file needs at least one next hop".into());
+            }
+            let set =
+                vrhost_fib::import::read_routes(std::path::Path::new(path), &Default::default())
+                    .map_err(|e| format!("route_file {path}: {e}"))?;
+            let n = n_nexthops as u32;
+            for r in set.ipv4() {
+                fib.insert(r.prefix, r.len, r.asn.unwrap_or(0) % n)
+                    .map_err(|e| format!("route_file {path}: {e}"))?;
+            }
+        }
+        // Connected subnets win over static routes of the same prefix (as
+        // Linux's metric 0), local and broadcast addresses over everything
+        // (Linux's local table).
+        for (v, n) in vnics.iter().enumerate() {
+            for ifa in &n.addrs {
+                let id = hops.intern(Hop::Connected { vnic: v as u16 });
+                fib.insert(ifa.addr & ifa.mask(), ifa.len, id)
+                    .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
+            }
+        }
+        for (v, n) in vnics.iter().enumerate() {
+            for ifa in &n.addrs {
+                let local = hops.intern(Hop::Local);
+                fib.insert(ifa.addr, 32, local)
+                    .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
+                if ifa.len <= 30 {
+                    let b = hops.intern(Hop::Broadcast);
+                    fib.insert(ifa.broadcast(), 32, b)
+                        .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
+                }
+            }
+        }
+        let burst = cfg
+            .burst_lookup
+            .unwrap_or(fib.groups_used() >= BURST_GROUPS);
+        Ok(Self {
+            burst,
+            fib,
+            hops: hops.hops,
+            vnics,
+            neigh,
+            timers: Timers {
+                reachable_ms: a.reachable_ms,
+                retrans_ms: a.retrans_ms,
+                probes: a.probes,
+                failed_ms: a.failed_ms,
+            },
+            bucket: TokenBucket::new(cfg.icmp.rate, cfg.icmp.burst),
+            clock: Clock::Coarse,
+            now: None,
+            counters: [0; counters::COUNT],
+        })
+    }
+}

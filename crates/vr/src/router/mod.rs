@@ -1,0 +1,432 @@
+//! The built-in VR: an IPv4 router that Linux hosts can talk to.
+//!
+//! Per burst of packets (the runtime's [`BATCH`](crate::runtime::BATCH);
+//! for a table the caches hold, packets one by one, which is cheaper there:
+//! see [`RouterConfig::burst_lookup`]):
+//! 1. each frame is checked: Ethernet, then ARP (see [ARP](self#arp)) or
+//!    IPv4 (version, IHL, lengths, header checksum);
+//!    frames to a group MAC address, to a multicast, class E or broadcast
+//!    address, or from a source no host may have, are not forwarded;
+//! 2. the destinations of the rest are looked up together
+//!    ([`Ipv4Fib::lookup_batch`]: the table's cache misses overlap);
+//! 3. each packet goes where its route says: to one of the router's own
+//!    addresses (ICMP echo is answered), or, its TTL decremented with the
+//!    incremental checksum update of RFC 1624, to a next hop whose MAC is
+//!    configured, or resolved by ARP. ARP frames are handled in this step
+//!    too, in their place among the others, so that a burst does exactly
+//!    what its packets would one by one.
+//!
+//! Every drop is counted by reason ([`DropReason`]); the router's own
+//! counts (ARP and ICMP sent, ...) are [`counters`].
+//!
+//! # ARP
+//!
+//! The router answers requests for the addresses of the vNIC they arrive
+//! on (Linux's `arp_ignore=1`), in place: the request's slot becomes the
+//! reply. It learns the sender of a request for it (creating an entry) and
+//! of any ARP packet from a neighbour it already knows (updating it).
+//! A VR cannot allocate slots, so resolution reuses the slots it is given:
+//! the first packet to an unresolved neighbour is copied into a pending
+//! buffer and its slot becomes the broadcast request; the reply's slot
+//! becomes the pending packet, MACs set. Requests for one neighbour go out
+//! at most every `retrans_ms`, in the slot of a packet to it (which then
+//! replaces the older pending packet); after `probes` of them without an
+//! answer the packet gets an ICMP host unreachable, and so do the packets
+//! of the next `failed_ms`. A MAC is used for `reachable_ms` after it was
+//! confirmed, then confirmed again the same way while packets keep going
+//! to it. Static neighbours never age. The neighbour table has a fixed
+//! capacity (`arp.neighbours` entries, `arp.pending` pending buffers of
+//! 2048 bytes, both allocated once; `neigh.rs` says how entries are placed
+//! and evicted).
+//!
+//! # ICMP
+//!
+//! Echo requests to the router's addresses are answered in place (TTL 64,
+//! IP options dropped). Time exceeded (TTL <= 1), net unreachable (no
+//! route) and host unreachable (ARP failed) are sent in place of the
+//! packet: its IP header and 8 bytes of its data quoted (RFC 792), from the
+//! address of the vNIC the error leaves by, TTL 64, at most `icmp.rate` per
+//! second after a burst of `icmp.burst` (a token bucket, like Linux's
+//! `icmp_ratelimit`); never about an ICMP error, a fragment other than the
+//! first, or to a source no host may have (RFC 1812 4.3.2.7). An error or
+//! reply goes out of the vNIC the route back to its destination names; on
+//! the vNIC the packet came in by, to the frame's source MAC.
+//!
+//! # Time
+//!
+//! The clock (`CLOCK_MONOTONIC_COARSE`, read through the vDSO: no system
+//! call) is read at most once per burst (per packet when they come one by
+//! one), and only for packets that need it: to a neighbour resolved by
+//! ARP, ARP itself, ICMP errors. Packets to next hops with a configured
+//! MAC never read it.
+//!
+//! # Not here
+//!
+//! IPv6 (and NDP), local delivery to a control plane (packets to the
+//! router other than ARP and echo are dropped as
+//! [`DropReason::LocalUnsupported`]), VLAN tags, IP options processing,
+//! fragmentation and MTUs, ICMP redirects, proxy ARP.
+
+mod arp;
+mod config;
+mod icmp;
+mod neigh;
+#[cfg(test)]
+mod tests;
+
+use vrhost_fib::Ipv4Fib;
+use vrhost_packet::ethernet::{self, EtherType, EthernetFrame};
+use vrhost_packet::ipv4::Ipv4Packet;
+
+pub use config::{
+    ArpConfig, IcmpConfig, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig, VnicConfig,
+    parse_prefix,
+};
+
+use self::icmp::TokenBucket;
+use self::neigh::{NeighTable, State};
+use crate::sdk::{DropReason, Packet, Verdict, Vr};
+
+/// Packets looked up together.
+const BURST: usize = crate::runtime::BATCH;
+
+/// The router's own counters ([`Vr::counters`]; published by the SDK from
+/// [`crate::proto::counter::VR_BASE`] on).
+pub mod counters {
+    /// ARP requests sent (resolving a next hop).
+    pub const ARP_REQUESTS: usize = 0;
+    /// ARP replies sent (for the router's addresses).
+    pub const ARP_REPLIES: usize = 1;
+    /// Neighbour entries created or updated from ARP.
+    pub const ARP_LEARNED: usize = 2;
+    /// Packets that waited for ARP and left when the reply came.
+    pub const ARP_RELEASED: usize = 3;
+    /// Packets lost while waiting for ARP: replaced in the pending buffer
+    /// by a newer one, evicted, given up on, or not buffered at all (no
+    /// buffer free, or too long) when their slot carried the request
+    /// (Linux's `unresolved_discards`).
+    pub const ARP_UNRES_DISCARDS: usize = 4;
+    /// Resolutions given up (no reply to `arp.probes` requests).
+    pub const ARP_FAILED: usize = 5;
+    /// ICMP echo replies sent.
+    pub const ICMP_ECHO_REPLIES: usize = 6;
+    /// ICMP time exceeded sent.
+    pub const ICMP_TIME_EXCEEDED: usize = 7;
+    /// ICMP net unreachable sent.
+    pub const ICMP_NET_UNREACHABLE: usize = 8;
+    /// ICMP host unreachable sent.
+    pub const ICMP_HOST_UNREACHABLE: usize = 9;
+    /// ICMP errors not sent because of the rate limit.
+    pub const ICMP_RATE_LIMITED: usize = 10;
+    /// Packets to a neighbour that found no room in the neighbour table.
+    pub const NEIGH_TABLE_FULL: usize = 11;
+    /// Number of counters.
+    pub const COUNT: usize = 12;
+    /// Their names, in order.
+    pub const NAMES: [&str; COUNT] = [
+        "arp_requests",
+        "arp_replies",
+        "arp_learned",
+        "arp_released",
+        "arp_unres_discards",
+        "arp_failed",
+        "icmp_echo_replies",
+        "icmp_time_exceeded",
+        "icmp_net_unreachable",
+        "icmp_host_unreachable",
+        "icmp_rate_limited",
+        "neigh_table_full",
+    ];
+    const _: () = assert!(COUNT <= crate::proto::counter::VR_SLOTS);
+}
+
+/// Where a route sends packets: the FIB maps a prefix to an index into
+/// the router's hops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Hop {
+    /// A next hop with a configured MAC (no ARP).
+    Static {
+        vnic: u16,
+        dst: [u8; 6],
+        src: [u8; 6],
+    },
+    /// A gateway resolved by ARP; `neigh` is its (pinned) table slot.
+    Gateway { vnic: u16, neigh: u32 },
+    /// A connected subnet: the destination is the neighbour.
+    Connected { vnic: u16 },
+    /// One of the router's addresses.
+    Local,
+    /// The broadcast address of a connected subnet.
+    Broadcast,
+}
+
+/// An address of a vNIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Iface {
+    addr: u32,
+    len: u8,
+}
+
+impl Iface {
+    fn mask(self) -> u32 {
+        u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0)
+    }
+
+    fn contains(self, ip: u32) -> bool {
+        (ip ^ self.addr) & self.mask() == 0
+    }
+
+    fn broadcast(self) -> u32 {
+        self.addr | !self.mask()
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Vnic {
+    mac: [u8; 6],
+    addrs: Vec<Iface>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Timers {
+    reachable_ms: u64,
+    retrans_ms: u64,
+    probes: u8,
+    failed_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Clock {
+    /// `CLOCK_MONOTONIC_COARSE`.
+    Coarse,
+    /// Set by tests.
+    #[cfg_attr(not(test), expect(dead_code, reason = "the tests' clock"))]
+    Manual(u64),
+}
+
+/// What the first look at a packet decided.
+enum Ingress {
+    /// Dropped.
+    Done(Verdict),
+    /// An ARP packet (handled in step 3, in order with the others).
+    Arp,
+    /// An IPv4 packet to route; its destination.
+    Lookup(u32),
+}
+
+/// In a burst's list of packets for step 3: the packet is ARP.
+const ARP_MARK: u8 = 0x80;
+const _: () = assert!(BURST <= ARP_MARK as usize);
+
+/// The built-in IPv4 router.
+#[derive(Debug)]
+pub struct Router {
+    /// Whether the runtime should hand over bursts ([`Vr::prefers_burst`]).
+    burst: bool,
+    fib: Ipv4Fib,
+    hops: Vec<Hop>,
+    vnics: Vec<Vnic>,
+    neigh: NeighTable,
+    timers: Timers,
+    bucket: TokenBucket,
+    clock: Clock,
+    /// The time of this burst in milliseconds, once read.
+    now: Option<u64>,
+    counters: [u64; counters::COUNT],
+}
+
+impl Router {
+    /// Routes in the FIB (connected and local routes included).
+    pub fn routes(&self) -> usize {
+        self.fib.len()
+    }
+
+    /// The time in milliseconds, read at most once per burst.
+    #[inline]
+    fn now(&mut self) -> u64 {
+        if let Some(t) = self.now {
+            return t;
+        }
+        let t = match self.clock {
+            Clock::Coarse => {
+                let ts = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+                (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
+            }
+            Clock::Manual(t) => t,
+        };
+        self.now = Some(t);
+        t
+    }
+
+    /// Run the router on a manual clock at `ms` (tests).
+    #[cfg(test)]
+    fn set_time(&mut self, ms: u64) {
+        self.clock = Clock::Manual(ms);
+        self.now = None;
+    }
+
+    /// Step 1: check the frame; find what to look up. No side effects, so
+    /// that a burst does exactly what its packets one by one would.
+    #[inline(always)]
+    fn ingress(&self, pkt: &Packet<'_>) -> Ingress {
+        let d = pkt.data();
+        let Ok(eth) = EthernetFrame::new_checked(d) else {
+            return Ingress::Done(Verdict::Drop(DropReason::BadHeader));
+        };
+        match eth.ethertype() {
+            EtherType::IPV4 => {}
+            EtherType::ARP => return Ingress::Arp,
+            _ => return Ingress::Done(Verdict::Drop(DropReason::Unsupported)),
+        }
+        // Untagged: the IPv4 header follows the 14-byte Ethernet header.
+        let Ok(ip) = Ipv4Packet::new_checked(&d[ethernet::HEADER_LEN..]) else {
+            return Ingress::Done(Verdict::Drop(DropReason::BadHeader));
+        };
+        if !ip.verify_checksum() {
+            return Ingress::Done(Verdict::Drop(DropReason::BadChecksum));
+        }
+        // 0.0.0.0/32, multicast, class E and broadcast are no host's
+        // address (RFC 1812 5.3.7): 0 wraps to the top of the range.
+        if ip.src_u32().wrapping_sub(1) >= 0xdfff_ffff {
+            return Ingress::Done(Verdict::Drop(DropReason::BadHeader));
+        }
+        // Link-layer group frames and group or broadcast destinations are
+        // for the router as a host, never forwarded (RFC 1812 5.3.4,
+        // Linux's ip_forward takes PACKET_HOST frames only).
+        let dst = ip.dst_u32();
+        if dst >= 0xe000_0000 || d[0] & 1 != 0 {
+            return Ingress::Done(Verdict::Drop(DropReason::LocalUnsupported));
+        }
+        Ingress::Lookup(dst)
+    }
+
+    /// Step 3: send the packet where its route says. Next hops with a
+    /// configured MAC here; the rest out of line.
+    #[inline(always)]
+    fn route(&mut self, pkt: &mut Packet<'_>, id: Option<u32>) -> Verdict {
+        let Some(hop) = id.and_then(|id| self.hops.get(id as usize)) else {
+            return self.net_unreachable(pkt);
+        };
+        if let Hop::Static { vnic, dst, src } = *hop {
+            let d = pkt.data_mut();
+            let mut ip = Ipv4Packet::new_unchecked(&mut d[ethernet::HEADER_LEN..]);
+            if ip.ttl() <= 1 {
+                return self.time_exceeded(pkt);
+            }
+            ip.decrement_ttl();
+            d[0..6].copy_from_slice(&dst);
+            d[6..12].copy_from_slice(&src);
+            return Verdict::Forward(vnic);
+        }
+        self.route_other(pkt, *hop)
+    }
+
+    /// [`Router::route`] for hops other than [`Hop::Static`].
+    #[inline(never)]
+    fn route_other(&mut self, pkt: &mut Packet<'_>, hop: Hop) -> Verdict {
+        let vnic = match hop {
+            Hop::Gateway { vnic, .. } | Hop::Connected { vnic } => vnic,
+            Hop::Local => return self.local_in(pkt),
+            Hop::Broadcast => return Verdict::Drop(DropReason::LocalUnsupported),
+            Hop::Static { .. } => unreachable!("routed inline"),
+        };
+        let ip = Ipv4Packet::new_unchecked(&pkt.data()[ethernet::HEADER_LEN..]);
+        if ip.ttl() <= 1 {
+            return self.time_exceeded(pkt);
+        }
+        let i = match hop {
+            Hop::Gateway { neigh, .. } => neigh as usize,
+            _ => match self.neigh.insert(ip.dst_u32(), vnic) {
+                Some((i, discarded)) => {
+                    self.counters[counters::ARP_UNRES_DISCARDS] += discarded;
+                    i
+                }
+                None => {
+                    self.counters[counters::NEIGH_TABLE_FULL] += 1;
+                    return Verdict::Drop(DropReason::ArpUnresolved);
+                }
+            },
+        };
+        let e = *self.neigh.get(i);
+        match e.state {
+            State::Static => self.send_to(pkt, vnic, e.mac),
+            State::Reachable if self.now().saturating_sub(e.since) < self.timers.reachable_ms => {
+                self.send_to(pkt, vnic, e.mac)
+            }
+            _ => self.resolve(pkt, vnic, i),
+        }
+    }
+
+    /// Forward to `mac` out of `vnic`: TTL, MAC addresses.
+    #[inline]
+    fn send_to(&mut self, pkt: &mut Packet<'_>, vnic: u16, mac: [u8; 6]) -> Verdict {
+        let d = pkt.data_mut();
+        Ipv4Packet::new_unchecked(&mut d[14..]).decrement_ttl();
+        d[0..6].copy_from_slice(&mac);
+        d[6..12].copy_from_slice(&self.vnics[usize::from(vnic)].mac);
+        Verdict::Forward(vnic)
+    }
+}
+
+impl Vr for Router {
+    #[inline]
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        self.now = None;
+        match self.ingress(pkt) {
+            Ingress::Done(v) => v,
+            Ingress::Arp => self.arp_in(pkt),
+            Ingress::Lookup(dst) => {
+                let id = self.fib.lookup(dst);
+                self.route(pkt, id)
+            }
+        }
+    }
+
+    #[inline]
+    fn process_burst(&mut self, pkts: &mut [Packet<'_>], verdicts: &mut [Verdict]) {
+        self.now = None;
+        let n = pkts.len().min(verdicts.len());
+        for (pkts, verdicts) in pkts[..n]
+            .chunks_mut(BURST)
+            .zip(verdicts[..n].chunks_mut(BURST))
+        {
+            let mut dsts = [0u32; BURST];
+            let mut at = [0u8; BURST];
+            let mut m = 0;
+            for (i, (p, v)) in pkts.iter_mut().zip(verdicts.iter_mut()).enumerate() {
+                match self.ingress(p) {
+                    Ingress::Done(x) => *v = x,
+                    Ingress::Arp => {
+                        // Looked up as 0.0.0.0 for nothing: ARP is rare.
+                        at[m] = i as u8 | ARP_MARK;
+                        m += 1;
+                    }
+                    Ingress::Lookup(dst) => {
+                        dsts[m] = dst;
+                        at[m] = i as u8;
+                        m += 1;
+                    }
+                }
+            }
+            let mut ids = [None; BURST];
+            self.fib.lookup_batch(&dsts[..m], &mut ids[..m]);
+            for (&a, &id) in at[..m].iter().zip(&ids[..m]) {
+                let i = usize::from(a & !ARP_MARK);
+                verdicts[i] = if a & ARP_MARK != 0 {
+                    self.arp_in(&mut pkts[i])
+                } else {
+                    self.route(&mut pkts[i], id)
+                };
+            }
+        }
+    }
+
+    #[inline]
+    fn prefers_burst(&self) -> bool {
+        self.burst
+    }
+
+    fn counters(&self) -> &[u64] {
+        &self.counters
+    }
+}

@@ -1,0 +1,206 @@
+//! The router on frames built here (etherparse builds and checks them, an
+//! implementation independent of `vrhost-packet`).
+
+use std::net::Ipv4Addr;
+
+use etherparse::{
+    ArpHardwareId, ArpOperation as EpArpOp, ArpPacket as EpArp, EtherType as EpEtherType,
+    Icmpv4Slice, Ipv4HeaderSlice, PacketBuilder,
+};
+
+use super::neigh::State;
+use super::*;
+
+mod arp;
+mod forward;
+mod icmp;
+
+/// The router's MACs, vNIC 0 and 1.
+const R0: [u8; 6] = [2, 0, 0, 0, 0x10, 0];
+const R1: [u8; 6] = [2, 0, 0, 0, 0x10, 1];
+/// A host on vNIC 0, 10.1.0.7.
+const H0: [u8; 6] = [2, 0, 0, 0, 0xa0, 7];
+const H0_IP: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 7);
+/// The default gateway on vNIC 1, 10.1.1.2.
+const GW: [u8; 6] = [2, 0, 0, 0, 0xb0, 2];
+const GW_IP: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
+/// The next hop of the original form (static MAC).
+const SINK: [u8; 6] = [2, 0, 0, 0, 0, 2];
+/// A start time, so that "long ago" exists.
+const T0: u64 = 1_000_000;
+
+fn cfg() -> RouterConfig {
+    let vnic = |mac: [u8; 6], addrs: &[&str]| VnicConfig {
+        mac: MacAddr(mac).to_string(),
+        addrs: addrs.iter().map(|s| s.to_string()).collect(),
+    };
+    RouterConfig {
+        vnics: vec![
+            vnic(R0, &["10.1.0.1/24"]),
+            vnic(R1, &["10.1.1.1/24", "10.9.0.1/16"]),
+        ],
+        nexthops: vec![NextHopConfig {
+            vnic: 1,
+            mac: MacAddr(SINK).to_string(),
+            ..NextHopConfig::default()
+        }],
+        routes: vec![
+            RouteConfig {
+                prefix: "0.0.0.0/0".into(),
+                via: Some(GW_IP.to_string()),
+                ..RouteConfig::default()
+            },
+            RouteConfig {
+                prefix: "192.0.2.0/24".into(),
+                nexthop: Some(0),
+                ..RouteConfig::default()
+            },
+        ],
+        ..RouterConfig::default()
+    }
+}
+
+fn router_with(cfg: &RouterConfig) -> Router {
+    let mut r = Router::new(cfg).unwrap();
+    r.set_time(T0);
+    r
+}
+
+fn router() -> Router {
+    router_with(&cfg())
+}
+
+use vrhost_packet::MacAddr;
+
+/// Process one frame placed at `off` in a 2048-byte slot, through the
+/// burst path; the verdict and the bytes after.
+fn run_at(r: &mut Router, rx: u16, frame: &[u8], off: usize) -> (Verdict, Vec<u8>) {
+    let mut buf = vec![0u8; 2048];
+    buf[off..off + frame.len()].copy_from_slice(frame);
+    let mut p = [Packet::new(&mut buf, off, frame.len(), rx).unwrap()];
+    let mut v = [Verdict::Drop(DropReason::Other)];
+    r.process_burst(&mut p, &mut v);
+    (v[0], p[0].data().to_vec())
+}
+
+fn run(r: &mut Router, rx: u16, frame: &[u8]) -> (Verdict, Vec<u8>) {
+    run_at(r, rx, frame, 128)
+}
+
+fn at(r: &mut Router, ms: u64) {
+    r.set_time(T0 + ms);
+}
+
+fn udp_ttl(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+    let mut v = vec![];
+    PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(src.octets(), dst.octets(), ttl)
+        .udp(4000, 5000)
+        .write(&mut v, &[0x5a; 58])
+        .unwrap();
+    v
+}
+
+/// UDP from the host on vNIC 0 to `dst`, TTL 64.
+fn udp_from_h0(dst: Ipv4Addr) -> Vec<u8> {
+    udp_ttl(H0, R0, H0_IP, dst, 64)
+}
+
+fn echo(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+    let mut v = vec![];
+    PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(src.octets(), dst.octets(), ttl)
+        .icmpv4_echo_request(0x4242, 7)
+        .write(
+            &mut v,
+            b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij",
+        )
+        .unwrap();
+    v
+}
+
+fn arp(
+    eth_src: [u8; 6],
+    eth_dst: [u8; 6],
+    op: EpArpOp,
+    sha: [u8; 6],
+    spa: Ipv4Addr,
+    tha: [u8; 6],
+    tpa: Ipv4Addr,
+) -> Vec<u8> {
+    let mut v = vec![];
+    PacketBuilder::ethernet2(eth_src, eth_dst)
+        .arp(
+            EpArp::new(
+                ArpHardwareId::ETHERNET,
+                EpEtherType::IPV4,
+                op,
+                &sha,
+                &spa.octets(),
+                &tha,
+                &tpa.octets(),
+            )
+            .unwrap(),
+        )
+        .write(&mut v)
+        .unwrap();
+    v
+}
+
+/// The gateway's reply to the router's request.
+fn gw_reply(mac: [u8; 6]) -> Vec<u8> {
+    arp(
+        mac,
+        R1,
+        EpArpOp::REPLY,
+        mac,
+        GW_IP,
+        R1,
+        Ipv4Addr::new(10, 1, 1, 1),
+    )
+}
+
+/// The exact request the router sends for `tpa` from `spa` out of a vNIC
+/// with MAC `mac`.
+fn request_bytes(mac: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
+    let mut v = vec![0xff; 6];
+    v.extend_from_slice(&mac);
+    v.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    v.extend_from_slice(&mac);
+    v.extend_from_slice(&spa.octets());
+    v.extend_from_slice(&[0; 6]);
+    v.extend_from_slice(&tpa.octets());
+    v
+}
+
+/// Check the IPv4 and ICMP checksums of `frame` with etherparse and return
+/// (IPv4 header slice, ICMP slice).
+fn icmp_of(frame: &[u8]) -> (Ipv4HeaderSlice<'_>, Icmpv4Slice<'_>) {
+    assert_eq!(&frame[12..14], &[8, 0], "IPv4 frame");
+    let ip = Ipv4HeaderSlice::from_slice(&frame[14..]).unwrap();
+    assert_eq!(
+        ip.header_checksum(),
+        ip.to_header().calc_header_checksum(),
+        "IPv4 header checksum"
+    );
+    assert_eq!(ip.protocol(), etherparse::IpNumber::ICMP);
+    let total = usize::from(ip.total_len());
+    assert_eq!(frame.len(), 14 + total, "frame is the IP packet");
+    let icmp = Icmpv4Slice::from_slice(&frame[14 + ip.slice().len()..14 + total]).unwrap();
+    let mut h = icmp.header();
+    let sent = h.checksum;
+    h.update_checksum(icmp.payload());
+    assert_eq!(h.checksum, sent, "ICMP checksum");
+    (ip, icmp)
+}
+
+fn c(r: &Router, i: usize) -> u64 {
+    r.counters[i]
+}
+
+fn neigh_state(r: &Router, ip: Ipv4Addr, vnic: u16) -> Option<(State, [u8; 6])> {
+    r.neigh.find(ip.to_bits(), vnic).map(|i| {
+        let e = r.neigh.get(i);
+        (e.state, e.mac)
+    })
+}
