@@ -100,9 +100,14 @@ pub fn run_route_import(
         keep_partial: args.keep_partial,
         progress,
     };
+    let bar = opts.progress.is_some();
     let t = Instant::now();
-    let s = import_summary(&args.file, &opts)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    let s = import_summary(&args.file, &opts);
+    if bar {
+        // End the bar's line before anything else is printed.
+        eprintln!();
+    }
+    let s = s.map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     if args.json {
         println!("{}", serde_json::to_string(&s)?);
     } else {

@@ -77,7 +77,9 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
         Cmd::Bench(BenchCmd::Forward(a)) => bench::forward::run(&a),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_fib::cli::run_cli(&a),
-        Cmd::Route(RouteCmd::Import(a)) => vrhost_fib::cli::run_route_import(&a, None).map(|_| ()),
+        Cmd::Route(RouteCmd::Import(a)) => {
+            vrhost_fib::cli::run_route_import(&a, progress_bar()).map(|_| ())
+        }
         Cmd::VrRun => {
             return vrhost_vr::runtime::main(|hello| {
                 let cfg: vrhost_vr::router::RouterConfig =
@@ -95,4 +97,44 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A progress bar on stderr for long route imports, when stderr is a
+/// terminal (redrawn at most 10 times a second).
+fn progress_bar() -> Option<vrhost_fib::import::ProgressFn> {
+    use std::io::{IsTerminal, Write};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let last = Mutex::new(Instant::now() - Duration::from_secs(1));
+    Some(std::sync::Arc::new(
+        move |p: &vrhost_fib::import::Progress| {
+            let Ok(mut last) = last.lock() else { return };
+            if last.elapsed() < Duration::from_millis(100) {
+                return;
+            }
+            *last = Instant::now();
+            let mut err = std::io::stderr().lock();
+            match p.total.filter(|t| *t > 0) {
+                Some(t) => {
+                    let frac = (p.bytes as f64 / t as f64).min(1.0);
+                    let done = (frac * 30.0) as usize;
+                    let _ = write!(
+                        err,
+                        "\rimport [{}{}] {:>3.0}% {} routes",
+                        "#".repeat(done),
+                        " ".repeat(30 - done),
+                        frac * 100.0,
+                        p.routes
+                    );
+                }
+                None => {
+                    let _ = write!(err, "\rimport {} bytes, {} routes", p.bytes, p.routes);
+                }
+            }
+            let _ = err.flush();
+        },
+    ))
 }
