@@ -34,6 +34,24 @@ pub(crate) const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 /// `TP_STATUS_VLAN_TPID_VALID`: the tag's TPID is in metadata too.
 pub(crate) const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
+/// The config check of the per-frame drivers (socket, TAP): a burst of
+/// `1..=max_burst` preallocated buffers of `ETH_HLEN..=65535` bytes.
+pub(crate) fn check_burst_config(
+    burst: usize,
+    max_burst: usize,
+    max_frame_bytes: usize,
+) -> Result<(), String> {
+    if !(1..=max_burst).contains(&burst) {
+        return Err(format!("burst {burst} outside 1..={max_burst}"));
+    }
+    if !(ETH_HLEN..=65535).contains(&max_frame_bytes) {
+        return Err(format!(
+            "max_frame_bytes {max_frame_bytes} outside {ETH_HLEN}..=65535"
+        ));
+    }
+    Ok(())
+}
+
 /// A setup system call that failed: which one, and the OS error.
 #[derive(Debug)]
 pub(crate) struct SysError {

@@ -64,16 +64,7 @@ impl SocketConfig {
     /// # Errors
     /// What is wrong, in words.
     pub fn validate(&self) -> Result<(), String> {
-        if !(1..=MAX_BURST).contains(&self.burst) {
-            return Err(format!("burst {} outside 1..={MAX_BURST}", self.burst));
-        }
-        if !(ETH_HLEN..=65535).contains(&self.max_frame_bytes) {
-            return Err(format!(
-                "max_frame_bytes {} outside {ETH_HLEN}..=65535",
-                self.max_frame_bytes
-            ));
-        }
-        Ok(())
+        sys::check_burst_config(self.burst, MAX_BURST, self.max_frame_bytes)
     }
 }
 
