@@ -66,6 +66,12 @@ pub enum Driver {
     Socket,
     /// A TAP device vrhost creates.
     Tap,
+    /// A frame generator in memory (LVRM's main-memory adapter): no
+    /// interface; what it generates is its `gen` table. Frames sent to it
+    /// are counted and discarded.
+    Mem,
+    /// A sink in memory: counts and discards what is sent to it.
+    Null,
 }
 
 impl Driver {
@@ -76,6 +82,8 @@ impl Driver {
             Driver::AfPacket => "af_packet",
             Driver::Socket => "socket",
             Driver::Tap => "tap",
+            Driver::Mem => "mem",
+            Driver::Null => "null",
         }
     }
 }
@@ -88,8 +96,79 @@ pub struct PortConfig {
     pub name: Spanned<String>,
     /// Driver.
     pub driver: Driver,
-    /// Interface (in the daemon's network namespace).
-    pub interface: Spanned<String>,
+    /// Interface (in the daemon's network namespace); not for `mem` and
+    /// `null`.
+    #[serde(default)]
+    pub interface: Option<Spanned<String>>,
+    /// What a `mem` port generates (its `traffic` table).
+    #[serde(default)]
+    pub traffic: Option<Spanned<GenConf>>,
+}
+
+/// What a `mem` port generates: UDP/IPv4 frames.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GenConf {
+    /// Frame length without FCS, 64..=1518.
+    pub frame_bytes: usize,
+    /// Destination prefixes: each frame goes to a random address of a
+    /// random one of them.
+    pub dst: Vec<String>,
+    /// Source address.
+    pub src: String,
+    /// Destination MAC (the VR vNIC's).
+    pub dst_mac: String,
+    /// Frames per second (none: as fast as the worker takes them).
+    pub pps: Option<u64>,
+    /// Stop after this many frames.
+    pub limit: Option<u64>,
+    /// Seed of the destination choice.
+    pub seed: u64,
+}
+
+impl Default for GenConf {
+    fn default() -> Self {
+        Self {
+            frame_bytes: 64,
+            dst: vec!["10.1.2.3/32".into()],
+            src: "10.0.0.1".into(),
+            dst_mac: "02:00:00:00:00:02".into(),
+            pps: None,
+            limit: None,
+            seed: 0x5eed,
+        }
+    }
+}
+
+impl GenConf {
+    /// The generator's config.
+    ///
+    /// # Errors
+    /// A bad prefix, address or MAC, or a frame size out of range.
+    pub fn mem_config(&self) -> Result<vrhost_io::mem::MemPortConfig, String> {
+        use vrhost_io::mem::{DstMode, MemPortConfig};
+        let dst = self
+            .dst
+            .iter()
+            .map(|p| vrhost_vr::router::parse_prefix(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cfg = MemPortConfig {
+            frame_bytes: self.frame_bytes,
+            dst: DstMode::Prefixes(dst),
+            src_ips: vec![
+                self.src
+                    .parse()
+                    .map_err(|_| format!("src {:?}: not an IPv4 address", self.src))?,
+            ],
+            dst_mac: vrhost_packet::MacAddr(parse_mac(&self.dst_mac)?),
+            limit: self.limit,
+            seed: self.seed,
+            pps: self.pps,
+            ..MemPortConfig::default()
+        };
+        cfg.validate().map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
 }
 
 /// What runs a VR.
@@ -143,7 +222,9 @@ pub struct VrConf {
     /// The router's tables (routes, next hops, neighbours, route file), for
     /// `kind = "router"`; its `vnics` come from `vnics` above.
     #[serde(default)]
-    pub router: Option<Spanned<toml::Table>>,
+    // Not `Spanned`: toml 0.8 cannot read a spanned table whose subtables
+    // come in `[[vrs.router.x]]` headers (as the API writes them).
+    pub router: Option<toml::Table>,
     /// A custom program's own config, passed to it as JSON.
     #[serde(default)]
     pub config: Option<toml::Table>,
@@ -173,6 +254,9 @@ pub struct RuleConf {
     /// Destination MAC.
     #[serde(default)]
     pub dst_mac: Option<Spanned<String>>,
+    /// VLAN id (802.1Q), 0..=4095.
+    #[serde(default)]
+    pub vlan: Option<Spanned<u16>>,
     /// IP protocol number.
     #[serde(default)]
     pub proto: Option<u8>,
@@ -240,8 +324,10 @@ pub struct VrPlan {
 /// A checked config: what the daemon will build.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// Ports: (name, driver, interface).
+    /// Ports: (name, driver, interface; empty for `mem` and `null`).
     pub ports: Vec<(String, Driver, String)>,
+    /// What each `mem` port generates (`None` for other drivers).
+    pub gens: Vec<Option<GenConf>>,
     /// VRs.
     pub vrs: Vec<VrPlan>,
     /// Compiled classifier.
@@ -312,20 +398,55 @@ impl Config {
                     format!("{n:?}: empty or defined twice"),
                 ));
             }
-            let ifn = p.interface.get_ref();
-            if ifn.is_empty() || ifn.len() > 15 {
-                return Err(err(
-                    p.interface.span(),
-                    format!("ports[{i}].interface"),
-                    format!("{ifn:?}: 1-15 characters"),
-                ));
+            let in_memory = matches!(p.driver, Driver::Mem | Driver::Null);
+            match (&p.interface, in_memory) {
+                (Some(ifc), true) => {
+                    return Err(err(
+                        ifc.span(),
+                        format!("ports[{i}].interface"),
+                        format!("a {} port has no interface", p.driver.name()),
+                    ));
+                }
+                (None, false) => {
+                    return Err(err(
+                        p.name.span(),
+                        format!("ports[{i}].interface"),
+                        format!("a {} port needs an interface", p.driver.name()),
+                    ));
+                }
+                (Some(ifc), false) => {
+                    let ifn = ifc.get_ref();
+                    if ifn.is_empty() || ifn.len() > 15 {
+                        return Err(err(
+                            ifc.span(),
+                            format!("ports[{i}].interface"),
+                            format!("{ifn:?}: 1-15 characters"),
+                        ));
+                    }
+                    if ifaces.insert(ifn.clone(), i).is_some() {
+                        return Err(err(
+                            ifc.span(),
+                            format!("ports[{i}].interface"),
+                            format!("{ifn:?} used by two ports"),
+                        ));
+                    }
+                }
+                (None, true) => {}
             }
-            if ifaces.insert(ifn.clone(), i).is_some() {
-                return Err(err(
-                    p.interface.span(),
-                    format!("ports[{i}].interface"),
-                    format!("{ifn:?} used by two ports"),
-                ));
+            match (&p.traffic, p.driver) {
+                (Some(g), Driver::Mem) => {
+                    g.get_ref()
+                        .mem_config()
+                        .map_err(|m| err(g.span(), format!("ports[{i}].traffic"), m))?;
+                }
+                (Some(g), _) => {
+                    return Err(err(
+                        g.span(),
+                        format!("ports[{i}].traffic"),
+                        "only a mem port generates".into(),
+                    ));
+                }
+                (None, _) => {}
             }
         }
         let mut vr_ix = BTreeMap::new();
@@ -382,11 +503,11 @@ impl Config {
             let (program, config) = match v.kind {
                 VrKind::Router => {
                     let rcfg = self.router_config(v).map_err(|m| {
-                        let span = v.router.as_ref().map_or(v.name.span(), |r| r.span());
+                        let span = v.name.span();
                         err(span, f("router"), m)
                     })?;
                     Router::new(&rcfg).map_err(|m| {
-                        let span = v.router.as_ref().map_or(v.vnics.span(), |r| r.span());
+                        let span = v.name.span();
                         err(span, f("router"), m)
                     })?;
                     (None, serde_json::to_value(&rcfg).expect("serializes"))
@@ -465,7 +586,16 @@ impl Config {
                     dst: pfx(&r.dst, "dst")?,
                     src: pfx(&r.src, "src")?,
                     dst_mac,
-                    vlan: None,
+                    vlan: match &r.vlan {
+                        Some(v) if *v.get_ref() > 4095 => {
+                            return Err(err(
+                                v.span(),
+                                f("vlan"),
+                                format!("{}: must be 0..=4095", v.get_ref()),
+                            ));
+                        }
+                        v => v.as_ref().map(|v| *v.get_ref()),
+                    },
                     proto: r.proto,
                     udp_dport: r.udp_dport,
                 },
@@ -487,8 +617,24 @@ impl Config {
                     (
                         p.name.get_ref().clone(),
                         p.driver,
-                        p.interface.get_ref().clone(),
+                        p.interface
+                            .as_ref()
+                            .map(|i| i.get_ref().clone())
+                            .unwrap_or_default(),
                     )
+                })
+                .collect(),
+            gens: self
+                .ports
+                .iter()
+                .map(|p| match p.driver {
+                    Driver::Mem => Some(
+                        p.traffic
+                            .as_ref()
+                            .map(|g| g.get_ref().clone())
+                            .unwrap_or_default(),
+                    ),
+                    _ => None,
                 })
                 .collect(),
             vrs,
@@ -501,11 +647,7 @@ impl Config {
     /// with `vnics` filled from the VR's vNICs; a relative `route_file` is
     /// resolved against the config's directory.
     fn router_config(&self, v: &VrConf) -> Result<RouterConfig, String> {
-        let mut t = v
-            .router
-            .as_ref()
-            .map(|r| r.get_ref().clone())
-            .unwrap_or_default();
+        let mut t = v.router.clone().unwrap_or_default();
         if t.contains_key("vnics") {
             return Err("`vnics` belongs to the VR, not to its router table".into());
         }
@@ -549,6 +691,27 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_router_table_written_with_headers_reads_back() {
+        // What the API writes: `[[vrs.router.neighbours]]` headers.
+        let (cfg, _) = Config::parse(GOOD, "v.toml", Path::new(".")).unwrap();
+        let _ = cfg;
+        let mut doc: toml::Table = toml::from_str(GOOD).unwrap();
+        let vr = doc["vrs"].as_array_mut().unwrap()[0]
+            .as_table_mut()
+            .unwrap();
+        let router = vr["router"].as_table_mut().unwrap();
+        router.insert(
+            "neighbours".into(),
+            toml::Value::Array(vec![toml::Value::Table(
+                toml::from_str("ip = \"10.9.9.9\"\nmac = \"02:00:00:00:09:09\"\nvnic = 1").unwrap(),
+            )]),
+        );
+        let src = toml::to_string(&doc).unwrap();
+        assert!(src.contains("[[vrs.router.neighbours]]"), "{src}");
+        Config::parse(&src, "v.toml", Path::new(".")).unwrap();
+    }
 
     const GOOD: &str = r#"
 [host]

@@ -12,6 +12,23 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Keep the calling thread (and the threads and processes it starts
+/// later) off `cpu`, when there is another CPU to go to: the host worker
+/// owns its core, and the control plane's work (starting VR processes,
+/// answering the API) must not preempt it. Returns whether it did.
+///
+/// # Errors
+/// The OS error of `sched_getaffinity`/`sched_setaffinity`.
+pub fn avoid_cpu(cpu: usize) -> std::io::Result<bool> {
+    let mut set = rustix::thread::sched_getaffinity(None)?;
+    if !set.is_set(cpu) || set.count() < 2 {
+        return Ok(false);
+    }
+    set.unset(cpu);
+    rustix::thread::sched_setaffinity(None, &set)?;
+    Ok(true)
+}
+
 /// CPU time of the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);

@@ -2,11 +2,13 @@
 //!
 //! It owns the classifier ([`classify`]), the host side of each VR's region
 //! with its validation of everything a VR hands back ([`vrpath`]), the worker
-//! loop ([`worker`]), and starting and watching VR processes ([`spawn`]).
+//! loop ([`worker`]), the capture taps it copies a VR's frames into
+//! ([`capture`]), and starting and watching VR processes ([`spawn`]).
 //! It does not own the region layout (`vrhost-shm`), packet formats
 //! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
 //! packet (`vrhost-vr`).
 
+pub mod capture;
 pub mod classify;
 pub mod config;
 pub mod cpu;
@@ -15,8 +17,9 @@ pub mod stats;
 pub mod vrpath;
 pub mod worker;
 
+pub use capture::{Direction, Record, Tap, TapConfig, TapReader};
 pub use classify::{Classifier, Match, Rule};
-pub use spawn::{VrCommand, VrProcess};
-pub use stats::{HostStats, IngressDrop, Violation, VrStats};
-pub use vrpath::{Backend, VrPath};
-pub use worker::Worker;
+pub use spawn::{ControlError, VrCommand, VrControl, VrProcess};
+pub use stats::{HostStats, IngressDrop, Violation, VnicStats, VrStats};
+pub use vrpath::{Backend, InstanceInfo, VrPath};
+pub use worker::{CaptureRefused, Keep, Mailbox, MailboxError, Reconfig, Worker};

@@ -181,6 +181,13 @@ impl VrProcess {
                     message,
                 })
             }
+            Ok(VrReply::Control { .. }) => {
+                proc_.stop();
+                Err(SpawnError::Refused {
+                    vr: vr.to_string(),
+                    message: "answered a control message before it was ready".into(),
+                })
+            }
             Err(message) => {
                 proc_.stop();
                 Err(SpawnError::Refused {
@@ -211,6 +218,19 @@ impl VrProcess {
             }
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// A second handle on its control socket, for the control plane to
+    /// send [`HostMsg::Control`] messages while the worker owns the process.
+    ///
+    /// # Errors
+    /// The OS error of `dup`.
+    pub fn control(&self) -> std::io::Result<VrControl> {
+        Ok(VrControl {
+            fd: self.ctrl.try_clone()?,
+            next_id: 1,
+            buf: Vec::new(),
+        })
     }
 
     /// The process id.
@@ -261,4 +281,106 @@ impl VrProcess {
     pub fn cpu_ns(&self) -> Option<u64> {
         crate::cpu::process_cpu_ns(self.child.id())
     }
+}
+
+/// The control plane's handle on one instance's control socket: requests
+/// ([`HostMsg::Control`]) answered in order by [`VrReply::Control`].
+#[derive(Debug)]
+pub struct VrControl {
+    fd: OwnedFd,
+    next_id: u64,
+    buf: Vec<u8>,
+}
+
+impl VrControl {
+    /// Send `body` and wait up to `timeout` for the VR's answer.
+    ///
+    /// # Errors
+    /// The VR's own error message (`Ok(Err(..))` is not used: a refused
+    /// request is `Err`), or why there was no answer (closed socket,
+    /// timeout, a reply that is not JSON).
+    pub fn request(
+        &mut self,
+        body: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, ControlError> {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = serde_json::to_vec(&HostMsg::Control {
+            id,
+            body: body.clone(),
+        })
+        .expect("serializes");
+        if msg.len() > MAX_MSG {
+            return Err(ControlError::TooBig(msg.len()));
+        }
+        send_with_fds(self.fd.as_fd(), &msg, &[]).map_err(|e| ControlError::Io(e.to_string()))?;
+        let deadline = std::time::Instant::now() + timeout;
+        if self.buf.len() < MAX_MSG {
+            self.buf.resize(MAX_MSG, 0);
+        }
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(ControlError::Timeout(timeout));
+            }
+            let ts = Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+            if rustix::event::poll(&mut fds, Some(&ts))
+                .map_err(|e| ControlError::Io(e.to_string()))?
+                == 0
+            {
+                continue;
+            }
+            let n = match recv_with_fds(self.fd.as_fd(), &mut self.buf) {
+                Ok((n, _)) => n,
+                Err(FdPassError::Closed) => return Err(ControlError::Closed),
+                Err(FdPassError::Syscall { source, .. })
+                    if source.kind() == std::io::ErrorKind::WouldBlock =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(ControlError::Io(e.to_string())),
+            };
+            match serde_json::from_slice::<VrReply>(&self.buf[..n]) {
+                Ok(VrReply::Control { id: got, result }) if got == id => {
+                    return result.map_err(ControlError::Refused);
+                }
+                // An answer to an earlier request that timed out.
+                Ok(VrReply::Control { id: got, .. }) if got < id && got != 0 => continue,
+                Ok(VrReply::Control { result: Err(m), .. }) => {
+                    return Err(ControlError::Refused(m));
+                }
+                Ok(other) => return Err(ControlError::Protocol(format!("unexpected {other:?}"))),
+                Err(e) => return Err(ControlError::Protocol(e.to_string())),
+            }
+        }
+    }
+}
+
+/// A control request got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// The VR refused it; its message.
+    #[error("{0}")]
+    Refused(String),
+    /// The request does not fit one message.
+    #[error("request of {0} bytes is larger than a control message")]
+    TooBig(usize),
+    /// No answer in time.
+    #[error("the VR did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The VR closed its control socket (it exited).
+    #[error("the VR's control socket is closed")]
+    Closed,
+    /// The answer was not a reply.
+    #[error("bad answer from the VR: {0}")]
+    Protocol(String),
+    /// A system call failed.
+    #[error("control socket: {0}")]
+    Io(String),
 }

@@ -102,9 +102,34 @@ pub struct VrStats {
     pub reclaimed: Counter,
     /// Doorbell rings (wakeups of a sleeping VR).
     pub kicks: Counter,
+    /// Frames a capture could not keep up with (not copied; still forwarded).
+    pub capture_dropped: Counter,
+    /// Per vNIC, in index order.
+    pub vnics: Vec<VnicStats>,
+}
+
+/// Counters of one vNIC of a VR as the host sees it.
+#[derive(Debug, Default)]
+pub struct VnicStats {
+    /// Frames put into the vNIC's rx ring.
+    pub rx_packets: Counter,
+    /// Their bytes.
+    pub rx_bytes: Counter,
+    /// Frames sent from the vNIC's tx ring to its port.
+    pub tx_packets: Counter,
+    /// Their bytes.
+    pub tx_bytes: Counter,
 }
 
 impl VrStats {
+    /// Counters of a VR with `vnics` vNICs.
+    pub fn with_vnics(vnics: usize) -> Self {
+        Self {
+            vnics: (0..vnics).map(|_| VnicStats::default()).collect(),
+            ..Self::default()
+        }
+    }
+
     /// Count an ingress drop.
     #[inline]
     pub fn drop_in(&self, why: IngressDrop, n: u64) {

@@ -17,6 +17,7 @@ use vrhost_vr::Vr;
 use vrhost_vr::router::Router;
 use vrhost_vr::runtime::{TxStage, VrCounters, process_slots};
 
+use crate::capture::{Direction, Tap};
 use crate::spawn::VrProcess;
 use crate::stats::{IngressDrop, Violation, VrStats};
 
@@ -52,6 +53,25 @@ impl Backend {
     }
 }
 
+/// One instance of a VR as the region and the host see it (display only).
+#[derive(Debug, Clone, Default)]
+pub struct InstanceInfo {
+    /// Instance number.
+    pub index: u16,
+    /// Its process, if the host started one.
+    pub pid: Option<u32>,
+    /// Whether it runs and is fed.
+    pub running: bool,
+    /// Entries waiting in its rx rings (all vNICs).
+    pub rx_ring_fill: u64,
+    /// Entries waiting in its tx rings (all vNICs).
+    pub tx_ring_fill: u64,
+    /// Its poll loop's round counter.
+    pub heartbeat: u64,
+    /// The counters the VR SDK publishes (see `vrhost_vr::proto::counter`).
+    pub vr_counters: Vec<u64>,
+}
+
 /// Rings of one instance, host side.
 struct InstRings {
     rx: Vec<Producer>,
@@ -79,6 +99,8 @@ pub struct VrPath {
     inproc_counters: VrCounters,
     up: bool,
     stats: Arc<VrStats>,
+    /// The capture attached to this VR, if any (see [`crate::capture`]).
+    tap: Option<Box<Tap>>,
 }
 
 impl VrPath {
@@ -124,7 +146,8 @@ impl VrPath {
             bells,
             region,
             up,
-            stats: Arc::new(VrStats::default()),
+            stats: Arc::new(VrStats::with_vnics(usize::from(cfg.vnic_count))),
+            tap: None,
         }
     }
 
@@ -159,6 +182,78 @@ impl VrPath {
     /// Slots on the host's free list.
     pub fn free_slots(&self) -> usize {
         self.free.len()
+    }
+
+    /// Slots in the pool.
+    pub fn pool_slots(&self) -> usize {
+        self.owner.len()
+    }
+
+    /// True when the VR holds no slot (everything given to it came back).
+    pub fn is_drained(&self) -> bool {
+        self.free.len() == self.owner.len()
+    }
+
+    /// The out port of each vNIC.
+    pub fn vnic_ports(&self) -> &[usize] {
+        &self.vnic_port
+    }
+
+    /// Change the out port of each vNIC (the ports were renumbered); a
+    /// vNIC whose port is gone gets `usize::MAX` and its frames are counted
+    /// as port drops.
+    ///
+    /// # Panics
+    /// If `ports` does not have one entry per vNIC.
+    pub fn set_vnic_ports(&mut self, ports: Vec<usize>) {
+        assert_eq!(ports.len(), self.vnic_port.len(), "one port per vNIC");
+        self.vnic_port = ports;
+    }
+
+    /// Attach a capture tap, or detach it with `None`; returns the one it
+    /// replaces (for the caller to drop off the worker thread).
+    pub fn set_tap(&mut self, tap: Option<Box<Tap>>) -> Option<Box<Tap>> {
+        std::mem::replace(&mut self.tap, tap)
+    }
+
+    /// The capture tap attached, if any.
+    pub fn tap(&self) -> Option<&Tap> {
+        self.tap.as_deref()
+    }
+
+    /// What the instances show in the region: for display only (a VR writes
+    /// these values and may write anything).
+    pub fn instance_info(&self) -> Vec<InstanceInfo> {
+        let cfg = self.region.layout().cfg;
+        let procs = self.processes();
+        (0..cfg.instance_count)
+            .map(|i| {
+                let fill = |ring: fn(u16) -> RingId| {
+                    (0..cfg.vnic_count)
+                        .filter_map(|v| self.region.ring(i, ring(v)))
+                        .map(|r| u64::from(r.occupancy()))
+                        .sum()
+                };
+                let block = self.region.instance(i);
+                // Relaxed: display values.
+                let ld = |f: fn(&vrhost_shm::InstanceBlock) -> u64| block.map_or(0, f);
+                let p = procs.get(usize::from(i));
+                InstanceInfo {
+                    index: i,
+                    pid: p.map(VrProcess::pid),
+                    running: p.is_some_and(|p| !p.reaped) && self.up,
+                    rx_ring_fill: fill(RingId::Rx),
+                    tx_ring_fill: fill(RingId::Tx),
+                    heartbeat: ld(|b| b.heartbeat.load(std::sync::atomic::Ordering::Relaxed)),
+                    vr_counters: block.map_or_else(Vec::new, |b| {
+                        b.vr_counters
+                            .iter()
+                            .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+                            .collect()
+                    }),
+                }
+            })
+            .collect()
     }
 
     /// Check the slot accounting invariant: every slot is either on the free
@@ -228,6 +323,14 @@ impl VrPath {
         meta.set(SlotState::Filled);
         self.owner[slot as usize] = 1; // instance 0
         self.staged[v].push(slot);
+        // The frame as received, copied from the port's buffer (not from
+        // the slot, which the VR can write at any time).
+        if let Some(tap) = self.tap.as_deref_mut()
+            && tap.wants(vnic)
+            && !tap.copy(Direction::In, vnic, frame)
+        {
+            self.stats.capture_dropped.add(1);
+        }
         Ok(())
     }
 
@@ -235,6 +338,11 @@ impl VrPath {
     /// an in-process backend, then send the results). Rings a sleeping
     /// instance's doorbell.
     pub fn flush_rx(&mut self, ports: &mut [Box<dyn Port>]) {
+        // One burst's captures, published at once (before an in-process
+        // VR's frames come out: `send` appends to the same list).
+        if let Some(tap) = self.tap.as_deref_mut() {
+            tap.end_burst();
+        }
         let mut any = false;
         for v in 0..self.staged.len() {
             if self.staged[v].is_empty() {
@@ -248,6 +356,10 @@ impl VrPath {
                 .sum();
             self.stats.rx_packets.add(n as u64);
             self.stats.rx_bytes.add(bytes);
+            if let Some(c) = self.stats.vnics.get(v) {
+                c.rx_packets.add(n as u64);
+                c.rx_bytes.add(bytes);
+            }
             match &mut self.backend {
                 Backend::Process(_) | Backend::External => {
                     let pushed = match self.inst[0].rx[v].push(&self.staged[v]) {
@@ -402,12 +514,39 @@ impl VrPath {
                 _ => self.stats.violation(Violation::SlotState),
             }
         }
+        if nf > 0
+            && let Some(tap) = self.tap.as_deref_mut()
+            && tap.wants(vnic)
+        {
+            let mut refused = 0;
+            for f in &frames[..nf] {
+                refused += u64::from(!tap.copy(Direction::Out, vnic, f));
+            }
+            tap.end_burst();
+            if refused > 0 {
+                self.stats.capture_dropped.add(refused);
+            }
+        }
         if nf > 0 {
-            let port = self.vnic_port[usize::from(vnic)];
-            let sent = ports[port].tx_burst(&frames[..nf]);
+            // A vNIC whose port was removed (a VR draining after a config
+            // change) has no port: its frames are counted as port drops.
+            let sent = match ports.get_mut(self.vnic_port[usize::from(vnic)]) {
+                Some(p) => p.tx_burst(&frames[..nf]),
+                None => 0,
+            };
+            // Bytes of the frames sent (a port takes a prefix of the burst).
+            let bytes = if sent == nf {
+                bytes
+            } else {
+                frames[..sent].iter().map(|f| f.len() as u64).sum()
+            };
             self.stats.tx_packets.add(sent as u64);
             self.stats.tx_bytes.add(bytes);
             self.stats.port_dropped.add((nf - sent) as u64);
+            if let Some(c) = self.stats.vnics.get(usize::from(vnic)) {
+                c.tx_packets.add(sent as u64);
+                c.tx_bytes.add(bytes);
+            }
         }
         for &s in &take[..nt] {
             self.release(s);

@@ -8,8 +8,8 @@
 //! the VR processes' pidfds, so an idle host costs no CPU and a VR exit is
 //! seen at once.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use vrhost_io::Port;
@@ -18,6 +18,7 @@ use vrhost_shm::Doorbell;
 use vrhost_vr::backoff::{Backoff, Idle};
 use vrhost_vr::proto::PollConfig;
 
+use crate::capture::Tap;
 use crate::classify::Classifier;
 use crate::stats::{HostStats, IngressDrop};
 use crate::vrpath::{BURST, VrPath};
@@ -25,10 +26,131 @@ use crate::vrpath::{BURST, VrPath};
 /// How often a busy worker looks for exited VR processes.
 const REAP_EVERY: Duration = Duration::from_millis(10);
 
+/// Longest a removed VR is given to hand back the slots it holds before
+/// it is stopped anyway.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Work another thread hands to the worker, run between two rounds.
+pub type Job = Box<dyn FnOnce(&mut Worker) + Send>;
+
+/// How other threads reach a running worker: they post a [`Job`], which
+/// the worker runs between two rounds (so it sees and changes the data path
+/// with no lock on it), and ring its doorbell in case it sleeps. The worker
+/// looks at one flag per round; the queue's lock is taken only when the
+/// flag says there is work.
+pub struct Mailbox {
+    pending: AtomicBool,
+    closed: AtomicBool,
+    jobs: Mutex<Vec<Job>>,
+    bell: Doorbell,
+}
+
+/// A job could not be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MailboxError {
+    /// The worker has stopped.
+    #[error("the data path worker has stopped")]
+    Closed,
+    /// The worker did not run it in time (it is stuck or very busy).
+    #[error("the data path worker did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+impl Mailbox {
+    /// Run `f` on the worker and wait up to `timeout` for its result.
+    ///
+    /// # Errors
+    /// [`MailboxError`] if the worker is gone or did not get to it in time
+    /// (it may still run it later).
+    pub fn call<R, F>(&self, timeout: Duration, f: F) -> Result<R, MailboxError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Worker) -> R + Send + 'static,
+    {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(MailboxError::Closed);
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Box::new(move |w| {
+                let _ = tx.send(f(w));
+            }));
+        // Release: the job is in the queue before the worker sees the flag.
+        self.pending.store(true, Ordering::Release);
+        self.bell.ring();
+        match rx.recv_timeout(timeout) {
+            Ok(r) => Ok(r),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(MailboxError::Closed),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if self.closed.load(Ordering::Acquire) {
+                    Err(MailboxError::Closed)
+                } else {
+                    Err(MailboxError::Timeout(timeout))
+                }
+            }
+        }
+    }
+
+    fn take(&self) -> Vec<Job> {
+        // Acquire: pairs with the Release in `call`.
+        if !self.pending.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(
+            &mut *self
+                .jobs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
+/// Why a capture could not be attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CaptureRefused {
+    /// No VR of that name in the data path.
+    #[error("no such VR in the data path")]
+    NoVr,
+    /// The VR already has a capture.
+    #[error("the VR already has a capture")]
+    Busy,
+}
+
+/// Where an entry of a new port or VR list comes from.
+pub enum Keep<T> {
+    /// The entry at this index of the current list.
+    Old(usize),
+    /// A new one.
+    New(T),
+}
+
+/// A new shape of the data path, applied between two rounds: ports and VRs
+/// that are kept move to their new places without a lost frame.
+pub struct Reconfig {
+    /// The ports, in their new order.
+    pub ports: Vec<Keep<Box<dyn Port>>>,
+    /// The VRs, in their new order (the classifier's VR numbers), each with
+    /// its vNICs' out ports (new port numbers).
+    pub vrs: Vec<(Keep<VrPath>, Vec<usize>)>,
+    /// The classifier over the new numbering.
+    pub classifier: Classifier,
+}
+
+/// A VR taken out of the data path, still handing back what it holds.
+struct Draining {
+    vr: VrPath,
+    since: Instant,
+}
+
 /// The host's data path worker.
 pub struct Worker {
     ports: Vec<Box<dyn Port>>,
     vrs: Vec<VrPath>,
+    draining: Vec<Draining>,
+    drained: Vec<VrPath>,
+    mailbox: Arc<Mailbox>,
     classifier: Classifier,
     bell: Doorbell,
     stats: Arc<HostStats>,
@@ -48,11 +170,21 @@ impl Worker {
         classifier: Classifier,
         poll: PollConfig,
     ) -> std::io::Result<Self> {
+        let bell = Doorbell::new()?;
+        let mailbox = Arc::new(Mailbox {
+            pending: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            jobs: Mutex::new(Vec::new()),
+            bell: Doorbell::from_fd(bell.fd().try_clone_to_owned()?),
+        });
         Ok(Self {
             ports,
             vrs: Vec::new(),
+            draining: Vec::new(),
+            drained: Vec::new(),
+            mailbox,
             classifier,
-            bell: Doorbell::new()?,
+            bell,
             stats: Arc::new(HostStats::default()),
             poll,
             rx_burst: 32,
@@ -64,6 +196,106 @@ impl Worker {
     /// The doorbell VRs ring to wake this worker (passed to their processes).
     pub fn bell(&self) -> &Doorbell {
         &self.bell
+    }
+
+    /// The mailbox other threads use to reach this worker while it runs.
+    pub fn mailbox(&self) -> Arc<Mailbox> {
+        self.mailbox.clone()
+    }
+
+    /// Change the ports, VRs and classifier at once (see [`Reconfig`]).
+    /// VRs left out are taken out of the data path but keep being served
+    /// until they hand back every slot (or [`DRAIN_TIMEOUT`] passes); then
+    /// [`Worker::take_drained`] returns them, for the caller to stop. Ports
+    /// left out are returned, for the caller to close.
+    ///
+    /// # Errors
+    /// An index out of range or used twice, or a VR whose out-port list
+    /// does not have one port per vNIC; nothing is changed then.
+    pub fn reconfigure(&mut self, r: Reconfig) -> Result<Vec<Box<dyn Port>>, String> {
+        let mut seen_p = vec![false; self.ports.len()];
+        for k in &r.ports {
+            if let Keep::Old(i) = k {
+                let seen = seen_p.get_mut(*i).ok_or("port index out of range")?;
+                if std::mem::replace(seen, true) {
+                    return Err(format!("port {i} kept twice"));
+                }
+            }
+        }
+        let mut seen_v = vec![false; self.vrs.len()];
+        for (k, vp) in &r.vrs {
+            let vnics = match k {
+                Keep::Old(i) => {
+                    let seen = seen_v.get_mut(*i).ok_or("VR index out of range")?;
+                    if std::mem::replace(seen, true) {
+                        return Err(format!("VR {i} kept twice"));
+                    }
+                    self.vrs[*i].vnic_ports().len()
+                }
+                Keep::New(v) => v.vnic_ports().len(),
+            };
+            if vp.len() != vnics || vp.iter().any(|&p| p >= r.ports.len()) {
+                return Err("a VR's out ports do not match its vNICs or the ports".into());
+            }
+        }
+        // Checked: from here on nothing fails.
+        let mut old_ports: Vec<Option<Box<dyn Port>>> = std::mem::take(&mut self.ports)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut port_map = vec![usize::MAX; old_ports.len()];
+        for (new_ix, k) in r.ports.into_iter().enumerate() {
+            self.ports.push(match k {
+                Keep::Old(i) => {
+                    port_map[i] = new_ix;
+                    old_ports[i].take().expect("checked once")
+                }
+                Keep::New(p) => p,
+            });
+        }
+        let mut old_vrs: Vec<Option<VrPath>> = std::mem::take(&mut self.vrs)
+            .into_iter()
+            .map(Some)
+            .collect();
+        for (k, vp) in r.vrs {
+            let mut v = match k {
+                Keep::Old(i) => old_vrs[i].take().expect("checked once"),
+                Keep::New(v) => v,
+            };
+            v.set_vnic_ports(vp);
+            self.vrs.push(v);
+        }
+        let remap = |v: &mut VrPath| {
+            let ports = v
+                .vnic_ports()
+                .iter()
+                .map(|&p| port_map.get(p).copied().unwrap_or(usize::MAX))
+                .collect();
+            v.set_vnic_ports(ports);
+        };
+        for d in &mut self.draining {
+            remap(&mut d.vr);
+        }
+        for mut v in old_vrs.into_iter().flatten() {
+            remap(&mut v);
+            self.draining.push(Draining {
+                vr: v,
+                since: Instant::now(),
+            });
+        }
+        self.classifier = r.classifier;
+        Ok(old_ports.into_iter().flatten().collect())
+    }
+
+    /// VRs taken out by [`Worker::reconfigure`] that have handed back
+    /// everything (or ran out of time), for the caller to stop.
+    pub fn take_drained(&mut self) -> Vec<VrPath> {
+        std::mem::take(&mut self.drained)
+    }
+
+    /// VRs still draining.
+    pub fn draining(&self) -> usize {
+        self.draining.len()
     }
 
     /// Frames taken from a port per burst (1..=64, default 32).
@@ -80,6 +312,40 @@ impl Worker {
     pub fn add_vr(&mut self, vr: VrPath) -> usize {
         self.vrs.push(vr);
         self.vrs.len() - 1
+    }
+
+    /// Attach a capture tap to the VR named `vr` (one per VR). On refusal
+    /// the tap is handed back, for the caller to drop off this thread.
+    ///
+    /// # Errors
+    /// [`CaptureRefused::NoVr`] if no VR of that name is in the data path
+    /// (one being drained after a change is not), [`CaptureRefused::Busy`]
+    /// if it already has a capture.
+    pub fn attach_capture(
+        &mut self,
+        vr: &str,
+        tap: Box<Tap>,
+    ) -> Result<(), (CaptureRefused, Box<Tap>)> {
+        let Some(path) = self.vrs.iter_mut().find(|v| v.name() == vr) else {
+            return Err((CaptureRefused::NoVr, tap));
+        };
+        if path.tap().is_some() {
+            return Err((CaptureRefused::Busy, tap));
+        }
+        path.set_tap(Some(tap));
+        Ok(())
+    }
+
+    /// Detach the capture numbered `id` from the VR named `vr` and return
+    /// it (for the caller to drop off this thread); `None` if that VR has
+    /// no such capture (it was restarted or removed: its tap went with it).
+    pub fn detach_capture(&mut self, vr: &str, id: u64) -> Option<Box<Tap>> {
+        let path = self
+            .vrs
+            .iter_mut()
+            .chain(self.draining.iter_mut().map(|d| &mut d.vr))
+            .find(|v| v.name() == vr && v.tap().is_some_and(|t| t.id() == id))?;
+        path.set_tap(None)
     }
 
     /// Replace the classifier.
@@ -140,6 +406,9 @@ impl Worker {
         for vr in &mut self.vrs {
             moved += vr.poll_tx(&mut self.ports);
         }
+        if !self.draining.is_empty() {
+            moved += self.poll_draining();
+        }
         if moved > 0 {
             // One kick per port per round (a driver with nothing queued
             // returns at once; in-process VRs send from `flush_rx`).
@@ -151,6 +420,33 @@ impl Worker {
             self.reap();
         }
         moved
+    }
+
+    /// Serve the tx rings of VRs being taken out; move the ones that hold
+    /// nothing any more (or ran out of time) to the drained list.
+    #[cold]
+    fn poll_draining(&mut self) -> usize {
+        let mut moved = 0;
+        let mut i = 0;
+        while i < self.draining.len() {
+            let d = &mut self.draining[i];
+            moved += d.vr.poll_tx(&mut self.ports);
+            d.vr.reap();
+            if d.vr.is_drained() || !d.vr.is_up() || d.since.elapsed() >= DRAIN_TIMEOUT {
+                let d = self.draining.swap_remove(i);
+                self.drained.push(d.vr);
+            } else {
+                i += 1;
+            }
+        }
+        moved
+    }
+
+    /// Run the jobs other threads posted.
+    fn run_jobs(&mut self) {
+        for job in self.mailbox.take() {
+            job(self);
+        }
     }
 
     /// Take up to `want` frames from port `p`, classify each and stage it in
@@ -193,6 +489,10 @@ impl Worker {
     pub fn run(&mut self, stop: &AtomicBool) {
         let mut backoff = Backoff::new(self.poll);
         while !stop.load(Ordering::Relaxed) {
+            // Relaxed: a hint; `take` synchronizes.
+            if self.mailbox.pending.load(Ordering::Relaxed) {
+                self.run_jobs();
+            }
             if self.poll_once() > 0 {
                 backoff.busy();
                 continue;
@@ -202,6 +502,34 @@ impl Worker {
                 Idle::Yield => std::thread::yield_now(),
                 Idle::Sleep => self.sleep(backoff.sleep_timeout()),
             }
+        }
+        self.drain();
+        // Release: jobs posted from now on are refused; run the ones that
+        // raced with the flag so no caller waits for its timeout.
+        self.mailbox.closed.store(true, Ordering::Release);
+        self.run_jobs();
+    }
+
+    /// Stop taking frames from the ports and serve the VRs' tx rings until
+    /// every VR has handed back what it holds (or [`DRAIN_TIMEOUT`]), so a
+    /// graceful stop sends what was accepted; then flush the ports.
+    pub fn drain(&mut self) {
+        let t = Instant::now();
+        while t.elapsed() < DRAIN_TIMEOUT {
+            for vr in &mut self.vrs {
+                vr.poll_tx(&mut self.ports);
+            }
+            if !self.draining.is_empty() {
+                self.poll_draining();
+            }
+            for p in &mut self.ports {
+                let _ = p.flush();
+            }
+            self.reap();
+            if self.vrs.iter().all(|v| v.is_drained() || !v.is_up()) && self.draining.is_empty() {
+                break;
+            }
+            std::thread::yield_now();
         }
         for p in &mut self.ports {
             let _ = p.flush();
@@ -216,7 +544,9 @@ impl Worker {
             vr.set_host_sleeping(true);
         }
         // The last look after raising the flags (see `vrhost_shm::wake`).
-        let pending = self.vrs.iter_mut().any(VrPath::tx_pending);
+        let pending = self.vrs.iter_mut().any(VrPath::tx_pending)
+            || !self.draining.is_empty()
+            || self.mailbox.pending.load(Ordering::Relaxed);
         let mut child_exited = false;
         if !pending {
             self.stats.sleeps.add(1);
@@ -262,6 +592,12 @@ impl Worker {
     /// Stop every VR and flush the ports.
     pub fn shutdown(&mut self) {
         for vr in &mut self.vrs {
+            vr.shutdown();
+        }
+        for mut d in self.draining.drain(..) {
+            d.vr.shutdown();
+        }
+        for vr in &mut self.drained {
             vr.shutdown();
         }
         for p in &mut self.ports {

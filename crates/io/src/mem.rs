@@ -78,6 +78,9 @@ pub struct MemPortConfig {
     /// 8 bytes of each frame's UDP payload as it is handed out, for
     /// reordering and loss measurements. The UDP checksum is then 0.
     pub stamp_sequence: bool,
+    /// Hand out at most this many frames per second, counted from the
+    /// first `rx_burst` (`None`: as fast as asked).
+    pub pps: Option<u64>,
 }
 
 impl Default for MemPortConfig {
@@ -95,6 +98,7 @@ impl Default for MemPortConfig {
             seed: 0x5eed,
             limit: None,
             stamp_sequence: false,
+            pps: None,
         }
     }
 }
@@ -208,6 +212,9 @@ pub struct MemPort {
     sent: u64,
     limit: Option<u64>,
     stamp_sequence: bool,
+    pps: Option<u64>,
+    /// When the first frame was asked for (pacing starts there).
+    start: Option<std::time::Instant>,
     stats: PortStats,
 }
 
@@ -248,6 +255,8 @@ impl MemPort {
             sent: 0,
             limit: cfg.limit,
             stamp_sequence: cfg.stamp_sequence,
+            pps: cfg.pps,
+            start: None,
             stats: PortStats::default(),
         })
     }
@@ -296,6 +305,13 @@ impl Port for MemPort {
         }
         if self.stamp_sequence {
             n = n.min(self.count);
+        }
+        if let Some(pps) = self.pps {
+            // Frames due by now at `pps`: exact over time, one clock read
+            // per burst.
+            let start = *self.start.get_or_insert_with(std::time::Instant::now);
+            let due = (start.elapsed().as_nanos() * u128::from(pps) / 1_000_000_000) as u64;
+            n = n.min(usize::try_from(due.saturating_sub(self.sent)).unwrap_or(usize::MAX));
         }
         if n == 0 {
             return 0;

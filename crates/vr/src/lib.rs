@@ -3,7 +3,8 @@
 //! A VR is a process that owns nothing of the host but its region: it polls
 //! its rx rings, processes packets in place, and hands them back on tx rings.
 //! This crate gives a tenant everything to write one: implement [`Vr::process`]
-//! (and [`Vr::process_burst`] to see a whole burst at once) and call
+//! (and [`Vr::process_burst`] to see a whole burst at once, [`Vr::control`]
+//! to take changes from the host while running) and call
 //! [`runtime::main`] (see `examples/` for a custom VR). It also holds the
 //! built-in VR, an IPv4 [`router::Router`] with ARP and ICMP, which Linux
 //! hosts can use as their gateway. IPv6 (and its neighbour discovery) is

@@ -4,6 +4,45 @@
 //! [`Hello`] carrying, as SCM_RIGHTS descriptors in this order, the region
 //! memfd, the VR's doorbell (the host rings it) and the host's doorbell (the
 //! VR rings it). The VR answers with a [`VrReply`]. Messages are JSON.
+//!
+//! After that the host sends [`HostMsg`]s:
+//! - [`HostMsg::Stop`]: the instance finishes its batch and exits, without
+//!   a reply (closing the socket does the same);
+//! - [`HostMsg::Control`]: a change to the running VR (for the built-in
+//!   router, route changes: [`crate::router::RouterControl`]), handed to
+//!   [`Vr::control`](crate::Vr::control) between two batches, never in the
+//!   middle of one.
+//!
+//! Control messages are answered in order, exactly one
+//! [`VrReply::Control`] per message that is not `Stop`, carrying the
+//! message's `id`. A message that cannot be read (longer than [`MAX_MSG`],
+//! not JSON, an unknown variant or field) is answered too, with an error
+//! and the id it had if one can be found in it, else 0; the instance
+//! carries on. The instance serves the socket at once when it wakes it
+//! from sleep, and about once per millisecond while it is busy (see
+//! [`crate::runtime::Instance::run`]), so a reply comes within a few
+//! milliseconds plus the time the change takes. A host that sends more
+//! messages before reading the replies gets them served in turn; one that
+//! stops reading replies stops getting messages served (its sends block
+//! when the socket is full), it never loses a reply.
+//!
+//! # Size of a message
+//!
+//! A message is at most [`MAX_MSG`] bytes, and on Linux a `SOCK_SEQPACKET`
+//! message above the sender's `SO_SNDBUF` (212,992 bytes by default,
+//! `net.core.wmem_default`) is refused with `EMSGSIZE` unless the sender
+//! raises it. Packets wait while a control message is applied, so bulk
+//! changes go in chunks: [`CONTROL_CHUNK`] routes per message keeps both
+//! the message well under the limits (1000 routes are 40 to 46 KB of JSON;
+//! 10,000 would be 400 to 460 KB, too long) and the pause in forwarding
+//! short: measured with `examples/route_control_cost.rs` on a 500K-route
+//! table, 1000 route changes take 0.1 to 0.3 ms to decode and 0.4 to
+//! 0.9 ms to apply (10,000: about 2 ms and 7 to 11 ms). A message whose
+//! adds make the FIB grow its group pool pays for a copy of the table
+//! (about 5 ms at 500K routes), once per 1.5x of growth. A full BGP table
+//! (512K routes) is about 520 messages; an instance busy with packets
+//! takes up to a millisecond of them per look, so forwarding goes on
+//! meanwhile.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +52,10 @@ pub const CTRL_FD_ENV: &str = "VRHOST_CTRL_FD";
 
 /// Largest control message.
 pub const MAX_MSG: usize = 256 * 1024;
+
+/// Routes per control message recommended for bulk changes (see
+/// [Size of a message](self#size-of-a-message)).
+pub const CONTROL_CHUNK: usize = 1000;
 
 /// How an idle VR instance backs off: spin, then yield, then sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +97,11 @@ pub struct Hello {
     pub config: serde_json::Value,
 }
 
-/// The VR's answer to [`Hello`].
+/// The VR's answer to [`Hello`] and to each [`HostMsg::Control`].
+///
+/// In JSON: `{"Ready":{"pid":42}}`, `{"Error":{"message":"..."}}`,
+/// `{"Control":{"id":7,"result":{"Ok":{...}}}}` or
+/// `{"Control":{"id":7,"result":{"Err":"..."}}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VrReply {
     /// Attached and polling.
@@ -67,13 +114,35 @@ pub enum VrReply {
         /// What went wrong.
         message: String,
     },
+    /// The answer to [`HostMsg::Control`] `id`.
+    Control {
+        /// The message's id (0 for a message whose id could not be read).
+        id: u64,
+        /// What [`Vr::control`](crate::Vr::control) returned, or why the
+        /// message could not be read.
+        result: Result<serde_json::Value, String>,
+    },
 }
 
 /// Later messages from the host.
+///
+/// In JSON: `"Stop"`, or `{"Control":{"id":7,"body":{...}}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum HostMsg {
     /// Finish the current batch and exit.
     Stop,
+    /// A change to the running VR, for [`Vr::control`](crate::Vr::control);
+    /// answered by [`VrReply::Control`] with the same `id`.
+    Control {
+        /// Chosen by the host to match the reply (replies come in order
+        /// anyway); 0 is best avoided, as it also answers unreadable
+        /// messages.
+        id: u64,
+        /// What to change; its form is the VR's (the built-in router's:
+        /// [`crate::router::RouterControl`]).
+        body: serde_json::Value,
+    },
 }
 
 /// Counter positions in [`vrhost_shm::InstanceBlock::vr_counters`], as the

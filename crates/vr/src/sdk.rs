@@ -256,6 +256,47 @@ pub trait Vr {
     fn counters(&self) -> &[u64] {
         &[]
     }
+
+    /// Apply a control message from the host to the running VR (a
+    /// [`HostMsg::Control`](crate::proto::HostMsg::Control)) and say what
+    /// came of it; the host receives the result as it is.
+    ///
+    /// The runtime calls it between two batches, never in the middle of
+    /// one, on the instance's own thread: the VR changes its state with
+    /// `&mut self`, no locks, and the next batch sees the change whole.
+    /// Packets wait meanwhile, so one call should take about a millisecond
+    /// at most; the host splits bulk changes into several messages
+    /// ([`crate::proto::CONTROL_CHUNK`]). Each instance of a VR gets every
+    /// message sent to it and answers it alone.
+    ///
+    /// The body's form is the VR's to define; deserialize it into a typed
+    /// message (`T::deserialize(body)` borrows, without copying the value).
+    /// An error should name the part of the body at fault and leave the VR
+    /// as it was, so that the host can resend a corrected message.
+    ///
+    /// ```
+    /// # use vrhost_vr::{Packet, Verdict, Vr};
+    /// struct Bridge { blocked: Vec<u16> }
+    /// impl Vr for Bridge {
+    ///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+    ///         Verdict::Forward(pkt.rx_vnic() ^ 1)
+    ///     }
+    ///     fn control(&mut self, body: &serde_json::Value) -> Result<serde_json::Value, String> {
+    ///         let ports: Vec<u16> = serde::Deserialize::deserialize(&body["block"])
+    ///             .map_err(|e| format!("block: {e}"))?;
+    ///         self.blocked = ports;
+    ///         Ok(serde_json::json!({"blocked": self.blocked.len()}))
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// By default every message is refused ("this VR takes no control
+    /// messages").
+    fn control(&mut self, body: &serde_json::Value) -> Result<serde_json::Value, String> {
+        let _ = body;
+        Err("this VR takes no control messages".into())
+    }
 }
 
 impl<V: Vr + ?Sized> Vr for Box<V> {
@@ -276,6 +317,10 @@ impl<V: Vr + ?Sized> Vr for Box<V> {
 
     fn counters(&self) -> &[u64] {
         (**self).counters()
+    }
+
+    fn control(&mut self, body: &serde_json::Value) -> Result<serde_json::Value, String> {
+        (**self).control(body)
     }
 }
 

@@ -1,22 +1,29 @@
-//! `vrhost daemon --config FILE`: run the data path a config describes.
+//! `vrhost daemon --config FILE`: run the data path a config describes,
+//! with its API.
 //!
 //! The config is checked as a whole first (`--check` stops there); then the
 //! ports are opened (inside `--netns NAME` if given), one region and one
-//! process per VR are created, and the host worker runs on its core until
-//! SIGINT or SIGTERM, printing per-VR counters every `--stats-secs`. On the
-//! way out the VRs are stopped, the ports closed (an XDP program detached)
-//! and the slot accounting of every VR checked.
+//! process per VR are created, and the host worker runs on its core. The
+//! HTTP API listens on a unix socket (`--api`), and on TCP (`--api-tcp`)
+//! only with a bearer token. SIGHUP re-reads the config file and applies it
+//! as a diff; SIGINT or SIGTERM stop. On the way out the API socket is
+//! removed, the VRs are stopped, the ports closed (an XDP program
+//! detached) and the slot accounting of every VR checked.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use vrhost_host::config::{Config, Driver, Plan};
-use vrhost_host::{Backend, VrCommand, VrPath, VrProcess, VrStats, Worker, cpu};
-use vrhost_io::Port;
-use vrhost_shm::{Region, RegionConfig};
+use vrhost_daemon::api::{self, ApiState};
+use vrhost_daemon::{Controller, view};
+use vrhost_host::config::Config;
+use vrhost_host::{Worker, cpu};
+
+/// Default path of the API's unix socket.
+pub const DEFAULT_API_SOCKET: &str = "/run/vrhost/api.sock";
 
 /// Options of `vrhost daemon`.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,111 +43,63 @@ pub struct DaemonArgs {
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long)]
     pub seconds: Option<u64>,
-}
-
-/// Open a port with its driver, in the calling thread's namespace.
-pub fn open_port(driver: Driver, iface: &str) -> Result<Box<dyn Port>> {
-    let port: Box<dyn Port> = match driver {
-        Driver::AfPacket => Box::new(vrhost_io::af_packet::AfPacketPort::open(
-            iface,
-            Default::default(),
-        )?),
-        Driver::Socket => Box::new(vrhost_io::socket::SocketPort::open(
-            iface,
-            Default::default(),
-        )?),
-        Driver::Tap => Box::new(vrhost_io::tap::TapPort::open(iface, Default::default())?),
-        Driver::AfXdp => Box::new(vrhost_io::af_xdp::AfXdpPort::open(
-            iface,
-            &Default::default(),
-        )?),
-    };
-    Ok(port)
-}
-
-/// The built data path: a worker with its ports and VRs.
-pub struct Node {
-    /// The worker (ports, VRs, classifier).
-    pub worker: Worker,
-    /// Per-VR counters, for printing while the worker runs elsewhere.
-    pub stats: Vec<(String, Arc<VrStats>)>,
-}
-
-/// Open the ports and start the VRs of a checked plan.
-///
-/// # Errors
-/// The port or VR that failed, with the reason; everything opened or
-/// started so far is closed or stopped (dropped).
-pub fn build(plan: &Plan) -> Result<Node> {
-    let mut ports = Vec::new();
-    for (name, driver, iface) in &plan.ports {
-        let p = open_port(*driver, iface)
-            .with_context(|| format!("port {name} ({} on {iface})", driver.name()))?;
-        ports.push(p);
-    }
-    let mut worker = Worker::new(ports, plan.classifier.clone(), plan.host.poll)?;
-    let exe = std::env::current_exe()?;
-    let mut stats = Vec::new();
-    for vr in &plan.vrs {
-        let region = Region::create(
-            &vr.name,
-            RegionConfig {
-                slot_count: vr.slots,
-                ring_entries: RegionConfig::ring_entries_for(vr.slots),
-                vnic_count: vr.vnic_ports.len() as u16,
-                ..RegionConfig::default()
-            },
-        )
-        .with_context(|| format!("VR {}: region", vr.name))?;
-        let (program, args) = match &vr.program {
-            Some((p, a)) => (p.clone(), a.clone()),
-            None => (exe.clone(), vec!["vr-run".to_string()]),
-        };
-        // A VR that shares the host's core must not spin.
-        let shared = vr.cpu.is_none() || vr.cpu == plan.host.cpu;
-        let cmd = VrCommand {
-            program,
-            args,
-            cpu: vr.cpu,
-            poll: vrhost_vr::proto::PollConfig {
-                spin_rounds: if shared {
-                    0
-                } else {
-                    plan.host.poll.spin_rounds
-                },
-                ..plan.host.poll
-            },
-            config: vr.config.clone(),
-            ready_timeout: Duration::from_secs(60),
-        };
-        let (proc_, bell) = VrProcess::start(&vr.name, 0, &region, worker.bell(), &cmd)
-            .with_context(|| format!("VR {}", vr.name))?;
-        let path = VrPath::new(
-            &vr.name,
-            region,
-            vr.vnic_ports.clone(),
-            Backend::Process(vec![proc_]),
-            vec![bell],
-        );
-        stats.push((vr.name.clone(), path.stats().clone()));
-        worker.add_vr(path);
-    }
-    Ok(Node { worker, stats })
+    /// The API's unix socket ("none": no API).
+    #[arg(long, default_value = DEFAULT_API_SOCKET)]
+    pub api: String,
+    /// Also serve the API on TCP at this address (needs a token).
+    #[arg(long)]
+    pub api_tcp: Option<std::net::SocketAddr>,
+    /// A file holding the bearer token TCP clients must send.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Run `vrhost daemon`.
 pub fn run(args: &DaemonArgs) -> Result<()> {
-    let (_cfg, plan) = Config::load(&args.config)?;
+    // Structured logs on stderr; RUST_LOG sets the levels (default info).
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let label = args.config.display().to_string();
+    let src = std::fs::read_to_string(&args.config).with_context(|| label.clone())?;
+    let dir = args
+        .config
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     if args.check {
+        let (_, plan) = Config::parse(&src, &label, &dir)?;
         println!(
-            "{}: ok: {} ports, {} VRs, {} rules",
-            args.config.display(),
+            "{label}: ok: {} ports, {} VRs, {} rules",
             plan.ports.len(),
             plan.vrs.len(),
             plan.classifier.len()
         );
         return Ok(());
     }
+    let token = match (&args.api_tcp, &args.token_file) {
+        (Some(_), None) => {
+            bail!("--api-tcp needs --token-file: the API is not served on TCP without a token")
+        }
+        (_, Some(f)) => {
+            let t = std::fs::read_to_string(f)
+                .with_context(|| format!("token file {}", f.display()))?
+                .trim()
+                .to_string();
+            if t.len() < 16 {
+                bail!(
+                    "token file {}: the token must be at least 16 characters",
+                    f.display()
+                );
+            }
+            Some(t)
+        }
+        (None, None) => None,
+    };
     let _ns = match &args.netns {
         Some(n) => {
             if !vrhost_lab::Netns::exists(n) {
@@ -156,25 +115,22 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    let node = build(&plan)?;
-    let Node { mut worker, stats } = node;
-    let names: Vec<String> = worker
-        .ports()
-        .iter()
-        .map(|p| p.name().to_string())
-        .collect();
-    eprintln!(
-        "vrhost daemon: {} ports ({}), {} VRs ({}); SIGINT or SIGTERM stops",
-        names.len(),
-        names.join(", "),
-        stats.len(),
-        stats
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let host_cpu = plan.host.cpu;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
+
+    // The control plane (this thread, the API, VR processes started from
+    // here) stays off the worker's core; the worker pins itself to it.
+    if let Some(c) = vrhost_host::config::Config::parse(&src, &label, &dir)?
+        .1
+        .host
+        .cpu
+    {
+        cpu::avoid_cpu(c).context("keeping the control plane off the worker's core")?;
+    }
+    let exe = std::env::current_exe()?;
+    let (ctl, mut worker) =
+        Controller::start(&src, &label, &dir, exe).map_err(anyhow::Error::msg)?;
+    let host_cpu = ctl.plan().host.cpu;
     let st = stop.clone();
     let handle = std::thread::Builder::new()
         .name("vrhost-worker".into())
@@ -186,8 +142,44 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
             worker.shutdown();
             worker
         })?;
+    let state = Arc::new(ApiState {
+        ctl: Mutex::new(ctl),
+        token,
+    });
+    let server = match serve_api(args, state.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            let _ = handle.join();
+            return Err(e);
+        }
+    };
+    {
+        let c = state
+            .ctl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let plan = c.plan();
+        // The line `vrhost lab` and the tests wait for.
+        eprintln!(
+            "vrhost daemon: {} ports ({}), {} VRs ({}); API {}; SIGHUP reloads, SIGINT or SIGTERM stops",
+            plan.ports.len(),
+            plan.ports
+                .iter()
+                .map(|p| p.0.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            plan.vrs.len(),
+            plan.vrs
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            args.api
+        );
+    }
     let started = Instant::now();
-    let mut last: Vec<(u64, u64)> = vec![(0, 0); stats.len()];
+    let mut last: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut t = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
@@ -197,29 +189,161 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         {
             stop.store(true, Ordering::Relaxed);
         }
+        if hup.swap(false, Ordering::Relaxed) {
+            reload(&state, &args.config);
+        }
         if args.stats_secs > 0 && t.elapsed() >= Duration::from_secs(args.stats_secs) {
             let dt = t.elapsed().as_secs_f64();
             t = Instant::now();
-            for (i, (name, s)) in stats.iter().enumerate() {
-                let now = (s.rx_packets.get(), s.tx_packets.get());
+            let snap = {
+                let c = state
+                    .ctl
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                view::snapshot(&c)
+            };
+            let Ok(snap) = snap else { continue };
+            for v in &snap.vrs {
+                let s = &v.stats;
+                let now = (s.rx_packets, s.tx_packets);
+                let before = last.get(&v.name).copied().unwrap_or(now);
                 println!(
                     "{:>7.1}s {:<12} rx {:>10.0} pps  tx {:>10.0} pps  drops host {} vr {}  violations {}",
                     started.elapsed().as_secs_f64(),
-                    name,
-                    (now.0 - last[i].0) as f64 / dt,
-                    (now.1 - last[i].1) as f64 / dt,
-                    s.ingress_drops_total(),
-                    s.vr_dropped.get(),
-                    s.violations_total()
+                    v.name,
+                    now.0.saturating_sub(before.0) as f64 / dt,
+                    now.1.saturating_sub(before.1) as f64 / dt,
+                    s.ingress_drops.values().sum::<u64>(),
+                    s.vr_dropped,
+                    s.violations.values().sum::<u64>()
                 );
-                last[i] = now;
+                last.insert(v.name.clone(), now);
             }
         }
     }
+    drop(server);
     let worker = handle
         .join()
         .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
     summary(&worker)
+}
+
+/// SIGHUP: apply the config file again as a diff; a bad file is logged
+/// and changes nothing.
+fn reload(state: &ApiState, file: &Path) {
+    let src = match std::fs::read_to_string(file) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("SIGHUP: {}: {e}; nothing changed", file.display());
+            return;
+        }
+    };
+    let mut c = state
+        .ctl
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match c.apply_toml(&src, false) {
+        Ok(r) => tracing::info!(
+            generation = r.generation,
+            added = ?r.added,
+            removed = ?r.removed,
+            restarted = ?r.restarted,
+            "SIGHUP: {} applied",
+            file.display()
+        ),
+        Err(e) => tracing::error!("SIGHUP: {}: {e}; nothing changed", file.display()),
+    }
+}
+
+/// The API server: a tokio runtime on its own thread, stopped (and its
+/// socket file removed) when dropped.
+struct ApiServer {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    socket: Option<PathBuf>,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(p) = &self.socket {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn serve_api(args: &DaemonArgs, state: Arc<ApiState>) -> Result<ApiServer> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    let socket = (args.api != "none").then(|| PathBuf::from(&args.api));
+    let unix = match &socket {
+        Some(p) => {
+            if let Some(d) = p.parent() {
+                std::fs::create_dir_all(d).with_context(|| d.display().to_string())?;
+            }
+            if std::os::unix::net::UnixStream::connect(p).is_ok() {
+                bail!("{}: another daemon answers on this API socket", p.display());
+            }
+            let _ = std::fs::remove_file(p);
+            let l = {
+                let _g = rt.enter();
+                tokio::net::UnixListener::bind(p)
+                    .with_context(|| format!("API socket {}", p.display()))?
+            };
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o660))?;
+            tracing::info!("API on unix socket {}", p.display());
+            Some(l)
+        }
+        None => None,
+    };
+    let tcp = match args.api_tcp {
+        Some(a) => {
+            let _g = rt.enter();
+            let l = rt
+                .block_on(tokio::net::TcpListener::bind(a))
+                .with_context(|| format!("API on TCP {a}"))?;
+            tracing::info!("API on TCP {a} (bearer token required)");
+            Some(l)
+        }
+        None => None,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("vrhost-api".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let mut tasks = Vec::new();
+                if let Some(l) = unix {
+                    let app = api::router(state.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let _ = axum::serve(l, app).await;
+                    }));
+                }
+                if let Some(l) = tcp {
+                    let app = api::tcp_router(state.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let _ = axum::serve(l, app).await;
+                    }));
+                }
+                let _ = rx.await;
+                for t in tasks {
+                    t.abort();
+                }
+            });
+        })?;
+    Ok(ApiServer {
+        stop: Some(tx),
+        thread: Some(thread),
+        socket,
+    })
 }
 
 /// Final counters of every port and VR, and the slot accounting check.

@@ -91,24 +91,31 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Start `vrhost daemon --config CFG --netns NS` and wait until it
-    /// reports that it runs.
+    /// Start `vrhost daemon --config CFG [--netns NS] --api API` (`none`:
+    /// no API) and wait until it reports that it runs.
     ///
     /// # Errors
     /// If it cannot start or exits first (its message is in the error).
-    pub fn start(cfg: &Path, netns: &str, stats_secs: u64) -> Result<Self> {
+    pub fn start(cfg: &Path, netns: Option<&str>, stats_secs: u64, api: &str) -> Result<Self> {
         let exe = std::env::current_exe()?;
-        let mut child = std::process::Command::new(exe)
-            .args([
-                "daemon",
-                "--netns",
-                netns,
-                "--stats-secs",
-                &stats_secs.to_string(),
-            ])
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args([
+            "daemon",
+            "--stats-secs",
+            &stats_secs.to_string(),
+            "--api",
+            api,
+        ]);
+        if let Some(ns) = netns {
+            cmd.args(["--netns", ns]);
+        }
+        let mut child = cmd
             .arg("--config")
             .arg(cfg)
             .stdin(Stdio::null())
+            // Its counters and summary go with its log, not into the
+            // caller's output (which may be JSON).
+            .stdout(std::io::stderr())
             .stderr(Stdio::piped())
             .spawn()
             .context("start vrhost daemon")?;
@@ -181,7 +188,12 @@ fn run_lab(a: &RunArgs) -> Result<()> {
             println!("{l}");
         }
         println!("== vrhost daemon on {node} ({})", cfg.display());
-        let daemon = Daemon::start(&cfg, &lab.ns_name(node), 1)?;
+        let daemon = Daemon::start(
+            &cfg,
+            Some(&lab.ns_name(node)),
+            1,
+            crate::daemon::DEFAULT_API_SOCKET,
+        )?;
         let mut failed = Vec::new();
         for f in &lab.flows {
             let from = lab.ns(f.from.get_ref());

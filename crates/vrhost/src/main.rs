@@ -1,11 +1,14 @@
 //! `vrhost`: the one binary. Subcommands: `lab` (lab topologies; `lab run`
 //! is the main job), `daemon` (the data path of a config file), `demo` (the
 //! in-memory demo),
-//! `bench` (benchmarks: `memory`, `fib`), `route import` (route files), and
+//! `bench` (benchmarks: `memory`, `fib`), the clients of a running daemon
+//! (`vr`, `rule`, `route`, `stats`, `apply`, `config`, `health`, `top`; see
+//! [`cli`]), `route import` (route files), `completions`, and
 //! the hidden entry points
 //! the host uses to start VR processes (`vr-run`, `vr-run-syscall`).
 
 mod bench;
+mod cli;
 mod daemon;
 mod demo;
 mod lab;
@@ -13,7 +16,7 @@ mod vr_syscall;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Host many isolated virtual routers on one Linux server.
 #[derive(Debug, Parser)]
@@ -37,9 +40,27 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// Route files.
-    #[command(subcommand)]
-    Route(RouteCmd),
+    /// VRs of the running daemon: list, show, add, replace, del.
+    Vr(cli::vr::VrArgs),
+    /// Classifier rules of the running daemon: list, add, del.
+    Rule(cli::rule::RuleArgs),
+    /// A VR's routes in the running daemon (list, add, del, import VR
+    /// FILE); `route import FILE` reads and measures a route file here.
+    Route(cli::route::RouteArgs),
+    /// Counters of the daemon's host worker, ports and VRs.
+    Stats(cli::stats::StatsArgs),
+    /// Replace the daemon's whole config with a file, applied as a diff.
+    Apply(cli::config::ApplyArgs),
+    /// Print the config in force in the daemon.
+    Config(cli::config::ConfigArgs),
+    /// Whether the daemon and its VRs are up (non-zero exit if not).
+    Health(cli::stats::HealthArgs),
+    /// Live view of every VR's rates, drops and CPU.
+    Top(cli::top::TopArgs),
+    /// Copy a VR's frames to a pcap file or stdout (`| tcpdump -r -`).
+    Capture(cli::capture::CaptureArgs),
+    /// Print a shell completion script (bash, zsh, fish).
+    Completions(cli::CompletionsArgs),
     /// Run the built-in router as a VR process (started by the host).
     #[command(hide = true)]
     VrRun,
@@ -56,16 +77,13 @@ enum BenchCmd {
     /// Forwarding on real interfaces (veth between namespaces): vrhost with
     /// each driver against the Linux kernel, same run, same topology.
     Forward(bench::forward::ForwardArgs),
+    /// Changing a running daemon: VRs added, changed and removed beside
+    /// forwarding ones (frames lost), and a full table loaded through the
+    /// API (routes/s).
+    Control(bench::control::ControlArgs),
     /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
     /// real table (lookups, build time, updates, memory).
     Fib(vrhost_fib::cli::BenchFibArgs),
-}
-
-#[derive(Debug, Subcommand)]
-enum RouteCmd {
-    /// Import a route file (text, ipasn, MRT; plain, gzip or bzip2), build
-    /// the FIBs and print what it held.
-    Import(vrhost_fib::cli::RouteImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,10 +94,18 @@ fn main() -> ExitCode {
         Cmd::Lab(c) => lab::run(&c),
         Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
         Cmd::Bench(BenchCmd::Forward(a)) => bench::forward::run(&a),
+        Cmd::Bench(BenchCmd::Control(a)) => bench::control::run(&a),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_fib::cli::run_cli(&a),
-        Cmd::Route(RouteCmd::Import(a)) => {
-            vrhost_fib::cli::run_route_import(&a, progress_bar()).map(|_| ())
-        }
+        Cmd::Vr(a) => cli::vr::run(&a),
+        Cmd::Rule(a) => cli::rule::run(&a),
+        Cmd::Route(a) => cli::route::run(&a),
+        Cmd::Stats(a) => cli::stats::run(&a),
+        Cmd::Apply(a) => cli::config::apply(&a),
+        Cmd::Config(a) => cli::config::config(&a),
+        Cmd::Health(a) => cli::stats::health(&a),
+        Cmd::Top(a) => cli::top::run(&a),
+        Cmd::Capture(a) => cli::capture::run(&a),
+        Cmd::Completions(a) => cli::completions(&a, Cli::command()),
         Cmd::VrRun => {
             return vrhost_vr::runtime::main(|hello| {
                 let cfg: vrhost_vr::router::RouterConfig =
@@ -112,7 +138,10 @@ fn progress_bar() -> Option<vrhost_fib::import::ProgressFn> {
     Some(std::sync::Arc::new(
         move |p: &vrhost_fib::import::Progress| {
             let Ok(mut last) = last.lock() else { return };
-            if last.elapsed() < Duration::from_millis(100) {
+            // The last call (everything read) is always drawn, so the bar
+            // ends full.
+            let finished = p.total.is_some_and(|t| p.bytes >= t);
+            if last.elapsed() < Duration::from_millis(100) && !finished {
                 return;
             }
             *last = Instant::now();

@@ -259,20 +259,113 @@ fn is_local(vnics: &[Vnic], ip: u32) -> bool {
 /// up a burst at a time by default: 1 MiB, more than a core's L2 cache.
 const BURST_GROUPS: usize = 1024;
 
-/// Hop ids: next hops of the original form keep their index; the others
-/// are shared by equal hops.
-struct Hops {
-    hops: Vec<Hop>,
-    ids: HashMap<Hop, u32>,
+/// Whether to look up in bursts: as configured, else by the table's size.
+pub(super) fn burst_for(cfg: Option<bool>, fib: &Ipv4Fib) -> bool {
+    cfg.unwrap_or(fib.groups_used() >= BURST_GROUPS)
 }
 
-impl Hops {
-    fn intern(&mut self, h: Hop) -> u32 {
+/// Hop ids: next hops of the original form keep their index; the others
+/// are shared by equal hops.
+pub(super) struct Hops<'a> {
+    pub hops: &'a mut Vec<Hop>,
+    pub ids: &'a mut HashMap<Hop, u32>,
+}
+
+impl Hops<'_> {
+    pub fn intern(&mut self, h: Hop) -> u32 {
         *self.ids.entry(h).or_insert_with(|| {
             self.hops.push(h);
             (self.hops.len() - 1) as u32
         })
     }
+}
+
+/// A route that no longer uses hop `old` (deleted, or replaced) gives back
+/// its pin on the gateway's neighbour entry. Each route by `via` holds one
+/// (hops past the next hops of the original form); the next hops of the
+/// original form hold theirs for good.
+pub(super) fn release_hop(
+    neigh: &mut NeighTable,
+    hops: &[Hop],
+    n_nexthops: usize,
+    old: Option<u32>,
+) {
+    let Some(old) = old else { return };
+    if (old as usize) < n_nexthops {
+        return;
+    }
+    if let Some(&Hop::Gateway { neigh: n, .. }) = hops.get(old as usize) {
+        neigh.unpin(n as usize);
+    }
+}
+
+/// Where a checked route goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RouteTarget {
+    /// A next hop of the original form, by index.
+    NextHop(u32),
+    /// A gateway, resolved by ARP, out of `vnic`.
+    Via {
+        /// Its address.
+        ip: u32,
+        /// Its vNIC.
+        vnic: u16,
+    },
+}
+
+/// Check route `list[i]` against the vNICs and the next hops: its prefix
+/// (returned with the host bits cleared) and where it goes. Errors name
+/// the field, `routes[3].via ...`.
+pub(super) fn check_route(
+    r: &RouteConfig,
+    list: &str,
+    i: usize,
+    vnics: &[Vnic],
+    n_nexthops: usize,
+) -> Result<(u32, u8, RouteTarget), String> {
+    let (p, l) = parse_prefix(&r.prefix).map_err(|e| format!("{list}[{i}]: {e}"))?;
+    let p = p & u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0);
+    let target = match (r.nexthop, &r.via) {
+        (Some(nh), None) => {
+            if r.vnic.is_some() {
+                return Err(format!("{list}[{i}].vnic: only with via"));
+            }
+            if nh as usize >= n_nexthops {
+                return Err(format!(
+                    "{list}[{i}].nexthop {nh} out of range ({n_nexthops} next hops)"
+                ));
+            }
+            RouteTarget::NextHop(nh)
+        }
+        (None, Some(via_s)) => {
+            let ip = parse_ip(via_s).map_err(|e| format!("{list}[{i}].via {e}"))?;
+            if is_local(vnics, ip) {
+                return Err(format!(
+                    "{list}[{i}].via {via_s}: one of the router's own addresses"
+                ));
+            }
+            let vnic = match r.vnic {
+                Some(v) if usize::from(v) < vnics.len() => v,
+                Some(v) => {
+                    return Err(format!(
+                        "{list}[{i}].vnic {v} out of range ({} vNICs)",
+                        vnics.len()
+                    ));
+                }
+                None => vnic_for(vnics, ip).ok_or_else(|| {
+                    format!(
+                        "{list}[{i}].via {via_s}: in no connected subnet (give {list}[{i}].vnic)"
+                    )
+                })?,
+            };
+            RouteTarget::Via { ip, vnic }
+        }
+        (Some(_), Some(_)) => {
+            return Err(format!("{list}[{i}]: give nexthop or via, not both"));
+        }
+        (None, None) => return Err(format!("{list}[{i}]: needs nexthop or via")),
+    };
+    Ok((p, l, target))
 }
 
 impl Router {
@@ -331,9 +424,10 @@ impl Router {
             )
         };
 
+        let (mut hop_list, mut hop_ids) = (Vec::new(), HashMap::new());
         let mut hops = Hops {
-            hops: Vec::new(),
-            ids: HashMap::new(),
+            hops: &mut hop_list,
+            ids: &mut hop_ids,
         };
         for (i, nh) in cfg.nexthops.iter().enumerate() {
             let vnic = vnic_ok(nh.vnic, &format!("nexthops[{i}].vnic"))?;
@@ -390,49 +484,25 @@ impl Router {
 
         let mut fib = Ipv4Fib::new();
         for (i, r) in cfg.routes.iter().enumerate() {
-            let (p, l) = parse_prefix(&r.prefix).map_err(|e| format!("routes[{i}]: {e}"))?;
-            let id = match (r.nexthop, &r.via) {
-                (Some(nh), None) => {
-                    if r.vnic.is_some() {
-                        return Err(format!("routes[{i}].vnic: only with via"));
-                    }
-                    if nh as usize >= n_nexthops {
-                        return Err(format!(
-                            "routes[{i}].nexthop {nh} out of range ({n_nexthops} next hops)"
-                        ));
-                    }
-                    nh
-                }
-                (None, Some(via_s)) => {
-                    let via = parse_ip(via_s).map_err(|e| format!("routes[{i}].via {e}"))?;
-                    if is_local(&vnics, via) {
-                        return Err(format!(
-                            "routes[{i}].via {via_s}: one of the router's own addresses"
-                        ));
-                    }
-                    let vnic = match r.vnic {
-                        Some(v) => vnic_ok(v, &format!("routes[{i}].vnic"))?,
-                        None => vnic_for(&vnics, via).ok_or_else(|| {
-                            format!(
-                                "routes[{i}].via {via_s}: in no connected subnet (give routes[{i}].vnic)"
-                            )
-                        })?,
-                    };
+            let (p, l, target) = check_route(r, "routes", i, &vnics, n_nexthops)?;
+            let id = match target {
+                RouteTarget::NextHop(nh) => nh,
+                RouteTarget::Via { ip, vnic } => {
                     let n = neigh
-                        .pin(via, vnic)
+                        .pin(ip, vnic)
                         .ok_or_else(|| full(format!("routes[{i}].via")))?;
                     hops.intern(Hop::Gateway {
                         vnic,
                         neigh: n as u32,
                     })
                 }
-                (Some(_), Some(_)) => {
-                    return Err(format!("routes[{i}]: give nexthop or via, not both"));
-                }
-                (None, None) => return Err(format!("routes[{i}]: needs nexthop or via")),
             };
-            fib.insert(p, l, id)
+            let old = fib
+                .insert(p, l, id)
                 .map_err(|e| format!("routes[{i}]: {e}"))?;
+            // The same prefix twice: the last one wins, the first one's
+            // gateway loses a route.
+            release_hop(&mut neigh, hops.hops, n_nexthops, old);
         }
         if let Some(path) = &cfg.route_file {
             if n_nexthops == 0 {
@@ -443,8 +513,10 @@ impl Router {
                     .map_err(|e| format!("route_file {path}: {e}"))?;
             let n = n_nexthops as u32;
             for r in set.ipv4() {
-                fib.insert(r.prefix, r.len, r.asn.unwrap_or(0) % n)
+                let old = fib
+                    .insert(r.prefix, r.len, r.asn.unwrap_or(0) % n)
                     .map_err(|e| format!("route_file {path}: {e}"))?;
+                release_hop(&mut neigh, hops.hops, n_nexthops, old);
             }
         }
         // Connected subnets win over static routes of the same prefix (as
@@ -453,29 +525,36 @@ impl Router {
         for (v, n) in vnics.iter().enumerate() {
             for ifa in &n.addrs {
                 let id = hops.intern(Hop::Connected { vnic: v as u16 });
-                fib.insert(ifa.addr & ifa.mask(), ifa.len, id)
+                let old = fib
+                    .insert(ifa.addr & ifa.mask(), ifa.len, id)
                     .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
+                release_hop(&mut neigh, hops.hops, n_nexthops, old);
             }
         }
         for (v, n) in vnics.iter().enumerate() {
             for ifa in &n.addrs {
                 let local = hops.intern(Hop::Local);
-                fib.insert(ifa.addr, 32, local)
+                let old = fib
+                    .insert(ifa.addr, 32, local)
                     .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
+                release_hop(&mut neigh, hops.hops, n_nexthops, old);
                 if ifa.len <= 30 {
                     let b = hops.intern(Hop::Broadcast);
-                    fib.insert(ifa.broadcast(), 32, b)
+                    let old = fib
+                        .insert(ifa.broadcast(), 32, b)
                         .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
+                    release_hop(&mut neigh, hops.hops, n_nexthops, old);
                 }
             }
         }
-        let burst = cfg
-            .burst_lookup
-            .unwrap_or(fib.groups_used() >= BURST_GROUPS);
+        let burst = burst_for(cfg.burst_lookup, &fib);
         Ok(Self {
             burst,
+            burst_lookup: cfg.burst_lookup,
             fib,
-            hops: hops.hops,
+            hops: hop_list,
+            hop_ids,
+            n_nexthops: n_nexthops as u32,
             vnics,
             neigh,
             timers: Timers {

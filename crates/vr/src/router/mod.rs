@@ -69,10 +69,13 @@
 
 mod arp;
 mod config;
+mod control;
 mod icmp;
 mod neigh;
 #[cfg(test)]
 mod tests;
+
+use std::collections::HashMap;
 
 use vrhost_fib::Ipv4Fib;
 use vrhost_packet::ethernet::{self, EtherType, EthernetFrame};
@@ -82,6 +85,7 @@ pub use config::{
     ArpConfig, IcmpConfig, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig, VnicConfig,
     parse_prefix,
 };
+pub use control::{RouteChangeReply, RouteChanges, RouterControl, RouterStats};
 
 use self::icmp::TokenBucket;
 use self::neigh::{NeighTable, State};
@@ -223,8 +227,16 @@ const _: () = assert!(BURST <= ARP_MARK as usize);
 pub struct Router {
     /// Whether the runtime should hand over bursts ([`Vr::prefers_burst`]).
     burst: bool,
+    /// The config's choice ([`RouterConfig::burst_lookup`]): `None` decides
+    /// `burst` by the table's size, again after each route change.
+    burst_lookup: Option<bool>,
     fib: Ipv4Fib,
+    /// Indexed by the FIB's next-hop ids: first the next hops of the
+    /// original form (`n_nexthops` of them, by their index), then the
+    /// others, one per distinct hop (`hop_ids`).
     hops: Vec<Hop>,
+    hop_ids: HashMap<Hop, u32>,
+    n_nexthops: u32,
     vnics: Vec<Vnic>,
     neigh: NeighTable,
     timers: Timers,
@@ -428,5 +440,10 @@ impl Vr for Router {
 
     fn counters(&self) -> &[u64] {
         &self.counters
+    }
+
+    /// Route changes and stats: [`RouterControl`].
+    fn control(&mut self, body: &serde_json::Value) -> Result<serde_json::Value, String> {
+        self.control_json(body)
     }
 }

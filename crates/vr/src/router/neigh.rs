@@ -8,7 +8,10 @@
 //! insert into a full window evicts the least useful entry of the window
 //! (failed first, then the longest unconfirmed), never a static entry nor a
 //! gateway's (pinned: routes point at their slot), so a lookup stops at
-//! the first never-used slot. Pending buffers are a pool of `pending`
+//! the first never-used slot. Pins are counted (one per route by `via`,
+//! one per static entry or next hop of the original form): a gateway
+//! whose last route is deleted becomes an ordinary entry again, kept until
+//! it is evicted. Pending buffers are a pool of `pending`
 //! buffers of [`PENDING_BYTES`]; an entry holds at most one (Linux's
 //! `unres_qlen`, here 1), so a pool smaller than the table bounds the
 //! memory that unresolved neighbours can take.
@@ -48,8 +51,9 @@ pub(super) struct Neigh {
     pub ip: u32,
     pub vnic: u16,
     pub state: State,
-    /// A gateway or a static entry: never evicted.
-    pub pinned: bool,
+    /// Routes, next hops and static entries that need the entry in its
+    /// slot: while above 0, never evicted.
+    pub pins: u32,
     /// Requests sent in this resolution.
     pub probes: u8,
     pub mac: [u8; 6],
@@ -65,7 +69,7 @@ impl Neigh {
         ip: 0,
         vnic: 0,
         state: State::Unused,
-        pinned: false,
+        pins: 0,
         probes: 0,
         mac: [0; 6],
         since: 0,
@@ -105,7 +109,6 @@ impl NeighTable {
     }
 
     /// Entries the table holds.
-    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.entries.len()
     }
@@ -152,7 +155,7 @@ impl NeighTable {
             if e.ip == ip && e.vnic == vnic {
                 return Some((i, 0));
             }
-            if e.pinned {
+            if e.pins > 0 {
                 continue;
             }
             // Lower rank goes first; within a rank, the oldest.
@@ -189,12 +192,29 @@ impl NeighTable {
         &mut self.entries[i]
     }
 
-    /// Pin `(ip, vnic)` (a gateway: never evicted); its slot, or `None` if
-    /// its window is full of pinned entries.
+    /// Pin `(ip, vnic)` once more (a gateway: never evicted while pinned);
+    /// its slot, or `None` if its window is full of pinned entries.
     pub fn pin(&mut self, ip: u32, vnic: u16) -> Option<usize> {
         let (i, _) = self.insert(ip, vnic)?;
-        self.entries[i].pinned = true;
+        let e = &mut self.entries[i];
+        e.pins = e.pins.saturating_add(1);
         Some(i)
+    }
+
+    /// Take back one pin of slot `i` (a route by `via` deleted). At 0
+    /// pins the entry stays, state and MAC kept, and may be evicted.
+    pub fn unpin(&mut self, i: usize) {
+        let e = &mut self.entries[i];
+        debug_assert!(e.pins > 0, "unpin of an unpinned entry");
+        e.pins = e.pins.saturating_sub(1);
+    }
+
+    /// Entries in use.
+    pub fn used(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.state != State::Unused)
+            .count()
     }
 
     /// Make `(ip, vnic)` a static neighbour at `mac`.
@@ -294,7 +314,7 @@ mod tests {
         // Pinned and static entries stay; a parked packet is discarded.
         for ip in [1, 3, 4, 5] {
             let i = t.find(ip, 0).unwrap();
-            t.get_mut(i).pinned = true;
+            t.get_mut(i).pins = 1;
         }
         let six = t.find(6, 0).unwrap();
         assert!(t.park(six, &[1, 2, 3]));
@@ -319,6 +339,24 @@ mod tests {
         let i = t.find(3, 1).unwrap();
         assert_eq!(t.get(i).state, State::Static);
         assert_eq!(t.get(i).mac[5], 3);
+    }
+
+    #[test]
+    fn pins_are_counted() {
+        let mut t = NeighTable::new(8, 0);
+        let g = t.pin(1, 0).unwrap();
+        assert_eq!(t.pin(1, 0), Some(g));
+        for ip in 2..=8 {
+            t.pin(ip, 0).unwrap();
+        }
+        assert_eq!(t.insert(9, 0), None, "all pinned");
+        t.unpin(g);
+        assert_eq!(t.insert(9, 0), None, "still one pin");
+        assert_eq!(t.used(), 8);
+        t.unpin(g);
+        let (i, _) = t.insert(9, 0).unwrap();
+        assert_eq!(i, g, "an ordinary entry again: evicted");
+        assert_eq!(t.find(1, 0), None);
     }
 
     #[test]

@@ -474,7 +474,7 @@ fn setup_node(
     )?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
     std::fs::write(&cfg, daemon_config(args, fwd, table))?;
-    let daemon = Daemon::start(&cfg, node.name(), 0)?;
+    let daemon = Daemon::start(&cfg, Some(node.name()), 0, "none")?;
     // veth runs its NAPI poll (with the XDP program and the copy into an
     // AF_XDP socket) on the sender's CPU unless NAPI is threaded; a veth
     // has NAPI only with an XDP program (or GRO) on it.

@@ -1,6 +1,7 @@
 //! `vrhost bench ...`: the end-to-end benchmarks. Each prints a table, or
 //! with `--json` one object `{"bench": NAME, "machine": {...}, "results": [...]}`.
 
+pub mod control;
 pub mod forward;
 pub mod machine;
 pub mod memory;

@@ -12,6 +12,7 @@ use super::neigh::State;
 use super::*;
 
 mod arp;
+mod control;
 mod forward;
 mod icmp;
 

@@ -1,0 +1,815 @@
+//! The HTTP/JSON API (`api/openapi.yaml` is its contract).
+//!
+//! Served on a unix socket, and optionally on TCP where every request must
+//! carry the bearer token. Every handler that changes something builds the
+//! changed config document and hands it to [`Controller::apply_doc`], which
+//! checks it whole before anything changes; changes are serialized by the
+//! controller's lock. Request bodies, paths and queries are read by this
+//! module (not by extractors whose refusals are plain text), so every
+//! refusal is a JSON error with a code.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use vrhost_vr::router::RouteConfig;
+
+use crate::control::{ControlError, Controller};
+use crate::view::{self, VrView};
+
+/// The API document served at `/v1/openapi.yaml`.
+pub const OPENAPI: &str = include_str!("../../../api/openapi.yaml");
+
+/// Largest request body, except bulk route changes.
+pub const MAX_BODY: usize = 1 << 20;
+/// Largest bulk route request (about 100,000 routes of JSON).
+pub const MAX_BULK_BODY: usize = 16 << 20;
+/// Most routes one bulk request may carry.
+pub const MAX_BULK_ROUTES: usize = 100_000;
+
+/// What the handlers share.
+pub struct ApiState {
+    /// The control plane; its lock serializes changes.
+    pub ctl: Mutex<Controller>,
+    /// Bearer token required on TCP.
+    pub token: Option<String>,
+}
+
+/// An API error: a status and a JSON body `{"error":{"code","message"}}`.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        let status = match e {
+            ControlError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ControlError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ControlError::NotFound(_) => StatusCode::NOT_FOUND,
+            ControlError::Conflict(_) => StatusCode::CONFLICT,
+            ControlError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, e.code(), e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": { "code": self.code, "message": self.message } });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The API's routes over `state` (no authentication: see [`tcp_router`]).
+pub fn router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/config", get(get_config))
+        .route("/v1/apply", post(apply))
+        .route("/v1/vrs", get(list_vrs).post(create_vr))
+        .route(
+            "/v1/vrs/{name}",
+            get(get_vr).put(update_vr).delete(delete_vr),
+        )
+        .route("/v1/vrs/{name}/vnics", get(list_vnics).post(add_vnic))
+        .route(
+            "/v1/vrs/{name}/vnics/{index}",
+            axum::routing::delete(delete_vnic),
+        )
+        .route("/v1/rules", get(list_rules).post(add_rule))
+        .route(
+            "/v1/rules/{index}",
+            axum::routing::put(update_rule).delete(delete_rule),
+        )
+        .route(
+            "/v1/vrs/{name}/routes",
+            get(list_routes).post(add_route).delete(delete_route),
+        )
+        .route("/v1/vrs/{name}/routes/bulk", post(bulk_routes))
+        .route("/v1/vrs/{name}/capture", get(capture))
+        .route("/v1/stats", get(stats))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.yaml", get(openapi))
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "bad_request",
+                "method not allowed on this endpoint",
+            )
+        })
+        .with_state(state)
+}
+
+/// [`router`] behind a bearer-token check, for TCP.
+pub fn tcp_router(state: Arc<ApiState>) -> Router {
+    let token = state.token.clone();
+    router(state).layer(axum::middleware::from_fn(
+        move |req: Request, next: Next| {
+            let want = token.clone();
+            async move {
+                let got = req
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "));
+                match (want, got) {
+                    (Some(w), Some(g)) if constant_time_eq(w.as_bytes(), g.as_bytes()) => {
+                        next.run(req).await
+                    }
+                    (_, Some(_)) => ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        "unauthorized",
+                        "wrong bearer token",
+                    )
+                    .into_response(),
+                    (_, None) => ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        "unauthorized",
+                        "a bearer token is required (Authorization: Bearer ...)",
+                    )
+                    .into_response(),
+                }
+            }
+        },
+    ))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Run `f` on the controller, off the async threads (it waits for the
+/// worker and for VR processes).
+async fn with_ctl<T, F>(st: &Arc<ApiState>, f: F) -> ApiResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Controller) -> ApiResult<T> + Send + 'static,
+{
+    let st = st.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut c = st
+            .ctl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut c)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+}
+
+/// Read a JSON body of at most `limit` bytes.
+async fn json_body<T: for<'de> Deserialize<'de>>(body: Body, limit: usize) -> ApiResult<T> {
+    let bytes: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("request body larger than {limit} bytes"),
+        )
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::bad(format!("body: {e}")))
+}
+
+fn query(q: Option<String>) -> BTreeMap<String, String> {
+    form_urlencoded::parse(q.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn query_num(
+    q: &BTreeMap<String, String>,
+    key: &str,
+    default: usize,
+    max: usize,
+) -> ApiResult<usize> {
+    match q.get(key) {
+        None => Ok(default),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n <= max => Ok(n),
+            _ => Err(ApiError::bad(format!(
+                "{key}={v:?}: expected an integer 0..={max}"
+            ))),
+        },
+    }
+}
+
+fn index(s: &str) -> ApiResult<usize> {
+    s.parse()
+        .map_err(|_| ApiError::not_found(format!("{s:?}: not an index")))
+}
+
+// ---- config document editing ----
+
+fn array<'a>(doc: &'a mut toml::Table, key: &str) -> &'a mut Vec<toml::Value> {
+    let v = doc
+        .entry(key.to_string())
+        .or_insert_with(|| toml::Value::Array(Vec::new()));
+    if !v.is_array() {
+        *v = toml::Value::Array(Vec::new());
+    }
+    v.as_array_mut().expect("made an array")
+}
+
+fn str_field<'a>(v: &'a toml::Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(toml::Value::as_str)
+}
+
+fn vr_pos(doc: &toml::Table, name: &str) -> Option<usize> {
+    doc.get("vrs")?
+        .as_array()?
+        .iter()
+        .position(|v| str_field(v, "name") == Some(name))
+}
+
+fn to_toml(v: Value, what: &str) -> ApiResult<toml::Value> {
+    toml::Value::try_from(v).map_err(|e| ApiError::bad(format!("{what}: {e}")))
+}
+
+fn to_json(v: &toml::Value) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// Split a VR spec (JSON) into its `[[vrs]]` table and its rules.
+fn vr_spec(
+    mut body: Value,
+    name: Option<&str>,
+) -> ApiResult<(String, toml::Value, Vec<toml::Value>, bool)> {
+    let obj = body
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad("body: expected a JSON object (a VR)"))?;
+    let vr_name = match (obj.get("name"), name) {
+        (None, Some(n)) => {
+            obj.insert("name".into(), n.into());
+            n.to_string()
+        }
+        (Some(Value::String(s)), Some(n)) if s != n => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!("name {s:?} in the body differs from {n:?} in the path"),
+            ));
+        }
+        (Some(Value::String(s)), _) => s.clone(),
+        (Some(_), _) => return Err(ApiError::bad("name: expected a string")),
+        (None, None) => return Err(ApiError::bad("name: missing")),
+    };
+    let has_rules = obj.contains_key("rules");
+    let rules = match obj.remove("rules") {
+        None => Vec::new(),
+        Some(Value::Array(rs)) => {
+            let mut out = Vec::new();
+            for (i, mut r) in rs.into_iter().enumerate() {
+                let ro = r
+                    .as_object_mut()
+                    .ok_or_else(|| ApiError::bad(format!("rules[{i}]: expected an object")))?;
+                match ro.get("vr") {
+                    None => {
+                        ro.insert("vr".into(), vr_name.clone().into());
+                    }
+                    Some(Value::String(s)) if *s == vr_name => {}
+                    Some(_) => {
+                        return Err(ApiError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "invalid",
+                            format!("rules[{i}].vr: a VR's rules must point at it"),
+                        ));
+                    }
+                }
+                out.push(to_toml(r, &format!("rules[{i}]"))?);
+            }
+            out
+        }
+        Some(_) => return Err(ApiError::bad("rules: expected an array")),
+    };
+    let table = to_toml(body, "VR")?;
+    Ok((vr_name, table, rules, has_rules))
+}
+
+fn rule_json(i: usize, r: &toml::Value) -> Value {
+    let mut v = to_json(r);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("index".into(), i.into());
+    }
+    v
+}
+
+fn rules_of(doc: &toml::Table) -> Vec<Value> {
+    doc.get("rules")
+        .and_then(toml::Value::as_array)
+        .map(|rs| {
+            rs.iter()
+                .enumerate()
+                .map(|(i, r)| rule_json(i, r))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The VR as `GET /v1/vrs/{name}` shows it.
+fn vr_status(c: &Controller, stats: Option<&VrView>, name: &str) -> ApiResult<Value> {
+    let doc = c.doc();
+    let pos = vr_pos(doc, name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+    let table = &doc["vrs"].as_array().expect("found in it")[pos];
+    let mut spec = to_json(table);
+    let rules: Vec<Value> = rules_of(doc)
+        .into_iter()
+        .filter(|r| r["vr"] == name)
+        .collect();
+    spec["rules"] = Value::Array(rules);
+    let kind = str_field(table, "kind").unwrap_or("router");
+    let owned;
+    let stats = match stats {
+        Some(s) => s,
+        None => {
+            owned = view::snapshot(c)?
+                .vrs
+                .into_iter()
+                .find(|v| v.name == name)
+                .ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+            &owned
+        }
+    };
+    Ok(json!({
+        "name": name,
+        "kind": kind,
+        "state": stats.state,
+        "spec": spec,
+        "stats": stats.stats,
+        "instances": stats.instances,
+        "api_routes": c.api_routes(name).map_or(0, BTreeMap::len),
+    }))
+}
+
+// ---- handlers ----
+
+async fn health(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
+    with_ctl(&st, |c| {
+        let s = view::snapshot(c)?;
+        let up = s.vrs.iter().filter(|v| v.state == "running").count();
+        Ok(axum::Json(json!({
+            "status": if up == s.vrs.len() { "ok" } else { "degraded" },
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_s": s.uptime_s,
+            "generation": s.generation,
+            "vrs_up": up,
+            "vrs": s.vrs.len(),
+        }))
+        .into_response())
+    })
+    .await
+}
+
+async fn get_config(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
+    with_ctl(&st, |c| {
+        Ok(axum::Json(json!({ "generation": c.generation(), "toml": c.toml() })).into_response())
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApplyReq {
+    toml: String,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn apply(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Response> {
+    let req: ApplyReq = json_body(body, MAX_BODY).await?;
+    with_ctl(&st, move |c| {
+        let r = c.apply_toml(&req.toml, req.dry_run)?;
+        Ok(axum::Json(r).into_response())
+    })
+    .await
+}
+
+async fn list_vrs(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
+    with_ctl(&st, |c| {
+        let s = view::snapshot(c)?;
+        let out = s
+            .vrs
+            .iter()
+            .map(|v| vr_status(c, Some(v), &v.name))
+            .collect::<ApiResult<Vec<_>>>()?;
+        Ok(axum::Json(out).into_response())
+    })
+    .await
+}
+
+async fn get_vr(State(st): State<Arc<ApiState>>, Path(name): Path<String>) -> ApiResult<Response> {
+    with_ctl(&st, move |c| {
+        Ok(axum::Json(vr_status(c, None, &name)?).into_response())
+    })
+    .await
+}
+
+async fn create_vr(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Response> {
+    let body: Value = json_body(body, MAX_BODY).await?;
+    let (name, table, rules, _) = vr_spec(body, None)?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        if vr_pos(&doc, &name).is_some() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("VR {name:?} exists"),
+            ));
+        }
+        array(&mut doc, "vrs").push(table);
+        array(&mut doc, "rules").extend(rules);
+        c.apply_doc(doc, false)?;
+        Ok((StatusCode::CREATED, axum::Json(vr_status(c, None, &name)?)).into_response())
+    })
+    .await
+}
+
+async fn update_vr(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let body: Value = json_body(body, MAX_BODY).await?;
+    let (name, table, rules, has_rules) = vr_spec(body, Some(&name))?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let pos =
+            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        array(&mut doc, "vrs")[pos] = table;
+        if has_rules {
+            let rs = array(&mut doc, "rules");
+            rs.retain(|r| str_field(r, "vr") != Some(name.as_str()));
+            rs.extend(rules);
+        }
+        c.apply_doc(doc, false)?;
+        Ok(axum::Json(vr_status(c, None, &name)?).into_response())
+    })
+    .await
+}
+
+async fn delete_vr(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let pos =
+            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        array(&mut doc, "vrs").remove(pos);
+        array(&mut doc, "rules").retain(|r| str_field(r, "vr") != Some(name.as_str()));
+        c.apply_doc(doc, false)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+async fn list_vnics(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    with_ctl(&st, move |c| {
+        let doc = c.doc();
+        let pos =
+            vr_pos(doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let vnics = doc["vrs"][pos]
+            .get("vnics")
+            .map(to_json)
+            .unwrap_or(json!([]));
+        Ok(axum::Json(vnics).into_response())
+    })
+    .await
+}
+
+async fn add_vnic(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let body: Value = json_body(body, MAX_BODY).await?;
+    if !body.is_object() {
+        return Err(ApiError::bad("body: expected a JSON object (a vNIC)"));
+    }
+    let vnic = to_toml(body, "vNIC")?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let pos =
+            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let vr = array(&mut doc, "vrs")[pos]
+            .as_table_mut()
+            .ok_or_else(|| ApiError::bad("the VR's entry is not a table"))?;
+        array(vr, "vnics").push(vnic);
+        c.apply_doc(doc, false)?;
+        Ok((StatusCode::CREATED, axum::Json(vr_status(c, None, &name)?)).into_response())
+    })
+    .await
+}
+
+async fn delete_vnic(
+    State(st): State<Arc<ApiState>>,
+    Path((name, ix)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let ix = index(&ix)?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let pos =
+            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let used = rules_of(&doc).iter().any(|r| {
+            r["vr"] == name.as_str()
+                && r.get("vnic").and_then(Value::as_u64).unwrap_or(0) == ix as u64
+        });
+        let vr = array(&mut doc, "vrs")[pos]
+            .as_table_mut()
+            .ok_or_else(|| ApiError::bad("the VR's entry is not a table"))?;
+        let vnics = array(vr, "vnics");
+        if ix >= vnics.len() {
+            return Err(ApiError::not_found(format!("VR {name:?} has no vNIC {ix}")));
+        }
+        if ix + 1 != vnics.len() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!(
+                    "only the last vNIC ({}) can be removed: the others' numbers must not change",
+                    vnics.len() - 1
+                ),
+            ));
+        }
+        if used {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("a rule sends frames to vNIC {ix} of {name:?}: remove it first"),
+            ));
+        }
+        vnics.pop();
+        c.apply_doc(doc, false)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+async fn list_rules(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
+    with_ctl(&st, |c| Ok(axum::Json(rules_of(c.doc())).into_response())).await
+}
+
+/// A rule from a request body: `position` and `index` taken out.
+fn rule_body(mut body: Value) -> ApiResult<(toml::Value, Option<usize>)> {
+    let obj = body
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad("body: expected a JSON object (a rule)"))?;
+    obj.remove("index");
+    let position = match obj.remove("position") {
+        None => None,
+        Some(p) => Some(
+            p.as_u64()
+                .ok_or_else(|| ApiError::bad("position: expected a non-negative integer"))?
+                as usize,
+        ),
+    };
+    Ok((to_toml(body, "rule")?, position))
+}
+
+async fn add_rule(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Response> {
+    let body: Value = json_body(body, MAX_BODY).await?;
+    let (rule, position) = rule_body(body)?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let rs = array(&mut doc, "rules");
+        let at = position.unwrap_or(rs.len());
+        if at > rs.len() {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!("position {at}: there are {} rules", rs.len()),
+            ));
+        }
+        rs.insert(at, rule);
+        c.apply_doc(doc, false)?;
+        Ok((StatusCode::CREATED, axum::Json(rules_of(c.doc()))).into_response())
+    })
+    .await
+}
+
+async fn update_rule(
+    State(st): State<Arc<ApiState>>,
+    Path(ix): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let ix = index(&ix)?;
+    let body: Value = json_body(body, MAX_BODY).await?;
+    let (rule, _) = rule_body(body)?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let rs = array(&mut doc, "rules");
+        let slot = rs
+            .get_mut(ix)
+            .ok_or_else(|| ApiError::not_found(format!("no rule {ix}")))?;
+        *slot = rule;
+        c.apply_doc(doc, false)?;
+        Ok(axum::Json(rules_of(c.doc())).into_response())
+    })
+    .await
+}
+
+async fn delete_rule(
+    State(st): State<Arc<ApiState>>,
+    Path(ix): Path<String>,
+) -> ApiResult<Response> {
+    let ix = index(&ix)?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let rs = array(&mut doc, "rules");
+        if ix >= rs.len() {
+            return Err(ApiError::not_found(format!("no rule {ix}")));
+        }
+        rs.remove(ix);
+        c.apply_doc(doc, false)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+fn route_json(r: &RouteConfig) -> Value {
+    serde_json::to_value(r).unwrap_or(Value::Null)
+}
+
+async fn list_routes(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    let q = query(q);
+    let offset = query_num(&q, "offset", 0, usize::MAX)?;
+    let limit = query_num(&q, "limit", 1000, 100_000)?.max(1);
+    with_ctl(&st, move |c| {
+        let routes = c
+            .api_routes(&name)
+            .ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let page: Vec<Value> = routes
+            .values()
+            .skip(offset)
+            .take(limit)
+            .map(route_json)
+            .collect();
+        Ok(
+            axum::Json(json!({ "total": routes.len(), "offset": offset, "routes": page }))
+                .into_response(),
+        )
+    })
+    .await
+}
+
+async fn add_route(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let r: RouteConfig = json_body(body, MAX_BODY).await?;
+    with_ctl(&st, move |c| {
+        let res = c.change_routes(&name, vec![r], Vec::new())?;
+        Ok((StatusCode::CREATED, axum::Json(res)).into_response())
+    })
+    .await
+}
+
+async fn delete_route(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    let prefix = query(q)
+        .remove("prefix")
+        .ok_or_else(|| ApiError::bad("query parameter `prefix` is required"))?;
+    with_ctl(&st, move |c| {
+        let res = c.change_routes(&name, Vec::new(), vec![prefix])?;
+        Ok(axum::Json(res).into_response())
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Bulk {
+    #[serde(default)]
+    add: Vec<RouteConfig>,
+    #[serde(default)]
+    del: Vec<String>,
+}
+
+async fn bulk_routes(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let b: Bulk = json_body(body, MAX_BULK_BODY).await?;
+    if b.add.len() + b.del.len() > MAX_BULK_ROUTES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!(
+                "{} routes in one request: at most {MAX_BULK_ROUTES}",
+                b.add.len() + b.del.len()
+            ),
+        ));
+    }
+    with_ctl(&st, move |c| {
+        let res = c.change_routes(&name, b.add, b.del)?;
+        Ok(axum::Json(res).into_response())
+    })
+    .await
+}
+
+/// Stream a VR's frames as pcap (see [`crate::capture`]). Every refusal
+/// comes before the first byte; the controller is needed only to attach
+/// (its lock is not held while streaming), and the capture thread detaches.
+async fn capture(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    let params = crate::capture::CaptureParams::from_query(&query(q))?;
+    let chunks = with_ctl(&st, move |c| {
+        if !c.plan().vrs.iter().any(|v| v.name == name) {
+            return Err(ApiError::not_found(format!("no VR {name:?}")));
+        }
+        let filter = params
+            .filter
+            .as_deref()
+            .map(crate::capture::compile_filter)
+            .transpose()?;
+        Ok(crate::capture::start(c.mailbox(), &name, params, filter)?)
+    })
+    .await?;
+    let body = futures_util::stream::unfold(chunks, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, std::convert::Infallible>(chunk), rx))
+    });
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.tcpdump.pcap"),
+        )],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+async fn stats(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
+    with_ctl(&st, |c| Ok(axum::Json(view::snapshot(c)?).into_response())).await
+}
+
+async fn metrics(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
+    with_ctl(&st, |c| {
+        let s = view::snapshot(c)?;
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+        );
+        Ok((h, crate::metrics::render(&s)).into_response())
+    })
+    .await
+}
+
+async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/yaml"),
+        )],
+        OPENAPI,
+    )
+        .into_response()
+}

@@ -1,0 +1,690 @@
+//! The control plane: the config in force, and changing it while the data
+//! path runs.
+//!
+//! Every change, whether a whole new file (SIGHUP, `vrhost apply`) or one
+//! API call (add a VR, a rule, a vNIC), becomes a new config document that
+//! is checked as a whole by the same code as `vrhost daemon --check`; a
+//! refused document changes nothing. An accepted one is applied as a diff:
+//! new and changed VRs are started first (a changed VR gets a new process
+//! and region beside the old one, and its API routes again), then the
+//! worker switches ports, VRs and classifier in one step between two
+//! rounds, so a VR that did not change never misses a frame. VRs taken
+//! out hand back the slots they hold before they are stopped.
+//!
+//! Routes added through the API are kept here, per VR, and given to the VR
+//! again whenever it is restarted.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, VrPlan};
+use vrhost_host::worker::DRAIN_TIMEOUT;
+use vrhost_host::{
+    Backend, Keep, Mailbox, Reconfig, VrCommand, VrControl, VrPath, VrProcess, VrStats, Worker,
+};
+use vrhost_io::Port;
+use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_vr::proto::CONTROL_CHUNK;
+use vrhost_vr::router::RouteConfig;
+
+/// How long a call into the worker may take before the API gives up.
+pub const WORKER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a VR may take to apply one control message.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a request was refused. Each maps to one HTTP status and code.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The request cannot be read (not JSON, wrong types).
+    #[error("{0}")]
+    BadRequest(String),
+    /// It reads, but the config it leads to is not valid.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such VR, rule, vNIC or route.
+    #[error("{0}")]
+    NotFound(String),
+    /// It conflicts with what exists (a VR of that name, a rule using a vNIC).
+    #[error("{0}")]
+    Conflict(String),
+    /// The data path or a VR did not answer.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Something failed that the request could not have avoided.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ControlError {
+    /// The error's code in API replies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ControlError::BadRequest(_) => "bad_request",
+            ControlError::Invalid(_) => "invalid",
+            ControlError::NotFound(_) => "not_found",
+            ControlError::Conflict(_) => "conflict",
+            ControlError::Unavailable(_) => "unavailable",
+            ControlError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<vrhost_host::MailboxError> for ControlError {
+    fn from(e: vrhost_host::MailboxError) -> Self {
+        ControlError::Unavailable(e.to_string())
+    }
+}
+
+/// Open a port with its driver, in the calling thread's namespace.
+///
+/// # Errors
+/// The driver's error.
+pub fn open_port(
+    name: &str,
+    driver: Driver,
+    iface: &str,
+    traffic: Option<&GenConf>,
+) -> Result<Box<dyn Port>, String> {
+    let port: Result<Box<dyn Port>, String> = match driver {
+        Driver::Mem => {
+            let cfg = traffic.cloned().unwrap_or_default().mem_config()?;
+            vrhost_io::mem::MemPort::new(name, cfg)
+                .map(|p| Box::new(p) as _)
+                .map_err(|e| e.to_string())
+        }
+        Driver::Null => Ok(Box::new(vrhost_io::null::NullPort::new(name))),
+        Driver::AfPacket => vrhost_io::af_packet::AfPacketPort::open(iface, Default::default())
+            .map(|p| Box::new(p) as _)
+            .map_err(|e| e.to_string()),
+        Driver::Socket => vrhost_io::socket::SocketPort::open(iface, Default::default())
+            .map(|p| Box::new(p) as _)
+            .map_err(|e| e.to_string()),
+        Driver::Tap => vrhost_io::tap::TapPort::open(iface, Default::default())
+            .map(|p| Box::new(p) as _)
+            .map_err(|e| e.to_string()),
+        Driver::AfXdp => vrhost_io::af_xdp::AfXdpPort::open(iface, &Default::default())
+            .map(|p| Box::new(p) as _)
+            .map_err(|e| e.to_string()),
+    };
+    port.map_err(|e| format!("{} on {iface}: {e}", driver.name()))
+}
+
+/// What the control plane keeps about one running VR.
+struct VrEntry {
+    stats: Arc<VrStats>,
+    controls: Vec<VrControl>,
+    pids: Vec<u32>,
+    /// Routes added through the API, by (prefix, length).
+    api_routes: BTreeMap<(u32, u8), RouteConfig>,
+}
+
+/// A VR started for an apply but not yet handed to the worker.
+struct Started {
+    path: VrPath,
+    entry: VrEntry,
+}
+
+/// What an apply changed (or would change).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ApplyResult {
+    /// Changes applied since the daemon started, this one included.
+    pub generation: u64,
+    /// Only computed.
+    pub dry_run: bool,
+    /// VRs started.
+    pub added: Vec<String>,
+    /// VRs stopped.
+    pub removed: Vec<String>,
+    /// VRs whose definition changed: a new process took over.
+    pub restarted: Vec<String>,
+    /// VRs that kept forwarding untouched.
+    pub unchanged: Vec<String>,
+    /// Ports opened.
+    pub ports_added: Vec<String>,
+    /// Ports closed.
+    pub ports_removed: Vec<String>,
+    /// Classifier rules after the change.
+    pub rules: usize,
+}
+
+/// The result of a route change, as the API reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteResult {
+    /// Routes added or replaced.
+    pub added: u64,
+    /// Routes deleted.
+    pub deleted: u64,
+    /// Routes in the VR's table afterwards (connected and local included).
+    pub routes: u64,
+    /// Routes added through the API, afterwards.
+    pub api_routes: usize,
+    /// Time to apply.
+    pub seconds: f64,
+    /// `(added + deleted) / seconds`.
+    pub routes_per_second: f64,
+}
+
+/// The control plane of a running daemon.
+pub struct Controller {
+    /// Name used for the config in messages (its file, or "config").
+    label: String,
+    dir: PathBuf,
+    doc: toml::Table,
+    plan: Plan,
+    generation: u64,
+    mailbox: Arc<Mailbox>,
+    host_bell: Doorbell,
+    exe: PathBuf,
+    vrs: BTreeMap<String, VrEntry>,
+    started: Instant,
+    restarts: u64,
+}
+
+fn config_error(e: ConfigError) -> ControlError {
+    match e {
+        ConfigError::Read { .. } => ControlError::BadRequest(e.to_string()),
+        ConfigError::Parse { msg, .. } => ControlError::Invalid(msg),
+        ConfigError::Field { field, msg, .. } => ControlError::Invalid(format!("{field}: {msg}")),
+    }
+}
+
+impl Controller {
+    /// Check `src` (a whole config; `label` names it in errors, `dir`
+    /// resolves its relative paths), open its ports, start its VRs, and
+    /// return the control plane with the worker that is to run the data
+    /// path (on a thread of the caller's choosing).
+    ///
+    /// # Errors
+    /// The config's first error (file, line, field), or the port or VR that
+    /// failed to start; everything started is stopped again.
+    pub fn start(
+        src: &str,
+        label: &str,
+        dir: &Path,
+        exe: PathBuf,
+    ) -> Result<(Self, Worker), String> {
+        let (_, plan) = Config::parse(src, label, dir).map_err(|e| e.to_string())?;
+        let doc: toml::Table = toml::from_str(src).map_err(|e| format!("{label}: {e}"))?;
+        let mut ports = Vec::new();
+        for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
+            ports.push(
+                open_port(name, *driver, iface, plan.gens[i].as_ref())
+                    .map_err(|e| format!("port {name}: {e}"))?,
+            );
+        }
+        let mut worker = Worker::new(ports, plan.classifier.clone(), plan.host.poll)
+            .map_err(|e| e.to_string())?;
+        let host_bell = Doorbell::from_fd(
+            worker
+                .bell()
+                .fd()
+                .try_clone_to_owned()
+                .map_err(|e| e.to_string())?,
+        );
+        let mut ctl = Self {
+            label: label.to_string(),
+            dir: dir.to_path_buf(),
+            doc,
+            plan: plan.clone(),
+            generation: 0,
+            mailbox: worker.mailbox(),
+            host_bell,
+            exe,
+            vrs: BTreeMap::new(),
+            started: Instant::now(),
+            restarts: 0,
+        };
+        for vr in &plan.vrs {
+            let s = ctl
+                .start_vr(&plan, vr, &BTreeMap::new())
+                .map_err(|e| e.to_string())?;
+            ctl.vrs.insert(vr.name.clone(), s.entry);
+            worker.add_vr(s.path);
+        }
+        Ok((ctl, worker))
+    }
+
+    /// The mailbox of the worker.
+    pub fn mailbox(&self) -> &Arc<Mailbox> {
+        &self.mailbox
+    }
+
+    /// The plan in force.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Changes applied since start.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// VR processes replaced by a changed definition.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// Time since start.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The config in force, as a TOML document.
+    pub fn doc(&self) -> &toml::Table {
+        &self.doc
+    }
+
+    /// The config in force, as TOML text.
+    pub fn toml(&self) -> String {
+        toml::to_string(&self.doc).unwrap_or_default()
+    }
+
+    /// Counters of a VR.
+    pub fn vr_stats(&self, name: &str) -> Option<&Arc<VrStats>> {
+        self.vrs.get(name).map(|e| &e.stats)
+    }
+
+    /// Pids of a VR's instances.
+    pub fn vr_pids(&self, name: &str) -> &[u32] {
+        self.vrs.get(name).map_or(&[], |e| &e.pids)
+    }
+
+    /// Routes added through the API to a VR.
+    pub fn api_routes(&self, name: &str) -> Option<&BTreeMap<(u32, u8), RouteConfig>> {
+        self.vrs.get(name).map(|e| &e.api_routes)
+    }
+
+    /// Start one VR (region, process) and give it `routes`.
+    fn start_vr(
+        &self,
+        plan: &Plan,
+        vr: &VrPlan,
+        routes: &BTreeMap<(u32, u8), RouteConfig>,
+    ) -> Result<Started, ControlError> {
+        let region = Region::create(
+            &vr.name,
+            RegionConfig {
+                slot_count: vr.slots,
+                ring_entries: RegionConfig::ring_entries_for(vr.slots),
+                vnic_count: vr.vnic_ports.len() as u16,
+                ..RegionConfig::default()
+            },
+        )
+        .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
+        let (program, args) = match &vr.program {
+            Some((p, a)) => (p.clone(), a.clone()),
+            None => (self.exe.clone(), vec!["vr-run".to_string()]),
+        };
+        // A VR that shares its core (with the host worker or another VR)
+        // must not spin or yield: it would take the core from the one that
+        // has work (sched_yield does not hand it over under CFS). It sleeps
+        // on its doorbell as soon as its rings are empty.
+        let shared = vr.cpu.is_none()
+            || vr.cpu == plan.host.cpu
+            || plan.vrs.iter().filter(|v| v.cpu == vr.cpu).count() > 1;
+        let cmd = VrCommand {
+            program,
+            args,
+            cpu: vr.cpu,
+            poll: if shared {
+                vrhost_vr::proto::PollConfig {
+                    spin_rounds: 0,
+                    yield_us: 0,
+                    ..plan.host.poll
+                }
+            } else {
+                plan.host.poll
+            },
+            config: vr.config.clone(),
+            ready_timeout: Duration::from_secs(60),
+        };
+        let (proc_, bell) = VrProcess::start(&vr.name, 0, &region, &self.host_bell, &cmd)
+            .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let control = proc_
+            .control()
+            .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
+        let pids = vec![proc_.pid()];
+        let path = VrPath::new(
+            &vr.name,
+            region,
+            vr.vnic_ports.clone(),
+            Backend::Process(vec![proc_]),
+            vec![bell],
+        );
+        let mut entry = VrEntry {
+            stats: path.stats().clone(),
+            controls: vec![control],
+            pids,
+            api_routes: BTreeMap::new(),
+        };
+        if !routes.is_empty() {
+            let add: Vec<RouteConfig> = routes.values().cloned().collect();
+            send_routes(&mut entry, &vr.name, &add, &[]).map_err(|e| match e {
+                ControlError::Invalid(m) => ControlError::Invalid(format!(
+                    "VR {}: its API routes do not fit the new definition: {m}",
+                    vr.name
+                )),
+                other => other,
+            })?;
+            entry.api_routes = routes.clone();
+        }
+        Ok(Started { path, entry })
+    }
+
+    /// Check a whole config without applying it.
+    ///
+    /// # Errors
+    /// The config's first error.
+    pub fn check(&self, src: &str) -> Result<Plan, ControlError> {
+        Config::parse(src, &self.label, &self.dir)
+            .map(|(_, p)| p)
+            .map_err(config_error)
+    }
+
+    /// Apply a whole new config (TOML text) as a diff.
+    ///
+    /// # Errors
+    /// The config's first error, or what failed while starting; nothing
+    /// changed then.
+    pub fn apply_toml(&mut self, src: &str, dry_run: bool) -> Result<ApplyResult, ControlError> {
+        let doc: toml::Table =
+            toml::from_str(src).map_err(|e| ControlError::Invalid(e.to_string().trim().into()))?;
+        self.apply_doc(doc, dry_run)
+    }
+
+    /// Apply a new config document as a diff.
+    ///
+    /// # Errors
+    /// As [`Controller::apply_toml`].
+    pub fn apply_doc(
+        &mut self,
+        doc: toml::Table,
+        dry_run: bool,
+    ) -> Result<ApplyResult, ControlError> {
+        let src = toml::to_string(&doc).map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let (_, plan) = Config::parse(&src, &self.label, &self.dir).map_err(config_error)?;
+        let old = &self.plan;
+        let same_vr = |a: &VrPlan, b: &VrPlan| {
+            a.program == b.program
+                && a.slots == b.slots
+                && a.cpu == b.cpu
+                && a.config == b.config
+                && a.vnic_ports.len() == b.vnic_ports.len()
+        };
+        // Ports: by name; a port whose driver or interface changed is
+        // refused while in use (its interface cannot be owned twice).
+        let mut res = ApplyResult {
+            dry_run,
+            rules: plan.classifier.len(),
+            ..ApplyResult::default()
+        };
+        let mut port_keep = Vec::new();
+        for (j, (name, driver, iface)) in plan.ports.iter().enumerate() {
+            match old.ports.iter().position(|p| &p.0 == name) {
+                Some(i)
+                    if old.ports[i].1 == *driver
+                        && &old.ports[i].2 == iface
+                        && old.gens[i] == plan.gens[j] =>
+                {
+                    port_keep.push(Some(i));
+                }
+                Some(_) => {
+                    return Err(ControlError::Conflict(format!(
+                        "port {name}: its driver or interface changed; remove the port in one change and add it in the next"
+                    )));
+                }
+                None => {
+                    if let Some(o) = old
+                        .ports
+                        .iter()
+                        .find(|p| !iface.is_empty() && &p.2 == iface)
+                    {
+                        return Err(ControlError::Conflict(format!(
+                            "port {name}: interface {iface} is still used by port {}",
+                            o.0
+                        )));
+                    }
+                    res.ports_added.push(name.clone());
+                    port_keep.push(None);
+                }
+            }
+        }
+        for (name, ..) in &old.ports {
+            if !plan.ports.iter().any(|p| &p.0 == name) {
+                res.ports_removed.push(name.clone());
+            }
+        }
+        let mut vr_keep = Vec::new();
+        for vr in &plan.vrs {
+            match old.vrs.iter().position(|v| v.name == vr.name) {
+                Some(i) if same_vr(&old.vrs[i], vr) => {
+                    vr_keep.push(Some(i));
+                    res.unchanged.push(vr.name.clone());
+                }
+                Some(_) => {
+                    vr_keep.push(None);
+                    res.restarted.push(vr.name.clone());
+                }
+                None => {
+                    vr_keep.push(None);
+                    res.added.push(vr.name.clone());
+                }
+            }
+        }
+        for vr in &old.vrs {
+            if !plan.vrs.iter().any(|v| v.name == vr.name) {
+                res.removed.push(vr.name.clone());
+            }
+        }
+        if dry_run {
+            res.generation = self.generation;
+            return Ok(res);
+        }
+        // Open new ports and start new VRs; on failure drop what was made.
+        let mut new_ports = BTreeMap::new();
+        for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
+            if port_keep[i].is_none() {
+                let p = open_port(name, *driver, iface, plan.gens[i].as_ref())
+                    .map_err(|e| ControlError::Invalid(format!("port {name}: {e}")))?;
+                new_ports.insert(i, p);
+            }
+        }
+        let mut started = BTreeMap::new();
+        for (i, vr) in plan.vrs.iter().enumerate() {
+            if vr_keep[i].is_none() {
+                let routes = self
+                    .vrs
+                    .get(&vr.name)
+                    .map(|e| e.api_routes.clone())
+                    .unwrap_or_default();
+                started.insert(i, self.start_vr(&plan, vr, &routes)?);
+            }
+        }
+        let mut entries = Vec::new();
+        let reconfig = Reconfig {
+            ports: (0..plan.ports.len())
+                .map(|i| match port_keep[i] {
+                    Some(o) => Keep::Old(o),
+                    None => Keep::New(new_ports.remove(&i).expect("opened above")),
+                })
+                .collect(),
+            vrs: plan
+                .vrs
+                .iter()
+                .enumerate()
+                .map(|(i, vr)| {
+                    let k = match vr_keep[i] {
+                        Some(o) => Keep::Old(o),
+                        None => {
+                            let s = started.remove(&i).expect("started above");
+                            entries.push((vr.name.clone(), s.entry));
+                            Keep::New(s.path)
+                        }
+                    };
+                    (k, vr.vnic_ports.clone())
+                })
+                .collect(),
+            classifier: plan.classifier.clone(),
+        };
+        let retired = self
+            .mailbox
+            .call(WORKER_TIMEOUT, move |w: &mut Worker| {
+                w.reconfigure(reconfig)
+            })?
+            .map_err(ControlError::Internal)?;
+        drop(retired);
+        for name in res.removed.iter() {
+            self.vrs.remove(name);
+        }
+        for (name, e) in entries {
+            self.vrs.insert(name, e);
+        }
+        self.restarts += res.restarted.len() as u64;
+        self.doc = doc;
+        self.plan = plan;
+        self.generation += 1;
+        res.generation = self.generation;
+        tracing::info!(
+            generation = self.generation,
+            added = ?res.added,
+            removed = ?res.removed,
+            restarted = ?res.restarted,
+            "config applied"
+        );
+        self.reap_drained()?;
+        Ok(res)
+    }
+
+    /// Stop the VRs the worker has finished draining (waits for them up to
+    /// the drain timeout).
+    fn reap_drained(&mut self) -> Result<(), ControlError> {
+        let until = Instant::now() + DRAIN_TIMEOUT + Duration::from_millis(200);
+        loop {
+            let (done, left) = self.mailbox.call(WORKER_TIMEOUT, |w: &mut Worker| {
+                (w.take_drained(), w.draining())
+            })?;
+            // Stopping a process waits for it: done here, not in the worker.
+            for mut vr in done {
+                vr.shutdown();
+            }
+            if left == 0 || Instant::now() >= until {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Change the routes a VR got through the API: add (or replace) `add`,
+    /// delete `del` (which must be API routes). All or nothing: the VR
+    /// checks every message before the first is applied.
+    ///
+    /// # Errors
+    /// Unknown VR, a VR that is not a router, a bad route, or a VR that
+    /// did not answer.
+    pub fn change_routes(
+        &mut self,
+        vr: &str,
+        add: Vec<RouteConfig>,
+        del: Vec<String>,
+    ) -> Result<RouteResult, ControlError> {
+        let plan = self
+            .plan
+            .vrs
+            .iter()
+            .find(|v| v.name == vr)
+            .ok_or_else(|| ControlError::NotFound(format!("no VR {vr:?}")))?;
+        if plan.program.is_some() {
+            return Err(ControlError::Conflict(format!(
+                "VR {vr:?} is a custom program; routes are for the built-in router"
+            )));
+        }
+        let entry = self.vrs.get_mut(vr).expect("every planned VR has an entry");
+        let mut add_keys = Vec::with_capacity(add.len());
+        for (i, r) in add.iter().enumerate() {
+            let k = vrhost_vr::router::parse_prefix(&r.prefix)
+                .map_err(|e| ControlError::Invalid(format!("add[{i}]: {e}")))?;
+            add_keys.push(k);
+        }
+        let mut del_keys = Vec::with_capacity(del.len());
+        for (i, p) in del.iter().enumerate() {
+            let k = vrhost_vr::router::parse_prefix(p)
+                .map_err(|e| ControlError::Invalid(format!("del[{i}]: {e}")))?;
+            if !entry.api_routes.contains_key(&k) {
+                return Err(ControlError::NotFound(format!(
+                    "del[{i}] {p:?}: no route added through the API"
+                )));
+            }
+            del_keys.push(k);
+        }
+        let t = Instant::now();
+        let routes = send_routes(entry, vr, &add, &del)?;
+        let seconds = t.elapsed().as_secs_f64();
+        for k in &del_keys {
+            entry.api_routes.remove(k);
+        }
+        let (added, deleted) = (add.len() as u64, del_keys.len() as u64);
+        for (k, r) in add_keys.into_iter().zip(add) {
+            entry.api_routes.insert(k, r);
+        }
+        Ok(RouteResult {
+            added,
+            deleted,
+            routes,
+            api_routes: entry.api_routes.len(),
+            seconds,
+            routes_per_second: if seconds > 0.0 {
+                (added + deleted) as f64 / seconds
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+/// Send route changes to every instance of a VR, in messages of
+/// [`CONTROL_CHUNK`] routes: first every message as a dry run (the VR
+/// checks it), then for real, so a refused route changes nothing. Returns
+/// the routes in the VR's table afterwards.
+fn send_routes(
+    entry: &mut VrEntry,
+    vr: &str,
+    add: &[RouteConfig],
+    del: &[String],
+) -> Result<u64, ControlError> {
+    let mut msgs = Vec::new();
+    for c in add.chunks(CONTROL_CHUNK) {
+        msgs.push(serde_json::json!({ "add": c, "del": [] }));
+    }
+    for c in del.chunks(CONTROL_CHUNK) {
+        msgs.push(serde_json::json!({ "add": [], "del": c }));
+    }
+    let mut routes = 0;
+    for dry_run in [true, false] {
+        for (m, chunk) in msgs.iter().enumerate() {
+            let mut body = chunk.clone();
+            body["dry_run"] = dry_run.into();
+            let body = serde_json::json!({ "routes": body });
+            for c in &mut entry.controls {
+                let reply = c.request(&body, CONTROL_TIMEOUT).map_err(|e| match e {
+                    vrhost_host::ControlError::Refused(msg) => {
+                        // The VR numbers entries within its message.
+                        ControlError::Invalid(format!(
+                            "VR {vr}: {msg} (in message {} of {}, {CONTROL_CHUNK} routes each)",
+                            m + 1,
+                            msgs.len()
+                        ))
+                    }
+                    other => ControlError::Unavailable(format!("VR {vr}: {other}")),
+                })?;
+                routes = reply
+                    .get("routes")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(routes);
+            }
+        }
+    }
+    Ok(routes)
+}

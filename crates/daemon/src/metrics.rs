@@ -1,0 +1,324 @@
+//! Prometheus metrics (`GET /metrics`): the stats snapshot in the
+//! OpenMetrics text format, written by `prometheus-client`.
+//!
+//! Names are `vrhost_<what>_<counter>`; labels say which port, VR, vNIC,
+//! instance, reason or kind. Counters are monotonic while the daemon runs
+//! (a VR's restart by a changed definition starts its counters again, as a
+//! Prometheus `rate()` expects of a reset).
+
+use prometheus::core::Collector;
+use prometheus::{Encoder, Opts, Registry, TextEncoder};
+
+use crate::view::StatsView;
+
+/// The exposition's content type (Prometheus text format 0.0.4).
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Families of a fresh registry, made as they are first used and set from
+/// the snapshot (counters are incremented from zero to its value).
+struct Reg {
+    r: Registry,
+    ints: Vec<(&'static str, prometheus::IntCounterVec)>,
+    floats: Vec<(&'static str, prometheus::CounterVec)>,
+    gauges: Vec<(&'static str, prometheus::IntGaugeVec)>,
+}
+
+fn family<T: Collector + Clone + 'static>(
+    r: &Registry,
+    list: &mut Vec<(&'static str, T)>,
+    name: &'static str,
+    make: impl FnOnce() -> T,
+) -> T {
+    if let Some((_, f)) = list.iter().find(|(n, _)| *n == name) {
+        return f.clone();
+    }
+    let f = make();
+    r.register(Box::new(f.clone())).expect("names are unique");
+    list.push((name, f.clone()));
+    f
+}
+
+fn keys(labels: &Labels) -> Vec<&'static str> {
+    labels.iter().map(|(k, _)| *k).collect()
+}
+
+fn values(labels: &Labels) -> Vec<&str> {
+    labels.iter().map(|(_, v)| v.as_str()).collect()
+}
+
+impl Reg {
+    fn counter(&mut self, name: &'static str, help: &str, labels: Labels, v: u64) {
+        let f = family(&self.r, &mut self.ints, name, || {
+            prometheus::IntCounterVec::new(
+                Opts::new(format!("vrhost_{name}_total"), help),
+                &keys(&labels),
+            )
+            .expect("valid names")
+        });
+        if let Ok(c) = f.get_metric_with_label_values(&values(&labels)) {
+            c.inc_by(v);
+        }
+    }
+
+    fn seconds(&mut self, name: &'static str, help: &str, labels: Labels, v: f64) {
+        let f = family(&self.r, &mut self.floats, name, || {
+            prometheus::CounterVec::new(
+                Opts::new(format!("vrhost_{name}_total"), help),
+                &keys(&labels),
+            )
+            .expect("valid names")
+        });
+        if let Ok(c) = f.get_metric_with_label_values(&values(&labels)) {
+            c.inc_by(v.max(0.0));
+        }
+    }
+
+    fn gauge(&mut self, name: &'static str, help: &str, labels: Labels, v: u64) {
+        let f = family(&self.r, &mut self.gauges, name, || {
+            prometheus::IntGaugeVec::new(Opts::new(format!("vrhost_{name}"), help), &keys(&labels))
+                .expect("valid names")
+        });
+        if let Ok(g) = f.get_metric_with_label_values(&values(&labels)) {
+            g.set(i64::try_from(v).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// Render a snapshot as OpenMetrics text.
+pub fn render(s: &StatsView) -> String {
+    let mut m = Reg {
+        r: Registry::new(),
+        ints: Vec::new(),
+        floats: Vec::new(),
+        gauges: Vec::new(),
+    };
+    let h = &s.host;
+    m.counter(
+        "host_rx_packets",
+        "Frames received from all ports",
+        vec![],
+        h.rx_packets,
+    );
+    for (reason, n) in &h.ingress_drops {
+        m.counter(
+            "host_ingress_drops",
+            "Frames dropped before any VR, by reason",
+            vec![("reason", (*reason).to_string())],
+            *n,
+        );
+    }
+    m.counter("host_sleeps", "Times the worker slept", vec![], h.sleeps);
+    m.counter(
+        "host_slot_violations",
+        "Region protocol violations of all VRs",
+        vec![],
+        h.slot_violations,
+    );
+    m.counter(
+        "host_vr_restarts",
+        "VR processes restarted",
+        vec![],
+        h.vr_restarts,
+    );
+    m.seconds(
+        "host_worker_cpu_seconds",
+        "CPU time of the data path worker thread",
+        vec![],
+        h.worker_cpu_seconds,
+    );
+    m.gauge(
+        "host_generation",
+        "Config changes applied since start",
+        vec![],
+        s.generation,
+    );
+    for p in &s.ports {
+        let l = || vec![("port", p.name.clone()), ("driver", p.driver.clone())];
+        m.counter(
+            "port_rx_packets",
+            "Frames received by a port",
+            l(),
+            p.rx_packets,
+        );
+        m.counter("port_rx_bytes", "Bytes received by a port", l(), p.rx_bytes);
+        m.counter(
+            "port_rx_dropped",
+            "Frames a port dropped on receive",
+            l(),
+            p.rx_dropped,
+        );
+        m.counter(
+            "port_tx_packets",
+            "Frames sent by a port",
+            l(),
+            p.tx_packets,
+        );
+        m.counter("port_tx_bytes", "Bytes sent by a port", l(), p.tx_bytes);
+        m.counter(
+            "port_tx_dropped",
+            "Frames a port could not send",
+            l(),
+            p.tx_dropped,
+        );
+    }
+    for v in &s.vrs {
+        let st = &v.stats;
+        let l = || vec![("vr", v.name.clone())];
+        m.gauge(
+            "vr_up",
+            "1 if the VR runs and is fed",
+            l(),
+            u64::from(v.state == "running"),
+        );
+        m.counter(
+            "vr_rx_packets",
+            "Frames put into a VR's rx rings",
+            l(),
+            st.rx_packets,
+        );
+        m.counter(
+            "vr_rx_bytes",
+            "Bytes put into a VR's rx rings",
+            l(),
+            st.rx_bytes,
+        );
+        m.counter(
+            "vr_tx_packets",
+            "Frames a VR sent that reached a port",
+            l(),
+            st.tx_packets,
+        );
+        m.counter(
+            "vr_tx_bytes",
+            "Bytes a VR sent that reached a port",
+            l(),
+            st.tx_bytes,
+        );
+        m.counter("vr_dropped", "Frames a VR dropped", l(), st.vr_dropped);
+        m.counter(
+            "vr_port_dropped",
+            "Frames of a VR its out port refused",
+            l(),
+            st.port_dropped,
+        );
+        m.counter("vr_exits", "Exits of a VR's processes", l(), st.exits);
+        m.counter(
+            "vr_reclaimed_slots",
+            "Slots taken back from exited processes",
+            l(),
+            st.reclaimed,
+        );
+        m.counter(
+            "vr_kicks",
+            "Wakeups of a sleeping VR instance",
+            l(),
+            st.kicks,
+        );
+        m.counter(
+            "vr_capture_dropped",
+            "Frames a capture could not keep up with",
+            l(),
+            st.capture_dropped,
+        );
+        m.gauge(
+            "vr_pool_slots",
+            "Slots in a VR's packet pool",
+            l(),
+            st.pool_slots,
+        );
+        m.gauge(
+            "vr_free_slots",
+            "Slots of a VR's pool free on the host side",
+            l(),
+            st.free_slots,
+        );
+        for (reason, n) in &st.ingress_drops {
+            let mut ls = l();
+            ls.push(("reason", (*reason).to_string()));
+            m.counter(
+                "vr_ingress_drops",
+                "Frames for a VR dropped by the host, by reason",
+                ls,
+                *n,
+            );
+        }
+        for (kind, n) in &st.violations {
+            let mut ls = l();
+            ls.push(("kind", (*kind).to_string()));
+            m.counter(
+                "vr_violations",
+                "Region protocol violations of a VR, by kind",
+                ls,
+                *n,
+            );
+        }
+        for (reason, n) in &st.vr_drops {
+            let mut ls = l();
+            ls.push(("reason", (*reason).to_string()));
+            m.counter(
+                "vr_drops",
+                "Drops a VR reported, by reason (written by the VR)",
+                ls,
+                *n,
+            );
+        }
+        for n in &st.vnics {
+            let ls = || {
+                vec![
+                    ("vr", v.name.clone()),
+                    ("vnic", n.index.to_string()),
+                    ("port", n.port.clone()),
+                ]
+            };
+            m.counter("vnic_rx_packets", "Frames into a vNIC", ls(), n.rx_packets);
+            m.counter("vnic_rx_bytes", "Bytes into a vNIC", ls(), n.rx_bytes);
+            m.counter(
+                "vnic_tx_packets",
+                "Frames out of a vNIC",
+                ls(),
+                n.tx_packets,
+            );
+            m.counter("vnic_tx_bytes", "Bytes out of a vNIC", ls(), n.tx_bytes);
+        }
+        for i in &v.instances {
+            let ls = || vec![("vr", v.name.clone()), ("instance", i.index.to_string())];
+            m.seconds(
+                "instance_cpu_seconds",
+                "CPU time of a VR instance's process",
+                ls(),
+                i.cpu_seconds,
+            );
+            m.counter(
+                "instance_sleeps",
+                "Times a VR instance slept",
+                ls(),
+                i.sleeps,
+            );
+            m.gauge(
+                "instance_rx_ring_fill",
+                "Entries waiting in an instance's rx rings",
+                ls(),
+                i.rx_ring_fill,
+            );
+            m.gauge(
+                "instance_tx_ring_fill",
+                "Entries waiting in an instance's tx rings",
+                ls(),
+                i.tx_ring_fill,
+            );
+            m.gauge(
+                "instance_up",
+                "1 if the instance runs",
+                ls(),
+                u64::from(i.running),
+            );
+        }
+    }
+    let mut out = Vec::new();
+    TextEncoder::new()
+        .encode(&m.r.gather(), &mut out)
+        .expect("writing to memory does not fail");
+    String::from_utf8(out).unwrap_or_default()
+}

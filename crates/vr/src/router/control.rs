@@ -1,0 +1,280 @@
+//! Changing a running router: routes added, replaced and deleted by
+//! control messages from the host ([`Vr::control`](crate::Vr::control)),
+//! between two bursts, while the rest of the table keeps forwarding.
+//!
+//! ```json
+//! {"routes": {"add": [{"prefix": "198.51.100.0/24", "via": "10.1.1.2"},
+//!                     {"prefix": "203.0.113.0/24", "nexthop": 0}],
+//!             "del": ["192.0.2.0/24"]}}
+//! ```
+//!
+//! answered `{"added": 2, "replaced": 0, "deleted": 1, "routes": 9}`, and
+//! `{"stats": true}`, answered `{"routes": 9, "neighbours": 3,
+//! "burst_lookup": false}`.
+//!
+//! A message is all or nothing: every entry is checked against the table
+//! as it was before the message, as [`Router::new`] checks `routes`, and
+//! the first fault is the error, naming its entry (`add[3].via 10.9.9.9:
+//! in no connected subnet (give add[3].vnic)`, `del[0] "10.0.0.0/8": no
+//! such route`); then nothing has changed. The deletes are applied first,
+//! then the adds in order, so a message may delete a prefix and add it
+//! back, and a prefix added twice gets the last next hop. Adding a prefix
+//! that has a route replaces its next hop (`ip route replace`). The
+//! routes of the router's own addresses (connected subnets, local and
+//! broadcast addresses: those [`Router::new`] derives from `vnics`) can
+//! be neither deleted nor replaced.
+//!
+//! Each route by `via` pins its gateway's neighbour entry (counted, see
+//! `neigh.rs`); the pin goes with the route. The one effect a refused
+//! message can have is that a new gateway's entry took the slot of an
+//! unpinned neighbour (ARP learns it again when it is next used).
+//!
+//! Cost: the FIB takes about a million updates a second; decoding the JSON
+//! takes about as long again (see [`crate::proto::CONTROL_CHUNK`] for the
+//! size of a message).
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{Hops, RouteTarget, burst_for, check_route, parse_prefix, release_hop};
+use super::{Hop, RouteConfig, Router};
+
+/// A control message to the router: the `body` of a
+/// [`HostMsg::Control`](crate::proto::HostMsg::Control).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterControl {
+    /// `{"routes": {"add": [...], "del": [...]}}`: change routes; answered
+    /// by a [`RouteChangeReply`].
+    Routes(RouteChanges),
+    /// `{"stats": true}`: answered by [`RouterStats`] (the value is not
+    /// looked at).
+    Stats(bool),
+}
+
+/// Routes to add or replace and to delete, applied together or not at
+/// all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteChanges {
+    /// Routes to add, or to replace if their prefix has a route; as the
+    /// config's `routes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<RouteConfig>,
+    /// Prefixes whose routes to delete, `A.B.C.D/LEN` (host bits ignored).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub del: Vec<String>,
+    /// Only check: answer as if applied, change nothing (the host checks
+    /// every message of a bulk change before it applies the first).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// What a [`RouteChanges`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteChangeReply {
+    /// Routes added or replaced (the length of `add`).
+    pub added: usize,
+    /// Of those, the ones that replaced a route of the same prefix.
+    pub replaced: usize,
+    /// Routes deleted (the length of `del`).
+    pub deleted: usize,
+    /// Routes in the table now, connected and local ones included.
+    pub routes: usize,
+}
+
+/// The router's table sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterStats {
+    /// Routes in the table, connected and local ones included.
+    pub routes: usize,
+    /// Neighbour entries in use (gateways, static and learned neighbours).
+    pub neighbours: usize,
+    /// Whether destinations are looked up a burst at a time.
+    pub burst_lookup: bool,
+}
+
+impl Router {
+    /// Apply `ch` whole, or nothing of it.
+    ///
+    /// # Errors
+    /// The first entry at fault, named (`add[3].via ...`, `del[0] ...`):
+    /// a bad prefix, next hop, gateway or vNIC; a delete of a prefix with
+    /// no route or given twice; a delete or replace of a route of the
+    /// router's own addresses; no room for a gateway in the neighbour
+    /// table. The table is then as it was.
+    pub fn change_routes(&mut self, ch: &RouteChanges) -> Result<RouteChangeReply, String> {
+        // Check everything against the table as it is, changing nothing.
+        let mut dels = Vec::with_capacity(ch.del.len());
+        let mut seen = HashSet::with_capacity(ch.del.len());
+        for (i, s) in ch.del.iter().enumerate() {
+            let (p, l) = parse_prefix(s).map_err(|e| format!("del[{i}]: {e}"))?;
+            let p = p & u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0);
+            match self.fib.get(p, l) {
+                None => return Err(format!("del[{i}] {s:?}: no such route")),
+                Some(id) if self.is_own(id) => {
+                    return Err(format!("del[{i}] {s:?}: {OWN}"));
+                }
+                Some(_) => {}
+            }
+            if !seen.insert((p, l)) {
+                return Err(format!("del[{i}] {s:?}: deleted twice"));
+            }
+            dels.push((p, l));
+        }
+        let mut adds = Vec::with_capacity(ch.add.len());
+        for (i, r) in ch.add.iter().enumerate() {
+            let (p, l, target) = check_route(r, "add", i, &self.vnics, self.n_nexthops as usize)?;
+            if self.fib.get(p, l).is_some_and(|id| self.is_own(id)) {
+                return Err(format!("add[{i}] {:?}: {OWN}", r.prefix));
+            }
+            adds.push((p, l, target));
+        }
+
+        // Pin the gateways (can fail: no room in the neighbour table).
+        let mut ids = Vec::with_capacity(adds.len());
+        let mut pinned = Vec::new();
+        for (i, &(_, _, target)) in adds.iter().enumerate() {
+            let id = match target {
+                RouteTarget::NextHop(nh) => nh,
+                RouteTarget::Via { ip, vnic } => {
+                    let Some(n) = self.neigh.pin(ip, vnic) else {
+                        for &n in &pinned {
+                            self.neigh.unpin(n);
+                        }
+                        return Err(format!(
+                            "add[{i}].via: the neighbour table ({} entries, arp.neighbours) has \
+                             no room for it",
+                            self.neigh.capacity()
+                        ));
+                    };
+                    pinned.push(n);
+                    let mut hops = Hops {
+                        hops: &mut self.hops,
+                        ids: &mut self.hop_ids,
+                    };
+                    hops.intern(Hop::Gateway {
+                        vnic,
+                        neigh: n as u32,
+                    })
+                }
+            };
+            ids.push(id);
+        }
+
+        if ch.dry_run {
+            for &n in &pinned {
+                self.neigh.unpin(n);
+            }
+            let replaced = adds
+                .iter()
+                .filter(|&&(p, l, _)| self.fib.get(p, l).is_some())
+                .count();
+            return Ok(RouteChangeReply {
+                added: adds.len(),
+                replaced,
+                deleted: dels.len(),
+                routes: self.fib.len(),
+            });
+        }
+
+        // Apply. Only an insert can fail (the FIB's memory cap, 16 GiB:
+        // never in practice); what was done is then undone.
+        let mut undo: Vec<(u32, u8, Option<u32>)> = Vec::with_capacity(dels.len() + adds.len());
+        let mut released = Vec::with_capacity(dels.len());
+        for &(p, l) in &dels {
+            let old = self.fib.remove(p, l);
+            debug_assert!(old.is_some(), "checked above");
+            undo.push((p, l, old));
+            released.push(old);
+        }
+        let mut replaced = 0;
+        for (i, (&(p, l, _), &id)) in adds.iter().zip(&ids).enumerate() {
+            match self.fib.insert(p, l, id) {
+                Ok(old) => {
+                    replaced += usize::from(old.is_some());
+                    undo.push((p, l, old));
+                    released.push(old);
+                }
+                Err(e) => {
+                    for &(p, l, old) in undo.iter().rev() {
+                        match old {
+                            // Best effort: fails only as the insert did.
+                            Some(old) => {
+                                let _ = self.fib.insert(p, l, old);
+                            }
+                            None => {
+                                self.fib.remove(p, l);
+                            }
+                        }
+                    }
+                    for &n in &pinned {
+                        self.neigh.unpin(n);
+                    }
+                    return Err(format!("add[{i}]: {e} (nothing changed)"));
+                }
+            }
+        }
+        for old in released {
+            release_hop(&mut self.neigh, &self.hops, self.n_nexthops as usize, old);
+        }
+        self.burst = burst_for(self.burst_lookup, &self.fib);
+        Ok(RouteChangeReply {
+            added: adds.len(),
+            replaced,
+            deleted: dels.len(),
+            routes: self.fib.len(),
+        })
+    }
+
+    /// The table sizes.
+    pub fn stats(&self) -> RouterStats {
+        RouterStats {
+            routes: self.fib.len(),
+            neighbours: self.neigh.used(),
+            burst_lookup: self.burst,
+        }
+    }
+
+    /// Whether hop `id` is of the router's own addresses.
+    fn is_own(&self, id: u32) -> bool {
+        matches!(
+            self.hops.get(id as usize),
+            Some(Hop::Connected { .. } | Hop::Local | Hop::Broadcast)
+        )
+    }
+
+    /// [`Vr::control`](crate::Vr::control): decode a [`RouterControl`],
+    /// apply it, encode the answer.
+    pub(super) fn control_json(
+        &mut self,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let msg = RouterControl::deserialize(body).map_err(|e| decode_error(body, &e))?;
+        let reply = match msg {
+            RouterControl::Routes(ch) => serde_json::to_value(self.change_routes(&ch)?),
+            RouterControl::Stats(_) => serde_json::to_value(self.stats()),
+        };
+        reply.map_err(|e| e.to_string())
+    }
+}
+
+/// Why a route of the router's own addresses stays.
+const OWN: &str = "a route of the router's own addresses (connected subnet, local or \
+                   broadcast address): it changes only with the vNICs' addresses";
+
+/// serde's error for a bad body, with the entry at fault named when it is
+/// one of `routes.add` (serde does not say which element failed).
+fn decode_error(body: &serde_json::Value, e: &serde_json::Error) -> String {
+    let add = body
+        .get("routes")
+        .and_then(|r| r.get("add"))
+        .and_then(|a| a.as_array());
+    for (i, r) in add.into_iter().flatten().enumerate() {
+        if let Err(e) = RouteConfig::deserialize(r) {
+            return format!("add[{i}]: {e}");
+        }
+    }
+    format!("bad router control message: {e}")
+}

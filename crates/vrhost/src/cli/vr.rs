@@ -1,0 +1,504 @@
+//! `vrhost vr list|show|add|replace|del`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use hyper::Method;
+use serde_json::{Map, Value};
+
+use super::api::{InstanceStatus, VrStatus};
+use super::client::encode;
+use super::output::{Col, Table, bytes, list, map_list, opt};
+use super::{ApiArgs, emit, emit_json_or, one_shot};
+
+/// `vrhost vr ...`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VrArgs {
+    #[command(flatten)]
+    pub api: ApiArgs,
+    #[command(subcommand)]
+    pub cmd: VrCmd,
+}
+
+/// What to do with VRs.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum VrCmd {
+    /// All VRs: state, kind, vNICs, counters, processes.
+    #[command(visible_alias = "ls")]
+    List,
+    /// One VR: its definition and counters.
+    Show {
+        /// The VR.
+        name: String,
+    },
+    /// Add a VR (with its rules) from a TOML or JSON file and start it.
+    ///
+    /// The file holds one VR as in the config's `[[vrs]]` table, at the top
+    /// level (`name = ...`, `vnics = [...]`, `[router]`, `rules = [...]`) or
+    /// as a single `[[vrs]]` entry with its `[[rules]]` beside it.
+    Add {
+        /// The VR file (`.json` is read as JSON, anything else as TOML).
+        file: PathBuf,
+    },
+    /// Replace a VR's definition from a file (restarts it if it changed).
+    Replace {
+        /// The VR file, as for `add`.
+        file: PathBuf,
+    },
+    /// Stop a VR and remove it with its rules.
+    #[command(visible_alias = "rm")]
+    Del {
+        /// The VR.
+        name: String,
+    },
+}
+
+/// Run `vrhost vr ...`.
+///
+/// # Errors
+/// The daemon cannot be reached or refuses, or a file is bad.
+pub fn run(args: &VrArgs) -> Result<()> {
+    let api = &args.api;
+    let c = one_shot(api)?;
+    match &args.cmd {
+        VrCmd::List => {
+            let a = c.get("/v1/vrs")?;
+            emit(api, &a, |a| {
+                let vrs: Vec<VrStatus> = a.decode()?;
+                Ok(list_table(&vrs).print()?)
+            })
+        }
+        VrCmd::Show { name } => {
+            let path = format!("/v1/vrs/{}", encode(name));
+            let a = c.get(&path)?;
+            emit(api, &a, |a| {
+                let vr: VrStatus = a.decode()?;
+                Ok(super::output::out(&show(&vr))?)
+            })
+        }
+        VrCmd::Add { file } => {
+            let spec = read_vr_file(file)?;
+            let a = c.call(Method::POST, "/v1/vrs", Some(&spec))?;
+            emit(api, &a, |a| {
+                let vr: VrStatus = a.decode()?;
+                println!(
+                    "added VR {} ({}{})",
+                    vr.name,
+                    vr.state,
+                    pids_note(&vr.instances)
+                );
+                Ok(())
+            })
+        }
+        VrCmd::Replace { file } => {
+            let spec = read_vr_file(file)?;
+            let name = spec["name"].as_str().unwrap_or_default();
+            let path = format!("/v1/vrs/{}", encode(name));
+            let a = c.call(Method::PUT, &path, Some(&spec))?;
+            emit(api, &a, |a| {
+                let vr: VrStatus = a.decode()?;
+                println!(
+                    "replaced VR {} ({}{})",
+                    vr.name,
+                    vr.state,
+                    pids_note(&vr.instances)
+                );
+                Ok(())
+            })
+        }
+        VrCmd::Del { name } => {
+            let a = c.call(
+                Method::DELETE,
+                &format!("/v1/vrs/{}", encode(name)),
+                None::<&()>,
+            )?;
+            if api.json() {
+                emit_json_or(&a, serde_json::json!({ "deleted": name }))?;
+            } else {
+                println!("deleted VR {name}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn pids_note(instances: &[InstanceStatus]) -> String {
+    let pids: Vec<String> = instances
+        .iter()
+        .filter_map(|i| i.pid)
+        .map(|p| p.to_string())
+        .collect();
+    match pids.len() {
+        0 => String::new(),
+        1 => format!(", pid {}", pids[0]),
+        _ => format!(", pids {}", pids.join(",")),
+    }
+}
+
+/// The `vr list` table.
+pub fn list_table(vrs: &[VrStatus]) -> Table {
+    let mut t = Table::new(&[
+        Col::l("NAME"),
+        Col::l("STATE"),
+        Col::l("KIND"),
+        Col::r("VNICS"),
+        Col::r("RX"),
+        Col::r("TX"),
+        Col::r("DROPS"),
+        Col::r("ROUTES"),
+        Col::l("CPU"),
+        Col::l("PIDS"),
+    ]);
+    for v in vrs {
+        t.row([
+            v.name.clone(),
+            v.state.clone(),
+            v.kind.clone(),
+            v.spec.vnics.len().to_string(),
+            v.stats.rx_packets.to_string(),
+            v.stats.tx_packets.to_string(),
+            v.stats.drops().to_string(),
+            v.api_routes.to_string(),
+            list(v.instances.iter().filter_map(|i| i.cpu)),
+            list(v.instances.iter().filter_map(|i| i.pid)),
+        ]);
+    }
+    t
+}
+
+/// `vr show`: the definition, then the counters, for a person.
+pub fn show(v: &VrStatus) -> String {
+    let s = &v.stats;
+    let mut o = String::new();
+    let kv = |o: &mut String, k: &str, val: &str| {
+        let _ = writeln!(o, "{:<12}{val}", format!("{k}:"));
+    };
+    kv(&mut o, "name", &v.name);
+    kv(&mut o, "kind", &v.kind);
+    kv(&mut o, "state", &v.state);
+    if let Some(p) = &v.spec.program {
+        let mut cmd = p.clone();
+        for a in &v.spec.args {
+            cmd.push(' ');
+            cmd.push_str(a);
+        }
+        kv(&mut o, "program", &cmd);
+    }
+    kv(
+        &mut o,
+        "pool",
+        &format!(
+            "{} slots, {} free",
+            if s.pool_slots > 0 {
+                s.pool_slots
+            } else {
+                u64::from(v.spec.slots.unwrap_or(0))
+            },
+            s.free_slots
+        ),
+    );
+    kv(&mut o, "cpu", &opt(v.spec.cpu));
+    kv(&mut o, "api routes", &v.api_routes.to_string());
+
+    let _ = writeln!(o, "\nvNICs:");
+    let mut t = Table::new(&[
+        Col::r("INDEX"),
+        Col::l("PORT"),
+        Col::l("MAC"),
+        Col::l("ADDRS"),
+        Col::r("RX-PKTS"),
+        Col::r("RX-BYTES"),
+        Col::r("TX-PKTS"),
+        Col::r("TX-BYTES"),
+    ]);
+    for (i, n) in v.spec.vnics.iter().enumerate() {
+        let st = s.vnics.iter().find(|x| x.index as usize == i);
+        t.row([
+            i.to_string(),
+            n.port.clone(),
+            opt(n.mac.as_deref()),
+            list(&n.addrs),
+            opt(st.map(|x| x.rx_packets)),
+            opt(st.map(|x| bytes(x.rx_bytes))),
+            opt(st.map(|x| x.tx_packets)),
+            opt(st.map(|x| bytes(x.tx_bytes))),
+        ]);
+    }
+    indent(&mut o, &t.render());
+
+    if !v.spec.rules.is_empty() {
+        let _ = writeln!(o, "\nrules:");
+        indent(&mut o, &super::rule::table(&v.spec.rules).render());
+    }
+
+    for (label, table) in [("router", &v.spec.router), ("config", &v.spec.config)] {
+        if let Some(t) = table.as_ref().filter(|t| !is_empty_table(t)) {
+            let _ = writeln!(o, "\n{label}:");
+            indent(&mut o, &as_toml(t));
+        }
+    }
+
+    let _ = writeln!(o, "\ncounters:");
+    let mut c = String::new();
+    let kv2 = |o: &mut String, k: &str, val: String| {
+        let _ = writeln!(o, "{:<16}{val}", format!("{k}:"));
+    };
+    kv2(
+        &mut c,
+        "rx",
+        format!("{} packets, {}", s.rx_packets, bytes(s.rx_bytes)),
+    );
+    kv2(
+        &mut c,
+        "tx",
+        format!("{} packets, {}", s.tx_packets, bytes(s.tx_bytes)),
+    );
+    kv2(&mut c, "ingress drops", map_list(&s.ingress_drops));
+    kv2(
+        &mut c,
+        "vr drops",
+        format!("{} ({})", s.vr_dropped, map_list(&s.vr_drops)),
+    );
+    kv2(&mut c, "port drops", s.port_dropped.to_string());
+    kv2(&mut c, "violations", map_list(&s.violations));
+    kv2(
+        &mut c,
+        "exits",
+        format!("{} (slots reclaimed: {})", s.exits, s.reclaimed),
+    );
+    kv2(&mut c, "kicks", s.kicks.to_string());
+    kv2(&mut c, "capture drops", s.capture_dropped.to_string());
+    indent(&mut o, &c);
+
+    let _ = writeln!(o, "\ninstances:");
+    indent(&mut o, &instances_table(&v.instances).render());
+    o
+}
+
+/// A VR's processes.
+pub fn instances_table(instances: &[InstanceStatus]) -> Table {
+    let mut t = Table::new(&[
+        Col::r("INDEX"),
+        Col::r("PID"),
+        Col::r("CPU"),
+        Col::l("RUNNING"),
+        Col::r("CPU-S"),
+        Col::r("SLEEPS"),
+        Col::r("HEARTBEAT"),
+        Col::r("RX-FILL"),
+        Col::r("TX-FILL"),
+    ]);
+    for i in instances {
+        t.row([
+            i.index.to_string(),
+            opt(i.pid),
+            opt(i.cpu),
+            if i.running { "yes" } else { "no" }.to_owned(),
+            format!("{:.2}", i.cpu_seconds),
+            i.sleeps.to_string(),
+            i.heartbeat.to_string(),
+            i.rx_ring_fill.to_string(),
+            i.tx_ring_fill.to_string(),
+        ]);
+    }
+    t
+}
+
+fn indent(o: &mut String, text: &str) {
+    for line in text.lines() {
+        if line.is_empty() {
+            o.push('\n');
+        } else {
+            let _ = writeln!(o, "  {line}");
+        }
+    }
+}
+
+fn is_empty_table(v: &Value) -> bool {
+    v.is_null() || v.as_object().is_some_and(Map::is_empty)
+}
+
+/// An open table (`router`, `config`) as TOML, as a person wrote it; JSON
+/// if TOML cannot hold it (a null).
+fn as_toml(v: &Value) -> String {
+    match toml::to_string(v) {
+        Ok(s) => s,
+        Err(_) => serde_json::to_string_pretty(v).unwrap_or_default() + "\n",
+    }
+}
+
+/// Read a VR file: one VR, TOML or JSON, as the JSON `VrSpec` to send. A
+/// single `[[vrs]]` entry is taken out of its array and the file's
+/// top-level `[[rules]]` become its `rules`.
+///
+/// # Errors
+/// The file cannot be read, is not TOML/JSON, or holds not exactly one VR.
+pub fn read_vr_file(path: &Path) -> Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let json = path.extension().is_some_and(|e| e == "json");
+    let v = parse_vr(&text, json).with_context(|| path.display().to_string())?;
+    Ok(v)
+}
+
+/// [`read_vr_file`] on text.
+fn parse_vr(text: &str, json: bool) -> Result<Value> {
+    let mut top = if json {
+        serde_json::from_str::<Value>(text)?
+    } else {
+        toml_to_json(toml::from_str::<toml::Value>(text)?)
+    };
+    let Some(obj) = top.as_object_mut() else {
+        bail!("not a table");
+    };
+    if obj.contains_key("vrs") {
+        let Some(Value::Array(mut vrs)) = obj.remove("vrs") else {
+            bail!("vrs: not an array");
+        };
+        if vrs.len() != 1 {
+            bail!(
+                "holds {} VRs; `vr add` takes one (`vrhost apply` takes a whole config)",
+                vrs.len()
+            );
+        }
+        let rules = obj.remove("rules");
+        if let Some(k) = obj.keys().next() {
+            bail!(
+                "unexpected top-level {k:?}: `vr add` takes one VR (`vrhost apply` takes a whole config)"
+            );
+        }
+        let mut vr = vrs.remove(0);
+        if let Some(rules) = rules {
+            let Some(o) = vr.as_object_mut() else {
+                bail!("vrs[0]: not a table");
+            };
+            match (o.get_mut("rules"), rules) {
+                (Some(Value::Array(own)), Value::Array(more)) => own.extend(more),
+                (None, r) => {
+                    o.insert("rules".into(), r);
+                }
+                _ => bail!("rules: not an array"),
+            }
+        }
+        top = vr;
+    }
+    match top.get("name") {
+        Some(Value::String(_)) => Ok(top),
+        _ => bail!("the VR has no name"),
+    }
+}
+
+/// TOML as JSON; a datetime becomes its text.
+fn toml_to_json(v: toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => Value::from(f),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => {
+            Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::api::fixtures;
+
+    #[test]
+    fn list_table_from_fixture() {
+        let v: VrStatus = serde_json::from_str(fixtures::VR_STATUS).unwrap();
+        let t = list_table(&[v]).render();
+        assert_eq!(
+            t,
+            "NAME      STATE    KIND    VNICS      RX      TX  DROPS  ROUTES  CPU  PIDS\n\
+             tenant-a  running  router      2  600000  590000     13       2  1    4242\n"
+        );
+    }
+
+    #[test]
+    fn show_from_fixture() {
+        let v: VrStatus = serde_json::from_str(fixtures::VR_STATUS).unwrap();
+        let s = show(&v);
+        for want in [
+            "name:       tenant-a",
+            "pool:       1024 slots, 768 free",
+            "0  p0    02:00:00:0a:00:01  10.1.0.1/24   400000",
+            "[[routes]]",
+            "via = \"10.1.1.2\"",
+            "ingress drops:  pool_full=5",
+            "vr drops:       7 (no_route=7)",
+            "4242",
+        ] {
+            assert!(s.contains(want), "{want:?} missing in\n{s}");
+        }
+    }
+
+    #[test]
+    fn vr_file_top_level_toml() {
+        let v = parse_vr(
+            r#"
+            name = "tenant-c"
+            slots = 512
+            vnics = [{ port = "p0", addrs = ["10.3.0.1/24"] }]
+            rules = [{ port = "p0", dst = "10.3.0.0/16" }]
+            [router]
+            routes = [{ prefix = "0.0.0.0/0", via = "10.3.0.2" }]
+            "#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(v["name"], "tenant-c");
+        assert_eq!(v["slots"], 512);
+        assert_eq!(v["rules"][0]["dst"], "10.3.0.0/16");
+        assert_eq!(v["router"]["routes"][0]["via"], "10.3.0.2");
+    }
+
+    #[test]
+    fn vr_file_single_vrs_entry_with_rules() {
+        let v = parse_vr(
+            r#"
+            [[vrs]]
+            name = "tenant-c"
+            vnics = [{ port = "p0" }]
+            [vrs.router]
+
+            [[rules]]
+            port = "p0"
+            dst = "10.3.0.0/16"
+            vr = "tenant-c"
+            "#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(v["name"], "tenant-c");
+        assert_eq!(v["rules"][0]["vr"], "tenant-c");
+        assert!(v.get("vrs").is_none());
+    }
+
+    #[test]
+    fn vr_file_json_and_refusals() {
+        let v = parse_vr(r#"{"name": "x", "vnics": [{"port": "p0"}]}"#, true).unwrap();
+        assert_eq!(v["vnics"][0]["port"], "p0");
+        let two = "[[vrs]]\nname = \"a\"\nvnics = []\n[[vrs]]\nname = \"b\"\nvnics = []\n";
+        assert!(
+            parse_vr(two, false)
+                .unwrap_err()
+                .to_string()
+                .contains("holds 2 VRs")
+        );
+        let with_ports = "[[ports]]\nname = \"p0\"\n[[vrs]]\nname = \"a\"\nvnics = []\n";
+        assert!(
+            parse_vr(with_ports, false)
+                .unwrap_err()
+                .to_string()
+                .contains("\"ports\"")
+        );
+        assert!(parse_vr("slots = 3", false).is_err());
+        assert!(parse_vr("name = ", false).is_err());
+    }
+}
