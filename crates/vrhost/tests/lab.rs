@@ -49,6 +49,9 @@ impl TestLab {
         let mut child = Command::new(env!("CARGO_BIN_EXE_vrhost"))
             .args(["daemon", "--stats-secs", "0", "--netns"])
             .arg(self.lab.ns_name("node"))
+            // Each test its own API socket: the tests run side by side.
+            .arg("--api")
+            .arg(self.dir.join("api.sock"))
             .arg("--config")
             .arg(self.dir.join("default-vrhost.toml"))
             .stdout(Stdio::piped())
