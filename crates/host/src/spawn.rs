@@ -100,6 +100,11 @@ pub fn spawn_with_ctrl(
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            // Start at the lowest priority: loading the program and
+            // building its tables must not take the core from VRs that
+            // forward (the host raises it again once the VR is ready).
+            // Failure only costs that protection.
+            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, 19);
             if libc::getppid() == 1 {
                 // The parent died before prctl took effect.
                 libc::_exit(1);
@@ -173,7 +178,12 @@ impl VrProcess {
         )
         .map_err(ctrl_err)?;
         match proc_.wait_reply(cmd.ready_timeout) {
-            Ok(VrReply::Ready { .. }) => Ok((proc_, vr_bell)),
+            Ok(VrReply::Ready { .. }) => {
+                // Back to normal priority now that it forwards.
+                // SAFETY: setpriority on a pid we own; no memory involved.
+                let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, proc_.pid(), 0) };
+                Ok((proc_, vr_bell))
+            }
             Ok(VrReply::Error { message }) => {
                 proc_.stop();
                 Err(SpawnError::Refused {
@@ -257,6 +267,10 @@ impl VrProcess {
     /// Ask it to stop, wait up to a second, then kill it; reaps it.
     pub fn stop(&mut self) {
         if !self.has_exited() {
+            // Its exit (unmapping everything) runs at the lowest priority,
+            // beside VRs that forward.
+            // SAFETY: setpriority on a pid we own; no memory involved.
+            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, self.pid(), 19) };
             let msg = serde_json::to_vec(&HostMsg::Stop).expect("serializes");
             let _ = send_with_fds(self.ctrl.as_fd(), &msg, &[]);
             for _ in 0..100 {

@@ -142,6 +142,11 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
             worker.shutdown();
             worker
         })?;
+    // The control plane (this thread and the API thread it starts) yields
+    // to the data path: nice is per thread on Linux, and the worker thread
+    // started above keeps the daemon's priority.
+    // SAFETY: setpriority on the calling thread; no memory involved.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
     let state = Arc::new(ApiState {
         ctl: Mutex::new(ctl),
         token,
