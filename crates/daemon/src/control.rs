@@ -116,7 +116,6 @@ pub fn open_port(
 struct VrEntry {
     stats: Arc<VrStats>,
     controls: Vec<VrControl>,
-    pids: Vec<u32>,
     /// Routes added through the API, by (prefix, length).
     api_routes: BTreeMap<(u32, u8), RouteConfig>,
 }
@@ -193,7 +192,8 @@ fn config_error(e: ConfigError) -> ControlError {
 
 impl Controller {
     /// Check `src` (a whole config; `label` names it in errors, `dir`
-    /// resolves its relative paths), open its ports, start its VRs, and
+    /// resolves its relative paths), move the calling thread off the
+    /// worker's core (`host.cpu`), open its ports, start its VRs, and
     /// return the control plane with the worker that is to run the data
     /// path (on a thread of the caller's choosing).
     ///
@@ -208,6 +208,13 @@ impl Controller {
     ) -> Result<(Self, Worker), String> {
         let (_, plan) = Config::parse(src, label, dir).map_err(|e| e.to_string())?;
         let doc: toml::Table = toml::from_str(src).map_err(|e| format!("{label}: {e}"))?;
+        // The control plane (the calling thread, the threads it starts,
+        // VR processes started from it) stays off the worker's core; the
+        // worker pins itself to it.
+        if let Some(c) = plan.host.cpu {
+            vrhost_host::cpu::avoid_cpu(c)
+                .map_err(|e| format!("keeping the control plane off the worker's core: {e}"))?;
+        }
         let mut ports = Vec::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             ports.push(
@@ -287,11 +294,6 @@ impl Controller {
         self.vrs.get(name).map(|e| &e.stats)
     }
 
-    /// Pids of a VR's instances.
-    pub fn vr_pids(&self, name: &str) -> &[u32] {
-        self.vrs.get(name).map_or(&[], |e| &e.pids)
-    }
-
     /// Routes added through the API to a VR.
     pub fn api_routes(&self, name: &str) -> Option<&BTreeMap<(u32, u8), RouteConfig>> {
         self.vrs.get(name).map(|e| &e.api_routes)
@@ -346,7 +348,6 @@ impl Controller {
         let control = proc_
             .control()
             .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
-        let pids = vec![proc_.pid()];
         let path = VrPath::new(
             &vr.name,
             region,
@@ -357,7 +358,6 @@ impl Controller {
         let mut entry = VrEntry {
             stats: path.stats().clone(),
             controls: vec![control],
-            pids,
             api_routes: BTreeMap::new(),
         };
         if !routes.is_empty() {
@@ -372,16 +372,6 @@ impl Controller {
             entry.api_routes = routes.clone();
         }
         Ok(Started { path, entry })
-    }
-
-    /// Check a whole config without applying it.
-    ///
-    /// # Errors
-    /// The config's first error.
-    pub fn check(&self, src: &str) -> Result<Plan, ControlError> {
-        Config::parse(src, &self.label, &self.dir)
-            .map(|(_, p)| p)
-            .map_err(config_error)
     }
 
     /// Apply a whole new config (TOML text) as a diff.

@@ -118,15 +118,6 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
 
-    // The control plane (this thread, the API, VR processes started from
-    // here) stays off the worker's core; the worker pins itself to it.
-    if let Some(c) = vrhost_host::config::Config::parse(&src, &label, &dir)?
-        .1
-        .host
-        .cpu
-    {
-        cpu::avoid_cpu(c).context("keeping the control plane off the worker's core")?;
-    }
     let exe = std::env::current_exe()?;
     let (ctl, mut worker) =
         Controller::start(&src, &label, &dir, exe).map_err(anyhow::Error::msg)?;
