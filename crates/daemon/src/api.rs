@@ -103,6 +103,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/v1/vrs/{name}",
             get(get_vr).put(update_vr).delete(delete_vr),
         )
+        .route("/v1/vrs/{name}/restart", post(restart_vr))
         .route("/v1/vrs/{name}/vnics", get(list_vnics).post(add_vnic))
         .route(
             "/v1/vrs/{name}/vnics/{index}",
@@ -377,9 +378,11 @@ fn vr_status(c: &Controller, stats: Option<&VrView>, name: &str) -> ApiResult<Va
 async fn health(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| {
         let s = view::snapshot(c)?;
+        let slots = c.check_slot_accounting()?;
         let up = s.vrs.iter().filter(|v| v.state == "running").count();
         Ok(axum::Json(json!({
-            "status": if up == s.vrs.len() { "ok" } else { "degraded" },
+            "status": if up == s.vrs.len() && slots.is_empty() { "ok" } else { "degraded" },
+            "slot_accounting": slots,
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_s": s.uptime_s,
             "generation": s.generation,
@@ -490,6 +493,17 @@ async fn delete_vr(
         array(&mut doc, "rules").retain(|r| str_field(r, "vr") != Some(name.as_str()));
         c.apply_doc(doc, false)?;
         Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+async fn restart_vr(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    with_ctl(&st, move |c| {
+        let r = c.restart_vr(&name)?;
+        Ok(axum::Json(r).into_response())
     })
     .await
 }

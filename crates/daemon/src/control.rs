@@ -13,17 +13,23 @@
 //!
 //! Routes added through the API are kept here, per VR, and given to the VR
 //! again whenever it is restarted.
+//!
+//! A VR whose process exits, crashes or hangs is restarted here too
+//! ([`Controller::restart_after`], driven by [`crate::supervise`]): a new
+//! process on the same region, given its API routes, then put back in the
+//! data path in one step.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, VrPlan};
 use vrhost_host::worker::DRAIN_TIMEOUT;
 use vrhost_host::{
-    Backend, Keep, Mailbox, Reconfig, VrCommand, VrControl, VrPath, VrProcess, VrStats, Worker,
+    Backend, DownReason, ExitEvent, Keep, Mailbox, Reconfig, VrCommand, VrControl, VrPath,
+    VrProcess, VrStats, Worker,
 };
 use vrhost_io::Port;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
@@ -114,6 +120,10 @@ pub fn open_port(
 
 /// What the control plane keeps about one running VR.
 struct VrEntry {
+    /// Its `VrPath::id` in the worker.
+    id: u64,
+    /// A second mapping of its region, to start processes on it again.
+    region: Region,
     stats: Arc<VrStats>,
     controls: Vec<VrControl>,
     /// Routes added through the API, by (prefix, length).
@@ -180,6 +190,8 @@ pub struct Controller {
     vrs: BTreeMap<String, VrEntry>,
     started: Instant,
     restarts: u64,
+    /// VRs that went down, reported by the worker (taken by the supervisor).
+    exits: Option<mpsc::Receiver<ExitEvent>>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -224,6 +236,8 @@ impl Controller {
         }
         let mut worker = Worker::new(ports, plan.classifier.clone(), plan.host.poll)
             .map_err(|e| e.to_string())?;
+        let (exit_tx, exit_rx) = mpsc::channel();
+        worker.set_exit_notify(exit_tx);
         let host_bell = Doorbell::from_fd(
             worker
                 .bell()
@@ -243,6 +257,7 @@ impl Controller {
             vrs: BTreeMap::new(),
             started: Instant::now(),
             restarts: 0,
+            exits: Some(exit_rx),
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -252,6 +267,76 @@ impl Controller {
             worker.add_vr(s.path);
         }
         Ok((ctl, worker))
+    }
+
+    /// The reports of VRs that went down, for the supervisor (once).
+    pub fn take_exits(&mut self) -> Option<mpsc::Receiver<ExitEvent>> {
+        self.exits.take()
+    }
+
+    /// Start the VR that `ev` reports down again: a new process on its
+    /// region, given its API routes, then handed to the worker. Returns
+    /// `Ok(false)` when there is nothing to do: the VR was removed or
+    /// replaced since, is quarantined, or has `restart = false`.
+    ///
+    /// # Errors
+    /// The new process failed to start or to take its routes (it is
+    /// stopped; the VR stays down).
+    pub fn restart_after(&mut self, ev: &ExitEvent) -> Result<bool, ControlError> {
+        let Some(vr) = self.plan.vrs.iter().find(|v| v.name == ev.vr) else {
+            return Ok(false);
+        };
+        let Some(entry) = self.vrs.get(&ev.vr) else {
+            return Ok(false);
+        };
+        if entry.id != ev.id || ev.reason == DownReason::Quarantined || !vr.restart {
+            return Ok(false);
+        }
+        let cmd = self.vr_command(&self.plan, vr);
+        let (proc_, bell) = VrProcess::start(&vr.name, 0, &entry.region, &self.host_bell, &cmd)
+            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        let control = proc_
+            .control()
+            .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
+        let name = vr.name.clone();
+        let entry = self.vrs.get_mut(&name).expect("looked up above");
+        entry.controls = vec![control];
+        if !entry.api_routes.is_empty() {
+            let add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
+            // The process is dropped (killed) with the error: the VR stays
+            // down, and the next exit report tries again.
+            send_routes(entry, &name, &add, &[])?;
+        }
+        let id = ev.id;
+        let refused = self.mailbox.call(WORKER_TIMEOUT, move |w: &mut Worker| {
+            w.restore_vr(id, vec![proc_], vec![bell])
+        })?;
+        if let Err(procs) = refused {
+            for mut p in procs {
+                p.stop();
+            }
+            return Ok(false);
+        }
+        self.restarts += 1;
+        Ok(true)
+    }
+
+    /// Check the slot accounting invariant of every VR in the data path;
+    /// one message per VR where it is broken.
+    ///
+    /// # Errors
+    /// The worker did not answer.
+    pub fn check_slot_accounting(&self) -> Result<Vec<String>, ControlError> {
+        Ok(self.mailbox.call(WORKER_TIMEOUT, |w: &mut Worker| {
+            w.vrs()
+                .iter()
+                .filter_map(|v| {
+                    v.check_slot_accounting()
+                        .err()
+                        .map(|e| format!("VR {}: {e}", v.name()))
+                })
+                .collect::<Vec<_>>()
+        })?)
     }
 
     /// The mailbox of the worker.
@@ -316,46 +401,30 @@ impl Controller {
             },
         )
         .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
-        let (program, args) = match &vr.program {
-            Some((p, a)) => (p.clone(), a.clone()),
-            None => (self.exe.clone(), vec!["vr-run".to_string()]),
-        };
-        // A VR that shares its core (with the host worker or another VR)
-        // must not spin or yield: it would take the core from the one that
-        // has work (sched_yield does not hand it over under CFS). It sleeps
-        // on its doorbell as soon as its rings are empty.
-        let shared = vr.cpu.is_none()
-            || vr.cpu == plan.host.cpu
-            || plan.vrs.iter().filter(|v| v.cpu == vr.cpu).count() > 1;
-        let cmd = VrCommand {
-            program,
-            args,
-            cpu: vr.cpu,
-            poll: if shared {
-                vrhost_vr::proto::PollConfig {
-                    spin_rounds: 0,
-                    yield_us: 0,
-                    ..plan.host.poll
-                }
-            } else {
-                plan.host.poll
-            },
-            config: vr.config.clone(),
-            ready_timeout: Duration::from_secs(60),
-        };
+        let cmd = self.vr_command(plan, vr);
         let (proc_, bell) = VrProcess::start(&vr.name, 0, &region, &self.host_bell, &cmd)
             .map_err(|e| ControlError::Invalid(e.to_string()))?;
         let control = proc_
             .control()
             .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
-        let path = VrPath::new(
+        let second = region
+            .fd()
+            .try_clone_to_owned()
+            .map_err(|e| e.to_string())
+            .and_then(|fd| Region::attach(fd).map_err(|e| e.to_string()))
+            .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
+        let mut path = VrPath::new(
             &vr.name,
             region,
             vr.vnic_ports.clone(),
             Backend::Process(vec![proc_]),
             vec![bell],
         );
+        path.set_guard(vr.guard);
+        path.set_sched(vr.sched);
         let mut entry = VrEntry {
+            id: path.id(),
+            region: second,
             stats: path.stats().clone(),
             controls: vec![control],
             api_routes: BTreeMap::new(),
@@ -372,6 +441,38 @@ impl Controller {
             entry.api_routes = routes.clone();
         }
         Ok(Started { path, entry })
+    }
+
+    /// How to start an instance of `vr`.
+    fn vr_command(&self, plan: &Plan, vr: &VrPlan) -> VrCommand {
+        let (program, args) = match &vr.program {
+            Some((p, a)) => (p.clone(), a.clone()),
+            None => (self.exe.clone(), vec!["vr-run".to_string()]),
+        };
+        // A VR that shares its core (with the host worker or another VR)
+        // must not spin or yield: it would take the core from the one that
+        // has work (sched_yield does not hand it over under CFS). It sleeps
+        // on its doorbell as soon as its rings are empty.
+        let shared = vr.cpu.is_none()
+            || vr.cpu == plan.host.cpu
+            || plan.vrs.iter().filter(|v| v.cpu == vr.cpu).count() > 1;
+        VrCommand {
+            program,
+            args,
+            cpu: vr.cpu,
+            poll: if shared {
+                vrhost_vr::proto::PollConfig {
+                    spin_rounds: 0,
+                    yield_us: 0,
+                    ..plan.host.poll
+                }
+            } else {
+                plan.host.poll
+            },
+            config: vr.config.clone(),
+            ready_timeout: Duration::from_secs(60),
+            confine: vr.confine.clone(),
+        }
     }
 
     /// Apply a whole new config (TOML text) as a diff.
@@ -393,6 +494,28 @@ impl Controller {
         &mut self,
         doc: toml::Table,
         dry_run: bool,
+    ) -> Result<ApplyResult, ControlError> {
+        self.apply_doc_restarting(doc, dry_run, None)
+    }
+
+    /// Start the VR named `name` again with a new process and region (as
+    /// if its definition had changed), the way out of quarantine.
+    ///
+    /// # Errors
+    /// No such VR, or what failed while starting it (the old one then
+    /// keeps its state).
+    pub fn restart_vr(&mut self, name: &str) -> Result<ApplyResult, ControlError> {
+        if !self.vrs.contains_key(name) {
+            return Err(ControlError::NotFound(format!("no VR {name:?}")));
+        }
+        self.apply_doc_restarting(self.doc.clone(), false, Some(name))
+    }
+
+    fn apply_doc_restarting(
+        &mut self,
+        doc: toml::Table,
+        dry_run: bool,
+        force: Option<&str>,
     ) -> Result<ApplyResult, ControlError> {
         let src = toml::to_string(&doc).map_err(|e| ControlError::Invalid(e.to_string()))?;
         let (_, plan) = Config::parse(&src, &self.label, &self.dir).map_err(config_error)?;
@@ -450,7 +573,7 @@ impl Controller {
         let mut vr_keep = Vec::new();
         for vr in &plan.vrs {
             match old.vrs.iter().position(|v| v.name == vr.name) {
-                Some(i) if same_vr(&old.vrs[i], vr) => {
+                Some(i) if same_vr(&old.vrs[i], vr) && force != Some(vr.name.as_str()) => {
                     vr_keep.push(Some(i));
                     res.unchanged.push(vr.name.clone());
                 }
@@ -519,10 +642,23 @@ impl Controller {
                 .collect(),
             classifier: plan.classifier.clone(),
         };
+        // Guards (quarantine, watchdog) and scheduling change in place,
+        // without a restart.
+        let guards: Vec<_> = plan.vrs.iter().map(|v| (v.guard, v.sched)).collect();
         let retired = self
             .mailbox
             .call(WORKER_TIMEOUT, move |w: &mut Worker| {
-                w.reconfigure(reconfig)
+                let r = w.reconfigure(reconfig);
+                if r.is_ok() {
+                    for (v, (g, s)) in w.vrs_mut().iter_mut().zip(guards) {
+                        v.set_guard(g);
+                        if v.sched() != s {
+                            v.set_sched(s);
+                        }
+                    }
+                    w.resched();
+                }
+                r
             })?
             .map_err(ControlError::Internal)?;
         drop(retired);

@@ -1,7 +1,8 @@
 //! The daemon's control plane: the config in force and changing it while
 //! the data path runs ([`control`]), the counters as the API and metrics
 //! show them ([`view`]), the HTTP API ([`api`]), packet capture to a pcap
-//! stream ([`capture`]) and the Prometheus exposition ([`metrics`]).
+//! stream ([`capture`]), the Prometheus exposition ([`metrics`]) and
+//! restarting VRs that go down ([`supervise`]).
 //!
 //! It does not own the data path (`vrhost-host`'s worker runs it on its own
 //! thread; the control plane reaches it through the worker's mailbox) nor
@@ -11,6 +12,7 @@ pub mod api;
 pub mod capture;
 pub mod control;
 pub mod metrics;
+pub mod supervise;
 pub mod view;
 
 pub use control::{ApplyResult, ControlError, Controller};

@@ -23,6 +23,7 @@ struct Reg {
     ints: Vec<(&'static str, prometheus::IntCounterVec)>,
     floats: Vec<(&'static str, prometheus::CounterVec)>,
     gauges: Vec<(&'static str, prometheus::IntGaugeVec)>,
+    float_gauges: Vec<(&'static str, prometheus::GaugeVec)>,
 }
 
 fn family<T: Collector + Clone + 'static>(
@@ -86,6 +87,18 @@ impl Reg {
     }
 }
 
+impl Reg {
+    fn gauge_seconds(&mut self, name: &'static str, help: &str, labels: Labels, v: f64) {
+        let f = family(&self.r, &mut self.float_gauges, name, || {
+            prometheus::GaugeVec::new(Opts::new(format!("vrhost_{name}"), help), &keys(&labels))
+                .expect("valid names")
+        });
+        if let Ok(g) = f.get_metric_with_label_values(&values(&labels)) {
+            g.set(v);
+        }
+    }
+}
+
 /// Render a snapshot as OpenMetrics text.
 pub fn render(s: &StatsView) -> String {
     let mut m = Reg {
@@ -93,6 +106,7 @@ pub fn render(s: &StatsView) -> String {
         ints: Vec::new(),
         floats: Vec::new(),
         gauges: Vec::new(),
+        float_gauges: Vec::new(),
     };
     let h = &s.host;
     m.counter(
@@ -209,6 +223,42 @@ pub fn render(s: &StatsView) -> String {
             "Slots taken back from exited processes",
             l(),
             st.reclaimed,
+        );
+        m.counter(
+            "vr_restarts",
+            "Restarts of a VR after an exit, crash or hang",
+            l(),
+            st.restarts,
+        );
+        m.counter(
+            "vr_hangs",
+            "Times the watchdog found a VR stuck and killed it",
+            l(),
+            st.hangs,
+        );
+        m.counter(
+            "vr_quarantines",
+            "Times a VR was quarantined for too many violations",
+            l(),
+            st.quarantines,
+        );
+        m.seconds(
+            "vr_host_cpu_seconds",
+            "Time the host worker spent on a VR (its share of ingress, its tx rings)",
+            l(),
+            st.host_cpu_seconds,
+        );
+        m.gauge_seconds(
+            "vr_last_recovery_seconds",
+            "From a VR's last exit to its first frame out after the restart",
+            l(),
+            st.last_recovery_ms / 1e3,
+        );
+        m.gauge(
+            "vr_quarantined",
+            "1 if the VR is quarantined (not fed until restarted)",
+            l(),
+            u64::from(v.state == "quarantined"),
         );
         m.counter(
             "vr_kicks",

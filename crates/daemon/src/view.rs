@@ -120,6 +120,23 @@ pub struct VrCountersView {
     pub exits: u64,
     /// Slots taken back from exited processes.
     pub reclaimed: u64,
+    /// Restarts after an exit, crash or hang.
+    pub restarts: u64,
+    /// Times the watchdog found it stuck and killed it.
+    pub hangs: u64,
+    /// Times it was quarantined.
+    pub quarantines: u64,
+    /// From its last exit to its first frame out after the restart, in
+    /// milliseconds (0: not restarted yet).
+    pub last_recovery_ms: f64,
+    /// Time the host worker spent on it.
+    pub host_cpu_seconds: f64,
+    /// CLOCK_MONOTONIC nanoseconds when the host saw its last exit (0:
+    /// never): comparable with a client's clock on the same machine.
+    pub last_exit_mono_ns: u64,
+    /// CLOCK_MONOTONIC nanoseconds of its first frame out after the last
+    /// restart (0: not yet).
+    pub last_recovered_mono_ns: u64,
     /// Wakeups of a sleeping instance.
     pub kicks: u64,
     /// Slots in its pool.
@@ -137,7 +154,8 @@ pub struct VrCountersView {
 pub struct VrView {
     /// Name.
     pub name: String,
-    /// `running` or `stopped`.
+    /// `running`, `stopped` (down; restarted unless `restart = false`) or
+    /// `quarantined`.
     pub state: &'static str,
     /// Counters.
     pub stats: VrCountersView,
@@ -169,7 +187,7 @@ struct WorkerRead {
     host_drops: Vec<u64>,
     sleeps: u64,
     cpu_ns: u64,
-    vrs: Vec<(String, bool, usize, usize, Vec<InstanceInfo>)>,
+    vrs: Vec<(String, &'static str, usize, usize, Vec<InstanceInfo>)>,
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -211,7 +229,13 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                 .map(|v| {
                     (
                         v.name().to_string(),
-                        v.is_up(),
+                        if v.is_quarantined() {
+                            "quarantined"
+                        } else if v.is_up() {
+                            "running"
+                        } else {
+                            "stopped"
+                        },
                         v.pool_slots(),
                         v.free_slots(),
                         v.instance_info(),
@@ -239,7 +263,7 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
         .collect();
     let mut violations = 0;
     let mut vrs = Vec::new();
-    for (name, up, pool, free, insts) in r.vrs {
+    for (name, state, pool, free, insts) in r.vrs {
         let Some(s) = ctl.vr_stats(&name) else {
             continue;
         };
@@ -292,7 +316,7 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
             .collect();
         vrs.push(VrView {
             name,
-            state: if up { "running" } else { "stopped" },
+            state,
             stats: VrCountersView {
                 rx_packets: s.rx_packets.get(),
                 rx_bytes: s.rx_bytes.get(),
@@ -305,6 +329,13 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                 vr_drops,
                 exits: s.exits.get(),
                 reclaimed: s.reclaimed.get(),
+                restarts: s.restarts.get(),
+                hangs: s.hangs.get(),
+                quarantines: s.quarantines.get(),
+                last_recovery_ms: s.last_recovery_ns.get() as f64 / 1e6,
+                host_cpu_seconds: s.host_ns.get() as f64 / 1e9,
+                last_exit_mono_ns: s.last_exit_mono_ns.get(),
+                last_recovered_mono_ns: s.last_recovered_mono_ns.get(),
                 kicks: s.kicks.get(),
                 pool_slots: pool as u64,
                 free_slots: free as u64,

@@ -50,6 +50,15 @@ pub struct Rule {
 /// A rule that cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
+    /// A UDP port with a protocol other than UDP (17): it could never
+    /// match.
+    #[error("rule {rule}: udp_dport matches UDP only, but proto is {proto}")]
+    PortNotUdp {
+        /// Rule position.
+        rule: usize,
+        /// The protocol given.
+        proto: u8,
+    },
     /// Prefix length above 32.
     #[error("rule {rule}: prefix length {len} > 32")]
     PrefixLen {
@@ -122,6 +131,11 @@ impl Classifier {
             let (src_mask, src_val) = pfx(r.m.src)?;
             if let Some(v) = r.m.vlan.filter(|v| *v > 4095) {
                 return Err(RuleError::Vlan { rule: i, vlan: v });
+            }
+            if let (Some(_), Some(p)) = (r.m.udp_dport, r.m.proto)
+                && p != IPPROTO_UDP
+            {
+                return Err(RuleError::PortNotUdp { rule: i, proto: p });
             }
             out.push(Compiled {
                 in_port: r.m.in_port.unwrap_or(usize::MAX),

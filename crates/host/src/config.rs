@@ -20,6 +20,8 @@ use vrhost_vr::proto::PollConfig;
 use vrhost_vr::router::{Router, RouterConfig};
 
 use crate::classify::{Classifier, Match, Rule};
+use crate::confine::Confine;
+use crate::vrpath::{Guard, Sched};
 
 /// A config that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -228,10 +230,68 @@ pub struct VrConf {
     /// A custom program's own config, passed to it as JSON.
     #[serde(default)]
     pub config: Option<toml::Table>,
+    /// Quarantine it after this many violations (0: never); default
+    /// `host.quarantine_after`.
+    #[serde(default)]
+    pub quarantine_after: Option<u64>,
+    /// Start it again when it exits, crashes or hangs (default true).
+    #[serde(default = "default_true")]
+    pub restart: bool,
+    /// Its share of the host worker's tx service (1..=100, default 1).
+    #[serde(default)]
+    pub weight: Option<Spanned<u32>>,
+    /// `"high"`: served before every `"normal"` VR (default normal).
+    #[serde(default)]
+    pub priority: Option<Spanned<String>>,
+    /// Frames/s admitted at ingress; the excess is dropped, counted as
+    /// `rate_limited`.
+    #[serde(default)]
+    pub rate_limit_pps: Option<Spanned<u64>>,
+    /// Token bucket depth of the rate limit, frames (default: 10 ms of
+    /// the rate, at least 64).
+    #[serde(default)]
+    pub rate_burst: Option<Spanned<u64>>,
+    /// CPU time it may use, in cores (0.5: half of one core).
+    #[serde(default)]
+    pub cpu_quota: Option<Spanned<f64>>,
+    /// Memory limit: bytes, or a size like `"256M"` or `"1G"`.
+    #[serde(default)]
+    pub memory: Option<Spanned<toml::Value>>,
+    /// CPUs it may run on (default: its `cpu`, if given).
+    #[serde(default)]
+    pub cpus: Option<Spanned<Vec<usize>>>,
+    /// The user it runs as: a name or a uid (default `nobody` when
+    /// `host.confine`).
+    #[serde(default)]
+    pub user: Option<Spanned<toml::Value>>,
 }
 
 fn default_vnic() -> Spanned<u16> {
     Spanned::new(0..0, 0)
+}
+
+impl Default for HostConf {
+    fn default() -> Self {
+        Self {
+            cpu: None,
+            poll: PollConfig::default(),
+            quarantine_after: default_quarantine_after(),
+            watchdog_ms: default_watchdog_ms(),
+            confine: true,
+        }
+    }
+}
+
+fn default_quarantine_after() -> u64 {
+    10_000
+}
+
+fn default_watchdog_ms() -> u64 {
+    1000
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_slots() -> Spanned<u32> {
@@ -271,7 +331,7 @@ pub struct RuleConf {
 }
 
 /// Host-wide settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostConf {
     /// Core of the host worker.
@@ -280,6 +340,19 @@ pub struct HostConf {
     /// Idle back-off of the worker and of VRs.
     #[serde(default)]
     pub poll: PollConfig,
+    /// Quarantine a VR after this many protocol violations since it was
+    /// last started (0: never); a VR may override it.
+    #[serde(default = "default_quarantine_after")]
+    pub quarantine_after: u64,
+    /// Kill (and restart) a VR whose rx rings hold frames while its poll
+    /// loop has not moved for this many milliseconds (0: no watchdog).
+    #[serde(default = "default_watchdog_ms")]
+    pub watchdog_ms: u64,
+    /// Confine every VR process (own network namespace and cgroup, its
+    /// `user` or `nobody`, no new privileges, seccomp, no descriptors but
+    /// its own); default true. A VR's `user` and limits apply either way.
+    #[serde(default = "default_true")]
+    pub confine: bool,
 }
 
 /// The whole config.
@@ -319,6 +392,14 @@ pub struct VrPlan {
     pub cpu: Option<usize>,
     /// Hello config (JSON).
     pub config: serde_json::Value,
+    /// Quarantine and watchdog.
+    pub guard: Guard,
+    /// Start it again when it goes down (not when quarantined).
+    pub restart: bool,
+    /// How the worker serves it.
+    pub sched: Sched,
+    /// How its process is confined.
+    pub confine: Confine,
 }
 
 /// A checked config: what the daemon will build.
@@ -378,6 +459,56 @@ impl Config {
         cfg.dir = dir.to_path_buf();
         let plan = cfg.check(src, file)?;
         Ok((cfg, plan))
+    }
+
+    /// A VR's scheduling: weight, priority, rate limit.
+    fn vr_sched(v: &VrConf) -> Result<Sched, (std::ops::Range<usize>, &'static str, String)> {
+        let weight = match &v.weight {
+            None => 1,
+            Some(w) if (1..=100).contains(w.get_ref()) => *w.get_ref(),
+            Some(w) => {
+                return Err((
+                    w.span(),
+                    "weight",
+                    format!("{}: must be 1..=100", w.get_ref()),
+                ));
+            }
+        };
+        let high_priority = match &v.priority {
+            None => false,
+            Some(p) if p.get_ref() == "normal" => false,
+            Some(p) if p.get_ref() == "high" => true,
+            Some(p) => {
+                return Err((
+                    p.span(),
+                    "priority",
+                    format!("{:?}: must be \"normal\" or \"high\"", p.get_ref()),
+                ));
+            }
+        };
+        let rate_pps = match &v.rate_limit_pps {
+            Some(r) if *r.get_ref() == 0 => {
+                return Err((r.span(), "rate_limit_pps", "0: must be above 0".into()));
+            }
+            r => r.as_ref().map(|r| *r.get_ref()),
+        };
+        let rate_burst = match (&v.rate_burst, rate_pps) {
+            (Some(b), None) => {
+                return Err((b.span(), "rate_burst", "needs rate_limit_pps".into()));
+            }
+            (Some(b), Some(_)) if *b.get_ref() == 0 => {
+                return Err((b.span(), "rate_burst", "0: must be above 0".into()));
+            }
+            (Some(b), Some(_)) => *b.get_ref(),
+            (None, Some(r)) => (r / 100).max(64),
+            (None, None) => 0,
+        };
+        Ok(Sched {
+            weight,
+            high_priority,
+            rate_pps,
+            rate_burst,
+        })
     }
 
     fn check(&self, src: &str, file: &str) -> Result<Plan, ConfigError> {
@@ -537,6 +668,7 @@ impl Config {
                     )
                 }
             };
+            let confine = self.vr_confine(i, v, &program, &config, &err)?;
             vrs.push(VrPlan {
                 name: n.clone(),
                 program,
@@ -544,6 +676,17 @@ impl Config {
                 slots,
                 cpu: v.cpu,
                 config,
+                guard: Guard {
+                    quarantine_after: Some(
+                        v.quarantine_after.unwrap_or(self.host.quarantine_after),
+                    )
+                    .filter(|&n| n > 0),
+                    watchdog: (self.host.watchdog_ms > 0)
+                        .then(|| std::time::Duration::from_millis(self.host.watchdog_ms)),
+                },
+                restart: v.restart,
+                sched: Self::vr_sched(v).map_err(|(span, field, msg)| err(span, f(field), msg))?,
+                confine,
             });
         }
         let mut rules = Vec::new();
@@ -562,6 +705,15 @@ impl Config {
                         r.vr.get_ref(),
                         vrs[vr].vnic_ports.len()
                     ),
+                ));
+            }
+            if let (Some(_), Some(p)) = (r.udp_dport, r.proto)
+                && p != 17
+            {
+                return Err(err(
+                    r.vr.span(),
+                    f("proto"),
+                    format!("{p}: udp_dport matches UDP only (proto 17 or none)"),
                 ));
             }
             let in_port = match &r.port {
@@ -641,6 +793,99 @@ impl Config {
             classifier,
             host: self.host.clone(),
         })
+    }
+
+    /// How VR `i` (`v`) is confined: everything if `host.confine`, and its
+    /// own `user`, `cpu_quota`, `cpus` and `memory`. Its program and route
+    /// file must be reachable by its user.
+    fn vr_confine(
+        &self,
+        i: usize,
+        v: &VrConf,
+        program: &Option<(PathBuf, Vec<String>)>,
+        config: &serde_json::Value,
+        err: &dyn Fn(std::ops::Range<usize>, String, String) -> ConfigError,
+    ) -> Result<Confine, ConfigError> {
+        use crate::confine::{check_access, online_cpus, parse_bytes, resolve_user};
+        let f = |x: &str| format!("vrs[{i}].{x}");
+        let ncpu = online_cpus();
+        let mut c = if self.host.confine {
+            Confine::strict()
+        } else {
+            Confine::default()
+        };
+        if let Some(q) = &v.cpu_quota {
+            let x = *q.get_ref();
+            if !(0.01..=ncpu as f64).contains(&x) {
+                return Err(err(
+                    q.span(),
+                    f("cpu_quota"),
+                    format!("{x}: must be 0.01..={ncpu} (cores of this host)"),
+                ));
+            }
+            c.cpu_quota = Some(x);
+        }
+        if let Some(m) = &v.memory {
+            let bytes = match m.get_ref() {
+                toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n}: negative")),
+                toml::Value::String(s) => parse_bytes(s),
+                other => Err(format!("{other}: bytes, or a size like \"256M\"")),
+            }
+            .map_err(|m_| err(m.span(), f("memory"), m_))?;
+            if bytes < 16 << 20 {
+                return Err(err(
+                    m.span(),
+                    f("memory"),
+                    format!("{bytes} bytes: a VR needs at least 16M"),
+                ));
+            }
+            c.memory = Some(bytes);
+        }
+        if let Some(cs) = &v.cpus {
+            let list = cs.get_ref();
+            let mut seen = std::collections::BTreeSet::new();
+            let bad = if list.is_empty() {
+                Some("must name at least one CPU".to_string())
+            } else if let Some(x) = list.iter().find(|&&x| x >= ncpu) {
+                Some(format!("CPU {x}: this host has {ncpu}"))
+            } else if let Some(x) = list.iter().find(|&&x| !seen.insert(x)) {
+                Some(format!("CPU {x} given twice"))
+            } else {
+                v.cpu
+                    .filter(|p| !list.contains(p))
+                    .map(|p| format!("does not include CPU {p}, the VR's `cpu`"))
+            };
+            if let Some(m) = bad {
+                return Err(err(cs.span(), f("cpus"), m));
+            }
+            c.cpus = Some(list.clone());
+        } else if c.wants_cgroup() {
+            c.cpus = v.cpu.map(|p| vec![p]);
+        }
+        if let Some(u) = &v.user {
+            let ids = match u.get_ref() {
+                toml::Value::Integer(n) => resolve_user(&n.to_string()),
+                toml::Value::String(s) => resolve_user(s),
+                other => Err(format!("{other}: a user name or a uid")),
+            }
+            .map_err(|m| err(u.span(), f("user"), m))?;
+            c.user = Some(ids);
+        }
+        if let Some(ids) = c.user {
+            if let (Some((p, _)), Some(span)) = (program, v.program.as_ref().map(Spanned::span)) {
+                check_access(p, ids, true).map_err(|m| err(span, f("program"), m))?;
+            }
+            let router = program.is_none();
+            if let Some(rf) = config
+                .get("route_file")
+                .and_then(|x| x.as_str())
+                .filter(|_| router)
+            {
+                check_access(Path::new(rf), ids, false)
+                    .map_err(|m| err(v.name.span(), f("router.route_file"), m))?;
+            }
+        }
+        Ok(c)
     }
 
     /// The built-in router's config for VR `v`: its `[vrs.router]` table
@@ -807,6 +1052,107 @@ vnic = 0
         for (src, want) in cases {
             let e = parse(&src).unwrap_err();
             assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+    }
+
+    #[test]
+    fn confinement_fields_are_checked() {
+        let with = |fields: &str| GOOD.replace("slots = 1024", &format!("slots = 1024\n{fields}"));
+        // Default: every wall, as nobody, no limits.
+        let c = &parse(GOOD).unwrap().vrs[0].confine;
+        assert_eq!(*c, Confine::strict());
+        // Limits and user.
+        let p = parse(&with(
+            "cpu_quota = 0.5\nmemory = \"256M\"\ncpus = [0]\nuser = \"nobody\"",
+        ))
+        .unwrap();
+        let c = &p.vrs[0].confine;
+        assert_eq!(c.cpu_quota, Some(0.5));
+        assert_eq!(c.memory, Some(256 << 20));
+        assert_eq!(c.cpus, Some(vec![0]));
+        assert_eq!(c.user, Some(crate::confine::Ids::NOBODY));
+        assert!(c.netns && c.seccomp && c.no_new_privs && c.close_fds);
+        let p = parse(&with(
+            "cpu_quota = 1\nmemory = 33554432\nuser = 65534\ncpu = 0",
+        ))
+        .unwrap();
+        let c = &p.vrs[0].confine;
+        assert_eq!((c.cpu_quota, c.memory), (Some(1.0), Some(32 << 20)));
+        assert_eq!(c.cpus, Some(vec![0]), "cpuset defaults to the pinned core");
+        // Off: nothing, unless a VR asks for it.
+        let off = format!("[host]\nconfine = false\n{}", GOOD.replace("[host]\n", ""));
+        assert!(parse(&off).unwrap().vrs[0].confine.is_off());
+        let off_mem = off.replace("slots = 1024", "slots = 1024\nmemory = \"1G\"");
+        let c = &parse(&off_mem).unwrap().vrs[0].confine;
+        assert!(!c.netns && c.user.is_none() && c.memory == Some(1 << 30));
+        // Errors name file, line and field.
+        for (fields, want) in [
+            (
+                "cpu_quota = 0",
+                "v.toml:18: vrs[0].cpu_quota: 0: must be 0.01..=",
+            ),
+            ("cpu_quota = 999", "v.toml:18: vrs[0].cpu_quota"),
+            (
+                "memory = \"12X\"",
+                "v.toml:18: vrs[0].memory: \"12X\": unknown unit",
+            ),
+            (
+                "memory = 1024",
+                "v.toml:18: vrs[0].memory: 1024 bytes: a VR needs at least 16M",
+            ),
+            ("memory = -5", "v.toml:18: vrs[0].memory: -5: negative"),
+            (
+                "cpus = []",
+                "v.toml:18: vrs[0].cpus: must name at least one CPU",
+            ),
+            (
+                "cpus = [999]",
+                "v.toml:18: vrs[0].cpus: CPU 999: this host has",
+            ),
+            ("cpus = [0, 0]", "v.toml:18: vrs[0].cpus: CPU 0 given twice"),
+            ("cpu = 0\ncpus = [1]", "v.toml:19: vrs[0].cpus"),
+            (
+                "user = \"no-such-user-xyz\"",
+                "v.toml:18: vrs[0].user: no user \"no-such-user-xyz\"",
+            ),
+            (
+                "user = 0",
+                "v.toml:18: vrs[0].user: a VR does not run as root",
+            ),
+            ("user = 1.5", "v.toml:18: vrs[0].user"),
+        ] {
+            let e = parse(&with(fields)).unwrap_err();
+            assert!(e.contains(want), "{fields}: want {want:?} in {e:?}");
+        }
+    }
+
+    #[test]
+    fn a_route_file_the_vr_cannot_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("vrhost-cfg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let f = dir.join("routes.txt");
+        std::fs::write(&f, "10.9.0.0/16\n").unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let src = GOOD.replace(
+            "[vrs.router]\n",
+            &format!("[vrs.router]\nroute_file = {:?}\n", f.display().to_string()),
+        );
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let ok = parse(&src);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let owner_is_nobody = unsafe { libc::geteuid() } == 65534;
+        let refused = parse(&src);
+        std::fs::remove_dir_all(&dir).unwrap();
+        ok.unwrap();
+        if !owner_is_nobody {
+            let e = refused.unwrap_err();
+            assert!(
+                e.contains("vrs[0].router.route_file") && e.contains("cannot be read by uid 65534"),
+                "{e}"
+            );
         }
     }
 }

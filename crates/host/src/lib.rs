@@ -3,7 +3,8 @@
 //! It owns the classifier ([`classify`]), the host side of each VR's region
 //! with its validation of everything a VR hands back ([`vrpath`]), the worker
 //! loop ([`worker`]), the capture taps it copies a VR's frames into
-//! ([`capture`]), and starting and watching VR processes ([`spawn`]).
+//! ([`capture`]), and starting, confining ([`confine`]) and watching VR
+//! processes ([`spawn`]).
 //! It does not own the region layout (`vrhost-shm`), packet formats
 //! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
 //! packet (`vrhost-vr`).
@@ -11,6 +12,7 @@
 pub mod capture;
 pub mod classify;
 pub mod config;
+pub mod confine;
 pub mod cpu;
 pub mod spawn;
 pub mod stats;
@@ -19,7 +21,8 @@ pub mod worker;
 
 pub use capture::{Direction, Record, Tap, TapConfig, TapReader};
 pub use classify::{Classifier, Match, Rule};
+pub use confine::Confine;
 pub use spawn::{ControlError, VrCommand, VrControl, VrProcess};
-pub use stats::{HostStats, IngressDrop, Violation, VnicStats, VrStats};
-pub use vrpath::{Backend, InstanceInfo, VrPath};
+pub use stats::{Gauge, HostStats, IngressDrop, Violation, VnicStats, VrStats, mono_ns};
+pub use vrpath::{Backend, DownReason, ExitEvent, Guard, InstanceInfo, Sched, VrPath};
 pub use worker::{CaptureRefused, Keep, Mailbox, MailboxError, Reconfig, Worker};

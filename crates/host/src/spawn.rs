@@ -4,17 +4,21 @@
 //! pair as descriptor 3, then the [`Hello`] with its region and doorbells
 //! over it (SCM_RIGHTS). The host holds a pidfd per child, so it learns of an
 //! exit at once (poll) without reaping races. The child dies with the host
-//! (`PR_SET_PDEATHSIG`).
+//! (`PR_SET_PDEATHSIG`). [`VrCommand::confine`] walls it in (own network
+//! namespace, cgroup, user, no new privileges, seccomp, descriptors 0-3
+//! only; see [`crate::confine`]); its cgroups go when it is stopped.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds, seqpacket_pair};
 use vrhost_shm::{Doorbell, LAYOUT_VERSION, Region};
 use vrhost_vr::proto::{CTRL_FD_ENV, Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
+
+use crate::confine::{Cgroups, Confine, ConfineError, Prepared};
 
 /// Descriptor number of the control socket in the child.
 const CHILD_CTRL_FD: i32 = 3;
@@ -34,6 +38,8 @@ pub struct VrCommand {
     pub config: serde_json::Value,
     /// How long to wait for it to report ready.
     pub ready_timeout: Duration,
+    /// How its process is confined (`Confine::default()`: not at all).
+    pub confine: Confine,
 }
 
 /// Starting a VR failed.
@@ -48,6 +54,14 @@ pub enum SpawnError {
         what: &'static str,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// Confining it failed (in the host, or in the child before exec).
+    #[error("VR {vr}: confinement: {source}")]
+    Confine {
+        /// VR name.
+        vr: String,
+        /// What failed.
+        source: ConfineError,
     },
     /// The control socket failed.
     #[error("VR {vr}: control socket: {source}")]
@@ -73,17 +87,21 @@ pub enum SpawnError {
 ///
 /// # Errors
 /// The OS error of `socketpair` or of the fork/exec.
-pub fn spawn_with_ctrl(
-    program: &std::path::Path,
+pub fn spawn_with_ctrl(program: &Path, args: &[String]) -> std::io::Result<(Child, OwnedFd)> {
+    spawn_inner(program, args, None)
+}
+
+/// [`spawn_with_ctrl`], confined as `confined` says (its hook runs after
+/// ours, last before exec).
+fn spawn_inner(
+    program: &Path,
     args: &[String],
+    confined: Option<&mut Prepared>,
 ) -> std::io::Result<(Child, OwnedFd)> {
     let (ours, theirs) = seqpacket_pair()?;
     let raw = theirs.as_raw_fd();
     let mut command = Command::new(program);
-    command
-        .args(args)
-        .env(CTRL_FD_ENV, CHILD_CTRL_FD.to_string())
-        .stdin(Stdio::null());
+    command.args(args).stdin(Stdio::null());
     // SAFETY: the closure runs in the child between fork and exec and calls
     // only async-signal-safe functions (dup2, fcntl, prctl, getppid, _exit),
     // touching no memory shared with the parent's threads.
@@ -112,6 +130,10 @@ pub fn spawn_with_ctrl(
             Ok(())
         });
     }
+    if let Some(c) = confined {
+        c.apply(&mut command);
+    }
+    command.env(CTRL_FD_ENV, CHILD_CTRL_FD.to_string());
     let child = command.spawn()?;
     drop(theirs);
     Ok((child, ours))
@@ -123,6 +145,8 @@ pub struct VrProcess {
     child: Child,
     pidfd: OwnedFd,
     ctrl: OwnedFd,
+    /// Its cgroups, removed once it is reaped.
+    cgroups: Option<Cgroups>,
     /// Set once the host has handled its exit.
     pub reaped: bool,
 }
@@ -148,7 +172,26 @@ impl VrProcess {
             source,
         };
         let vr_bell = Doorbell::new().map_err(|e| os("eventfd", e))?;
-        let (child, ours) = spawn_with_ctrl(&cmd.program, &cmd.args).map_err(|e| os("spawn", e))?;
+        let confine_err = |source| SpawnError::Confine {
+            vr: vr.to_string(),
+            source,
+        };
+        let mut prep = if cmd.confine.is_off() {
+            None
+        } else {
+            Some(
+                Prepared::new(&cmd.confine, vr, instance, cmd.cpu, &cmd.program)
+                    .map_err(confine_err)?,
+            )
+        };
+        let spawned = spawn_inner(&cmd.program, &cmd.args, prep.as_mut());
+        let failed = prep.as_mut().and_then(|p| p.finish(&spawned));
+        let (child, ours) = match (spawned, failed) {
+            (Ok(v), _) => v,
+            (Err(_), Some(e)) => return Err(confine_err(e)),
+            (Err(e), None) => return Err(os("spawn", e)),
+        };
+        let cgroups = prep.as_mut().and_then(Prepared::take_cgroups);
         let pid = rustix::process::Pid::from_child(&child);
         let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
             .map_err(|e| os("pidfd_open", e.into()))?;
@@ -156,6 +199,7 @@ impl VrProcess {
             child,
             pidfd,
             ctrl: ours,
+            cgroups,
             reaped: false,
         };
         let hello = Hello {
@@ -243,6 +287,12 @@ impl VrProcess {
         })
     }
 
+    /// Its cgroup directories (none if it is not confined to a cgroup of
+    /// its own).
+    pub fn cgroups(&self) -> &[PathBuf] {
+        self.cgroups.as_ref().map_or(&[], |c| c.dirs())
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -284,9 +334,21 @@ impl VrProcess {
             }
         }
         let _ = self.child.wait();
+        if let Some(c) = &mut self.cgroups {
+            c.remove();
+        }
     }
 
-    /// Send SIGKILL (tests: a crashing VR).
+    /// How it ended, once it has exited ("running" before).
+    pub fn exit_status(&mut self) -> String {
+        match self.child.try_wait() {
+            Ok(Some(s)) => s.to_string(),
+            Ok(None) => "running".into(),
+            Err(e) => format!("unknown: {e}"),
+        }
+    }
+
+    /// Send SIGKILL (a crash in tests; the watchdog; quarantine).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
     }

@@ -56,6 +56,8 @@ reasons! {
         RingFull = "ring_full",
         /// The frame does not fit a slot.
         TooBig = "too_big",
+        /// Over the VR's rate limit (its token bucket was empty).
+        RateLimited = "rate_limited",
     }
 }
 
@@ -104,8 +106,53 @@ pub struct VrStats {
     pub kicks: Counter,
     /// Frames a capture could not keep up with (not copied; still forwarded).
     pub capture_dropped: Counter,
+    /// Times its processes were started again after an exit, a hang or a
+    /// crash (not counting a restart by a changed definition).
+    pub restarts: Counter,
+    /// Times the watchdog found it stuck (frames waiting, no progress) and
+    /// killed it.
+    pub hangs: Counter,
+    /// Times it was quarantined for too many violations.
+    pub quarantines: Counter,
+    /// Nanoseconds the host worker spent on it: its share of classifying
+    /// and copying frames in, serving its tx rings, sending.
+    pub host_ns: Counter,
+    /// Nanoseconds from the last exit the host saw to the first frame the
+    /// restarted VR sent (0 until it happened once).
+    pub last_recovery_ns: Gauge,
+    /// CLOCK_MONOTONIC time, in nanoseconds, when the host saw its last
+    /// exit (0: never).
+    pub last_exit_mono_ns: Gauge,
+    /// CLOCK_MONOTONIC time, in nanoseconds, of the first frame sent after
+    /// the last restart (0: not yet).
+    pub last_recovered_mono_ns: Gauge,
     /// Per vNIC, in index order.
     pub vnics: Vec<VnicStats>,
+}
+
+/// A value written by one thread and read by any.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    /// Set it.
+    pub fn set(&self, v: u64) {
+        // Relaxed: a display value with a single writer.
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        // Relaxed: see `set`.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: comparable across processes (a
+/// benchmark that kills a VR and the host that sees it exit).
+pub fn mono_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Counters of one vNIC of a VR as the host sees it.

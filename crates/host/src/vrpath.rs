@@ -8,8 +8,18 @@
 //! so a slot can never be freed twice or taken from another instance.
 //! Everything else read from the region (ring indexes, slot states, offsets,
 //! lengths) is validated, and a violation is counted and the slot reclaimed.
+//!
+//! The host also guards the VR as a whole ([`Guard`]): a VR whose processes
+//! exit (or crash) is taken out of the data path at once and its slots
+//! reclaimed; one that stops consuming while frames wait for it is killed
+//! by the watchdog; one that exceeds its violation budget is quarantined
+//! (killed, never fed again). Each of these is reported as an
+//! [`ExitEvent`] for a supervisor to act on (restart it with
+//! [`VrPath::restore`], or leave it quarantined).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use vrhost_io::Port;
 use vrhost_shm::{Consumer, Doorbell, Producer, Region, RingError, RingId, SlotState, needs_kick};
@@ -19,7 +29,7 @@ use vrhost_vr::runtime::{TxStage, VrCounters, process_slots};
 
 use crate::capture::{Direction, Tap};
 use crate::spawn::VrProcess;
-use crate::stats::{IngressDrop, Violation, VrStats};
+use crate::stats::{IngressDrop, Violation, VrStats, mono_ns};
 
 /// Slot indexes moved per ring operation.
 pub const BURST: usize = 64;
@@ -32,6 +42,95 @@ const FREE: u8 = 0;
 /// it is released: a second copy of its index in the same batch is then
 /// refused as not owned.
 const RETURNING: u8 = u8::MAX;
+
+/// Why a VR's processes went down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DownReason {
+    /// A process exited or crashed by itself; its exit status.
+    Exited(String),
+    /// The watchdog killed it: frames waited for it and it made no progress.
+    Hung,
+    /// It exceeded its violation budget: killed and not fed again.
+    Quarantined,
+}
+
+impl std::fmt::Display for DownReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DownReason::Exited(s) => write!(f, "exited ({s})"),
+            DownReason::Hung => f.write_str("hung (killed by the watchdog)"),
+            DownReason::Quarantined => f.write_str("quarantined (too many violations)"),
+        }
+    }
+}
+
+/// A VR in the data path went down: what the worker tells its supervisor.
+#[derive(Debug, Clone)]
+pub struct ExitEvent {
+    /// The VR's name.
+    pub vr: String,
+    /// Its [`VrPath::id`]: a restart is for this VR path, not for another
+    /// of the same name that replaced it since.
+    pub id: u64,
+    /// Why.
+    pub reason: DownReason,
+    /// When the host saw it.
+    pub at: Instant,
+}
+
+/// How the host guards a VR beyond checking each value it reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Guard {
+    /// Quarantine it after this many violations (since it was last
+    /// started); `None`: never.
+    pub quarantine_after: Option<u64>,
+    /// Kill it when frames wait in its rx rings and its poll loop has not
+    /// moved for this long; `None`: no watchdog.
+    pub watchdog: Option<Duration>,
+}
+
+/// How the worker serves a VR among the others (ODP's scheduler in the
+/// pull model: the worker pulls from the VRs' queues in this order and
+/// measure).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sched {
+    /// Share of the worker's tx service per round: `weight` x
+    /// [`TX_QUANTUM`] frames (1..=100).
+    pub weight: u32,
+    /// Served before every normal VR, without a per-round budget.
+    pub high_priority: bool,
+    /// Frames/s admitted at ingress (token bucket); more are dropped and
+    /// counted as `rate_limited` before any copy.
+    pub rate_pps: Option<u64>,
+    /// Bucket depth, frames.
+    pub rate_burst: u64,
+}
+
+impl Default for Sched {
+    fn default() -> Self {
+        Self {
+            weight: 1,
+            high_priority: false,
+            rate_pps: None,
+            rate_burst: 0,
+        }
+    }
+}
+
+/// Frames of tx service per round per unit of weight.
+pub const TX_QUANTUM: usize = 4 * BURST;
+
+/// A token bucket of frames, refilled once per worker round.
+#[derive(Debug, Clone)]
+struct Bucket {
+    rate: f64,
+    depth: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+/// Source of [`VrPath::id`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Who runs a VR's packet processing.
 pub enum Backend {
@@ -101,6 +200,21 @@ pub struct VrPath {
     stats: Arc<VrStats>,
     /// The capture attached to this VR, if any (see [`crate::capture`]).
     tap: Option<Box<Tap>>,
+    id: u64,
+    guard: Guard,
+    quarantined: bool,
+    /// Why the host killed it, for the exit that follows.
+    kill_reason: Option<DownReason>,
+    /// Violations counted before its processes were last started.
+    violations_base: u64,
+    /// Restored after an exit, no frame sent yet.
+    recovering: bool,
+    /// Watchdog: the heartbeat last seen, and since when it has not moved
+    /// while frames waited.
+    wd_beat: u64,
+    wd_since: Instant,
+    sched: Sched,
+    bucket: Option<Bucket>,
 }
 
 impl VrPath {
@@ -148,7 +262,70 @@ impl VrPath {
             up,
             stats: Arc::new(VrStats::with_vnics(usize::from(cfg.vnic_count))),
             tap: None,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            guard: Guard::default(),
+            quarantined: false,
+            kill_reason: None,
+            violations_base: 0,
+            recovering: false,
+            wd_beat: 0,
+            wd_since: Instant::now(),
+            sched: Sched::default(),
+            bucket: None,
         }
+    }
+
+    /// Set how the worker serves it (see [`Sched`]).
+    pub fn set_sched(&mut self, s: Sched) {
+        let rate = s.rate_pps.map(|r| r as f64);
+        self.bucket = rate.map(|rate| {
+            let depth = s.rate_burst.max(1) as f64;
+            Bucket {
+                rate,
+                depth,
+                tokens: self.bucket.as_ref().map_or(depth, |b| b.tokens.min(depth)),
+                last: Instant::now(),
+            }
+        });
+        self.sched = Sched {
+            weight: s.weight.clamp(1, 100),
+            ..s
+        };
+    }
+
+    /// How the worker serves it.
+    pub fn sched(&self) -> Sched {
+        self.sched
+    }
+
+    /// Refill its token bucket (once per round, when it has one).
+    #[inline]
+    pub fn refill(&mut self, now: Instant) {
+        if let Some(b) = &mut self.bucket {
+            let dt = now.saturating_duration_since(b.last).as_secs_f64();
+            b.last = now;
+            b.tokens = (b.tokens + b.rate * dt).min(b.depth);
+        }
+    }
+
+    /// Set how the host guards it (see [`Guard`]).
+    pub fn set_guard(&mut self, guard: Guard) {
+        self.guard = guard;
+    }
+
+    /// How the host guards it.
+    pub fn guard(&self) -> Guard {
+        self.guard
+    }
+
+    /// A number no other `VrPath` of this process has.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether it was quarantined (it stays down until replaced).
+    pub fn is_quarantined(&self) -> bool {
+        self.quarantined
     }
 
     /// VR name.
@@ -288,6 +465,12 @@ impl VrPath {
         if !self.up {
             return Err(IngressDrop::VrDown);
         }
+        if let Some(b) = &mut self.bucket {
+            if b.tokens < 1.0 {
+                return Err(IngressDrop::RateLimited);
+            }
+            b.tokens -= 1.0;
+        }
         let v = usize::from(vnic);
         let Some(staged) = self.staged.get(v) else {
             return Err(IngressDrop::NoMatch);
@@ -336,20 +519,20 @@ impl VrPath {
 
     /// Publish the staged slots to the rx rings (or process them in place for
     /// an in-process backend, then send the results). Rings a sleeping
-    /// instance's doorbell.
-    pub fn flush_rx(&mut self, ports: &mut [Box<dyn Port>]) {
+    /// instance's doorbell. Returns the frames published.
+    pub fn flush_rx(&mut self, ports: &mut [Box<dyn Port>]) -> usize {
         // One burst's captures, published at once (before an in-process
         // VR's frames come out: `send` appends to the same list).
         if let Some(tap) = self.tap.as_deref_mut() {
             tap.end_burst();
         }
-        let mut any = false;
+        let mut total = 0;
         for v in 0..self.staged.len() {
             if self.staged[v].is_empty() {
                 continue;
             }
-            any = true;
             let n = self.staged[v].len();
+            total += n;
             let bytes: u64 = self.staged[v]
                 .iter()
                 .map(|&s| u64::from(self.region.meta(s).expect("staged valid").extent().1))
@@ -401,8 +584,8 @@ impl VrPath {
             }
             self.staged[v].clear();
         }
-        if !any {
-            return;
+        if total == 0 {
+            return 0;
         }
         if self.backend.uses_rings() {
             let block = self.region.instance(0).expect("instance 0 exists");
@@ -427,22 +610,34 @@ impl VrPath {
                 }
             }
         }
+        total
     }
 
     /// Drain the tx rings of every instance and send what they hold.
     /// Returns frames handled.
     pub fn poll_tx(&mut self, ports: &mut [Box<dyn Port>]) -> usize {
-        if !self.backend.uses_rings() {
+        self.poll_tx_budget(ports, usize::MAX)
+    }
+
+    /// Send what the tx rings hold, up to `budget` frames (the worker's
+    /// share for this VR in one round; what is left waits for the next).
+    /// Returns frames handled.
+    pub fn poll_tx_budget(&mut self, ports: &mut [Box<dyn Port>], budget: usize) -> usize {
+        if !self.backend.uses_rings() || self.quarantined {
             return 0;
         }
         let mut done = 0;
         let mut idx = [0u32; BURST];
         for i in 0..self.inst.len() {
             for v in 0..self.inst[i].tx.len() {
-                // Everything the ring holds, in bursts: a ring left half full
-                // stalls its VR until the next round.
+                // Everything the ring holds (up to the budget), in bursts: a
+                // ring left half full stalls its VR until the next round.
                 loop {
-                    let n = match self.inst[i].tx[v].pop(&mut idx) {
+                    let want = (budget - done).min(BURST);
+                    if want == 0 {
+                        return done;
+                    }
+                    let n = match self.inst[i].tx[v].pop(&mut idx[..want]) {
                         Ok(n) => n,
                         Err(
                             RingError::BadProducerIndex { .. } | RingError::BadConsumerIndex { .. },
@@ -455,7 +650,7 @@ impl VrPath {
                         self.send(i as u16, v as u16, &idx[..n], ports);
                         done += n;
                     }
-                    if n < BURST {
+                    if n < want {
                         break;
                     }
                 }
@@ -543,6 +738,9 @@ impl VrPath {
             self.stats.tx_packets.add(sent as u64);
             self.stats.tx_bytes.add(bytes);
             self.stats.port_dropped.add((nf - sent) as u64);
+            if self.recovering && sent > 0 {
+                self.recovered();
+            }
             if let Some(c) = self.stats.vnics.get(usize::from(vnic)) {
                 c.tx_packets.add(sent as u64);
                 c.tx_bytes.add(bytes);
@@ -551,6 +749,17 @@ impl VrPath {
         for &s in &take[..nt] {
             self.release(s);
         }
+    }
+
+    /// The first frame out after a restore.
+    #[cold]
+    fn recovered(&mut self) {
+        self.recovering = false;
+        let now = mono_ns();
+        self.stats.last_recovered_mono_ns.set(now);
+        self.stats
+            .last_recovery_ns
+            .set(now.saturating_sub(self.stats.last_exit_mono_ns.get()));
     }
 
     #[inline]
@@ -578,35 +787,152 @@ impl VrPath {
 
     /// True if a tx ring has entries (for the host's last look before sleep).
     pub fn tx_pending(&mut self) -> bool {
-        self.inst
-            .iter_mut()
-            .flat_map(|i| i.tx.iter_mut())
-            .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
+        !self.quarantined
+            && self
+                .inst
+                .iter_mut()
+                .flat_map(|i| i.tx.iter_mut())
+                .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
     }
 
-    /// Check the VR's processes; for each that exited, reclaim every slot it
-    /// held and reset its rings. Returns how many exited.
-    pub fn reap(&mut self) -> usize {
-        let Backend::Process(procs) = &mut self.backend else {
-            return 0;
-        };
-        let mut exited = 0;
-        for p in procs.iter_mut() {
-            if p.has_exited() && !p.reaped {
-                p.reaped = true;
-                exited += 1;
+    /// Apply the guards (quarantine, watchdog), then check the VR's
+    /// processes: if one exited, take the VR out of the data path, reclaim
+    /// every slot it held and reset its rings, and say why it went down.
+    pub fn supervise(&mut self, now: Instant) -> Option<ExitEvent> {
+        if self.up && !self.quarantined {
+            if let Some(n) = self.guard.quarantine_after
+                && self
+                    .stats
+                    .violations_total()
+                    .saturating_sub(self.violations_base)
+                    >= n
+            {
+                self.quarantine();
+            } else if let Some(d) = self.guard.watchdog {
+                self.watchdog(now, d);
             }
         }
-        if exited > 0 {
-            self.stats.exits.add(exited as u64);
-            self.up = false;
-            self.reclaim_all();
+        self.reap()
+    }
+
+    /// Check the VR's processes: if one exited, take the VR out of the data
+    /// path, reclaim every slot it held and reset its rings, and say why.
+    pub fn reap(&mut self) -> Option<ExitEvent> {
+        let Backend::Process(procs) = &mut self.backend else {
+            return None;
+        };
+        let mut status = None;
+        for p in procs.iter_mut() {
+            if !p.reaped && p.has_exited() {
+                p.reaped = true;
+                let s = p.exit_status();
+                status.get_or_insert(s);
+            }
         }
-        exited
+        let status = status?;
+        self.stats.exits.add(1);
+        self.stats.last_exit_mono_ns.set(mono_ns());
+        self.stats.last_recovered_mono_ns.set(0);
+        self.up = false;
+        self.recovering = false;
+        self.reclaim_all();
+        Some(ExitEvent {
+            vr: self.name.clone(),
+            id: self.id,
+            reason: self
+                .kill_reason
+                .take()
+                .unwrap_or(DownReason::Exited(status)),
+            at: Instant::now(),
+        })
+    }
+
+    /// Stop feeding it for good and kill its processes (their exit is then
+    /// reported by [`VrPath::reap`] as [`DownReason::Quarantined`]). A VR
+    /// without processes of the host's (a test harness) is taken out and
+    /// its slots reclaimed at once.
+    pub fn quarantine(&mut self) {
+        if self.quarantined {
+            return;
+        }
+        self.quarantined = true;
+        self.stats.quarantines.add(1);
+        self.up = false;
+        match &mut self.backend {
+            Backend::Process(procs) => {
+                self.kill_reason = Some(DownReason::Quarantined);
+                procs.iter_mut().for_each(VrProcess::kill);
+            }
+            _ => self.reclaim_all(),
+        }
+    }
+
+    /// Kill it if frames wait in instance 0's rx rings and its poll loop
+    /// has not moved for `limit`.
+    fn watchdog(&mut self, now: Instant, limit: Duration) {
+        if !matches!(self.backend, Backend::Process(_)) {
+            return;
+        }
+        let Some(block) = self.region.instance(0) else {
+            return;
+        };
+        // Relaxed: a liveness hint; a VR that fakes it only fools its own
+        // watchdog.
+        let beat = block.heartbeat.load(Ordering::Relaxed);
+        let vnics = self.region.layout().cfg.vnic_count;
+        let waiting = (0..vnics)
+            .filter_map(|v| self.region.ring(0, RingId::Rx(v)))
+            .any(|r| r.occupancy() > 0);
+        if beat != self.wd_beat || !waiting {
+            self.wd_beat = beat;
+            self.wd_since = now;
+        } else if now.duration_since(self.wd_since) >= limit {
+            self.stats.hangs.add(1);
+            self.kill_reason = Some(DownReason::Hung);
+            self.wd_since = now;
+            if let Backend::Process(procs) = &mut self.backend {
+                procs.iter_mut().for_each(VrProcess::kill);
+            }
+        }
+    }
+
+    /// Put new processes in place of ones that went down (a restart by the
+    /// supervisor after an [`ExitEvent`]): it is fed again at once. Refused
+    /// (the processes are handed back, for the caller to stop) if it is up,
+    /// quarantined, or not run by processes.
+    ///
+    /// # Errors
+    /// The processes, when refused.
+    pub fn restore(
+        &mut self,
+        procs: Vec<VrProcess>,
+        bells: Vec<Doorbell>,
+    ) -> Result<(), Vec<VrProcess>> {
+        let Backend::Process(old) = &mut self.backend else {
+            return Err(procs);
+        };
+        if self.up || self.quarantined || old.iter().any(|p| !p.reaped) {
+            return Err(procs);
+        }
+        // Exited already: `stop` only collects their status.
+        for mut p in std::mem::replace(old, procs) {
+            p.stop();
+        }
+        self.bells = bells;
+        self.violations_base = self.stats.violations_total();
+        self.kill_reason = None;
+        self.wd_since = Instant::now();
+        self.recovering = true;
+        self.stats.restarts.add(1);
+        self.up = true;
+        Ok(())
     }
 
     /// Take back every slot an instance holds and reset all rings.
     fn reclaim_all(&mut self) {
+        // Staged slots are owned by instance 0 and freed below; they must
+        // not be published afterwards.
+        self.staged.iter_mut().for_each(Vec::clear);
         let mut n = 0;
         for s in 0..self.owner.len() as u32 {
             if self.owner[s as usize] != FREE {

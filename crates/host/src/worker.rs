@@ -7,6 +7,13 @@
 //! then sleeps on its doorbell (which VRs ring only while it sleeps) and on
 //! the VR processes' pidfds, so an idle host costs no CPU and a VR exit is
 //! seen at once.
+//!
+//! The VRs' tx rings are served as a scheduler in ODP's pull model would:
+//! high-priority VRs first and without a budget, then the others, each up
+//! to its weight's share of frames per round (a VR that sends more waits
+//! for the next round, and its backlog pushes back to its own ingress).
+//! Rate limits drop a VR's excess frames at ingress before any copy. The
+//! worker's time is accounted per VR (`host_ns`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -20,8 +27,9 @@ use vrhost_vr::proto::PollConfig;
 
 use crate::capture::Tap;
 use crate::classify::Classifier;
+use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
-use crate::vrpath::{BURST, VrPath};
+use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 /// How often a busy worker looks for exited VR processes.
 const REAP_EVERY: Duration = Duration::from_millis(10);
@@ -158,6 +166,14 @@ pub struct Worker {
     rx_burst: usize,
     rx_round: usize,
     last_reap: Instant,
+    /// Where VRs that went down are reported (a supervisor restarts them).
+    exits: Option<mpsc::Sender<ExitEvent>>,
+    /// VR indexes in tx service order (high priority first).
+    order: Vec<usize>,
+    /// Some VR has a rate limit (its bucket is refilled each round).
+    limited: bool,
+    /// Frames each VR took in the current burst (for time accounting).
+    flushed: Vec<usize>,
 }
 
 impl Worker {
@@ -190,6 +206,10 @@ impl Worker {
             rx_burst: 32,
             rx_round: 256,
             last_reap: Instant::now(),
+            exits: None,
+            order: Vec::new(),
+            limited: false,
+            flushed: Vec::new(),
         })
     }
 
@@ -284,6 +304,7 @@ impl Worker {
             });
         }
         self.classifier = r.classifier;
+        self.resched();
         Ok(old_ports.into_iter().flatten().collect())
     }
 
@@ -296,6 +317,41 @@ impl Worker {
     /// VRs still draining.
     pub fn draining(&self) -> usize {
         self.draining.len()
+    }
+
+    /// Report VRs of the data path that go down (exit, crash, hang,
+    /// quarantine) on `tx`, for a supervisor to restart them with
+    /// [`Worker::restore_vr`]. Without it they stay down.
+    pub fn set_exit_notify(&mut self, tx: mpsc::Sender<ExitEvent>) {
+        self.exits = Some(tx);
+    }
+
+    /// Give the VR whose [`VrPath::id`] is `id` new processes after it
+    /// went down (see [`VrPath::restore`]).
+    ///
+    /// # Errors
+    /// The processes, for the caller to stop, if that VR is no longer in
+    /// the data path (removed or replaced meanwhile) or refuses them.
+    pub fn restore_vr(
+        &mut self,
+        id: u64,
+        procs: Vec<VrProcess>,
+        bells: Vec<Doorbell>,
+    ) -> Result<(), Vec<VrProcess>> {
+        match self.vrs.iter_mut().find(|v| v.id() == id) {
+            Some(v) => v.restore(procs, bells),
+            None => Err(procs),
+        }
+    }
+
+    /// Recompute the service order after VRs' [`crate::Sched`] changed
+    /// (done by the worker itself when VRs are added or replaced).
+    pub fn resched(&mut self) {
+        let mut order: Vec<usize> = (0..self.vrs.len()).collect();
+        order.sort_by_key(|&i| !self.vrs[i].sched().high_priority);
+        self.order = order;
+        self.limited = self.vrs.iter().any(|v| v.sched().rate_pps.is_some());
+        self.flushed = vec![0; self.vrs.len()];
     }
 
     /// Frames taken from a port per burst (1..=64, default 32).
@@ -311,6 +367,7 @@ impl Worker {
     /// Add a VR; returns its index (the classifier's VR number).
     pub fn add_vr(&mut self, vr: VrPath) -> usize {
         self.vrs.push(vr);
+        self.resched();
         self.vrs.len() - 1
     }
 
@@ -382,18 +439,35 @@ impl Worker {
     /// many VRs that cost, paid per round, is what a larger round amortizes.
     pub fn poll_once(&mut self) -> usize {
         let mut moved = 0;
+        if self.order.len() != self.vrs.len() {
+            self.resched();
+        }
+        if self.limited {
+            let now = Instant::now();
+            for vr in &mut self.vrs {
+                vr.refill(now);
+            }
+        }
         for p in 0..self.ports.len() {
             let mut budget = self.rx_round;
             while budget > 0 {
                 let want = budget.min(self.rx_burst);
+                let t = Instant::now();
                 let (n, full) = self.rx_burst_to_vrs(p, want);
                 if n == 0 {
                     break;
                 }
                 moved += n;
                 budget -= n;
-                for vr in &mut self.vrs {
-                    vr.flush_rx(&mut self.ports);
+                for (vr, k) in self.vrs.iter_mut().zip(&mut self.flushed) {
+                    *k = vr.flush_rx(&mut self.ports);
+                }
+                // The burst's time, shared by the VRs its frames went to.
+                let per_frame = t.elapsed().as_nanos() as u64 / n as u64;
+                for (vr, k) in self.vrs.iter().zip(&self.flushed) {
+                    if *k > 0 {
+                        vr.stats().host_ns.add(per_frame * *k as u64);
+                    }
                 }
                 // A VR's ring or pool was full: serve the tx rings (which
                 // frees slots) before taking more, rather than spend the
@@ -403,8 +477,20 @@ impl Worker {
                 }
             }
         }
-        for vr in &mut self.vrs {
-            moved += vr.poll_tx(&mut self.ports);
+        for &i in &self.order {
+            let vr = &mut self.vrs[i];
+            let s = vr.sched();
+            let budget = if s.high_priority {
+                usize::MAX
+            } else {
+                s.weight as usize * TX_QUANTUM
+            };
+            let t = Instant::now();
+            let n = vr.poll_tx_budget(&mut self.ports, budget);
+            if n > 0 {
+                vr.stats().host_ns.add(t.elapsed().as_nanos() as u64);
+                moved += n;
+            }
         }
         if !self.draining.is_empty() {
             moved += self.poll_draining();
@@ -431,7 +517,7 @@ impl Worker {
         while i < self.draining.len() {
             let d = &mut self.draining[i];
             moved += d.vr.poll_tx(&mut self.ports);
-            d.vr.reap();
+            let _ = d.vr.reap();
             if d.vr.is_drained() || !d.vr.is_up() || d.since.elapsed() >= DRAIN_TIMEOUT {
                 let d = self.draining.swap_remove(i);
                 self.drained.push(d.vr);
@@ -479,10 +565,23 @@ impl Worker {
         (n, full)
     }
 
-    /// Handle exited VR processes; returns how many exited.
+    /// Apply the VRs' guards and handle exited VR processes (reported to
+    /// the supervisor, if any); returns how many VRs went down.
     pub fn reap(&mut self) -> usize {
-        self.last_reap = Instant::now();
-        self.vrs.iter_mut().map(VrPath::reap).sum()
+        let now = Instant::now();
+        self.last_reap = now;
+        let mut down = 0;
+        for vr in &mut self.vrs {
+            if let Some(ev) = vr.supervise(now) {
+                down += 1;
+                if let Some(tx) = &self.exits {
+                    // The supervisor may be gone (shutting down): the VR
+                    // then stays down, as without one.
+                    let _ = tx.send(ev);
+                }
+            }
+        }
+        down
     }
 
     /// Run until `stop` is set, backing off when idle.

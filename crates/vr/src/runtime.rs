@@ -534,30 +534,75 @@ fn pin_to(cpu: usize) -> Result<(), RuntimeError> {
         .map_err(|e| RuntimeError::Setup(format!("pin to CPU {cpu}: {e}")))
 }
 
-/// The whole life of a VR process: take the control socket from the
-/// environment, receive the hello and the region, build the VR with `build`,
-/// report ready, poll until told to stop. A custom VR's `main` is one call:
-///
-/// ```no_run
-/// # use vrhost_vr::{Packet, Verdict, Vr};
-/// struct Bridge;
-/// impl Vr for Bridge {
-///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
-///         Verdict::Forward(pkt.rx_vnic() ^ 1)
-///     }
-/// }
-/// fn main() -> std::process::ExitCode {
-///     vrhost_vr::runtime::main(|_hello| Ok(Bridge))
-/// }
-/// ```
+/// What a VR process has once the host has said hello: the hello itself,
+/// the mapped region, the two doorbells and the control socket. The
+/// process answers on [`Handshake::ctrl`] with [`CtrlSocket::ready`] or
+/// [`CtrlSocket::reply_error`], then serves the socket as it likes (the
+/// SDK's loop: [`Instance::run`]).
+#[derive(Debug)]
+pub struct Handshake {
+    /// The host's hello.
+    pub hello: Hello,
+    /// The region, mapped and its header checked.
+    pub region: Region,
+    /// The doorbell the host rings to wake this instance.
+    pub vr_bell: Doorbell,
+    /// The host's doorbell (rung when the host sleeps and there is work).
+    pub host_bell: Doorbell,
+    /// Our end of the control socket.
+    pub ctrl: CtrlSocket,
+}
+
+/// A VR instance's end of its control socket (blocking until
+/// [`CtrlSocket::ready`]).
+#[derive(Debug)]
+pub struct CtrlSocket(OwnedFd);
+
+impl CtrlSocket {
+    /// The descriptor, to poll or to read [`crate::proto::HostMsg`]s from.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+
+    fn reply(&self, r: &VrReply) {
+        let _ = send_with_fds(
+            self.0.as_fd(),
+            &serde_json::to_vec(r).unwrap_or_default(),
+            &[],
+        );
+    }
+
+    /// Tell the host this instance is attached and polling, and make the
+    /// socket non-blocking (an instance looks at it between rounds and
+    /// must never wait on it).
+    pub fn ready(&self) {
+        self.reply(&VrReply::Ready {
+            pid: rustix::process::getpid().as_raw_nonzero().get() as u32,
+        });
+        let _ = rustix::io::ioctl_fionbio(&self.0, true);
+    }
+
+    /// Tell the host this instance cannot start, and why.
+    pub fn reply_error(&self, e: &RuntimeError) {
+        self.reply(&VrReply::Error {
+            message: e.to_string(),
+        });
+    }
+}
+
+/// The first half of a VR process's life: take the control socket from the
+/// environment, receive the hello with the region and the doorbells, check
+/// the layout version, map the region, pin to the hello's CPU. A hello that
+/// cannot be used is answered with an error here; the caller answers the
+/// rest ([`CtrlSocket::ready`] or [`CtrlSocket::reply_error`]).
 ///
 /// # Errors
-/// [`RuntimeError`] saying what failed; the host is told too when it can be.
-pub fn run<V, F>(build: F) -> Result<(), RuntimeError>
-where
-    V: Vr,
-    F: FnOnce(&Hello) -> Result<V, String>,
-{
+/// [`RuntimeError`] saying what failed (the host is told too when it can be).
+pub fn handshake() -> Result<Handshake, RuntimeError> {
+    // Before the region arrives: other processes of our uid (other VRs run
+    // as `nobody` too) must not reach it through /proc/<pid>/fd, nor our
+    // memory through /proc/<pid>/mem or ptrace.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let raw: i32 = std::env::var(CTRL_FD_ENV)
         .map_err(|_| RuntimeError::NoCtrl(format!("{CTRL_FD_ENV} is not set")))?
         .parse()
@@ -574,16 +619,9 @@ where
     }
     // SAFETY: the host placed our end of the control socket at `raw` for us
     // alone (checked open above); we take ownership once.
-    let ctrl = unsafe { OwnedFd::from_raw_fd(raw) };
+    let ctrl = CtrlSocket(unsafe { OwnedFd::from_raw_fd(raw) });
     let mut buf = vec![0u8; MAX_MSG];
-    let (n, mut fds) = recv_with_fds(ctrl.as_fd(), &mut buf)?;
-    let reply = |r: &VrReply| {
-        let _ = send_with_fds(
-            ctrl.as_fd(),
-            &serde_json::to_vec(r).unwrap_or_default(),
-            &[],
-        );
-    };
+    let (n, mut fds) = recv_with_fds(ctrl.fd(), &mut buf)?;
     let result = (|| {
         let hello: Hello =
             serde_json::from_slice(&buf[..n]).map_err(|e| RuntimeError::BadHello(e.to_string()))?;
@@ -605,25 +643,68 @@ where
         if let Some(cpu) = hello.cpu {
             pin_to(cpu)?;
         }
-        let vr = build(&hello).map_err(RuntimeError::Setup)?;
+        Ok((hello, region, vr_bell, host_bell))
+    })();
+    match result {
+        Ok((hello, region, vr_bell, host_bell)) => Ok(Handshake {
+            hello,
+            region,
+            vr_bell,
+            host_bell,
+            ctrl,
+        }),
+        Err(e) => {
+            ctrl.reply_error(&e);
+            Err(e)
+        }
+    }
+}
+
+/// The whole life of a VR process: [`handshake`] with the host, build the
+/// VR with `build`, report ready, poll until told to stop. A custom VR's
+/// `main` is one call:
+///
+/// ```no_run
+/// # use vrhost_vr::{Packet, Verdict, Vr};
+/// struct Bridge;
+/// impl Vr for Bridge {
+///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+///         Verdict::Forward(pkt.rx_vnic() ^ 1)
+///     }
+/// }
+/// fn main() -> std::process::ExitCode {
+///     vrhost_vr::runtime::main(|_hello| Ok(Bridge))
+/// }
+/// ```
+///
+/// # Errors
+/// [`RuntimeError`] saying what failed; the host is told too when it can be.
+pub fn run<V, F>(build: F) -> Result<(), RuntimeError>
+where
+    V: Vr,
+    F: FnOnce(&Hello) -> Result<V, String>,
+{
+    let Handshake {
+        hello,
+        region,
+        vr_bell,
+        host_bell,
+        ctrl,
+    } = handshake()?;
+    let built = build(&hello).map_err(RuntimeError::Setup).and_then(|vr| {
         let inst = Instance::new(region, hello.instance, vr_bell, host_bell, hello.poll)?;
         Ok((vr, inst))
-    })();
-    let (mut vr, mut inst) = match result {
+    });
+    let (mut vr, mut inst) = match built {
         Ok(v) => v,
         Err(e) => {
-            reply(&VrReply::Error {
-                message: e.to_string(),
-            });
+            ctrl.reply_error(&e);
             return Err(e);
         }
     };
-    reply(&VrReply::Ready {
-        pid: rustix::process::getpid().as_raw_nonzero().get() as u32,
-    });
-    let _ = rustix::io::ioctl_fionbio(&ctrl, true);
+    ctrl.ready();
     let stop = AtomicBool::new(false);
-    inst.run(&mut vr, Some(ctrl.as_fd()), &stop)
+    inst.run(&mut vr, Some(ctrl.fd()), &stop)
 }
 
 /// [`run`] as a process `main`: prints the error and exits non-zero.

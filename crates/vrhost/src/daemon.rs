@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use vrhost_daemon::api::{self, ApiState};
+use vrhost_daemon::supervise::Supervisor;
 use vrhost_daemon::{Controller, view};
 use vrhost_host::config::Config;
 use vrhost_host::{Worker, cpu};
@@ -142,6 +143,24 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         ctl: Mutex::new(ctl),
         token,
     });
+    // VRs that go down are restarted on their own thread, at the daemon's
+    // priority (a restart is the data path coming back).
+    let supervisor = {
+        let exits = state
+            .ctl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take_exits()
+            .expect("taken once");
+        let (state, stop) = (state.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("vrhost-supervise".into())
+            .spawn(move || {
+                // SAFETY: setpriority on the calling thread; no memory involved.
+                let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
+                Supervisor::new(exits).run(&state.ctl, &stop);
+            })?
+    };
     let server = match serve_api(args, state.clone()) {
         Ok(s) => s,
         Err(e) => {
@@ -218,6 +237,7 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         }
     }
     drop(server);
+    let _ = supervisor.join();
     let worker = handle
         .join()
         .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;

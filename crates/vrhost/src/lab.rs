@@ -140,6 +140,11 @@ impl Daemon {
         bail!("vrhost daemon exited ({status}): {}", said.join(" | "))
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stop it and wait; its final summary goes to stdout.
     pub fn stop(mut self) -> Result<()> {
         self.signal_and_wait()

@@ -5,13 +5,17 @@
 //! (`vr`, `rule`, `route`, `stats`, `apply`, `config`, `health`, `top`; see
 //! [`cli`]), `route import` (route files), `completions`, and
 //! the hidden entry points
-//! the host uses to start VR processes (`vr-run`, `vr-run-syscall`).
+//! the host uses to start VR processes (`vr-run`, `vr-run-syscall`,
+//! `vr-probe`, the confinement tests' VR, and `vr-hostile`, the isolation
+//! tests' VR).
 
 mod bench;
 mod cli;
 mod daemon;
 mod demo;
+mod hostile;
 mod lab;
+mod vr_probe;
 mod vr_syscall;
 
 use std::process::ExitCode;
@@ -67,6 +71,14 @@ enum Cmd {
     /// Run the built-in router as a syscall-per-packet VR (bench reference).
     #[command(hide = true)]
     VrRunSyscall,
+    /// A bridge VR that reports what it can do from inside its process
+    /// (the confinement tests).
+    #[command(hide = true)]
+    VrProbe,
+    /// A VR that scribbles on its region at full rate (the isolation test
+    /// and bench).
+    #[command(hide = true)]
+    VrHostile,
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,6 +93,12 @@ enum BenchCmd {
     /// forwarding ones (frames lost), and a full table loaded through the
     /// API (routes/s).
     Control(bench::control::ControlArgs),
+    /// Isolation: a hostile VR beside honest ones, 2 x overload, and a
+    /// quiet tenant beside a noisy one.
+    Isolation(bench::isolation::IsolationArgs),
+    /// Soak: VRs killed, restarted, removed and added at random while
+    /// others forward; slot accounting and memory checked every second.
+    Soak(bench::soak::SoakArgs),
     /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
     /// real table (lookups, build time, updates, memory).
     Fib(vrhost_fib::cli::BenchFibArgs),
@@ -95,6 +113,8 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
         Cmd::Bench(BenchCmd::Forward(a)) => bench::forward::run(&a),
         Cmd::Bench(BenchCmd::Control(a)) => bench::control::run(&a),
+        Cmd::Bench(BenchCmd::Isolation(a)) => bench::isolation::run(&a),
+        Cmd::Bench(BenchCmd::Soak(a)) => bench::soak::run(&a),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_fib::cli::run_cli(&a),
         Cmd::Vr(a) => cli::vr::run(&a),
         Cmd::Rule(a) => cli::rule::run(&a),
@@ -115,6 +135,8 @@ fn main() -> ExitCode {
             });
         }
         Cmd::VrRunSyscall => vr_syscall::main(),
+        Cmd::VrHostile => return hostile::main(),
+        Cmd::VrProbe => return vr_probe::main(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -502,6 +502,13 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
             422,
         ),
         ("DELETE", "/v1/vrs/{name}", "/v1/vrs/nosuch", None, 404),
+        (
+            "POST",
+            "/v1/vrs/{name}/restart",
+            "/v1/vrs/nosuch/restart",
+            None,
+            404,
+        ),
         ("GET", "/v1/vrs/{name}", "/v1/vrs/nosuch", None, 404),
         (
             "POST",
@@ -630,6 +637,17 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
     );
     api.refused("GET", "/v1/vrs/{name}", "/v1/vrs/c", None, 404);
     api.ok("POST", "/v1/vrs", "/v1/vrs", Some(spec.clone()), 201);
+    // A restart: a new process takes over, nothing else changes.
+    let r = api.ok(
+        "POST",
+        "/v1/vrs/{name}/restart",
+        "/v1/vrs/c/restart",
+        None,
+        200,
+    );
+    assert_eq!(r["restarted"], json!(["c"]));
+    let h = api.ok("GET", "/v1/health", "/v1/health", None, 200);
+    assert_eq!(h["slot_accounting"], json!([]), "{h:#}");
     api.ok("DELETE", "/v1/vrs/{name}", "/v1/vrs/c", None, 204);
 
     // Metrics: a real parser accepts them.

@@ -60,6 +60,7 @@ fn router_cmd() -> VrCommand {
         poll: PollConfig::default(),
         config: serde_json::to_value(router_config()).unwrap(),
         ready_timeout: Duration::from_secs(30),
+        confine: vrhost_host::Confine::default(),
     }
 }
 
@@ -451,4 +452,136 @@ fn hostile_vr_is_contained() {
     for vr in worker.vrs() {
         vr.check_slot_accounting().unwrap();
     }
+}
+
+/// A VR past its violation budget is quarantined: no longer fed nor read,
+/// its slots taken back, counted; the honest VR beside it keeps forwarding.
+#[test]
+fn hostile_vr_is_quarantined() {
+    let mut worker = two_tenant_worker();
+    let cfg = RegionConfig {
+        slot_count: 128,
+        ring_entries: 128,
+        ..Default::default()
+    };
+    let honest = Region::create("honest", cfg).unwrap();
+    let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
+    worker.add_vr(VrPath::new(
+        "honest",
+        honest,
+        vec![0, 1],
+        Backend::Process(vec![p]),
+        vec![bell],
+    ));
+    let evil = Region::create("evil", cfg).unwrap();
+    let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
+    let mut path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
+    path.set_guard(vrhost_host::Guard {
+        quarantine_after: Some(500),
+        watchdog: None,
+    });
+    worker.add_vr(path);
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    // Out-of-range slot indexes on its tx ring, over and over.
+    let scribbler = std::thread::spawn(move || {
+        let tx = evil_view.ring(0, RingId::Tx(1)).unwrap();
+        let mut head = 0u32;
+        while !st.load(Ordering::Relaxed) {
+            let mut p = tx.clone().producer_at(head, tx.indexes().1);
+            if p.push(&[u32::MAX, 1000, 129]).unwrap_or(0) == 0 {
+                std::thread::yield_now();
+            }
+            head = p.head();
+        }
+    });
+    let hs = worker.vrs()[0].stats().clone();
+    let es = worker.vrs()[1].stats().clone();
+    run_until(&mut worker, Duration::from_secs(30), |w| {
+        w.vrs()[1].is_quarantined()
+    });
+    assert!(worker.vrs()[1].is_quarantined(), "quarantined");
+    let (honest_then, violations_then) = (hs.tx_packets.get(), es.violations_total());
+    let down_then = es.ingress_drops[vrhost_host::IngressDrop::VrDown as usize].get();
+    run_until(&mut worker, Duration::from_secs(30), |_| {
+        hs.tx_packets.get() > honest_then + 20_000
+    });
+    stop.store(true, Ordering::Relaxed);
+    scribbler.join().unwrap();
+    assert_eq!(es.quarantines.get(), 1);
+    assert!(violations_then >= 500, "{violations_then}");
+    // Its rings are no longer read: what it writes now is not even seen.
+    assert_eq!(es.violations_total(), violations_then);
+    // Its frames are refused at the door, counted.
+    assert!(es.ingress_drops[vrhost_host::IngressDrop::VrDown as usize].get() > down_then);
+    assert!(!worker.vrs()[1].is_up());
+    assert_eq!(worker.vrs()[1].free_slots(), worker.vrs()[1].pool_slots());
+    assert!(
+        hs.tx_packets.get() > honest_then + 20_000,
+        "honest VR forwards"
+    );
+    assert_eq!(hs.violations_total(), 0);
+    for vr in worker.vrs() {
+        vr.check_slot_accounting().unwrap();
+    }
+    worker.shutdown();
+}
+
+/// A rate-limited VR admits no more than its token bucket allows (rate x
+/// time + depth), drops the excess at ingress, counted, and the VR beside
+/// it is not limited; the worker accounts its time per VR.
+#[test]
+fn rate_limit_admits_at_most_the_bucket() {
+    let mut worker = two_tenant_worker();
+    let mut stats = Vec::new();
+    for (name, rate) in [("limited", Some(2000u64)), ("free", None)] {
+        let region = Region::create(
+            name,
+            RegionConfig {
+                slot_count: 256,
+                ring_entries: 256,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
+        let mut path = VrPath::new(
+            name,
+            region,
+            vec![0, 1],
+            Backend::Process(vec![p]),
+            vec![bell],
+        );
+        path.set_sched(vrhost_host::Sched {
+            rate_pps: rate,
+            rate_burst: 100,
+            ..Default::default()
+        });
+        stats.push(path.stats().clone());
+        worker.add_vr(path);
+    }
+    let t = Instant::now();
+    run_until(&mut worker, Duration::from_secs(30), |_| {
+        stats[1].tx_packets.get() > 50_000 && t.elapsed() > Duration::from_millis(300)
+    });
+    let elapsed = t.elapsed().as_secs_f64();
+    let (lim, free) = (&stats[0], &stats[1]);
+    let limited = lim.ingress_drops[vrhost_host::IngressDrop::RateLimited as usize].get();
+    // Admitted = put into its ring, or refused after the bucket (ring full).
+    let admitted = lim.rx_packets.get() + lim.ingress_drops_total() - limited;
+    assert!(
+        admitted as f64 <= 2000.0 * elapsed + 100.0 + 1.0,
+        "admitted {admitted} in {elapsed:.3} s"
+    );
+    assert!(limited > 0, "the generator offers far more than 2000/s");
+    assert_eq!(
+        free.ingress_drops[vrhost_host::IngressDrop::RateLimited as usize].get(),
+        0
+    );
+    assert!(free.tx_packets.get() > 50_000);
+    assert!(lim.host_ns.get() > 0 && free.host_ns.get() > 0);
+    for vr in worker.vrs() {
+        vr.check_slot_accounting().unwrap();
+    }
+    worker.shutdown();
 }

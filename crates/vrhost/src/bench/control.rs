@@ -119,7 +119,7 @@ pub struct Report {
     pub routes: Option<RoutesRecord>,
 }
 
-fn vr_name(i: usize) -> String {
+pub(super) fn vr_name(i: usize) -> String {
     format!("t{i}")
 }
 
@@ -131,7 +131,7 @@ fn router_table(i: usize) -> String {
     )
 }
 
-fn config(vrs: usize, cpu: usize, slots: u32, pps: Option<u64>, limit: u64) -> String {
+pub(super) fn config(vrs: usize, cpu: usize, slots: u32, pps: Option<u64>, limit: u64) -> String {
     let dst: Vec<String> = (0..vrs)
         .map(|i| format!("\"10.{}.128.0/17\"", i + 1))
         .collect();
@@ -172,13 +172,13 @@ fn extra(slots: u32, cpu: usize) -> Value {
     })
 }
 
-struct Running {
-    daemon: Daemon,
-    client: Client,
-    file: PathBuf,
+pub(super) struct Running {
+    pub(super) daemon: Daemon,
+    pub(super) client: Client,
+    pub(super) file: PathBuf,
 }
 
-fn start(dir: &Path, name: &str, src: &str) -> Result<Running> {
+pub(super) fn start(dir: &Path, name: &str, src: &str) -> Result<Running> {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, src)?;
     let sock = dir.join(format!("{name}.sock"));
@@ -191,11 +191,11 @@ fn start(dir: &Path, name: &str, src: &str) -> Result<Running> {
     })
 }
 
-fn stats(c: &Client) -> Result<Value> {
+pub(super) fn stats(c: &Client) -> Result<Value> {
     Ok(c.get("/v1/stats")?.decode::<Value>()?)
 }
 
-fn u(v: &Value) -> u64 {
+pub(super) fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
@@ -205,7 +205,7 @@ fn sum_tx(s: &Value, vrs: usize) -> u64 {
         .sum()
 }
 
-fn vr<'a>(s: &'a Value, name: &str) -> &'a Value {
+pub(super) fn vr<'a>(s: &'a Value, name: &str) -> &'a Value {
     s["vrs"]
         .as_array()
         .and_then(|a| a.iter().find(|v| v["name"] == name))
@@ -213,7 +213,7 @@ fn vr<'a>(s: &'a Value, name: &str) -> &'a Value {
 }
 
 /// Lost frames of one VR: classified to it and not out of it.
-fn lost(s: &Value, name: &str) -> u64 {
+pub(super) fn lost(s: &Value, name: &str) -> u64 {
     let st = &vr(s, name)["stats"];
     let ingress: u64 = st["ingress_drops"]
         .as_object()

@@ -349,6 +349,7 @@ fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool) -> Result<VrComma
         },
         config: serde_json::to_value(table.router_config())?,
         ready_timeout: Duration::from_secs(60),
+        confine: vrhost_host::Confine::default(),
     })
 }
 

@@ -3,6 +3,8 @@
 
 pub mod control;
 pub mod forward;
+pub mod isolation;
 pub mod machine;
 pub mod memory;
 pub mod probe;
+pub mod soak;

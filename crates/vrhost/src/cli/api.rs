@@ -248,6 +248,18 @@ pub struct VrStats {
     pub exits: u64,
     /// Slots reclaimed from it.
     pub reclaimed: u64,
+    /// Restarts after an exit, crash or hang.
+    #[serde(default)]
+    pub restarts: u64,
+    /// Times the watchdog killed it.
+    #[serde(default)]
+    pub hangs: u64,
+    /// Times it was quarantined.
+    #[serde(default)]
+    pub quarantines: u64,
+    /// Last recovery time (exit to first frame out), ms.
+    #[serde(default)]
+    pub last_recovery_ms: f64,
     /// Doorbells rung.
     pub kicks: u64,
     /// Pool size.

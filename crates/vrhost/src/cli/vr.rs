@@ -267,6 +267,14 @@ pub fn show(v: &VrStatus) -> String {
         "exits",
         format!("{} (slots reclaimed: {})", s.exits, s.reclaimed),
     );
+    kv2(
+        &mut c,
+        "restarts",
+        format!(
+            "{} (hangs {}, quarantines {}, last recovery {:.1} ms)",
+            s.restarts, s.hangs, s.quarantines, s.last_recovery_ms
+        ),
+    );
     kv2(&mut c, "kicks", s.kicks.to_string());
     kv2(&mut c, "capture drops", s.capture_dropped.to_string());
     indent(&mut o, &c);

@@ -1,0 +1,149 @@
+//! Restarting VRs that go down.
+//!
+//! The worker reports every VR of the data path that goes down (its
+//! process exited or crashed, the watchdog killed it, or it was
+//! quarantined) as soon as it sees it: it has already taken the VR out of
+//! the data path and reclaimed its slots. The supervisor, on its own
+//! thread, starts it again through [`Controller::restart_after`]: at once
+//! the first time, then, if it keeps going down within [`FLAPPING`] of its
+//! restart, after a delay that doubles up to [`MAX_DELAY`], so a VR that
+//! crashes on every packet does not take the control plane's time. A
+//! quarantined VR is not restarted (`vrhost vr restart` does that).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use vrhost_host::{DownReason, ExitEvent};
+
+use crate::control::Controller;
+
+/// A VR that goes down again within this time of its restart is flapping:
+/// its next restart waits.
+pub const FLAPPING: Duration = Duration::from_secs(1);
+/// First delay of a flapping VR's restart.
+pub const FIRST_DELAY: Duration = Duration::from_millis(50);
+/// Longest delay of a flapping VR's restart.
+pub const MAX_DELAY: Duration = Duration::from_secs(5);
+
+/// One restart done (or refused), for logs and benchmarks.
+#[derive(Debug, Clone)]
+pub struct Restart {
+    /// The report it answers.
+    pub event: ExitEvent,
+    /// `Ok(true)`: forwarding again; `Ok(false)`: nothing to do
+    /// (removed, replaced, quarantined, `restart = false`); `Err`: why the
+    /// new process failed.
+    pub result: Result<bool, String>,
+    /// From the report to the VR back in the data path.
+    pub took: Duration,
+}
+
+/// Restarts VRs the worker reports down.
+pub struct Supervisor {
+    rx: mpsc::Receiver<ExitEvent>,
+    /// Reports waiting for their restart time.
+    due: Vec<(Instant, ExitEvent)>,
+    /// Per VR: when it was last restarted and the delay it got.
+    history: BTreeMap<String, (Instant, Duration)>,
+}
+
+impl Supervisor {
+    /// A supervisor of the reports on `rx` (see
+    /// [`Controller::take_exits`]).
+    pub fn new(rx: mpsc::Receiver<ExitEvent>) -> Self {
+        Self {
+            rx,
+            due: Vec::new(),
+            history: BTreeMap::new(),
+        }
+    }
+
+    /// Serve reports until `stop` is set or the worker is gone.
+    pub fn run(mut self, ctl: &Mutex<Controller>, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            if self.step(ctl, Duration::from_millis(100)).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Wait up to `wait` for a report, then do the restarts that are due.
+    ///
+    /// # Errors
+    /// `Err(())` when the worker is gone (no more reports will come).
+    #[allow(clippy::result_unit_err)]
+    pub fn step(&mut self, ctl: &Mutex<Controller>, wait: Duration) -> Result<Vec<Restart>, ()> {
+        let wait = self
+            .due
+            .iter()
+            .map(|(t, _)| t.saturating_duration_since(Instant::now()))
+            .min()
+            .map_or(wait, |d| d.min(wait));
+        match self.rx.recv_timeout(wait) {
+            Ok(ev) => self.schedule(ev),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) if self.due.is_empty() => return Err(()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {}
+        }
+        while let Ok(ev) = self.rx.try_recv() {
+            self.schedule(ev);
+        }
+        let now = Instant::now();
+        let mut done = Vec::new();
+        let mut i = 0;
+        while i < self.due.len() {
+            if self.due[i].0 > now {
+                i += 1;
+                continue;
+            }
+            let (_, ev) = self.due.swap_remove(i);
+            done.push(self.restart(ctl, ev));
+        }
+        Ok(done)
+    }
+
+    fn schedule(&mut self, ev: ExitEvent) {
+        if ev.reason == DownReason::Quarantined {
+            tracing::warn!(vr = %ev.vr, "VR {}: not fed any more; `vrhost vr restart {}` starts it again", ev.reason, ev.vr);
+            return;
+        }
+        let delay = match self.history.get(&ev.vr) {
+            Some((last, d)) if last.elapsed() < FLAPPING => (*d * 2).clamp(FIRST_DELAY, MAX_DELAY),
+            _ => Duration::ZERO,
+        };
+        tracing::warn!(vr = %ev.vr, delay_ms = delay.as_millis() as u64, "VR {}: restarting", ev.reason);
+        let at = ev.at + delay;
+        self.history.insert(ev.vr.clone(), (at, delay));
+        self.due.push((at, ev));
+    }
+
+    fn restart(&mut self, ctl: &Mutex<Controller>, ev: ExitEvent) -> Restart {
+        let result = ctl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .restart_after(&ev)
+            .map_err(|e| e.to_string());
+        let took = ev.at.elapsed();
+        match &result {
+            Ok(true) => {
+                tracing::info!(vr = %ev.vr, ms = took.as_secs_f64() * 1e3, "VR restarted");
+            }
+            Ok(false) => {}
+            Err(e) => {
+                // Try again later (the delay grows while it keeps failing).
+                tracing::error!(vr = %ev.vr, "VR restart failed: {e}");
+                self.schedule(ExitEvent {
+                    at: Instant::now(),
+                    ..ev.clone()
+                });
+            }
+        }
+        Restart {
+            event: ev,
+            result,
+            took,
+        }
+    }
+}

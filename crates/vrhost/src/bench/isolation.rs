@@ -1,0 +1,1134 @@
+//! `vrhost bench isolation`: how well tenants are kept apart, measured.
+//!
+//! A real `vrhost daemon` forwards in memory, as in `bench control`: `mem`
+//! generator ports send UDP frames to router VRs (one classifier rule per
+//! VR, by destination prefix), which route them to a `null` port. The host
+//! worker is pinned to `--cpu`, every VR to the other core. Three
+//! experiments, each with its reference in the same invocation:
+//!
+//! 1. `hostile`: 3 honest router VRs and a 4th VR on one generator port,
+//!    offered `--load` x the capacity of the 3 honest VRs (measured first,
+//!    generator unpaced), `--seconds` of frames. Runs:
+//!    - `reference`: the 4th VR is an honest router;
+//!    - `spinner`: the 4th VR is `vrhost vr-hostile` doing only its honest
+//!      case: it spins on its core at full rate like the hostile VR but
+//!      breaks no rule (what the CPU it takes costs the others, alone);
+//!    - `hostile`: the 4th VR is `vrhost vr-hostile` (see `crate::hostile`)
+//!      scribbling on its region at full rate, quarantine off
+//!      (`quarantine_after = 0`): contained for the whole run;
+//!    - `hostile_quota`: the same with `cpu_quota = --hostile-quota` on it
+//!      (its cgroup's CPU limit);
+//!    - `quarantine`: the hostile VR with the daemon's default quarantine
+//!      (`host.quarantine_after`): it is taken out.
+//!
+//!    Reported: whether the daemon still answers (`/v1/health`) and exits
+//!    cleanly (its shutdown checks every VR's slot accounting and fails
+//!    otherwise), the honest VRs' lost frames (classified to them and not
+//!    forwarded, once the generator has finished and they are drained),
+//!    the 4th VR's counters and violations by kind, and the hostile
+//!    program's own counters (its report file), including how many
+//!    `memfd:vrhost-*` regions it can see (its own only).
+//! 2. `overload`: `--overload-vrs` router VRs. The generator unpaced
+//!    (`unpaced`), then paced at 0.25, 0.5, 0.75, 1.0 x its forwarded rate
+//!    (`sweep`): peak = the highest forwarded rate of these runs; then
+//!    paced at 2 x peak (`overload`): forwarded / peak, and where the rest
+//!    went (host
+//!    ingress drops by reason, VR drops, and frames the generator had due
+//!    but the worker never took: a `mem` port is not a NIC and drops
+//!    nothing, it falls behind).
+//! 3. `fairness`: a quiet tenant paced at `--quiet-load` x the 1-VR
+//!    capacity (the overload experiment's unpaced rate, or measured) and a
+//!    noisy one, each with its own generator port (`two_ports`): the noisy
+//!    port idle (`alone`), then unpaced (`with_noise`): quiet forwarded
+//!    rate with noise / alone. Then both tenants on one port (`one_port`):
+//!    a `mem` port has one pace for all its frames, so the mix is set by
+//!    destination prefixes (1 quiet to k-1 noisy, k such that the port is
+//!    offered >= 2 x capacity) and the quiet tenant's offered rate is what
+//!    the worker takes from the port / k: it measures how the shared port,
+//!    not the host, splits the capacity.
+//!
+//! Every figure is a rate over a window of `--seconds` after a warm-up, or
+//! (hostile) counts once the generator's frames are all through.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::machine::Machine;
+use crate::cli::client::{Client, Endpoint};
+use crate::hostile::{Case, HostileReport};
+use crate::lab::Daemon;
+
+/// Options of `vrhost bench isolation`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IsolationArgs {
+    /// Experiments to run, comma-separated: hostile, overload, fairness.
+    #[arg(
+        long,
+        default_value = "hostile,overload,fairness",
+        value_delimiter = ','
+    )]
+    pub experiments: Vec<String>,
+    /// Seconds per run (hostile: seconds of frames; the others: the
+    /// measuring window).
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Hostile: offered load, as a fraction of the 3 honest VRs' capacity
+    /// (generator unpaced).
+    #[arg(long, default_value_t = 0.25)]
+    pub load: f64,
+    /// Hostile: the hostile VR's CPU quota in the `hostile_quota` run, in
+    /// cores.
+    #[arg(long, default_value_t = 0.2)]
+    pub hostile_quota: f64,
+    /// Overload: router VRs.
+    #[arg(long, default_value_t = 1)]
+    pub overload_vrs: usize,
+    /// Fairness: the quiet tenant's load, as a fraction of the 1-VR
+    /// capacity.
+    #[arg(long, default_value_t = 0.1)]
+    pub quiet_load: f64,
+    /// Core of the host worker; the VRs get the other core.
+    #[arg(long, default_value_t = 1)]
+    pub cpu: usize,
+    /// Slots in each VR's pool.
+    #[arg(long, default_value_t = 4096)]
+    pub slots: u32,
+    /// Seed of the hostile VR.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Run the VRs unconfined (`[host] confine = false`); by default they
+    /// are confined as the daemon does by default.
+    #[arg(long)]
+    pub unconfined: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// "isolation".
+    pub bench: &'static str,
+    /// Where it ran.
+    pub machine: Machine,
+    /// One flat record per run, each with `experiment` and `run`.
+    pub results: Vec<Value>,
+}
+
+/// One run of the hostile experiment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HostileRecord {
+    /// "hostile".
+    pub experiment: &'static str,
+    /// `reference`, `hostile` or `quarantine`.
+    pub run: &'static str,
+    /// Capacity of the 3 honest VRs, frames/s (generator unpaced).
+    pub capacity_pps: u64,
+    /// Offered rate (all 4 VRs), frames/s.
+    pub offered_pps: u64,
+    /// Frames the generator sent.
+    pub frames: u64,
+    /// The daemon answered `/v1/health` at the end.
+    pub host_alive: bool,
+    /// The daemon exited cleanly (no crash; slot accounting of every VR
+    /// checked at shutdown).
+    pub daemon_exit_ok: bool,
+    /// Honest VRs.
+    pub honest_vrs: usize,
+    /// Frames classified to them.
+    pub honest_classified: u64,
+    /// Frames they forwarded.
+    pub honest_forwarded: u64,
+    /// Classified and not forwarded (all honest VRs).
+    pub honest_lost: u64,
+    /// The most any one honest VR lost.
+    pub honest_lost_max: u64,
+    /// Violations counted against honest VRs.
+    pub honest_violations: u64,
+    /// The 4th VR: `router` or `hostile`.
+    pub neighbour: &'static str,
+    /// Its state at the end (`running`, `stopped`, `quarantined`).
+    pub neighbour_state: String,
+    /// Frames classified to it.
+    pub neighbour_classified: u64,
+    /// Frames it forwarded (valid returns).
+    pub neighbour_forwarded: u64,
+    /// Host ingress drops of its frames.
+    pub neighbour_ingress_drops: u64,
+    /// Frames it returned DROPPED.
+    pub neighbour_vr_dropped: u64,
+    /// Its violations, all kinds.
+    pub neighbour_violations: u64,
+    /// Per second of the run.
+    pub neighbour_violations_per_s: f64,
+    /// Doorbell rings the host spent on it.
+    pub neighbour_kicks: u64,
+    /// Times it was quarantined.
+    pub neighbour_quarantines: u64,
+    /// Process exits.
+    pub neighbour_exits: u64,
+    /// Restarts.
+    pub neighbour_restarts: u64,
+    /// The hostile program's rounds (from its report; 0 if it had none).
+    pub hostile_rounds: u64,
+    /// Its rounds per second.
+    pub hostile_rounds_per_s: f64,
+    /// Slots it took from its rx rings.
+    pub hostile_taken: u64,
+    /// Slots it returned the right way.
+    pub hostile_returned_ok: u64,
+    /// Words it wrote against the protocol.
+    pub hostile_bad_writes: u64,
+    /// `memfd:vrhost-*` regions in its address space (1: its own).
+    pub hostile_regions_mapped: u64,
+    /// Descriptors it holds on `memfd:vrhost-*` files.
+    pub hostile_region_fds: u64,
+    /// Seconds of the run, generator start to drained.
+    pub seconds: f64,
+    /// Violations by kind (`violations_<kind>`) and the hostile program's
+    /// rounds by case (`hostile_case_<case>`).
+    #[serde(flatten)]
+    pub by_kind: BTreeMap<String, u64>,
+}
+
+/// One run of the overload experiment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OverloadRecord {
+    /// "overload".
+    pub experiment: &'static str,
+    /// `unpaced`, `sweep` or `overload`.
+    pub run: &'static str,
+    /// Router VRs.
+    pub vrs: usize,
+    /// Generator pace, frames/s (0: unpaced).
+    pub offered_pps: u64,
+    /// Frames the worker took from the generator, per second.
+    pub taken_pps: f64,
+    /// Frames forwarded, per second.
+    pub forwarded_pps: f64,
+    /// The highest forwarded rate of the experiment's runs (unpaced and
+    /// the sweep), frames/s.
+    pub peak_pps: f64,
+    /// Forwarded / peak.
+    pub ratio_to_peak: f64,
+    /// Frames due by the pace but not taken by the worker, per second (a
+    /// NIC would drop these).
+    pub not_taken_pps: f64,
+    /// Frames the VRs dropped, per second.
+    pub vr_dropped_pps: f64,
+    /// Host ingress drops by reason, per second (`ingress_<reason>_pps`).
+    #[serde(flatten)]
+    pub ingress: BTreeMap<String, f64>,
+}
+
+/// One run of the fairness experiment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FairnessRecord {
+    /// "fairness".
+    pub experiment: &'static str,
+    /// `two_ports` or `one_port`.
+    pub variant: &'static str,
+    /// `alone` or `with_noise`.
+    pub run: &'static str,
+    /// The quiet tenant's pace, frames/s (two ports), or the port's pace
+    /// (one port).
+    pub offered_pps: u64,
+    /// Frames classified to the quiet tenant, per second.
+    pub quiet_classified_pps: f64,
+    /// Frames it forwarded, per second.
+    pub quiet_forwarded_pps: f64,
+    /// Classified to it and not forwarded, per second.
+    pub quiet_lost_pps: f64,
+    /// Quiet forwarded with noise / alone (with_noise runs).
+    pub quiet_ratio: f64,
+    /// Frames classified to the noisy tenant, per second.
+    pub noisy_classified_pps: f64,
+    /// Frames it forwarded, per second.
+    pub noisy_forwarded_pps: f64,
+}
+
+/// What runs a VR.
+#[derive(Debug, Clone)]
+enum Kind {
+    Router,
+    /// `vrhost vr-hostile`, its report file, `quarantine_after` (`None`:
+    /// the host's default), `cpu_quota`, and whether it only spins
+    /// (honest case only).
+    Hostile {
+        report: PathBuf,
+        seed: u64,
+        quarantine_after: Option<u64>,
+        cpu_quota: Option<f64>,
+        spinner: bool,
+    },
+}
+
+/// A tenant VR: `t{i}` gets `10.{i+1}.0.0/16`, from generator port `port`.
+#[derive(Debug, Clone)]
+struct Tenant {
+    i: usize,
+    name: String,
+    port: String,
+    kind: Kind,
+}
+
+/// A generator port.
+#[derive(Debug, Clone)]
+struct Gen {
+    name: String,
+    /// Tenant indexes its frames go to (one prefix each; repeat an index to
+    /// give it a bigger share).
+    to: Vec<usize>,
+    pps: Option<u64>,
+    limit: Option<u64>,
+}
+
+fn q(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn config(args: &IsolationArgs, gens: &[Gen], tenants: &[Tenant]) -> Result<String> {
+    let vr_cpu = if args.cpu == 0 { 1 } else { 0 };
+    let mut s = format!("[host]\ncpu = {}\n", args.cpu);
+    if args.unconfined {
+        s += "confine = false\n";
+    }
+    for g in gens {
+        let dst: Vec<String> =
+            g.to.iter()
+                .map(|i| format!("\"10.{}.128.0/17\"", i + 1))
+                .collect();
+        s += &format!(
+            "\n[[ports]]\nname = {}\ndriver = \"mem\"\n[ports.traffic]\ndst = [{}]\n{}{}",
+            q(&g.name),
+            dst.join(", "),
+            g.pps.map(|p| format!("pps = {p}\n")).unwrap_or_default(),
+            g.limit
+                .map(|l| format!("limit = {l}\n"))
+                .unwrap_or_default(),
+        );
+    }
+    s += "\n[[ports]]\nname = \"out\"\ndriver = \"null\"\n";
+    let exe = std::env::current_exe().context("the vrhost binary")?;
+    for t in tenants {
+        let i = t.i;
+        let n = i + 1;
+        s += &format!(
+            "\n[[vrs]]\nname = {}\nslots = {}\ncpu = {vr_cpu}\n",
+            q(&t.name),
+            args.slots
+        );
+        match &t.kind {
+            Kind::Router => {
+                s += &format!(
+                    "vnics = [\n  {{ port = {}, mac = \"02:00:00:{i:02x}:00:01\", addrs = [\"10.{n}.0.1/24\"] }},\n  {{ port = \"out\", mac = \"02:00:00:{i:02x}:01:01\", addrs = [\"10.9.{i}.1/24\"] }},\n]\n[vrs.router]\nneighbours = [{{ ip = \"10.9.{i}.2\", mac = \"02:00:00:00:99:{i:02x}\" }}]\nroutes = [{{ prefix = \"10.{n}.0.0/16\", via = \"10.9.{i}.2\" }}]\n",
+                    q(&t.port)
+                );
+            }
+            Kind::Hostile {
+                report,
+                seed,
+                quarantine_after,
+                cpu_quota,
+                spinner,
+            } => {
+                s += &format!(
+                    "kind = \"program\"\nprogram = {}\nargs = [\"vr-hostile\"]\n{}{}vnics = [{{ port = {} }}, {{ port = \"out\" }}]\n[vrs.config]\nseed = {seed}\nreport_file = {}\n",
+                    q(&exe.display().to_string()),
+                    quarantine_after
+                        .map(|n| format!("quarantine_after = {n}\n"))
+                        .unwrap_or_default(),
+                    cpu_quota
+                        .map(|c| format!("cpu_quota = {c}\n"))
+                        .unwrap_or_default(),
+                    q(&t.port),
+                    q(&report.display().to_string()),
+                );
+                if *spinner {
+                    s += "[vrs.config.weights]\n";
+                    for c in Case::ALL {
+                        let w = u32::from(*c == Case::Honest);
+                        s += &format!("{} = {w}\n", c.name());
+                    }
+                }
+            }
+        }
+    }
+    for t in tenants {
+        s += &format!(
+            "\n[[rules]]\nport = {}\ndst = \"10.{}.0.0/16\"\nvr = {}\n",
+            q(&t.port),
+            t.i + 1,
+            q(&t.name)
+        );
+    }
+    Ok(s)
+}
+
+struct Running {
+    daemon: Daemon,
+    client: Client,
+}
+
+impl Running {
+    fn start(dir: &Path, name: &str, src: &str) -> Result<Self> {
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(&file, src)?;
+        let sock = dir.join(format!("{name}.sock"));
+        let daemon = Daemon::start(&file, None, 0, &sock.display().to_string())
+            .with_context(|| format!("{name}: start the daemon"))?;
+        let client = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(30));
+        Ok(Self { daemon, client })
+    }
+
+    fn stats(&self) -> Result<Value> {
+        Ok(self.client.get("/v1/stats")?.decode::<Value>()?)
+    }
+
+    /// Stats at the start and the end of a window of `secs` after `warm`
+    /// seconds, and its length.
+    fn window(&self, warm: f64, secs: f64) -> Result<(Value, Value, f64)> {
+        std::thread::sleep(Duration::from_secs_f64(warm));
+        let a = self.stats()?;
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let b = self.stats()?;
+        Ok((a, b, t.elapsed().as_secs_f64()))
+    }
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn vr<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["vrs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|v| v["name"] == name))
+        .map_or(&Value::Null, |v| &v["stats"])
+}
+
+fn port<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["ports"]
+        .as_array()
+        .and_then(|a| a.iter().find(|v| v["name"] == name))
+        .unwrap_or(&Value::Null)
+}
+
+fn sum_map(v: &Value) -> u64 {
+    v.as_object().map_or(0, |o| o.values().map(u).sum())
+}
+
+/// Frames classified to a VR: put in its rings or dropped on the way in.
+fn classified(s: &Value, name: &str) -> u64 {
+    let st = vr(s, name);
+    u(&st["rx_packets"]) + sum_map(&st["ingress_drops"])
+}
+
+fn forwarded(s: &Value, name: &str) -> u64 {
+    u(&vr(s, name)["tx_packets"])
+}
+
+/// Per-second rate of `f` over a window.
+fn rate(a: &Value, b: &Value, dt: f64, f: impl Fn(&Value) -> u64) -> f64 {
+    f(b).saturating_sub(f(a)) as f64 / dt
+}
+
+fn router(i: usize, port: &str) -> Tenant {
+    Tenant {
+        i,
+        name: format!("t{i}"),
+        port: port.into(),
+        kind: Kind::Router,
+    }
+}
+
+/// Forwarded rate of `tenants` with the generator `gen` unpaced.
+fn capacity(args: &IsolationArgs, dir: &Path, name: &str, tenants: &[Tenant]) -> Result<u64> {
+    let g = Gen {
+        name: "gen".into(),
+        to: tenants.iter().map(|t| t.i).collect(),
+        pps: None,
+        limit: None,
+    };
+    let r = Running::start(dir, name, &config(args, &[g], tenants)?)?;
+    let (a, b, dt) = r.window(0.5, args.seconds.min(2.0))?;
+    r.daemon.stop()?;
+    let f = |s: &Value| tenants.iter().map(|t| forwarded(s, &t.name)).sum();
+    Ok(rate(&a, &b, dt, f) as u64)
+}
+
+fn hostile_run(
+    args: &IsolationArgs,
+    dir: &Path,
+    cap: u64,
+    run: &'static str,
+) -> Result<HostileRecord> {
+    let honest: Vec<Tenant> = (0..3).map(|i| router(i, "gen")).collect();
+    let report = dir.join(format!("hostile-{run}.json"));
+    let fourth = if run == "reference" {
+        router(3, "gen")
+    } else {
+        // The hostile VR runs as its own user when confined: give it a
+        // file it may write.
+        std::fs::write(&report, b"")?;
+        set_mode(&report, 0o666)?;
+        Tenant {
+            i: 3,
+            name: "evil".into(),
+            port: "gen".into(),
+            kind: Kind::Hostile {
+                report: report.clone(),
+                seed: args.seed,
+                quarantine_after: (run != "quarantine").then_some(0),
+                cpu_quota: (run == "hostile_quota").then_some(args.hostile_quota),
+                spinner: run == "spinner",
+            },
+        }
+    };
+    let mut tenants = honest.clone();
+    tenants.push(fourth.clone());
+    let pps = ((cap as f64 * args.load) as u64).max(1000);
+    let frames = (pps as f64 * args.seconds) as u64;
+    let g = Gen {
+        name: "gen".into(),
+        to: vec![0, 1, 2, 3],
+        pps: Some(pps),
+        limit: Some(frames),
+    };
+    let r = Running::start(
+        dir,
+        &format!("hostile-{run}"),
+        &config(args, &[g], &tenants)?,
+    )?;
+    let t0 = Instant::now();
+    let drained = |s: &Value| {
+        honest.iter().all(|t| {
+            let st = vr(s, &t.name);
+            u(&st["rx_packets"])
+                == u(&st["tx_packets"]) + u(&st["vr_dropped"]) + u(&st["port_dropped"])
+        })
+    };
+    let last = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let s = r.stats()?;
+        if u(&port(&s, "gen")["rx_packets"]) >= frames && drained(&s) {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs_f64(args.seconds * 3.0 + 30.0) {
+            bail!("hostile {run}: the generator did not finish: {s}");
+        }
+    };
+    let seconds = t0.elapsed().as_secs_f64();
+    let host_alive = r
+        .client
+        .get("/v1/health")
+        .and_then(|a| a.decode::<Value>())
+        .is_ok();
+    let daemon_exit_ok = match r.daemon.stop() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("bench isolation: hostile {run}: {e:#}");
+            false
+        }
+    };
+    let mut by_kind = BTreeMap::new();
+    for reason in INGRESS {
+        let h: u64 = honest
+            .iter()
+            .map(|t| u(&vr(&last, &t.name)["ingress_drops"][reason]))
+            .sum();
+        by_kind.insert(format!("honest_ingress_drop_{reason}"), h);
+        by_kind.insert(
+            format!("neighbour_ingress_drop_{reason}"),
+            u(&vr(&last, &fourth.name)["ingress_drops"][reason]),
+        );
+    }
+    by_kind.insert(
+        "honest_vr_dropped".into(),
+        honest
+            .iter()
+            .map(|t| u(&vr(&last, &t.name)["vr_dropped"]))
+            .sum(),
+    );
+    let lost: Vec<u64> = honest
+        .iter()
+        .map(|t| classified(&last, &t.name).saturating_sub(forwarded(&last, &t.name)))
+        .collect();
+    let n = vr(&last, &fourth.name);
+    let vrview = last["vrs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|v| v["name"] == fourth.name.as_str()));
+    if let Some(o) = n["violations"].as_object() {
+        for (k, v) in o {
+            by_kind.insert(format!("violations_{k}"), u(v));
+        }
+    }
+    let rep: Option<HostileReport> = std::fs::read(&report)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let rep = rep.unwrap_or_default();
+    for (k, v) in &rep.cases {
+        by_kind.insert(format!("hostile_case_{k}"), *v);
+    }
+    let viol = sum_map(&n["violations"]);
+    Ok(HostileRecord {
+        experiment: "hostile",
+        run,
+        capacity_pps: cap,
+        offered_pps: pps,
+        frames,
+        host_alive,
+        daemon_exit_ok,
+        honest_vrs: honest.len(),
+        honest_classified: honest.iter().map(|t| classified(&last, &t.name)).sum(),
+        honest_forwarded: honest.iter().map(|t| forwarded(&last, &t.name)).sum(),
+        honest_lost: lost.iter().sum(),
+        honest_lost_max: lost.iter().copied().max().unwrap_or(0),
+        honest_violations: honest
+            .iter()
+            .map(|t| sum_map(&vr(&last, &t.name)["violations"]))
+            .sum(),
+        neighbour: match fourth.kind {
+            Kind::Router => "router",
+            Kind::Hostile { spinner: true, .. } => "spinner",
+            Kind::Hostile { .. } => "hostile",
+        },
+        neighbour_state: vrview
+            .and_then(|v| v["state"].as_str())
+            .unwrap_or("")
+            .to_string(),
+        neighbour_classified: classified(&last, &fourth.name),
+        neighbour_forwarded: forwarded(&last, &fourth.name),
+        neighbour_ingress_drops: sum_map(&n["ingress_drops"]),
+        neighbour_vr_dropped: u(&n["vr_dropped"]),
+        neighbour_violations: viol,
+        neighbour_violations_per_s: viol as f64 / seconds,
+        neighbour_kicks: u(&n["kicks"]),
+        neighbour_quarantines: u(&n["quarantines"]),
+        neighbour_exits: u(&n["exits"]),
+        neighbour_restarts: u(&n["restarts"]),
+        hostile_rounds: rep.rounds,
+        hostile_rounds_per_s: if rep.millis > 0 {
+            rep.rounds as f64 * 1e3 / rep.millis as f64
+        } else {
+            0.0
+        },
+        hostile_taken: rep.taken,
+        hostile_returned_ok: rep.returned_ok,
+        hostile_bad_writes: rep.bad_writes,
+        hostile_regions_mapped: rep.regions_mapped,
+        hostile_region_fds: rep.region_fds,
+        seconds,
+        by_kind,
+    })
+}
+
+/// Host ingress drop reasons, as the stats name them.
+const INGRESS: [&str; 7] = [
+    "malformed",
+    "no_match",
+    "vr_down",
+    "pool_empty",
+    "ring_full",
+    "too_big",
+    "rate_limited",
+];
+
+fn set_mode(p: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))?;
+    Ok(())
+}
+
+/// One overload run: `vrs` routers, the generator at `pps` (None:
+/// unpaced).
+fn overload_run(
+    args: &IsolationArgs,
+    dir: &Path,
+    run: &'static str,
+    pps: Option<u64>,
+) -> Result<OverloadRecord> {
+    let tenants: Vec<Tenant> = (0..args.overload_vrs).map(|i| router(i, "gen")).collect();
+    let g = Gen {
+        name: "gen".into(),
+        to: tenants.iter().map(|t| t.i).collect(),
+        pps,
+        limit: None,
+    };
+    let name = format!("overload-{run}-{}", pps.unwrap_or(0));
+    let r = Running::start(dir, &name, &config(args, &[g], &tenants)?)?;
+    let (a, b, dt) = r.window(0.5, args.seconds)?;
+    r.daemon.stop()?;
+    let all = |f: fn(&Value, &str) -> u64| {
+        let names: Vec<String> = tenants.iter().map(|t| t.name.clone()).collect();
+        move |s: &Value| names.iter().map(|n| f(s, n)).sum::<u64>()
+    };
+    let taken = rate(&a, &b, dt, |s| u(&port(s, "gen")["rx_packets"]));
+    let mut ingress = BTreeMap::new();
+    for reason in INGRESS {
+        let per_vr = |s: &Value| {
+            tenants
+                .iter()
+                .map(|t| u(&vr(s, &t.name)["ingress_drops"][reason]))
+                .sum::<u64>()
+                + u(&s["host"]["ingress_drops"][reason])
+        };
+        ingress.insert(format!("ingress_{reason}_pps"), rate(&a, &b, dt, per_vr));
+    }
+    Ok(OverloadRecord {
+        experiment: "overload",
+        run,
+        vrs: tenants.len(),
+        offered_pps: pps.unwrap_or(0),
+        taken_pps: taken,
+        forwarded_pps: rate(&a, &b, dt, all(forwarded)),
+        peak_pps: 0.0,
+        ratio_to_peak: 0.0,
+        not_taken_pps: pps.map_or(0.0, |p| (p as f64 - taken).max(0.0)),
+        vr_dropped_pps: rate(&a, &b, dt, all(|s, n| u(&vr(s, n)["vr_dropped"]))),
+        ingress,
+    })
+}
+
+fn overload(args: &IsolationArgs, dir: &Path) -> Result<Vec<OverloadRecord>> {
+    let mut out = vec![overload_run(args, dir, "unpaced", None)?];
+    let f0 = out[0].forwarded_pps;
+    for load in [0.25, 0.5, 0.75, 1.0] {
+        let pps = ((f0 * load) as u64).max(1000);
+        out.push(overload_run(args, dir, "sweep", Some(pps))?);
+    }
+    // The highest forwarded rate seen, unpaced or paced.
+    let peak = out.iter().map(|r| r.forwarded_pps).fold(0.0, f64::max);
+    let pps = ((2.0 * peak) as u64).max(1000);
+    out.push(overload_run(args, dir, "overload", Some(pps))?);
+    for r in &mut out {
+        r.peak_pps = peak;
+        r.ratio_to_peak = ratio(r.forwarded_pps, peak);
+    }
+    Ok(out)
+}
+
+/// One fairness run: the quiet tenant t0, the noisy tenant t1.
+fn fairness_run(
+    args: &IsolationArgs,
+    dir: &Path,
+    variant: &'static str,
+    run: &'static str,
+    gens: &[Gen],
+    offered: u64,
+) -> Result<FairnessRecord> {
+    let port_of = |i: usize| {
+        gens.iter()
+            .find(|g| g.to.contains(&i))
+            .map_or_else(|| gens[0].name.clone(), |g| g.name.clone())
+    };
+    let tenants = [router(0, &port_of(0)), router(1, &port_of(1))];
+    let r = Running::start(
+        dir,
+        &format!("fairness-{variant}-{run}"),
+        &config(args, gens, &tenants)?,
+    )?;
+    let (a, b, dt) = r.window(0.5, args.seconds)?;
+    r.daemon.stop()?;
+    let qc = rate(&a, &b, dt, |s| classified(s, "t0"));
+    let qf = rate(&a, &b, dt, |s| forwarded(s, "t0"));
+    Ok(FairnessRecord {
+        experiment: "fairness",
+        variant,
+        run,
+        offered_pps: offered,
+        quiet_classified_pps: qc,
+        quiet_forwarded_pps: qf,
+        quiet_lost_pps: rate(&a, &b, dt, |s| {
+            classified(s, "t0").saturating_sub(forwarded(s, "t0"))
+        }),
+        quiet_ratio: 0.0,
+        noisy_classified_pps: rate(&a, &b, dt, |s| classified(s, "t1")),
+        noisy_forwarded_pps: rate(&a, &b, dt, |s| forwarded(s, "t1")),
+    })
+}
+
+fn fairness(args: &IsolationArgs, dir: &Path, cap1: u64) -> Result<Vec<FairnessRecord>> {
+    let quiet = ((cap1 as f64 * args.quiet_load) as u64).max(1000);
+    let quiet_gen = Gen {
+        name: "gq".into(),
+        to: vec![0],
+        pps: Some(quiet),
+        limit: None,
+    };
+    let noisy = |limit: Option<u64>| Gen {
+        name: "gn".into(),
+        to: vec![1],
+        pps: None,
+        limit,
+    };
+    let mut out = Vec::new();
+    // Two ports: the noisy one idle (limit 0), then unpaced.
+    let alone = fairness_run(
+        args,
+        dir,
+        "two_ports",
+        "alone",
+        &[quiet_gen.clone(), noisy(Some(0))],
+        quiet,
+    )?;
+    let mut with = fairness_run(
+        args,
+        dir,
+        "two_ports",
+        "with_noise",
+        &[quiet_gen, noisy(None)],
+        quiet,
+    )?;
+    with.quiet_ratio = ratio(with.quiet_forwarded_pps, alone.quiet_forwarded_pps);
+    out.extend([alone, with]);
+    // One port: alone, the quiet frames only at `quiet`; with noise, 1
+    // quiet to k-1 noisy at k x `quiet` (>= 2 x capacity).
+    let k = ((2.0 * cap1 as f64 / quiet as f64).ceil() as usize).max(2);
+    let one = |to: Vec<usize>, pps: u64| Gen {
+        name: "gen".into(),
+        to,
+        pps: Some(pps),
+        limit: None,
+    };
+    let alone = fairness_run(
+        args,
+        dir,
+        "one_port",
+        "alone",
+        &[one(vec![0], quiet)],
+        quiet,
+    )?;
+    let mut mix = vec![0];
+    mix.extend(std::iter::repeat_n(1, k - 1));
+    let port_pps = quiet * k as u64;
+    let mut with = fairness_run(
+        args,
+        dir,
+        "one_port",
+        "with_noise",
+        &[one(mix, port_pps)],
+        port_pps,
+    )?;
+    with.quiet_ratio = ratio(with.quiet_forwarded_pps, alone.quiet_forwarded_pps);
+    out.extend([alone, with]);
+    Ok(out)
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// Run `vrhost bench isolation`.
+pub fn run(args: &IsolationArgs) -> Result<()> {
+    for e in &args.experiments {
+        if !["hostile", "overload", "fairness"].contains(&e.as_str()) {
+            bail!("--experiments: no experiment {e:?} (hostile, overload, fairness)");
+        }
+    }
+    if args.overload_vrs == 0 || args.overload_vrs > 100 {
+        bail!("--overload-vrs {}: 1..=100", args.overload_vrs);
+    }
+    if args.seconds.is_nan() || args.seconds <= 0.0 {
+        bail!("--seconds must be > 0");
+    }
+    let want = |e: &str| args.experiments.iter().any(|x| x == e);
+    let dir = std::env::temp_dir().join(format!("vrhost-bench-isolation-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    // A confined VR runs as another user: it must reach its report file.
+    set_mode(&dir, 0o755)?;
+    let result = (|| -> Result<Vec<Value>> {
+        let mut results = Vec::new();
+        if want("hostile") {
+            let honest: Vec<Tenant> = (0..3).map(|i| router(i, "gen")).collect();
+            let cap = capacity(args, &dir, "hostile-capacity", &honest)?;
+            for run in [
+                "reference",
+                "spinner",
+                "hostile",
+                "hostile_quota",
+                "quarantine",
+            ] {
+                results.push(serde_json::to_value(hostile_run(args, &dir, cap, run)?)?);
+            }
+        }
+        let mut cap1 = None;
+        if want("overload") {
+            let o = overload(args, &dir)?;
+            if args.overload_vrs == 1 {
+                cap1 = Some(o[0].forwarded_pps as u64);
+            }
+            for r in o {
+                results.push(serde_json::to_value(r)?);
+            }
+        }
+        if want("fairness") {
+            let cap1 = match cap1 {
+                Some(c) => c,
+                None => capacity(args, &dir, "fairness-capacity", &[router(0, "gen")])?,
+            };
+            for r in fairness(args, &dir, cap1)? {
+                results.push(serde_json::to_value(r)?);
+            }
+        }
+        Ok(results)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = Report {
+        bench: "isolation",
+        machine: Machine::this(),
+        results: result?,
+    };
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(out) = &args.out {
+        std::fs::write(out, &json)?;
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        print_table(&report.results);
+    }
+    Ok(())
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+fn print_table(results: &[Value]) {
+    let of = |e: &str| -> Vec<&Value> { results.iter().filter(|r| r["experiment"] == e).collect() };
+    let hostile = of("hostile");
+    if let Some(first) = hostile.first() {
+        println!(
+            "hostile: 3 honest router VRs + a 4th VR on one port, capacity {} pps, offered {} pps, {} frames",
+            u(&first["capacity_pps"]),
+            u(&first["offered_pps"]),
+            u(&first["frames"])
+        );
+        println!(
+            "{:<11} {:>6} {:>5} {:>10} {:>10} {:>6} {:>12} {:>11} {:>11} {:>12} {:>13} {:>7}",
+            "run",
+            "alive",
+            "exit",
+            "honest in",
+            "honest out",
+            "lost",
+            "4th state",
+            "4th out",
+            "violations",
+            "viol/s",
+            "hostile rnd/s",
+            "regions"
+        );
+        for r in &hostile {
+            println!(
+                "{:<11} {:>6} {:>5} {:>10} {:>10} {:>6} {:>12} {:>11} {:>11} {:>12.0} {:>13.0} {:>7}",
+                r["run"].as_str().unwrap_or(""),
+                r["host_alive"],
+                if r["daemon_exit_ok"] == true {
+                    "ok"
+                } else {
+                    "FAIL"
+                },
+                u(&r["honest_classified"]),
+                u(&r["honest_forwarded"]),
+                u(&r["honest_lost"]),
+                r["neighbour_state"].as_str().unwrap_or(""),
+                u(&r["neighbour_forwarded"]),
+                u(&r["neighbour_violations"]),
+                f(&r["neighbour_violations_per_s"]),
+                f(&r["hostile_rounds_per_s"]),
+                u(&r["hostile_regions_mapped"]),
+            );
+        }
+        for r in &hostile {
+            let by = |prefix: &str| -> String {
+                r.as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| {
+                        k.strip_prefix(prefix)
+                            .filter(|_| u(v) > 0)
+                            .map(|k| format!("{k} {}", u(v)))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            println!(
+                "  {}: honest ingress drops: {}; honest VR drops {}; 4th VR ingress drops: {}",
+                r["run"].as_str().unwrap_or(""),
+                by("honest_ingress_drop_"),
+                u(&r["honest_vr_dropped"]),
+                by("neighbour_ingress_drop_")
+            );
+        }
+        for r in hostile.iter().filter(|r| r["neighbour"] == "hostile") {
+            let kinds: Vec<String> = r
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| {
+                    k.strip_prefix("violations_")
+                        .map(|k| format!("{k} {}", u(v)))
+                })
+                .collect();
+            println!(
+                "  {} violations by kind: {}",
+                r["run"].as_str().unwrap_or(""),
+                kinds.join(", ")
+            );
+        }
+        println!();
+    }
+    let overload = of("overload");
+    if !overload.is_empty() {
+        println!(
+            "overload: {} router VR(s), one port, peak {:.0} pps",
+            u(&overload[0]["vrs"]),
+            f(&overload[0]["peak_pps"])
+        );
+        println!(
+            "{:<9} {:>11} {:>11} {:>11} {:>7} {:>11} {:>11} {:>11} {:>9}",
+            "run",
+            "offered/s",
+            "taken/s",
+            "fwd/s",
+            "/peak",
+            "not taken/s",
+            "pool_empty/s",
+            "ring_full/s",
+            "vr drop/s"
+        );
+        for r in &overload {
+            println!(
+                "{:<9} {:>11} {:>11.0} {:>11.0} {:>7.3} {:>11.0} {:>11.0} {:>11.0} {:>9.0}",
+                r["run"].as_str().unwrap_or(""),
+                match u(&r["offered_pps"]) {
+                    0 => "unpaced".to_string(),
+                    p => p.to_string(),
+                },
+                f(&r["taken_pps"]),
+                f(&r["forwarded_pps"]),
+                f(&r["ratio_to_peak"]),
+                f(&r["not_taken_pps"]),
+                f(&r["ingress_pool_empty_pps"]),
+                f(&r["ingress_ring_full_pps"]),
+                f(&r["vr_dropped_pps"]),
+            );
+        }
+        println!();
+    }
+    let fair = of("fairness");
+    if !fair.is_empty() {
+        println!("fairness: quiet tenant t0 (paced), noisy tenant t1 (unpaced)");
+        println!(
+            "{:<10} {:<11} {:>11} {:>11} {:>11} {:>10} {:>7} {:>11} {:>11}",
+            "variant",
+            "run",
+            "offered/s",
+            "quiet in/s",
+            "quiet out/s",
+            "q lost/s",
+            "ratio",
+            "noisy in/s",
+            "noisy out/s"
+        );
+        for r in &fair {
+            println!(
+                "{:<10} {:<11} {:>11} {:>11.0} {:>11.0} {:>10.0} {:>7.3} {:>11.0} {:>11.0}",
+                r["variant"].as_str().unwrap_or(""),
+                r["run"].as_str().unwrap_or(""),
+                u(&r["offered_pps"]),
+                f(&r["quiet_classified_pps"]),
+                f(&r["quiet_forwarded_pps"]),
+                f(&r["quiet_lost_pps"]),
+                f(&r["quiet_ratio"]),
+                f(&r["noisy_classified_pps"]),
+                f(&r["noisy_forwarded_pps"]),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> IsolationArgs {
+        IsolationArgs {
+            experiments: vec![],
+            seconds: 1.0,
+            load: 0.25,
+            hostile_quota: 0.2,
+            overload_vrs: 1,
+            quiet_load: 0.15,
+            cpu: 1,
+            slots: 512,
+            seed: 1,
+            unconfined: false,
+            json: false,
+            out: None,
+        }
+    }
+
+    /// Every config the bench writes is one the daemon accepts.
+    #[test]
+    fn generated_configs_parse() {
+        let a = args();
+        let dir = std::env::temp_dir();
+        let mut tenants: Vec<Tenant> = (0..3).map(|i| router(i, "gen")).collect();
+        tenants.push(Tenant {
+            i: 3,
+            name: "evil".into(),
+            port: "gen".into(),
+            kind: Kind::Hostile {
+                report: dir.join("r.json"),
+                seed: 1,
+                quarantine_after: Some(0),
+                cpu_quota: Some(0.2),
+                spinner: true,
+            },
+        });
+        let g = Gen {
+            name: "gen".into(),
+            to: vec![0, 1, 2, 3],
+            pps: Some(1000),
+            limit: Some(10),
+        };
+        let src = config(&a, &[g], &tenants).unwrap();
+        let (_, plan) = vrhost_host::config::Config::parse(&src, "bench", &dir)
+            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+        assert_eq!(plan.vrs.len(), 4);
+        assert_eq!(
+            plan.vrs[3].config["report_file"],
+            dir.join("r.json").display().to_string()
+        );
+        let two = [
+            Gen {
+                name: "gq".into(),
+                to: vec![0],
+                pps: Some(10),
+                limit: None,
+            },
+            Gen {
+                name: "gn".into(),
+                to: vec![1],
+                pps: None,
+                limit: Some(0),
+            },
+        ];
+        let src = config(&a, &two, &[router(0, "gq"), router(1, "gn")]).unwrap();
+        vrhost_host::config::Config::parse(&src, "bench", &dir)
+            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+    }
+}

@@ -1,0 +1,643 @@
+//! Confinement of VR processes, proved from inside them: real VR processes
+//! (the `vrhost vr-probe` bridge VR, and the built-in router) are started
+//! confined, and the probe reports what it could reach. Needs root (the
+//! tests say so and pass without checking anything otherwise).
+//!
+//! Every test cleans up after itself, also when it fails: processes are
+//! stopped by a guard (which removes their cgroups), directories are
+//! removed by a guard; network namespaces go with their processes.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use vrhost_host::confine::{Confine, Ids};
+use vrhost_host::spawn::SpawnError;
+use vrhost_host::{Backend, Classifier, Match, Rule, VrCommand, VrPath, VrProcess, Worker};
+use vrhost_io::Port;
+use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
+use vrhost_io::null::NullPort;
+use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_vr::proto::PollConfig;
+use vrhost_vr::router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
+
+fn is_root() -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    eprintln!("skipped: confinement tests need root");
+    false
+}
+
+/// A root-only directory under /run, removed on drop.
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(name: &str) -> Self {
+        let p = PathBuf::from(format!("/run/vrhost-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// VR processes, stopped on drop (which also removes their cgroups).
+#[derive(Default)]
+struct Procs(Vec<VrProcess>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for p in &mut self.0 {
+            p.stop();
+        }
+    }
+}
+
+fn probe_cmd(confine: Confine) -> VrCommand {
+    VrCommand {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
+        args: vec!["vr-probe".into()],
+        cpu: None,
+        poll: PollConfig::default(),
+        config: json!({}),
+        ready_timeout: Duration::from_secs(30),
+        confine,
+    }
+}
+
+fn region(name: &str) -> Region {
+    Region::create(
+        name,
+        RegionConfig {
+            slot_count: 64,
+            ring_entries: 64,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn ask(p: &VrProcess, req: Value) -> Value {
+    p.control()
+        .unwrap()
+        .request(&req, Duration::from_secs(20))
+        .unwrap()
+}
+
+/// Limits the tests give: half a core, CPU 0, 64 MiB.
+fn limited() -> Confine {
+    Confine {
+        cpu_quota: Some(0.5),
+        cpus: Some(vec![0]),
+        memory: Some(64 << 20),
+        ..Confine::strict()
+    }
+}
+
+fn errno_of(report: &Value, kind: &str, key: &str) -> i64 {
+    report[kind][key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no {kind}.{key} in {report:#}"))
+}
+
+/// The descriptor of the region in a probe's report.
+fn region_fd(report: &Value) -> String {
+    report["fds"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, what)| what.as_str().unwrap_or("").starts_with("/memfd:"))
+        .map(|(fd, _)| fd.clone())
+        .unwrap_or_else(|| panic!("no region in {report:#}"))
+}
+
+/// Two confined VRs beside a host with a unix socket and a TCP listener:
+/// from inside, a VR reaches neither the other VR's region nor the host's
+/// (through /proc), nor the host's sockets, nor anything but descriptors
+/// 0-3 and what the hello gave it; it runs as nobody, with no capability,
+/// no new privileges and the filter, alone in its network namespace and in
+/// cgroups of its own holding the limits; forbidden system calls fail with
+/// EPERM; and the cgroups go when the VRs stop.
+#[test]
+fn a_confined_vr_reaches_nothing_but_its_own() {
+    if !is_root() {
+        return;
+    }
+    let dir = TestDir::new("host-sockets");
+    let sock = dir.0.join("api.sock");
+    let _unix = UnixListener::bind(&sock).unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let tcp_addr = tcp.local_addr().unwrap().to_string();
+
+    let bell = Doorbell::new().unwrap();
+    let (ra, rb) = (region("probe-a"), region("probe-b"));
+    let mut procs = Procs::default();
+    for (name, r) in [("probe-a", &ra), ("probe-b", &rb)] {
+        let (p, _bell) = VrProcess::start(name, 0, r, &bell, &probe_cmd(limited())).unwrap();
+        procs.0.push(p);
+    }
+    let (a, b) = (&procs.0[0], &procs.0[1]);
+    let rep_b = ask(b, json!({}));
+    let host = std::process::id();
+    let opens = [
+        format!("/proc/{host}/fd/{}", ra.fd().as_raw_fd()),
+        format!("/proc/{host}/fd/{}", rb.fd().as_raw_fd()),
+        format!("/proc/{host}/mem"),
+        format!("/proc/{}/fd/{}", b.pid(), region_fd(&rep_b)),
+        format!("/proc/{}/mem", b.pid()),
+        format!("/proc/{}/environ", b.pid()),
+    ];
+    let rep = ask(
+        a,
+        json!({
+            "open": opens,
+            "unix": [sock],
+            "tcp": [tcp_addr],
+            "syscalls": true,
+        }),
+    );
+    eprintln!("probe-a: {rep:#}");
+
+    // Other processes' descriptors and memory: refused.
+    for o in &opens {
+        assert_eq!(errno_of(&rep, "open", o), libc::EACCES as i64, "open {o}");
+    }
+    // The host's sockets: no socket can even be made.
+    assert_eq!(
+        errno_of(&rep, "unix", sock.to_str().unwrap()),
+        libc::EPERM as i64
+    );
+    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), libc::EPERM as i64);
+
+    // Descriptors: stdio, the control socket, then the hello's region and
+    // two doorbells; nothing of the host's.
+    let fds = rep["fds"].as_object().unwrap();
+    let nums: Vec<&str> = fds.keys().map(String::as_str).collect();
+    assert_eq!(nums, ["0", "1", "2", "3", "4", "5", "6"], "{fds:#?}");
+    assert_eq!(fds["0"], "/dev/null");
+    assert!(fds["3"].as_str().unwrap().starts_with("socket:"));
+    assert!(fds["4"].as_str().unwrap().starts_with("/memfd:"));
+    assert_eq!(fds["5"], "anon_inode:[eventfd]");
+    assert_eq!(fds["6"], "anon_inode:[eventfd]");
+
+    // Who it is.
+    let st = &rep["status"];
+    assert_eq!(st["Uid"], "65534 65534 65534 65534");
+    assert_eq!(st["Gid"], "65534 65534 65534 65534");
+    assert_eq!(st["Groups"], "");
+    assert_eq!(st["CapEff"], "0000000000000000");
+    assert_eq!(st["CapPrm"], "0000000000000000");
+    assert_eq!(st["NoNewPrivs"], "1");
+    assert_eq!(st["Seccomp"], "2", "filter mode");
+
+    // Its own network namespace, with only lo.
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_ne!(rep["netns"], host_ns.display().to_string());
+    assert_eq!(rep["net_devs"], json!(["lo"]));
+
+    // Forbidden system calls fail with EPERM; its own threads work.
+    let sc = &rep["syscalls"];
+    for k in [
+        "socket_inet",
+        "socket_unix",
+        "ptrace_peek_host",
+        "mount",
+        "setuid_0",
+        "kill_other",
+        "prlimit_other",
+        "setaffinity_other",
+        "mlock",
+        "memfd_create",
+        "fork",
+        "unshare_user",
+    ] {
+        assert_eq!(sc[k], libc::EPERM, "{k}: {sc:#}");
+    }
+    assert_eq!(sc["thread"], 0, "threads are allowed: {sc:#}");
+    assert_eq!(sc["getaffinity_self"], 0);
+
+    // Its cgroups: its own, with the limits.
+    let dirs = a.cgroups().to_vec();
+    assert!(!dirs.is_empty());
+    let cg = rep["cgroup"].as_str().unwrap();
+    for d in &dirs {
+        assert!(d.exists());
+        let tail = format!("/vrhost/{}", d.file_name().unwrap().to_str().unwrap());
+        assert!(tail.starts_with("/vrhost/probe-a.0"), "{tail}");
+        assert!(cg.lines().any(|l| l.ends_with(&tail)), "{tail} not in {cg}");
+        let read = |f: &str| {
+            std::fs::read_to_string(d.join(f))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        if let Some(q) = read("cpu.cfs_quota_us") {
+            assert_eq!(q, "50000");
+            assert_eq!(read("cpu.cfs_period_us").unwrap(), "100000");
+        }
+        if let Some(m) = read("cpu.max") {
+            assert_eq!(m, "50000 100000");
+        }
+        if let Some(c) = read("cpuset.cpus") {
+            assert_eq!(c, "0");
+        }
+        if let Some(m) = read("memory.limit_in_bytes").or_else(|| read("memory.max")) {
+            assert_eq!(m, (64u64 << 20).to_string());
+        }
+    }
+    let joined: String = dirs.iter().map(|d| d.display().to_string()).collect();
+    for ctl in ["cpu", "cpuset", "memory"] {
+        assert!(joined.contains(ctl), "a {ctl} cgroup in {joined}");
+    }
+    drop(procs);
+    for d in &dirs {
+        assert!(!d.exists(), "{} removed with the VR", d.display());
+    }
+}
+
+/// Each wall holds without the filter too: a VR with its own namespace
+/// and user but no seccomp cannot connect to the host's unix socket (the
+/// directory is the host's) nor its loopback (another namespace), nor open
+/// the other VR's region (the runtime made that process non-dumpable) or
+/// the host's (root).
+#[test]
+fn each_wall_holds_without_the_filter() {
+    if !is_root() {
+        return;
+    }
+    let dir = TestDir::new("walls");
+    let sock = dir.0.join("api.sock");
+    let _unix = UnixListener::bind(&sock).unwrap();
+    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let tcp_addr = tcp.local_addr().unwrap().to_string();
+    let no_filter = Confine {
+        seccomp: false,
+        no_new_privs: false,
+        ..Confine::strict()
+    };
+    let bell = Doorbell::new().unwrap();
+    let (ra, rb) = (region("walls-a"), region("walls-b"));
+    let mut procs = Procs::default();
+    for (name, r) in [("walls-a", &ra), ("walls-b", &rb)] {
+        let (p, _bell) =
+            VrProcess::start(name, 0, r, &bell, &probe_cmd(no_filter.clone())).unwrap();
+        procs.0.push(p);
+    }
+    let (a, b) = (&procs.0[0], &procs.0[1]);
+    let rep_b = ask(b, json!({}));
+    let other = format!("/proc/{}/fd/{}", b.pid(), region_fd(&rep_b));
+    let host = format!("/proc/{}/fd/{}", std::process::id(), ra.fd().as_raw_fd());
+    let rep = ask(
+        a,
+        json!({"open": [&other, &host], "unix": [&sock], "tcp": [&tcp_addr]}),
+    );
+    eprintln!("walls-a: {rep:#}");
+    assert_eq!(rep["status"]["Seccomp"], "0");
+    assert_eq!(errno_of(&rep, "open", &other), libc::EACCES as i64);
+    assert_eq!(errno_of(&rep, "open", &host), libc::EACCES as i64);
+    assert_eq!(
+        errno_of(&rep, "unix", sock.to_str().unwrap()),
+        libc::EACCES as i64
+    );
+    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), libc::ENETUNREACH as i64);
+
+    // And an unconfined VR does reach them (the probe sees what it claims).
+    let mut free = Procs::default();
+    let rc = region("walls-free");
+    let (p, _bell) =
+        VrProcess::start("walls-free", 0, &rc, &bell, &probe_cmd(Confine::default())).unwrap();
+    free.0.push(p);
+    let rep = ask(&free.0[0], json!({"unix": [&sock], "tcp": [&tcp_addr]}));
+    assert_eq!(errno_of(&rep, "unix", sock.to_str().unwrap()), 0);
+    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), 0);
+}
+
+/// The limits are enforced, not only written: a VR held to half a core
+/// gets about half of the wall time it spins, and one that allocates past
+/// its memory limit is killed by the kernel while the host goes on.
+#[test]
+fn the_cgroup_limits_hold() {
+    if !is_root() {
+        return;
+    }
+    let bell = Doorbell::new().unwrap();
+    let r = region("limits");
+    let mut procs = Procs::default();
+    let (p, _bell) = VrProcess::start("limits", 0, &r, &bell, &probe_cmd(limited())).unwrap();
+    procs.0.push(p);
+    let rep = ask(&procs.0[0], json!({"spin_ms": 1000}));
+    let (cpu, wall) = (
+        rep["spin"]["cpu_ms"].as_u64().unwrap(),
+        rep["spin"]["wall_ms"].as_u64().unwrap(),
+    );
+    assert!(
+        cpu * 100 <= wall * 65,
+        "half a core: {cpu} ms of CPU in {wall} ms"
+    );
+    // Within the limit: fine.
+    ask(&procs.0[0], json!({"alloc": 16u64 << 20}));
+    // Past it: the kernel kills it.
+    let e = procs.0[0]
+        .control()
+        .unwrap()
+        .request(&json!({"alloc": 128u64 << 20}), Duration::from_secs(20));
+    assert!(e.is_err(), "allocated past its limit: {e:?}");
+    let t = Instant::now();
+    while !procs.0[0].has_exited() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(procs.0[0].has_exited());
+    assert!(
+        procs.0[0].exit_status().contains("SIGKILL"),
+        "{}",
+        procs.0[0].exit_status()
+    );
+}
+
+fn router_config() -> RouterConfig {
+    RouterConfig {
+        vnics: vec![
+            VnicConfig {
+                mac: "02:00:00:00:10:00".into(),
+                ..VnicConfig::default()
+            },
+            VnicConfig {
+                mac: "02:00:00:00:10:01".into(),
+                ..VnicConfig::default()
+            },
+        ],
+        nexthops: vec![NextHopConfig {
+            vnic: 1,
+            mac: "02:00:00:00:00:02".into(),
+            ..NextHopConfig::default()
+        }],
+        routes: vec![RouteConfig {
+            prefix: "10.0.0.0/8".into(),
+            nexthop: Some(0),
+            ..RouteConfig::default()
+        }],
+        ..RouterConfig::default()
+    }
+}
+
+fn router_cmd(config: RouterConfig, confine: Confine) -> VrCommand {
+    VrCommand {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
+        args: vec!["vr-run".into()],
+        cpu: None,
+        poll: PollConfig::default(),
+        config: serde_json::to_value(config).unwrap(),
+        ready_timeout: Duration::from_secs(30),
+        confine,
+    }
+}
+
+/// The built-in router forwards as before when confined (two tenants, a
+/// generator and a sink in memory).
+#[test]
+fn a_confined_router_forwards() {
+    if !is_root() {
+        return;
+    }
+    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
+    let rules: Vec<Rule> = (0..2)
+        .map(|i| Rule {
+            m: Match {
+                src: Some((srcs[i], 32)),
+                ..Match::default()
+            },
+            vr: i,
+            vnic: 0,
+        })
+        .collect();
+    let generator = MemPort::new(
+        "mem0",
+        MemPortConfig {
+            frame_bytes: 64,
+            dst: DstMode::Fixed(Ipv4Addr::new(10, 1, 1, 1)),
+            src_ips: srcs,
+            ..MemPortConfig::default()
+        },
+    )
+    .unwrap();
+    let ports: Vec<Box<dyn Port>> = vec![Box::new(generator), Box::new(NullPort::new("null"))];
+    let mut worker = Worker::new(
+        ports,
+        Classifier::new(&rules).unwrap(),
+        PollConfig::default(),
+    )
+    .unwrap();
+    let confine = Confine {
+        cpu_quota: Some(1.0),
+        memory: Some(256 << 20),
+        ..Confine::strict()
+    };
+    for name in ["conf-a", "conf-b"] {
+        let region = Region::create(
+            name,
+            RegionConfig {
+                slot_count: 256,
+                ring_entries: 256,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let cmd = router_cmd(router_config(), confine.clone());
+        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &cmd).unwrap();
+        assert!(!p.cgroups().is_empty());
+        worker.add_vr(VrPath::new(
+            name,
+            region,
+            vec![0, 1],
+            Backend::Process(vec![p]),
+            vec![bell],
+        ));
+    }
+    let (sa, sb) = (
+        worker.vrs()[0].stats().clone(),
+        worker.vrs()[1].stats().clone(),
+    );
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(20)
+        && !(sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000)
+    {
+        if worker.poll_once() == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let (a, b) = (sa.tx_packets.get(), sb.tx_packets.get());
+    worker.shutdown();
+    assert!(a > 10_000 && b > 10_000, "both forward: {a} {b}");
+}
+
+/// A confined router loads a real route table (the gzip'd ipasn dump in
+/// `../shared/data/fib`, half a million routes): the file is readable by
+/// nobody, the filter allows what reading it takes, and the table fits the
+/// memory limit.
+#[test]
+fn a_confined_router_loads_a_real_route_file() {
+    if !is_root() {
+        return;
+    }
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    let files: Vec<PathBuf> = std::fs::read_dir(data.join("fib"))
+        .into_iter()
+        .flat_map(|rd| rd.flatten().map(|e| e.path()))
+        .collect();
+    if files.is_empty() {
+        eprintln!("skipped: no route files in {}", data.display());
+        return;
+    }
+    let bell = Doorbell::new().unwrap();
+    let r = region("real-routes");
+    for f in files {
+        vrhost_host::confine::check_access(&f, Ids::NOBODY, false).unwrap();
+        let mut cfg = router_config();
+        cfg.route_file = Some(f.display().to_string());
+        let mut procs = Procs::default();
+        let confine = Confine {
+            memory: Some(512 << 20),
+            ..Confine::strict()
+        };
+        let cmd = router_cmd(cfg, confine);
+        let (p, _bell) = VrProcess::start("real-routes", 0, &r, &bell, &cmd)
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        procs.0.push(p);
+    }
+}
+
+/// What cannot work fails at once with a message that says what: a limit
+/// the kernel refuses, a program the VR's user cannot reach, a route file
+/// it cannot read. Nothing is left behind.
+#[test]
+fn confinement_failures_are_clear() {
+    if !is_root() {
+        return;
+    }
+    let bell = Doorbell::new().unwrap();
+    let r = region("fail");
+    // A CPU the cpuset refuses (the config check would have said so).
+    let bad_cpu = Confine {
+        cpus: Some(vec![4000]),
+        ..Confine::strict()
+    };
+    let e = VrProcess::start("fail-cpuset", 0, &r, &bell, &probe_cmd(bad_cpu))
+        .map(drop)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, SpawnError::Confine { .. }), "{msg}");
+    assert!(
+        msg.contains("VR fail-cpuset: confinement:") && msg.contains("cpuset.cpus"),
+        "{msg}"
+    );
+    let leftovers = find_cgroups("fail-cpuset.0");
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A program in a directory only root may enter.
+    let dir = TestDir::new("closed");
+    let link = dir.0.join("vrhost");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vrhost"), &link).unwrap();
+    let mut cmd = probe_cmd(Confine::strict());
+    cmd.program = link.clone();
+    let msg = VrProcess::start("fail-exec", 0, &r, &bell, &cmd)
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("cannot be searched by uid 65534") && msg.contains(dir.0.to_str().unwrap()),
+        "{msg}"
+    );
+    // The same program run as root (no user change) starts.
+    cmd.confine.user = None;
+    let mut procs = Procs::default();
+    procs
+        .0
+        .push(VrProcess::start("root-exec", 0, &r, &bell, &cmd).unwrap().0);
+    drop(procs);
+
+    // A route file the router, as nobody, cannot read: the VR says so.
+    let routes = dir.0.join("routes.txt");
+    std::fs::write(&routes, "10.9.0.0/16\n").unwrap();
+    let mut cfg = router_config();
+    cfg.route_file = Some(routes.display().to_string());
+    let t = Instant::now();
+    let e = VrProcess::start(
+        "fail-routes",
+        0,
+        &r,
+        &bell,
+        &router_cmd(cfg, Confine::strict()),
+    )
+    .map(drop)
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, SpawnError::Refused { .. }), "{msg}");
+    assert!(
+        msg.contains("route_file") && msg.contains("Permission denied"),
+        "{msg}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "no hang");
+    assert!(find_cgroups("fail-routes.0").is_empty());
+}
+
+/// Cgroup directories named `name` (or `name-N`) under any `vrhost`
+/// directory of the cgroup mounts.
+fn find_cgroups(name: &str) -> Vec<PathBuf> {
+    fn walk(d: &Path, name: &str, depth: usize, out: &mut Vec<PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let f = e.file_name().to_string_lossy().into_owned();
+            let in_vrhost = d.file_name().is_some_and(|n| n == "vrhost");
+            if in_vrhost && (f == name || f.starts_with(&format!("{name}-"))) {
+                out.push(p.clone());
+            }
+            if depth < 6 {
+                walk(&p, name, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Path::new("/sys/fs/cgroup"), name, 0, &mut out);
+    out
+}
+
+/// A VR given its own user runs as that user.
+#[test]
+fn a_vr_runs_as_its_own_user() {
+    if !is_root() {
+        return;
+    }
+    let bell = Doorbell::new().unwrap();
+    let r = region("own-user");
+    let mut procs = Procs::default();
+    let c = Confine {
+        user: Some(Ids {
+            uid: 4_000_123,
+            gid: 4_000_124,
+        }),
+        ..Confine::strict()
+    };
+    procs.0.push(
+        VrProcess::start("own-user", 0, &r, &bell, &probe_cmd(c))
+            .unwrap()
+            .0,
+    );
+    let rep = ask(&procs.0[0], json!({}));
+    assert_eq!(rep["status"]["Uid"], "4000123 4000123 4000123 4000123");
+    assert_eq!(rep["status"]["Gid"], "4000124 4000124 4000124 4000124");
+}

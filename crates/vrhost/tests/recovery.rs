@@ -1,0 +1,192 @@
+//! Crash recovery against a real daemon forwarding in memory (a paced
+//! `mem` generator into router VRs a and b, out to a `null` port):
+//! - b killed with SIGKILL is seen at once, its slots reclaimed, and it is
+//!   restarted with its config and its API routes (the traffic it forwards
+//!   after the restart needs the route added through the API); a, beside
+//!   it, forwards every frame it accepted;
+//! - b stopped with SIGSTOP (a hang: frames wait, its poll loop does not
+//!   move) is killed by the watchdog and restarted the same way.
+//!
+//! No speed is asserted: the waits are bounds against a hung test.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Daemon, count, vr};
+use serde_json::Value;
+
+/// Frames the generator sends in all, at `PPS`.
+const FRAMES: u64 = 160_000;
+const PPS: u64 = 20_000;
+
+/// VR b's config routes cover only 10.2.0.0/17; the generator's frames for
+/// b go to 10.2.128.0/17, which the test adds through the API.
+fn config(watchdog_ms: u64) -> String {
+    format!(
+        r#"
+[host]
+watchdog_ms = {watchdog_ms}
+
+[[ports]]
+name = "gen"
+driver = "mem"
+[ports.traffic]
+dst = ["10.1.128.0/17", "10.2.128.0/17"]
+pps = {PPS}
+limit = {FRAMES}
+
+[[ports]]
+name = "out"
+driver = "null"
+
+[[vrs]]
+name = "a"
+slots = 512
+vnics = [
+  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
+  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
+]
+[vrs.router]
+routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
+neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
+
+[[vrs]]
+name = "b"
+slots = 512
+vnics = [
+  {{ port = "gen", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] }},
+  {{ port = "out", mac = "02:00:00:0b:01:01", addrs = ["10.9.2.1/24"] }},
+]
+[vrs.router]
+routes = [{{ prefix = "10.2.0.0/17", via = "10.9.2.2" }}]
+neighbours = [{{ ip = "10.9.2.2", mac = "02:00:00:00:99:03" }}]
+
+[[rules]]
+port = "gen"
+dst = "10.1.0.0/16"
+vr = "a"
+
+[[rules]]
+port = "gen"
+dst = "10.2.0.0/16"
+vr = "b"
+"#
+    )
+}
+
+fn pid(stats: &Value, name: &str) -> u32 {
+    vr(stats, name)["instances"][0]["pid"].as_u64().unwrap() as u32
+}
+
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill {sig} {pid}");
+}
+
+/// Start the daemon, give b its API route, and wait until both forward.
+fn start(tag: &str, watchdog_ms: u64) -> Daemon {
+    let d = Daemon::start(tag, &config(watchdog_ms));
+    let out = d
+        .cli(&["route", "add", "b", "10.2.128.0/17", "via", "10.9.2.2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d.wait_for("both VRs forwarding", Duration::from_secs(30), |s| {
+        count(s, "a", "tx_packets") > 1000 && count(s, "b", "tx_packets") > 1000
+    });
+    d
+}
+
+/// Wait for the generator to finish and every frame to settle, then check
+/// VR a lost nothing it accepted; returns the final stats.
+fn finish_and_check_a(d: &Daemon) -> Value {
+    let s = d.wait_for("the generator to finish", Duration::from_secs(120), |s| {
+        s["host"]["rx_packets"].as_u64() == Some(FRAMES)
+            && count(s, "a", "rx_packets") == count(s, "a", "tx_packets")
+    });
+    let a = &vr(&s, "a")["stats"];
+    assert_eq!(a["exits"], 0, "{a:#}");
+    assert_eq!(a["vr_dropped"], 0, "{a:#}");
+    assert_eq!(a["port_dropped"], 0, "{a:#}");
+    for (why, n) in a["ingress_drops"].as_object().unwrap() {
+        // Only a full ring or pool (the VR's core was busy) may refuse a
+        // frame at the door; nothing accepted is lost.
+        if why != "ring_full" && why != "pool_empty" {
+            assert_eq!(n, 0, "a: ingress drops {why}: {a:#}");
+        }
+    }
+    assert_eq!(
+        a["violations"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(Value::as_u64)
+            .sum::<u64>(),
+        0
+    );
+    s
+}
+
+/// b after its restart: up, forwarding what only its API route reaches,
+/// and it never dropped a frame after the restart (`dropped_before`: its
+/// drops when it went down; the frames sent before the test added the
+/// route are dropped for want of it).
+fn check_b_restarted(d: &Daemon, s: &Value, why: &str, dropped_before: u64) {
+    let b = &vr(s, "b")["stats"];
+    assert_eq!(vr(s, "b")["state"], "running", "{s:#}");
+    assert_eq!(b["restarts"], 1, "{why}: {b:#}");
+    assert_eq!(b["exits"], 1, "{why}: {b:#}");
+    assert_eq!(
+        b["vr_dropped"].as_u64(),
+        Some(dropped_before),
+        "{why}: the API route was not back before traffic: {b:#}"
+    );
+    let rec = b["last_recovery_ms"].as_f64().unwrap();
+    assert!(rec > 0.0, "{b:#}");
+    eprintln!("{why}: b back to forwarding {rec:.1} ms after its exit was seen");
+    // The control plane's view agrees: the API route is listed once.
+    let routes = d.json(&["route", "list", "b"]);
+    assert!(routes.to_string().contains("10.2.128.0/17"), "{routes:#}");
+}
+
+#[test]
+fn killed_vr_is_restarted_with_its_routes_and_others_lose_nothing() {
+    let d = start("recovery-kill", 0);
+    let s = d.stats();
+    let (old, tx_before) = (pid(&s, "b"), count(&s, "b", "tx_packets"));
+    let dropped = count(&s, "b", "vr_dropped");
+    signal(old, "-KILL");
+    let s = d.wait_for("b restarted and forwarding", Duration::from_secs(30), |s| {
+        count(s, "b", "restarts") == 1 && count(s, "b", "tx_packets") > tx_before + 1000
+    });
+    assert_ne!(pid(&s, "b"), old);
+    let s2 = finish_and_check_a(&d);
+    check_b_restarted(&d, &s2, "SIGKILL", dropped);
+    assert_eq!(count(&s2, "b", "hangs"), 0);
+}
+
+#[test]
+fn hung_vr_is_killed_by_the_watchdog_and_restarted() {
+    let d = start("recovery-hang", 300);
+    let s = d.stats();
+    let (old, tx_before) = (pid(&s, "b"), count(&s, "b", "tx_packets"));
+    let dropped = count(&s, "b", "vr_dropped");
+    // Frozen: frames wait in its ring and its poll loop stops.
+    signal(old, "-STOP");
+    let s = d.wait_for("b restarted and forwarding", Duration::from_secs(30), |s| {
+        count(s, "b", "restarts") == 1 && count(s, "b", "tx_packets") > tx_before + 1000
+    });
+    assert_ne!(pid(&s, "b"), old);
+    let s2 = finish_and_check_a(&d);
+    check_b_restarted(&d, &s2, "SIGSTOP", dropped);
+    assert_eq!(count(&s2, "b", "hangs"), 1);
+}
