@@ -228,7 +228,7 @@ impl VrProcess {
                 let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, proc_.pid(), 0) };
                 Ok((proc_, vr_bell))
             }
-            Ok(VrReply::Error { message }) => {
+            Ok(VrReply::Error { message } | VrReply::Panicked { message }) => {
                 proc_.stop();
                 Err(SpawnError::Refused {
                     vr: vr.to_string(),
@@ -339,13 +339,45 @@ impl VrProcess {
         }
     }
 
-    /// How it ended, once it has exited ("running" before).
+    /// How it ended, once it has exited ("running" before), with what it
+    /// said about its panic if it panicked ([`VrReply::Panicked`]).
     pub fn exit_status(&mut self) -> String {
-        match self.child.try_wait() {
+        let status = match self.child.try_wait() {
             Ok(Some(s)) => s.to_string(),
-            Ok(None) => "running".into(),
+            Ok(None) => return "running".into(),
             Err(e) => format!("unknown: {e}"),
+        };
+        match self.last_words() {
+            Some(m) => format!("{status}; {m}"),
+            None => status,
         }
+    }
+
+    /// A [`VrReply::Panicked`] left on the control socket by a process that
+    /// has exited (other messages left there are dropped: nobody waits for
+    /// them any more).
+    fn last_words(&mut self) -> Option<String> {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut buf = vec![0u8; MAX_MSG];
+        // Bounded: a dead process's socket holds what it sent, no more
+        // than its buffer; a few messages are all a VR leaves in practice.
+        for _ in 0..64 {
+            let mut fds = [PollFd::new(&self.ctrl, PollFlags::IN)];
+            if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
+                return None;
+            }
+            let Ok((n, _)) = recv_with_fds(self.ctrl.as_fd(), &mut buf) else {
+                return None;
+            };
+            if let Ok(VrReply::Panicked { message }) = serde_json::from_slice(&buf[..n]) {
+                return Some(message);
+            }
+        }
+        None
     }
 
     /// Send SIGKILL (a crash in tests; the watchdog; quarantine).
@@ -431,6 +463,7 @@ impl VrControl {
                 Ok(VrReply::Control { result: Err(m), .. }) => {
                     return Err(ControlError::Refused(m));
                 }
+                Ok(VrReply::Panicked { message }) => return Err(ControlError::Panicked(message)),
                 Ok(other) => return Err(ControlError::Protocol(format!("unexpected {other:?}"))),
                 Err(e) => return Err(ControlError::Protocol(e.to_string())),
             }
@@ -453,6 +486,9 @@ pub enum ControlError {
     /// The VR closed its control socket (it exited).
     #[error("the VR's control socket is closed")]
     Closed,
+    /// The VR panicked (and exits); where and what.
+    #[error("the VR {0}")]
+    Panicked(String),
     /// The answer was not a reply.
     #[error("bad answer from the VR: {0}")]
     Protocol(String),

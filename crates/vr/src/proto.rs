@@ -114,6 +114,12 @@ pub enum VrReply {
         /// What went wrong.
         message: String,
     },
+    /// The process panicked: sent by the SDK's panic hook just before the
+    /// process dies, so the host can say why it went down.
+    Panicked {
+        /// Where and what (`panicked at src/x.rs:10:5: message`).
+        message: String,
+    },
     /// The answer to [`HostMsg::Control`] `id`.
     Control {
         /// The message's id (0 for a message whose id could not be read).

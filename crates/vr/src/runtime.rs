@@ -588,6 +588,35 @@ impl CtrlSocket {
             message: e.to_string(),
         });
     }
+
+    /// From now on a panic anywhere in the process is also told to the
+    /// host ([`VrReply::Panicked`]: where and what) before the previous
+    /// hook runs (the default one prints it on stderr) and the process
+    /// dies. The host names it in its log with the VR's exit.
+    pub fn report_panics(&self) {
+        let Ok(fd) = self.0.try_clone() else {
+            return;
+        };
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let what = info.payload_as_str().unwrap_or("Box<dyn Any>");
+            let mut message = match info.location() {
+                Some(l) => format!("panicked at {l}: {what}"),
+                None => format!("panicked: {what}"),
+            };
+            // One control message; keep room for the JSON around it.
+            if message.len() > MAX_MSG / 2 {
+                let mut end = MAX_MSG / 2;
+                while !message.is_char_boundary(end) {
+                    end -= 1;
+                }
+                message.truncate(end);
+            }
+            let msg = serde_json::to_vec(&VrReply::Panicked { message }).unwrap_or_default();
+            let _ = send_with_fds(fd.as_fd(), &msg, &[]);
+            previous(info);
+        }));
+    }
 }
 
 /// The first half of a VR process's life: take the control socket from the
@@ -691,6 +720,7 @@ where
         host_bell,
         ctrl,
     } = handshake()?;
+    ctrl.report_panics();
     let built = build(&hello).map_err(RuntimeError::Setup).and_then(|vr| {
         let inst = Instance::new(region, hello.instance, vr_bell, host_bell, hello.poll)?;
         Ok((vr, inst))

@@ -58,7 +58,10 @@ pub struct DaemonArgs {
 /// Run `vrhost daemon`.
 pub fn run(args: &DaemonArgs) -> Result<()> {
     // Structured logs on stderr; RUST_LOG sets the levels (default info).
+    // Colours only on a terminal (not in journald or a file).
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

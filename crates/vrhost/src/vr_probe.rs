@@ -1,5 +1,6 @@
-//! `vrhost vr-probe`: a VR for the confinement tests (hidden). It forwards
-//! like a two-port bridge (vNIC 0 <-> 1) and answers a control request
+//! `vrhost vr-probe`: a VR for the confinement and recovery tests (hidden).
+//! It forwards like a two-port bridge (vNIC 0 <-> 1), panics on its
+//! `panic_at`-th frame if its config says so, and answers a control request
 //! `{"open": [PATH...], "unix": [PATH...], "tcp": [ADDR...], "syscalls":
 //! true, "spin_ms": N, "alloc": BYTES}` with what it could and could not do
 //! from inside its process: the
@@ -39,10 +40,18 @@ struct Request {
 
 struct Probe {
     kept: Vec<Vec<u8>>,
+    /// Frames processed.
+    frames: u64,
+    /// Panic on this frame (1: the first); from `panic_at` in its config.
+    panic_at: Option<u64>,
 }
 
 impl Vr for Probe {
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        self.frames += 1;
+        if self.panic_at == Some(self.frames) {
+            panic!("probe: frame {} is the one to panic on", self.frames);
+        }
         Verdict::Forward(pkt.rx_vnic() ^ 1)
     }
 
@@ -66,7 +75,21 @@ impl Vr for Probe {
 
 /// Run the probe VR (the host starts it with its control socket).
 pub fn main() -> std::process::ExitCode {
-    vrhost_vr::runtime::main(|_hello| Ok(Probe { kept: Vec::new() }))
+    vrhost_vr::runtime::main(|hello| {
+        let panic_at = match hello.config.get("panic_at") {
+            None => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("panic_at: {v}: a frame number from 1"))?,
+            ),
+        };
+        Ok(Probe {
+            kept: Vec::new(),
+            frames: 0,
+            panic_at,
+        })
+    })
 }
 
 fn errno(r: std::io::Result<()>) -> i32 {

@@ -6,6 +6,9 @@
 //!   it, forwards every frame it accepted;
 //! - b stopped with SIGSTOP (a hang: frames wait, its poll loop does not
 //!   move) is killed by the watchdog and restarted the same way.
+//! - p, a VR that panics on a frame, is restarted; the host's log says
+//!   which VR and why (the panic's place and message), and the frame it
+//!   held is counted (`reclaimed`).
 //!
 //! No speed is asserted: the waits are bounds against a hung test.
 
@@ -189,4 +192,69 @@ fn hung_vr_is_killed_by_the_watchdog_and_restarted() {
     let s2 = finish_and_check_a(&d);
     check_b_restarted(&d, &s2, "SIGSTOP", dropped);
     assert_eq!(count(&s2, "b", "hangs"), 1);
+}
+
+/// Frame on which the probe VR panics (each run of it counts from 1).
+const PANIC_AT: u64 = 3000;
+
+/// a as above, and p, the probe VR (a bridge) told to panic on its
+/// `PANIC_AT`-th frame.
+fn panic_config() -> String {
+    let a = config(0);
+    let a = &a[..a.find("[[vrs]]\nname = \"b\"").unwrap()];
+    format!(
+        r#"{a}
+[[vrs]]
+name = "p"
+kind = "program"
+program = "{exe}"
+args = ["vr-probe"]
+slots = 256
+vnics = [{{ port = "gen" }}, {{ port = "out" }}]
+[vrs.config]
+panic_at = {PANIC_AT}
+
+[[rules]]
+port = "gen"
+dst = "10.1.0.0/16"
+vr = "a"
+
+[[rules]]
+port = "gen"
+dst = "10.2.0.0/16"
+vr = "p"
+"#,
+        exe = env!("CARGO_BIN_EXE_vrhost"),
+    )
+}
+
+#[test]
+fn panicking_vr_is_restarted_and_the_host_says_why() {
+    let d = Daemon::start("recovery-panic", &panic_config());
+    let s = d.wait_for("p restarted twice", Duration::from_secs(60), |s| {
+        count(s, "p", "restarts") >= 2
+    });
+    let p = &vr(&s, "p")["stats"];
+    assert!(count(&s, "p", "exits") >= 2, "{p:#}");
+    // It held the frame it panicked on (and those behind it): taken back
+    // and counted, never lost without a counter.
+    assert!(count(&s, "p", "reclaimed") >= 2, "{p:#}");
+    // Every frame it took before each panic went out.
+    assert!(count(&s, "p", "tx_packets") >= 2 * (PANIC_AT - 1), "{p:#}");
+    let line = d
+        .logged(&[
+            "vr=p",
+            "exit status: 101",
+            "panicked at",
+            "frame 3000 is the one to panic on",
+        ])
+        .unwrap_or_else(|| {
+            panic!(
+                "the log does not say why p went down: {:#?}",
+                d.log.lock().unwrap()
+            )
+        });
+    assert!(line.contains("vr_probe.rs"), "{line}");
+    assert!(d.logged(&["vr=p", "VR restarted"]).is_some());
+    finish_and_check_a(&d);
 }

@@ -46,6 +46,14 @@
 //!    offered >= 2 x capacity) and the quiet tenant's offered rate is what
 //!    the worker takes from the port / k: it measures how the shared port,
 //!    not the host, splits the capacity.
+//! 4. `kill`: 3 honest router VRs and a 4th router VR (the victim) on one
+//!    generator port, offered `--load` x the capacity of all 4, while the
+//!    victim is killed (SIGKILL) `--kills` times, `--kill-gap` seconds
+//!    apart (longer than the supervisor's flapping window, so each restart
+//!    is a first restart, not a crash loop's back-off). Each kill is timed
+//!    from the signal to the victim's first frame out after its restart
+//!    (the daemon's CLOCK_MONOTONIC stamp); the honest VRs' lost frames are
+//!    counted once the generator has finished and they are drained.
 //!
 //! Every figure is a rate over a window of `--seconds` after a warm-up, or
 //! (hostile) counts once the generator's frames are all through.
@@ -66,13 +74,20 @@ use crate::lab::Daemon;
 /// Options of `vrhost bench isolation`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IsolationArgs {
-    /// Experiments to run, comma-separated: hostile, overload, fairness.
+    /// Experiments to run, comma-separated: hostile, kill, overload,
+    /// fairness.
     #[arg(
         long,
-        default_value = "hostile,overload,fairness",
+        default_value = "hostile,kill,overload,fairness",
         value_delimiter = ','
     )]
     pub experiments: Vec<String>,
+    /// Kill: SIGKILLs of the victim VR.
+    #[arg(long, default_value_t = 20)]
+    pub kills: usize,
+    /// Kill: seconds between two kills.
+    #[arg(long, default_value_t = 1.5)]
+    pub kill_gap: f64,
     /// Seconds per run (hostile: seconds of frames; the others: the
     /// measuring window).
     #[arg(long, default_value_t = 3.0)]
@@ -198,6 +213,54 @@ pub struct HostileRecord {
     /// rounds by case (`hostile_case_<case>`).
     #[serde(flatten)]
     pub by_kind: BTreeMap<String, u64>,
+}
+
+/// The kill experiment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KillRecord {
+    /// "kill".
+    pub experiment: &'static str,
+    /// "kills".
+    pub run: &'static str,
+    /// Capacity of the 4 VRs, frames/s (generator unpaced).
+    pub capacity_pps: u64,
+    /// Offered rate (all 4 VRs), frames/s.
+    pub offered_pps: u64,
+    /// Frames the generator sent.
+    pub frames: u64,
+    /// Kills done.
+    pub kills: u64,
+    /// Kills after which the victim did not forward again within 5 s.
+    pub not_recovered: u64,
+    /// Signal to first frame out, ms: median.
+    pub restart_ms_p50: f64,
+    /// 90th percentile.
+    pub restart_ms_p90: f64,
+    /// 99th percentile.
+    pub restart_ms_p99: f64,
+    /// Longest.
+    pub restart_ms_max: f64,
+    /// Every kill's time, ms, in order.
+    pub restart_ms: Vec<f64>,
+    /// Restarts the daemon counted for the victim.
+    pub victim_restarts: u64,
+    /// Slots reclaimed from the victim's dead processes.
+    pub victim_reclaimed: u64,
+    /// Victim's frames dropped at ingress while it was down.
+    pub victim_down_drops: u64,
+    /// Honest VRs.
+    pub honest_vrs: usize,
+    /// Frames classified to them.
+    pub honest_classified: u64,
+    /// Frames they forwarded.
+    pub honest_forwarded: u64,
+    /// Classified and not forwarded (all honest VRs).
+    pub honest_lost: u64,
+    /// The daemon answered `/v1/health` at the end with no broken slot
+    /// accounting.
+    pub host_alive: bool,
+    /// The daemon exited cleanly (slot accounting checked at shutdown).
+    pub daemon_exit_ok: bool,
 }
 
 /// One run of the overload experiment.
@@ -633,6 +696,94 @@ fn hostile_run(
     })
 }
 
+/// The kill experiment (see the module doc).
+fn kill_run(args: &IsolationArgs, dir: &Path) -> Result<KillRecord> {
+    let tenants: Vec<Tenant> = (0..4).map(|i| router(i, "gen")).collect();
+    let (honest, victim) = (&tenants[..3], &tenants[3].name);
+    let cap = capacity(args, dir, "kill-capacity", &tenants)?;
+    let pps = ((cap as f64 * args.load) as u64).max(1000);
+    // Frames for every kill and its gap, and a second on each side.
+    let frames = (pps as f64 * (args.kills as f64 * args.kill_gap + 2.0)) as u64;
+    let g = Gen {
+        name: "gen".into(),
+        to: vec![0, 1, 2, 3],
+        pps: Some(pps),
+        limit: Some(frames),
+    };
+    let r = Running::start(dir, "kill", &config(args, &[g], &tenants)?)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut times = Vec::new();
+    let mut not_recovered = 0;
+    for _ in 0..args.kills {
+        let next = Instant::now() + Duration::from_secs_f64(args.kill_gap);
+        match super::soak::kill_and_time(&r.client, victim)? {
+            Some(ms) => times.push(ms),
+            None => not_recovered += 1,
+        }
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    let t0 = Instant::now();
+    let drained = |s: &Value| {
+        honest.iter().all(|t| {
+            let st = vr(s, &t.name);
+            u(&st["rx_packets"])
+                == u(&st["tx_packets"]) + u(&st["vr_dropped"]) + u(&st["port_dropped"])
+        })
+    };
+    let last = loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let s = r.stats()?;
+        if u(&port(&s, "gen")["rx_packets"]) >= frames && drained(&s) {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            bail!("kill: the generator did not finish: {s}");
+        }
+    };
+    let host_alive = r
+        .client
+        .get("/v1/health")
+        .and_then(|a| a.decode::<Value>())
+        .is_ok_and(|h| h["slot_accounting"].as_array().is_some_and(Vec::is_empty));
+    let daemon_exit_ok = match r.daemon.stop() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("bench isolation: kill: {e:#}");
+            false
+        }
+    };
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let q = |p| super::soak::percentile(&sorted, p);
+    let v = vr(&last, victim);
+    Ok(KillRecord {
+        experiment: "kill",
+        run: "kills",
+        capacity_pps: cap,
+        offered_pps: pps,
+        frames,
+        kills: args.kills as u64,
+        not_recovered,
+        restart_ms_p50: q(0.5),
+        restart_ms_p90: q(0.9),
+        restart_ms_p99: q(0.99),
+        restart_ms_max: sorted.last().copied().unwrap_or(0.0),
+        restart_ms: times,
+        victim_restarts: u(&v["restarts"]),
+        victim_reclaimed: u(&v["reclaimed"]),
+        victim_down_drops: u(&v["ingress_drops"]["vr_down"]),
+        honest_vrs: honest.len(),
+        honest_classified: honest.iter().map(|t| classified(&last, &t.name)).sum(),
+        honest_forwarded: honest.iter().map(|t| forwarded(&last, &t.name)).sum(),
+        honest_lost: honest
+            .iter()
+            .map(|t| classified(&last, &t.name).saturating_sub(forwarded(&last, &t.name)))
+            .sum(),
+        host_alive,
+        daemon_exit_ok,
+    })
+}
+
 /// Host ingress drop reasons, as the stats name them.
 const INGRESS: [&str; 7] = [
     "malformed",
@@ -832,9 +983,15 @@ fn ratio(a: f64, b: f64) -> f64 {
 /// Run `vrhost bench isolation`.
 pub fn run(args: &IsolationArgs) -> Result<()> {
     for e in &args.experiments {
-        if !["hostile", "overload", "fairness"].contains(&e.as_str()) {
-            bail!("--experiments: no experiment {e:?} (hostile, overload, fairness)");
+        if !["hostile", "kill", "overload", "fairness"].contains(&e.as_str()) {
+            bail!("--experiments: no experiment {e:?} (hostile, kill, overload, fairness)");
         }
+    }
+    if args.kills == 0 || args.kills > 10_000 {
+        bail!("--kills {}: 1..=10000", args.kills);
+    }
+    if !(args.kill_gap >= 0.1 && args.kill_gap <= 600.0) {
+        bail!("--kill-gap {}: 0.1..=600 seconds", args.kill_gap);
     }
     if args.overload_vrs == 0 || args.overload_vrs > 100 {
         bail!("--overload-vrs {}: 1..=100", args.overload_vrs);
@@ -861,6 +1018,9 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
             ] {
                 results.push(serde_json::to_value(hostile_run(args, &dir, cap, run)?)?);
             }
+        }
+        if want("kill") {
+            results.push(serde_json::to_value(kill_run(args, &dir)?)?);
         }
         let mut cap1 = None;
         if want("overload") {
@@ -990,6 +1150,49 @@ fn print_table(results: &[Value]) {
         }
         println!();
     }
+    for r in of("kill") {
+        println!(
+            "kill: 3 honest router VRs + a victim router on one port, capacity {} pps, offered {} pps, {} frames",
+            u(&r["capacity_pps"]),
+            u(&r["offered_pps"]),
+            u(&r["frames"])
+        );
+        println!(
+            "kills {} (not recovered {}), victim restarts {}, slots reclaimed {}, its frames dropped while down {}",
+            u(&r["kills"]),
+            u(&r["not_recovered"]),
+            u(&r["victim_restarts"]),
+            u(&r["victim_reclaimed"]),
+            u(&r["victim_down_drops"])
+        );
+        println!(
+            "restart to forwarding, ms: p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
+            f(&r["restart_ms_p50"]),
+            f(&r["restart_ms_p90"]),
+            f(&r["restart_ms_p99"]),
+            f(&r["restart_ms_max"])
+        );
+        let all: Vec<String> = r["restart_ms"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| format!("{:.1}", f(v)))
+            .collect();
+        println!("  every kill: {}", all.join(" "));
+        println!(
+            "honest in {} out {} lost {}; host alive {}, exit {}",
+            u(&r["honest_classified"]),
+            u(&r["honest_forwarded"]),
+            u(&r["honest_lost"]),
+            r["host_alive"],
+            if r["daemon_exit_ok"] == true {
+                "ok"
+            } else {
+                "FAIL"
+            }
+        );
+        println!();
+    }
     let overload = of("overload");
     if !overload.is_empty() {
         println!(
@@ -1067,6 +1270,8 @@ mod tests {
     fn args() -> IsolationArgs {
         IsolationArgs {
             experiments: vec![],
+            kills: 20,
+            kill_gap: 1.5,
             seconds: 1.0,
             load: 0.25,
             hostile_quota: 0.2,

@@ -22,8 +22,9 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::control::{Running, config, lost, start, stats, u, vr, vr_name};
+use super::control::{config, lost, start, stats, u, vr, vr_name};
 use super::machine::Machine;
+use crate::cli::client::Client;
 
 /// Options of `vrhost bench soak`.
 #[derive(Debug, Clone, clap::Args)]
@@ -146,7 +147,8 @@ fn chaos_spec(i: usize, slots: u32, cpu: usize) -> Value {
     })
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The `p` quantile (0..=1) of `sorted` (nearest rank; 0 if empty).
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -154,10 +156,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-/// Kill chaos VR `name` and wait until it forwards again; the time from
-/// the signal to its first frame out, if it did within 5 s.
-fn kill_and_time(r: &Running, name: &str) -> Result<Option<f64>> {
-    let s = stats(&r.client)?;
+/// Kill VR `name` (SIGKILL to its first instance) and wait until it
+/// forwards again; the time from the signal to its first frame out (the
+/// daemon's CLOCK_MONOTONIC stamp), if it did within 5 s.
+pub(super) fn kill_and_time(client: &Client, name: &str) -> Result<Option<f64>> {
+    let s = stats(client)?;
     let v = vr(&s, name);
     let Some(pid) = v["instances"][0]["pid"].as_u64() else {
         return Ok(None);
@@ -175,7 +178,7 @@ fn kill_and_time(r: &Running, name: &str) -> Result<Option<f64>> {
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(2));
-        let s = stats(&r.client)?;
+        let s = stats(client)?;
         let st = &vr(&s, name)["stats"];
         let back = u(&st["last_recovered_mono_ns"]);
         if u(&st["restarts"]) > restarts && back > t0 {
@@ -248,7 +251,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
                 adds += 1;
             } else if roll < 0.6 {
                 kills += 1;
-                match kill_and_time(&r, &name)? {
+                match kill_and_time(&r.client, &name)? {
                     Some(ms) => restart_ms.push(ms),
                     None => not_recovered += 1,
                 }

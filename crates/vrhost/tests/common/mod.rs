@@ -7,6 +7,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -46,6 +47,8 @@ impl Drop for TempDir {
 pub struct Daemon {
     pub child: Child,
     pub sock: PathBuf,
+    /// Every line it has logged so far.
+    pub log: Arc<Mutex<Vec<String>>>,
     _dir: TempDir,
 }
 
@@ -75,12 +78,15 @@ impl Daemon {
             .unwrap();
         let err = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = Arc::clone(&log);
         std::thread::spawn(move || {
             for l in BufReader::new(err).lines().map_while(Result::ok) {
                 eprintln!("daemon: {l}");
                 if l.starts_with("vrhost daemon:") {
                     let _ = tx.send(());
                 }
+                lines.lock().unwrap().push(l);
             }
         });
         rx.recv_timeout(Duration::from_secs(60))
@@ -88,8 +94,19 @@ impl Daemon {
         Self {
             child,
             sock,
+            log,
             _dir: dir,
         }
+    }
+
+    /// The first line of its log that contains every one of `words`.
+    pub fn logged(&self, words: &[&str]) -> Option<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| words.iter().all(|w| l.contains(w)))
+            .cloned()
     }
 
     /// `vrhost ARGS --api SOCK`, not yet started.
