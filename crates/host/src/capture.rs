@@ -508,7 +508,7 @@ mod tests {
             for i in 0..n {
                 let mut f = vec![0u8; 60];
                 f[0] = 10 * i;
-                path.stage(vnic, &f).unwrap();
+                path.stage(vnic, &f, || crate::vrpath::Class::Data).unwrap();
             }
             path.flush_rx(ports);
         }

@@ -24,5 +24,5 @@ pub use classify::{Classifier, Match, Rule};
 pub use confine::Confine;
 pub use spawn::{ControlError, VrCommand, VrControl, VrProcess};
 pub use stats::{Gauge, HostStats, IngressDrop, Violation, VnicStats, VrStats, mono_ns};
-pub use vrpath::{Backend, DownReason, ExitEvent, Guard, InstanceInfo, Sched, VrPath};
+pub use vrpath::{Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, Sched, VrPath};
 pub use worker::{CaptureRefused, Keep, Mailbox, MailboxError, Reconfig, Worker};

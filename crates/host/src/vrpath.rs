@@ -117,6 +117,22 @@ impl Default for Sched {
     }
 }
 
+/// What a frame is to the host's admission (see [`VrPath::stage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Everything else.
+    Data,
+    /// A router's control traffic ([`vrhost_packet::FlowKey::is_control`]):
+    /// admitted into the room kept for it when the VR is otherwise full.
+    Control,
+}
+
+/// Room kept for [`Class::Control`] frames in each rx ring and in the pool
+/// of `n` entries: 1/16 of it, at most one burst (none below 16).
+fn control_reserve(n: u32) -> u32 {
+    (n / 16).min(BURST as u32)
+}
+
 /// Frames of tx service per round per unit of weight.
 pub const TX_QUANTUM: usize = 4 * BURST;
 
@@ -215,6 +231,9 @@ pub struct VrPath {
     wd_since: Instant,
     sched: Sched,
     bucket: Option<Bucket>,
+    /// Rx ring entries and pool slots only control frames may take.
+    ring_reserve: u32,
+    pool_reserve: usize,
 }
 
 impl VrPath {
@@ -272,6 +291,8 @@ impl VrPath {
             wd_since: Instant::now(),
             sched: Sched::default(),
             bucket: None,
+            ring_reserve: control_reserve(cfg.ring_entries),
+            pool_reserve: control_reserve(cfg.slot_count) as usize,
         }
     }
 
@@ -459,9 +480,20 @@ impl VrPath {
     }
 
     /// Copy `frame` into a free slot and stage it for `vnic`'s rx ring.
-    /// The caller flushes with [`VrPath::flush_rx`] after the burst.
+    /// The caller flushes with [`VrPath::flush_rx`] after the burst. A
+    /// [`Class::Data`] frame is refused (`ring_full`, `pool_empty`) when
+    /// only the room kept for control frames is left: a flood of data
+    /// cannot keep a VR's ARP and routing sessions from it.
+    ///
+    /// `class` is asked only when the VR is that full: a frame's class
+    /// costs nothing on the common path.
     #[inline]
-    pub fn stage(&mut self, vnic: u16, frame: &[u8]) -> Result<(), IngressDrop> {
+    pub fn stage(
+        &mut self,
+        vnic: u16,
+        frame: &[u8],
+        class: impl FnOnce() -> Class,
+    ) -> Result<(), IngressDrop> {
         if !self.up {
             return Err(IngressDrop::VrDown);
         }
@@ -478,11 +510,22 @@ impl VrPath {
         if staged.len() >= BURST {
             return Err(IngressDrop::RingFull);
         }
+        // Asked at most once, and only within the reserve.
+        let (mut class, mut is_control) = (Some(class), None);
+        let mut control = || {
+            *is_control.get_or_insert_with(|| class.take().is_some_and(|c| c() == Class::Control))
+        };
         if self.backend.uses_rings() {
             let rx = &mut self.inst[0].rx[v];
-            if staged.len() as u32 >= rx.free_cached() {
+            let need = staged.len() as u32 + self.ring_reserve;
+            if need >= rx.free_cached() {
                 match rx.free() {
-                    Ok(room) if staged.len() as u32 >= room => return Err(IngressDrop::RingFull),
+                    // Within the reserve: control frames only.
+                    Ok(room) if need >= room => {
+                        if staged.len() as u32 >= room || !control() {
+                            return Err(IngressDrop::RingFull);
+                        }
+                    }
                     Ok(_) => {}
                     Err(_) => {
                         self.stats.violation(Violation::RxRingIndex);
@@ -493,6 +536,9 @@ impl VrPath {
         }
         if frame.len() > usize::from(self.slot_bytes - self.headroom) {
             return Err(IngressDrop::TooBig);
+        }
+        if self.free.len() <= self.pool_reserve && !control() {
+            return Err(IngressDrop::PoolEmpty);
         }
         let Some(slot) = self.free.pop() else {
             return Err(IngressDrop::PoolEmpty);

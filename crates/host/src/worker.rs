@@ -13,7 +13,10 @@
 //! to its weight's share of frames per round (a VR that sends more waits
 //! for the next round, and its backlog pushes back to its own ingress).
 //! Rate limits drop a VR's excess frames at ingress before any copy. The
-//! worker's time is accounted per VR (`host_ns`).
+//! worker's time is accounted per VR (`host_ns`). Control traffic (ARP,
+//! routing protocols: [`vrhost_packet::FlowKey::is_control`]) comes first
+//! at ingress: each VR's rx rings and pool keep room that data frames
+//! cannot take.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -29,7 +32,7 @@ use crate::capture::Tap;
 use crate::classify::Classifier;
 use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
-use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
+use crate::vrpath::{BURST, Class, ExitEvent, TX_QUANTUM, VrPath};
 
 /// How often a busy worker looks for exited VR processes.
 const REAP_EVERY: Duration = Duration::from_millis(10);
@@ -172,7 +175,8 @@ pub struct Worker {
     order: Vec<usize>,
     /// Some VR has a rate limit (its bucket is refilled each round).
     limited: bool,
-    /// Frames each VR took in the current burst (for time accounting).
+    /// Frames each VR moved in the current phase of a round (for time
+    /// accounting).
     flushed: Vec<usize>,
 }
 
@@ -442,17 +446,21 @@ impl Worker {
         if self.order.len() != self.vrs.len() {
             self.resched();
         }
+        // One clock reading for the rx phase and one for the tx phase: each
+        // phase's time is charged to the VRs whose frames moved in it, by
+        // frames (an empty look at a port or a ring is charged to the next
+        // phase with work).
+        let mut mark = Instant::now();
         if self.limited {
-            let now = Instant::now();
             for vr in &mut self.vrs {
-                vr.refill(now);
+                vr.refill(mark);
             }
         }
+        let round = mark;
         for p in 0..self.ports.len() {
             let mut budget = self.rx_round;
             while budget > 0 {
                 let want = budget.min(self.rx_burst);
-                let t = Instant::now();
                 let (n, full) = self.rx_burst_to_vrs(p, want);
                 if n == 0 {
                     break;
@@ -460,14 +468,7 @@ impl Worker {
                 moved += n;
                 budget -= n;
                 for (vr, k) in self.vrs.iter_mut().zip(&mut self.flushed) {
-                    *k = vr.flush_rx(&mut self.ports);
-                }
-                // The burst's time, shared by the VRs its frames went to.
-                let per_frame = t.elapsed().as_nanos() as u64 / n as u64;
-                for (vr, k) in self.vrs.iter().zip(&self.flushed) {
-                    if *k > 0 {
-                        vr.stats().host_ns.add(per_frame * *k as u64);
-                    }
+                    *k += vr.flush_rx(&mut self.ports);
                 }
                 // A VR's ring or pool was full: serve the tx rings (which
                 // frees slots) before taking more, rather than spend the
@@ -477,6 +478,19 @@ impl Worker {
                 }
             }
         }
+        if moved > 0 {
+            // The rx phase's time, shared by the VRs its frames went to.
+            let now = Instant::now();
+            let per_frame = now.duration_since(mark).as_nanos() as u64 / moved as u64;
+            mark = now;
+            for (vr, k) in self.vrs.iter().zip(&mut self.flushed) {
+                if *k > 0 {
+                    vr.stats().host_ns.add(per_frame * *k as u64);
+                    *k = 0;
+                }
+            }
+        }
+        let mut moved_tx = 0;
         for &i in &self.order {
             let vr = &mut self.vrs[i];
             let s = vr.sched();
@@ -485,12 +499,21 @@ impl Worker {
             } else {
                 s.weight as usize * TX_QUANTUM
             };
-            let t = Instant::now();
             let n = vr.poll_tx_budget(&mut self.ports, budget);
-            if n > 0 {
-                vr.stats().host_ns.add(t.elapsed().as_nanos() as u64);
-                moved += n;
+            self.flushed[i] = n;
+            moved_tx += n;
+        }
+        if moved_tx > 0 {
+            // The tx phase's time, shared by the indexes each VR handed back
+            // (valid or not).
+            let per_frame = mark.elapsed().as_nanos() as u64 / moved_tx as u64;
+            for (vr, k) in self.vrs.iter().zip(&mut self.flushed) {
+                if *k > 0 {
+                    vr.stats().host_ns.add(per_frame * *k as u64);
+                    *k = 0;
+                }
             }
+            moved += moved_tx;
         }
         if !self.draining.is_empty() {
             moved += self.poll_draining();
@@ -502,7 +525,8 @@ impl Worker {
                 let _ = p.flush();
             }
         }
-        if self.last_reap.elapsed() >= REAP_EVERY {
+        // The round's start is recent enough to time the reaping by.
+        if round.duration_since(self.last_reap) >= REAP_EVERY {
             self.reap();
         }
         moved
@@ -557,7 +581,14 @@ impl Worker {
                 self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
                 continue;
             };
-            if let Err(why) = path.stage(vnic, f) {
+            let class = || {
+                if key.is_control() {
+                    Class::Control
+                } else {
+                    Class::Data
+                }
+            };
+            if let Err(why) = path.stage(vnic, f, class) {
                 full |= matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
                 path.stats().drop_in(why, 1);
             }

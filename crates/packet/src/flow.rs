@@ -158,6 +158,39 @@ impl FlowKey {
         }
         Ok(key)
     }
+
+    /// Whether the frame is a router's control traffic: what keeps
+    /// neighbours and routing sessions up, which a router must not lose
+    /// to a flood of data (the host admits it into a VR's reserve when the
+    /// VR is full; Cisco calls this selective packet discard). That is:
+    /// ARP; IPv4 to the link-local multicast block 224.0.0.0/24 (OSPF,
+    /// RIPv2, VRRP, PIM hellos; RFC 5771); the protocols IGMP (2), OSPF
+    /// (89), PIM (103) and VRRP (112); TCP to or from port 179 (BGP, RFC
+    /// 4271) or 646 (LDP, RFC 5036); UDP to port 520 (RIP, RFC 2453), 646
+    /// (LDP discovery), 3784/3785 (single-hop BFD, RFC 5881) or 4784
+    /// (multihop BFD, RFC 5883).
+    ///
+    /// A host cannot tell a tenant's real routing traffic from data dressed
+    /// up as it: the reserve it may use is small, and what passes still
+    /// counts against the VR's own limits.
+    #[inline]
+    pub fn is_control(&self) -> bool {
+        if self.ethertype == EtherType::ARP {
+            return true;
+        }
+        if self.ethertype != EtherType::IPV4 {
+            return false;
+        }
+        if self.dst >> 8 == 0xe0_00_00 {
+            return true;
+        }
+        match self.protocol {
+            proto::TCP => matches!(self.dport, 179 | 646) || matches!(self.sport, 179 | 646),
+            proto::UDP => matches!(self.dport, 520 | 646 | 3784 | 3785 | 4784),
+            2 | 89 | 103 | 112 => true,
+            _ => false,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -193,6 +226,44 @@ mod tests {
         assert_eq!(k.ethertype, EtherType::IPV4);
         assert_eq!((k.src, k.dst, k.protocol), (0xc0a8_0001, 0xc0a8_00c7, 17));
         assert_eq!((k.sport, k.dport), (52125, 53));
+    }
+
+    #[test]
+    fn control_traffic() {
+        let ip = |protocol, dst, sport, dport| FlowKey {
+            ethertype: EtherType::IPV4,
+            protocol,
+            dst,
+            sport,
+            dport,
+            ..FlowKey::default()
+        };
+        let unicast = 0x0a00_0001;
+        assert!(
+            FlowKey {
+                ethertype: EtherType::ARP,
+                ..FlowKey::default()
+            }
+            .is_control()
+        );
+        // BGP both ways, BFD, RIP, OSPF, link-local multicast.
+        assert!(ip(proto::TCP, unicast, 40000, 179).is_control());
+        assert!(ip(proto::TCP, unicast, 179, 40000).is_control());
+        assert!(ip(proto::UDP, unicast, 49152, 3784).is_control());
+        assert!(ip(proto::UDP, unicast, 520, 520).is_control());
+        assert!(ip(89, unicast, 0, 0).is_control());
+        assert!(ip(proto::UDP, 0xe000_0005, 1, 1).is_control());
+        // Data: other ports and protocols, other multicast, UDP *from* 179,
+        // and a non-IPv4 frame with the same fields.
+        assert!(!ip(proto::UDP, unicast, 52125, 53).is_control());
+        assert!(!ip(proto::UDP, unicast, 179, 9).is_control());
+        assert!(!ip(proto::ICMP, unicast, 0, 0).is_control());
+        assert!(!ip(proto::UDP, 0xe000_0105, 1, 1).is_control());
+        let mut v6 = ip(89, unicast, 0, 0);
+        v6.ethertype = EtherType::IPV6;
+        assert!(!v6.is_control());
+        // The test frame is DNS: data.
+        assert!(!FlowKey::extract(&udp_frame()).unwrap().is_control());
     }
 
     #[test]

@@ -92,6 +92,7 @@ mod tests {
             spin_rounds: 3,
             yield_us: 0,
             sleep_ms: 10,
+            ..PollConfig::default()
         });
         assert_eq!([b.idle(), b.idle(), b.idle()], [Idle::Spin; 3]);
         assert_eq!(b.idle(), Idle::Sleep, "no yield phase with yield_us 0");
@@ -109,6 +110,7 @@ mod tests {
             spin_rounds: 0,
             yield_us: 50_000,
             sleep_ms: 10,
+            ..PollConfig::default()
         });
         let t = Instant::now();
         let mut yields = 0;

@@ -68,6 +68,12 @@ pub struct PollConfig {
     /// Longest sleep, in milliseconds, before looking at the control socket
     /// again even without a kick.
     pub sleep_ms: u32,
+    /// Time slice the host asks of the kernel for each VR process, in
+    /// microseconds (0: the kernel's default; Linux 6.12+ clamps it to
+    /// 100..=100,000). A short slice keeps a VR that shares its core with
+    /// a busy one from waiting whole default slices for it. Set by the
+    /// host; the VR does not use it.
+    pub slice_us: u32,
 }
 
 impl Default for PollConfig {
@@ -76,6 +82,7 @@ impl Default for PollConfig {
             spin_rounds: 512,
             yield_us: 2000,
             sleep_ms: 200,
+            slice_us: 100,
         }
     }
 }

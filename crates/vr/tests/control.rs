@@ -193,6 +193,7 @@ fn start(spin_rounds: u32) -> (Host, std::thread::JoinHandle<(VrCounters, u64)>)
             spin_rounds,
             yield_us: 0,
             sleep_ms: 50,
+            ..PollConfig::default()
         },
     )
     .unwrap();

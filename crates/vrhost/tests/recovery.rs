@@ -256,5 +256,19 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
         });
     assert!(line.contains("vr_probe.rs"), "{line}");
     assert!(d.logged(&["vr=p", "VR restarted"]).is_some());
-    finish_and_check_a(&d);
+    let s = finish_and_check_a(&d);
+    // The operator's restart, from the CLI (as for a quarantined VR).
+    let before = pid(&s, "p");
+    let out = d.cli(&["vr", "restart", "p"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "restarted VR p\n");
+    let out = d.cli(&["vr", "restart", "nosuch"]).output().unwrap();
+    assert!(!out.status.success());
+    let s = d.stats();
+    assert_eq!(vr(&s, "p")["state"], "running", "{s:#}");
+    assert_ne!(pid(&s, "p"), before, "a new process: {s:#}");
 }

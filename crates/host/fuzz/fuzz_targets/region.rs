@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use vrhost_host::capture::{self, Direction, TapConfig, TapReader};
-use vrhost_host::vrpath::{BURST, MIN_FRAME};
+use vrhost_host::vrpath::{BURST, Class, MIN_FRAME};
 use vrhost_host::{Backend, VrPath};
 use vrhost_io::null::NullPort;
 use vrhost_io::{Port, PortStats};
@@ -312,7 +312,12 @@ impl Harness {
                         _ => u.int_in_range(60..=128)?,
                     };
                     let frame = vec![len as u8; len];
-                    if self.vp.stage(vnic, &frame).is_ok() {
+                    let class = if u.arbitrary()? {
+                        Class::Control
+                    } else {
+                        Class::Data
+                    };
+                    if self.vp.stage(vnic, &frame, || class).is_ok() {
                         assert!(len <= room && vnic < self.cfg.vnic_count);
                         self.staged += 1;
                         self.unflushed += 1;

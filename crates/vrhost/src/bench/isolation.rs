@@ -457,6 +457,30 @@ impl Running {
         Ok(self.client.get("/v1/stats")?.decode::<Value>()?)
     }
 
+    /// Stats once the port `gen` has sent its `frames` and every VR of
+    /// `tenants` has handed back all it took (polled every 100 ms).
+    ///
+    /// # Errors
+    /// Not so within `limit` (a bound against a hung run).
+    fn drained(&self, tenants: &[Tenant], frames: u64, limit: Duration) -> Result<Value> {
+        let t0 = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let s = self.stats()?;
+            let settled = tenants.iter().all(|t| {
+                let st = vr(&s, &t.name);
+                u(&st["rx_packets"])
+                    == u(&st["tx_packets"]) + u(&st["vr_dropped"]) + u(&st["port_dropped"])
+            });
+            if u(&port(&s, "gen")["rx_packets"]) >= frames && settled {
+                return Ok(s);
+            }
+            if t0.elapsed() > limit {
+                bail!("the generator did not finish within {limit:?}: {s}");
+            }
+        }
+    }
+
     /// Stats at the start and the end of a window of `secs` after `warm`
     /// seconds, and its length.
     fn window(&self, warm: f64, secs: f64) -> Result<(Value, Value, f64)> {
@@ -574,23 +598,13 @@ fn hostile_run(
         &config(args, &[g], &tenants)?,
     )?;
     let t0 = Instant::now();
-    let drained = |s: &Value| {
-        honest.iter().all(|t| {
-            let st = vr(s, &t.name);
-            u(&st["rx_packets"])
-                == u(&st["tx_packets"]) + u(&st["vr_dropped"]) + u(&st["port_dropped"])
-        })
-    };
-    let last = loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let s = r.stats()?;
-        if u(&port(&s, "gen")["rx_packets"]) >= frames && drained(&s) {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs_f64(args.seconds * 3.0 + 30.0) {
-            bail!("hostile {run}: the generator did not finish: {s}");
-        }
-    };
+    let last = r
+        .drained(
+            &honest,
+            frames,
+            Duration::from_secs_f64(args.seconds * 3.0 + 30.0),
+        )
+        .with_context(|| format!("hostile {run}"))?;
     let seconds = t0.elapsed().as_secs_f64();
     let host_alive = r
         .client
@@ -722,24 +736,9 @@ fn kill_run(args: &IsolationArgs, dir: &Path) -> Result<KillRecord> {
         }
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
     }
-    let t0 = Instant::now();
-    let drained = |s: &Value| {
-        honest.iter().all(|t| {
-            let st = vr(s, &t.name);
-            u(&st["rx_packets"])
-                == u(&st["tx_packets"]) + u(&st["vr_dropped"]) + u(&st["port_dropped"])
-        })
-    };
-    let last = loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let s = r.stats()?;
-        if u(&port(&s, "gen")["rx_packets"]) >= frames && drained(&s) {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            bail!("kill: the generator did not finish: {s}");
-        }
-    };
+    let last = r
+        .drained(honest, frames, Duration::from_secs(30))
+        .context("kill")?;
     let host_alive = r
         .client
         .get("/v1/health")

@@ -114,6 +114,10 @@ pub struct MemoryArgs {
     /// CPU of the VR processes.
     #[arg(long, default_value_t = 1)]
     pub vr_cpu: usize,
+    /// Time slice the kernel gives each VR process, µs (0: its default);
+    /// as the daemon's `[host.poll] slice_us`.
+    #[arg(long, default_value_t = PollConfig::default().slice_us)]
+    pub slice_us: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -292,6 +296,8 @@ pub(crate) struct Point<'a> {
     pub vrs: usize,
     pub pool: u32,
     pub table: &'a Table,
+    /// Time slice of each VR process, µs (see `PollConfig::slice_us`).
+    pub slice_us: u32,
 }
 
 fn generator(p: &Point<'_>, dst: Dst) -> Result<MemPort> {
@@ -337,7 +343,7 @@ fn region_cfg(pool: u32) -> RegionConfig {
 /// How to start a router VR on `vr_cpu`. VRs that share their core with
 /// others do not spin when idle but yield at once: a spinning VR holds the
 /// core for its whole time slice while the others' rings overflow.
-fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool) -> Result<VrCommand> {
+fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool, slice_us: u32) -> Result<VrCommand> {
     let poll = PollConfig::default();
     Ok(VrCommand {
         program: std::env::current_exe()?,
@@ -345,6 +351,7 @@ fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool) -> Result<VrComma
         cpu: Some(vr_cpu),
         poll: PollConfig {
             spin_rounds: if shared_core { 0 } else { poll.spin_rounds },
+            slice_us,
             ..poll
         },
         config: serde_json::to_value(table.router_config())?,
@@ -513,7 +520,7 @@ pub(crate) fn router_worker(
                 vec![],
             )
         } else {
-            let cmd = vr_command(p.table, vr_cpu, p.vrs > 1)?;
+            let cmd = vr_command(p.table, vr_cpu, p.vrs > 1, p.slice_us)?;
             let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
             VrPath::new(
                 &name,
@@ -642,7 +649,7 @@ fn run_idle(args: &MemoryArgs, table: &Table, vrs: usize, probes_n: usize) -> Re
     for i in 0..vrs {
         let name = format!("idle{i}");
         let region = Region::create(&name, region_cfg(256))?;
-        let cmd = vr_command(table, args.vr_cpu, vrs > 1)?;
+        let cmd = vr_command(table, args.vr_cpu, vrs > 1, args.slice_us)?;
         let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
         worker.add_vr(VrPath::new(
             &name,
@@ -852,6 +859,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
                         vrs,
                         pool: args.pool,
                         table,
+                        slice_us: args.slice_us,
                     };
                     let mut runs = Vec::with_capacity(args.repeat);
                     for _ in 0..args.repeat {
@@ -875,6 +883,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
                 vrs: 1,
                 pool,
                 table: &tables[0],
+                slice_us: args.slice_us,
             };
             let runs = (0..args.repeat)
                 .map(|_| run_shm_or_inproc(args, &p))

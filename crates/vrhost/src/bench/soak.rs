@@ -110,6 +110,8 @@ pub struct Report {
     pub rss_end_bytes: u64,
     /// The most seen.
     pub rss_max_bytes: u64,
+    /// At the end of each whole minute.
+    pub rss_minute_bytes: Vec<u64>,
     /// The daemon still answered at the end.
     pub daemon_alive: bool,
 }
@@ -213,6 +215,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
     let mut restart_ms = Vec::new();
     let (mut checks, mut broken) = (0u64, 0u64);
     let (mut rss_start, mut rss_max) = (0u64, 0u64);
+    let mut rss_minutes = Vec::new();
     let started = Instant::now();
     let mut next_check = started + Duration::from_secs(1);
     let mut next_action = started + Duration::from_secs_f64(args.every);
@@ -233,6 +236,9 @@ pub fn run(args: &SoakArgs) -> Result<()> {
                 rss_start = rss;
             }
             rss_max = rss_max.max(rss);
+            if checks % 60 == 0 {
+                rss_minutes.push(rss);
+            }
         }
         if now >= next_action && args.chaos > 0 {
             // Exponential gaps: actions come at random, sometimes close.
@@ -322,6 +328,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
         rss_start_bytes: rss_start,
         rss_end_bytes: rss_end,
         rss_max_bytes: rss_max.max(rss_end),
+        rss_minute_bytes: rss_minutes,
         daemon_alive: h["status"].is_string(),
     };
     r.daemon.stop()?;
@@ -369,6 +376,16 @@ pub fn run(args: &SoakArgs) -> Result<()> {
             report.rss_end_bytes as f64 / 1048576.0,
             report.rss_max_bytes as f64 / 1048576.0
         ),
+    );
+    let per_minute: Vec<String> = report
+        .rss_minute_bytes
+        .iter()
+        .map(|b| format!("{:.1}", *b as f64 / 1048576.0))
+        .collect();
+    println!(
+        "{:<28} {}",
+        "daemon RSS each minute, MiB",
+        per_minute.join(" ")
     );
     Ok(())
 }

@@ -204,7 +204,12 @@ mod tests {
                 ..
             }))
         ));
+        assert!(matches!(
+            parse("vrhost vr restart a"),
+            Ok(Cmd::Vr(vr::VrArgs { cmd: vr::VrCmd::Restart { name }, .. })) if name == "a"
+        ));
         assert!(parse("vrhost vr show").is_err());
+        assert!(parse("vrhost vr restart").is_err());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `vrhost vr list|show|add|replace|del`.
+//! `vrhost vr list|show|add|replace|restart|del`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,12 @@ pub enum VrCmd {
     Replace {
         /// The VR file, as for `add`.
         file: PathBuf,
+    },
+    /// Start a VR again with a new process and region, as if its
+    /// definition had changed (the way out of quarantine).
+    Restart {
+        /// The VR.
+        name: String,
     },
     /// Stop a VR and remove it with its rules.
     #[command(visible_alias = "rm")]
@@ -104,6 +110,17 @@ pub fn run(args: &VrArgs) -> Result<()> {
                     vr.state,
                     pids_note(&vr.instances)
                 );
+                Ok(())
+            })
+        }
+        VrCmd::Restart { name } => {
+            let a = c.call(
+                Method::POST,
+                &format!("/v1/vrs/{}/restart", encode(name)),
+                None::<&()>,
+            )?;
+            emit(api, &a, |_| {
+                println!("restarted VR {name}");
                 Ok(())
             })
         }
