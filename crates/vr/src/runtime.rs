@@ -8,8 +8,8 @@
 
 mod ctrl;
 
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
@@ -592,31 +592,58 @@ impl CtrlSocket {
     /// From now on a panic anywhere in the process is also told to the
     /// host ([`VrReply::Panicked`]: where and what) before the previous
     /// hook runs (the default one prints it on stderr) and the process
-    /// dies. The host names it in its log with the VR's exit.
+    /// dies. The host names it in its log with the VR's exit. The hook
+    /// writes to this socket's own descriptor while the socket lives (no
+    /// copy: a VR holds no descriptor but those the host gave it).
     pub fn report_panics(&self) {
-        let Ok(fd) = self.0.try_clone() else {
-            return;
-        };
+        PANIC_FD.store(self.0.as_raw_fd(), Ordering::Release);
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            let what = info.payload_as_str().unwrap_or("Box<dyn Any>");
-            let mut message = match info.location() {
-                Some(l) => format!("panicked at {l}: {what}"),
-                None => format!("panicked: {what}"),
-            };
-            // One control message; keep room for the JSON around it.
-            if message.len() > MAX_MSG / 2 {
-                let mut end = MAX_MSG / 2;
-                while !message.is_char_boundary(end) {
-                    end -= 1;
-                }
-                message.truncate(end);
-            }
-            let msg = serde_json::to_vec(&VrReply::Panicked { message }).unwrap_or_default();
-            let _ = send_with_fds(fd.as_fd(), &msg, &[]);
+            report_panic(info);
             previous(info);
         }));
     }
+}
+
+impl Drop for CtrlSocket {
+    fn drop(&mut self) {
+        // Before the descriptor closes (the field drops after this): the
+        // hook must not write to a number the process may reuse.
+        let _ =
+            PANIC_FD.compare_exchange(self.0.as_raw_fd(), -1, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// The control socket's descriptor while a [`CtrlSocket`] that reports
+/// panics lives; -1 otherwise.
+static PANIC_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// Send `info` to the host as [`VrReply::Panicked`], if a control socket
+/// is there.
+fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let fd = PANIC_FD.load(Ordering::Acquire);
+    if fd < 0 {
+        return;
+    }
+    let what = info.payload_as_str().unwrap_or("Box<dyn Any>");
+    let mut message = match info.location() {
+        Some(l) => format!("panicked at {l}: {what}"),
+        None => format!("panicked: {what}"),
+    };
+    // One control message; keep room for the JSON around it.
+    if message.len() > MAX_MSG / 2 {
+        let mut end = MAX_MSG / 2;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+    }
+    let msg = serde_json::to_vec(&VrReply::Panicked { message }).unwrap_or_default();
+    // SAFETY: `fd` is the descriptor of a live `CtrlSocket`: it is stored
+    // by `report_panics` and taken back (-1) in `CtrlSocket::drop` before
+    // the descriptor is closed; the borrow ends with this call.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let _ = send_with_fds(fd, &msg, &[]);
 }
 
 /// The first half of a VR process's life: take the control socket from the
