@@ -63,18 +63,15 @@ impl Supervisor {
     /// Serve reports until `stop` is set or the worker is gone.
     pub fn run(mut self, ctl: &Mutex<Controller>, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
-            if self.step(ctl, Duration::from_millis(100)).is_err() {
+            if self.step(ctl, Duration::from_millis(100)).is_none() {
                 return;
             }
         }
     }
 
-    /// Wait up to `wait` for a report, then do the restarts that are due.
-    ///
-    /// # Errors
-    /// `Err(())` when the worker is gone (no more reports will come).
-    #[allow(clippy::result_unit_err)]
-    pub fn step(&mut self, ctl: &Mutex<Controller>, wait: Duration) -> Result<Vec<Restart>, ()> {
+    /// Wait up to `wait` for a report, then do the restarts that are due;
+    /// `None` once the worker is gone (no more reports will come).
+    pub fn step(&mut self, ctl: &Mutex<Controller>, wait: Duration) -> Option<Vec<Restart>> {
         let wait = self
             .due
             .iter()
@@ -84,7 +81,7 @@ impl Supervisor {
         match self.rx.recv_timeout(wait) {
             Ok(ev) => self.schedule(ev),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) if self.due.is_empty() => return Err(()),
+            Err(mpsc::RecvTimeoutError::Disconnected) if self.due.is_empty() => return None,
             Err(mpsc::RecvTimeoutError::Disconnected) => {}
         }
         while let Ok(ev) = self.rx.try_recv() {
@@ -101,7 +98,7 @@ impl Supervisor {
             let (_, ev) = self.due.swap_remove(i);
             done.push(self.restart(ctl, ev));
         }
-        Ok(done)
+        Some(done)
     }
 
     fn schedule(&mut self, ev: ExitEvent) {
