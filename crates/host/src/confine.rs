@@ -134,6 +134,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::spawn::CHILD_CTRL_FD;
+
 /// A user and group id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1005,6 +1007,19 @@ pub(crate) struct Prepared {
     program: PathBuf,
 }
 
+/// `fd`, renumbered above the descriptors the child fixes (0 to
+/// [`CHILD_CTRL_FD`]) if it is one of them. The child's hook `dup2`s its
+/// control socket onto `CHILD_CTRL_FD` before the confinement steps run, so
+/// a descriptor they use must not have that number: it is free in a host
+/// whose threads open and close descriptors at once (then the child wrote
+/// its cgroup's `0` into its control socket and ran outside its cgroup).
+fn above_fixed(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > CHILD_CTRL_FD {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, CHILD_CTRL_FD + 1)?)
+}
+
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two descriptors into the array we own.
@@ -1069,12 +1084,15 @@ impl Prepared {
                     .write(true)
                     .open(&p)
                     .map_err(os(format!("open {}", p.display())))?;
-                prep.procs.push(f.into());
+                prep.procs
+                    .push(above_fixed(f.into()).map_err(os("fcntl(F_DUPFD_CLOEXEC)"))?);
             }
             prep.cgroups = Some(cg);
         }
         if !c.is_off() {
-            prep.report = Some(pipe_cloexec().map_err(os("pipe"))?);
+            let (r, w) = pipe_cloexec().map_err(os("pipe"))?;
+            let w = above_fixed(w).map_err(os("fcntl(F_DUPFD_CLOEXEC)"))?;
+            prep.report = Some((r, w));
         }
         Ok(prep)
     }

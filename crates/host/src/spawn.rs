@@ -21,7 +21,7 @@ use vrhost_vr::proto::{CTRL_FD_ENV, Hello, HostMsg, MAX_MSG, PollConfig, VrReply
 use crate::confine::{Cgroups, Confine, ConfineError, Prepared};
 
 /// Descriptor number of the control socket in the child.
-const CHILD_CTRL_FD: i32 = 3;
+pub(crate) const CHILD_CTRL_FD: i32 = 3;
 
 /// How to start one instance of a VR.
 #[derive(Debug, Clone)]
