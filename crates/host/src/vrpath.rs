@@ -33,6 +33,11 @@ use crate::stats::{IngressDrop, Violation, VrStats, mono_ns};
 
 /// Slot indexes moved per ring operation.
 pub const BURST: usize = 64;
+
+/// Most slots staged for one vNIC before they must be published: the
+/// worker flushes a VR once it holds [`BURST`] staged frames, so this
+/// leaves room for one more port burst on top.
+const STAGE_MAX: usize = 2 * BURST;
 /// Shortest frame a VR may send (an Ethernet header).
 pub const MIN_FRAME: u16 = 14;
 
@@ -204,8 +209,10 @@ pub struct VrPath {
     /// Out port of each vNIC.
     vnic_port: Vec<usize>,
     inst: Vec<InstRings>,
-    /// Slots staged for each vNIC's rx ring during a burst.
+    /// Slots staged for each vNIC's rx ring during a round.
     staged: Vec<Vec<u32>>,
+    /// Their number, over all vNICs.
+    staged_n: usize,
     backend: Backend,
     /// Doorbells of the instances (rung when one sleeps and gets work).
     bells: Vec<Doorbell>,
@@ -271,8 +278,9 @@ impl VrPath {
             vnic_port,
             inst,
             staged: (0..cfg.vnic_count)
-                .map(|_| Vec::with_capacity(BURST))
+                .map(|_| Vec::with_capacity(STAGE_MAX))
                 .collect(),
+            staged_n: 0,
             inproc_stage: TxStage::new(cfg.vnic_count),
             inproc_counters: VrCounters::default(),
             backend,
@@ -507,7 +515,7 @@ impl VrPath {
         let Some(staged) = self.staged.get(v) else {
             return Err(IngressDrop::NoMatch);
         };
-        if staged.len() >= BURST {
+        if staged.len() >= STAGE_MAX {
             return Err(IngressDrop::RingFull);
         }
         // Asked at most once, and only within the reserve.
@@ -543,6 +551,15 @@ impl VrPath {
         let Some(slot) = self.free.pop() else {
             return Err(IngressDrop::PoolEmpty);
         };
+        // The slot the next frame for this VR will take: with several VRs
+        // that frame is a few frames away, time for the slot's lines (last
+        // written by the VR's core) to arrive.
+        // (An in-process VR's slots are in this core's cache already.)
+        if self.backend.uses_rings()
+            && let Some(&next) = self.free.last()
+        {
+            self.region.prefetch(next, self.headroom.into());
+        }
         self.region.write_slot(slot, self.headroom.into(), frame);
         let meta = self
             .region
@@ -552,6 +569,7 @@ impl VrPath {
         meta.set(SlotState::Filled);
         self.owner[slot as usize] = 1; // instance 0
         self.staged[v].push(slot);
+        self.staged_n += 1;
         // The frame as received, copied from the port's buffer (not from
         // the slot, which the VR can write at any time).
         if let Some(tap) = self.tap.as_deref_mut()
@@ -561,6 +579,12 @@ impl VrPath {
             self.stats.capture_dropped.add(1);
         }
         Ok(())
+    }
+
+    /// Frames staged and not yet published.
+    #[inline]
+    pub fn staged(&self) -> usize {
+        self.staged_n
     }
 
     /// Publish the staged slots to the rx rings (or process them in place for
@@ -630,6 +654,7 @@ impl VrPath {
             }
             self.staged[v].clear();
         }
+        self.staged_n = 0;
         if total == 0 {
             return 0;
         }
@@ -714,7 +739,12 @@ impl VrPath {
         let mut take = [0u32; BURST];
         let mut nt = 0;
         let mut bytes = 0u64;
-        for &s in idx {
+        // The VR wrote these slots' states and headers on its core.
+        let prefetch = self.backend.uses_rings();
+        for (i, &s) in idx.iter().enumerate() {
+            if prefetch && let Some(&ahead) = idx.get(i + 4) {
+                self.region.prefetch(ahead, self.headroom.into());
+            }
             match self.owner.get(s as usize) {
                 None => {
                     self.stats.violation(Violation::SlotIndex);
@@ -979,6 +1009,7 @@ impl VrPath {
         // Staged slots are owned by instance 0 and freed below; they must
         // not be published afterwards.
         self.staged.iter_mut().for_each(Vec::clear);
+        self.staged_n = 0;
         let mut n = 0;
         for s in 0..self.owner.len() as u32 {
             if self.owner[s as usize] != FREE {

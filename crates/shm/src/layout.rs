@@ -22,7 +22,8 @@ use crate::sync::{AtomicU32, AtomicU64};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"vrhost\0\0");
 /// Version of this layout. A VR built against another one is refused.
 /// Version 2: 32 VR counters per instance (16 in version 1).
-pub const LAYOUT_VERSION: u32 = 2;
+/// Version 3: the heartbeat on a cache line of its own.
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// Smallest and largest pool, in slots.
 pub const MIN_SLOTS: u32 = 2;
@@ -167,9 +168,12 @@ pub struct InstanceBlock {
     pub vr_sleeping: AtomicU32,
     /// VR-written: the VR instance's pid once attached, 0 before.
     pub vr_pid: AtomicU32,
-    /// VR-written: incremented by the VR's poll loop (for a watchdog).
+    _pad0: [u8; 56],
+    /// VR-written: incremented by the VR's poll loop (for a watchdog). On a
+    /// line of its own: the VR writes it every round, while the host reads
+    /// `vr_sleeping` every time it publishes frames.
     pub heartbeat: AtomicU64,
-    _pad0: [u8; 48],
+    _pad_hb: [u8; 56],
     /// Host-written: 1 while the host worker sleeps (the VR must kick).
     pub host_sleeping: AtomicU32,
     _pad1: [u8; 60],
