@@ -449,23 +449,18 @@ impl Controller {
             Some((p, a)) => (p.clone(), a.clone()),
             None => (self.exe.clone(), vec!["vr-run".to_string()]),
         };
-        // A VR that shares its core (with the host worker or another VR)
-        // must not spin or yield: it would take the core from the one that
-        // has work (sched_yield does not hand it over under CFS). It sleeps
-        // on its doorbell as soon as its rings are empty.
-        let shared = vr.cpu.is_none()
-            || vr.cpu == plan.host.cpu
-            || plan.vrs.iter().filter(|v| v.cpu == vr.cpu).count() > 1;
+        // A VR beside the host worker sleeps as soon as its rings are
+        // empty; one beside other VRs yields to them first.
+        let beside_worker = vr.cpu.is_none() || vr.cpu == plan.host.cpu;
+        let beside_vrs = plan.vrs.iter().filter(|v| v.cpu == vr.cpu).count() > 1;
         VrCommand {
             program,
             args,
             cpu: vr.cpu,
-            poll: if shared {
-                vrhost_vr::proto::PollConfig {
-                    spin_rounds: 0,
-                    yield_us: 0,
-                    ..plan.host.poll
-                }
+            poll: if beside_worker {
+                plan.host.poll.beside_worker()
+            } else if beside_vrs {
+                plan.host.poll.beside_vrs()
             } else {
                 plan.host.poll
             },

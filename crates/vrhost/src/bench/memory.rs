@@ -341,19 +341,17 @@ fn region_cfg(pool: u32) -> RegionConfig {
 }
 
 /// How to start a router VR on `vr_cpu`. VRs that share their core with
-/// others do not spin when idle but yield at once: a spinning VR holds the
-/// core for its whole time slice while the others' rings overflow.
+/// others back off as the daemon's do ([`PollConfig::beside_vrs`]).
 fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool, slice_us: u32) -> Result<VrCommand> {
-    let poll = PollConfig::default();
+    let poll = PollConfig {
+        slice_us,
+        ..PollConfig::default()
+    };
     Ok(VrCommand {
         program: std::env::current_exe()?,
         args: vec!["vr-run".into()],
         cpu: Some(vr_cpu),
-        poll: PollConfig {
-            spin_rounds: if shared_core { 0 } else { poll.spin_rounds },
-            slice_us,
-            ..poll
-        },
+        poll: if shared_core { poll.beside_vrs() } else { poll },
         config: serde_json::to_value(table.router_config())?,
         ready_timeout: Duration::from_secs(60),
         confine: vrhost_host::Confine::default(),
