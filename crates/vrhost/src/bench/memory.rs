@@ -820,6 +820,13 @@ fn validate(args: &MemoryArgs) -> Result<()> {
     if args.host_cpu >= n || args.vr_cpu >= n {
         bail!("--host-cpu/--vr-cpu must be below the CPU count ({n})");
     }
+    if args.host_cpu == args.vr_cpu {
+        bail!(
+            "--host-cpu and --vr-cpu are both {}: the host worker and the VRs need a core each \
+             (a VR beside the worker only runs when the kernel takes the core from it)",
+            args.vr_cpu
+        );
+    }
     Ok(())
 }
 
@@ -963,21 +970,47 @@ fn print_table(results: &[AnyRecord]) {
             ),
         }
     }
-    let get = |mode: Mode, vrs: usize| {
-        results.iter().find_map(|r| match r {
-            AnyRecord::Fwd(r) if r.mode == mode && r.vrs == vrs && r.frame_bytes == 64 => {
-                Some(r.mpps)
-            }
-            _ => None,
-        })
-    };
-    if let (Some(shm), Some(inproc)) = (get(Mode::Shm, 1), get(Mode::Inproc, 1)) {
-        println!("shm / inproc (64 B, 1 VR): {:.2}", shm / inproc);
+    // Ratios per route table (the first record of each point: the pool
+    // sweep comes after the main points).
+    let mut tables: Vec<usize> = Vec::new();
+    for r in results {
+        if let AnyRecord::Fwd(r) = r
+            && !tables.contains(&r.routes)
+        {
+            tables.push(r.routes);
+        }
     }
-    if let (Some(shm), Some(sys)) = (get(Mode::Shm, 1), get(Mode::Syscall, 1)) {
-        println!("shm / syscall (64 B, 1 VR): {:.1}", shm / sys);
-    }
-    if let (Some(one), Some(ten)) = (get(Mode::Shm, 1), get(Mode::Shm, 10)) {
-        println!("shm 10 VRs / 1 VR aggregate (64 B): {:.2}", ten / one);
+    for routes in tables {
+        let get = |mode: Mode, vrs: usize| {
+            results.iter().find_map(|r| match r {
+                AnyRecord::Fwd(r)
+                    if r.mode == mode
+                        && r.vrs == vrs
+                        && r.frame_bytes == 64
+                        && r.routes == routes =>
+                {
+                    Some(r.mpps)
+                }
+                _ => None,
+            })
+        };
+        if let (Some(shm), Some(inproc)) = (get(Mode::Shm, 1), get(Mode::Inproc, 1)) {
+            println!(
+                "shm / inproc (64 B, 1 VR, {routes} routes): {:.2}",
+                shm / inproc
+            );
+        }
+        if let (Some(shm), Some(sys)) = (get(Mode::Shm, 1), get(Mode::Syscall, 1)) {
+            println!(
+                "shm / syscall (64 B, 1 VR, {routes} routes): {:.1}",
+                shm / sys
+            );
+        }
+        if let (Some(one), Some(ten)) = (get(Mode::Shm, 1), get(Mode::Shm, 10)) {
+            println!(
+                "shm 10 VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}",
+                ten / one
+            );
+        }
     }
 }
