@@ -315,9 +315,11 @@ where
 }
 
 /// Check, from the mode bits, that `ids` may reach `path` (search every
-/// directory above it) and read it (or, with `exec`, execute it). Groups
-/// other than `ids.gid` do not count (a confined VR has none); ACLs and
-/// security modules are not looked at.
+/// directory above it) and read it; or, with `exec`, execute it. A VR's
+/// program is opened by the host and executed through that descriptor
+/// (see `spawn`), so for `exec` the directories above it do not count.
+/// Groups other than `ids.gid` do not count (a confined VR has none); ACLs
+/// and security modules are not looked at.
 ///
 /// # Errors
 /// Which path `ids` cannot get through, and why.
@@ -340,7 +342,8 @@ pub fn check_access(path: &Path, ids: Ids, exec: bool) -> Result<(), String> {
     // The path as given (a symlink in a closed directory is not reached)
     // and where it leads.
     let given = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    for dir in given.ancestors().skip(1).chain(real.ancestors().skip(1)) {
+    let dirs = given.ancestors().skip(1).chain(real.ancestors().skip(1));
+    for dir in dirs.filter(|_| !exec) {
         if !allowed(dir, 1)? {
             return Err(format!(
                 "{}: directory {} cannot be searched by {ids}",
@@ -1180,7 +1183,7 @@ impl Prepared {
 
 /// The program's path as exec would find it (absolute, relative, or in
 /// `PATH`).
-fn which(program: &Path) -> io::Result<PathBuf> {
+pub(crate) fn which(program: &Path) -> io::Result<PathBuf> {
     if program.components().count() > 1 || program.is_absolute() {
         return Ok(program.to_path_buf());
     }
@@ -1382,11 +1385,18 @@ mod tests {
         let r3 = check_access(&f, other, false);
         set(&dir, 0o755);
         let r4 = check_access(&f, other, true);
+        // A program is executed through the host's descriptor: only its
+        // own mode counts.
+        set(&f, 0o755);
+        set(&dir, 0o700);
+        let r5 = check_access(&f, other, true);
+        set(&dir, 0o755);
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(r.is_ok(), "{r:?}");
         assert!(r2.unwrap_err().contains("cannot be read"));
         assert!(r3.unwrap_err().contains("cannot be searched"));
         assert!(r4.unwrap_err().contains("cannot be executed"));
+        assert!(r5.is_ok(), "{r5:?}");
     }
 
     fn bare(program: &str) -> Prepared {

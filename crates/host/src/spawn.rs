@@ -148,8 +148,20 @@ fn spawn_inner(
 ) -> std::io::Result<(Child, OwnedFd)> {
     let (ours, theirs) = seqpacket_pair()?;
     let raw = theirs.as_raw_fd();
-    let mut command = Command::new(program);
-    command.args(args).stdin(Stdio::null());
+    // The child executes the program through a descriptor the host opened,
+    // so a VR running as `nobody` needs the right to execute the file but
+    // not to search the directories above it (a build under /root). The
+    // kernel resolves /proc/self/fd/N (the process's own descriptor, open
+    // to it whatever its user) before it closes close-on-exec descriptors.
+    // Above CHILD_CTRL_FD, which the child's first step overwrites.
+    let exe = rustix::fs::open(
+        crate::confine::which(program)?,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let exe = rustix::io::fcntl_dupfd_cloexec(&exe, CHILD_CTRL_FD + 1)?;
+    let mut command = Command::new(format!("/proc/self/fd/{}", exe.as_raw_fd()));
+    command.arg0(program).args(args).stdin(Stdio::null());
     // SAFETY: the closure runs in the child between fork and exec and calls
     // only async-signal-safe functions (dup2, fcntl, prctl, getppid, _exit),
     // touching no memory shared with the parent's threads.
@@ -183,7 +195,7 @@ fn spawn_inner(
     }
     command.env(CTRL_FD_ENV, CHILD_CTRL_FD.to_string());
     let child = command.spawn()?;
-    drop(theirs);
+    drop((theirs, exe));
     Ok((child, ours))
 }
 

@@ -544,27 +544,33 @@ fn confinement_failures_are_clear() {
     let leftovers = find_cgroups("fail-cpuset.0");
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
-    // A program in a directory only root may enter.
+    // A program in a directory only root may enter (a build under /root)
+    // starts as nobody: the host opens it, the VR executes the descriptor.
     let dir = TestDir::new("closed");
     let link = dir.0.join("vrhost");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vrhost"), &link).unwrap();
     let mut cmd = probe_cmd(Confine::strict());
     cmd.program = link.clone();
+    let mut procs = Procs::default();
+    procs.0.push(
+        VrProcess::start("closed-exec", 0, &r, &bell, &cmd)
+            .unwrap()
+            .0,
+    );
+    drop(procs);
+    // A program nobody may not execute is refused, naming it.
+    let own = dir.0.join("own-only");
+    std::fs::write(&own, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700)).unwrap();
+    cmd.program = own.clone();
     let msg = VrProcess::start("fail-exec", 0, &r, &bell, &cmd)
         .map(drop)
         .unwrap_err()
         .to_string();
     assert!(
-        msg.contains("cannot be searched by uid 65534") && msg.contains(dir.0.to_str().unwrap()),
+        msg.contains("cannot be executed by uid 65534") && msg.contains(own.to_str().unwrap()),
         "{msg}"
     );
-    // The same program run as root (no user change) starts.
-    cmd.confine.user = None;
-    let mut procs = Procs::default();
-    procs
-        .0
-        .push(VrProcess::start("root-exec", 0, &r, &bell, &cmd).unwrap().0);
-    drop(procs);
 
     // A route file the router, as nobody, cannot read: the VR says so.
     let routes = dir.0.join("routes.txt");
