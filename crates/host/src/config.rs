@@ -796,8 +796,10 @@ impl Config {
     }
 
     /// How VR `i` (`v`) is confined: everything if `host.confine`, and its
-    /// own `user`, `cpu_quota`, `cpus` and `memory`. Its program and route
-    /// file must be reachable by its user.
+    /// own `user`, `cpu_quota`, `cpus` and `memory`. Its user must be able
+    /// to execute its program (run through the host's descriptor, so the
+    /// directories above it do not count) and to reach and read its route
+    /// file.
     fn vr_confine(
         &self,
         i: usize,
