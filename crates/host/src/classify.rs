@@ -84,18 +84,35 @@ pub enum RuleError {
 /// 0xffff, which no rule can name (ids are at most 4095).
 type Words = [u64; 3];
 
+/// Pack fields as [`Words`] (a frame's, a rule's values, or a rule's
+/// masks with the fields it looks at all ones).
+#[inline]
+fn pack(dst: u32, src: u32, mac: [u8; 6], dport: u16, port: u32, vlan: u16, proto: u8) -> Words {
+    let m = mac;
+    [
+        u64::from(dst) | u64::from(src) << 32,
+        u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]) | u64::from(dport) << 48,
+        u64::from(port) | u64::from(vlan) << 32 | u64::from(proto) << 48,
+    ]
+}
+
+/// Port indexes as packed: indexes into the worker's port list; one past
+/// u32 range would alias u32::MAX, which no host reaches.
+fn port32(port: usize) -> u32 {
+    u32::try_from(port).unwrap_or(u32::MAX)
+}
+
 #[inline]
 fn words(port: usize, key: &FlowKey) -> Words {
-    let m = key.dst_mac.0;
-    let mac = u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]);
-    // Ports are indexes into the worker's port list; one past u32 range
-    // would alias u32::MAX, which no host reaches.
-    let port = u64::from(u32::try_from(port).unwrap_or(u32::MAX));
-    [
-        u64::from(key.dst) | u64::from(key.src) << 32,
-        mac | u64::from(key.dport) << 48,
-        port | u64::from(key.vlan.unwrap_or(0xffff)) << 32 | u64::from(key.protocol) << 48,
-    ]
+    pack(
+        key.dst,
+        key.src,
+        key.dst_mac.0,
+        key.dport,
+        port32(port),
+        key.vlan.unwrap_or(0xffff),
+        key.protocol,
+    )
 }
 
 /// A group's view of a frame (its [`Words`] under the group's masks), as
@@ -216,27 +233,28 @@ impl Classifier {
                 return Err(RuleError::PortNotUdp { rule: i, proto: p });
             }
             let proto = r.m.proto.or(r.m.udp_dport.map(|_| IPPROTO_UDP));
-            let on = |set: bool, bits: u64| if set { bits } else { 0 };
-            let mask = [
-                u64::from(dst_mask) | u64::from(src_mask) << 32,
-                on(r.m.dst_mac.is_some(), 0xffff_ffff_ffff)
-                    | on(r.m.udp_dport.is_some(), 0xffff << 48),
-                on(r.m.in_port.is_some(), 0xffff_ffff)
-                    | on(r.m.vlan.is_some(), 0xffff << 32)
-                    | on(proto.is_some(), 0xff << 48),
-            ];
+            let all = |set: bool| if set { u64::MAX } else { 0 };
+            let mask = pack(
+                dst_mask,
+                src_mask,
+                [all(r.m.dst_mac.is_some()) as u8; 6],
+                all(r.m.udp_dport.is_some()) as u16,
+                all(r.m.in_port.is_some()) as u32,
+                all(r.m.vlan.is_some()) as u16,
+                all(proto.is_some()) as u8,
+            );
             let needs_addr = r.m.dst.is_some() || r.m.src.is_some();
             let needs_ip = proto.is_some();
             // The rule's values, packed as a frame's would be.
-            let m = r.m.dst_mac.unwrap_or_default();
-            let key = [
-                u64::from(dst_val) | u64::from(src_val) << 32,
-                u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
-                    | u64::from(r.m.udp_dport.unwrap_or(0)) << 48,
-                u64::from(u32::try_from(r.m.in_port.unwrap_or(0)).unwrap_or(u32::MAX))
-                    | u64::from(r.m.vlan.unwrap_or(0)) << 32
-                    | u64::from(proto.unwrap_or(0)) << 48,
-            ];
+            let key = pack(
+                dst_val,
+                src_val,
+                r.m.dst_mac.unwrap_or_default(),
+                r.m.udp_dport.unwrap_or(0),
+                port32(r.m.in_port.unwrap_or(0)),
+                r.m.vlan.unwrap_or(0),
+                proto.unwrap_or(0),
+            );
             let hit = Hit {
                 pos: i,
                 vr: r.vr,

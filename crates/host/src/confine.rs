@@ -134,7 +134,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::spawn::CHILD_CTRL_FD;
+use crate::spawn::above_fixed;
 
 /// A user and group id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -1008,19 +1008,6 @@ pub(crate) struct Prepared {
     report: Option<(OwnedFd, OwnedFd)>,
     cgroups: Option<Cgroups>,
     program: PathBuf,
-}
-
-/// `fd`, renumbered above the descriptors the child fixes (0 to
-/// [`CHILD_CTRL_FD`]) if it is one of them. The child's hook `dup2`s its
-/// control socket onto `CHILD_CTRL_FD` before the confinement steps run, so
-/// a descriptor they use must not have that number: it is free in a host
-/// whose threads open and close descriptors at once (then the child wrote
-/// its cgroup's `0` into its control socket and ran outside its cgroup).
-fn above_fixed(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > CHILD_CTRL_FD {
-        return Ok(fd);
-    }
-    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, CHILD_CTRL_FD + 1)?)
 }
 
 fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {

@@ -154,12 +154,11 @@ fn spawn_inner(
     // kernel resolves /proc/self/fd/N (the process's own descriptor, open
     // to it whatever its user) before it closes close-on-exec descriptors.
     // Above CHILD_CTRL_FD, which the child's first step overwrites.
-    let exe = rustix::fs::open(
+    let exe = above_fixed(rustix::fs::open(
         crate::confine::which(program)?,
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
-    )?;
-    let exe = rustix::io::fcntl_dupfd_cloexec(&exe, CHILD_CTRL_FD + 1)?;
+    )?)?;
     let mut command = Command::new(format!("/proc/self/fd/{}", exe.as_raw_fd()));
     command.arg0(program).args(args).stdin(Stdio::null());
     // SAFETY: the closure runs in the child between fork and exec and calls
@@ -197,6 +196,20 @@ fn spawn_inner(
     let child = command.spawn()?;
     drop((theirs, exe));
     Ok((child, ours))
+}
+
+/// `fd`, renumbered above the descriptors the child fixes (0 to
+/// [`CHILD_CTRL_FD`]) if it is one of them. The child's hook `dup2`s its
+/// control socket onto `CHILD_CTRL_FD` before the confinement steps run, so
+/// a descriptor they (or the exec) use must not have that number: it is
+/// free in a host whose threads open and close descriptors at once (then
+/// the child wrote its cgroup's `0` into its control socket and ran outside
+/// its cgroup).
+pub(crate) fn above_fixed(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > CHILD_CTRL_FD {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, CHILD_CTRL_FD + 1)?)
 }
 
 /// One running VR instance process.
