@@ -36,6 +36,9 @@ use vrhost_shm::{Doorbell, Region, RegionConfig};
 use vrhost_vr::proto::CONTROL_CHUNK;
 use vrhost_vr::router::RouteConfig;
 
+/// A VR's instance processes, their doorbells and control sockets, in
+/// instance order.
+type Instances = (Vec<VrProcess>, Vec<Doorbell>, Vec<VrControl>);
 /// How long a call into the worker may take before the API gives up.
 pub const WORKER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a VR may take to apply one control message.
@@ -292,15 +295,15 @@ impl Controller {
         if entry.id != ev.id || ev.reason == DownReason::Quarantined || !vr.restart {
             return Ok(false);
         }
-        let cmd = self.vr_command(&self.plan, vr);
-        let (proc_, bell) = VrProcess::start(&vr.name, 0, &entry.region, &self.host_bell, &cmd)
-            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
-        let control = proc_
-            .control()
-            .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
+        let (procs, bells, controls) = self
+            .start_instances(&self.plan, vr, &entry.region)
+            .map_err(|e| match e {
+                ControlError::Invalid(m) => ControlError::Unavailable(m),
+                other => other,
+            })?;
         let name = vr.name.clone();
         let entry = self.vrs.get_mut(&name).expect("looked up above");
-        entry.controls = vec![control];
+        entry.controls = controls;
         if !entry.api_routes.is_empty() {
             let add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
             // The process is dropped (killed) with the error: the VR stays
@@ -309,7 +312,7 @@ impl Controller {
         }
         let id = ev.id;
         let refused = self.mailbox.call(WORKER_TIMEOUT, move |w: &mut Worker| {
-            w.restore_vr(id, vec![proc_], vec![bell])
+            w.restore_vr(id, procs, bells)
         })?;
         if let Err(procs) = refused {
             for mut p in procs {
@@ -397,16 +400,12 @@ impl Controller {
                 slot_count: vr.slots,
                 ring_entries: RegionConfig::ring_entries_for(vr.slots),
                 vnic_count: vr.vnic_ports.len() as u16,
+                instance_count: vr.instances,
                 ..RegionConfig::default()
             },
         )
         .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
-        let cmd = self.vr_command(plan, vr);
-        let (proc_, bell) = VrProcess::start(&vr.name, 0, &region, &self.host_bell, &cmd)
-            .map_err(|e| ControlError::Invalid(e.to_string()))?;
-        let control = proc_
-            .control()
-            .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
+        let (procs, bells, controls) = self.start_instances(plan, vr, &region)?;
         let second = region
             .fd()
             .try_clone_to_owned()
@@ -417,16 +416,17 @@ impl Controller {
             &vr.name,
             region,
             vr.vnic_ports.clone(),
-            Backend::Process(vec![proc_]),
-            vec![bell],
+            Backend::Process(procs),
+            bells,
         );
+        path.set_balance(vr.balance);
         path.set_guard(vr.guard);
         path.set_sched(vr.sched);
         let mut entry = VrEntry {
             id: path.id(),
             region: second,
             stats: path.stats().clone(),
-            controls: vec![control],
+            controls,
             api_routes: BTreeMap::new(),
         };
         if !routes.is_empty() {
@@ -443,20 +443,51 @@ impl Controller {
         Ok(Started { path, entry })
     }
 
-    /// How to start an instance of `vr`.
-    fn vr_command(&self, plan: &Plan, vr: &VrPlan) -> VrCommand {
+    /// Start every instance of `vr` on `region` (see [`Instances`]): their processes,
+    /// doorbells and control sockets, in instance order. On an error the
+    /// ones started are dropped (killed).
+    fn start_instances(
+        &self,
+        plan: &Plan,
+        vr: &VrPlan,
+        region: &Region,
+    ) -> Result<Instances, ControlError> {
+        let mut out = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..vr.instances {
+            let cmd = self.vr_command(plan, vr, k);
+            let (p, bell) = VrProcess::start(&vr.name, k, region, &self.host_bell, &cmd)
+                .map_err(|e| ControlError::Invalid(e.to_string()))?;
+            let control = p
+                .control()
+                .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
+            out.0.push(p);
+            out.1.push(bell);
+            out.2.push(control);
+        }
+        Ok(out)
+    }
+
+    /// How to start instance `k` of `vr`.
+    fn vr_command(&self, plan: &Plan, vr: &VrPlan, k: u16) -> VrCommand {
         let (program, args) = match &vr.program {
             Some((p, a)) => (p.clone(), a.clone()),
             None => (self.exe.clone(), vec!["vr-run".to_string()]),
         };
         // A VR beside the host worker sleeps as soon as its rings are
         // empty; one beside other VRs yields to them first.
-        let beside_worker = vr.cpu.is_none() || vr.cpu == plan.host.cpu;
-        let beside_vrs = plan.vrs.iter().filter(|v| v.cpu == vr.cpu).count() > 1;
+        let cpu = vr.instance_cpus.get(usize::from(k)).copied().flatten();
+        let beside_worker = cpu.is_none() || cpu == plan.host.cpu;
+        let beside_vrs = plan
+            .vrs
+            .iter()
+            .flat_map(|v| &v.instance_cpus)
+            .filter(|&&c| c == cpu)
+            .count()
+            > 1;
         VrCommand {
             program,
             args,
-            cpu: vr.cpu,
+            cpu,
             poll: if beside_worker {
                 plan.host.poll.beside_worker()
             } else if beside_vrs {
@@ -519,6 +550,9 @@ impl Controller {
             a.program == b.program
                 && a.slots == b.slots
                 && a.cpu == b.cpu
+                && a.instances == b.instances
+                && a.instance_cpus == b.instance_cpus
+                && a.balance == b.balance
                 && a.config == b.config
                 && a.vnic_ports.len() == b.vnic_ports.len()
         };

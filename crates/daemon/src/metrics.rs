@@ -88,7 +88,8 @@ impl Reg {
 }
 
 impl Reg {
-    fn gauge_seconds(&mut self, name: &'static str, help: &str, labels: Labels, v: f64) {
+    /// A gauge of any real value (seconds, averages).
+    fn gauge_f64(&mut self, name: &'static str, help: &str, labels: Labels, v: f64) {
         let f = family(&self.r, &mut self.float_gauges, name, || {
             prometheus::GaugeVec::new(Opts::new(format!("vrhost_{name}"), help), &keys(&labels))
                 .expect("valid names")
@@ -248,7 +249,7 @@ pub fn render(s: &StatsView) -> String {
             l(),
             st.host_cpu_seconds,
         );
-        m.gauge_seconds(
+        m.gauge_f64(
             "vr_last_recovery_seconds",
             "From a VR's last exit to its first frame out after the restart",
             l(),
@@ -271,6 +272,36 @@ pub fn render(s: &StatsView) -> String {
             "Frames a capture could not keep up with",
             l(),
             st.capture_dropped,
+        );
+        m.gauge(
+            "vr_arrival_pps",
+            "Frames/s offered to a VR (EWMA over 100 ms)",
+            l(),
+            st.arrival_pps,
+        );
+        m.counter(
+            "vr_rebalances",
+            "Changes of the set of a VR's instances fed",
+            l(),
+            st.rebalances,
+        );
+        m.counter(
+            "vr_instance_exits",
+            "Instances of a VR that exited while others went on",
+            l(),
+            st.instance_exits,
+        );
+        m.counter(
+            "vr_ctrl_relayed",
+            "Control messages relayed between a VR's instances",
+            l(),
+            st.ctrl_relayed,
+        );
+        m.counter(
+            "vr_ctrl_dropped",
+            "Control messages between a VR's instances dropped",
+            l(),
+            st.ctrl_dropped,
         );
         m.gauge(
             "vr_pool_slots",
@@ -357,6 +388,30 @@ pub fn render(s: &StatsView) -> String {
                 "Entries waiting in an instance's tx rings",
                 ls(),
                 i.tx_ring_fill,
+            );
+            m.counter(
+                "instance_rx_packets",
+                "Frames the host gave a VR instance",
+                ls(),
+                i.rx_packets,
+            );
+            m.gauge_f64(
+                "instance_rx_fill_avg",
+                "EWMA (100 ms) of the entries waiting in a VR instance's rx rings",
+                ls(),
+                i.rx_fill_avg,
+            );
+            m.gauge(
+                "instance_held_slots",
+                "Slots a VR instance holds (its backlog)",
+                ls(),
+                i.held,
+            );
+            m.gauge(
+                "instance_capacity_pps",
+                "Frames/s a VR instance handed back while busy (0 until measured)",
+                ls(),
+                i.capacity_pps,
             );
             m.gauge(
                 "instance_up",

@@ -76,6 +76,15 @@ pub struct InstanceView {
     pub rx_ring_fill: u64,
     /// Entries waiting in its tx rings.
     pub tx_ring_fill: u64,
+    /// Frames the host gave it.
+    pub rx_packets: u64,
+    /// Slots it holds now (the host's count): its backlog.
+    pub held: u64,
+    /// EWMA of the entries waiting in its rx rings (LVRM's VRI load).
+    pub rx_fill_avg: f64,
+    /// Frames/s it handed back while busy: its measured capacity (0 until
+    /// measured).
+    pub capacity_pps: u64,
 }
 
 /// One vNIC's counters.
@@ -145,6 +154,16 @@ pub struct VrCountersView {
     pub free_slots: u64,
     /// Frames a capture could not keep up with.
     pub capture_dropped: u64,
+    /// Frames/s offered to it: an EWMA over 100 ms.
+    pub arrival_pps: u64,
+    /// Changes of the set of instances fed.
+    pub rebalances: u64,
+    /// Instances that exited while others went on.
+    pub instance_exits: u64,
+    /// Control messages relayed between its instances.
+    pub ctrl_relayed: u64,
+    /// Control messages between its instances dropped (peer full or gone).
+    pub ctrl_dropped: u64,
     /// Per vNIC.
     pub vnics: Vec<VnicView>,
 }
@@ -302,7 +321,10 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
             .map(|i| InstanceView {
                 index: i.index,
                 pid: i.pid,
-                cpu: vp.and_then(|v| v.cpu),
+                cpu: vp
+                    .and_then(|v| v.instance_cpus.get(usize::from(i.index)))
+                    .copied()
+                    .flatten(),
                 running: i.running,
                 cpu_seconds: i
                     .pid
@@ -312,6 +334,22 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                 heartbeat: i.heartbeat,
                 rx_ring_fill: i.rx_ring_fill,
                 tx_ring_fill: i.tx_ring_fill,
+                rx_packets: s
+                    .instances
+                    .get(usize::from(i.index))
+                    .map_or(0, |c| c.rx_packets.get()),
+                held: s
+                    .instances
+                    .get(usize::from(i.index))
+                    .map_or(0, |c| c.held.get()),
+                rx_fill_avg: s
+                    .instances
+                    .get(usize::from(i.index))
+                    .map_or(0.0, |c| c.rx_fill_milli.get() as f64 / 1000.0),
+                capacity_pps: s
+                    .instances
+                    .get(usize::from(i.index))
+                    .map_or(0, |c| c.capacity_pps.get()),
             })
             .collect();
         vrs.push(VrView {
@@ -340,6 +378,11 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                 pool_slots: pool as u64,
                 free_slots: free as u64,
                 capture_dropped: s.capture_dropped.get(),
+                arrival_pps: s.arrival_pps.get(),
+                rebalances: s.rebalances.get(),
+                instance_exits: s.instance_exits.get(),
+                ctrl_relayed: s.ctrl_relayed.get(),
+                ctrl_dropped: s.ctrl_dropped.get(),
                 vnics,
             },
             instances,

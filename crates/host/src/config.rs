@@ -218,9 +218,18 @@ pub struct VrConf {
     /// Slots in its packet pool (2..=65536).
     #[serde(default = "default_slots")]
     pub slots: Spanned<u32>,
-    /// Core its instance is pinned to.
+    /// Core its instance is pinned to (with several instances: `cpus`).
     #[serde(default)]
     pub cpu: Option<usize>,
+    /// Instances (processes) of it, each with its own rings, fed by the
+    /// host's balancer (1..=64, default 1). Instance `k` is pinned to
+    /// `cpus[k]` when `cpus` lists enough distinct cores.
+    #[serde(default)]
+    pub instances: Option<Spanned<u16>>,
+    /// How frames are shared among its instances: `flow` (default: a flow
+    /// stays on one instance), `rr`, `random`, `jsq`, `weighted`.
+    #[serde(default)]
+    pub balance: Option<Spanned<String>>,
     /// The router's tables (routes, next hops, neighbours, route file), for
     /// `kind = "router"`; its `vnics` come from `vnics` above.
     #[serde(default)]
@@ -388,8 +397,14 @@ pub struct VrPlan {
     pub vnic_ports: Vec<usize>,
     /// Pool slots.
     pub slots: u32,
-    /// Core.
+    /// Core (of a single instance).
     pub cpu: Option<usize>,
+    /// Instances started.
+    pub instances: u16,
+    /// Core of each instance, when pinned.
+    pub instance_cpus: Vec<Option<usize>>,
+    /// How frames are shared among its instances.
+    pub balance: crate::balance::Policy,
     /// Hello config (JSON).
     pub config: serde_json::Value,
     /// Quarantine and watchdog.
@@ -415,6 +430,68 @@ pub struct Plan {
     pub classifier: Classifier,
     /// Host settings.
     pub host: HostConf,
+}
+
+/// A config field at fault: where, which, why.
+type FieldError = (std::ops::Range<usize>, &'static str, String);
+
+impl Config {
+    /// A VR's instance count, each instance's core and its balancing
+    /// policy. Two instances never share a core: several instances take
+    /// their cores from `cpus`, one each.
+    fn vr_instances(
+        v: &VrConf,
+    ) -> Result<(u16, Vec<Option<usize>>, crate::balance::Policy), FieldError> {
+        let n = v.instances.as_ref().map_or(1, |s| *s.get_ref());
+        let span = || v.instances.as_ref().map_or(0..0, Spanned::span);
+        if !(1..=vrhost_shm::layout::MAX_INSTANCES).contains(&n) {
+            return Err((
+                span(),
+                "instances",
+                format!("{n}: must be 1..={}", vrhost_shm::layout::MAX_INSTANCES),
+            ));
+        }
+        let balance = match &v.balance {
+            None => crate::balance::Policy::default(),
+            Some(s) => s
+                .get_ref()
+                .parse()
+                .map_err(|e: crate::balance::UnknownPolicy| (s.span(), "balance", e.to_string()))?,
+        };
+        let cpus = match &v.cpus {
+            Some(c) if n > 1 => {
+                let mut d = c.get_ref().clone();
+                d.sort_unstable();
+                d.dedup();
+                if d.len() < usize::from(n) {
+                    return Err((
+                        c.span(),
+                        "cpus",
+                        format!(
+                            "{} distinct cores for {n} instances: each instance needs its own",
+                            d.len()
+                        ),
+                    ));
+                }
+                c.get_ref()
+                    .iter()
+                    .take(usize::from(n))
+                    .map(|&c| Some(c))
+                    .collect()
+            }
+            _ if n > 1 && v.cpu.is_some() => {
+                return Err((
+                    span(),
+                    "instances",
+                    format!(
+                        "{n} instances cannot all be pinned to `cpu`; list their cores in `cpus`"
+                    ),
+                ));
+            }
+            _ => vec![v.cpu; usize::from(n)],
+        };
+        Ok((n, cpus, balance))
+    }
 }
 
 fn line_of(src: &str, at: usize) -> usize {
@@ -669,12 +746,17 @@ impl Config {
                 }
             };
             let confine = self.vr_confine(i, v, &program, &config, &err)?;
+            let (instances, instance_cpus, balance) =
+                Self::vr_instances(v).map_err(|(span, field, msg)| err(span, f(field), msg))?;
             vrs.push(VrPlan {
                 name: n.clone(),
                 program,
                 vnic_ports,
                 slots,
                 cpu: v.cpu,
+                instances,
+                instance_cpus,
+                balance,
                 config,
                 guard: Guard {
                     quarantine_after: Some(
@@ -1054,6 +1136,38 @@ vnic = 0
         for (src, want) in cases {
             let e = parse(&src).unwrap_err();
             assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+    }
+
+    #[test]
+    fn instances_get_a_core_each_and_a_policy() {
+        let with = |fields: &str| GOOD.replace("slots = 1024", &format!("slots = 1024\n{fields}"));
+        let plan = parse(&with("instances = 2\ncpus = [1, 0]\nbalance = \"jsq\"")).unwrap();
+        let v = &plan.vrs[0];
+        assert_eq!(v.instances, 2);
+        assert_eq!(v.instance_cpus, [Some(1), Some(0)]);
+        assert_eq!(v.balance, crate::balance::Policy::ShortestQueue);
+        let plan = parse(GOOD).unwrap();
+        assert_eq!(plan.vrs[0].instances, 1);
+        assert_eq!(plan.vrs[0].balance, crate::balance::Policy::Flow);
+        for (fields, want) in [
+            (
+                "instances = 0",
+                "v.toml:18: vrs[0].instances: 0: must be 1..=64",
+            ),
+            ("instances = 65", "vrs[0].instances: 65"),
+            (
+                "instances = 2\ncpu = 1",
+                "vrs[0].instances: 2 instances cannot all be pinned",
+            ),
+            (
+                "instances = 3\ncpus = [1, 0]",
+                "vrs[0].cpus: 2 distinct cores for 3 instances",
+            ),
+            ("balance = \"fastest\"", "vrs[0].balance"),
+        ] {
+            let e = parse(&with(fields)).unwrap_err();
+            assert!(e.contains(want), "{fields}: want {want:?} in {e:?}");
         }
     }
 

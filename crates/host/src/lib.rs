@@ -4,16 +4,21 @@
 //! with its validation of everything a VR hands back ([`vrpath`]), the worker
 //! loop ([`worker`]), the capture taps it copies a VR's frames into
 //! ([`capture`]), and starting, confining ([`confine`]) and watching VR
-//! processes ([`spawn`]).
+//! processes ([`spawn`]); how frames are shared among a VR's instances
+//! ([`balance`]), the control messages relayed between them ([`relay`]),
+//! and how many instances a VR gets on which cores ([`alloc`]).
 //! It does not own the region layout (`vrhost-shm`), packet formats
 //! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
 //! packet (`vrhost-vr`).
 
+pub mod alloc;
+pub mod balance;
 pub mod capture;
 pub mod classify;
 pub mod config;
 pub mod confine;
 pub mod cpu;
+pub mod relay;
 pub mod spawn;
 pub mod stats;
 pub mod vrpath;
@@ -23,6 +28,10 @@ pub use capture::{Direction, Record, Tap, TapConfig, TapReader};
 pub use classify::{Classifier, Match, Rule};
 pub use confine::Confine;
 pub use spawn::{ControlError, VrCommand, VrControl, VrProcess};
-pub use stats::{Gauge, HostStats, IngressDrop, Violation, VnicStats, VrStats, mono_ns};
-pub use vrpath::{Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, Sched, VrPath};
+pub use stats::{
+    Gauge, HostStats, IngressDrop, InstanceStats, Violation, VnicStats, VrStats, mono_ns,
+};
+pub use vrpath::{
+    Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, InstanceState, Sched, VrPath,
+};
 pub use worker::{CaptureRefused, Keep, Mailbox, MailboxError, Reconfig, Worker};

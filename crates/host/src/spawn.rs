@@ -222,6 +222,8 @@ pub struct VrProcess {
     cgroups: Option<Cgroups>,
     /// Set once the host has handled its exit.
     pub reaped: bool,
+    /// Which instance of its VR it is.
+    instance: u16,
 }
 
 impl VrProcess {
@@ -274,6 +276,7 @@ impl VrProcess {
             ctrl: ours,
             cgroups,
             reaped: false,
+            instance,
         };
         let hello = Hello {
             layout_version: LAYOUT_VERSION,
@@ -372,6 +375,11 @@ impl VrProcess {
         self.child.id()
     }
 
+    /// Which instance of its VR it is (its rings in the region).
+    pub fn instance(&self) -> u16 {
+        self.instance
+    }
+
     /// The pidfd (readable once the process exited), to poll with others.
     pub fn pidfd(&self) -> BorrowedFd<'_> {
         self.pidfd.as_fd()
@@ -388,15 +396,22 @@ impl VrProcess {
         matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
     }
 
+    /// Ask it to stop and return at once (the host worker retiring an
+    /// instance: it watches for the exit and reaps it with
+    /// [`VrProcess::stop`], which then does not wait).
+    pub fn ask_stop(&self) {
+        // Its exit (unmapping everything) runs at the lowest priority,
+        // beside VRs that forward.
+        // SAFETY: setpriority on a pid we own; no memory involved.
+        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, self.pid(), 19) };
+        let msg = serde_json::to_vec(&HostMsg::Stop).expect("serializes");
+        let _ = send_with_fds(self.ctrl.as_fd(), &msg, &[]);
+    }
+
     /// Ask it to stop, wait up to a second, then kill it; reaps it.
     pub fn stop(&mut self) {
         if !self.has_exited() {
-            // Its exit (unmapping everything) runs at the lowest priority,
-            // beside VRs that forward.
-            // SAFETY: setpriority on a pid we own; no memory involved.
-            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, self.pid(), 19) };
-            let msg = serde_json::to_vec(&HostMsg::Stop).expect("serializes");
-            let _ = send_with_fds(self.ctrl.as_fd(), &msg, &[]);
+            self.ask_stop();
             for _ in 0..100 {
                 if self.has_exited() {
                     break;

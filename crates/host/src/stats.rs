@@ -76,6 +76,9 @@ reasons! {
         SlotState = "slot_state",
         /// A packet offset or length outside the slot, or too short.
         Extent = "extent",
+        /// A control message to a peer instance that is not one
+        /// ([`crate::relay`]).
+        CtrlMessage = "ctrl_message",
     }
 }
 
@@ -128,6 +131,42 @@ pub struct VrStats {
     pub last_recovered_mono_ns: Gauge,
     /// Per vNIC, in index order.
     pub vnics: Vec<VnicStats>,
+    /// Per instance slot of the region, in index order.
+    pub instances: Vec<InstanceStats>,
+    /// Instances that exited while others of the VR went on forwarding.
+    pub instance_exits: Counter,
+    /// Changes of the set of instances fed (one added, one retired, one
+    /// gone).
+    pub rebalances: Counter,
+    /// Control messages relayed between the VR's instances.
+    pub ctrl_relayed: Counter,
+    /// Control messages dropped: the peer's control ring was full or the
+    /// peer did not run.
+    pub ctrl_dropped: Counter,
+    /// Frames/s offered to the VR (given or dropped at its ingress): an
+    /// EWMA over [`LOAD_TAU`], sampled as the worker supervises.
+    pub arrival_pps: Gauge,
+}
+
+/// Time constant of the load estimates ([`VrStats::arrival_pps`],
+/// [`InstanceStats::rx_fill`], [`InstanceStats::capacity_pps`]).
+pub const LOAD_TAU: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Counters of one instance of a VR as the host sees it.
+#[derive(Debug, Default)]
+pub struct InstanceStats {
+    /// Frames given to it.
+    pub rx_packets: Counter,
+    /// Frames it handed back (sent or not).
+    pub returned: Counter,
+    /// Slots it holds now (given and not handed back): its backlog.
+    pub held: Gauge,
+    /// Entries waiting in its rx rings, an EWMA (LVRM's VRI load), in
+    /// thousandths of an entry.
+    pub rx_fill_milli: Gauge,
+    /// Frames/s it handed back while it had a backlog: what it can take
+    /// (an EWMA; 0 until measured).
+    pub capacity_pps: Gauge,
 }
 
 /// A value written by one thread and read by any.
@@ -169,10 +208,16 @@ pub struct VnicStats {
 }
 
 impl VrStats {
-    /// Counters of a VR with `vnics` vNICs.
+    /// Counters of a VR with `vnics` vNICs and one instance.
     pub fn with_vnics(vnics: usize) -> Self {
+        Self::with_shape(vnics, 1)
+    }
+
+    /// Counters of a VR with `vnics` vNICs and `instances` instance slots.
+    pub fn with_shape(vnics: usize, instances: usize) -> Self {
         Self {
             vnics: (0..vnics).map(|_| VnicStats::default()).collect(),
+            instances: (0..instances).map(|_| InstanceStats::default()).collect(),
             ..Self::default()
         }
     }

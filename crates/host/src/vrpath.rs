@@ -27,7 +27,9 @@ use vrhost_vr::Vr;
 use vrhost_vr::router::Router;
 use vrhost_vr::runtime::{TxStage, VrCounters, process_slots};
 
+use crate::balance::{Balancer, Policy, flow_hash};
 use crate::capture::{Direction, Tap};
+use crate::relay::Relay;
 use crate::spawn::VrProcess;
 use crate::stats::{IngressDrop, Violation, VrStats, mono_ns};
 
@@ -192,10 +194,101 @@ pub struct InstanceInfo {
     pub vr_counters: Vec<u64>,
 }
 
-/// Rings of one instance, host side.
-struct InstRings {
+/// Where an instance slot of the region is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceState {
+    /// No process; its rings are at rest (zero), free for a new instance.
+    Off,
+    /// Fed by the balancer.
+    Live,
+    /// Fed no more; served until it hands back every slot it holds.
+    Draining,
+    /// Drained and asked to stop; reaped (and its slot made `Off`) when it
+    /// exits, or killed after [`STOP_GRACE`].
+    Stopping,
+}
+
+/// The load estimates of a VR and its instances (see
+/// [`VrStats::arrival_pps`]), kept between samples.
+struct Load {
+    at: Instant,
+    offered: u64,
+    arrival: f64,
+    returned: Vec<u64>,
+    held: Vec<u32>,
+    fill: Vec<f64>,
+    capacity: Vec<f64>,
+    /// What the weighted policy is told: the capacity, or more while an
+    /// instance has no backlog to measure it by (it is then probed up).
+    weight: Vec<f64>,
+}
+
+impl Load {
+    fn new(instances: usize) -> Self {
+        Self {
+            at: Instant::now(),
+            offered: 0,
+            arrival: 0.0,
+            returned: vec![0; instances],
+            held: vec![0; instances],
+            fill: vec![0.0; instances],
+            capacity: vec![0.0; instances],
+            weight: vec![0.0; instances],
+        }
+    }
+}
+
+/// An instance holding at least this many slots at two samples in a row
+/// was busy all along: what it handed back meanwhile is its capacity.
+const BACKLOGGED: u32 = BURST as u32;
+
+/// How long a retired instance may take to exit once drained.
+pub const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// One instance slot, host side.
+struct Inst {
     rx: Vec<Producer>,
     tx: Vec<Consumer>,
+    /// Slots staged for each vNIC's rx ring during a round.
+    staged: Vec<Vec<u32>>,
+    /// Its doorbell (rung when it sleeps and gets work).
+    bell: Option<Doorbell>,
+    state: InstanceState,
+    /// When it was asked to stop (`Stopping`) or began draining.
+    since: Instant,
+    /// Watchdog: the heartbeat last seen, and since when it has not moved
+    /// while frames waited.
+    wd_beat: u64,
+    wd_since: Instant,
+}
+
+impl Inst {
+    fn new(region: &Region, i: u16) -> Self {
+        let cfg = region.layout().cfg;
+        let ring = |r| region.ring(i, r).expect("in layout");
+        let now = Instant::now();
+        Self {
+            rx: (0..cfg.vnic_count)
+                .map(|v| ring(RingId::Rx(v)).producer())
+                .collect(),
+            tx: (0..cfg.vnic_count)
+                .map(|v| ring(RingId::Tx(v)).consumer())
+                .collect(),
+            staged: (0..cfg.vnic_count)
+                .map(|_| Vec::with_capacity(STAGE_MAX))
+                .collect(),
+            bell: None,
+            state: InstanceState::Off,
+            since: now,
+            wd_beat: 0,
+            wd_since: now,
+        }
+    }
+
+    /// Whether the host still serves its rings.
+    fn served(&self) -> bool {
+        matches!(self.state, InstanceState::Live | InstanceState::Draining)
+    }
 }
 
 /// Host side of one VR.
@@ -208,14 +301,24 @@ pub struct VrPath {
     owner: Vec<u8>,
     /// Out port of each vNIC.
     vnic_port: Vec<usize>,
-    inst: Vec<InstRings>,
-    /// Slots staged for each vNIC's rx ring during a round.
-    staged: Vec<Vec<u32>>,
-    /// Their number, over all vNICs.
+    inst: Vec<Inst>,
+    /// Slots each instance holds (given and not handed back): its backlog,
+    /// by the host's own count.
+    held: Vec<u32>,
+    /// Which live instance gets each frame.
+    balancer: Balancer,
+    /// Control messages between the instances.
+    relay: Relay,
+    /// Instances whose rings are served, one bit each.
+    served_mask: u64,
+    /// Most slots one instance may hold: its share of the pool, so that a
+    /// slow instance (or one that stopped) cannot take the slots its
+    /// siblings need.
+    inst_cap: u32,
+    /// Frames staged over all instances and vNICs, not yet published.
     staged_n: usize,
+    load: Load,
     backend: Backend,
-    /// Doorbells of the instances (rung when one sleeps and gets work).
-    bells: Vec<Doorbell>,
     /// In-process only: staging and counters for the shared processing code.
     inproc_stage: TxStage,
     inproc_counters: VrCounters,
@@ -232,10 +335,6 @@ pub struct VrPath {
     violations_base: u64,
     /// Restored after an exit, no frame sent yet.
     recovering: bool,
-    /// Watchdog: the heartbeat last seen, and since when it has not moved
-    /// while frames waited.
-    wd_beat: u64,
-    wd_since: Instant,
     sched: Sched,
     bucket: Option<Bucket>,
     /// Rx ring entries and pool slots only control frames may take.
@@ -245,8 +344,10 @@ pub struct VrPath {
 
 impl VrPath {
     /// Set up the host side of a VR over `region`, whose vNIC `v` sends on
-    /// port `vnic_port[v]`. `bells` are the instances' doorbells (empty for
-    /// in-process backends).
+    /// port `vnic_port[v]`. `bells` are the doorbells of the backend's
+    /// instances: of each process in order, or, for an external backend,
+    /// of instances 0, 1, ... (each of which is then fed); empty for
+    /// in-process backends.
     pub fn new(
         name: &str,
         region: Region,
@@ -255,39 +356,37 @@ impl VrPath {
         bells: Vec<Doorbell>,
     ) -> Self {
         let cfg = region.layout().cfg;
-        let inst = (0..cfg.instance_count)
-            .map(|i| InstRings {
-                rx: (0..cfg.vnic_count)
-                    .map(|v| region.ring(i, RingId::Rx(v)).expect("in layout").producer())
-                    .collect(),
-                tx: (0..cfg.vnic_count)
-                    .map(|v| region.ring(i, RingId::Tx(v)).expect("in layout").consumer())
-                    .collect(),
-            })
+        let inst: Vec<Inst> = (0..cfg.instance_count)
+            .map(|i| Inst::new(&region, i))
             .collect();
         let up = match &backend {
             Backend::Process(p) => !p.is_empty(),
             _ => true,
         };
-        Self {
+        let mut path = Self {
             name: name.to_string(),
             headroom: cfg.headroom as u16,
             slot_bytes: cfg.slot_bytes as u16,
             free: (0..cfg.slot_count).rev().collect(),
             owner: vec![FREE; cfg.slot_count as usize],
             vnic_port,
+            held: vec![0; inst.len()],
+            balancer: Balancer::new(Policy::default(), cfg.instance_count),
+            relay: Relay::new(&region),
+            served_mask: 0,
+            inst_cap: cfg.slot_count,
+            load: Load::new(inst.len()),
             inst,
-            staged: (0..cfg.vnic_count)
-                .map(|_| Vec::with_capacity(STAGE_MAX))
-                .collect(),
             staged_n: 0,
             inproc_stage: TxStage::new(cfg.vnic_count),
             inproc_counters: VrCounters::default(),
             backend,
-            bells,
             region,
             up,
-            stats: Arc::new(VrStats::with_vnics(usize::from(cfg.vnic_count))),
+            stats: Arc::new(VrStats::with_shape(
+                usize::from(cfg.vnic_count),
+                usize::from(cfg.instance_count),
+            )),
             tap: None,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             guard: Guard::default(),
@@ -295,13 +394,147 @@ impl VrPath {
             kill_reason: None,
             violations_base: 0,
             recovering: false,
-            wd_beat: 0,
-            wd_since: Instant::now(),
             sched: Sched::default(),
             bucket: None,
             ring_reserve: control_reserve(cfg.ring_entries),
             pool_reserve: control_reserve(cfg.slot_count) as usize,
+        };
+        path.go_live(bells);
+        path
+    }
+
+    /// Make the backend's instances live, with their doorbells (see
+    /// [`VrPath::new`]).
+    fn go_live(&mut self, bells: Vec<Doorbell>) {
+        let ids: Vec<u16> = match &self.backend {
+            Backend::Process(p) => p.iter().map(VrProcess::instance).collect(),
+            Backend::External => (0..bells.len().max(1) as u16).collect(),
+            Backend::InProcRouter(_) | Backend::InProc(_) => vec![0],
+        };
+        let mut bells = bells.into_iter();
+        for i in ids {
+            let bell = bells.next();
+            if let Some(inst) = self.inst.get_mut(usize::from(i)) {
+                inst.bell = bell;
+                inst.state = InstanceState::Live;
+                inst.wd_since = Instant::now();
+            }
         }
+        self.rebalance();
+    }
+
+    /// Tell the balancer which instances are live, and note which are
+    /// served.
+    fn rebalance(&mut self) {
+        let live: Vec<u16> = (0..self.inst.len() as u16)
+            .filter(|&i| self.inst[usize::from(i)].state == InstanceState::Live)
+            .collect();
+        self.balancer.set_active(&live);
+        let pool = self.owner.len() as u32;
+        self.inst_cap = (pool / live.len().max(1) as u32)
+            .max(2 * BURST as u32)
+            .min(pool);
+        self.served_mask = self
+            .inst
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.served())
+            .fold(0, |m, (i, _)| m | 1 << i);
+    }
+
+    /// Set the policy that shares frames among its instances.
+    pub fn set_balance(&mut self, p: Policy) {
+        self.balancer.set_policy(p);
+    }
+
+    /// The policy that shares frames among its instances.
+    pub fn balance(&self) -> Policy {
+        self.balancer.policy()
+    }
+
+    /// Tell the weighted policy what instance `i` can take (frames/s).
+    pub fn set_capacity(&mut self, i: u16, pps: f64) {
+        self.balancer.set_capacity(i, pps);
+    }
+
+    /// Where each instance slot is in its life.
+    pub fn instance_states(&self) -> Vec<InstanceState> {
+        self.inst.iter().map(|x| x.state).collect()
+    }
+
+    /// Instances fed now.
+    pub fn live_instances(&self) -> usize {
+        self.balancer.active().len()
+    }
+
+    /// An instance slot with no process (its rings at rest), for a new
+    /// instance; `None` if every slot is taken.
+    pub fn vacant_instance(&self) -> Option<u16> {
+        self.inst
+            .iter()
+            .position(|x| x.state == InstanceState::Off)
+            .map(|i| i as u16)
+    }
+
+    /// Feed a new instance, started on a [vacant](VrPath::vacant_instance)
+    /// slot: it gets its share of frames from the next one on. Refused
+    /// (handed back, for the caller to stop) if the VR is not run by
+    /// processes, is down, or the slot is not vacant.
+    ///
+    /// # Errors
+    /// The process and its doorbell, when refused.
+    pub fn add_instance(
+        &mut self,
+        p: VrProcess,
+        bell: Doorbell,
+    ) -> Result<(), Box<(VrProcess, Doorbell)>> {
+        let i = usize::from(p.instance());
+        let vacant = self
+            .inst
+            .get(i)
+            .is_some_and(|x| x.state == InstanceState::Off);
+        let Backend::Process(procs) = &mut self.backend else {
+            return Err(Box::new((p, bell)));
+        };
+        if !self.up || self.quarantined || !vacant {
+            return Err(Box::new((p, bell)));
+        }
+        procs.push(p);
+        // Its rings are at rest: take them from zero, as the process did.
+        let mut fresh = Inst::new(&self.region, i as u16);
+        fresh.bell = Some(bell);
+        fresh.state = InstanceState::Live;
+        self.inst[i] = fresh;
+        self.relay.reset(i as u16);
+        // A new process: its capacity is measured afresh; until then the
+        // weighted policy gives it as much as the best of the others.
+        let l = &mut self.load;
+        l.capacity[i] = 0.0;
+        l.weight[i] = l.weight.iter().copied().fold(0.0, f64::max);
+        if l.weight[i] > 0.0 {
+            self.balancer.set_capacity(i as u16, l.weight[i]);
+        }
+        self.stats.rebalances.add(1);
+        self.rebalance();
+        Ok(())
+    }
+
+    /// Stop feeding instance `i`: its flows go to the other live
+    /// instances at once; it is served until it hands back every slot it
+    /// holds, then asked to stop, and reaped when it exits. Refused
+    /// (`false`) for the last live instance, or one that is not live.
+    pub fn retire_instance(&mut self, i: u16) -> bool {
+        let live = self.balancer.active().len();
+        match self.inst.get_mut(usize::from(i)) {
+            Some(x) if x.state == InstanceState::Live && live > 1 => {
+                x.state = InstanceState::Draining;
+                x.since = Instant::now();
+            }
+            _ => return false,
+        }
+        self.stats.rebalances.add(1);
+        self.rebalance();
+        true
     }
 
     /// Set how the worker serves it (see [`Sched`]).
@@ -443,11 +676,13 @@ impl VrPath {
                 let block = self.region.instance(i);
                 // Relaxed: display values.
                 let ld = |f: fn(&vrhost_shm::InstanceBlock) -> u64| block.map_or(0, f);
-                let p = procs.get(usize::from(i));
+                let p = procs.iter().find(|p| p.instance() == i);
                 InstanceInfo {
                     index: i,
                     pid: p.map(VrProcess::pid),
-                    running: p.is_some_and(|p| !p.reaped) && self.up,
+                    running: p.is_some_and(|p| !p.reaped)
+                        && self.up
+                        && self.inst[usize::from(i)].served(),
                     rx_ring_fill: fill(RingId::Rx),
                     tx_ring_fill: fill(RingId::Tx),
                     heartbeat: ld(|b| b.heartbeat.load(std::sync::atomic::Ordering::Relaxed)),
@@ -479,10 +714,20 @@ impl VrPath {
                 ));
             }
         }
+        let mut held = vec![0u32; self.held.len()];
         for (i, &o) in self.owner.iter().enumerate() {
             if o == FREE && !seen[i] {
                 return Err(format!("slot {i} neither free nor held"));
             }
+            if o != FREE {
+                match held.get_mut(usize::from(o) - 1) {
+                    Some(h) => *h += 1,
+                    None => return Err(format!("slot {i} held by unknown holder {o}")),
+                }
+            }
+        }
+        if held != self.held {
+            return Err(format!("held counts {:?}, slots say {held:?}", self.held));
         }
         Ok(())
     }
@@ -512,10 +757,22 @@ impl VrPath {
             b.tokens -= 1.0;
         }
         let v = usize::from(vnic);
-        let Some(staged) = self.staged.get(v) else {
+        if v >= self.vnic_port.len() {
             return Err(IngressDrop::NoMatch);
+        }
+        // The instance: the only live one, or the balancer's choice (the
+        // frame's hash is computed only for the flow policy).
+        let (i, shared) = match self.balancer.active() {
+            &[only] => (only, false),
+            [] => return Err(IngressDrop::VrDown),
+            _ => match self.balancer.pick_with(|| flow_hash(frame), &self.held) {
+                Some(i) => (i, true),
+                None => return Err(IngressDrop::VrDown),
+            },
         };
-        if staged.len() >= STAGE_MAX {
+        let iu = usize::from(i);
+        let staged = self.inst[iu].staged[v].len();
+        if staged >= STAGE_MAX || (shared && self.held[iu] >= self.inst_cap) {
             return Err(IngressDrop::RingFull);
         }
         // Asked at most once, and only within the reserve.
@@ -524,13 +781,13 @@ impl VrPath {
             *is_control.get_or_insert_with(|| class.take().is_some_and(|c| c() == Class::Control))
         };
         if self.backend.uses_rings() {
-            let rx = &mut self.inst[0].rx[v];
-            let need = staged.len() as u32 + self.ring_reserve;
+            let rx = &mut self.inst[iu].rx[v];
+            let need = staged as u32 + self.ring_reserve;
             if need >= rx.free_cached() {
                 match rx.free() {
                     // Within the reserve: control frames only.
                     Ok(room) if need >= room => {
-                        if staged.len() as u32 >= room || !control() {
+                        if staged as u32 >= room || !control() {
                             return Err(IngressDrop::RingFull);
                         }
                     }
@@ -567,8 +824,9 @@ impl VrPath {
             .expect("free list holds valid indexes");
         meta.set_extent(self.headroom, frame.len() as u16);
         meta.set(SlotState::Filled);
-        self.owner[slot as usize] = 1; // instance 0
-        self.staged[v].push(slot);
+        self.owner[slot as usize] = i as u8 + 1;
+        self.held[iu] += 1;
+        self.inst[iu].staged[v].push(slot);
         self.staged_n += 1;
         // The frame as received, copied from the port's buffer (not from
         // the slot, which the VR can write at any time).
@@ -596,78 +854,71 @@ impl VrPath {
         if let Some(tap) = self.tap.as_deref_mut() {
             tap.end_burst();
         }
-        let mut total = 0;
-        for v in 0..self.staged.len() {
-            if self.staged[v].is_empty() {
-                continue;
-            }
-            let n = self.staged[v].len();
-            total += n;
-            let bytes: u64 = self.staged[v]
-                .iter()
-                .map(|&s| u64::from(self.region.meta(s).expect("staged valid").extent().1))
-                .sum();
-            self.stats.rx_packets.add(n as u64);
-            self.stats.rx_bytes.add(bytes);
-            if let Some(c) = self.stats.vnics.get(v) {
-                c.rx_packets.add(n as u64);
-                c.rx_bytes.add(bytes);
-            }
-            match &mut self.backend {
-                Backend::Process(_) | Backend::External => {
-                    let pushed = match self.inst[0].rx[v].push(&self.staged[v]) {
-                        Ok(p) => p,
-                        Err(_) => {
-                            self.stats.violation(Violation::RxRingIndex);
-                            0
-                        }
-                    };
-                    for i in pushed..n {
-                        let s = self.staged[v][i];
-                        self.release(s);
-                    }
-                    if pushed < n {
-                        self.stats
-                            .drop_in(IngressDrop::RingFull, (n - pushed) as u64);
-                    }
-                }
-                Backend::InProcRouter(r) => {
-                    process_slots(
-                        r.as_mut(),
-                        &self.region,
-                        v as u16,
-                        &self.staged[v],
-                        &mut self.inproc_stage,
-                        &mut self.inproc_counters,
-                    );
-                }
-                Backend::InProc(vr) => {
-                    process_slots(
-                        vr.as_mut(),
-                        &self.region,
-                        v as u16,
-                        &self.staged[v],
-                        &mut self.inproc_stage,
-                        &mut self.inproc_counters,
-                    );
-                }
-            }
-            self.staged[v].clear();
-        }
-        self.staged_n = 0;
-        if total == 0 {
+        if self.staged_n == 0 {
             return 0;
         }
-        if self.backend.uses_rings() {
-            let block = self.region.instance(0).expect("instance 0 exists");
-            if needs_kick(&block.vr_sleeping)
-                && let Some(b) = self.bells.first()
-            {
-                b.ring();
-                self.stats.kicks.add(1);
+        let total = self.staged_n;
+        for i in 0..self.inst.len() {
+            let mut given = 0;
+            for v in 0..self.vnic_port.len() {
+                let n = self.inst[i].staged[v].len();
+                if n == 0 {
+                    continue;
+                }
+                given += n;
+                if !self.backend.uses_rings() {
+                    self.count_rx(v, n, i);
+                }
+                match &mut self.backend {
+                    Backend::Process(_) | Backend::External => {
+                        let inst = &mut self.inst[i];
+                        let pushed = match inst.rx[v].push(&inst.staged[v]) {
+                            Ok(p) => p,
+                            Err(_) => {
+                                self.stats.violation(Violation::RxRingIndex);
+                                0
+                            }
+                        };
+                        self.count_rx(v, pushed, i);
+                        for k in pushed..n {
+                            let s = self.inst[i].staged[v][k];
+                            self.release(s, i);
+                        }
+                        if pushed < n {
+                            self.stats
+                                .drop_in(IngressDrop::RingFull, (n - pushed) as u64);
+                        }
+                    }
+                    Backend::InProcRouter(r) => {
+                        process_slots(
+                            r.as_mut(),
+                            &self.region,
+                            v as u16,
+                            &self.inst[i].staged[v],
+                            &mut self.inproc_stage,
+                            &mut self.inproc_counters,
+                        );
+                    }
+                    Backend::InProc(vr) => {
+                        process_slots(
+                            vr.as_mut(),
+                            &self.region,
+                            v as u16,
+                            &self.inst[i].staged[v],
+                            &mut self.inproc_stage,
+                            &mut self.inproc_counters,
+                        );
+                    }
+                }
+                self.inst[i].staged[v].clear();
             }
-        } else {
-            for v in 0..self.staged.len() {
+            if given > 0 && self.backend.uses_rings() {
+                self.kick(i);
+            }
+        }
+        self.staged_n = 0;
+        if !self.backend.uses_rings() {
+            for v in 0..self.vnic_port.len() {
                 let mut idx = [0u32; BURST];
                 loop {
                     let staged = self.inproc_stage.vnic(v as u16);
@@ -684,6 +935,75 @@ impl VrPath {
         total
     }
 
+    /// Count the first `n` frames staged for vNIC `v` of instance `i`,
+    /// given to it.
+    #[inline]
+    fn count_rx(&self, v: usize, n: usize, i: usize) {
+        if n == 0 {
+            return;
+        }
+        let bytes: u64 = self.inst[i].staged[v][..n]
+            .iter()
+            .map(|&s| u64::from(self.region.meta(s).expect("staged valid").extent().1))
+            .sum();
+        self.stats.rx_packets.add(n as u64);
+        self.stats.rx_bytes.add(bytes);
+        if let Some(c) = self.stats.vnics.get(v) {
+            c.rx_packets.add(n as u64);
+            c.rx_bytes.add(bytes);
+        }
+        if let Some(c) = self.stats.instances.get(i) {
+            c.rx_packets.add(n as u64);
+        }
+    }
+
+    /// Ring instance `i`'s doorbell if it sleeps.
+    #[inline]
+    fn kick(&self, i: usize) {
+        let Some(block) = self.region.instance(i as u16) else {
+            return;
+        };
+        if needs_kick(&block.vr_sleeping)
+            && let Some(b) = &self.inst[i].bell
+        {
+            b.ring();
+            self.stats.kicks.add(1);
+        }
+    }
+
+    /// Relay the control messages the instances wrote to each other
+    /// (served before their data rings); wakes a sleeping receiver.
+    /// Returns the messages taken (work, for the worker's back-off).
+    /// Costs a look at one ring index per instance when there are none.
+    #[inline]
+    pub fn serve_ctrl(&mut self) -> usize {
+        // A single instance has no peer to talk to.
+        if self.served_mask & self.served_mask.wrapping_sub(1) == 0 {
+            return 0;
+        }
+        let out = self.relay.relay(self.served_mask);
+        let taken = out.relayed + out.dropped + out.violations;
+        if taken != 0 {
+            self.note_ctrl(out);
+        }
+        taken as usize
+    }
+
+    #[cold]
+    fn note_ctrl(&mut self, out: crate::relay::RelayOutcome) {
+        self.stats.ctrl_relayed.add(out.relayed);
+        self.stats.ctrl_dropped.add(out.dropped);
+        for _ in 0..out.violations {
+            self.stats.violation(Violation::CtrlMessage);
+        }
+        let mut woken = out.woken & self.served_mask;
+        while woken != 0 {
+            let i = woken.trailing_zeros() as usize;
+            woken &= woken - 1;
+            self.kick(i);
+        }
+    }
+
     /// Drain the tx rings of every instance and send what they hold.
     /// Returns frames handled.
     pub fn poll_tx(&mut self, ports: &mut [Box<dyn Port>]) -> usize {
@@ -697,9 +1017,14 @@ impl VrPath {
         if !self.backend.uses_rings() || self.quarantined {
             return 0;
         }
-        let mut done = 0;
+        // Messages count as work done (they keep the worker awake), and
+        // take from the round's budget as frames do.
+        let mut done = self.serve_ctrl().min(budget);
         let mut idx = [0u32; BURST];
-        for i in 0..self.inst.len() {
+        let mut served = self.served_mask;
+        while served != 0 {
+            let i = served.trailing_zeros() as usize;
+            served &= served - 1;
             for v in 0..self.inst[i].tx.len() {
                 // Everything the ring holds (up to the budget), in bursts: a
                 // ring left half full stalls its VR until the next round.
@@ -822,8 +1147,12 @@ impl VrPath {
                 c.tx_bytes.add(bytes);
             }
         }
+        let i = usize::from(instance);
         for &s in &take[..nt] {
-            self.release(s);
+            self.release(s, i);
+        }
+        if let Some(c) = self.stats.instances.get(i) {
+            c.returned.add(nt as u64);
         }
     }
 
@@ -838,8 +1167,10 @@ impl VrPath {
             .set(now.saturating_sub(self.stats.last_exit_mono_ns.get()));
     }
 
+    /// Put `slot`, held by instance `i`, back on the free list.
     #[inline]
-    fn release(&mut self, slot: u32) {
+    fn release(&mut self, slot: u32, i: usize) {
+        self.held[i] -= 1;
         self.owner[slot as usize] = FREE;
         self.region
             .meta(slot)
@@ -861,20 +1192,27 @@ impl VrPath {
         }
     }
 
-    /// True if a tx ring has entries (for the host's last look before sleep).
+    /// True if a tx ring has entries, or a control ring between instances
+    /// (for the host's last look before sleep).
     pub fn tx_pending(&mut self) -> bool {
-        !self.quarantined
-            && self
-                .inst
-                .iter_mut()
-                .flat_map(|i| i.tx.iter_mut())
-                .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
+        if self.quarantined {
+            return false;
+        }
+        let ctrl = self.served_mask & self.served_mask.wrapping_sub(1) != 0
+            && self.relay.pending(self.served_mask);
+        ctrl || self
+            .inst
+            .iter_mut()
+            .filter(|i| i.served())
+            .flat_map(|i| i.tx.iter_mut())
+            .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
     }
 
     /// Apply the guards (quarantine, watchdog), then check the VR's
     /// processes: if one exited, take the VR out of the data path, reclaim
     /// every slot it held and reset its rings, and say why it went down.
     pub fn supervise(&mut self, now: Instant) -> Option<ExitEvent> {
+        self.sample_load(now);
         if self.up && !self.quarantined {
             if let Some(n) = self.guard.quarantine_after
                 && self
@@ -891,21 +1229,152 @@ impl VrPath {
         self.reap()
     }
 
-    /// Check the VR's processes: if one exited, take the VR out of the data
-    /// path, reclaim every slot it held and reset its rings, and say why.
+    /// Update the load estimates: the VR's arrival rate, and each
+    /// instance's rx ring fill and capacity (told to the weighted policy).
+    fn sample_load(&mut self, now: Instant) {
+        let dt = now.saturating_duration_since(self.load.at).as_secs_f64();
+        if dt < 0.001 {
+            return;
+        }
+        let a = 1.0 - (-dt / crate::stats::LOAD_TAU.as_secs_f64()).exp();
+        let l = &mut self.load;
+        l.at = now;
+        let offered = self.stats.rx_packets.get() + self.stats.ingress_drops_total();
+        let rate = offered.wrapping_sub(l.offered) as f64 / dt;
+        l.offered = offered;
+        l.arrival += a * (rate - l.arrival);
+        self.stats.arrival_pps.set(l.arrival as u64);
+        let vnics = self.vnic_port.len() as u16;
+        let weighted = self.balancer.policy() == Policy::Weighted;
+        let top = l.capacity.iter().copied().fold(0.0, f64::max);
+        for (i, c) in self.stats.instances.iter().enumerate() {
+            let held = self.held[i];
+            c.held.set(u64::from(held));
+            let returned = c.returned.get();
+            let done = returned.wrapping_sub(l.returned[i]) as f64 / dt;
+            l.returned[i] = returned;
+            let busy = held >= BACKLOGGED && l.held[i] >= BACKLOGGED;
+            l.held[i] = held;
+            if !self.inst[i].served() {
+                l.fill[i] = 0.0;
+                continue;
+            }
+            // Relaxed reads of the VR's index: a load estimate.
+            let fill: u32 = (0..vnics)
+                .filter_map(|v| self.region.ring(i as u16, RingId::Rx(v)))
+                .map(|r| r.occupancy())
+                .sum();
+            l.fill[i] += a * (f64::from(fill) - l.fill[i]);
+            c.rx_fill_milli.set((l.fill[i] * 1000.0) as u64);
+            if busy {
+                l.capacity[i] += a * (done - l.capacity[i]);
+                l.weight[i] = l.capacity[i];
+                c.capacity_pps.set(l.capacity[i] as u64);
+            } else if top > 0.0 {
+                // Not busy: it can take more than it gets.
+                l.weight[i] = (l.weight[i].max(done) * (1.0 + a)).min(2.0 * top);
+            }
+            if weighted && l.weight[i] > 0.0 {
+                self.balancer.set_capacity(i as u16, l.weight[i]);
+            }
+        }
+    }
+
+    /// Check the VR's processes. A retired instance that has handed back
+    /// everything is asked to stop, and reaped once it exits. An instance
+    /// that exits by itself is taken out: its slots are reclaimed
+    /// (counted), its rings reset, and the others go on; when no live
+    /// instance is left, the VR goes down: everything is reclaimed and the
+    /// event says why.
     pub fn reap(&mut self) -> Option<ExitEvent> {
         let Backend::Process(procs) = &mut self.backend else {
             return None;
         };
-        let mut status = None;
-        for p in procs.iter_mut() {
-            if !p.reaped && p.has_exited() {
+        let now = Instant::now();
+        let mut gone: Vec<(usize, String)> = Vec::new();
+        let mut retired: Vec<usize> = Vec::new();
+        let mut changed = false;
+        let mut k = 0;
+        while k < procs.len() {
+            let p = &mut procs[k];
+            k += 1;
+            if p.reaped {
+                continue;
+            }
+            let i = usize::from(p.instance());
+            let Some(inst) = self.inst.get_mut(i) else {
+                continue;
+            };
+            if p.has_exited() {
                 p.reaped = true;
-                let s = p.exit_status();
-                status.get_or_insert(s);
+                if inst.state == InstanceState::Stopping {
+                    // A retirement completed: collect it, free its slot.
+                    let mut p = procs.swap_remove(k - 1);
+                    k -= 1;
+                    p.stop();
+                    retired.push(i);
+                } else {
+                    gone.push((i, p.exit_status()));
+                }
+                continue;
+            }
+            match inst.state {
+                InstanceState::Draining
+                    if self.held[i] == 0 && inst.staged.iter().all(Vec::is_empty) =>
+                {
+                    p.ask_stop();
+                    inst.state = InstanceState::Stopping;
+                    inst.since = now;
+                    changed = true;
+                }
+                // Stuck: its exit reclaims (and counts) what it held.
+                InstanceState::Draining | InstanceState::Stopping
+                    if now.duration_since(inst.since) >= STOP_GRACE =>
+                {
+                    p.kill();
+                }
+                _ => {}
             }
         }
-        let status = status?;
+        for &i in &retired {
+            self.reclaim_instance(i);
+        }
+        if changed || !retired.is_empty() {
+            self.rebalance();
+        }
+        if gone.is_empty() {
+            return None;
+        }
+        let status = gone[0].1.clone();
+        let left = self
+            .inst
+            .iter()
+            .enumerate()
+            .any(|(i, x)| x.state == InstanceState::Live && !gone.iter().any(|g| g.0 == i));
+        if left {
+            // The others go on: take this one out alone.
+            for (i, why) in gone {
+                tracing::warn!(vr = %self.name, instance = i, "instance exited ({why}); the others go on");
+                self.stats.instance_exits.add(1);
+                self.stats.rebalances.add(1);
+                self.reclaim_instance(i);
+                if let Backend::Process(procs) = &mut self.backend
+                    && let Some(k) = procs.iter().position(|p| usize::from(p.instance()) == i)
+                {
+                    procs.swap_remove(k).stop();
+                }
+            }
+            self.rebalance();
+            return None;
+        }
+        // None left: the VR goes down. Retiring instances go with it.
+        if let Backend::Process(procs) = &mut self.backend {
+            for p in procs.iter_mut().filter(|p| !p.reaped) {
+                p.kill();
+                p.stop();
+                p.reaped = true;
+            }
+        }
         self.stats.exits.add(1);
         self.stats.last_exit_mono_ns.set(mono_ns());
         self.stats.last_recovered_mono_ns.set(0);
@@ -943,31 +1412,40 @@ impl VrPath {
         }
     }
 
-    /// Kill it if frames wait in instance 0's rx rings and its poll loop
-    /// has not moved for `limit`.
+    /// Kill an instance whose rx rings hold frames while its poll loop
+    /// has not moved for `limit` (the VR goes down if it was the last).
     fn watchdog(&mut self, now: Instant, limit: Duration) {
         if !matches!(self.backend, Backend::Process(_)) {
             return;
         }
-        let Some(block) = self.region.instance(0) else {
-            return;
-        };
-        // Relaxed: a liveness hint; a VR that fakes it only fools its own
-        // watchdog.
-        let beat = block.heartbeat.load(Ordering::Relaxed);
         let vnics = self.region.layout().cfg.vnic_count;
-        let waiting = (0..vnics)
-            .filter_map(|v| self.region.ring(0, RingId::Rx(v)))
-            .any(|r| r.occupancy() > 0);
-        if beat != self.wd_beat || !waiting {
-            self.wd_beat = beat;
-            self.wd_since = now;
-        } else if now.duration_since(self.wd_since) >= limit {
-            self.stats.hangs.add(1);
-            self.kill_reason = Some(DownReason::Hung);
-            self.wd_since = now;
-            if let Backend::Process(procs) = &mut self.backend {
-                procs.iter_mut().for_each(VrProcess::kill);
+        for i in 0..self.inst.len() {
+            if !self.inst[i].served() {
+                continue;
+            }
+            let Some(block) = self.region.instance(i as u16) else {
+                continue;
+            };
+            // Relaxed: a liveness hint; a VR that fakes it only fools its
+            // own watchdog.
+            let beat = block.heartbeat.load(Ordering::Relaxed);
+            let waiting = (0..vnics)
+                .filter_map(|v| self.region.ring(i as u16, RingId::Rx(v)))
+                .any(|r| r.occupancy() > 0);
+            let inst = &mut self.inst[i];
+            if beat != inst.wd_beat || !waiting {
+                inst.wd_beat = beat;
+                inst.wd_since = now;
+            } else if now.duration_since(inst.wd_since) >= limit {
+                inst.wd_since = now;
+                self.stats.hangs.add(1);
+                self.kill_reason = Some(DownReason::Hung);
+                if let Backend::Process(procs) = &mut self.backend {
+                    procs
+                        .iter_mut()
+                        .filter(|p| usize::from(p.instance()) == i)
+                        .for_each(VrProcess::kill);
+                }
             }
         }
     }
@@ -994,40 +1472,57 @@ impl VrPath {
         for mut p in std::mem::replace(old, procs) {
             p.stop();
         }
-        self.bells = bells;
         self.violations_base = self.stats.violations_total();
         self.kill_reason = None;
-        self.wd_since = Instant::now();
         self.recovering = true;
         self.stats.restarts.add(1);
         self.up = true;
+        self.go_live(bells);
         Ok(())
     }
 
-    /// Take back every slot an instance holds and reset all rings.
+    /// Take back every slot the instances hold and reset all rings; no
+    /// instance is fed until [`VrPath::restore`].
     fn reclaim_all(&mut self) {
-        // Staged slots are owned by instance 0 and freed below; they must
-        // not be published afterwards.
-        self.staged.iter_mut().for_each(Vec::clear);
-        self.staged_n = 0;
-        let mut n = 0;
+        for i in 0..self.inst.len() {
+            self.reclaim_instance(i);
+        }
+        self.rebalance();
+    }
+
+    /// Take back every slot instance `i` holds (staged ones included) and
+    /// reset its rings: its process is gone. Its slot becomes vacant.
+    fn reclaim_instance(&mut self, i: usize) {
+        let n = self.inst[i].staged.iter().map(Vec::len).sum::<usize>();
+        self.staged_n -= n;
+        let holder = i as u8 + 1;
+        let mut taken = 0;
         for s in 0..self.owner.len() as u32 {
-            if self.owner[s as usize] != FREE {
-                self.release(s);
-                n += 1;
+            if self.owner[s as usize] == holder {
+                self.release(s, i);
+                taken += 1;
             }
         }
-        self.stats.reclaimed.add(n);
-        let cfg = self.region.layout().cfg;
-        for i in 0..cfg.instance_count {
-            for v in 0..cfg.vnic_count {
-                let rx = self.region.ring(i, RingId::Rx(v)).expect("in layout");
-                let tx = self.region.ring(i, RingId::Tx(v)).expect("in layout");
-                rx.reset();
-                tx.reset();
-                self.inst[usize::from(i)].rx[usize::from(v)] = rx.producer();
-                self.inst[usize::from(i)].tx[usize::from(v)] = tx.consumer();
-            }
+        self.stats.reclaimed.add(taken);
+        let ring = |r| self.region.ring(i as u16, r).expect("in layout");
+        for v in 0..self.vnic_port.len() as u16 {
+            ring(RingId::Rx(v)).reset();
+            ring(RingId::Tx(v)).reset();
+        }
+        ring(RingId::CtrlIn).reset();
+        ring(RingId::CtrlOut).reset();
+        self.inst[i] = Inst::new(&self.region, i as u16);
+        self.relay.reset(i as u16);
+    }
+
+    /// Kill instance `i`'s process with SIGKILL (a crash, for tests and
+    /// benchmarks); the exit is handled by the next [`VrPath::reap`].
+    pub fn kill_instance(&mut self, i: u16) {
+        if let Backend::Process(procs) = &mut self.backend {
+            procs
+                .iter_mut()
+                .filter(|p| p.instance() == i)
+                .for_each(VrProcess::kill);
         }
     }
 

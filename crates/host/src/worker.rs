@@ -476,6 +476,9 @@ impl Worker {
                     if vr.staged() >= BURST {
                         *k += vr.flush_rx(&mut self.ports);
                     }
+                    // Control messages between a VR's instances go
+                    // before data, and a round of a loaded port is long.
+                    let _ = vr.serve_ctrl();
                 }
                 // A VR's ring or pool was full: serve the tx rings (which
                 // frees slots) before taking more, rather than spend the

@@ -2,9 +2,10 @@
 //!
 //! A [`Port`] moves frames in bursts. This crate owns the driver trait and the
 //! drivers that need no kernel interface: `mem` (an in-memory frame generator,
-//! LVRM's main-memory adapter), `null` (a counting sink) and `pcap` (frames
-//! from and to pcap files). Real-interface drivers (AF_XDP, AF_PACKET, TAP)
-//! come in their own modules later and implement the same trait.
+//! LVRM's main-memory adapter), `null` (a counting sink), `order` (a
+//! counting sink that checks per-flow order) and `pcap` (frames from and to
+//! pcap files). Real-interface drivers (AF_XDP, AF_PACKET, TAP) come in
+//! their own modules later and implement the same trait.
 //!
 //! It does not own packet formats (`vrhost-packet`), classification or
 //! dispatch (`vrhost-host`). Errors belong to setup only: a driver's
@@ -24,6 +25,7 @@ pub mod af_packet;
 pub mod af_xdp;
 pub mod mem;
 pub mod null;
+pub mod order;
 mod packet_sys;
 pub mod pcap;
 pub mod socket;
@@ -31,6 +33,8 @@ pub mod tap;
 
 #[cfg(test)]
 mod conformance;
+
+pub use order::{OrderCounters, OrderSink};
 
 /// Counters every port keeps. Read with [`Port::stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

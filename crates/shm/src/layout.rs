@@ -58,7 +58,8 @@ pub struct RegionConfig {
     pub instance_count: u16,
     /// Entries per data ring (power of two).
     pub ring_entries: u32,
-    /// Entries per control ring (power of two).
+    /// Entries per control ring (power of two). A peer message takes 16
+    /// entries (`vrhost_vr::peer`), so the default 1024 holds 64.
     pub ctrl_entries: u32,
 }
 
@@ -71,7 +72,8 @@ impl Default for RegionConfig {
             vnic_count: 2,
             instance_count: 1,
             ring_entries: 1024,
-            ctrl_entries: 64,
+            // 64 peer messages of 16 entries (vrhost_vr::peer).
+            ctrl_entries: 1024,
         }
     }
 }

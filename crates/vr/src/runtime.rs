@@ -7,6 +7,8 @@
 //! host's in-process mode so both run literally the same code.
 
 mod ctrl;
+#[cfg(test)]
+mod peer_tests;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -21,6 +23,7 @@ use vrhost_shm::{
 
 use self::ctrl::{Ctrl, CtrlChannel, LOOK_ROUNDS};
 use crate::backoff::{Backoff, Idle};
+use crate::peer::{MSG_WORDS, PeerCounters, Peers};
 use crate::proto::{CTRL_FD_ENV, Hello, MAX_MSG, PollConfig, VrReply, counter};
 use crate::sdk::{DropReason, Packet, Verdict, Vr};
 
@@ -103,6 +106,23 @@ impl TxStage {
     /// True when nothing is staged.
     pub fn is_empty(&self) -> bool {
         self.per_vnic.iter().all(Vec::is_empty)
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy)]
+struct Work {
+    /// Packets processed.
+    packets: usize,
+    /// Peer messages sent and received.
+    messages: u64,
+}
+
+impl Work {
+    /// Whether the round found anything to do (the back-off stays busy).
+    #[inline]
+    fn any(self) -> bool {
+        self.packets > 0 || self.messages > 0
     }
 }
 
@@ -297,6 +317,11 @@ pub struct Instance {
     id: u16,
     rx: Vec<Consumer>,
     tx: Vec<Producer>,
+    /// Peer messages in (`CtrlIn`), looked at only if the VR uses peers.
+    peer_in: Consumer,
+    /// Peer messages out (`CtrlOut`).
+    peer_out: Producer,
+    peer_counts: PeerCounters,
     stage: TxStage,
     counters: VrCounters,
     vr_bell: Doorbell,
@@ -330,12 +355,17 @@ impl Instance {
             .map(|v| region.ring(id, RingId::Tx(v)).map(|r| r.producer()))
             .collect::<Option<Vec<_>>>()
             .ok_or_else(missing)?;
+        let peer_in = region.ring(id, RingId::CtrlIn).ok_or_else(missing)?;
+        let peer_out = region.ring(id, RingId::CtrlOut).ok_or_else(missing)?;
         Ok(Self {
             stage: TxStage::new(vnics),
             region,
             id,
             rx,
             tx,
+            peer_in: peer_in.consumer(),
+            peer_out: peer_out.producer(),
+            peer_counts: PeerCounters::default(),
             counters: VrCounters::default(),
             vr_bell,
             host_bell,
@@ -365,12 +395,24 @@ impl Instance {
         Ok(self.stage.is_empty())
     }
 
-    /// One round: flush, then a batch from each rx ring. Returns packets
-    /// processed.
+    /// One round: the VR's [peer messages](Vr::peers) if it
+    /// [uses them](Vr::uses_peers), then flush, then a batch from each rx
+    /// ring. Returns packets processed.
     ///
     /// # Errors
     /// [`RuntimeError::Ring`] if the host wrote an impossible ring index.
     pub fn poll_once<V: Vr + ?Sized>(&mut self, vr: &mut V) -> Result<usize, RuntimeError> {
+        let peers = vr.uses_peers();
+        self.round(vr, peers).map(|w| w.packets)
+    }
+
+    /// [`Instance::poll_once`] with `uses_peers` asked beforehand (once
+    /// per [`Instance::run`]).
+    #[inline]
+    fn round<V: Vr + ?Sized>(&mut self, vr: &mut V, peers: bool) -> Result<Work, RuntimeError> {
+        // Before the data rings: a control message (a route update) is
+        // applied before the packets that follow it.
+        let messages = if peers { self.serve_peers(vr)? } else { 0 };
         let mut done = 0;
         let mut idx = [0u32; BATCH];
         for v in 0..self.rx.len() {
@@ -394,7 +436,28 @@ impl Instance {
         if done > 0 {
             self.publish();
         }
-        Ok(done)
+        Ok(Work {
+            packets: done,
+            messages,
+        })
+    }
+
+    /// Hand the control rings to [`Vr::peers`]; count what it exchanged
+    /// and wake the host if it sent something while the host sleeps.
+    /// Returns the messages sent and received.
+    fn serve_peers<V: Vr + ?Sized>(&mut self, vr: &mut V) -> Result<u64, RuntimeError> {
+        let instances = self.region.layout().cfg.instance_count;
+        let mut peers = Peers::new(self.id, instances, &mut self.peer_in, &mut self.peer_out);
+        vr.peers(&mut peers);
+        let (counts, error) = (peers.counts(), peers.ring_error());
+        self.peer_counts.add(&counts);
+        if let Some(e) = error {
+            return Err(e.into());
+        }
+        if counts.sent > 0 && needs_kick(&self.block().host_sleeping) {
+            self.host_bell.ring();
+        }
+        Ok(counts.sent + counts.received)
     }
 
     fn publish(&self) {
@@ -425,6 +488,12 @@ impl Instance {
         self.ctrl.bad
     }
 
+    /// Peer messages exchanged so far (see [`Vr::peers`]). Kept here, not
+    /// published in the region: the region's counters are all allotted.
+    pub fn peer_counters(&self) -> PeerCounters {
+        self.peer_counts
+    }
+
     /// Poll until `stop` is set or the control socket says stop (or closes).
     ///
     /// The control socket (non-blocking) is served between rounds, never
@@ -451,6 +520,9 @@ impl Instance {
     ) -> Result<(), RuntimeError> {
         let mut backoff = Backoff::new(self.poll);
         let mut rounds = 0u64;
+        // Once: a VR that does not use peers never has its hook called nor
+        // its incoming control ring read.
+        let peers = vr.uses_peers();
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         // Relaxed: display value; the host learns of readiness from VrReply.
         self.block().vr_pid.store(pid, Ordering::Relaxed);
@@ -465,7 +537,7 @@ impl Instance {
             {
                 return Ok(());
             }
-            if self.poll_once(vr)? > 0 {
+            if self.round(vr, peers)?.any() {
                 backoff.busy();
                 continue;
             }
@@ -473,7 +545,7 @@ impl Instance {
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
                 Idle::Sleep => {
-                    if self.sleep(vr, ctrl, backoff.sleep_timeout())? == Ctrl::Stop {
+                    if self.sleep(vr, ctrl, backoff.sleep_timeout(), peers)? == Ctrl::Stop {
                         return Ok(());
                     }
                 }
@@ -483,16 +555,20 @@ impl Instance {
     }
 
     /// Sleep on the doorbell and the control socket; serve the socket if it
-    /// woke us.
+    /// woke us. With `peers`, a message waiting in `CtrlIn` keeps us awake
+    /// like a packet: the relay rings the doorbell only if it sees our
+    /// flag raised, so a message pushed just before we raised it must be
+    /// seen by the look after it.
     fn sleep<V: Vr + ?Sized>(
         &mut self,
         vr: &mut V,
         ctrl: Option<BorrowedFd<'_>>,
         timeout: Duration,
+        peers: bool,
     ) -> Result<Ctrl, RuntimeError> {
         use rustix::event::{PollFd, PollFlags, Timespec};
         prepare_sleep(&self.block().vr_sleeping);
-        if self.rx_ready()? {
+        if self.rx_ready()? || (peers && self.peer_in.ready()? >= MSG_WORDS as u32) {
             cancel_sleep(&self.block().vr_sleeping);
             return Ok(Ctrl::Open);
         }

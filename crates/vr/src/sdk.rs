@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::peer::Peers;
+
 /// A packet inside its slot, given to [`Vr::process`] to change in place.
 ///
 /// The packet is `buf[off..off + len]`; the bytes before `off` are headroom
@@ -297,6 +299,76 @@ pub trait Vr {
         let _ = body;
         Err("this VR takes no control messages".into())
     }
+
+    /// Whether the VR exchanges messages with its other instances through
+    /// [`Vr::peers`]. Asked once when the instance starts polling (and by
+    /// each [`Instance::poll_once`](crate::runtime::Instance::poll_once));
+    /// the runtime calls [`Vr::peers`] and looks at the incoming control
+    /// ring only if it is true, so a VR that does not use peers pays
+    /// nothing for them. Default false.
+    #[inline]
+    fn uses_peers(&self) -> bool {
+        false
+    }
+
+    /// Exchange small messages with the VR's other instances (see
+    /// [`crate::peer`]): receive with [`Peers::recv`], send with
+    /// [`Peers::send`] to one instance or to all the others.
+    ///
+    /// Called only if [`Vr::uses_peers`] says so, once per poll round
+    /// *before* the round's packets, on the instance's own thread: a route
+    /// update from a peer is applied before the next batch is looked up.
+    /// An idle instance sleeping on its doorbell is woken by a message for
+    /// it. A message is at most [`MAX_PAYLOAD`](crate::peer::MAX_PAYLOAD)
+    /// (60) bytes; one that does not fit now ([`PeerError::Full`](crate::peer::PeerError::Full)) may be
+    /// sent again on a later round. The host relays messages in the order
+    /// each instance sent them, and drops (and counts) those for an
+    /// instance whose incoming ring is full or that is not running.
+    ///
+    /// ```
+    /// # use vrhost_vr::{Packet, Verdict, Vr};
+    /// use vrhost_vr::peer::{MAX_PAYLOAD, PeerDest, PeerError, Peers};
+    ///
+    /// /// Ports blocked by any instance are blocked by all.
+    /// struct Filter { blocked: Vec<u16>, to_tell: Vec<u16> }
+    /// impl Vr for Filter {
+    ///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+    ///         Verdict::Forward(pkt.rx_vnic() ^ 1)
+    ///     }
+    ///     fn uses_peers(&self) -> bool {
+    ///         true
+    ///     }
+    ///     fn peers(&mut self, peers: &mut Peers<'_>) {
+    ///         let mut buf = [0u8; MAX_PAYLOAD];
+    ///         while let Some((_from, len)) = peers.recv(&mut buf) {
+    ///             if let Ok(port) = <[u8; 2]>::try_from(&buf[..len]) {
+    ///                 self.blocked.push(u16::from_le_bytes(port));
+    ///             }
+    ///         }
+    ///         while let Some(&port) = self.to_tell.last() {
+    ///             match peers.send(PeerDest::All, &port.to_le_bytes()) {
+    ///                 Err(PeerError::Full) => break, // again next round
+    ///                 _ => { self.to_tell.pop(); }
+    ///             }
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// // Two instances' rings wired by hand, as a unit test of the hook.
+    /// let (out, inp) = (vrhost_shm::heap_ring(64), vrhost_shm::heap_ring(64));
+    /// let (mut out_p, mut out_c) = (out.clone().producer(), out.consumer());
+    /// let (mut in_c, mut in_p) = (inp.clone().consumer(), inp.producer());
+    /// let mut f = Filter { blocked: vec![], to_tell: vec![22] };
+    /// f.peers(&mut Peers::new(0, 2, &mut in_c, &mut out_p));
+    /// assert_eq!(out_c.ready().unwrap(), 16, "one message of 16 words");
+    /// in_p.push(&vrhost_vr::peer::encode_from(1, &23u16.to_le_bytes()).unwrap()).unwrap();
+    /// f.peers(&mut Peers::new(0, 2, &mut in_c, &mut out_p));
+    /// assert_eq!(f.blocked, [23]);
+    /// ```
+    #[inline]
+    fn peers(&mut self, peers: &mut Peers<'_>) {
+        let _ = peers;
+    }
 }
 
 impl<V: Vr + ?Sized> Vr for Box<V> {
@@ -321,6 +393,16 @@ impl<V: Vr + ?Sized> Vr for Box<V> {
 
     fn control(&mut self, body: &serde_json::Value) -> Result<serde_json::Value, String> {
         (**self).control(body)
+    }
+
+    #[inline]
+    fn uses_peers(&self) -> bool {
+        (**self).uses_peers()
+    }
+
+    #[inline]
+    fn peers(&mut self, peers: &mut Peers<'_>) {
+        (**self).peers(peers)
     }
 }
 

@@ -16,6 +16,7 @@ mod demo;
 mod hostile;
 mod lab;
 mod vr_probe;
+mod vr_spin;
 mod vr_syscall;
 
 use std::process::ExitCode;
@@ -79,6 +80,10 @@ enum Cmd {
     /// and bench).
     #[command(hide = true)]
     VrHostile,
+    /// A VR that spends a set time on each packet, then forwards it (the
+    /// multi-instance bench).
+    #[command(hide = true)]
+    VrSpin,
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,6 +101,10 @@ enum BenchCmd {
     /// Isolation: a hostile VR beside honest ones, 2 x overload, and a
     /// quiet tenant beside a noisy one.
     Isolation(bench::isolation::IsolationArgs),
+    /// Several instances per VR (LVRM, PdP): scaling, load-balancing
+    /// policies and their reordering, adding and retiring instances under
+    /// load, control messages between instances, dynamic allocation.
+    Monitor(bench::monitor::MonitorArgs),
     /// Soak: VRs killed, restarted, removed and added at random while
     /// others forward; slot accounting and memory checked every second.
     Soak(bench::soak::SoakArgs),
@@ -115,6 +124,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Control(a)) => bench::control::run(&a),
         Cmd::Bench(BenchCmd::Isolation(a)) => bench::isolation::run(&a),
         Cmd::Bench(BenchCmd::Soak(a)) => bench::soak::run(&a),
+        Cmd::Bench(BenchCmd::Monitor(a)) => bench::monitor::run(&a),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_fib::cli::run_cli(&a),
         Cmd::Vr(a) => cli::vr::run(&a),
         Cmd::Rule(a) => cli::rule::run(&a),
@@ -137,6 +147,7 @@ fn main() -> ExitCode {
         Cmd::VrRunSyscall => vr_syscall::main(),
         Cmd::VrHostile => return hostile::main(),
         Cmd::VrProbe => return vr_probe::main(),
+        Cmd::VrSpin => return vr_spin::main(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,5 +6,6 @@ pub mod forward;
 pub mod isolation;
 pub mod machine;
 pub mod memory;
+pub mod monitor;
 pub mod probe;
 pub mod soak;

@@ -1,0 +1,1008 @@
+//! `vrhost bench monitor`: several instances per VR (LVRM's VRIs, PdP's
+//! forwarding engines), measured in memory with a dummy per-packet cost.
+//!
+//! One VR of the `vr-spin` program (it spins for `--cost-ns` per packet,
+//! LVRM's 1/60 ms by default) gets frames from a paced `mem` port with a
+//! sequence number in each; an order-checking sink counts what comes out
+//! and what came out of order within its flow. Experiments:
+//!
+//! - `scale` (LVRM 2b): throughput against the number of instances, fixed.
+//! - `balance` (LVRM 3a, PdP Table 1): throughput and reordering per
+//!   load-balancing policy, with equal instances.
+//! - `unequal` (PdP Table 2): the same with one instance 1.5 x slower
+//!   (PdP's 75 % and 50 % CPU guests), against the ideal aggregate.
+//! - `realloc`: an instance added and one retired under load: the time the
+//!   worker stopped for it, the longest gap at the sink against the same
+//!   window before, reaction time and frames lost.
+//! - `control` (LVRM 1e): latency of a control message from one instance
+//!   to the other through the host's relay, idle and under full load.
+//! - `dynamic` (LVRM 2c, Fig. 11): the instance count following a stepped
+//!   load under the `dynamic` policy.
+//!
+//! Instances are placed on cores nearest the host worker's first; this
+//! machine may have fewer cores than instances, and then instances share
+//! cores (the table says how many cores were used).
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use vrhost_host::alloc::{DynamicPolicy, ScalePolicy, Scaler, Topology};
+use vrhost_host::balance::Policy;
+use vrhost_host::{
+    Backend, Classifier, HostStats, Mailbox, Match, Rule, VrCommand, VrPath, VrProcess, VrStats,
+    Worker, cpu,
+};
+use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
+use vrhost_io::order::{OrderCounters, OrderSink};
+use vrhost_io::{Port, PortStats};
+use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_vr::proto::PollConfig;
+
+use super::machine::Machine;
+
+/// One experiment of the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Experiment {
+    /// Throughput against the number of instances.
+    Scale,
+    /// Throughput and reordering per policy, equal instances.
+    Balance,
+    /// The same with unequal instances, against the ideal aggregate.
+    Unequal,
+    /// An instance added and one retired under load.
+    Realloc,
+    /// Control message latency between instances.
+    Control,
+    /// The instance count following a stepped load.
+    Dynamic,
+}
+
+/// Options of `vrhost bench monitor`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MonitorArgs {
+    /// Experiments to run.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "scale,balance,unequal,realloc,control,dynamic"
+    )]
+    pub experiments: Vec<Experiment>,
+    /// Busy work per packet in each instance, ns (LVRM: 1/60 ms).
+    #[arg(long, default_value_t = 16_667)]
+    pub cost_ns: u64,
+    /// Instance counts of the `scale` experiment.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
+    pub instances: Vec<u16>,
+    /// Policies of the `balance` and `unequal` experiments.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "flow,rr,random,jsq,weighted"
+    )]
+    pub policies: Vec<Policy>,
+    /// Offered load as a multiple of what the instances can take.
+    #[arg(long, default_value_t = 1.2)]
+    pub overload: f64,
+    /// Flows in the generated traffic (distinct destinations). The
+    /// generator cycles through them in order: a count with a factor in
+    /// common with the instance count would keep each flow on one instance
+    /// under round-robin by coincidence (hence a prime).
+    #[arg(long, default_value_t = 1021)]
+    pub flows: usize,
+    /// Measurement window per point, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Warm-up before each window, seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// Length of each load step of the `dynamic` experiment, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub step_seconds: f64,
+    /// Period of the `dynamic` policy, seconds (LVRM: 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub period: f64,
+    /// Control messages sent per second in the `control` experiment.
+    #[arg(long, default_value_t = 2000)]
+    pub pings: u32,
+    /// CPU of the host worker.
+    #[arg(long, default_value_t = 0)]
+    pub host_cpu: usize,
+    /// Write a PNG of the `dynamic` experiment (scripts/plot-monitor).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One result, flat (see the JSON form).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Rec {
+    /// Which experiment.
+    pub experiment: &'static str,
+    /// Balancing policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<&'static str>,
+    /// Instances fed.
+    pub instances: u16,
+    /// Distinct cores they ran on.
+    pub cores: usize,
+    /// Offered frames/s, millions.
+    pub offered_mpps: f64,
+    /// Forwarded frames/s, millions.
+    pub mpps: f64,
+    /// Forwarded over the reference: 1 instance (`scale`), the ideal
+    /// aggregate (`unequal`), the offered load (`balance`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Frames out of order within their flow, percent of forwarded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reorder_pct: Option<f64>,
+    /// `realloc`: what changed (`add`, `retire`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<&'static str>,
+    /// `realloc`: time the worker spent on the change, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disruption_us: Option<f64>,
+    /// `realloc`: longest gap between frames at the sink in the change's
+    /// window, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap_us: Option<f64>,
+    /// `realloc`: the same in a window of equal length before it, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap_before_us: Option<f64>,
+    /// `realloc`: from the request to the new share of frames flowing
+    /// (`add`: the new instance's first frame; `retire`: drained and
+    /// stopped), µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reaction_us: Option<f64>,
+    /// `realloc`: starting the new instance's process, before the change
+    /// (off the data path), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawn_ms: Option<f64>,
+    /// Frames that vanished without a counter saying why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+    /// Frames dropped and counted (ingress, by the VR, by ports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u64>,
+    /// `control`: `loopback` (an instance to itself through the host) or
+    /// `peer` (to the other instance).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<&'static str>,
+    /// `control`: `idle` or `full`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<&'static str>,
+    /// `control`: latency median, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_us_p50: Option<f64>,
+    /// `control`: its 99th percentile, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_us_p99: Option<f64>,
+    /// `control`: messages measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<usize>,
+    /// `dynamic`: seconds since the start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t: Option<f64>,
+    /// `dynamic`: the host's estimate of the arrival rate, millions/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_mpps: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    bench: &'static str,
+    machine: Machine,
+    cost_ns: u64,
+    results: &'a [Rec],
+}
+
+const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const VR_NAME: &str = "spin";
+
+/// A generator whose rate the bench changes while it runs: a `mem` port
+/// behind a token bucket.
+struct PacedPort {
+    inner: MemPort,
+    rate: Arc<AtomicU64>,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Port for PacedPort {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
+        let now = Instant::now();
+        let rate = self.rate.load(Ordering::Relaxed) as f64;
+        let dt = now.duration_since(self.last).as_secs_f64();
+        self.last = now;
+        // Catch up after a pause of the worker, up to 10 ms of traffic.
+        self.tokens = (self.tokens + rate * dt).min((rate * 0.01).max(64.0));
+        let n = (self.tokens as usize).min(out.len());
+        if n == 0 {
+            return 0;
+        }
+        let got = self.inner.rx_burst(&mut out[..n]);
+        self.tokens -= got as f64;
+        got
+    }
+
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+        self.inner.tx_burst(frames)
+    }
+
+    fn stats(&self) -> PortStats {
+        self.inner.stats()
+    }
+}
+
+/// The sink: order-checking, and the longest gap between two bursts
+/// since it was last read (for the `realloc` windows).
+struct GapSink {
+    inner: OrderSink,
+    last: Option<Instant>,
+    max_gap_ns: Arc<AtomicU64>,
+}
+
+impl Port for GapSink {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn rx_burst<'a>(&'a mut self, _out: &mut [&'a [u8]]) -> usize {
+        0
+    }
+
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+        if !frames.is_empty() {
+            let now = Instant::now();
+            if let Some(l) = self.last {
+                let gap = now.duration_since(l).as_nanos() as u64;
+                self.max_gap_ns.fetch_max(gap, Ordering::Relaxed);
+            }
+            self.last = Some(now);
+        }
+        self.inner.tx_burst(frames)
+    }
+
+    fn stats(&self) -> PortStats {
+        self.inner.stats()
+    }
+}
+
+/// A running worker with one multi-instance VR.
+struct Rig {
+    mailbox: Arc<Mailbox>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Worker>>,
+    sink: Arc<OrderCounters>,
+    max_gap_ns: Arc<AtomicU64>,
+    rate: Arc<AtomicU64>,
+    host: Arc<HostStats>,
+    vr: Arc<VrStats>,
+    region: Region,
+    host_bell: Doorbell,
+    /// Cores for instances, nearest the host's first.
+    cores: Vec<usize>,
+    /// Core of each instance slot.
+    placed: Vec<Option<usize>>,
+    poll: PollConfig,
+    /// Control sockets of the first instances (for the `control`
+    /// experiment's latencies).
+    controls: Vec<vrhost_host::VrControl>,
+    /// Instance 0 sends a timestamp to instance `ping.1` every `ping.0` µs
+    /// (0: never).
+    ping: (u32, u16),
+    /// Frames/s taken from the generator in the last window.
+    offered: f64,
+    host_cpu: usize,
+}
+
+/// Instance slots of the region.
+const SLOTS: u16 = 8;
+
+impl Rig {
+    /// Start a worker on `host_cpu` and a VR with one instance per entry
+    /// of `costs` (its cost, ns), balanced by `policy`, fed `pps`.
+    fn start(
+        args: &MonitorArgs,
+        costs: &[u64],
+        policy: Policy,
+        pps: f64,
+        poll: PollConfig,
+    ) -> Result<Rig> {
+        Self::start_pinging(args, costs, policy, pps, poll, (0, 0))
+    }
+
+    /// [`Rig::start`], with instance 0 sending a control message to
+    /// instance `ping.1` every `ping.0` µs.
+    fn start_pinging(
+        args: &MonitorArgs,
+        costs: &[u64],
+        policy: Policy,
+        pps: f64,
+        poll: PollConfig,
+        ping: (u32, u16),
+    ) -> Result<Rig> {
+        let rate = Arc::new(AtomicU64::new(pps as u64));
+        let gen_cfg = MemPortConfig {
+            frame_bytes: 64,
+            dst: DstMode::RandomClassC,
+            src_ips: vec![Ipv4Addr::new(10, 0, 0, 1)],
+            src_mac: vrhost_packet::MacAddr(GEN_MAC),
+            templates: args.flows,
+            stamp_sequence: true,
+            ..MemPortConfig::default()
+        };
+        let gen_port = PacedPort {
+            inner: MemPort::new("mem0", gen_cfg)?,
+            rate: rate.clone(),
+            tokens: 0.0,
+            last: Instant::now(),
+        };
+        let sink = OrderSink::with_flows("sink0", 4 * args.flows.max(1024));
+        let counters = sink.counters();
+        let max_gap_ns = Arc::new(AtomicU64::new(0));
+        let sink = GapSink {
+            inner: sink,
+            last: None,
+            max_gap_ns: max_gap_ns.clone(),
+        };
+        let ports: Vec<Box<dyn Port>> = vec![Box::new(gen_port), Box::new(sink)];
+        let rules = Classifier::new(&[Rule {
+            m: Match {
+                in_port: Some(0),
+                ..Match::default()
+            },
+            vr: 0,
+            vnic: 0,
+        }])?;
+        // The worker shares its core with an instance when instances
+        // outnumber the other cores: it yields as soon as a round finds
+        // nothing (the rates here are a few percent of what it can move).
+        let worker_poll = PollConfig {
+            spin_rounds: 0,
+            yield_us: 10_000,
+            ..PollConfig::default()
+        };
+        let mut worker = Worker::new(ports, rules, worker_poll)?;
+        let host_bell = Doorbell::from_fd(worker.bell().fd().try_clone_to_owned()?);
+        let region = Region::create(
+            VR_NAME,
+            RegionConfig {
+                slot_count: 4096,
+                ring_entries: 4096,
+                instance_count: SLOTS,
+                ..RegionConfig::default()
+            },
+        )?;
+        let second = Region::attach(region.fd().try_clone_to_owned()?)?;
+        // The host's own core comes last.
+        let cores = Topology::read().affinity_order(args.host_cpu);
+        let mut rig = Rig {
+            mailbox: worker.mailbox(),
+            stop: Arc::new(AtomicBool::new(false)),
+            handle: None,
+            sink: counters,
+            max_gap_ns,
+            rate,
+            host: worker.stats().clone(),
+            vr: Arc::new(VrStats::default()),
+            region: second,
+            host_bell,
+            cores,
+            placed: vec![None; usize::from(SLOTS)],
+            poll,
+            controls: Vec::new(),
+            ping,
+            offered: 0.0,
+            host_cpu: args.host_cpu,
+        };
+        let mut procs = Vec::new();
+        let mut bells = Vec::new();
+        for (i, &cost) in costs.iter().enumerate() {
+            let (p, b) = rig.spawn(i as u16, cost)?;
+            rig.controls.push(p.control()?);
+            procs.push(p);
+            bells.push(b);
+        }
+        let mut path = VrPath::new(VR_NAME, region, vec![0, 1], Backend::Process(procs), bells);
+        path.set_balance(policy);
+        rig.vr = path.stats().clone();
+        worker.add_vr(path);
+        let host_cpu = args.host_cpu;
+        let st = rig.stop.clone();
+        rig.handle = Some(std::thread::spawn(move || {
+            let _ = cpu::pin_current_thread(host_cpu);
+            worker.run(&st);
+            worker
+        }));
+        Ok(rig)
+    }
+
+    /// Start instance `i` of the VR on the next free core (a core already
+    /// used when there are more instances than cores).
+    fn spawn(&mut self, i: u16, cost_ns: u64) -> Result<(VrProcess, Doorbell)> {
+        let used: Vec<usize> = self.placed.iter().flatten().copied().collect();
+        let core = self
+            .cores
+            .iter()
+            .copied()
+            .find(|c| !used.contains(c))
+            .unwrap_or(self.cores[usize::from(i) % self.cores.len()]);
+        self.placed[usize::from(i)] = Some(core);
+        let cmd = VrCommand {
+            program: std::env::current_exe()?,
+            args: vec!["vr-spin".into()],
+            cpu: Some(core),
+            // As the daemon does: an instance beside the worker sleeps as
+            // soon as it has nothing to do.
+            poll: if core == self.host_cpu {
+                self.poll.beside_worker()
+            } else {
+                self.poll
+            },
+            config: serde_json::json!({
+                "cost_ns": cost_ns,
+                "out_vnic": 1,
+                "peers": self.ping.0 > 0,
+                "ping_us": if i == 0 { self.ping.0 } else { 0 },
+                "ping_to": self.ping.1,
+            }),
+            ready_timeout: Duration::from_secs(30),
+            confine: vrhost_host::Confine::default(),
+        };
+        Ok(VrProcess::start(
+            VR_NAME,
+            i,
+            &self.region,
+            &self.host_bell,
+            &cmd,
+        )?)
+    }
+
+    /// Distinct cores the instances run on.
+    fn cores_used(&self) -> usize {
+        let mut c: Vec<usize> = self.placed.iter().flatten().copied().collect();
+        c.sort_unstable();
+        c.dedup();
+        c.len()
+    }
+
+    /// Run `f` on the worker.
+    fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> R + Send + 'static,
+    ) -> Result<R> {
+        Ok(self.mailbox.call(Duration::from_secs(5), f)?)
+    }
+
+    /// Forwarded and reordered frames so far.
+    fn out(&self) -> (u64, u64) {
+        (self.sink.packets(), self.sink.reordered())
+    }
+
+    /// Frames dropped and counted so far.
+    fn dropped(&self) -> u64 {
+        let v = &self.vr;
+        v.ingress_drops_total()
+            + v.vr_dropped.get()
+            + v.port_dropped.get()
+            + self.host.ingress_drops.iter().map(|c| c.get()).sum::<u64>()
+    }
+
+    /// Forwarded frames/s and reordered percent over a window; the
+    /// offered frames/s (taken from the generator) in `self.offered`.
+    fn window(&mut self, secs: f64) -> (f64, f64) {
+        let (p0, r0) = self.out();
+        let o0 = self.host.rx_packets.get();
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let (p1, r1) = self.out();
+        let o1 = self.host.rx_packets.get();
+        let dt = t.elapsed().as_secs_f64();
+        let fwd = p1 - p0;
+        self.offered = (o1 - o0) as f64 / dt;
+        let pct = if fwd == 0 {
+            0.0
+        } else {
+            100.0 * (r1 - r0) as f64 / fwd as f64
+        };
+        (fwd as f64 / dt, pct)
+    }
+
+    /// Stop the generator, let the VR hand back what it holds, stop the
+    /// worker; returns frames lost without a counter (taken from the
+    /// generator, neither forwarded nor counted as dropped).
+    fn finish(mut self) -> Result<u64> {
+        self.rate.store(0, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(200));
+        self.stop.store(true, Ordering::Relaxed);
+        let mut worker = self
+            .handle
+            .take()
+            .context("no worker")?
+            .join()
+            .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+        for vr in worker.vrs() {
+            vr.check_slot_accounting()
+                .map_err(|e| anyhow::anyhow!("slot accounting broken: {e}"))?;
+        }
+        worker.shutdown();
+        let taken = self.host.rx_packets.get();
+        Ok(taken.saturating_sub(self.sink.packets() + self.dropped()))
+    }
+}
+
+/// What one instance can take, frames/s (the cost alone).
+fn capacity(cost_ns: u64) -> f64 {
+    1e9 / cost_ns.max(1) as f64
+}
+
+fn scale(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
+    let cores = cpu::cpus();
+    let mut one = None;
+    for &n in &args.instances {
+        let n = n.clamp(1, SLOTS);
+        // Enough for every core the instances can use.
+        let offered = args.overload * capacity(args.cost_ns) * f64::from(n).min(cores as f64);
+        let mut rig = Rig::start(
+            args,
+            &vec![args.cost_ns; usize::from(n)],
+            Policy::Flow,
+            offered,
+            PollConfig::default(),
+        )?;
+        std::thread::sleep(Duration::from_secs_f64(args.warmup));
+        let (pps, reorder) = rig.window(args.seconds);
+        let offered_now = rig.offered;
+        let used = rig.cores_used();
+        rig.finish()?;
+        let one = *one.get_or_insert(pps);
+        out.push(Rec {
+            experiment: "scale",
+            policy: Some(Policy::Flow.name()),
+            instances: n,
+            cores: used,
+            offered_mpps: offered_now / 1e6,
+            mpps: pps / 1e6,
+            ratio: Some(pps / one),
+            reorder_pct: Some(reorder),
+            ..Rec::default()
+        });
+        progress(args, out);
+    }
+    Ok(())
+}
+
+/// `unequal`: instance 1 costs 1.5 x instance 0.
+fn balance(args: &MonitorArgs, unequal: bool, out: &mut Vec<Rec>) -> Result<()> {
+    let costs = if unequal {
+        vec![args.cost_ns, args.cost_ns * 3 / 2]
+    } else {
+        vec![args.cost_ns; 2]
+    };
+    let ideal: f64 = costs.iter().map(|&c| capacity(c)).sum();
+    // Equal instances: overloaded. Unequal ones: offered exactly what they
+    // can take together, which only a policy that follows their
+    // capacities forwards whole.
+    let offered = if unequal {
+        ideal
+    } else {
+        args.overload * ideal
+    };
+    for &policy in &args.policies {
+        let mut rig = Rig::start(args, &costs, policy, offered, PollConfig::default())?;
+        std::thread::sleep(Duration::from_secs_f64(args.warmup));
+        let (pps, reorder) = rig.window(args.seconds);
+        let offered_now = rig.offered;
+        let used = rig.cores_used();
+        rig.finish()?;
+        out.push(Rec {
+            experiment: if unequal { "unequal" } else { "balance" },
+            policy: Some(policy.name()),
+            instances: 2,
+            cores: used,
+            offered_mpps: offered_now / 1e6,
+            mpps: pps / 1e6,
+            ratio: Some(pps / ideal),
+            reorder_pct: Some(reorder),
+            ..Rec::default()
+        });
+        progress(args, out);
+    }
+    Ok(())
+}
+
+/// Add an instance under load, then retire it.
+fn realloc(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
+    // Below what one instance takes: no frame need be dropped.
+    let offered = 0.8 * capacity(args.cost_ns);
+    let mut rig = Rig::start(
+        args,
+        &[args.cost_ns],
+        Policy::Flow,
+        offered,
+        PollConfig::default(),
+    )?;
+    std::thread::sleep(Duration::from_secs_f64(args.warmup));
+    let window = Duration::from_millis(200);
+    let gap = |rig: &Rig| rig.max_gap_ns.swap(0, Ordering::Relaxed) as f64 / 1e3;
+    let drops0 = rig.dropped();
+    // Add.
+    let t = Instant::now();
+    let (p, b) = rig.spawn(1, args.cost_ns)?;
+    let spawn_ms = t.elapsed().as_secs_f64() * 1e3;
+    gap(&rig);
+    std::thread::sleep(window);
+    let before = gap(&rig);
+    let t = Instant::now();
+    let took = rig.call(move |w| {
+        let t = Instant::now();
+        let ok = w.vrs_mut()[0].add_instance(p, b).is_ok();
+        (ok, t.elapsed())
+    })?;
+    if !took.0 {
+        bail!("the worker refused the new instance");
+    }
+    let vr = rig.vr.clone();
+    while vr.instances[1].rx_packets.get() == 0 && t.elapsed() < Duration::from_secs(5) {
+        std::hint::spin_loop();
+    }
+    let reaction = t.elapsed();
+    std::thread::sleep(window.saturating_sub(t.elapsed()));
+    let during = gap(&rig);
+    out.push(Rec {
+        experiment: "realloc",
+        change: Some("add"),
+        instances: 2,
+        cores: rig.cores_used(),
+        offered_mpps: offered / 1e6,
+        disruption_us: Some(took.1.as_secs_f64() * 1e6),
+        gap_us: Some(during),
+        gap_before_us: Some(before),
+        reaction_us: Some(reaction.as_secs_f64() * 1e6),
+        spawn_ms: Some(spawn_ms),
+        dropped: Some(rig.dropped() - drops0),
+        ..Rec::default()
+    });
+    progress(args, out);
+    std::thread::sleep(Duration::from_secs_f64(args.warmup));
+    // Retire.
+    gap(&rig);
+    std::thread::sleep(window);
+    let before = gap(&rig);
+    let drops0 = rig.dropped();
+    let t = Instant::now();
+    let took = rig.call(move |w| {
+        let t = Instant::now();
+        let ok = w.vrs_mut()[0].retire_instance(1);
+        (ok, t.elapsed())
+    })?;
+    if !took.0 {
+        bail!("the worker refused to retire instance 1");
+    }
+    loop {
+        let states = rig.call(|w| w.vrs()[0].instance_states())?;
+        if states[1] == vrhost_host::InstanceState::Off || t.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let reaction = t.elapsed();
+    rig.placed[1] = None;
+    std::thread::sleep(window.saturating_sub(t.elapsed()));
+    let during = gap(&rig);
+    let mut rec = Rec {
+        experiment: "realloc",
+        change: Some("retire"),
+        instances: 1,
+        cores: rig.cores_used(),
+        offered_mpps: offered / 1e6,
+        disruption_us: Some(took.1.as_secs_f64() * 1e6),
+        gap_us: Some(during),
+        gap_before_us: Some(before),
+        reaction_us: Some(reaction.as_secs_f64() * 1e6),
+        dropped: Some(rig.dropped() - drops0),
+        ..Rec::default()
+    };
+    let lost = rig.finish()?;
+    rec.lost = Some(lost);
+    if let Some(add) = out
+        .iter_mut()
+        .rev()
+        .find(|r| r.experiment == "realloc" && r.change == Some("add"))
+    {
+        add.lost = Some(lost);
+    }
+    out.push(rec);
+    progress(args, out);
+    Ok(())
+}
+
+/// Latency of control messages from instance 0 to instance `to` through
+/// the host's relay, as the receiver measured it (CLOCK_MONOTONIC stamps).
+fn latencies(rig: &mut Rig, to: u16) -> Result<Vec<f64>> {
+    let reply = rig.controls[usize::from(to)]
+        .request(
+            &serde_json::json!({"latencies": true}),
+            Duration::from_secs(5),
+        )
+        .map_err(|e| anyhow::anyhow!("latencies: {e}"))?;
+    let ns: Vec<u64> = serde_json::from_value(reply["ns"].clone())?;
+    Ok(ns.into_iter().map(|n| n as f64 / 1e3).collect())
+}
+
+fn percentile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// LVRM 1e: control messages between instances, idle and under full load.
+/// The instances forward without a dummy cost here (as LVRM's VRs did in
+/// 1e) and never sleep (LVRM's busy-polling VRIs). `loopback`: instance 0
+/// (on a core of its own) to itself through the host, which is the relay's
+/// own latency; `peer`: to instance 1, which on a 2-core machine shares
+/// the host worker's core.
+fn control(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
+    let period_us = (1_000_000 / args.pings.max(1)).max(1);
+    let poll = PollConfig {
+        spin_rounds: u32::MAX,
+        yield_us: 0,
+        ..PollConfig::default()
+    };
+    for (to, what) in [(0u16, "loopback"), (1, "peer")] {
+        for (load, pps) in [("idle", 0.0), ("full", 5e6)] {
+            let mut rig =
+                Rig::start_pinging(args, &[0, 0], Policy::Flow, pps, poll, (period_us, to))?;
+            std::thread::sleep(Duration::from_secs_f64(args.warmup));
+            latencies(&mut rig, to)?;
+            let (fwd, _) = rig.window(args.seconds);
+            let mut v = latencies(&mut rig, to)?;
+            let used = rig.cores_used();
+            let relayed = rig.vr.ctrl_relayed.get();
+            rig.finish()?;
+            if relayed == 0 {
+                bail!("no control message was relayed");
+            }
+            out.push(Rec {
+                experiment: "control",
+                path: Some(what),
+                load: Some(load),
+                instances: 2,
+                cores: used,
+                offered_mpps: pps / 1e6,
+                mpps: fwd / 1e6,
+                latency_us_p50: Some(percentile(&mut v, 0.5)),
+                latency_us_p99: Some(percentile(&mut v, 0.99)),
+                messages: Some(v.len()),
+                ..Rec::default()
+            });
+            progress(args, out);
+        }
+    }
+    Ok(())
+}
+
+/// The instance count under the `dynamic` policy following a stepped load
+/// (up then down), sampled every 100 ms.
+fn dynamic(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
+    let cap = capacity(args.cost_ns);
+    let most = cpu::cpus().clamp(1, usize::from(SLOTS)) as u16;
+    let policy = DynamicPolicy {
+        up_pps: 0.9 * cap,
+        down_pps: 0.7 * cap,
+        period: Duration::from_secs_f64(args.period),
+        min: 1,
+        max: most,
+    };
+    let mut scaler = Scaler::new(ScalePolicy::Dynamic(policy))?;
+    // Steps of 0.4 x one instance's capacity, up to what the cores take.
+    let top = (f64::from(most) / 0.4).floor() as u32;
+    let steps: Vec<f64> = (1..=top)
+        .chain((1..top).rev())
+        .map(|k| 0.4 * f64::from(k) * cap)
+        .collect();
+    let mut rig = Rig::start(
+        args,
+        &[args.cost_ns],
+        Policy::Flow,
+        steps[0],
+        PollConfig::default(),
+    )?;
+    let start = Instant::now();
+    let mut live: Vec<u16> = vec![0];
+    let mut decided = start;
+    let mut last = (rig.sink.packets(), Instant::now());
+    for (k, &pps) in steps.iter().enumerate() {
+        rig.rate.store(pps as u64, Ordering::Relaxed);
+        let end = start + Duration::from_secs_f64(args.step_seconds * (k + 1) as f64);
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = Instant::now();
+            let arrival = rig.vr.arrival_pps.get() as f64;
+            if now.duration_since(decided) >= policy.period {
+                let dt = now.duration_since(decided);
+                decided = now;
+                let want = scaler.tick(arrival, dt, live.len() as u16);
+                if usize::from(want) > live.len() {
+                    let i = (0..SLOTS)
+                        .find(|i| !live.contains(i) && rig.placed[usize::from(*i)].is_none())
+                        .context("no instance slot")?;
+                    let (p, b) = rig.spawn(i, args.cost_ns)?;
+                    if rig.call(move |w| w.vrs_mut()[0].add_instance(p, b).is_ok())? {
+                        live.push(i);
+                    }
+                } else if usize::from(want) < live.len()
+                    && let Some(&i) = live.last()
+                    && rig.call(move |w| w.vrs_mut()[0].retire_instance(i))?
+                {
+                    live.pop();
+                    rig.placed[usize::from(i)] = None;
+                }
+            }
+            let fwd = rig.sink.packets();
+            let dt = now.duration_since(last.1).as_secs_f64();
+            let rate = (fwd - last.0) as f64 / dt;
+            last = (fwd, now);
+            out.push(Rec {
+                experiment: "dynamic",
+                t: Some(now.duration_since(start).as_secs_f64()),
+                instances: live.len() as u16,
+                cores: rig.cores_used(),
+                offered_mpps: pps / 1e6,
+                mpps: rate / 1e6,
+                arrival_mpps: Some(arrival / 1e6),
+                ..Rec::default()
+            });
+        }
+        progress(args, out);
+    }
+    let lost = rig.finish()?;
+    if let Some(r) = out.last_mut() {
+        r.lost = Some(lost);
+    }
+    Ok(())
+}
+
+fn progress(args: &MonitorArgs, out: &[Rec]) {
+    if args.json {
+        return;
+    }
+    if let Some(r) = out.last() {
+        eprintln!("  {}", line(r));
+    }
+}
+
+fn line(r: &Rec) -> String {
+    let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    match r.experiment {
+        "realloc" => format!(
+            "{:<8} {:<7} inst {} cores {}: worker {} us, gap {} us (before {} us), reaction {} us, spawn {} ms, dropped {}, lost {}",
+            r.experiment,
+            r.change.unwrap_or("-"),
+            r.instances,
+            r.cores,
+            opt(r.disruption_us, 1),
+            opt(r.gap_us, 0),
+            opt(r.gap_before_us, 0),
+            opt(r.reaction_us, 0),
+            opt(r.spawn_ms, 1),
+            r.dropped.map_or("-".into(), |d| d.to_string()),
+            r.lost.map_or("-".into(), |d| d.to_string()),
+        ),
+        "control" => format!(
+            "{:<8} {:<8} {:<4} p50 {} us p99 {} us ({} messages; forwarded {:.3} Mpps)",
+            r.experiment,
+            r.path.unwrap_or("-"),
+            r.load.unwrap_or("-"),
+            opt(r.latency_us_p50, 2),
+            opt(r.latency_us_p99, 2),
+            r.messages.unwrap_or(0),
+            r.mpps
+        ),
+        "dynamic" => format!(
+            "{:<8} t {:>6.1} s offered {:>7.4} Mpps arrival {} Mpps instances {} forwarded {:>7.4} Mpps",
+            r.experiment,
+            r.t.unwrap_or(0.0),
+            r.offered_mpps,
+            opt(r.arrival_mpps, 4),
+            r.instances,
+            r.mpps
+        ),
+        _ => format!(
+            "{:<8} {:<8} inst {} cores {}: offered {:>7.4} Mpps forwarded {:>7.4} Mpps ratio {} reordered {}%",
+            r.experiment,
+            r.policy.unwrap_or("-"),
+            r.instances,
+            r.cores,
+            r.offered_mpps,
+            r.mpps,
+            opt(r.ratio, 3),
+            opt(r.reorder_pct, 3),
+        ),
+    }
+}
+
+/// Run the benchmark.
+pub fn run(args: &MonitorArgs) -> Result<()> {
+    if args.cost_ns == 0 {
+        bail!("--cost-ns must be > 0: the experiments need instances that are the bottleneck");
+    }
+    if !(args.overload.is_finite() && args.overload > 0.0) {
+        bail!("--overload must be a positive number");
+    }
+    if args.seconds <= 0.0 || args.step_seconds <= 0.0 || args.period <= 0.0 {
+        bail!("--seconds, --step-seconds and --period must be positive");
+    }
+    if args.host_cpu >= cpu::cpus() {
+        bail!(
+            "--host-cpu {} but the machine has {} CPUs",
+            args.host_cpu,
+            cpu::cpus()
+        );
+    }
+    let mut out = Vec::new();
+    for &e in &args.experiments {
+        match e {
+            Experiment::Scale => scale(args, &mut out)?,
+            Experiment::Balance => balance(args, false, &mut out)?,
+            Experiment::Unequal => balance(args, true, &mut out)?,
+            Experiment::Realloc => realloc(args, &mut out)?,
+            Experiment::Control => control(args, &mut out)?,
+            Experiment::Dynamic => dynamic(args, &mut out)?,
+        }
+    }
+    if let Some(png) = &args.plot {
+        let json = serde_json::to_string(&out)?;
+        let mut child = std::process::Command::new("scripts/plot-monitor")
+            .arg(png)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .context("scripts/plot-monitor (run from the repository root)")?;
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .context("stdin")?
+            .write_all(json.as_bytes())?;
+        let st = child.wait()?;
+        if !st.success() {
+            bail!("plot failed ({st})");
+        }
+        eprintln!("plot: {}", png.display());
+    }
+    if args.json {
+        let report = Report {
+            bench: "monitor",
+            machine: Machine::this(),
+            cost_ns: args.cost_ns,
+            results: &out,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let m = Machine::this();
+        println!(
+            "vrhost bench monitor  {}  {} ({} cores)  kernel {}  cost {} ns/packet",
+            m.date, m.cpu, m.cores, m.kernel, args.cost_ns
+        );
+        for r in &out {
+            println!("{}", line(r));
+        }
+    }
+    Ok(())
+}
