@@ -242,6 +242,9 @@ impl Load {
 /// was busy all along: what it handed back meanwhile is its capacity.
 const BACKLOGGED: u32 = BURST as u32;
 
+/// [`VrPath`]'s `solo` when the balancer picks.
+const SHARED: u16 = u16::MAX;
+
 /// How long a retired instance may take to exit once drained.
 pub const STOP_GRACE: Duration = Duration::from_secs(1);
 
@@ -249,8 +252,6 @@ pub const STOP_GRACE: Duration = Duration::from_secs(1);
 struct Inst {
     rx: Vec<Producer>,
     tx: Vec<Consumer>,
-    /// Slots staged for each vNIC's rx ring during a round.
-    staged: Vec<Vec<u32>>,
     /// Its doorbell (rung when it sleeps and gets work).
     bell: Option<Doorbell>,
     state: InstanceState,
@@ -273,9 +274,6 @@ impl Inst {
                 .collect(),
             tx: (0..cfg.vnic_count)
                 .map(|v| ring(RingId::Tx(v)).consumer())
-                .collect(),
-            staged: (0..cfg.vnic_count)
-                .map(|_| Vec::with_capacity(STAGE_MAX))
                 .collect(),
             bell: None,
             state: InstanceState::Off,
@@ -305,8 +303,10 @@ pub struct VrPath {
     /// Slots each instance holds (given and not handed back): its backlog,
     /// by the host's own count.
     held: Vec<u32>,
-    /// Which live instance gets each frame.
-    balancer: Balancer,
+    /// Which live instance gets each frame (boxed: its tables are 4 KiB,
+    /// which inline would spread this struct's hot fields over more cache
+    /// lines).
+    balancer: Box<Balancer>,
     /// Control messages between the instances.
     relay: Relay,
     /// Instances whose rings are served, one bit each.
@@ -315,8 +315,14 @@ pub struct VrPath {
     /// slow instance (or one that stopped) cannot take the slots its
     /// siblings need.
     inst_cap: u32,
+    /// Slots staged for each instance's vNIC rx rings during a round, at
+    /// `instance * vnics + vnic`.
+    staged: Vec<Vec<u32>>,
     /// Frames staged over all instances and vNICs, not yet published.
     staged_n: usize,
+    /// The only live instance, or [`SHARED`] when there are several (or
+    /// none): the balancer is asked only then.
+    solo: u16,
     load: Load,
     backend: Backend,
     /// In-process only: staging and counters for the shared processing code.
@@ -371,10 +377,14 @@ impl VrPath {
             owner: vec![FREE; cfg.slot_count as usize],
             vnic_port,
             held: vec![0; inst.len()],
-            balancer: Balancer::new(Policy::default(), cfg.instance_count),
+            balancer: Box::new(Balancer::new(Policy::default(), cfg.instance_count)),
             relay: Relay::new(&region),
             served_mask: 0,
             inst_cap: cfg.slot_count,
+            staged: (0..usize::from(cfg.instance_count) * usize::from(cfg.vnic_count))
+                .map(|_| Vec::with_capacity(STAGE_MAX))
+                .collect(),
+            solo: SHARED,
             load: Load::new(inst.len()),
             inst,
             staged_n: 0,
@@ -430,6 +440,10 @@ impl VrPath {
             .filter(|&i| self.inst[usize::from(i)].state == InstanceState::Live)
             .collect();
         self.balancer.set_active(&live);
+        self.solo = match live[..] {
+            [only] => only,
+            _ => SHARED,
+        };
         let pool = self.owner.len() as u32;
         self.inst_cap = (pool / live.len().max(1) as u32)
             .max(2 * BURST as u32)
@@ -762,17 +776,15 @@ impl VrPath {
         }
         // The instance: the only live one, or the balancer's choice (the
         // frame's hash is computed only for the flow policy).
-        let (i, shared) = match self.balancer.active() {
-            &[only] => (only, false),
-            [] => return Err(IngressDrop::VrDown),
-            _ => match self.balancer.pick_with(|| flow_hash(frame), &self.held) {
-                Some(i) => (i, true),
-                None => return Err(IngressDrop::VrDown),
-            },
+        let i = if self.solo != SHARED {
+            self.solo
+        } else {
+            self.pick_shared(frame)?
         };
         let iu = usize::from(i);
-        let staged = self.inst[iu].staged[v].len();
-        if staged >= STAGE_MAX || (shared && self.held[iu] >= self.inst_cap) {
+        let q = iu * self.vnic_port.len() + v;
+        let staged = self.staged[q].len();
+        if staged >= STAGE_MAX {
             return Err(IngressDrop::RingFull);
         }
         // Asked at most once, and only within the reserve.
@@ -826,7 +838,7 @@ impl VrPath {
         meta.set(SlotState::Filled);
         self.owner[slot as usize] = i as u8 + 1;
         self.held[iu] += 1;
-        self.inst[iu].staged[v].push(slot);
+        self.staged[q].push(slot);
         self.staged_n += 1;
         // The frame as received, copied from the port's buffer (not from
         // the slot, which the VR can write at any time).
@@ -837,6 +849,21 @@ impl VrPath {
             self.stats.capture_dropped.add(1);
         }
         Ok(())
+    }
+
+    /// The instance of a frame when several are live (out of line: a VR
+    /// with one instance does not carry this code in its loop). Refused
+    /// when the chosen instance holds its share of the pool.
+    #[inline(never)]
+    fn pick_shared(&mut self, frame: &[u8]) -> Result<u16, IngressDrop> {
+        let i = self
+            .balancer
+            .pick_with(|| flow_hash(frame), &self.held)
+            .ok_or(IngressDrop::VrDown)?;
+        if self.held[usize::from(i)] >= self.inst_cap {
+            return Err(IngressDrop::RingFull);
+        }
+        Ok(i)
     }
 
     /// Frames staged and not yet published.
@@ -861,7 +888,8 @@ impl VrPath {
         for i in 0..self.inst.len() {
             let mut given = 0;
             for v in 0..self.vnic_port.len() {
-                let n = self.inst[i].staged[v].len();
+                let q = i * self.vnic_port.len() + v;
+                let n = self.staged[q].len();
                 if n == 0 {
                     continue;
                 }
@@ -871,8 +899,7 @@ impl VrPath {
                 }
                 match &mut self.backend {
                     Backend::Process(_) | Backend::External => {
-                        let inst = &mut self.inst[i];
-                        let pushed = match inst.rx[v].push(&inst.staged[v]) {
+                        let pushed = match self.inst[i].rx[v].push(&self.staged[q]) {
                             Ok(p) => p,
                             Err(_) => {
                                 self.stats.violation(Violation::RxRingIndex);
@@ -881,9 +908,10 @@ impl VrPath {
                         };
                         self.count_rx(v, pushed, i);
                         for k in pushed..n {
-                            let s = self.inst[i].staged[v][k];
-                            self.release(s, i);
+                            let s = self.staged[q][k];
+                            self.release(s);
                         }
+                        self.held[i] -= (n - pushed) as u32;
                         if pushed < n {
                             self.stats
                                 .drop_in(IngressDrop::RingFull, (n - pushed) as u64);
@@ -894,7 +922,7 @@ impl VrPath {
                             r.as_mut(),
                             &self.region,
                             v as u16,
-                            &self.inst[i].staged[v],
+                            &self.staged[q],
                             &mut self.inproc_stage,
                             &mut self.inproc_counters,
                         );
@@ -904,13 +932,13 @@ impl VrPath {
                             vr.as_mut(),
                             &self.region,
                             v as u16,
-                            &self.inst[i].staged[v],
+                            &self.staged[q],
                             &mut self.inproc_stage,
                             &mut self.inproc_counters,
                         );
                     }
                 }
-                self.inst[i].staged[v].clear();
+                self.staged[q].clear();
             }
             if given > 0 && self.backend.uses_rings() {
                 self.kick(i);
@@ -942,7 +970,7 @@ impl VrPath {
         if n == 0 {
             return;
         }
-        let bytes: u64 = self.inst[i].staged[v][..n]
+        let bytes: u64 = self.staged[i * self.vnic_port.len() + v][..n]
             .iter()
             .map(|&s| u64::from(self.region.meta(s).expect("staged valid").extent().1))
             .sum();
@@ -1149,8 +1177,9 @@ impl VrPath {
         }
         let i = usize::from(instance);
         for &s in &take[..nt] {
-            self.release(s, i);
+            self.release(s);
         }
+        self.held[i] -= nt as u32;
         if let Some(c) = self.stats.instances.get(i) {
             c.returned.add(nt as u64);
         }
@@ -1167,10 +1196,10 @@ impl VrPath {
             .set(now.saturating_sub(self.stats.last_exit_mono_ns.get()));
     }
 
-    /// Put `slot`, held by instance `i`, back on the free list.
+    /// Put `slot` back on the free list; the caller takes it off its
+    /// holder's count (once per batch).
     #[inline]
-    fn release(&mut self, slot: u32, i: usize) {
-        self.held[i] -= 1;
+    fn release(&mut self, slot: u32) {
         self.owner[slot as usize] = FREE;
         self.region
             .meta(slot)
@@ -1319,9 +1348,7 @@ impl VrPath {
                 continue;
             }
             match inst.state {
-                InstanceState::Draining
-                    if self.held[i] == 0 && inst.staged.iter().all(Vec::is_empty) =>
-                {
+                InstanceState::Draining if self.held[i] == 0 => {
                     p.ask_stop();
                     inst.state = InstanceState::Stopping;
                     inst.since = now;
@@ -1493,16 +1520,20 @@ impl VrPath {
     /// Take back every slot instance `i` holds (staged ones included) and
     /// reset its rings: its process is gone. Its slot becomes vacant.
     fn reclaim_instance(&mut self, i: usize) {
-        let n = self.inst[i].staged.iter().map(Vec::len).sum::<usize>();
-        self.staged_n -= n;
+        let vnics = self.vnic_port.len();
+        for q in &mut self.staged[i * vnics..(i + 1) * vnics] {
+            self.staged_n -= q.len();
+            q.clear();
+        }
         let holder = i as u8 + 1;
         let mut taken = 0;
         for s in 0..self.owner.len() as u32 {
             if self.owner[s as usize] == holder {
-                self.release(s, i);
+                self.release(s);
                 taken += 1;
             }
         }
+        self.held[i] -= taken as u32;
         self.stats.reclaimed.add(taken);
         let ring = |r| self.region.ring(i as u16, r).expect("in layout");
         for v in 0..self.vnic_port.len() as u16 {
