@@ -3,6 +3,8 @@
 //! is added under load and a retired one drains before it stops; every
 //! frame given to the VR is forwarded or counted.
 
+mod common;
+
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -175,4 +177,79 @@ fn instances_share_survive_a_crash_grow_and_retire_without_losing_a_frame() {
     );
     assert_eq!(st.violations_total(), 0);
     worker.shutdown();
+}
+
+/// The daemon runs a VR with `instances = 2`, each instance pinned to its
+/// core from `cpus` and fed by the configured policy, and shows both in
+/// its stats and metrics.
+#[test]
+fn the_daemon_runs_the_instances_its_config_asks_for() {
+    let cpus = vrhost_host::cpu::cpus();
+    let pin = if cpus >= 2 { "cpus = [1, 0]" } else { "" };
+    let config = format!(
+        r#"
+[[ports]]
+name = "gen"
+driver = "mem"
+[ports.traffic]
+dst = ["10.1.128.0/17"]
+pps = 100000
+limit = 2000000
+
+[[ports]]
+name = "out"
+driver = "null"
+
+[[vrs]]
+name = "a"
+slots = 1024
+instances = 2
+balance = "rr"
+{pin}
+vnics = [
+  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
+  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
+]
+[vrs.router]
+routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
+neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
+
+[[rules]]
+port = "gen"
+dst = "10.1.0.0/16"
+vr = "a"
+"#
+    );
+    let d = common::Daemon::start("instances", &config);
+    let s = d.wait_for("both instances to forward", Duration::from_secs(30), |s| {
+        common::vr(s, "a")["instances"].as_array().is_some_and(|i| {
+            i.len() == 2 && i.iter().all(|i| i["rx_packets"].as_u64() > Some(1000))
+        })
+    });
+    let a = common::vr(&s, "a");
+    let inst = a["instances"].as_array().unwrap();
+    assert!(inst.iter().all(|i| i["running"] == true), "{a:#}");
+    if cpus >= 2 {
+        assert_eq!(inst[0]["cpu"], 1);
+        assert_eq!(inst[1]["cpu"], 0);
+    }
+    assert_ne!(inst[0]["pid"], inst[1]["pid"], "two processes");
+    assert!(common::count(&s, "a", "tx_packets") > 2000);
+    assert!(common::count(&s, "a", "arrival_pps") > 0);
+    // The metrics, over the API socket (HTTP/1.0: the server closes).
+    use std::io::{Read, Write};
+    let mut c = std::os::unix::net::UnixStream::connect(&d.sock).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    for i in ["0", "1"] {
+        assert!(
+            text.contains(&format!(
+                "vrhost_instance_rx_packets_total{{instance=\"{i}\",vr=\"a\"}}"
+            )),
+            "{text}"
+        );
+    }
+    assert!(text.contains("vrhost_vr_arrival_pps{vr=\"a\"}"), "{text}");
 }
