@@ -318,7 +318,8 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
             .collect();
         let instances = insts
             .iter()
-            .map(|i| InstanceView {
+            .map(|i| (i, s.instances.get(usize::from(i.index))))
+            .map(|(i, c)| InstanceView {
                 index: i.index,
                 pid: i.pid,
                 cpu: vp
@@ -334,22 +335,10 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                 heartbeat: i.heartbeat,
                 rx_ring_fill: i.rx_ring_fill,
                 tx_ring_fill: i.tx_ring_fill,
-                rx_packets: s
-                    .instances
-                    .get(usize::from(i.index))
-                    .map_or(0, |c| c.rx_packets.get()),
-                held: s
-                    .instances
-                    .get(usize::from(i.index))
-                    .map_or(0, |c| c.held.get()),
-                rx_fill_avg: s
-                    .instances
-                    .get(usize::from(i.index))
-                    .map_or(0.0, |c| c.rx_fill_milli.get() as f64 / 1000.0),
-                capacity_pps: s
-                    .instances
-                    .get(usize::from(i.index))
-                    .map_or(0, |c| c.capacity_pps.get()),
+                rx_packets: c.map_or(0, |c| c.rx_packets.get()),
+                held: c.map_or(0, |c| c.held.get()),
+                rx_fill_avg: c.map_or(0.0, |c| c.rx_fill_milli.get() as f64 / 1000.0),
+                capacity_pps: c.map_or(0, |c| c.capacity_pps.get()),
             })
             .collect();
         vrs.push(VrView {

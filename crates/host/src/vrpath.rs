@@ -1005,8 +1005,7 @@ impl VrPath {
     /// Costs a look at one ring index per instance when there are none.
     #[inline]
     pub fn serve_ctrl(&mut self) -> usize {
-        // A single instance has no peer to talk to.
-        if self.served_mask & self.served_mask.wrapping_sub(1) == 0 {
+        if !self.has_peers() {
             return 0;
         }
         let out = self.relay.relay(self.served_mask);
@@ -1015,6 +1014,13 @@ impl VrPath {
             self.note_ctrl(out);
         }
         taken as usize
+    }
+
+    /// Whether two instances or more are served: a single one has no peer
+    /// to talk to.
+    #[inline]
+    fn has_peers(&self) -> bool {
+        self.served_mask & self.served_mask.wrapping_sub(1) != 0
     }
 
     #[cold]
@@ -1227,8 +1233,7 @@ impl VrPath {
         if self.quarantined {
             return false;
         }
-        let ctrl = self.served_mask & self.served_mask.wrapping_sub(1) != 0
-            && self.relay.pending(self.served_mask);
+        let ctrl = self.has_peers() && self.relay.pending(self.served_mask);
         ctrl || self
             .inst
             .iter_mut()

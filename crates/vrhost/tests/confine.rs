@@ -7,6 +7,8 @@
 //! stopped by a guard (which removes their cgroups), directories are
 //! removed by a guard; network namespaces go with their processes.
 
+mod common;
+
 use std::net::{Ipv4Addr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
@@ -23,7 +25,7 @@ use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::NullPort;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
 use vrhost_vr::proto::PollConfig;
-use vrhost_vr::router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
+use vrhost_vr::router::RouterConfig;
 
 fn is_root() -> bool {
     if rustix::process::geteuid().is_root() {
@@ -365,32 +367,6 @@ fn the_cgroup_limits_hold() {
     );
 }
 
-fn router_config() -> RouterConfig {
-    RouterConfig {
-        vnics: vec![
-            VnicConfig {
-                mac: "02:00:00:00:10:00".into(),
-                ..VnicConfig::default()
-            },
-            VnicConfig {
-                mac: "02:00:00:00:10:01".into(),
-                ..VnicConfig::default()
-            },
-        ],
-        nexthops: vec![NextHopConfig {
-            vnic: 1,
-            mac: "02:00:00:00:00:02".into(),
-            ..NextHopConfig::default()
-        }],
-        routes: vec![RouteConfig {
-            prefix: "10.0.0.0/8".into(),
-            nexthop: Some(0),
-            ..RouteConfig::default()
-        }],
-        ..RouterConfig::default()
-    }
-}
-
 fn router_cmd(config: RouterConfig, confine: Confine) -> VrCommand {
     VrCommand {
         program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
@@ -453,7 +429,7 @@ fn a_confined_router_forwards() {
             },
         )
         .unwrap();
-        let cmd = router_cmd(router_config(), confine.clone());
+        let cmd = router_cmd(common::router_config(), confine.clone());
         let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &cmd).unwrap();
         assert!(!p.cgroups().is_empty());
         worker.add_vr(VrPath::new(
@@ -503,7 +479,7 @@ fn a_confined_router_loads_a_real_route_file() {
     let r = region("real-routes");
     for f in files {
         vrhost_host::confine::check_access(&f, Ids::NOBODY, false).unwrap();
-        let mut cfg = router_config();
+        let mut cfg = common::router_config();
         cfg.route_file = Some(f.display().to_string());
         let mut procs = Procs::default();
         let confine = Confine {
@@ -575,7 +551,7 @@ fn confinement_failures_are_clear() {
     // A route file the router, as nobody, cannot read: the VR says so.
     let routes = dir.0.join("routes.txt");
     std::fs::write(&routes, "10.9.0.0/16\n").unwrap();
-    let mut cfg = router_config();
+    let mut cfg = common::router_config();
     cfg.route_file = Some(routes.display().to_string());
     let t = Instant::now();
     let e = VrProcess::start(

@@ -2,6 +2,8 @@
 //! processes (the `vrhost vr-run` built-in router and the example custom VR),
 //! frames from pcap or memory ports, and VRs that crash or cheat.
 
+mod common;
+
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,36 +23,6 @@ use vrhost_packet::ipv4::Ipv4Packet;
 use vrhost_shm::{Region, RegionConfig, RingId, SlotState};
 use vrhost_vr::DropReason;
 use vrhost_vr::proto::{PollConfig, counter};
-use vrhost_vr::router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
-
-const SINK_MAC: &str = "02:00:00:00:00:02";
-
-fn router_config() -> RouterConfig {
-    RouterConfig {
-        vnics: vec![
-            VnicConfig {
-                mac: "02:00:00:00:10:00".into(),
-                ..VnicConfig::default()
-            },
-            VnicConfig {
-                mac: "02:00:00:00:10:01".into(),
-                ..VnicConfig::default()
-            },
-        ],
-        nexthops: vec![NextHopConfig {
-            vnic: 1,
-            mac: SINK_MAC.into(),
-            ..NextHopConfig::default()
-        }],
-        routes: vec![RouteConfig {
-            prefix: "10.0.0.0/8".into(),
-            nexthop: Some(0),
-            ..RouteConfig::default()
-        }],
-        route_file: None,
-        ..RouterConfig::default()
-    }
-}
 
 fn router_cmd() -> VrCommand {
     VrCommand {
@@ -58,7 +30,7 @@ fn router_cmd() -> VrCommand {
         args: vec!["vr-run".into()],
         cpu: None,
         poll: PollConfig::default(),
-        config: serde_json::to_value(router_config()).unwrap(),
+        config: serde_json::to_value(common::router_config()).unwrap(),
         ready_timeout: Duration::from_secs(30),
         confine: vrhost_host::Confine::default(),
     }

@@ -19,32 +19,9 @@ use vrhost_io::null::NullPort;
 use vrhost_packet::MacAddr;
 use vrhost_shm::{Region, RegionConfig};
 use vrhost_vr::proto::PollConfig;
-use vrhost_vr::router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
 
 fn router_cmd() -> VrCommand {
-    let cfg = RouterConfig {
-        vnics: vec![
-            VnicConfig {
-                mac: "02:00:00:00:10:00".into(),
-                ..VnicConfig::default()
-            },
-            VnicConfig {
-                mac: "02:00:00:00:10:01".into(),
-                ..VnicConfig::default()
-            },
-        ],
-        nexthops: vec![NextHopConfig {
-            vnic: 1,
-            mac: "02:00:00:00:00:02".into(),
-            ..NextHopConfig::default()
-        }],
-        routes: vec![RouteConfig {
-            prefix: "10.0.0.0/8".into(),
-            nexthop: Some(0),
-            ..RouteConfig::default()
-        }],
-        ..RouterConfig::default()
-    };
+    let cfg = common::router_config();
     VrCommand {
         program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
         args: vec!["vr-run".into()],

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use vrhost_vr::router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
 
 /// A temporary directory, removed when dropped.
 pub struct TempDir(pub PathBuf);
@@ -162,4 +163,32 @@ pub fn count(stats: &Value, vr_name: &str, field: &str) -> u64 {
     vr(stats, vr_name)["stats"][field]
         .as_u64()
         .unwrap_or_else(|| panic!("no counter {field}"))
+}
+
+/// The built-in router of the data path tests: vNIC 0 in, 10.0.0.0/8 out
+/// of vNIC 1 to the sink's MAC 02:00:00:00:00:02.
+pub fn router_config() -> RouterConfig {
+    RouterConfig {
+        vnics: vec![
+            VnicConfig {
+                mac: "02:00:00:00:10:00".into(),
+                ..VnicConfig::default()
+            },
+            VnicConfig {
+                mac: "02:00:00:00:10:01".into(),
+                ..VnicConfig::default()
+            },
+        ],
+        nexthops: vec![NextHopConfig {
+            vnic: 1,
+            mac: "02:00:00:00:00:02".into(),
+            ..NextHopConfig::default()
+        }],
+        routes: vec![RouteConfig {
+            prefix: "10.0.0.0/8".into(),
+            nexthop: Some(0),
+            ..RouteConfig::default()
+        }],
+        ..RouterConfig::default()
+    }
 }
