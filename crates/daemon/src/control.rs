@@ -25,20 +25,23 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use vrhost_host::alloc::Scaler;
 use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, VrPlan};
 use vrhost_host::worker::DRAIN_TIMEOUT;
 use vrhost_host::{
-    Backend, DownReason, ExitEvent, Keep, Mailbox, Reconfig, VrCommand, VrControl, VrPath,
-    VrProcess, VrStats, Worker,
+    Backend, DownReason, ExitEvent, InstanceState, Keep, Mailbox, Reconfig, VrCommand, VrControl,
+    VrPath, VrProcess, VrStats, Worker,
 };
 use vrhost_io::Port;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
 use vrhost_vr::proto::CONTROL_CHUNK;
 use vrhost_vr::router::RouteConfig;
 
-/// A VR's instance processes, their doorbells and control sockets, in
-/// instance order.
-type Instances = (Vec<VrProcess>, Vec<Doorbell>, Vec<VrControl>);
+use crate::cores::Cores;
+
+/// A VR's instance processes and their doorbells, in instance order, and
+/// their control sockets by instance slot.
+type Instances = (Vec<VrProcess>, Vec<Doorbell>, BTreeMap<u16, VrControl>);
 /// How long a call into the worker may take before the API gives up.
 pub const WORKER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a VR may take to apply one control message.
@@ -128,9 +131,14 @@ struct VrEntry {
     /// A second mapping of its region, to start processes on it again.
     region: Region,
     stats: Arc<VrStats>,
-    controls: Vec<VrControl>,
+    /// The control socket of each instance slot that runs a process.
+    controls: BTreeMap<u16, VrControl>,
     /// Routes added through the API, by (prefix, length).
     api_routes: BTreeMap<(u32, u8), RouteConfig>,
+    /// How many instances it wants.
+    scaler: Scaler,
+    /// When its scaler last decided, and the frames offered to it by then.
+    decided: (Instant, u64),
 }
 
 /// A VR started for an apply but not yet handed to the worker.
@@ -179,6 +187,19 @@ pub struct RouteResult {
     pub routes_per_second: f64,
 }
 
+/// A change of a VR's instance count made by its scaler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleChange {
+    /// The VR.
+    pub vr: String,
+    /// Instances fed before.
+    pub from: u16,
+    /// Instances fed after (the retired one is still draining).
+    pub to: u16,
+    /// The arrival rate it decided on, frames/s.
+    pub rate_pps: f64,
+}
+
 /// The control plane of a running daemon.
 pub struct Controller {
     /// Name used for the config in messages (its file, or "config").
@@ -195,6 +216,8 @@ pub struct Controller {
     restarts: u64,
     /// VRs that went down, reported by the worker (taken by the supervisor).
     exits: Option<mpsc::Receiver<ExitEvent>>,
+    /// Cores of the instances it places.
+    cores: Cores,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -261,6 +284,7 @@ impl Controller {
             started: Instant::now(),
             restarts: 0,
             exits: Some(exit_rx),
+            cores: Cores::new(plan.host.core_budget().ok()),
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -295,21 +319,24 @@ impl Controller {
         if entry.id != ev.id || ev.reason == DownReason::Quarantined || !vr.restart {
             return Ok(false);
         }
-        let (procs, bells, controls) = self
-            .start_instances(&self.plan, vr, &entry.region)
-            .map_err(|e| match e {
-                ControlError::Invalid(m) => ControlError::Unavailable(m),
-                other => other,
-            })?;
-        let name = vr.name.clone();
-        let entry = self.vrs.get_mut(&name).expect("looked up above");
-        entry.controls = controls;
-        if !entry.api_routes.is_empty() {
-            let add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
-            // The process is dropped (killed) with the error: the VR stays
-            // down, and the next exit report tries again.
-            send_routes(entry, &name, &add, &[])?;
-        }
+        let vr = vr.clone();
+        let mut entry = self.vrs.remove(&vr.name).expect("looked up above");
+        let started = self.first_cores(&vr).and_then(|cpus| {
+            let (p, b, c) = self.start_instances(&self.plan, &vr, &entry.region, &cpus)?;
+            entry.controls = c;
+            if !entry.api_routes.is_empty() {
+                let add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
+                // The processes are dropped (killed) with the error: the VR
+                // stays down, and the next exit report tries again.
+                send_routes(&mut entry.controls, &vr.name, &add, &[])?;
+            }
+            Ok((p, b))
+        });
+        self.vrs.insert(vr.name.clone(), entry);
+        let (procs, bells) = started.map_err(|e| match e {
+            ControlError::Invalid(m) => ControlError::Unavailable(m),
+            other => other,
+        })?;
         let id = ev.id;
         let refused = self.mailbox.call(WORKER_TIMEOUT, move |w: &mut Worker| {
             w.restore_vr(id, procs, bells)
@@ -382,6 +409,15 @@ impl Controller {
         self.vrs.get(name).map(|e| &e.stats)
     }
 
+    /// The core instance slot `slot` of VR `vr` is pinned to.
+    pub fn instance_cpu(&self, vr: &str, slot: u16) -> Option<usize> {
+        let v = self.plan.vrs.iter().find(|v| v.name == vr)?;
+        match v.placed {
+            true => self.cores.of(vr, slot),
+            false => v.instance_cpus.get(usize::from(slot)).copied().flatten(),
+        }
+    }
+
     /// Routes added through the API to a VR.
     pub fn api_routes(&self, name: &str) -> Option<&BTreeMap<(u32, u8), RouteConfig>> {
         self.vrs.get(name).map(|e| &e.api_routes)
@@ -389,7 +425,7 @@ impl Controller {
 
     /// Start one VR (region, process) and give it `routes`.
     fn start_vr(
-        &self,
+        &mut self,
         plan: &Plan,
         vr: &VrPlan,
         routes: &BTreeMap<(u32, u8), RouteConfig>,
@@ -400,12 +436,13 @@ impl Controller {
                 slot_count: vr.slots,
                 ring_entries: RegionConfig::ring_entries_for(vr.slots),
                 vnic_count: vr.vnic_ports.len() as u16,
-                instance_count: vr.instances,
+                instance_count: vr.instance_slots(),
                 ..RegionConfig::default()
             },
         )
         .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
-        let (procs, bells, controls) = self.start_instances(plan, vr, &region)?;
+        let cpus = self.first_cores(vr)?;
+        let (procs, bells, controls) = self.start_instances(plan, vr, &region, &cpus)?;
         let second = region
             .fd()
             .try_clone_to_owned()
@@ -428,10 +465,12 @@ impl Controller {
             stats: path.stats().clone(),
             controls,
             api_routes: BTreeMap::new(),
+            scaler: Scaler::new(vr.scale).map_err(|e| ControlError::Invalid(e.to_string()))?,
+            decided: (Instant::now(), 0),
         };
         if !routes.is_empty() {
             let add: Vec<RouteConfig> = routes.values().cloned().collect();
-            send_routes(&mut entry, &vr.name, &add, &[]).map_err(|e| match e {
+            send_routes(&mut entry.controls, &vr.name, &add, &[]).map_err(|e| match e {
                 ControlError::Invalid(m) => ControlError::Invalid(format!(
                     "VR {}: its API routes do not fit the new definition: {m}",
                     vr.name
@@ -443,39 +482,73 @@ impl Controller {
         Ok(Started { path, entry })
     }
 
-    /// Start every instance of `vr` on `region` (see [`Instances`]): their processes,
-    /// doorbells and control sockets, in instance order. On an error the
+    /// The core of each instance `vr` starts with (slots `0..instances`):
+    /// held from the host's budget for a placed VR (which gives back any
+    /// other), as the config pins them otherwise.
+    fn first_cores(&mut self, vr: &VrPlan) -> Result<Vec<Option<usize>>, ControlError> {
+        if !vr.placed {
+            return Ok(vr
+                .instance_cpus
+                .iter()
+                .take(vr.instances.into())
+                .copied()
+                .collect());
+        }
+        let held = self.cores.hold_first(&vr.name, vr.instances).map_err(|e| {
+            ControlError::Conflict(format!(
+                "VR {}: cores for its instances: {e} (scaled VRs hold cores above their minimum)",
+                vr.name
+            ))
+        })?;
+        Ok(held.into_values().map(Some).collect())
+    }
+
+    /// Start instances `0..` of `vr` on `region`, one per entry of `cpus`
+    /// (its core), and return them (see [`Instances`]). On an error the
     /// ones started are dropped (killed).
     fn start_instances(
         &self,
         plan: &Plan,
         vr: &VrPlan,
         region: &Region,
+        cpus: &[Option<usize>],
     ) -> Result<Instances, ControlError> {
-        let mut out = (Vec::new(), Vec::new(), Vec::new());
-        for k in 0..vr.instances {
-            let cmd = self.vr_command(plan, vr, k);
-            let (p, bell) = VrProcess::start(&vr.name, k, region, &self.host_bell, &cmd)
-                .map_err(|e| ControlError::Invalid(e.to_string()))?;
-            let control = p
-                .control()
-                .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
+        let mut out = (Vec::new(), Vec::new(), BTreeMap::new());
+        for (k, &cpu) in cpus.iter().enumerate() {
+            let (p, bell, control) = self.start_instance(plan, vr, region, k as u16, cpu)?;
             out.0.push(p);
             out.1.push(bell);
-            out.2.push(control);
+            out.2.insert(k as u16, control);
         }
         Ok(out)
     }
 
-    /// How to start instance `k` of `vr`.
-    fn vr_command(&self, plan: &Plan, vr: &VrPlan, k: u16) -> VrCommand {
+    /// Start instance `k` of `vr` on `region`, on `cpu`.
+    fn start_instance(
+        &self,
+        plan: &Plan,
+        vr: &VrPlan,
+        region: &Region,
+        k: u16,
+        cpu: Option<usize>,
+    ) -> Result<(VrProcess, Doorbell, VrControl), ControlError> {
+        let cmd = self.vr_command(plan, vr, cpu);
+        let (p, bell) = VrProcess::start(&vr.name, k, region, &self.host_bell, &cmd)
+            .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let control = p
+            .control()
+            .map_err(|e| ControlError::Internal(format!("VR {}: {e}", vr.name)))?;
+        Ok((p, bell, control))
+    }
+
+    /// How to start an instance of `vr` on `cpu`.
+    fn vr_command(&self, plan: &Plan, vr: &VrPlan, cpu: Option<usize>) -> VrCommand {
         let (program, args) = match &vr.program {
             Some((p, a)) => (p.clone(), a.clone()),
             None => (self.exe.clone(), vec!["vr-run".to_string()]),
         };
         // A VR beside the host worker sleeps as soon as its rings are
         // empty; one beside other VRs yields to them first.
-        let cpu = vr.instance_cpus.get(usize::from(k)).copied().flatten();
         let beside_worker = cpu.is_none() || cpu == plan.host.cpu;
         let beside_vrs = plan
             .vrs
@@ -546,11 +619,22 @@ impl Controller {
         let src = toml::to_string(&doc).map_err(|e| ControlError::Invalid(e.to_string()))?;
         let (_, plan) = Config::parse(&src, &self.label, &self.dir).map_err(config_error)?;
         let old = &self.plan;
+        let budget = |h: &vrhost_host::config::HostConf| {
+            let limit = h.instance_cores.as_ref().map(|c| *c.get_ref());
+            (h.cpu, limit, h.share_worker_core)
+        };
+        if budget(&plan.host) != budget(&old.host) {
+            return Err(ControlError::Conflict(
+                "host.cpu, host.instance_cores and host.share_worker_core take effect when the daemon starts".into(),
+            ));
+        }
         let same_vr = |a: &VrPlan, b: &VrPlan| {
             a.program == b.program
                 && a.slots == b.slots
                 && a.cpu == b.cpu
                 && a.instances == b.instances
+                && a.scale == b.scale
+                && a.placed == b.placed
                 && a.instance_cpus == b.instance_cpus
                 && a.balance == b.balance
                 && a.config == b.config
@@ -693,6 +777,10 @@ impl Controller {
         drop(retired);
         for name in res.removed.iter() {
             self.vrs.remove(name);
+            self.cores.release(name);
+        }
+        for vr in plan.vrs.iter().filter(|v| !v.placed) {
+            self.cores.release(&vr.name);
         }
         for (name, e) in entries {
             self.vrs.insert(name, e);
@@ -711,6 +799,163 @@ impl Controller {
         );
         self.reap_drained()?;
         Ok(res)
+    }
+
+    /// One decision for every VR whose instance count can change (more
+    /// than one instance slot) and whose scaling period is up: its scaler
+    /// gets the VR's arrival rate since the last decision, then one
+    /// instance is started or retired (fixed VRs: started again where one
+    /// exited). Instances that are gone first give back their cores and
+    /// control sockets. A VR that is down is left to the supervisor.
+    /// Returns the changes made; a refusal (no core, a process that does
+    /// not start) is counted (`instances_refused`) and logged.
+    ///
+    /// # Errors
+    /// The worker did not answer.
+    pub fn scale_tick(&mut self) -> Result<Vec<ScaleChange>, ControlError> {
+        let now = Instant::now();
+        let due: Vec<(usize, u64)> = (self.plan.vrs.iter().enumerate())
+            .filter(|(_, v)| v.instance_slots() > 1)
+            .filter_map(|(i, v)| {
+                let e = self.vrs.get(&v.name)?;
+                (now.duration_since(e.decided.0) >= e.scaler.period()).then_some((i, e.id))
+            })
+            .collect();
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<u64> = due.iter().map(|d| d.1).collect();
+        let states = self.mailbox.call(WORKER_TIMEOUT, move |w: &mut Worker| {
+            let find = |id| w.vrs().iter().find(|v| v.id() == id);
+            let of = |v: &VrPath| (v.is_up(), v.instance_states());
+            ids.into_iter()
+                .map(|id| find(id).map(of))
+                .collect::<Vec<_>>()
+        })?;
+        let mut changes = Vec::new();
+        for ((i, id), st) in due.into_iter().zip(states) {
+            let Some((up, states)) = st else {
+                continue;
+            };
+            let name = self.plan.vrs[i].name.clone();
+            let mut e = self.vrs.remove(&name).expect("due VRs have an entry");
+            let change = self.scale_vr(i, &mut e, id, up, &states, now);
+            self.vrs.insert(name, e);
+            changes.extend(change?);
+        }
+        Ok(changes)
+    }
+
+    /// [`Controller::scale_tick`] for VR `i` of the plan (its entry `e`,
+    /// taken out of the map meanwhile).
+    fn scale_vr(
+        &mut self,
+        i: usize,
+        e: &mut VrEntry,
+        id: u64,
+        up: bool,
+        states: &[InstanceState],
+        now: Instant,
+    ) -> Result<Option<ScaleChange>, ControlError> {
+        let vr = &self.plan.vrs[i];
+        let offered = e.stats.rx_packets.get() + e.stats.ingress_drops_total();
+        let dt = now.duration_since(e.decided.0);
+        let rate_pps = offered.wrapping_sub(e.decided.1) as f64 / dt.as_secs_f64().max(1e-3);
+        e.decided = (now, offered);
+        if !up {
+            return Ok(None);
+        }
+        for (slot, _) in (0u16..)
+            .zip(states)
+            .filter(|(_, s)| **s == InstanceState::Off)
+        {
+            if vr.placed {
+                self.cores.give_back(&vr.name, slot);
+            }
+            e.controls.remove(&slot);
+        }
+        let live = states.iter().filter(|s| **s == InstanceState::Live).count() as u16;
+        let want = e.scaler.tick(rate_pps, dt, live);
+        let change = ScaleChange {
+            vr: vr.name.clone(),
+            from: live,
+            to: want,
+            rate_pps,
+        };
+        if want < live {
+            let slot = states.iter().rposition(|s| *s == InstanceState::Live);
+            let slot = slot.expect("live > 0") as u16;
+            let retire = move |w: &mut Worker| {
+                let v = w.vrs_mut().iter_mut().find(|v| v.id() == id);
+                v.is_some_and(|v| v.retire_instance(slot))
+            };
+            if !self.mailbox.call(WORKER_TIMEOUT, retire)? {
+                return Ok(None);
+            }
+            e.stats.instances_retired.add(1);
+            tracing::info!(vr = %vr.name, instance = slot, rate_pps, "instance retired");
+            return Ok(Some(change));
+        }
+        if want == live {
+            return Ok(None);
+        }
+        let Some(slot) = states.iter().position(|s| *s == InstanceState::Off) else {
+            return Ok(None);
+        };
+        let slot = slot as u16;
+        match self.add_instance(i, e, id, slot) {
+            Ok(()) => {
+                e.stats.instances_added.add(1);
+                tracing::info!(vr = %change.vr, instance = slot, rate_pps, "instance started");
+                Ok(Some(change))
+            }
+            Err(ControlError::Unavailable(m)) => Err(ControlError::Unavailable(m)),
+            Err(err) => {
+                e.stats.instances_refused.add(1);
+                self.cores.give_back(&change.vr, slot);
+                tracing::warn!(vr = %change.vr, instance = slot, rate_pps, "instance not started: {err}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Start instance `slot` of VR `i` of the plan (entry `e`, worker id
+    /// `id`) on a core, give it the VR's API routes and have the worker
+    /// feed it.
+    fn add_instance(
+        &mut self,
+        i: usize,
+        e: &mut VrEntry,
+        id: u64,
+        slot: u16,
+    ) -> Result<(), ControlError> {
+        let vr = &self.plan.vrs[i];
+        let cpu = if vr.placed {
+            let cpu = self.cores.take(&vr.name, slot);
+            Some(cpu.map_err(|err| ControlError::Conflict(err.to_string()))?)
+        } else {
+            vr.instance_cpus.get(usize::from(slot)).copied().flatten()
+        };
+        let (p, bell, control) = self.start_instance(&self.plan, vr, &e.region, slot, cpu)?;
+        let mut controls = BTreeMap::from([(slot, control)]);
+        if !e.api_routes.is_empty() {
+            let add: Vec<RouteConfig> = e.api_routes.values().cloned().collect();
+            send_routes(&mut controls, &vr.name, &add, &[])
+                .map_err(|err| ControlError::Internal(err.to_string()))?;
+        }
+        let add = move |w: &mut Worker| match w.vrs_mut().iter_mut().find(|v| v.id() == id) {
+            Some(v) => v.add_instance(p, bell),
+            None => Err(Box::new((p, bell))),
+        };
+        if let Err(refused) = self.mailbox.call(WORKER_TIMEOUT, add)? {
+            let (mut p, _) = *refused;
+            p.stop();
+            return Err(ControlError::Conflict(
+                "the worker refused it (the VR went down)".into(),
+            ));
+        }
+        e.controls.extend(controls);
+        Ok(())
     }
 
     /// Stop the VRs the worker has finished draining (waits for them up to
@@ -775,7 +1020,7 @@ impl Controller {
             del_keys.push(k);
         }
         let t = Instant::now();
-        let routes = send_routes(entry, vr, &add, &del)?;
+        let routes = send_routes(&mut entry.controls, vr, &add, &del)?;
         let seconds = t.elapsed().as_secs_f64();
         for k in &del_keys {
             entry.api_routes.remove(k);
@@ -799,12 +1044,12 @@ impl Controller {
     }
 }
 
-/// Send route changes to every instance of a VR, in messages of
+/// Send route changes to every instance of a VR (`controls`), in messages of
 /// [`CONTROL_CHUNK`] routes: first every message as a dry run (the VR
 /// checks it), then for real, so a refused route changes nothing. Returns
 /// the routes in the VR's table afterwards.
 fn send_routes(
-    entry: &mut VrEntry,
+    controls: &mut BTreeMap<u16, VrControl>,
     vr: &str,
     add: &[RouteConfig],
     del: &[String],
@@ -822,7 +1067,7 @@ fn send_routes(
             let mut body = chunk.clone();
             body["dry_run"] = dry_run.into();
             let body = serde_json::json!({ "routes": body });
-            for c in &mut entry.controls {
+            for c in controls.values_mut() {
                 let reply = c.request(&body, CONTROL_TIMEOUT).map_err(|e| match e {
                     vrhost_host::ControlError::Refused(msg) => {
                         // The VR numbers entries within its message.

@@ -1,5 +1,6 @@
 //! The daemon's control plane: the config in force and changing it while
-//! the data path runs ([`control`]), the counters as the API and metrics
+//! the data path runs ([`control`]), the cores of VR instances it places
+//! ([`cores`]), the counters as the API and metrics
 //! show them ([`view`]), the HTTP API ([`api`]), packet capture to a pcap
 //! stream ([`capture`]), the Prometheus exposition ([`metrics`]) and
 //! restarting VRs that go down ([`supervise`]).
@@ -11,6 +12,7 @@
 pub mod api;
 pub mod capture;
 pub mod control;
+pub mod cores;
 pub mod metrics;
 pub mod supervise;
 pub mod view;

@@ -292,6 +292,24 @@ pub fn render(s: &StatsView) -> String {
             st.instance_exits,
         );
         m.counter(
+            "vr_instances_added",
+            "Instances of a VR started beside running ones (scaling up, or replacing one that exited)",
+            l(),
+            st.instances_added,
+        );
+        m.counter(
+            "vr_instances_retired",
+            "Instances of a VR retired (scaling down)",
+            l(),
+            st.instances_retired,
+        );
+        m.counter(
+            "vr_instances_refused",
+            "Instances of a VR wanted but not started (no core left, or a failed start)",
+            l(),
+            st.instances_refused,
+        );
+        m.counter(
             "vr_ctrl_relayed",
             "Control messages relayed between a VR's instances",
             l(),

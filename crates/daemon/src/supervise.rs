@@ -1,4 +1,4 @@
-//! Restarting VRs that go down.
+//! Restarting VRs that go down, and scaling VRs with their load.
 //!
 //! The worker reports every VR of the data path that goes down (its
 //! process exited or crashed, the watchdog killed it, or it was
@@ -9,6 +9,10 @@
 //! restart, after a delay that doubles up to [`MAX_DELAY`], so a VR that
 //! crashes on every packet does not take the control plane's time. A
 //! quarantined VR is not restarted (`vrhost vr restart` does that).
+//!
+//! Between reports, at least every 100 ms, it has the controller decide
+//! the instance count of the VRs that run several instances
+//! ([`Controller::scale_tick`]: each at its own period).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,11 +64,19 @@ impl Supervisor {
         }
     }
 
-    /// Serve reports until `stop` is set or the worker is gone.
+    /// Serve reports and scale VRs until `stop` is set or the worker is
+    /// gone.
     pub fn run(mut self, ctl: &Mutex<Controller>, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
             if self.step(ctl, Duration::from_millis(100)).is_none() {
                 return;
+            }
+            let scaled = ctl
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .scale_tick();
+            if let Err(e) = scaled {
+                tracing::warn!("scaling: {e}");
             }
         }
     }

@@ -160,6 +160,13 @@ pub struct VrCountersView {
     pub rebalances: u64,
     /// Instances that exited while others went on.
     pub instance_exits: u64,
+    /// Instances started beside running ones (scaling up, or replacing
+    /// one that exited).
+    pub instances_added: u64,
+    /// Instances retired (scaling down).
+    pub instances_retired: u64,
+    /// Instances wanted but not started (no core left, or a failed start).
+    pub instances_refused: u64,
     /// Control messages relayed between its instances.
     pub ctrl_relayed: u64,
     /// Control messages between its instances dropped (peer full or gone).
@@ -322,10 +329,7 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
             .map(|(i, c)| InstanceView {
                 index: i.index,
                 pid: i.pid,
-                cpu: vp
-                    .and_then(|v| v.instance_cpus.get(usize::from(i.index)))
-                    .copied()
-                    .flatten(),
+                cpu: ctl.instance_cpu(&name, i.index),
                 running: i.running,
                 cpu_seconds: i
                     .pid
@@ -370,6 +374,9 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                 arrival_pps: s.arrival_pps.get(),
                 rebalances: s.rebalances.get(),
                 instance_exits: s.instance_exits.get(),
+                instances_added: s.instances_added.get(),
+                instances_retired: s.instances_retired.get(),
+                instances_refused: s.instances_refused.get(),
                 ctrl_relayed: s.ctrl_relayed.get(),
                 ctrl_dropped: s.ctrl_dropped.get(),
                 vnics,

@@ -483,17 +483,20 @@ pub struct CoreBudget {
 }
 
 impl CoreBudget {
-    /// The budget of a machine whose host worker runs on `host_cpu`.
+    /// The budget of a machine whose host worker runs on `host_cpu` (`None`:
+    /// not pinned, so every CPU is in the budget).
     ///
     /// # Errors
     /// [`AllocError::BudgetTooLarge`] if `limit` exceeds the CPUs besides the
     /// host's; [`AllocError::NoCores`] if the budget is empty.
     pub fn new(
         topology: &Topology,
-        host_cpu: usize,
+        host_cpu: Option<usize>,
         limit: Option<usize>,
         allow_shared: bool,
     ) -> Result<Self, AllocError> {
+        // No CPU has this number: the order then starts at CPU 0.
+        let host_cpu = host_cpu.unwrap_or(usize::MAX);
         let order = topology.affinity_order(host_cpu);
         let mut cpus: Vec<usize> = order.iter().copied().filter(|&c| c != host_cpu).collect();
         if let Some(limit) = limit {
@@ -535,6 +538,28 @@ impl CoreBudget {
             self.cores.release_slice(vr, e);
         }
         Ok(self.held(vr))
+    }
+
+    /// One more core for `vr`: the first free one in handout order.
+    ///
+    /// # Errors
+    /// [`AllocError::CoresExhausted`] if none is free (nothing changed).
+    pub fn take(&mut self, vr: usize) -> Result<usize, AllocError> {
+        let wanted = u16::try_from(self.cores.slices(vr).len() + 1).unwrap_or(u16::MAX);
+        let free = self.free();
+        let slices = self
+            .cores
+            .place(vr, 1.0)
+            .map_err(|_| AllocError::CoresExhausted { vr, wanted, free })?;
+        Ok(self.cpus[slices[0].engine])
+    }
+
+    /// Give back `vr`'s core `cpu`; false if `vr` does not hold it.
+    pub fn give_back(&mut self, vr: usize, cpu: usize) -> bool {
+        let Some(e) = self.cpus.iter().position(|&c| c == cpu) else {
+            return false;
+        };
+        self.cores.release_slice(vr, e).is_some()
     }
 
     /// Give back all of `vr`'s cores; returns them.
@@ -826,7 +851,7 @@ mod tests {
 
     #[test]
     fn budget_hands_out_near_cores_first() {
-        let mut b = CoreBudget::new(&two_sockets(), 0, None, false).unwrap();
+        let mut b = CoreBudget::new(&two_sockets(), Some(0), None, false).unwrap();
         assert_eq!(b.grant(1, 2).unwrap(), [1, 2]);
         assert_eq!(b.grant(2, 3).unwrap(), [3, 4, 5]);
         let refused = AllocError::CoresExhausted {
@@ -843,17 +868,21 @@ mod tests {
         assert_eq!((b.free(), b.grant(2, 0).unwrap()), (6, vec![]));
         // Small machines and limits.
         let two = Topology::from_cpus(vec![cpu(0, 0, 0), cpu(1, 0, 0)]);
-        let mut b = CoreBudget::new(&two, 0, None, false).unwrap();
+        let mut b = CoreBudget::new(&two, Some(0), None, false).unwrap();
         assert_eq!(b.grant(1, 1).unwrap(), [1]);
         assert!(b.grant(2, 1).is_err());
-        let mut b = CoreBudget::new(&two, 0, None, true).unwrap();
+        let mut b = CoreBudget::new(&two, Some(0), None, true).unwrap();
         assert_eq!(b.grant(1, 2).unwrap(), [1, 0], "the host's core last");
         let one = Topology::from_cpus(vec![cpu(0, 0, 0)]);
-        let err = CoreBudget::new(&one, 0, None, false).unwrap_err();
+        let err = CoreBudget::new(&one, Some(0), None, false).unwrap_err();
         assert_eq!(err, AllocError::NoCores { host_cpu: 0 });
-        assert_eq!(CoreBudget::new(&one, 0, None, true).unwrap().cpus(), [0]);
+        assert_eq!(
+            CoreBudget::new(&one, Some(0), None, true).unwrap().cpus(),
+            [0]
+        );
         let t = two_sockets();
-        let cpus = |limit, shared| CoreBudget::new(&t, 4, Some(limit), shared).map(|b| b.cpus);
+        let cpus =
+            |limit, shared| CoreBudget::new(&t, Some(4), Some(limit), shared).map(|b| b.cpus);
         assert_eq!(
             (cpus(3, false), cpus(0, true)),
             (Ok(vec![5, 6, 7]), Ok(vec![4]))
@@ -863,6 +892,25 @@ mod tests {
             available: 7,
         };
         assert_eq!(cpus(8, false), Err(too_many));
+        let floating = CoreBudget::new(&t, None, None, false).unwrap();
+        assert_eq!(floating.cpus(), [0, 1, 2, 3, 4, 5, 6, 7], "no worker core");
+    }
+
+    #[test]
+    fn budget_takes_and_gives_back_single_cores() {
+        let mut b = CoreBudget::new(&two_sockets(), Some(0), Some(3), false).unwrap();
+        assert_eq!((b.take(1), b.take(2), b.take(1)), (Ok(1), Ok(2), Ok(3)));
+        let refused = AllocError::CoresExhausted {
+            vr: 2,
+            wanted: 2,
+            free: 0,
+        };
+        assert_eq!(b.take(2), Err(refused));
+        assert!(!b.give_back(2, 1), "not its core");
+        assert!(!b.give_back(1, 0), "not in the budget");
+        assert!(b.give_back(1, 1));
+        assert_eq!((b.held(1), b.free()), (vec![3], 1));
+        assert_eq!(b.take(2), Ok(1), "the freed core is first again");
     }
 
     proptest! {
@@ -872,7 +920,7 @@ mod tests {
         fn budget_never_oversubscribes(
             ops in prop::collection::vec((0..4usize, 0..6u16, any::<bool>()), 0..40),
         ) {
-            let mut b = CoreBudget::new(&two_sockets(), 0, None, true).unwrap();
+            let mut b = CoreBudget::new(&two_sockets(), Some(0), None, true).unwrap();
             for (vr, n, release) in ops {
                 if release {
                     b.release(vr);

@@ -230,6 +230,10 @@ pub struct VrConf {
     /// stays on one instance), `rr`, `random`, `jsq`, `weighted`.
     #[serde(default)]
     pub balance: Option<Spanned<String>>,
+    /// Scale with the load (the `dynamic` policy) instead of running
+    /// `instances` (the `fixed` policy).
+    #[serde(default)]
+    pub scale: Option<ScaleConf>,
     /// The router's tables (routes, next hops, neighbours, route file), for
     /// `kind = "router"`; its `vnics` come from `vnics` above.
     #[serde(default)]
@@ -275,6 +279,29 @@ pub struct VrConf {
     pub user: Option<Spanned<toml::Value>>,
 }
 
+/// The `dynamic` scaling policy of a VR (LVRM's dynamic core allocation):
+/// every `period_ms` the host compares an EWMA of the VR's arrival rate
+/// with thresholds per instance and adds or retires one instance, between
+/// `min` and `max`. With `n` instances it adds one above `n * up_pps` and
+/// retires one below `(n - 1) * down_pps`; `down_pps < up_pps` keeps a rate
+/// near a threshold from flapping.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleConf {
+    /// Frames/s one instance is meant to carry.
+    pub up_pps: Spanned<u64>,
+    /// Per-instance rate below which one fewer will do.
+    pub down_pps: Spanned<u64>,
+    /// How often to decide, and the EWMA's time constant, ms (default 1000).
+    #[serde(default)]
+    pub period_ms: Option<Spanned<u64>>,
+    /// Fewest instances (default 1).
+    #[serde(default)]
+    pub min: Option<Spanned<u16>>,
+    /// Most instances.
+    pub max: Spanned<u16>,
+}
+
 fn default_vnic() -> Spanned<u16> {
     Spanned::new(0..0, 0)
 }
@@ -287,6 +314,8 @@ impl Default for HostConf {
             quarantine_after: default_quarantine_after(),
             watchdog_ms: default_watchdog_ms(),
             confine: true,
+            instance_cores: None,
+            share_worker_core: false,
         }
     }
 }
@@ -362,6 +391,27 @@ pub struct HostConf {
     /// its own); default true. A VR's `user` and limits apply either way.
     #[serde(default = "default_true")]
     pub confine: bool,
+    /// Cores for the instances of VRs that run several or scale (and list
+    /// no `cpus` of their own): this many of the CPUs besides the
+    /// worker's, nearest it first (default: all of them).
+    #[serde(default)]
+    pub instance_cores: Option<Spanned<usize>>,
+    /// Let one instance share the worker's core, handed out last (on a
+    /// 2-CPU machine, the only way to run two instances).
+    #[serde(default)]
+    pub share_worker_core: bool,
+}
+
+impl HostConf {
+    /// The cores for VR instances this host hands out.
+    ///
+    /// # Errors
+    /// The budget is empty or larger than the machine.
+    pub fn core_budget(&self) -> Result<crate::alloc::CoreBudget, crate::alloc::AllocError> {
+        let limit = self.instance_cores.as_ref().map(|s| *s.get_ref());
+        let topology = crate::alloc::Topology::read();
+        crate::alloc::CoreBudget::new(&topology, self.cpu, limit, self.share_worker_core)
+    }
 }
 
 /// The whole config.
@@ -399,9 +449,15 @@ pub struct VrPlan {
     pub slots: u32,
     /// Core (of a single instance).
     pub cpu: Option<usize>,
-    /// Instances started.
+    /// Instances started (with the `dynamic` policy, its minimum).
     pub instances: u16,
-    /// Core of each instance, when pinned.
+    /// How many instances it runs: `instances`, or following the load.
+    pub scale: crate::alloc::ScalePolicy,
+    /// Its instances' cores come from the host's core budget
+    /// ([`HostConf::core_budget`]), one each, rather than `cpus` or `cpu`.
+    pub placed: bool,
+    /// Core of each instance slot, when pinned by the config (one per
+    /// slot: `instance_slots()`).
     pub instance_cpus: Vec<Option<usize>>,
     /// How frames are shared among its instances.
     pub balance: crate::balance::Policy,
@@ -415,6 +471,16 @@ pub struct VrPlan {
     pub sched: Sched,
     /// How its process is confined.
     pub confine: Confine,
+}
+
+impl VrPlan {
+    /// Instance slots of its region: its fixed count, or its maximum.
+    pub fn instance_slots(&self) -> u16 {
+        match self.scale {
+            crate::alloc::ScalePolicy::Fixed(n) => n,
+            crate::alloc::ScalePolicy::Dynamic(d) => d.max,
+        }
+    }
 }
 
 /// A checked config: what the daemon will build.
@@ -436,21 +502,32 @@ pub struct Plan {
 type FieldError = (std::ops::Range<usize>, &'static str, String);
 
 impl Config {
-    /// A VR's instance count, each instance's core and its balancing
-    /// policy. Two instances never share a core: several instances take
-    /// their cores from `cpus`, one each.
-    fn vr_instances(
-        v: &VrConf,
-    ) -> Result<(u16, Vec<Option<usize>>, crate::balance::Policy), FieldError> {
-        let n = v.instances.as_ref().map_or(1, |s| *s.get_ref());
+    /// How a VR's instances run: their count, scaling, cores and balancing.
+    /// Two instances never share a core: several instances (or a scaling
+    /// VR's) take their cores from `cpus`, one each, or else from the
+    /// host's core budget.
+    fn vr_instances(v: &VrConf) -> Result<InstancePlan, FieldError> {
+        use crate::alloc::ScalePolicy;
+        let most = vrhost_shm::layout::MAX_INSTANCES;
         let span = || v.instances.as_ref().map_or(0..0, Spanned::span);
-        if !(1..=vrhost_shm::layout::MAX_INSTANCES).contains(&n) {
-            return Err((
-                span(),
-                "instances",
-                format!("{n}: must be 1..={}", vrhost_shm::layout::MAX_INSTANCES),
-            ));
-        }
+        let scale = match (&v.scale, &v.instances) {
+            (Some(_), Some(i)) => {
+                let msg = "a VR with a `scale` table runs scale.min..=scale.max instances".into();
+                return Err((i.span(), "instances", msg));
+            }
+            (Some(sc), None) => ScalePolicy::Dynamic(Self::vr_scale(sc)?),
+            (None, i) => {
+                let n = i.as_ref().map_or(1, |s| *s.get_ref());
+                if !(1..=most).contains(&n) {
+                    return Err((span(), "instances", format!("{n}: must be 1..={most}")));
+                }
+                ScalePolicy::Fixed(n)
+            }
+        };
+        let (start, slots) = match scale {
+            ScalePolicy::Fixed(n) => (n, n),
+            ScalePolicy::Dynamic(d) => (d.min, d.max),
+        };
         let balance = match &v.balance {
             None => crate::balance::Policy::default(),
             Some(s) => s
@@ -458,39 +535,135 @@ impl Config {
                 .parse()
                 .map_err(|e: crate::balance::UnknownPolicy| (s.span(), "balance", e.to_string()))?,
         };
-        let cpus = match &v.cpus {
-            Some(c) if n > 1 => {
+        let several = slots > 1 || v.scale.is_some();
+        let (placed, cpus) = match &v.cpus {
+            Some(c) if several => {
                 let mut d = c.get_ref().clone();
                 d.sort_unstable();
                 d.dedup();
-                if d.len() < usize::from(n) {
-                    return Err((
-                        c.span(),
-                        "cpus",
-                        format!(
-                            "{} distinct cores for {n} instances: each instance needs its own",
-                            d.len()
-                        ),
-                    ));
+                if d.len() < usize::from(slots) {
+                    let msg = format!(
+                        "{} distinct cores for {slots} instances: each instance needs its own",
+                        d.len()
+                    );
+                    return Err((c.span(), "cpus", msg));
                 }
-                c.get_ref()
-                    .iter()
-                    .take(usize::from(n))
-                    .map(|&c| Some(c))
-                    .collect()
+                let pinned = c.get_ref().iter().take(slots.into()).map(|&c| Some(c));
+                (false, pinned.collect())
             }
-            _ if n > 1 && v.cpu.is_some() => {
-                return Err((
-                    span(),
-                    "instances",
-                    format!(
-                        "{n} instances cannot all be pinned to `cpu`; list their cores in `cpus`"
-                    ),
-                ));
+            _ if several && v.cpu.is_some() => {
+                let msg = format!(
+                    "{slots} instances cannot all be pinned to `cpu`; list their cores in `cpus`, or leave both out to take cores from the host's budget"
+                );
+                return Err((span(), "instances", msg));
             }
-            _ => vec![v.cpu; usize::from(n)],
+            _ if several => (true, vec![None; usize::from(slots)]),
+            _ => (false, vec![v.cpu]),
         };
-        Ok((n, cpus, balance))
+        Ok(InstancePlan {
+            start,
+            scale,
+            placed,
+            cpus,
+            balance,
+        })
+    }
+
+    /// A VR's `scale` table as a checked policy; an error names the field.
+    fn vr_scale(sc: &ScaleConf) -> Result<crate::alloc::DynamicPolicy, FieldError> {
+        let d = crate::alloc::DynamicPolicy {
+            up_pps: *sc.up_pps.get_ref() as f64,
+            down_pps: *sc.down_pps.get_ref() as f64,
+            period: std::time::Duration::from_millis(
+                sc.period_ms.as_ref().map_or(1000, |p| *p.get_ref()),
+            ),
+            min: sc.min.as_ref().map_or(1, |m| *m.get_ref()),
+            max: *sc.max.get_ref(),
+        };
+        let most = vrhost_shm::layout::MAX_INSTANCES.min(crate::alloc::MAX_INSTANCES);
+        let (field, msg) = match d.validate() {
+            Ok(()) if d.max <= most => return Ok(d),
+            Ok(()) => ("max", format!("{}: must be {}..={most}", d.max, d.min)),
+            Err(crate::alloc::AllocError::Policy { field, msg }) => (field, msg),
+            Err(e) => ("max", e.to_string()),
+        };
+        let span = |s: Option<std::ops::Range<usize>>| s.unwrap_or_else(|| sc.max.span());
+        Err(match field {
+            "up_pps" => (sc.up_pps.span(), "scale.up_pps", msg),
+            "down_pps" => (sc.down_pps.span(), "scale.down_pps", msg),
+            "period" => {
+                let msg = format!("{}: must be >= 1", d.period.as_millis());
+                (
+                    span(sc.period_ms.as_ref().map(Spanned::span)),
+                    "scale.period_ms",
+                    msg,
+                )
+            }
+            "min" => (span(sc.min.as_ref().map(Spanned::span)), "scale.min", msg),
+            _ => (sc.max.span(), "scale.max", msg),
+        })
+    }
+}
+
+/// How a VR's instances run (see [`Config::vr_instances`]).
+struct InstancePlan {
+    /// Instances started.
+    start: u16,
+    scale: crate::alloc::ScalePolicy,
+    /// Cores from the host's budget.
+    placed: bool,
+    /// Core of each instance slot, when pinned by the config.
+    cpus: Vec<Option<usize>>,
+    balance: crate::balance::Policy,
+}
+
+/// The instance cores the VRs of a config take from the host's budget: the
+/// VRs' starting instances must fit, and a scaling VR's maximum too.
+struct BudgetCheck {
+    /// The budget's cores, or why there is none.
+    cpus: Result<Vec<usize>, String>,
+    /// Cores the VRs checked so far start with.
+    taken: usize,
+}
+
+impl BudgetCheck {
+    fn new(host: &HostConf) -> Self {
+        let cpus = host
+            .core_budget()
+            .map(|b| b.cpus().to_vec())
+            .map_err(|e| e.to_string());
+        Self { cpus, taken: 0 }
+    }
+
+    /// Take the cores of a placed VR's `start` instances, of at most
+    /// `slots`; an error says what is missing.
+    fn take(&mut self, start: u16, slots: u16, dynamic: bool) -> Result<(), (bool, String)> {
+        let hint = "see host.instance_cores and host.share_worker_core";
+        let cpus = self
+            .cpus
+            .as_ref()
+            .map_err(|e| (false, format!("no cores for instances: {e}; {hint}")))?;
+        let list = cpus
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let size = cpus.len();
+        if dynamic && usize::from(slots) > size {
+            let msg = format!(
+                "{slots}: more instances than the {size} cores of the host's budget (CPUs {list}); {hint}"
+            );
+            return Err((true, msg));
+        }
+        if self.taken + usize::from(start) > size {
+            let left = size - self.taken;
+            let msg = format!(
+                "{start} instances need a core each, but {left} of the {size} cores of the host's budget (CPUs {list}) are left; {hint}"
+            );
+            return Err((false, msg));
+        }
+        self.taken += usize::from(start);
+        Ok(())
     }
 }
 
@@ -657,6 +830,10 @@ impl Config {
                 (None, _) => {}
             }
         }
+        let mut budget = BudgetCheck::new(&self.host);
+        if let (Some(c), Err(e)) = (&self.host.instance_cores, &budget.cpus) {
+            return Err(err(c.span(), "host.instance_cores".into(), e.clone()));
+        }
         let mut vr_ix = BTreeMap::new();
         let mut vrs = Vec::new();
         for (i, v) in self.vrs.iter().enumerate() {
@@ -746,17 +923,36 @@ impl Config {
                 }
             };
             let confine = self.vr_confine(i, v, &program, &config, &err)?;
-            let (instances, instance_cpus, balance) =
+            let inst =
                 Self::vr_instances(v).map_err(|(span, field, msg)| err(span, f(field), msg))?;
+            if inst.placed {
+                let slots = inst.cpus.len() as u16;
+                budget
+                    .take(inst.start, slots, v.scale.is_some())
+                    .map_err(|(at_max, msg)| {
+                        let (span, field) = match (&v.scale, &v.instances) {
+                            (Some(sc), _) if at_max || sc.min.is_none() => {
+                                (sc.max.span(), "scale.max")
+                            }
+                            (Some(sc), _) => {
+                                (sc.min.as_ref().map_or(0..0, Spanned::span), "scale.min")
+                            }
+                            (None, i) => (i.as_ref().map_or(0..0, Spanned::span), "instances"),
+                        };
+                        err(span, f(field), msg)
+                    })?;
+            }
             vrs.push(VrPlan {
                 name: n.clone(),
                 program,
                 vnic_ports,
                 slots,
                 cpu: v.cpu,
-                instances,
-                instance_cpus,
-                balance,
+                instances: inst.start,
+                scale: inst.scale,
+                placed: inst.placed,
+                instance_cpus: inst.cpus,
+                balance: inst.balance,
                 config,
                 guard: Guard {
                     quarantine_after: Some(
@@ -1168,6 +1364,117 @@ vnic = 0
         ] {
             let e = parse(&with(fields)).unwrap_err();
             assert!(e.contains(want), "{fields}: want {want:?} in {e:?}");
+        }
+    }
+
+    #[test]
+    fn scaling_vrs_take_cores_from_the_budget() {
+        use crate::alloc::ScalePolicy;
+        let ncpu = crate::confine::online_cpus();
+        let with = |host: &str, fields: &str| {
+            GOOD.replace("[host]\ncpu = 0", &format!("[host]\ncpu = 0\n{host}"))
+                .replace("slots = 1024", &format!("slots = 1024\n{fields}"))
+        };
+        let shared = "share_worker_core = true";
+        let v = parse(&with(shared, &format!("instances = {ncpu}")))
+            .unwrap()
+            .vrs[0]
+            .clone();
+        assert!(v.placed);
+        assert_eq!(
+            (v.instances, v.instance_slots()),
+            (ncpu as u16, ncpu as u16)
+        );
+        assert_eq!(v.instance_cpus, vec![None; ncpu]);
+        let scale = "scale = { up_pps = 1000, down_pps = 500, max = 2 }";
+        if ncpu >= 2 {
+            let v = parse(&with(shared, scale)).unwrap().vrs[0].clone();
+            let ScalePolicy::Dynamic(d) = v.scale else {
+                panic!("{:?}", v.scale)
+            };
+            assert_eq!((d.up_pps, d.down_pps, d.min, d.max), (1000.0, 500.0, 1, 2));
+            assert_eq!(d.period, std::time::Duration::from_secs(1));
+            assert!(v.placed);
+            assert_eq!((v.instances, v.instance_slots()), (1, 2));
+            let v = parse(&with("", &format!("{scale}\ncpus = [1, 0]")))
+                .unwrap()
+                .vrs[0]
+                .clone();
+            assert!(!v.placed, "its own cores");
+            assert_eq!(v.instance_cpus, [Some(1), Some(0)]);
+        }
+        let one_vr = parse(&with("", "")).unwrap().vrs[0].clone();
+        assert_eq!(
+            (one_vr.placed, one_vr.scale),
+            (false, ScalePolicy::Fixed(1))
+        );
+        // A scale table: these defaults, one field changed or added.
+        let dynamic = |field: &str| {
+            let key = field.split(" = ").next().unwrap_or_default();
+            let mut fields: Vec<String> = ["up_pps = 1000", "down_pps = 500", "max = 1"]
+                .into_iter()
+                .filter(|f| !f.starts_with(key))
+                .map(String::from)
+                .collect();
+            fields.push(field.to_string());
+            with(shared, &format!("scale = {{ {} }}", fields.join(", ")))
+        };
+        let too_many = ncpu + 1;
+        for (src, want) in [
+            (
+                dynamic("up_pps = 0"),
+                "vrs[0].scale.up_pps: 0: must be a finite rate > 0".to_string(),
+            ),
+            (
+                dynamic("down_pps = 0"),
+                "vrs[0].scale.down_pps: 0: must be".into(),
+            ),
+            (
+                dynamic("down_pps = 1000"),
+                "vrs[0].scale.down_pps: 1000: must be below up_pps".into(),
+            ),
+            (dynamic("up_pps = -5"), "up_pps = -5".into()),
+            (
+                dynamic("period_ms = 0"),
+                "vrs[0].scale.period_ms: 0: must be >= 1".into(),
+            ),
+            (dynamic("min = 0"), "vrs[0].scale.min: 0: must be".into()),
+            (
+                dynamic("min = 2"),
+                "vrs[0].scale.max: 1: must be 2..=".into(),
+            ),
+            (
+                dynamic("max = 65"),
+                "vrs[0].scale.max: 65: must be 1..=64".into(),
+            ),
+            (dynamic("gap = 1"), "unknown field `gap`".into()),
+            (
+                dynamic(&format!("max = {too_many}")),
+                format!(
+                    "vrs[0].scale.max: {too_many}: more instances than the {ncpu} cores of the host's budget"
+                ),
+            ),
+            (
+                with(shared, &format!("{scale}\ninstances = 2")),
+                "vrs[0].instances: a VR with a `scale` table".into(),
+            ),
+            (
+                with("", &format!("instances = {ncpu}")),
+                format!(
+                    "vrs[0].instances: {ncpu} instances need a core each, but {} of the",
+                    ncpu - 1
+                ),
+            ),
+            (
+                with(&format!("instance_cores = {ncpu}"), ""),
+                format!(
+                    "host.instance_cores: a budget of {ncpu} cores, but only {} CPUs",
+                    ncpu - 1
+                ),
+            ),
+        ] {
+            let e = parse(&src).unwrap_err();
+            assert!(e.contains(&want), "want {want:?} in {e:?}");
         }
     }
 

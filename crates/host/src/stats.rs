@@ -143,6 +143,14 @@ pub struct VrStats {
     /// Control messages dropped: the peer's control ring was full or the
     /// peer did not run.
     pub ctrl_dropped: Counter,
+    /// Instances the control plane started beside running ones (scaling
+    /// up, or replacing one that exited).
+    pub instances_added: Counter,
+    /// Instances the control plane retired (scaling down).
+    pub instances_retired: Counter,
+    /// Instances wanted but not started: no core left in the host's
+    /// budget, or the process failed to start.
+    pub instances_refused: Counter,
     /// Frames/s offered to the VR (given or dropped at its ingress): an
     /// EWMA over [`LOAD_TAU`], sampled as the worker supervises.
     pub arrival_pps: Gauge,

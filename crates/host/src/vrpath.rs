@@ -476,6 +476,14 @@ impl VrPath {
         self.inst.iter().map(|x| x.state).collect()
     }
 
+    /// Whether an instance is being retired (draining, or asked to stop):
+    /// its state moves on only as the VR is [supervised](VrPath::supervise).
+    pub fn retiring(&self) -> bool {
+        let retiring =
+            |x: &Inst| matches!(x.state, InstanceState::Draining | InstanceState::Stopping);
+        self.inst.iter().any(retiring)
+    }
+
     /// Instances fed now.
     pub fn live_instances(&self) -> usize {
         self.balancer.active().len()

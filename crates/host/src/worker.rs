@@ -682,7 +682,11 @@ impl Worker {
     }
 
     /// Sleep until a VR or port has work, a VR process exits, or the
-    /// timeout passes.
+    /// timeout passes (at most [`REAP_EVERY`] while an instance is being
+    /// retired: it moves on only when supervised). A sleep that times out
+    /// supervises the VRs, so their load estimates fall to what idling
+    /// means; one that ends with work does not, so the first frame after
+    /// idling waits for nothing more.
     fn sleep(&mut self, timeout: Duration) {
         use rustix::event::{PollFd, PollFlags, Timespec};
         for vr in &self.vrs {
@@ -693,8 +697,13 @@ impl Worker {
             || !self.draining.is_empty()
             || self.mailbox.pending.load(Ordering::Relaxed);
         let mut child_exited = false;
+        let mut timed_out = false;
         if !pending {
             self.stats.sleeps.add(1);
+            let timeout = match self.vrs.iter().any(VrPath::retiring) {
+                true => timeout.min(REAP_EVERY),
+                false => timeout,
+            };
             let ts = Timespec {
                 tv_sec: timeout.as_secs() as i64,
                 tv_nsec: i64::from(timeout.subsec_nanos()),
@@ -719,6 +728,7 @@ impl Worker {
             // packet after idling waits for all of this.
             let rung = !fds[0].revents().is_empty();
             child_exited = fds[first_pidfd..].iter().any(|f| !f.revents().is_empty());
+            timed_out = fds.iter().all(|f| f.revents().is_empty());
             drop(fds);
             if rung {
                 self.bell.clear();
@@ -727,11 +737,12 @@ impl Worker {
         for vr in &self.vrs {
             vr.set_host_sleeping(false);
         }
-        if child_exited {
+        if child_exited || timed_out {
             self.reap();
+        } else {
+            // The pidfds were watched while we slept: no periodic reap is due.
+            self.last_reap = Instant::now();
         }
-        // The pidfds were watched while we slept: no periodic reap is due.
-        self.last_reap = Instant::now();
     }
 
     /// Stop every VR and flush the ports.

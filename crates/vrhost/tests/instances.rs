@@ -163,40 +163,8 @@ fn instances_share_survive_a_crash_grow_and_retire_without_losing_a_frame() {
 fn the_daemon_runs_the_instances_its_config_asks_for() {
     let cpus = vrhost_host::cpu::cpus();
     let pin = if cpus >= 2 { "cpus = [1, 0]" } else { "" };
-    let config = format!(
-        r#"
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17"]
-pps = 100000
-limit = 2000000
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "a"
-slots = 1024
-instances = 2
-balance = "rr"
-{pin}
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
-neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-"#
-    );
+    let fields = format!("instances = 2\nbalance = \"rr\"\n{pin}");
+    let config = one_vr_config(100_000, 2_000_000, &fields);
     let d = common::Daemon::start("instances", &config);
     let s = d.wait_for("both instances to forward", Duration::from_secs(30), |s| {
         common::vr(s, "a")["instances"].as_array().is_some_and(|i| {
@@ -229,4 +197,146 @@ vr = "a"
         );
     }
     assert!(text.contains("vrhost_vr_arrival_pps{vr=\"a\"}"), "{text}");
+}
+
+/// A VR generating `pps` frames/s from `limit` frames on, to a null port,
+/// with `fields` added to its `[[vrs]]` table.
+fn one_vr_config(pps: u64, limit: u64, fields: &str) -> String {
+    format!(
+        r#"
+[[ports]]
+name = "gen"
+driver = "mem"
+[ports.traffic]
+dst = ["10.1.128.0/17"]
+pps = {pps}
+limit = {limit}
+
+[[ports]]
+name = "out"
+driver = "null"
+
+[[vrs]]
+name = "a"
+slots = 1024
+{fields}
+vnics = [
+  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
+  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
+]
+[vrs.router]
+routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
+neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
+
+[[rules]]
+port = "gen"
+dst = "10.1.0.0/16"
+vr = "a"
+"#
+    )
+}
+
+/// Frames VR `a` did not take at its ingress (counted, by reason).
+fn ingress_drops(s: &serde_json::Value) -> u64 {
+    let d = common::vr(s, "a")["stats"]["ingress_drops"]
+        .as_object()
+        .cloned();
+    d.unwrap_or_default()
+        .values()
+        .filter_map(|v| v.as_u64())
+        .sum()
+}
+
+/// The running instances of VR `a`: (index, pid, cpu).
+fn running(s: &serde_json::Value) -> Vec<(u64, u64, Option<u64>)> {
+    let inst = common::vr(s, "a")["instances"].as_array().cloned();
+    inst.unwrap_or_default()
+        .iter()
+        .filter(|i| i["running"] == true)
+        .map(|i| {
+            let n = |k: &str| i[k].as_u64();
+            (n("index").unwrap(), n("pid").unwrap_or(0), n("cpu"))
+        })
+        .collect()
+}
+
+/// Under the `dynamic` policy the daemon starts a second instance when
+/// the arrival rate passes the threshold, on a core of its own from the
+/// host's budget, and retires it when the traffic stops: every frame
+/// given to the VR comes out or is counted.
+#[test]
+fn the_daemon_scales_a_vr_with_its_load() {
+    let cpus = vrhost_host::cpu::cpus();
+    if cpus < 2 {
+        eprintln!("skipped: one CPU, no second core for an instance");
+        return;
+    }
+    // 3 s of traffic at 5 x the threshold, then none.
+    let scale = "scale = { up_pps = 10000, down_pps = 5000, period_ms = 200, max = 2 }";
+    let d = common::Daemon::start("scale", &one_vr_config(50_000, 150_000, scale));
+    let s = d.wait_for("a second instance", Duration::from_secs(30), |s| {
+        running(s).len() == 2 && common::count(s, "a", "instances_added") == 1
+    });
+    let two = running(&s);
+    assert!(two.iter().all(|i| i.2.is_some()), "pinned: {two:?}");
+    assert_ne!(two[0].2, two[1].2, "one core each: {two:?}");
+    assert_ne!(two[0].1, two[1].1, "two processes");
+    d.wait_for(
+        "the traffic to end and one instance to go",
+        Duration::from_secs(60),
+        |s| {
+            common::count(s, "a", "instances_retired") == 1
+                && running(s).len() == 1
+                && common::count(s, "a", "rx_packets") + ingress_drops(s) >= 150_000
+        },
+    );
+    let s = d.wait_for("every frame handed back", Duration::from_secs(10), |s| {
+        let a = &common::vr(s, "a")["stats"];
+        a["free_slots"] == a["pool_slots"]
+    });
+    let n = |f: &str| common::count(&s, "a", f);
+    let given = n("rx_packets");
+    assert!(given > 100_000, "{s:#}");
+    assert_eq!(
+        n("tx_packets") + n("vr_dropped") + n("port_dropped"),
+        given,
+        "{s:#}"
+    );
+    assert_eq!((n("instances_refused"), n("instance_exits")), (0, 0));
+    assert_eq!(running(&s)[0].0, 0, "the first instance stays");
+}
+
+/// A VR with two instances and no `cpus` gets two cores of the host's
+/// budget; an instance killed is started again beside the other.
+#[test]
+fn the_daemon_starts_a_fixed_vrs_instance_again_where_one_exited() {
+    let cpus = vrhost_host::cpu::cpus();
+    if cpus < 2 {
+        eprintln!("skipped: one CPU, no second core for an instance");
+        return;
+    }
+    let d = common::Daemon::start(
+        "fixed",
+        &one_vr_config(20_000, 100_000_000, "instances = 2"),
+    );
+    let s = d.wait_for("two instances", Duration::from_secs(30), |s| {
+        running(s).len() == 2
+    });
+    let two = running(&s);
+    assert!(
+        two[0].2.is_some() && two[0].2 != two[1].2,
+        "one core each: {two:?}"
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-9", &two[1].1.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let s = d.wait_for("instance 1 again", Duration::from_secs(30), |s| {
+        let r = running(s);
+        r.len() == 2 && r[1].1 != two[1].1 && common::count(s, "a", "instances_added") == 1
+    });
+    assert_eq!(common::count(&s, "a", "instance_exits"), 1);
+    assert_eq!(running(&s)[1].2, two[1].2, "on the core it had");
+    assert_eq!(running(&s)[0].1, two[0].1, "the other went on");
 }
