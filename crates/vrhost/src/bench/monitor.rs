@@ -18,6 +18,10 @@
 //!   to the other through the host's relay, idle and under full load.
 //! - `dynamic` (LVRM 2c, Fig. 11): the instance count following a stepped
 //!   load under the `dynamic` policy.
+//! - `vrs` (LVRM 3b, Fig. 14): two VRs, each fed its own flow (its own
+//!   destination prefix, its own sink) at half the load; T = 2 x min(T1,
+//!   T2) of their forwarded rates against the ideal, per policy among
+//!   each VR's `--vr-instances` instances.
 //!
 //! Instances are placed on cores nearest the host worker's first; this
 //! machine may have fewer cores than instances, and then instances share
@@ -62,6 +66,8 @@ pub enum Experiment {
     Control,
     /// The instance count following a stepped load.
     Dynamic,
+    /// Two VRs with a flow each: the smaller share against the ideal.
+    Vrs,
 }
 
 /// Options of `vrhost bench monitor`.
@@ -71,7 +77,7 @@ pub struct MonitorArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "scale,balance,unequal,realloc,control,dynamic"
+        default_value = "scale,balance,unequal,realloc,control,dynamic,vrs"
     )]
     pub experiments: Vec<Experiment>,
     /// Busy work per packet in each instance, ns (LVRM: 1/60 ms).
@@ -80,7 +86,11 @@ pub struct MonitorArgs {
     /// Instance counts of the `scale` experiment.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
     pub instances: Vec<u16>,
-    /// Policies of the `balance` and `unequal` experiments.
+    /// Instances of each VR in the `vrs` experiment (with 1, the policies
+    /// have no choice to make and one row is run).
+    #[arg(long, default_value_t = 1)]
+    pub vr_instances: u16,
+    /// Policies of the `balance`, `unequal` and `vrs` experiments.
     #[arg(
         long,
         value_delimiter = ',',
@@ -130,7 +140,7 @@ pub struct Rec {
     /// Balancing policy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<&'static str>,
-    /// Instances fed.
+    /// Instances fed (`vrs`: of each VR).
     pub instances: u16,
     /// Distinct cores they ran on.
     pub cores: usize,
@@ -139,7 +149,7 @@ pub struct Rec {
     /// Forwarded frames/s, millions.
     pub mpps: f64,
     /// Forwarded over the reference: 1 instance (`scale`), the ideal
-    /// aggregate (`unequal`), the offered load (`balance`).
+    /// aggregate (`unequal`, `vrs`), the offered load (`balance`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<f64>,
     /// Frames out of order within their flow, percent of forwarded.
@@ -195,6 +205,19 @@ pub struct Rec {
     /// `dynamic`: the host's estimate of the arrival rate, millions/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arrival_mpps: Option<f64>,
+    /// `vrs`: VRs hosted (`mpps` is then T = 2 x min(T1, T2)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vrs: Option<usize>,
+    /// `vrs`: frames/s forwarded by VR 1 (T1), millions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t1_mpps: Option<f64>,
+    /// `vrs`: the same of VR 2 (T2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t2_mpps: Option<f64>,
+    /// `vrs`: the ideal T: the offered load or what the cores take,
+    /// whichever is lower, millions/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_mpps: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -281,36 +304,120 @@ impl Port for GapSink {
     }
 }
 
-/// A running worker with one multi-instance VR.
+/// A running worker with one or more multi-instance VRs.
 struct Rig {
     mailbox: Arc<Mailbox>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<Worker>>,
-    sink: Arc<OrderCounters>,
+    /// The VRs, in the worker's order.
+    vrs: Vec<RigVr>,
+    /// Longest gap at any sink (for the `realloc` windows, one VR).
     max_gap_ns: Arc<AtomicU64>,
+    /// Frames/s of each VR's generator.
     rate: Arc<AtomicU64>,
     host: Arc<HostStats>,
-    vr: Arc<VrStats>,
-    region: Region,
     host_bell: Doorbell,
     /// Cores for instances, nearest the host's first.
     cores: Vec<usize>,
-    /// Core of each instance slot.
-    placed: Vec<Option<usize>>,
     poll: PollConfig,
-    /// Control sockets of the first instances (for the `control`
+    /// Control sockets of VR 0's first instances (for the `control`
     /// experiment's latencies).
     controls: Vec<vrhost_host::VrControl>,
     /// Instance 0 sends a timestamp to instance `ping.1` every `ping.0` µs
     /// (0: never).
     ping: (u32, u16),
-    /// Frames/s taken from the generator in the last window.
+    /// Frames/s taken from the generators in the last window.
     offered: f64,
     host_cpu: usize,
 }
 
+/// One VR of a [`Rig`]: VR `k` takes frames from its own generator (port
+/// `2 k`) and forwards them to its own sink (port `2 k + 1`).
+struct RigVr {
+    name: String,
+    /// Its sink's counters.
+    sink: Arc<OrderCounters>,
+    stats: Arc<VrStats>,
+    region: Region,
+    /// Core of each instance slot.
+    placed: Vec<Option<usize>>,
+}
+
 /// Instance slots of the region.
 const SLOTS: u16 = 8;
+
+/// Name of VR `k`.
+fn vr_name(k: usize) -> String {
+    if k == 0 {
+        VR_NAME.to_string()
+    } else {
+        format!("{VR_NAME}{k}")
+    }
+}
+
+/// Destinations of VR `k` when there are several: 10.(k + 1).0.0/16.
+fn vr_prefix(k: usize) -> (Ipv4Addr, u8) {
+    (Ipv4Addr::new(10, 1 + k as u8, 0, 0), 16)
+}
+
+/// The paced generator of VR `k` of `vrs`: random class C destinations
+/// for a lone VR, the VR's own prefix otherwise.
+fn generator(args: &MonitorArgs, k: usize, vrs: usize, rate: &Arc<AtomicU64>) -> Result<PacedPort> {
+    let dst = if vrs == 1 {
+        DstMode::RandomClassC
+    } else {
+        let (net, len) = vr_prefix(k);
+        DstMode::Prefixes(vec![(u32::from(net), len)])
+    };
+    let cfg = MemPortConfig {
+        frame_bytes: 64,
+        dst,
+        src_ips: vec![Ipv4Addr::new(10, 0, 0, 1)],
+        src_mac: vrhost_packet::MacAddr(GEN_MAC),
+        templates: args.flows,
+        stamp_sequence: true,
+        ..MemPortConfig::default()
+    };
+    Ok(PacedPort {
+        inner: MemPort::new(format!("mem{k}"), cfg)?,
+        rate: rate.clone(),
+        tokens: 0.0,
+        last: Instant::now(),
+    })
+}
+
+/// The sink of VR `k`, and its counters.
+fn sink(
+    args: &MonitorArgs,
+    k: usize,
+    max_gap_ns: &Arc<AtomicU64>,
+) -> (GapSink, Arc<OrderCounters>) {
+    let sink = OrderSink::with_flows(format!("sink{k}"), 4 * args.flows.max(1024));
+    let counters = sink.counters();
+    let sink = GapSink {
+        inner: sink,
+        last: None,
+        max_gap_ns: max_gap_ns.clone(),
+    };
+    (sink, counters)
+}
+
+/// The classifier rule of VR `k` of `vrs`: by ingress port for a lone VR,
+/// by destination prefix otherwise.
+fn rule(k: usize, vrs: usize) -> Rule {
+    let m = if vrs == 1 {
+        Match {
+            in_port: Some(0),
+            ..Match::default()
+        }
+    } else {
+        Match {
+            dst: Some(vr_prefix(k)),
+            ..Match::default()
+        }
+    };
+    Rule { m, vr: k, vnic: 0 }
+}
 
 impl Rig {
     /// Start a worker on `host_cpu` and a VR with one instance per entry
@@ -335,39 +442,32 @@ impl Rig {
         poll: PollConfig,
         ping: (u32, u16),
     ) -> Result<Rig> {
-        let rate = Arc::new(AtomicU64::new(pps as u64));
-        let gen_cfg = MemPortConfig {
-            frame_bytes: 64,
-            dst: DstMode::RandomClassC,
-            src_ips: vec![Ipv4Addr::new(10, 0, 0, 1)],
-            src_mac: vrhost_packet::MacAddr(GEN_MAC),
-            templates: args.flows,
-            stamp_sequence: true,
-            ..MemPortConfig::default()
-        };
-        let gen_port = PacedPort {
-            inner: MemPort::new("mem0", gen_cfg)?,
-            rate: rate.clone(),
-            tokens: 0.0,
-            last: Instant::now(),
-        };
-        let sink = OrderSink::with_flows("sink0", 4 * args.flows.max(1024));
-        let counters = sink.counters();
+        Self::start_many(args, 1, costs, policy, pps, poll, ping)
+    }
+
+    /// [`Rig::start_pinging`] with `vrs` VRs of the same instances, each
+    /// fed `pps / vrs` by its own generator.
+    fn start_many(
+        args: &MonitorArgs,
+        vrs: usize,
+        costs: &[u64],
+        policy: Policy,
+        pps: f64,
+        poll: PollConfig,
+        ping: (u32, u16),
+    ) -> Result<Rig> {
+        let rate = Arc::new(AtomicU64::new((pps / vrs as f64) as u64));
         let max_gap_ns = Arc::new(AtomicU64::new(0));
-        let sink = GapSink {
-            inner: sink,
-            last: None,
-            max_gap_ns: max_gap_ns.clone(),
-        };
-        let ports: Vec<Box<dyn Port>> = vec![Box::new(gen_port), Box::new(sink)];
-        let rules = Classifier::new(&[Rule {
-            m: Match {
-                in_port: Some(0),
-                ..Match::default()
-            },
-            vr: 0,
-            vnic: 0,
-        }])?;
+        let mut ports: Vec<Box<dyn Port>> = Vec::new();
+        let mut sinks = Vec::new();
+        for k in 0..vrs {
+            ports.push(Box::new(generator(args, k, vrs, &rate)?));
+            let (port, counters) = sink(args, k, &max_gap_ns);
+            ports.push(Box::new(port));
+            sinks.push(counters);
+        }
+        let rules: Vec<Rule> = (0..vrs).map(|k| rule(k, vrs)).collect();
+        let rules = Classifier::new(&rules)?;
         // The worker shares its core with an instance when instances
         // outnumber the other cores: it yields as soon as a round finds
         // nothing (the rates here are a few percent of what it can move).
@@ -378,49 +478,27 @@ impl Rig {
         };
         let mut worker = Worker::new(ports, rules, worker_poll)?;
         let host_bell = Doorbell::from_fd(worker.bell().fd().try_clone_to_owned()?);
-        let region = Region::create(
-            VR_NAME,
-            RegionConfig {
-                slot_count: 4096,
-                ring_entries: 4096,
-                instance_count: SLOTS,
-                ..RegionConfig::default()
-            },
-        )?;
-        let second = Region::attach(region.fd().try_clone_to_owned()?)?;
         // The host's own core comes last.
         let cores = Topology::read().affinity_order(args.host_cpu);
         let mut rig = Rig {
             mailbox: worker.mailbox(),
             stop: Arc::new(AtomicBool::new(false)),
             handle: None,
-            sink: counters,
+            vrs: Vec::new(),
             max_gap_ns,
             rate,
             host: worker.stats().clone(),
-            vr: Arc::new(VrStats::default()),
-            region: second,
             host_bell,
             cores,
-            placed: vec![None; usize::from(SLOTS)],
             poll,
             controls: Vec::new(),
             ping,
             offered: 0.0,
             host_cpu: args.host_cpu,
         };
-        let mut procs = Vec::new();
-        let mut bells = Vec::new();
-        for (i, &cost) in costs.iter().enumerate() {
-            let (p, b) = rig.spawn(i as u16, cost)?;
-            rig.controls.push(p.control()?);
-            procs.push(p);
-            bells.push(b);
+        for (k, counters) in sinks.into_iter().enumerate() {
+            worker.add_vr(rig.add_vr(k, counters, costs, policy)?);
         }
-        let mut path = VrPath::new(VR_NAME, region, vec![0, 1], Backend::Process(procs), bells);
-        path.set_balance(policy);
-        rig.vr = path.stats().clone();
-        worker.add_vr(path);
         let host_cpu = args.host_cpu;
         let st = rig.stop.clone();
         rig.handle = Some(std::thread::spawn(move || {
@@ -431,17 +509,60 @@ impl Rig {
         Ok(rig)
     }
 
-    /// Start instance `i` of the VR on the next free core (a core already
+    /// Create VR `k` (forwarding to `sink`) with one instance per entry of
+    /// `costs`, balanced by `policy`; returns its path for the worker.
+    fn add_vr(
+        &mut self,
+        k: usize,
+        sink: Arc<OrderCounters>,
+        costs: &[u64],
+        policy: Policy,
+    ) -> Result<VrPath> {
+        let name = vr_name(k);
+        let region = Region::create(
+            &name,
+            RegionConfig {
+                slot_count: 4096,
+                ring_entries: 4096,
+                instance_count: SLOTS,
+                ..RegionConfig::default()
+            },
+        )?;
+        self.vrs.push(RigVr {
+            name: name.clone(),
+            sink,
+            stats: Arc::new(VrStats::default()),
+            region: Region::attach(region.fd().try_clone_to_owned()?)?,
+            placed: vec![None; usize::from(SLOTS)],
+        });
+        let mut procs = Vec::new();
+        let mut bells = Vec::new();
+        for (i, &cost) in costs.iter().enumerate() {
+            let (p, b) = self.spawn(k, i as u16, cost)?;
+            if k == 0 {
+                self.controls.push(p.control()?);
+            }
+            procs.push(p);
+            bells.push(b);
+        }
+        let vnics = vec![2 * k, 2 * k + 1];
+        let mut path = VrPath::new(&name, region, vnics, Backend::Process(procs), bells);
+        path.set_balance(policy);
+        self.vrs[k].stats = path.stats().clone();
+        Ok(path)
+    }
+
+    /// Start instance `i` of VR `vr` on the next free core (a core already
     /// used when there are more instances than cores).
-    fn spawn(&mut self, i: u16, cost_ns: u64) -> Result<(VrProcess, Doorbell)> {
-        let used: Vec<usize> = self.placed.iter().flatten().copied().collect();
+    fn spawn(&mut self, vr: usize, i: u16, cost_ns: u64) -> Result<(VrProcess, Doorbell)> {
+        let used = self.placed();
         let core = self
             .cores
             .iter()
             .copied()
             .find(|c| !used.contains(c))
             .unwrap_or(self.cores[usize::from(i) % self.cores.len()]);
-        self.placed[usize::from(i)] = Some(core);
+        self.vrs[vr].placed[usize::from(i)] = Some(core);
         let cmd = VrCommand {
             program: std::env::current_exe()?,
             args: vec!["vr-spin".into()],
@@ -463,18 +584,27 @@ impl Rig {
             ready_timeout: Duration::from_secs(30),
             confine: vrhost_host::Confine::default(),
         };
+        let v = &self.vrs[vr];
         Ok(VrProcess::start(
-            VR_NAME,
+            &v.name,
             i,
-            &self.region,
+            &v.region,
             &self.host_bell,
             &cmd,
         )?)
     }
 
+    /// Cores of every VR's instances, one entry per instance.
+    fn placed(&self) -> Vec<usize> {
+        self.vrs
+            .iter()
+            .flat_map(|v| v.placed.iter().flatten().copied())
+            .collect()
+    }
+
     /// Distinct cores the instances run on.
     fn cores_used(&self) -> usize {
-        let mut c: Vec<usize> = self.placed.iter().flatten().copied().collect();
+        let mut c = self.placed();
         c.sort_unstable();
         c.dedup();
         c.len()
@@ -488,43 +618,58 @@ impl Rig {
         Ok(self.mailbox.call(Duration::from_secs(5), f)?)
     }
 
-    /// Forwarded and reordered frames so far.
-    fn out(&self) -> (u64, u64) {
-        (self.sink.packets(), self.sink.reordered())
+    /// Forwarded and reordered frames so far, per VR.
+    fn out(&self) -> Vec<(u64, u64)> {
+        self.vrs
+            .iter()
+            .map(|v| (v.sink.packets(), v.sink.reordered()))
+            .collect()
     }
 
     /// Frames dropped and counted so far.
     fn dropped(&self) -> u64 {
-        let v = &self.vr;
-        v.ingress_drops_total()
-            + v.vr_dropped.get()
-            + v.port_dropped.get()
-            + self.host.ingress_drops.iter().map(|c| c.get()).sum::<u64>()
+        let vrs: u64 = self
+            .vrs
+            .iter()
+            .map(|v| {
+                let s = &v.stats;
+                s.ingress_drops_total() + s.vr_dropped.get() + s.port_dropped.get()
+            })
+            .sum();
+        vrs + self.host.ingress_drops.iter().map(|c| c.get()).sum::<u64>()
     }
 
-    /// Forwarded frames/s and reordered percent over a window; the
-    /// offered frames/s (taken from the generator) in `self.offered`.
+    /// Forwarded frames/s (all VRs) and reordered percent over a window;
+    /// the offered frames/s (taken from the generators) in `self.offered`.
     fn window(&mut self, secs: f64) -> (f64, f64) {
-        let (p0, r0) = self.out();
+        let (each, pct) = self.window_each(secs);
+        (each.iter().sum(), pct)
+    }
+
+    /// [`Rig::window`] with the forwarded frames/s of each VR.
+    fn window_each(&mut self, secs: f64) -> (Vec<f64>, f64) {
+        let before = self.out();
         let o0 = self.host.rx_packets.get();
         let t = Instant::now();
         std::thread::sleep(Duration::from_secs_f64(secs));
-        let (p1, r1) = self.out();
+        let after = self.out();
         let o1 = self.host.rx_packets.get();
         let dt = t.elapsed().as_secs_f64();
-        let fwd = p1 - p0;
         self.offered = (o1 - o0) as f64 / dt;
-        let pct = if fwd == 0 {
+        let fwd: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a.0 - b.0).collect();
+        let reordered: u64 = after.iter().zip(&before).map(|(a, b)| a.1 - b.1).sum();
+        let total: u64 = fwd.iter().sum();
+        let pct = if total == 0 {
             0.0
         } else {
-            100.0 * (r1 - r0) as f64 / fwd as f64
+            100.0 * reordered as f64 / total as f64
         };
-        (fwd as f64 / dt, pct)
+        (fwd.iter().map(|&f| f as f64 / dt).collect(), pct)
     }
 
-    /// Stop the generator, let the VR hand back what it holds, stop the
+    /// Stop the generators, let the VRs hand back what they hold, stop the
     /// worker; returns frames lost without a counter (taken from the
-    /// generator, neither forwarded nor counted as dropped).
+    /// generators, neither forwarded nor counted as dropped).
     fn finish(mut self) -> Result<u64> {
         self.rate.store(0, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(200));
@@ -541,7 +686,8 @@ impl Rig {
         }
         worker.shutdown();
         let taken = self.host.rx_packets.get();
-        Ok(taken.saturating_sub(self.sink.packets() + self.dropped()))
+        let forwarded: u64 = self.vrs.iter().map(|v| v.sink.packets()).sum();
+        Ok(taken.saturating_sub(forwarded + self.dropped()))
     }
 }
 
@@ -642,7 +788,7 @@ fn realloc(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
     let drops0 = rig.dropped();
     // Add.
     let t = Instant::now();
-    let (p, b) = rig.spawn(1, args.cost_ns)?;
+    let (p, b) = rig.spawn(0, 1, args.cost_ns)?;
     let spawn_ms = t.elapsed().as_secs_f64() * 1e3;
     gap(&rig);
     std::thread::sleep(window);
@@ -656,7 +802,7 @@ fn realloc(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
     if !took.0 {
         bail!("the worker refused the new instance");
     }
-    let vr = rig.vr.clone();
+    let vr = rig.vrs[0].stats.clone();
     while vr.instances[1].rx_packets.get() == 0 && t.elapsed() < Duration::from_secs(5) {
         std::hint::spin_loop();
     }
@@ -701,7 +847,7 @@ fn realloc(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
         std::thread::sleep(Duration::from_millis(1));
     }
     let reaction = t.elapsed();
-    rig.placed[1] = None;
+    rig.vrs[0].placed[1] = None;
     std::thread::sleep(window.saturating_sub(t.elapsed()));
     let during = gap(&rig);
     let mut rec = Rec {
@@ -774,7 +920,7 @@ fn control(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
             let (fwd, _) = rig.window(args.seconds);
             let mut v = latencies(&mut rig, to)?;
             let used = rig.cores_used();
-            let relayed = rig.vr.ctrl_relayed.get();
+            let relayed = rig.vrs[0].stats.ctrl_relayed.get();
             rig.finish()?;
             if relayed == 0 {
                 bail!("no control message was relayed");
@@ -827,23 +973,23 @@ fn dynamic(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
     let start = Instant::now();
     let mut live: Vec<u16> = vec![0];
     let mut decided = start;
-    let mut last = (rig.sink.packets(), Instant::now());
+    let mut last = (rig.vrs[0].sink.packets(), Instant::now());
     for (k, &pps) in steps.iter().enumerate() {
         rig.rate.store(pps as u64, Ordering::Relaxed);
         let end = start + Duration::from_secs_f64(args.step_seconds * (k + 1) as f64);
         while Instant::now() < end {
             std::thread::sleep(Duration::from_millis(100));
             let now = Instant::now();
-            let arrival = rig.vr.arrival_pps.get() as f64;
+            let arrival = rig.vrs[0].stats.arrival_pps.get() as f64;
             if now.duration_since(decided) >= policy.period {
                 let dt = now.duration_since(decided);
                 decided = now;
                 let want = scaler.tick(arrival, dt, live.len() as u16);
                 if usize::from(want) > live.len() {
                     let i = (0..SLOTS)
-                        .find(|i| !live.contains(i) && rig.placed[usize::from(*i)].is_none())
+                        .find(|i| !live.contains(i) && rig.vrs[0].placed[usize::from(*i)].is_none())
                         .context("no instance slot")?;
-                    let (p, b) = rig.spawn(i, args.cost_ns)?;
+                    let (p, b) = rig.spawn(0, i, args.cost_ns)?;
                     if rig.call(move |w| w.vrs_mut()[0].add_instance(p, b).is_ok())? {
                         live.push(i);
                     }
@@ -852,10 +998,10 @@ fn dynamic(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
                     && rig.call(move |w| w.vrs_mut()[0].retire_instance(i))?
                 {
                     live.pop();
-                    rig.placed[usize::from(i)] = None;
+                    rig.vrs[0].placed[usize::from(i)] = None;
                 }
             }
-            let fwd = rig.sink.packets();
+            let fwd = rig.vrs[0].sink.packets();
             let dt = now.duration_since(last.1).as_secs_f64();
             let rate = (fwd - last.0) as f64 / dt;
             last = (fwd, now);
@@ -875,6 +1021,52 @@ fn dynamic(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
     let lost = rig.finish()?;
     if let Some(r) = out.last_mut() {
         r.lost = Some(lost);
+    }
+    Ok(())
+}
+
+/// LVRM 3b: two VRs of `--vr-instances` instances each, each fed its own
+/// flow at half the load (overloaded, as `scale`, by what the cores
+/// take); T = 2 x min(T1, T2) against the ideal, per policy. With one
+/// instance per VR the policy has no choice: one row, policy `-`.
+fn among_vrs(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
+    let n = args.vr_instances.clamp(1, SLOTS);
+    let costs = vec![args.cost_ns; usize::from(n)];
+    let can = capacity(args.cost_ns) * (2.0 * f64::from(n)).min(cpu::cpus() as f64);
+    let policies: Vec<Option<Policy>> = if n == 1 {
+        vec![None]
+    } else {
+        args.policies.iter().copied().map(Some).collect()
+    };
+    for policy in policies {
+        let by = policy.unwrap_or(Policy::Flow);
+        let offered = args.overload * can;
+        let poll = PollConfig::default();
+        let mut rig = Rig::start_many(args, 2, &costs, by, offered, poll, (0, 0))?;
+        std::thread::sleep(Duration::from_secs_f64(args.warmup));
+        let (each, reorder) = rig.window_each(args.seconds);
+        let offered_now = rig.offered;
+        let used = rig.cores_used();
+        let lost = rig.finish()?;
+        let t = 2.0 * each.iter().copied().fold(f64::INFINITY, f64::min);
+        let ideal = offered_now.min(can);
+        out.push(Rec {
+            experiment: "vrs",
+            policy: policy.map(Policy::name),
+            instances: n,
+            cores: used,
+            vrs: Some(each.len()),
+            offered_mpps: offered_now / 1e6,
+            mpps: t / 1e6,
+            t1_mpps: Some(each[0] / 1e6),
+            t2_mpps: Some(each[1] / 1e6),
+            ideal_mpps: Some(ideal / 1e6),
+            ratio: Some(t / ideal),
+            reorder_pct: Some(reorder),
+            lost: Some(lost),
+            ..Rec::default()
+        });
+        progress(args, out);
     }
     Ok(())
 }
@@ -924,6 +1116,22 @@ fn line(r: &Rec) -> String {
             r.instances,
             r.mpps
         ),
+        "vrs" => format!(
+            "{:<8} {:<8} inst {} x {} cores {}: offered {:>7.4} Mpps T1 {} T2 {} T {:>7.4} Mpps ideal {} ratio {} reordered {}% lost {}",
+            r.experiment,
+            r.policy.unwrap_or("-"),
+            r.vrs.unwrap_or(0),
+            r.instances,
+            r.cores,
+            r.offered_mpps,
+            opt(r.t1_mpps, 4),
+            opt(r.t2_mpps, 4),
+            r.mpps,
+            opt(r.ideal_mpps, 4),
+            opt(r.ratio, 3),
+            opt(r.reorder_pct, 3),
+            r.lost.map_or("-".into(), |d| d.to_string()),
+        ),
         _ => format!(
             "{:<8} {:<8} inst {} cores {}: offered {:>7.4} Mpps forwarded {:>7.4} Mpps ratio {} reordered {}%",
             r.experiment,
@@ -965,6 +1173,7 @@ pub fn run(args: &MonitorArgs) -> Result<()> {
             Experiment::Realloc => realloc(args, &mut out)?,
             Experiment::Control => control(args, &mut out)?,
             Experiment::Dynamic => dynamic(args, &mut out)?,
+            Experiment::Vrs => among_vrs(args, &mut out)?,
         }
     }
     if let Some(png) = &args.plot {
