@@ -268,6 +268,16 @@ pub struct VrStats {
     pub free_slots: u64,
     /// Frames a capture could not keep.
     pub capture_dropped: u64,
+    /// Frames/s offered to it (EWMA over 100 ms).
+    pub arrival_pps: u64,
+    /// Instances that exited while others went on.
+    pub instance_exits: u64,
+    /// Instances started beside running ones.
+    pub instances_added: u64,
+    /// Instances retired.
+    pub instances_retired: u64,
+    /// Instances wanted but not started.
+    pub instances_refused: u64,
     /// Per vNIC.
     pub vnics: Vec<VnicStats>,
 }

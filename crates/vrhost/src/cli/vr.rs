@@ -293,6 +293,15 @@ pub fn show(v: &VrStatus) -> String {
         ),
     );
     kv2(&mut c, "kicks", s.kicks.to_string());
+    kv2(&mut c, "arrival", format!("{} frames/s", s.arrival_pps));
+    kv2(
+        &mut c,
+        "instances",
+        format!(
+            "added {}, retired {}, refused {}, exited {}",
+            s.instances_added, s.instances_retired, s.instances_refused, s.instance_exits
+        ),
+    );
     kv2(&mut c, "capture drops", s.capture_dropped.to_string());
     indent(&mut o, &c);
 
