@@ -135,6 +135,13 @@ struct VrEntry {
     controls: BTreeMap<u16, VrControl>,
     /// Routes added through the API, by (prefix, length).
     api_routes: BTreeMap<(u32, u8), RouteConfig>,
+    /// Instance slots of its region: the most instances it can run
+    /// without a new region.
+    slots: u16,
+    /// Its instances take cores from the host's budget: set when it
+    /// starts, kept when its count changes in place (down to one, which
+    /// keeps its core).
+    placed: bool,
     /// How many instances it wants.
     scaler: Scaler,
     /// When its scaler last decided, and the frames offered to it by then.
@@ -160,6 +167,9 @@ pub struct ApplyResult {
     pub removed: Vec<String>,
     /// VRs whose definition changed: a new process took over.
     pub restarted: Vec<String>,
+    /// VRs whose instance count, scaling or balancing changed, changed in
+    /// place: their instances are started or retired one per period.
+    pub rescaled: Vec<String>,
     /// VRs that kept forwarding untouched.
     pub unchanged: Vec<String>,
     /// Ports opened.
@@ -321,7 +331,7 @@ impl Controller {
         }
         let vr = vr.clone();
         let mut entry = self.vrs.remove(&vr.name).expect("looked up above");
-        let started = self.first_cores(&vr).and_then(|cpus| {
+        let started = self.first_cores(&vr, entry.placed).and_then(|cpus| {
             let (p, b, c) = self.start_instances(&self.plan, &vr, &entry.region, &cpus)?;
             entry.controls = c;
             if !entry.api_routes.is_empty() {
@@ -412,7 +422,7 @@ impl Controller {
     /// The core instance slot `slot` of VR `vr` is pinned to.
     pub fn instance_cpu(&self, vr: &str, slot: u16) -> Option<usize> {
         let v = self.plan.vrs.iter().find(|v| v.name == vr)?;
-        match v.placed {
+        match self.vrs.get(vr)?.placed {
             true => self.cores.of(vr, slot),
             false => v.instance_cpus.get(usize::from(slot)).copied().flatten(),
         }
@@ -441,7 +451,7 @@ impl Controller {
             },
         )
         .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
-        let cpus = self.first_cores(vr)?;
+        let cpus = self.first_cores(vr, vr.placed)?;
         let (procs, bells, controls) = self.start_instances(plan, vr, &region, &cpus)?;
         let second = region
             .fd()
@@ -465,6 +475,8 @@ impl Controller {
             stats: path.stats().clone(),
             controls,
             api_routes: BTreeMap::new(),
+            slots: vr.instance_slots(),
+            placed: vr.placed,
             scaler: Scaler::new(vr.scale).map_err(|e| ControlError::Invalid(e.to_string()))?,
             decided: (Instant::now(), 0),
         };
@@ -485,8 +497,12 @@ impl Controller {
     /// The core of each instance `vr` starts with (slots `0..instances`):
     /// held from the host's budget for a placed VR (which gives back any
     /// other), as the config pins them otherwise.
-    fn first_cores(&mut self, vr: &VrPlan) -> Result<Vec<Option<usize>>, ControlError> {
-        if !vr.placed {
+    fn first_cores(
+        &mut self,
+        vr: &VrPlan,
+        placed: bool,
+    ) -> Result<Vec<Option<usize>>, ControlError> {
+        if !placed {
             return Ok(vr
                 .instance_cpus
                 .iter()
@@ -628,17 +644,33 @@ impl Controller {
                 "host.cpu, host.instance_cores and host.share_worker_core take effect when the daemon starts".into(),
             ));
         }
-        let same_vr = |a: &VrPlan, b: &VrPlan| {
+        let same_process = |a: &VrPlan, b: &VrPlan| {
             a.program == b.program
                 && a.slots == b.slots
                 && a.cpu == b.cpu
+                && a.config == b.config
+                && a.vnic_ports.len() == b.vnic_ports.len()
+        };
+        let same_vr = |a: &VrPlan, b: &VrPlan| {
+            same_process(a, b)
                 && a.instances == b.instances
                 && a.scale == b.scale
                 && a.placed == b.placed
                 && a.instance_cpus == b.instance_cpus
                 && a.balance == b.balance
-                && a.config == b.config
-                && a.vnic_ports.len() == b.vnic_ports.len()
+        };
+        // Only the instance count, scaling or balancing changed, and the
+        // region has the instance slots: changed in place.
+        let in_place = |a: &VrPlan, b: &VrPlan| {
+            let Some(e) = self.vrs.get(&a.name) else {
+                return false;
+            };
+            // Down to one unpinned instance, a placed VR keeps its core.
+            let one = b.scale == vrhost_host::alloc::ScalePolicy::Fixed(1) && b.cpu.is_none();
+            same_process(a, b)
+                && (e.placed == b.placed || (e.placed && one))
+                && b.instance_slots() <= e.slots
+                && (a.instance_cpus.iter().zip(&b.instance_cpus)).all(|(x, y)| x == y)
         };
         // Ports: by name; a port whose driver or interface changed is
         // refused while in use (its interface cannot be owned twice).
@@ -689,6 +721,10 @@ impl Controller {
                 Some(i) if same_vr(&old.vrs[i], vr) && force != Some(vr.name.as_str()) => {
                     vr_keep.push(Some(i));
                     res.unchanged.push(vr.name.clone());
+                }
+                Some(i) if in_place(&old.vrs[i], vr) && force != Some(vr.name.as_str()) => {
+                    vr_keep.push(Some(i));
+                    res.rescaled.push(vr.name.clone());
                 }
                 Some(_) => {
                     vr_keep.push(None);
@@ -757,16 +793,21 @@ impl Controller {
         };
         // Guards (quarantine, watchdog) and scheduling change in place,
         // without a restart.
-        let guards: Vec<_> = plan.vrs.iter().map(|v| (v.guard, v.sched)).collect();
+        let guards: Vec<_> = (plan.vrs.iter())
+            .map(|v| (v.guard, v.sched, v.balance))
+            .collect();
         let retired = self
             .mailbox
             .call(WORKER_TIMEOUT, move |w: &mut Worker| {
                 let r = w.reconfigure(reconfig);
                 if r.is_ok() {
-                    for (v, (g, s)) in w.vrs_mut().iter_mut().zip(guards) {
+                    for (v, (g, s, b)) in w.vrs_mut().iter_mut().zip(guards) {
                         v.set_guard(g);
                         if v.sched() != s {
                             v.set_sched(s);
+                        }
+                        if v.balance() != b {
+                            v.set_balance(b);
                         }
                     }
                     w.resched();
@@ -779,8 +820,14 @@ impl Controller {
             self.vrs.remove(name);
             self.cores.release(name);
         }
-        for vr in plan.vrs.iter().filter(|v| !v.placed) {
-            self.cores.release(&vr.name);
+        for (name, e) in &self.vrs {
+            if !e.placed {
+                self.cores.release(name);
+            }
+        }
+        for vr in plan.vrs.iter().filter(|v| res.rescaled.contains(&v.name)) {
+            let e = self.vrs.get_mut(&vr.name).expect("kept VRs have an entry");
+            e.scaler = Scaler::new(vr.scale).map_err(|e| ControlError::Invalid(e.to_string()))?;
         }
         for (name, e) in entries {
             self.vrs.insert(name, e);
@@ -795,6 +842,7 @@ impl Controller {
             added = ?res.added,
             removed = ?res.removed,
             restarted = ?res.restarted,
+            rescaled = ?res.rescaled,
             "config applied"
         );
         self.reap_drained()?;
@@ -815,9 +863,8 @@ impl Controller {
     pub fn scale_tick(&mut self) -> Result<Vec<ScaleChange>, ControlError> {
         let now = Instant::now();
         let due: Vec<(usize, u64)> = (self.plan.vrs.iter().enumerate())
-            .filter(|(_, v)| v.instance_slots() > 1)
             .filter_map(|(i, v)| {
-                let e = self.vrs.get(&v.name)?;
+                let e = self.vrs.get(&v.name).filter(|e| e.slots > 1)?;
                 (now.duration_since(e.decided.0) >= e.scaler.period()).then_some((i, e.id))
             })
             .collect();
@@ -869,7 +916,7 @@ impl Controller {
             .zip(states)
             .filter(|(_, s)| **s == InstanceState::Off)
         {
-            if vr.placed {
+            if e.placed {
                 self.cores.give_back(&vr.name, slot);
             }
             e.controls.remove(&slot);
@@ -930,7 +977,7 @@ impl Controller {
         slot: u16,
     ) -> Result<(), ControlError> {
         let vr = &self.plan.vrs[i];
-        let cpu = if vr.placed {
+        let cpu = if e.placed {
             let cpu = self.cores.take(&vr.name, slot);
             Some(cpu.map_err(|err| ControlError::Conflict(err.to_string()))?)
         } else {

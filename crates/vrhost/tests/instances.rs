@@ -340,3 +340,40 @@ fn the_daemon_starts_a_fixed_vrs_instance_again_where_one_exited() {
     assert_eq!(running(&s)[1].2, two[1].2, "on the core it had");
     assert_eq!(running(&s)[0].1, two[0].1, "the other went on");
 }
+
+/// Changing a VR's instance count or balancing changes it in place: the
+/// apply reports it `rescaled`, instances are retired or started beside
+/// the first one, which keeps forwarding in the same process.
+#[test]
+fn an_apply_changes_a_vrs_instances_in_place() {
+    if vrhost_host::cpu::cpus() < 2 {
+        eprintln!("skipped: one CPU, no second core for an instance");
+        return;
+    }
+    let config = |fields: &str| one_vr_config(20_000, 100_000_000, fields);
+    let d = common::Daemon::start("rescale", &config("instances = 2"));
+    let s = d.wait_for("two instances", Duration::from_secs(30), |s| running(s).len() == 2);
+    let first = running(&s)[0];
+    let dir = common::TempDir::new("rescale-cfg");
+    let apply = |fields: &str| {
+        let f = dir.path().join("v.toml");
+        std::fs::write(&f, config(fields)).unwrap();
+        d.json(&["apply", f.to_str().unwrap()])
+    };
+    let r = apply("instances = 1\nbalance = \"rr\"");
+    assert_eq!(r["rescaled"], serde_json::json!(["a"]), "{r:#}");
+    assert_eq!(r["restarted"], serde_json::json!([]), "{r:#}");
+    d.wait_for("one instance", Duration::from_secs(30), |s| {
+        running(s).len() == 1 && common::count(s, "a", "instances_retired") == 1
+    });
+    let r = apply("instances = 2\nbalance = \"rr\"");
+    assert_eq!(r["rescaled"], serde_json::json!(["a"]), "{r:#}");
+    let s = d.wait_for("two instances again", Duration::from_secs(30), |s| {
+        running(s).len() == 2 && common::count(s, "a", "instances_added") == 1
+    });
+    assert_eq!(running(&s)[0], first, "instance 0 went on in its process");
+    let r = apply("instances = 2\ncpus = [1, 0]");
+    assert_eq!(r["restarted"], serde_json::json!(["a"]), "cores of its own: restarted");
+    let n = |f: &str| common::count(&s, "a", f);
+    assert_eq!(n("instances_refused") + n("instance_exits"), 0);
+}

@@ -83,6 +83,8 @@ pub struct ApplyResult {
     pub removed: Vec<String>,
     /// VRs restarted with a changed definition.
     pub restarted: Vec<String>,
+    /// VRs whose instances, scaling or balancing changed in place.
+    pub rescaled: Vec<String>,
     /// VRs left forwarding.
     pub unchanged: Vec<String>,
     /// Ports opened.

@@ -51,7 +51,7 @@ pub fn apply(args: &ApplyArgs) -> Result<()> {
 }
 
 /// The diff of an apply, for a person: `+` added, `-` removed, `~`
-/// restarted, `=` unchanged.
+/// restarted, `*` rescaled in place, `=` unchanged.
 pub fn render_apply(r: &ApplyResult) -> String {
     let mut o = String::new();
     if r.dry_run {
@@ -67,6 +67,7 @@ pub fn render_apply(r: &ApplyResult) -> String {
         ("+", "vr", &r.added, "added"),
         ("-", "vr", &r.removed, "removed"),
         ("~", "vr", &r.restarted, "restarted"),
+        ("*", "vr", &r.rescaled, "instances changed in place"),
         ("+", "port", &r.ports_added, "added"),
         ("-", "port", &r.ports_removed, "removed"),
     ] {
@@ -86,6 +87,7 @@ pub fn render_apply(r: &ApplyResult) -> String {
     let changes = r.added.len()
         + r.removed.len()
         + r.restarted.len()
+        + r.rescaled.len()
         + r.ports_added.len()
         + r.ports_removed.len();
     if changes == 0 {
