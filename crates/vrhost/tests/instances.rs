@@ -352,7 +352,9 @@ fn an_apply_changes_a_vrs_instances_in_place() {
     }
     let config = |fields: &str| one_vr_config(20_000, 100_000_000, fields);
     let d = common::Daemon::start("rescale", &config("instances = 2"));
-    let s = d.wait_for("two instances", Duration::from_secs(30), |s| running(s).len() == 2);
+    let s = d.wait_for("two instances", Duration::from_secs(30), |s| {
+        running(s).len() == 2
+    });
     let first = running(&s)[0];
     let dir = common::TempDir::new("rescale-cfg");
     let apply = |fields: &str| {
@@ -373,7 +375,11 @@ fn an_apply_changes_a_vrs_instances_in_place() {
     });
     assert_eq!(running(&s)[0], first, "instance 0 went on in its process");
     let r = apply("instances = 2\ncpus = [1, 0]");
-    assert_eq!(r["restarted"], serde_json::json!(["a"]), "cores of its own: restarted");
+    assert_eq!(
+        r["restarted"],
+        serde_json::json!(["a"]),
+        "cores of its own: restarted"
+    );
     let n = |f: &str| common::count(&s, "a", f);
     assert_eq!(n("instances_refused") + n("instance_exits"), 0);
 }
