@@ -402,17 +402,26 @@ impl Instance {
     /// # Errors
     /// [`RuntimeError::Ring`] if the host wrote an impossible ring index.
     pub fn poll_once<V: Vr + ?Sized>(&mut self, vr: &mut V) -> Result<usize, RuntimeError> {
-        let peers = vr.uses_peers();
-        self.round(vr, peers).map(|w| w.packets)
+        let mut peers = vr.uses_peers();
+        self.round(vr, &mut peers).map(|w| w.packets)
     }
 
-    /// [`Instance::poll_once`] with `uses_peers` asked beforehand (once
-    /// per [`Instance::run`]).
+    /// [`Instance::poll_once`] with `uses_peers` asked beforehand (when
+    /// [`Instance::run`] starts, and again after each [`Vr::peers`]: a VR
+    /// may find there that it has no peer, and says so once).
     #[inline]
-    fn round<V: Vr + ?Sized>(&mut self, vr: &mut V, peers: bool) -> Result<Work, RuntimeError> {
+    fn round<V: Vr + ?Sized>(
+        &mut self,
+        vr: &mut V,
+        peers: &mut bool,
+    ) -> Result<Work, RuntimeError> {
         // Before the data rings: a control message (a route update) is
         // applied before the packets that follow it.
-        let messages = if peers { self.serve_peers(vr)? } else { 0 };
+        let messages = if *peers {
+            self.peer_round(vr, peers)?
+        } else {
+            0
+        };
         let mut done = 0;
         let mut idx = [0u32; BATCH];
         for v in 0..self.rx.len() {
@@ -440,6 +449,21 @@ impl Instance {
             packets: done,
             messages,
         })
+    }
+
+    /// [`Instance::serve_peers`], then ask the VR again whether it uses
+    /// peers. Out of line: the data rings' loop stays as tight as for a VR
+    /// without peers.
+    #[cold]
+    #[inline(never)]
+    fn peer_round<V: Vr + ?Sized>(
+        &mut self,
+        vr: &mut V,
+        peers: &mut bool,
+    ) -> Result<u64, RuntimeError> {
+        let n = self.serve_peers(vr)?;
+        *peers = vr.uses_peers();
+        Ok(n)
     }
 
     /// Hand the control rings to [`Vr::peers`]; count what it exchanged
@@ -520,9 +544,10 @@ impl Instance {
     ) -> Result<(), RuntimeError> {
         let mut backoff = Backoff::new(self.poll);
         let mut rounds = 0u64;
-        // Once: a VR that does not use peers never has its hook called nor
-        // its incoming control ring read.
-        let peers = vr.uses_peers();
+        // A VR that does not use peers never has its hook called nor its
+        // incoming control ring read; one that stops (it found no peer in
+        // the hook) is not asked again.
+        let mut peers = vr.uses_peers();
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         // Relaxed: display value; the host learns of readiness from VrReply.
         self.block().vr_pid.store(pid, Ordering::Relaxed);
@@ -537,7 +562,7 @@ impl Instance {
             {
                 return Ok(());
             }
-            if self.round(vr, peers)?.any() {
+            if self.round(vr, &mut peers)?.any() {
                 backoff.busy();
                 continue;
             }

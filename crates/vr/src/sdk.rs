@@ -302,10 +302,13 @@ pub trait Vr {
 
     /// Whether the VR exchanges messages with its other instances through
     /// [`Vr::peers`]. Asked once when the instance starts polling (and by
-    /// each [`Instance::poll_once`](crate::runtime::Instance::poll_once));
-    /// the runtime calls [`Vr::peers`] and looks at the incoming control
-    /// ring only if it is true, so a VR that does not use peers pays
-    /// nothing for them. Default false.
+    /// each [`Instance::poll_once`](crate::runtime::Instance::poll_once)),
+    /// and again after each call of [`Vr::peers`], where a VR learns how
+    /// many instances it has ([`Peers::instances`]): one that finds it has
+    /// none to talk to may say false then, and is not asked again. The
+    /// runtime calls [`Vr::peers`] and looks at the incoming control ring
+    /// only while it is true, so a VR that does not use peers pays nothing
+    /// for them. Default false.
     #[inline]
     fn uses_peers(&self) -> bool {
         false

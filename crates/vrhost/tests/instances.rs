@@ -21,7 +21,10 @@ use vrhost_shm::{Region, RegionConfig};
 use vrhost_vr::proto::PollConfig;
 
 fn router_cmd() -> VrCommand {
-    let cfg = common::router_config();
+    router_cmd_with(&common::router_config())
+}
+
+fn router_cmd_with(cfg: &vrhost_vr::router::RouterConfig) -> VrCommand {
     VrCommand {
         program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
         args: vec!["vr-run".into()],
@@ -382,4 +385,295 @@ fn an_apply_changes_a_vrs_instances_in_place() {
     );
     let n = |f: &str| common::count(&s, "a", f);
     assert_eq!(n("instances_refused") + n("instance_exits"), 0);
+}
+
+/// Frames of two sides of a router, scripted: hosts behind vNIC 0 send UDP
+/// flows; the gateway behind vNIC 1 answers the router's ARP requests and
+/// counts, per flow, the frames that reach it.
+mod lan {
+    use std::collections::{HashMap, VecDeque};
+    use std::net::Ipv4Addr;
+    use std::sync::{Arc, Mutex};
+
+    use vrhost_io::{Port, PortStats};
+    use vrhost_packet::MacAddr;
+    use vrhost_packet::build::UdpFrameSpec;
+
+    /// The router's vNIC MACs.
+    pub const R0: [u8; 6] = [2, 0, 0, 0, 0x10, 0];
+    pub const R1: [u8; 6] = [2, 0, 0, 0, 0x10, 1];
+    /// The gateway, 10.9.1.2 on vNIC 1.
+    pub const GW: [u8; 6] = [2, 0, 0, 0, 0x99, 2];
+    pub const GW_IP: Ipv4Addr = Ipv4Addr::new(10, 9, 1, 2);
+
+    /// What both sides saw and have to send.
+    #[derive(Default)]
+    pub struct Lan {
+        /// Frames each side (port) hands to the router next.
+        pub to_send: [VecDeque<Vec<u8>>; 2],
+        /// ARP requests for the gateway answered.
+        pub arp_answered: u64,
+        /// Frames that reached the gateway with its MAC, by flow (source
+        /// port).
+        pub got: HashMap<u16, u64>,
+        /// Frames that reached the gateway with another MAC.
+        pub wrong_mac: u64,
+    }
+
+    impl Lan {
+        /// One UDP frame per flow, flows `0..flows`, to hosts behind the
+        /// gateway.
+        pub fn wave(&mut self, flows: u16) {
+            for f in 0..flows {
+                let mut b = vec![0u8; 64];
+                UdpFrameSpec {
+                    dst_mac: MacAddr(R0),
+                    src_mac: MacAddr([2, 0, 0, 0, 0xa0, 7]),
+                    src_ip: Ipv4Addr::new(10, 1, 0, 7),
+                    dst_ip: Ipv4Addr::new(10, 2, (f >> 8) as u8, f as u8),
+                    sport: 1000 + f,
+                    dport: 9,
+                    ttl: 64,
+                    frame_bytes: 64,
+                }
+                .write(&mut b)
+                .unwrap();
+                self.to_send[0].push_back(b);
+            }
+        }
+
+        /// Frames that reached the gateway, all flows.
+        pub fn got_total(&self) -> u64 {
+            self.got.values().sum()
+        }
+
+        /// A frame the router sent on side 1: answer an ARP request for the
+        /// gateway, count a UDP frame.
+        fn sent_to_gateway(&mut self, f: &[u8]) {
+            match f.get(12..14) {
+                Some([0x08, 0x06])
+                    if f.len() >= 42 && f[21] == 1 && f[38..42] == GW_IP.octets() =>
+                {
+                    let mut r = Vec::with_capacity(42);
+                    r.extend_from_slice(&R1);
+                    r.extend_from_slice(&GW);
+                    r.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 2]);
+                    r.extend_from_slice(&GW);
+                    r.extend_from_slice(&GW_IP.octets());
+                    r.extend_from_slice(&f[22..32]); // the asker's MAC and address
+                    self.to_send[1].push_back(r);
+                    self.arp_answered += 1;
+                }
+                Some([0x08, 0x00]) if f.len() >= 36 => {
+                    if f[0..6] == GW {
+                        let sport = u16::from_be_bytes([f[34], f[35]]);
+                        *self.got.entry(sport - 1000).or_default() += 1;
+                    } else {
+                        self.wrong_mac += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// One side of [`Lan`] as a port.
+    pub struct Side {
+        pub name: String,
+        pub side: usize,
+        pub lan: Arc<Mutex<Lan>>,
+        pub rx: Vec<Vec<u8>>,
+        pub stats: PortStats,
+    }
+
+    impl Port for Side {
+        fn name(&self) -> &str {
+            &self.name
+        }
+
+        fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
+            self.rx.clear();
+            let mut lan = self.lan.lock().unwrap();
+            while self.rx.len() < out.len().min(32) {
+                match lan.to_send[self.side].pop_front() {
+                    Some(f) => self.rx.push(f),
+                    None => break,
+                }
+            }
+            drop(lan);
+            for (o, f) in out.iter_mut().zip(&self.rx) {
+                *o = f;
+            }
+            self.stats.rx_packets += self.rx.len() as u64;
+            self.rx.len()
+        }
+
+        fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+            if self.side == 1 {
+                let mut lan = self.lan.lock().unwrap();
+                for f in frames {
+                    lan.sent_to_gateway(f);
+                }
+            }
+            self.stats.tx_packets += frames.len() as u64;
+            frames.len()
+        }
+
+        fn stats(&self) -> PortStats {
+            self.stats
+        }
+    }
+}
+
+/// Two instances of the built-in router, no static neighbour: the gateway's
+/// ARP reply reaches one instance (the balancer hashes ARP by MAC), which
+/// tells the other, so both forward their flows with the gateway's MAC
+/// and none keeps dropping packets as `arp_unresolved`.
+#[test]
+fn instances_share_the_neighbours_they_learn_by_arp() {
+    use std::sync::{Arc, Mutex};
+
+    use vrhost_vr::DropReason;
+    use vrhost_vr::proto::counter;
+    use vrhost_vr::router::{RouteConfig, RouterConfig, VnicConfig};
+
+    const FLOWS: u16 = 128;
+    let lan = Arc::new(Mutex::new(lan::Lan::default()));
+    let side = |side: usize| -> Box<dyn Port> {
+        Box::new(lan::Side {
+            name: format!("side{side}"),
+            side,
+            lan: Arc::clone(&lan),
+            rx: Vec::new(),
+            stats: Default::default(),
+        })
+    };
+    let rule = |port: usize| Rule {
+        m: Match {
+            in_port: Some(port),
+            ..Match::default()
+        },
+        vr: 0,
+        vnic: port as u16,
+    };
+    let rules = Classifier::new(&[rule(0), rule(1)]).unwrap();
+    let mut worker = Worker::new(vec![side(0), side(1)], rules, PollConfig::default()).unwrap();
+    let vnic = |mac: [u8; 6], addr: &str| VnicConfig {
+        mac: MacAddr(mac).to_string(),
+        addrs: vec![addr.into()],
+    };
+    let cfg = RouterConfig {
+        vnics: vec![vnic(lan::R0, "10.1.0.1/24"), vnic(lan::R1, "10.9.1.1/24")],
+        routes: vec![RouteConfig {
+            prefix: "10.2.0.0/16".into(),
+            via: Some(lan::GW_IP.to_string()),
+            ..RouteConfig::default()
+        }],
+        ..RouterConfig::default()
+    };
+    let region = Region::create(
+        "share",
+        RegionConfig {
+            slot_count: 1024,
+            ring_entries: 1024,
+            instance_count: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (mut procs, mut bells) = (Vec::new(), Vec::new());
+    for i in 0..2 {
+        let (p, b) =
+            VrProcess::start("share", i, &region, worker.bell(), &router_cmd_with(&cfg)).unwrap();
+        procs.push(p);
+        bells.push(b);
+    }
+    let mut vp = VrPath::new("share", region, vec![0, 1], Backend::Process(procs), bells);
+    vp.set_balance(Policy::Flow);
+    worker.add_vr(vp);
+    // Per instance: frames sent on, and dropped as arp_unresolved.
+    let counts = |w: &Worker| -> Vec<(u64, u64)> {
+        let unres = counter::DROP_BASE + DropReason::ArpUnresolved as usize;
+        w.vrs()[0]
+            .instance_info()
+            .iter()
+            .map(|i| (i.vr_counters[counter::TX], i.vr_counters[unres]))
+            .collect()
+    };
+
+    // Waves of one frame per flow until every flow has reached the
+    // gateway (the first frames of a flow wait for ARP, or are dropped
+    // while it resolves).
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(20) {
+        let mut l = lan.lock().unwrap();
+        if l.got.len() == usize::from(FLOWS) {
+            break;
+        }
+        if l.to_send[0].is_empty() {
+            l.wave(FLOWS);
+        }
+        drop(l);
+        if worker.poll_once() == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let got = lan.lock().unwrap().got.len();
+    assert_eq!(
+        got,
+        usize::from(FLOWS),
+        "flows that reached the gateway: {got} of {FLOWS}; per instance (sent, arp_unresolved) {:?}",
+        counts(&worker)
+    );
+
+    // Everything given to the VR handed back: none of those frames is
+    // still on its way.
+    run_until(&mut worker, Duration::from_secs(10), |w| {
+        let vr = &w.vrs()[0];
+        lan.lock().unwrap().to_send.iter().all(|q| q.is_empty())
+            && vr.free_slots() == vr.pool_slots()
+    });
+
+    // Resolved everywhere: waves of every flow, each wave after the last
+    // has arrived whole; every frame forwarded with the gateway's MAC, by
+    // both instances, and no more arp_unresolved drops.
+    let before = counts(&worker);
+    const WAVES: u64 = 5;
+    let (start, total) = {
+        let l = lan.lock().unwrap();
+        (l.got.clone(), l.got_total())
+    };
+    let (mut pushed, t) = (0, Instant::now());
+    while t.elapsed() < Duration::from_secs(20) {
+        let mut l = lan.lock().unwrap();
+        let arrived = l.got_total() - total;
+        if arrived >= WAVES * u64::from(FLOWS) {
+            break;
+        }
+        if arrived >= pushed * u64::from(FLOWS) && pushed < WAVES {
+            l.wave(FLOWS);
+            pushed += 1;
+        }
+        drop(l);
+        if worker.poll_once() == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let after = counts(&worker);
+    let l = lan.lock().unwrap();
+    for f in 0..FLOWS {
+        let n = l.got.get(&f).copied().unwrap_or(0) - start.get(&f).copied().unwrap_or(0);
+        assert_eq!(
+            n, WAVES,
+            "flow {f}: every frame of {WAVES} waves arrives; (sent, arp_unresolved) per instance before {before:?} after {after:?}"
+        );
+    }
+    assert_eq!(l.wrong_mac, 0, "every frame to the gateway's MAC");
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert!(a.0 > b.0, "instance {i} forwards: {before:?} {after:?}");
+        assert_eq!(a.1, b.1, "instance {i}: no more arp_unresolved drops");
+    }
+    assert!(l.arp_answered >= 1);
+    drop(l);
+    worker.shutdown();
 }

@@ -41,6 +41,9 @@ impl Router {
         let our_mac = MacAddr(vnic.mac);
         let for_us = op == ArpOperation::Request && vnic.addrs.iter().any(|a| a.addr == tpa);
         let on_link = vnic.addrs.iter().any(|a| a.contains(spa));
+        // A reply to our MAC answers a request of ours, maybe another
+        // instance's (the host's balancer picks by MAC, not by asker).
+        let solicited = op == ArpOperation::Reply && arp.target_hardware_addr() == our_mac;
         // Learn from a sender that may be a neighbour: not 0.0.0.0 (an
         // RFC 5227 probe), no group address, none of ours.
         let mut release = None;
@@ -53,19 +56,22 @@ impl Router {
             } else {
                 self.neigh.find(spa, rx)
             };
-            if let Some(i) = slot
-                && self.neigh.get(i).state != State::Static
-            {
-                let now = self.now();
-                let e = self.neigh.get_mut(i);
-                e.mac = sha.0;
-                e.state = State::Reachable;
-                e.since = now;
-                e.probes = 0;
-                self.counters[counters::ARP_LEARNED] += 1;
-                if e.pending != NONE {
-                    release = Some(i);
+            match slot {
+                Some(i) if self.neigh.get(i).state != State::Static => {
+                    let new_mac = self.learn(i, sha.0);
+                    self.counters[counters::ARP_LEARNED] += 1;
+                    // Peers hear of a new MAC, and of every answer to a
+                    // request (theirs, perhaps); not of the neighbour's
+                    // own requests repeating what they know.
+                    if new_mac || solicited {
+                        self.tell(rx, spa, sha.0);
+                    }
+                    if self.neigh.get(i).pending != NONE {
+                        release = Some(i);
+                    }
                 }
+                None if solicited => self.tell(rx, spa, sha.0),
+                _ => {}
             }
         }
         if for_us {
@@ -96,7 +102,7 @@ impl Router {
         if let Some(i) = release {
             return self.release(pkt, i);
         }
-        Verdict::Drop(DropReason::Consumed)
+        self.consumed(pkt)
     }
 
     /// Whether `ip` is one of the router's addresses or subnet broadcasts.
@@ -108,9 +114,23 @@ impl Router {
         })
     }
 
+    /// Neighbour `i` confirmed at `mac` now (from ARP, or from a peer that
+    /// saw it): reachable, probes reset. Returns whether the MAC is new
+    /// (the entry had none, or another).
+    pub(super) fn learn(&mut self, i: usize, mac: [u8; 6]) -> bool {
+        let now = self.now();
+        let e = self.neigh.get_mut(i);
+        let new_mac = !e.has_mac() || e.mac != mac;
+        e.mac = mac;
+        e.state = State::Reachable;
+        e.since = now;
+        e.probes = 0;
+        new_mac
+    }
+
     /// Put the packet waiting for neighbour `i` (now resolved) in `pkt`'s
     /// slot, MAC addresses set.
-    fn release(&mut self, pkt: &mut Packet<'_>, i: usize) -> Verdict {
+    pub(super) fn release(&mut self, pkt: &mut Packet<'_>, i: usize) -> Verdict {
         let e = *self.neigh.get(i);
         let Some(waiting) = self.neigh.pending(i) else {
             return Verdict::Drop(DropReason::Consumed);
@@ -166,7 +186,7 @@ impl Router {
             State::Incomplete if !due => {
                 if e.pending == NONE && self.neigh.can_park(pkt.len()) {
                     self.park(pkt, i);
-                    return Verdict::Drop(DropReason::Consumed);
+                    return self.consumed(pkt);
                 }
                 Verdict::Drop(DropReason::ArpUnresolved)
             }

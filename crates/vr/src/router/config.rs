@@ -32,6 +32,7 @@ use vrhost_packet::MacAddr;
 
 use super::icmp::TokenBucket;
 use super::neigh::NeighTable;
+use super::peer::PeerState;
 use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters};
 
 /// One vNIC of the router.
@@ -566,6 +567,7 @@ impl Router {
             bucket: TokenBucket::new(cfg.icmp.rate, cfg.icmp.burst),
             clock: Clock::Coarse,
             now: None,
+            peer: PeerState::new(a.pending as usize),
             counters: [0; counters::COUNT],
         })
     }

@@ -10,7 +10,7 @@
 //!
 //! answered `{"added": 2, "replaced": 0, "deleted": 1, "routes": 9}`, and
 //! `{"stats": true}`, answered `{"routes": 9, "neighbours": 3,
-//! "burst_lookup": false}`.
+//! "burst_lookup": false, "peer_neigh_sent": 0, ...}` ([`RouterStats`]).
 //!
 //! A message is all or nothing: every entry is checked against the table
 //! as it was before the message, as [`Router::new`] checks `routes`, and
@@ -38,7 +38,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::config::{Hops, RouteTarget, burst_for, check_route, parse_prefix, release_hop};
-use super::{Hop, RouteConfig, Router};
+use super::{Hop, RouteConfig, Router, counters};
 
 /// A control message to the router: the `body` of a
 /// [`HostMsg::Control`](crate::proto::HostMsg::Control).
@@ -84,7 +84,7 @@ pub struct RouteChangeReply {
     pub routes: usize,
 }
 
-/// The router's table sizes.
+/// The router's table sizes, and the counts the region has no room for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterStats {
     /// Routes in the table, connected and local ones included.
@@ -93,6 +93,18 @@ pub struct RouterStats {
     pub neighbours: usize,
     /// Whether destinations are looked up a burst at a time.
     pub burst_lookup: bool,
+    /// Neighbours told to the other instances ([`counters::PEER_NEIGH_SENT`]).
+    #[serde(default)]
+    pub peer_neigh_sent: u64,
+    /// Neighbours not told, the queue full ([`counters::PEER_NEIGH_UNSENT`]).
+    #[serde(default)]
+    pub peer_neigh_unsent: u64,
+    /// Peers' neighbour messages applied ([`counters::PEER_NEIGH_APPLIED`]).
+    #[serde(default)]
+    pub peer_neigh_applied: u64,
+    /// Peers' neighbour messages refused ([`counters::PEER_NEIGH_BAD`]).
+    #[serde(default)]
+    pub peer_neigh_bad: u64,
 }
 
 impl Router {
@@ -228,12 +240,17 @@ impl Router {
         })
     }
 
-    /// The table sizes.
+    /// The table sizes and the peer counts.
     pub fn stats(&self) -> RouterStats {
+        let c = |i: usize| self.counters[i];
         RouterStats {
             routes: self.fib.len(),
             neighbours: self.neigh.used(),
             burst_lookup: self.burst,
+            peer_neigh_sent: c(counters::PEER_NEIGH_SENT),
+            peer_neigh_unsent: c(counters::PEER_NEIGH_UNSENT),
+            peer_neigh_applied: c(counters::PEER_NEIGH_APPLIED),
+            peer_neigh_bad: c(counters::PEER_NEIGH_BAD),
         }
     }
 

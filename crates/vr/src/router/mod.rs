@@ -39,6 +39,29 @@
 //! 2048 bytes, both allocated once; `neigh.rs` says how entries are placed
 //! and evicted).
 //!
+//! # Instances
+//!
+//! Each instance of the VR has its own neighbour table, and the host's
+//! balancer hands an ARP reply to one instance, not always the one that
+//! asked (it hashes a non-IP frame by its MACs, so every reply of one
+//! neighbour reaches the same instance). So an instance that learns a
+//! neighbour from ARP tells the others through [`Vr::peers`] (a 13-byte
+//! message: vNIC, address, MAC; `peer.rs`), when the MAC is new to it or
+//! changed, and for every reply to the router's MAC, whether or not it
+//! has an entry itself (some instance asked). An instance told updates the
+//! entry it has as the reply would have (it adds none, and tells nobody:
+//! no echoes). Replies come at most one per request, and a neighbour's own
+//! requests repeating a known MAC are not told, so the messages follow the
+//! requests' pace (`retrans_ms`); messages for one neighbour still queued
+//! are merged. The packet an instance kept for the neighbour has no slot
+//! to leave in (the reply's slot went to the other instance): it leaves
+//! in the slot of the next packet the router consumes (an ARP frame, a
+//! packet kept for another neighbour) if that comes within
+//! `retrans_ms x probes` of the message; otherwise it is discarded
+//! (counted in `arp_unres_discards`, as a packet left waiting by a request
+//! that resolved its neighbour is). A router alone (one instance) sends
+//! nothing and, once its first round has told it so, is not asked again.
+//!
 //! # ICMP
 //!
 //! Echo requests to the router's addresses are answered in place (TTL 64,
@@ -72,6 +95,7 @@ mod config;
 mod control;
 mod icmp;
 mod neigh;
+mod peer;
 #[cfg(test)]
 mod tests;
 
@@ -89,13 +113,18 @@ pub use control::{RouteChangeReply, RouteChanges, RouterControl, RouterStats};
 
 use self::icmp::TokenBucket;
 use self::neigh::{NeighTable, State};
+use self::peer::PeerState;
+use crate::peer::Peers;
 use crate::sdk::{DropReason, Packet, Verdict, Vr};
 
 /// Packets looked up together.
 const BURST: usize = crate::runtime::BATCH;
 
-/// The router's own counters ([`Vr::counters`]; published by the SDK from
-/// [`crate::proto::counter::VR_BASE`] on).
+/// The router's own counters ([`Vr::counters`]). The SDK publishes the
+/// first [`VR_SLOTS`](crate::proto::counter::VR_SLOTS) in the region, from
+/// [`crate::proto::counter::VR_BASE`] on (up to `NEIGH_TABLE_FULL`); the
+/// region has no room for the peer counts after them, which the
+/// `{"stats": true}` control message answers ([`RouterStats`]).
 pub mod counters {
     /// ARP requests sent (resolving a next hop).
     pub const ARP_REQUESTS: usize = 0;
@@ -124,8 +153,19 @@ pub mod counters {
     pub const ICMP_RATE_LIMITED: usize = 10;
     /// Packets to a neighbour that found no room in the neighbour table.
     pub const NEIGH_TABLE_FULL: usize = 11;
+    /// Neighbours told to the other instances (peer messages sent).
+    pub const PEER_NEIGH_SENT: usize = 12;
+    /// Neighbours not told: the queue of messages to send was full.
+    pub const PEER_NEIGH_UNSENT: usize = 13;
+    /// Neighbour messages from peers that installed or refreshed an entry.
+    pub const PEER_NEIGH_APPLIED: usize = 14;
+    /// Neighbour messages from peers refused as malformed (length, kind,
+    /// vNIC, address or MAC), and ignored.
+    pub const PEER_NEIGH_BAD: usize = 15;
     /// Number of counters.
-    pub const COUNT: usize = 12;
+    pub const COUNT: usize = 16;
+    /// Counters published in the region.
+    pub const PUBLISHED: usize = NEIGH_TABLE_FULL + 1;
     /// Their names, in order.
     pub const NAMES: [&str; COUNT] = [
         "arp_requests",
@@ -140,8 +180,12 @@ pub mod counters {
         "icmp_host_unreachable",
         "icmp_rate_limited",
         "neigh_table_full",
+        "peer_neigh_sent",
+        "peer_neigh_unsent",
+        "peer_neigh_applied",
+        "peer_neigh_bad",
     ];
-    const _: () = assert!(COUNT <= crate::proto::counter::VR_SLOTS);
+    const _: () = assert!(PUBLISHED <= crate::proto::counter::VR_SLOTS);
 }
 
 /// Where a route sends packets: the FIB maps a prefix to an index into
@@ -244,6 +288,8 @@ pub struct Router {
     clock: Clock,
     /// The time of this burst in milliseconds, once read.
     now: Option<u64>,
+    /// Neighbours told to and by the other instances.
+    peer: PeerState,
     counters: [u64; counters::COUNT],
 }
 
@@ -445,5 +491,18 @@ impl Vr for Router {
     /// Route changes and stats: [`RouterControl`].
     fn control(&mut self, body: &serde_json::Value) -> Result<serde_json::Value, String> {
         self.control_json(body)
+    }
+
+    /// Until the first [`Vr::peers`] says the VR has a single instance
+    /// (the count is known only there); then never again.
+    #[inline]
+    fn uses_peers(&self) -> bool {
+        self.peer.has_peers()
+    }
+
+    /// Neighbours learned by ARP, told to and by the other instances.
+    #[inline]
+    fn peers(&mut self, peers: &mut Peers<'_>) {
+        self.serve_peers(peers);
     }
 }

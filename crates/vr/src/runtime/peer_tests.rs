@@ -207,3 +207,39 @@ fn sleeping_instance_wakes_for_a_message() {
     assert_eq!(vr.got.len(), 3);
     assert_eq!((counts.received, counts.sent), (3, 3));
 }
+
+/// Uses peers until its hook finds it has none: the runtime then stops
+/// calling the hook (and reading `CtrlIn`).
+#[derive(Default)]
+struct Alone {
+    calls: u32,
+    told: Option<u16>,
+}
+
+impl Vr for Alone {
+    fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
+        Verdict::Forward(pkt.rx_vnic() ^ 1)
+    }
+
+    fn uses_peers(&self) -> bool {
+        self.told != Some(1)
+    }
+
+    fn peers(&mut self, peers: &mut Peers<'_>) {
+        self.calls += 1;
+        self.told = Some(peers.instances());
+    }
+}
+
+#[test]
+fn a_vr_that_finds_no_peer_is_not_asked_again() {
+    let region = Region::create("alone", RegionConfig::default()).unwrap();
+    let (mut inst, _bell) = instance(&region, PollConfig::default());
+    let mut vr = Alone::default();
+    // As `run` does: asked once, then after each call of the hook.
+    let mut peers = vr.uses_peers();
+    for _ in 0..5 {
+        inst.round(&mut vr, &mut peers).unwrap();
+    }
+    assert_eq!((vr.calls, vr.told, peers), (1, Some(1), false));
+}

@@ -188,15 +188,7 @@ fn connected_hosts_are_resolved_too() {
         "from the address in its subnet"
     );
     let host = [2, 0, 0, 0, 0xc0, 4];
-    let reply = arp(
-        host,
-        R1,
-        EpArpOp::REPLY,
-        host,
-        dst,
-        R1,
-        Ipv4Addr::new(10, 9, 0, 1),
-    );
+    let reply = reply_on_1(host, dst, Ipv4Addr::new(10, 9, 0, 1));
     let (v, out) = run(&mut r, 1, &reply);
     assert_eq!(v, Verdict::Forward(1));
     assert_eq!(&out[0..6], &host[..]);

@@ -286,7 +286,9 @@ fn json_messages_and_their_errors() {
     let stats = r.control(&json!({"stats": true})).unwrap();
     assert_eq!(
         stats,
-        json!({"routes": routes + 1, "neighbours": 1, "burst_lookup": false})
+        json!({"routes": routes + 1, "neighbours": 1, "burst_lookup": false,
+               "peer_neigh_sent": 0, "peer_neigh_unsent": 0,
+               "peer_neigh_applied": 0, "peer_neigh_bad": 0})
     );
     let e = r.control(&json!({"reboot": true})).unwrap_err();
     assert!(e.contains("unknown variant `reboot`"), "{e}");

@@ -15,6 +15,7 @@ mod arp;
 mod control;
 mod forward;
 mod icmp;
+mod peer;
 
 /// The router's MACs, vNIC 0 and 1.
 const R0: [u8; 6] = [2, 0, 0, 0, 0x10, 0];
@@ -150,15 +151,13 @@ fn arp(
 
 /// The gateway's reply to the router's request.
 fn gw_reply(mac: [u8; 6]) -> Vec<u8> {
-    arp(
-        mac,
-        R1,
-        EpArpOp::REPLY,
-        mac,
-        GW_IP,
-        R1,
-        Ipv4Addr::new(10, 1, 1, 1),
-    )
+    reply_on_1(mac, GW_IP, Ipv4Addr::new(10, 1, 1, 1))
+}
+
+/// The reply of `host` (at `mac`) on vNIC 1 to the router's request from
+/// `router_ip`.
+fn reply_on_1(mac: [u8; 6], host: Ipv4Addr, router_ip: Ipv4Addr) -> Vec<u8> {
+    arp(mac, R1, EpArpOp::REPLY, mac, host, R1, router_ip)
 }
 
 /// The exact request the router sends for `tpa` from `spa` out of a vNIC
