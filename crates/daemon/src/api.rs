@@ -782,7 +782,14 @@ async fn capture(
             .as_deref()
             .map(crate::capture::compile_filter)
             .transpose()?;
-        Ok(crate::capture::start(c.mailbox(), &name, params, filter)?)
+        let worker_cpu = c.plan().host.cpu;
+        Ok(crate::capture::start(
+            c.mailbox(),
+            worker_cpu,
+            &name,
+            params,
+            filter,
+        )?)
     })
     .await?;
     let body = futures_util::stream::unfold(chunks, |mut rx| async move {

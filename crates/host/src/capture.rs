@@ -126,6 +126,11 @@ pub struct Tap {
     pending: Vec<Record>,
     /// The current burst's timestamp (0: not read yet).
     stamp: u64,
+    /// The free queue was found empty in this burst: the rest of the
+    /// burst is not copied, without asking the queue again for each frame.
+    dry: bool,
+    /// Frames refused in this burst (returned by [`Tap::end_burst`]).
+    refused: u64,
 }
 
 /// Capture-thread side of a capture.
@@ -159,6 +164,8 @@ pub fn tap(cfg: &TapConfig) -> (Tap, TapReader) {
             stash: Vec::with_capacity(BATCH),
             pending: Vec::with_capacity(BATCH),
             stamp: 0,
+            dry: false,
+            refused: 0,
         },
         TapReader {
             id,
@@ -189,10 +196,15 @@ impl Tap {
 
     /// Copy (the first `snaplen` bytes of) `frame` into a free buffer.
     /// Returns false when no buffer is free: the frame is not captured,
-    /// and the caller counts it. Never allocates, locks or waits.
+    /// and counted in what [`Tap::end_burst`] returns. Once the free queue
+    /// is found empty, the rest of the burst is refused without looking at
+    /// it again (a capture that cannot keep up costs the worker a few
+    /// instructions a frame). Never allocates, locks or waits.
     #[inline]
     pub fn copy(&mut self, dir: Direction, vnic: u16, frame: &[u8]) -> bool {
-        if self.stash.is_empty() && !self.refill() {
+        if self.stash.is_empty() && (self.dry || !self.refill()) {
+            self.dry = true;
+            self.refused += 1;
             return false;
         }
         if self.pending.len() == BATCH {
@@ -202,6 +214,7 @@ impl Tap {
             self.stamp = now_ns();
         }
         let Some(mut r) = self.stash.pop() else {
+            self.refused += 1;
             return false;
         };
         let n = frame.len().min(r.buf.len());
@@ -215,14 +228,31 @@ impl Tap {
         true
     }
 
-    /// Publish what this burst copied and start a new burst (a new
-    /// timestamp). Call after every burst.
+    /// Whether this burst found no free buffer: every further
+    /// [`Tap::copy`] of it is refused.
     #[inline]
-    pub fn end_burst(&mut self) {
+    pub fn is_dry(&self) -> bool {
+        self.dry
+    }
+
+    /// Count `n` frames refused without offering them (the rest of a
+    /// burst once [`Tap::is_dry`]).
+    #[inline]
+    pub fn refuse(&mut self, n: u64) {
+        self.refused += n;
+    }
+
+    /// Publish what this burst copied and start a new burst (a new
+    /// timestamp). Call after every burst. Returns the frames refused in
+    /// it, for the caller's `capture_dropped`.
+    #[inline]
+    pub fn end_burst(&mut self) -> u64 {
         self.stamp = 0;
+        self.dry = false;
         if !self.pending.is_empty() {
             self.publish();
         }
+        std::mem::take(&mut self.refused)
     }
 
     /// Take up to [`BATCH`] empty buffers from the free queue (one load of
@@ -415,6 +445,26 @@ mod tests {
     }
 
     #[test]
+    fn a_dry_burst_refuses_the_rest_and_counts_it() {
+        let (mut t, mut r) = tap(&TapConfig {
+            entries: 2,
+            ..TapConfig::default()
+        });
+        let copied: Vec<bool> = (0..4)
+            .map(|i| t.copy(Direction::In, 0, &frame(20, i)))
+            .collect();
+        assert_eq!(copied, [true, true, false, false]);
+        assert!(t.is_dry());
+        t.refuse(5);
+        assert_eq!(t.end_burst(), 7);
+        assert!(!t.is_dry(), "a new burst looks again");
+        assert_eq!(drain(&mut r).len(), 2);
+        // Buffers back: no longer dry, nothing refused.
+        assert!(t.copy(Direction::In, 0, &frame(20, 9)));
+        assert_eq!(t.end_burst(), 0);
+    }
+
+    #[test]
     fn read_respects_its_limit() {
         let (mut t, mut r) = tap(&TapConfig::default());
         for _ in 0..10 {
@@ -446,19 +496,20 @@ mod tests {
                 }
             }
         });
-        let mut refused = 0;
+        let (mut refused, mut counted) = (0, 0);
         for i in 0..N {
             if !t.copy(Direction::In, 0, &i.to_le_bytes()) {
                 refused += 1;
             }
             if i % 32 == 31 {
-                t.end_burst();
+                counted += t.end_burst();
             }
         }
-        t.end_burst();
+        counted += t.end_burst();
         drop(t);
         let seen = reader.join().unwrap();
         assert_eq!(seen.len() as u32 + refused, N);
+        assert_eq!(counted, u64::from(refused), "end_burst counts the refusals");
         assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order, no repeats");
     }
 

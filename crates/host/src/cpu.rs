@@ -29,6 +29,37 @@ pub fn avoid_cpu(cpu: usize) -> std::io::Result<bool> {
     Ok(true)
 }
 
+/// Set the calling thread's nice value (-20..=19; 19 is a CFS weight of
+/// 15 against 1024 at 0). On Linux the nice value belongs to the thread,
+/// not the process (setpriority(2), NOTES), and it counts only against
+/// threads of the same scheduling group (cgroup or autogroup).
+///
+/// # Errors
+/// The OS error of `setpriority`.
+pub fn set_current_thread_nice(nice: i32) -> std::io::Result<()> {
+    rustix::process::setpriority_process(None, nice)?;
+    Ok(())
+}
+
+/// Put the calling thread in the `SCHED_IDLE` class: it runs only when no
+/// thread of its scheduling group (cgroup or autogroup) on its CPU wants
+/// to, with a weight of 3 against 1024 at nice 0, and never preempts one
+/// (sched(7)). For work done for an operator (a capture) that must not
+/// slow the data path.
+///
+/// # Errors
+/// The OS error of `sched_setscheduler`.
+pub fn set_current_thread_idle() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid, initialised
+    // sched_param that lives across the call, which only reads it.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// CPU time of the calling thread, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);

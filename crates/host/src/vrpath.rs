@@ -850,11 +850,11 @@ impl VrPath {
         self.staged_n += 1;
         // The frame as received, copied from the port's buffer (not from
         // the slot, which the VR can write at any time).
+        // Frames it cannot keep are counted at the end of the burst.
         if let Some(tap) = self.tap.as_deref_mut()
             && tap.wants(vnic)
-            && !tap.copy(Direction::In, vnic, frame)
         {
-            self.stats.capture_dropped.add(1);
+            tap.copy(Direction::In, vnic, frame);
         }
         Ok(())
     }
@@ -887,7 +887,10 @@ impl VrPath {
         // One burst's captures, published at once (before an in-process
         // VR's frames come out: `send` appends to the same list).
         if let Some(tap) = self.tap.as_deref_mut() {
-            tap.end_burst();
+            let refused = tap.end_burst();
+            if refused > 0 {
+                self.stats.capture_dropped.add(refused);
+            }
         }
         if self.staged_n == 0 {
             return 0;
@@ -1156,11 +1159,13 @@ impl VrPath {
             && let Some(tap) = self.tap.as_deref_mut()
             && tap.wants(vnic)
         {
-            let mut refused = 0;
-            for f in &frames[..nf] {
-                refused += u64::from(!tap.copy(Direction::Out, vnic, f));
+            for (k, f) in frames[..nf].iter().enumerate() {
+                if !tap.copy(Direction::Out, vnic, f) {
+                    tap.refuse((nf - k - 1) as u64);
+                    break;
+                }
             }
-            tap.end_burst();
+            let refused = tap.end_burst();
             if refused > 0 {
                 self.stats.capture_dropped.add(refused);
             }

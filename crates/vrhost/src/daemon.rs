@@ -140,8 +140,7 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
     // The control plane (this thread and the API thread it starts) yields
     // to the data path: nice is per thread on Linux, and the worker thread
     // started above keeps the daemon's priority.
-    // SAFETY: setpriority on the calling thread; no memory involved.
-    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
+    let _ = cpu::set_current_thread_nice(10);
     let state = Arc::new(ApiState {
         ctl: Mutex::new(ctl),
         token,
@@ -159,8 +158,7 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         std::thread::Builder::new()
             .name("vrhost-supervise".into())
             .spawn(move || {
-                // SAFETY: setpriority on the calling thread; no memory involved.
-                let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) };
+                let _ = cpu::set_current_thread_nice(0);
                 Supervisor::new(exits).run(&state.ctl, &stop);
             })?
     };

@@ -26,6 +26,9 @@ fn config(dir: &Path, pps: Option<u64>, limit: Option<u64>) -> PathBuf {
     let limit = limit.map_or(String::new(), |l| format!("limit = {l}\n"));
     let src = format!(
         r#"
+[host]
+cpu = 1
+
 [[ports]]
 name = "gen"
 driver = "mem"
