@@ -228,40 +228,33 @@ pub struct Controller {
     exits: Option<mpsc::Receiver<ExitEvent>>,
     /// Cores of the instances it places.
     cores: Cores,
-    /// Whether the control plane, and so every VR process it starts
-    /// without a core of its own, runs off the worker's core.
-    off_worker: bool,
 }
 
 /// The back-off of a VR instance on `cpu` (`None`: unpinned), with the
-/// worker on `worker_cpu`, the control plane (and so an unpinned VR) off
-/// the worker's core if `off_worker`, and `sharers` instances pinned to
-/// `cpu` in the config.
+/// worker on `worker_cpu` and `sharers` instances pinned to `cpu` in the
+/// config.
 ///
-/// A VR beside the worker (on its core, or unpinned while the worker may
-/// be on any core) sleeps as soon as its rings are empty; one beside other
-/// VRs (on a core they share, or unpinned, off the pinned worker's core)
-/// yields to them first; one on a core of its own spins first. Unpinned
-/// VRs that slept at once cost the worker a doorbell write for nearly
-/// every burst: two busy VRs on the 2-core VM forwarded 13.6 Mfps, with
-/// 38% of the worker's time in the kernel, and 20-23 Mfps yielding.
+/// A VR on the worker's core sleeps as soon as its rings are empty (the
+/// worker never yields); one on a core that only VRs share yields to them
+/// first; one on a core of its own spins first. An unpinned VR sleeps at
+/// once too, because what else runs where it runs is not known. Yielding
+/// there was tried (2026-11-24): two busy `mem` VRs beside a worker on CPU
+/// 1 went from 13.6 to 20-23.5 Mfps (sleeping, they cost the worker a
+/// doorbell write per burst, 38% of its time in the kernel), but in `bench
+/// forward`, where the generator shares that core, `af_xdp` fell from
+/// 1.28-1.31 to 1.04-1.05 Mpps and TCP from 4.6-5.0 to 4.1-4.2 Gbit/s.
+/// Pin VRs that share a core (`cpu`) to get the yielding.
 fn instance_poll(
     poll: PollConfig,
     cpu: Option<usize>,
     worker_cpu: Option<usize>,
-    off_worker: bool,
     sharers: usize,
 ) -> PollConfig {
-    let beside_worker = match cpu {
-        Some(c) => Some(c) == worker_cpu,
-        None => !off_worker,
-    };
-    if beside_worker {
-        poll.beside_worker()
-    } else if cpu.is_none() || sharers > 1 {
-        poll.beside_vrs()
-    } else {
-        poll
+    match cpu {
+        None => poll.beside_worker(),
+        Some(c) if Some(c) == worker_cpu => poll.beside_worker(),
+        Some(_) if sharers > 1 => poll.beside_vrs(),
+        Some(_) => poll,
     }
 }
 
@@ -294,11 +287,10 @@ impl Controller {
         // The control plane (the calling thread, the threads it starts,
         // VR processes started from it) stays off the worker's core; the
         // worker pins itself to it.
-        let off_worker = match plan.host.cpu {
-            Some(c) => vrhost_host::cpu::avoid_cpu(c)
-                .map_err(|e| format!("keeping the control plane off the worker's core: {e}"))?,
-            None => false,
-        };
+        if let Some(c) = plan.host.cpu {
+            vrhost_host::cpu::avoid_cpu(c)
+                .map_err(|e| format!("keeping the control plane off the worker's core: {e}"))?;
+        }
         let mut ports = Vec::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             ports.push(
@@ -331,7 +323,6 @@ impl Controller {
             restarts: 0,
             exits: Some(exit_rx),
             cores: Cores::new(plan.host.core_budget().ok()),
-            off_worker,
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -606,7 +597,7 @@ impl Controller {
             .flat_map(|v| &v.instance_cpus)
             .filter(|&&c| c.is_some() && c == cpu)
             .count();
-        let poll = instance_poll(plan.host.poll, cpu, plan.host.cpu, self.off_worker, sharers);
+        let poll = instance_poll(plan.host.poll, cpu, plan.host.cpu, sharers);
         VrCommand {
             program,
             args,
@@ -1171,33 +1162,13 @@ mod tests {
     #[test]
     fn instances_back_off_by_what_shares_their_core() {
         let p = PollConfig::default();
-        let at = |cpu, worker, off, sharers| instance_poll(p, cpu, worker, off, sharers);
-        assert_eq!(
-            at(Some(1), Some(1), true, 1),
-            p.beside_worker(),
-            "on the worker's core"
-        );
-        assert_eq!(
-            at(None, None, false, 0),
-            p.beside_worker(),
-            "anywhere, worker too"
-        );
-        assert_eq!(
-            at(None, Some(0), false, 0),
-            p.beside_worker(),
-            "one CPU: not off it"
-        );
-        assert_eq!(
-            at(None, Some(1), true, 0),
-            p.beside_vrs(),
-            "unpinned, off the worker"
-        );
-        assert_eq!(
-            at(Some(0), Some(1), true, 2),
-            p.beside_vrs(),
-            "a core two VRs share"
-        );
-        assert_eq!(at(Some(0), Some(1), true, 1), p, "a core of its own");
+        let at = |cpu, worker, sharers| instance_poll(p, cpu, worker, sharers);
+        let worker = p.beside_worker();
+        assert_eq!(at(Some(1), Some(1), 1), worker, "on the worker's core");
+        assert_eq!(at(None, None, 0), worker, "anywhere, worker too");
+        assert_eq!(at(None, Some(1), 0), worker, "unpinned: co-runners unknown");
+        assert_eq!(at(Some(0), Some(1), 2), p.beside_vrs(), "a core VRs share");
+        assert_eq!(at(Some(0), Some(1), 1), p, "a core of its own");
         assert_ne!(p.beside_vrs(), p.beside_worker());
     }
 }

@@ -42,6 +42,7 @@ driver = "null"
 [[vrs]]
 name = "a"
 slots = 512
+cpu = 0
 vnics = [
   {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
   {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
@@ -53,6 +54,7 @@ neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
 [[vrs]]
 name = "b"
 slots = 512
+cpu = 0
 vnics = [
   {{ port = "gen", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] }},
   {{ port = "out", mac = "02:00:00:0b:01:01", addrs = ["10.9.2.1/24"] }},
