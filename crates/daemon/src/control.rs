@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use vrhost_host::alloc::Scaler;
 use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, VrPlan};
+use vrhost_host::spawn::IDLE_START_LIMIT;
 use vrhost_host::worker::DRAIN_TIMEOUT;
 use vrhost_host::{
     Backend, DownReason, ExitEvent, InstanceState, Keep, Mailbox, Reconfig, VrCommand, VrControl,
@@ -258,6 +259,17 @@ fn instance_poll(
     }
 }
 
+/// Why a VR process starts, which decides how it shares its core while it
+/// does (see [`VrCommand::idle_start`]).
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    /// An operator's change (config, API): on the time its core's VRs
+    /// leave, for up to [`IDLE_START_LIMIT`], so they lose nothing to it.
+    Change,
+    /// A VR that went down, or an instance its load asks for: at once.
+    Urgent,
+}
+
 fn config_error(e: ConfigError) -> ControlError {
     match e {
         ConfigError::Read { .. } => ControlError::BadRequest(e.to_string()),
@@ -360,7 +372,8 @@ impl Controller {
         let vr = vr.clone();
         let mut entry = self.vrs.remove(&vr.name).expect("looked up above");
         let started = self.first_cores(&vr, entry.placed).and_then(|cpus| {
-            let (p, b, c) = self.start_instances(&self.plan, &vr, &entry.region, &cpus)?;
+            let (p, b, c) =
+                self.start_instances(&self.plan, &vr, &entry.region, &cpus, Start::Urgent)?;
             entry.controls = c;
             if !entry.api_routes.is_empty() {
                 let add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
@@ -480,7 +493,8 @@ impl Controller {
         )
         .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
         let cpus = self.first_cores(vr, vr.placed)?;
-        let (procs, bells, controls) = self.start_instances(plan, vr, &region, &cpus)?;
+        let (procs, bells, controls) =
+            self.start_instances(plan, vr, &region, &cpus, Start::Change)?;
         let second = region
             .fd()
             .try_clone_to_owned()
@@ -556,10 +570,11 @@ impl Controller {
         vr: &VrPlan,
         region: &Region,
         cpus: &[Option<usize>],
+        how: Start,
     ) -> Result<Instances, ControlError> {
         let mut out = (Vec::new(), Vec::new(), BTreeMap::new());
         for (k, &cpu) in cpus.iter().enumerate() {
-            let (p, bell, control) = self.start_instance(plan, vr, region, k as u16, cpu)?;
+            let (p, bell, control) = self.start_instance(plan, vr, region, k as u16, cpu, how)?;
             out.0.push(p);
             out.1.push(bell);
             out.2.insert(k as u16, control);
@@ -575,8 +590,9 @@ impl Controller {
         region: &Region,
         k: u16,
         cpu: Option<usize>,
+        how: Start,
     ) -> Result<(VrProcess, Doorbell, VrControl), ControlError> {
-        let cmd = self.vr_command(plan, vr, cpu);
+        let cmd = self.vr_command(plan, vr, cpu, how);
         let (p, bell) = VrProcess::start(&vr.name, k, region, &self.host_bell, &cmd)
             .map_err(|e| ControlError::Invalid(e.to_string()))?;
         let control = p
@@ -586,7 +602,7 @@ impl Controller {
     }
 
     /// How to start an instance of `vr` on `cpu`.
-    fn vr_command(&self, plan: &Plan, vr: &VrPlan, cpu: Option<usize>) -> VrCommand {
+    fn vr_command(&self, plan: &Plan, vr: &VrPlan, cpu: Option<usize>, how: Start) -> VrCommand {
         let (program, args) = match &vr.program {
             Some((p, a)) => (p.clone(), a.clone()),
             None => (self.exe.clone(), vec!["vr-run".to_string()]),
@@ -605,6 +621,10 @@ impl Controller {
             poll,
             config: vr.config.clone(),
             ready_timeout: Duration::from_secs(60),
+            idle_start: match how {
+                Start::Change => IDLE_START_LIMIT,
+                Start::Urgent => Duration::ZERO,
+            },
             confine: vr.confine.clone(),
         }
     }
@@ -1002,7 +1022,8 @@ impl Controller {
         } else {
             vr.instance_cpus.get(usize::from(slot)).copied().flatten()
         };
-        let (p, bell, control) = self.start_instance(&self.plan, vr, &e.region, slot, cpu)?;
+        let (p, bell, control) =
+            self.start_instance(&self.plan, vr, &e.region, slot, cpu, Start::Urgent)?;
         let mut controls = BTreeMap::from([(slot, control)]);
         if !e.api_routes.is_empty() {
             let add: Vec<RouteConfig> = e.api_routes.values().cloned().collect();

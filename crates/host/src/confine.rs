@@ -777,6 +777,19 @@ impl Cgroups {
         Ok(())
     }
 
+    /// Put the group in the idle scheduling class (`cpu.idle`, Linux 5.15+,
+    /// v1 and v2) or take it out. An idle group runs only on what other
+    /// groups leave and is preempted at once when one of theirs wakes up.
+    /// A no-op where the group has no `cpu.idle` (no cpu controller).
+    pub fn set_idle(&self, idle: bool) {
+        for dir in &self.dirs {
+            let f = dir.join("cpu.idle");
+            if f.exists() {
+                let _ = std::fs::write(&f, if idle { "1" } else { "0" });
+            }
+        }
+    }
+
     /// The directories.
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
@@ -1023,13 +1036,15 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 impl Prepared {
     /// Prepare the confinement of instance `instance` of VR `vr`, pinned to
     /// `pinned` if given, running `program`: create its cgroups (with the
-    /// limits), compile the filter, open what the child writes to.
+    /// limits; in the idle class if `idle`), compile the filter, open what
+    /// the child writes to.
     pub(crate) fn new(
         c: &Confine,
         vr: &str,
         instance: u16,
         pinned: Option<usize>,
         program: &Path,
+        idle: bool,
     ) -> Result<Self, ConfineError> {
         if let Some(ids) = c.user {
             if ids.uid == 0 {
@@ -1068,6 +1083,7 @@ impl Prepared {
                 memory: c.memory,
             };
             let cg = Cgroups::create(&detect()?, &format!("{vr}.{instance}"), &limits)?;
+            cg.set_idle(idle);
             for d in cg.dirs() {
                 let p = d.join("cgroup.procs");
                 let f = std::fs::OpenOptions::new()

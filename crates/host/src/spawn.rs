@@ -38,6 +38,13 @@ pub struct VrCommand {
     pub config: serde_json::Value,
     /// How long to wait for it to report ready.
     pub ready_timeout: Duration,
+    /// How long it starts in the idle class, on the time VRs that forward
+    /// leave its core, before it takes a normal share (at most
+    /// `ready_timeout`). Zero: it starts in the normal class at nice 19,
+    /// which is fastest but takes its cgroup's share of the core from the
+    /// VRs beside it. Changes an operator makes use [`IDLE_START_LIMIT`];
+    /// restarts of a VR that went down use zero (its tenant waits).
+    pub idle_start: Duration,
     /// How its process is confined (`Confine::default()`: not at all).
     pub confine: Confine,
 }
@@ -96,20 +103,36 @@ struct SchedAttr {
     util_max: u32,
 }
 
-/// Put process `pid` (its main thread) in the normal class at nice 0, with
-/// a time slice of `slice` if given: EEVDF (Linux 6.12 and later) then
-/// lets it run for at most that long before a waiting task of the same
-/// core may run, and lets it preempt a task with a longer slice when it
-/// wakes up. A VR that shares a core with a VR that never sleeps is then
-/// off its core for fractions of a millisecond, not whole default slices.
-/// Older kernels ignore the slice.
+/// How long a VR process started by an operator's change waits for idle
+/// time on its core ([`VrCommand::idle_start`]) before it takes a normal
+/// share of it. Beside VRs that never leave their core idle it would wait
+/// until `ready_timeout`; measured with 4 VRs at 0.6-0.8 of their core
+/// (`vrhost bench control`), starts took 0.5-1.4 s and lost nothing, and
+/// took 60-300 ms in the normal class.
+pub const IDLE_START_LIMIT: Duration = Duration::from_secs(2);
+
+/// Set the scheduling class of every thread of process `pid`: the normal
+/// class at nice 0 with a time slice of `slice` if given (`idle` false), or
+/// the idle class (`idle` true: it runs only when nothing else of its core
+/// wants to, and any other task that wakes there takes the core from it at
+/// once). EEVDF (Linux 6.12 and later) lets a task with a slice run for at
+/// most that long before a waiting task of the same core may run, and lets
+/// it preempt a task with a longer slice when it wakes up: a VR that shares
+/// a core with a VR that never sleeps is then off its core for fractions
+/// of a millisecond, not whole default slices. Older kernels ignore the
+/// slice. Threads that exit meanwhile are skipped.
 ///
 /// # Errors
-/// The OS error of `sched_setattr`.
-fn set_fair(pid: u32, slice: Option<Duration>) -> std::io::Result<()> {
+/// The OS error of `sched_setattr` for the first thread it failed on, or
+/// of reading `/proc/PID/task`.
+fn set_class(pid: u32, idle: bool, slice: Option<Duration>) -> std::io::Result<()> {
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: libc::SCHED_OTHER as u32,
+        policy: if idle {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        } as u32,
         flags: 0,
         nice: 0,
         priority: 0,
@@ -120,11 +143,24 @@ fn set_fair(pid: u32, slice: Option<Duration>) -> std::io::Result<()> {
         util_min: 0,
         util_max: 0,
     };
-    // SAFETY: `attr` is a valid `struct sched_attr` of the size it states,
-    // alive for the call, which only reads it; `pid` is our child's.
-    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, pid as libc::pid_t, &attr, 0u32) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Some(tid) = task?
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: `attr` is a valid `struct sched_attr` of the size it
+        // states, alive for the call, which only reads it; `tid` is a
+        // thread of our child.
+        let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr, 0u32) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(e);
+            }
+        }
     }
     Ok(())
 }
@@ -136,7 +172,7 @@ fn set_fair(pid: u32, slice: Option<Duration>) -> std::io::Result<()> {
 /// # Errors
 /// The OS error of `socketpair` or of the fork/exec.
 pub fn spawn_with_ctrl(program: &Path, args: &[String]) -> std::io::Result<(Child, OwnedFd)> {
-    spawn_inner(program, args, None)
+    spawn_inner(program, args, None, false)
 }
 
 /// [`spawn_with_ctrl`], confined as `confined` says (its hook runs after
@@ -145,6 +181,7 @@ fn spawn_inner(
     program: &Path,
     args: &[String],
     confined: Option<&mut Prepared>,
+    idle: bool,
 ) -> std::io::Result<(Child, OwnedFd)> {
     let (ours, theirs) = seqpacket_pair()?;
     let raw = theirs.as_raw_fd();
@@ -177,11 +214,17 @@ fn spawn_inner(
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            // Start at the lowest priority: loading the program and
-            // building its tables must not take the core from VRs that
-            // forward (the host raises it again once the VR is ready).
-            // Failure only costs that protection.
-            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+            // Start in the idle class, or at the lowest priority: loading
+            // the program and building its tables must not take the core
+            // from VRs that forward (the host puts it in the normal class
+            // once it is ready, or after `idle_start`). Failure only costs
+            // that protection.
+            if idle {
+                let param = libc::sched_param { sched_priority: 0 };
+                let _ = libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+            } else {
+                let _ = libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+            }
             if libc::getppid() == 1 {
                 // The parent died before prctl took effect.
                 libc::_exit(1);
@@ -210,6 +253,25 @@ pub(crate) fn above_fixed(fd: OwnedFd) -> std::io::Result<OwnedFd> {
         return Ok(fd);
     }
     Ok(rustix::io::fcntl_dupfd_cloexec(&fd, CHILD_CTRL_FD + 1)?)
+}
+
+/// Why no reply came while a VR started.
+#[derive(Debug)]
+enum WaitError {
+    /// None within the time given.
+    Timeout,
+    /// It exited, or the socket or its message failed.
+    Other(String),
+}
+
+impl WaitError {
+    /// The message for a start that waited `timeout` in all.
+    fn describe(self, timeout: Duration) -> String {
+        match self {
+            Self::Timeout => format!("no answer within {timeout:?}"),
+            Self::Other(m) => m,
+        }
+    }
 }
 
 /// One running VR instance process.
@@ -251,15 +313,16 @@ impl VrProcess {
             vr: vr.to_string(),
             source,
         };
+        let idle = !cmd.idle_start.is_zero();
         let mut prep = if cmd.confine.is_off() {
             None
         } else {
             Some(
-                Prepared::new(&cmd.confine, vr, instance, cmd.cpu, &cmd.program)
+                Prepared::new(&cmd.confine, vr, instance, cmd.cpu, &cmd.program, idle)
                     .map_err(confine_err)?,
             )
         };
-        let spawned = spawn_inner(&cmd.program, &cmd.args, prep.as_mut());
+        let spawned = spawn_inner(&cmd.program, &cmd.args, prep.as_mut(), idle);
         let failed = prep.as_mut().and_then(|p| p.finish(&spawned));
         let (child, ours) = match (spawned, failed) {
             (Ok(v), _) => v,
@@ -297,12 +360,24 @@ impl VrProcess {
             &[region.fd(), vr_bell.fd(), host_bell.fd()],
         )
         .map_err(ctrl_err)?;
-        match proc_.wait_reply(cmd.ready_timeout) {
+        let slice = Duration::from_micros(cmd.poll.slice_us.into());
+        let first = cmd.ready_timeout.min(cmd.idle_start);
+        let reply = if idle {
+            match proc_.wait_reply(first) {
+                Err(WaitError::Timeout) if first < cmd.ready_timeout => {
+                    proc_.set_idle(false, slice);
+                    proc_.wait_reply(cmd.ready_timeout - first)
+                }
+                other => other,
+            }
+        } else {
+            proc_.wait_reply(cmd.ready_timeout)
+        };
+        match reply.map_err(|e| e.describe(cmd.ready_timeout)) {
             Ok(VrReply::Ready { .. }) => {
-                // Back to normal priority now that it forwards, with a
-                // short time slice.
-                let slice = Duration::from_micros(cmd.poll.slice_us.into());
-                let _ = set_fair(proc_.pid(), Some(slice).filter(|d| !d.is_zero()));
+                // The normal class now that it forwards, with a short time
+                // slice.
+                proc_.set_idle(false, slice);
                 Ok((proc_, vr_bell))
             }
             Ok(VrReply::Error { message } | VrReply::Panicked { message }) => {
@@ -329,25 +404,42 @@ impl VrProcess {
         }
     }
 
-    fn wait_reply(&mut self, timeout: Duration) -> Result<VrReply, String> {
+    /// Put it (its threads, and its cgroup if it has one with `cpu.idle`)
+    /// in the idle class, or in the normal class with time slice `slice`
+    /// (zero: the kernel's default). Both levels matter: a VR's own cgroup
+    /// competes with the other VRs' cgroups as one task does, so a thread's
+    /// class alone would not keep it back. Failure (an old kernel) only
+    /// costs that protection.
+    fn set_idle(&self, idle: bool, slice: Duration) {
+        if let Some(c) = &self.cgroups {
+            c.set_idle(idle);
+        }
+        let _ = set_class(self.pid(), idle, Some(slice).filter(|d| !d.is_zero()));
+    }
+
+    fn wait_reply(&mut self, timeout: Duration) -> Result<VrReply, WaitError> {
         use rustix::event::{PollFd, PollFlags, Timespec};
         let ts = Timespec {
             tv_sec: timeout.as_secs() as i64,
             tv_nsec: i64::from(timeout.subsec_nanos()),
         };
         let mut fds = [PollFd::new(&self.ctrl, PollFlags::IN)];
-        let n = rustix::event::poll(&mut fds, Some(&ts)).map_err(|e| format!("poll: {e}"))?;
+        let n = rustix::event::poll(&mut fds, Some(&ts))
+            .map_err(|e| WaitError::Other(format!("poll: {e}")))?;
         if n == 0 {
-            return Err(format!("no answer within {timeout:?}"));
+            return Err(WaitError::Timeout);
         }
         let mut buf = vec![0u8; MAX_MSG];
         match recv_with_fds(self.ctrl.as_fd(), &mut buf) {
-            Ok((n, _)) => serde_json::from_slice(&buf[..n]).map_err(|e| format!("bad reply: {e}")),
+            Ok((n, _)) => serde_json::from_slice(&buf[..n])
+                .map_err(|e| WaitError::Other(format!("bad reply: {e}"))),
             Err(FdPassError::Closed) => {
                 let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                Err(format!("exited before it was ready ({status})"))
+                Err(WaitError::Other(format!(
+                    "exited before it was ready ({status})"
+                )))
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(WaitError::Other(e.to_string())),
         }
     }
 
@@ -400,10 +492,9 @@ impl VrProcess {
     /// instance: it watches for the exit and reaps it with
     /// [`VrProcess::stop`], which then does not wait).
     pub fn ask_stop(&self) {
-        // Its exit (unmapping everything) runs at the lowest priority,
-        // beside VRs that forward.
-        // SAFETY: setpriority on a pid we own; no memory involved.
-        let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, self.pid(), 19) };
+        // Its exit (unmapping everything) runs in the idle class, beside
+        // VRs that forward.
+        self.set_idle(true, Duration::ZERO);
         let msg = serde_json::to_vec(&HostMsg::Stop).expect("serializes");
         let _ = send_with_fds(self.ctrl.as_fd(), &msg, &[]);
     }
@@ -419,6 +510,8 @@ impl VrProcess {
                 std::thread::sleep(Duration::from_millis(10));
             }
             if !self.has_exited() {
+                // A killed process needs its core to exit too.
+                self.set_idle(false, Duration::ZERO);
                 let _ = self.child.kill();
             }
         }

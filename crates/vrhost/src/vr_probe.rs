@@ -6,7 +6,8 @@
 //! from inside its process: the
 //! errno of each attempt (0: it worked), its descriptors, its
 //! `/proc/self/status` credentials and seccomp state, its cgroups, its
-//! network namespace and devices. It runs the same SDK runtime as every VR,
+//! network namespace and devices, and its scheduling policy now and while
+//! it started. It runs the same SDK runtime as every VR,
 //! so it is confined the way a real VR is.
 //!
 //! The system calls it tries are harmless if they are allowed: anything
@@ -44,6 +45,8 @@ struct Probe {
     frames: u64,
     /// Panic on this frame (1: the first); from `panic_at` in its config.
     panic_at: Option<u64>,
+    /// Its scheduling policy while it started (before it was ready).
+    policy_at_start: Option<u32>,
 }
 
 impl Vr for Probe {
@@ -66,6 +69,7 @@ impl Vr for Probe {
             self.kept.push(v);
         }
         let mut out = probe(&req);
+        out["policy_at_start"] = json!(self.policy_at_start);
         if let Some(ms) = req.spin_ms {
             out["spin"] = spin(Duration::from_millis(ms));
         }
@@ -88,8 +92,18 @@ pub fn main() -> std::process::ExitCode {
             kept: Vec::new(),
             frames: 0,
             panic_at,
+            policy_at_start: policy(),
         })
     })
+}
+
+/// The calling process's scheduling policy (`SCHED_*`), field 41 of
+/// `/proc/self/stat` (the system call may be filtered).
+fn policy() -> Option<u32> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields from the third on follow the command name's closing paren.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(38)?.parse().ok()
 }
 
 fn errno(r: std::io::Result<()>) -> i32 {
@@ -161,6 +175,7 @@ fn probe(req: &Request) -> Value {
         .collect();
     json!({
         "pid": std::process::id(),
+        "policy": policy(),
         "status": status,
         "cgroup": std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
         "netns": std::fs::read_link("/proc/self/ns/net")

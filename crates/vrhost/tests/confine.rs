@@ -74,6 +74,7 @@ fn probe_cmd(confine: Confine) -> VrCommand {
         poll: PollConfig::default(),
         config: json!({}),
         ready_timeout: Duration::from_secs(30),
+        idle_start: Duration::ZERO,
         confine,
     }
 }
@@ -375,6 +376,7 @@ fn router_cmd(config: RouterConfig, confine: Confine) -> VrCommand {
         poll: PollConfig::default(),
         config: serde_json::to_value(config).unwrap(),
         ready_timeout: Duration::from_secs(30),
+        idle_start: Duration::ZERO,
         confine,
     }
 }
@@ -575,6 +577,63 @@ fn confinement_failures_are_clear() {
 
 /// Cgroup directories named `name` (or `name-N`) under any `vrhost`
 /// directory of the cgroup mounts.
+/// A start that may wait for idle time (an operator's change) runs in the
+/// idle class, its threads and its cgroup, until the VR is ready; then in
+/// the normal class; and in the idle class again once asked to stop. A
+/// start that waits past `idle_start` is put in the normal class then.
+#[test]
+fn a_vr_starts_and_stops_in_the_idle_class() {
+    if !is_root() {
+        return;
+    }
+    let cpu_idle = |p: &VrProcess| -> Vec<String> {
+        p.cgroups()
+            .iter()
+            .filter_map(|d| std::fs::read_to_string(d.join("cpu.idle")).ok())
+            .map(|s| s.trim().to_string())
+            .collect()
+    };
+    let bell = Doorbell::new().unwrap();
+    let mut procs = Procs::default();
+    for (name, wait) in [("idle-a", 20_000), ("idle-b", 1)] {
+        let r = region(name);
+        let cmd = VrCommand {
+            idle_start: Duration::from_millis(wait),
+            ..probe_cmd(Confine::strict())
+        };
+        let (p, _bell) = VrProcess::start(name, 0, &r, &bell, &cmd).unwrap();
+        procs.0.push(p);
+        let p = procs.0.last().unwrap();
+        let rep = ask(p, json!({}));
+        if wait > 1 {
+            assert_eq!(rep["policy_at_start"], libc::SCHED_IDLE, "{rep:#}");
+        }
+        assert_eq!(rep["policy"], libc::SCHED_OTHER, "{rep:#}");
+        let v = cpu_idle(p);
+        assert!(v.iter().all(|v| v == "0"), "{name} ready: cpu.idle {v:?}");
+        p.ask_stop();
+        let v = cpu_idle(p);
+        assert!(
+            v.iter().all(|v| v == "1"),
+            "{name} stopping: cpu.idle {v:?}"
+        );
+    }
+    // A start that may not wait stays in the normal class (at nice 19).
+    let r = region("idle-c");
+    let (p, _bell) =
+        VrProcess::start("idle-c", 0, &r, &bell, &probe_cmd(Confine::strict())).unwrap();
+    procs.0.push(p);
+    let rep = ask(procs.0.last().unwrap(), json!({}));
+    assert_eq!(rep["policy_at_start"], libc::SCHED_OTHER, "{rep:#}");
+    assert_eq!(
+        cpu_idle(procs.0.last().unwrap())
+            .iter()
+            .filter(|v| *v == "1")
+            .count(),
+        0
+    );
+}
+
 fn find_cgroups(name: &str) -> Vec<PathBuf> {
     fn walk(d: &Path, name: &str, depth: usize, out: &mut Vec<PathBuf>) {
         let Ok(rd) = std::fs::read_dir(d) else { return };

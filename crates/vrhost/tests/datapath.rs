@@ -32,6 +32,7 @@ fn router_cmd() -> VrCommand {
         poll: PollConfig::default(),
         config: serde_json::to_value(common::router_config()).unwrap(),
         ready_timeout: Duration::from_secs(30),
+        idle_start: Duration::ZERO,
         confine: vrhost_host::Confine::default(),
     }
 }

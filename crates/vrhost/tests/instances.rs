@@ -32,6 +32,7 @@ fn router_cmd_with(cfg: &vrhost_vr::router::RouterConfig) -> VrCommand {
         poll: PollConfig::default().beside_worker(),
         config: serde_json::to_value(cfg).unwrap(),
         ready_timeout: Duration::from_secs(30),
+        idle_start: Duration::ZERO,
         confine: vrhost_host::Confine::default(),
     }
 }

@@ -8,8 +8,9 @@
 //!    `--seconds`, nothing changed: frames lost by the VRs;
 //! 3. changes: the same load while a client adds a VR, changes it (a
 //!    restart with a new definition), and applies the original config
-//!    file (which removes it), over and over through the API: frames lost
-//!    by the VRs nobody touched, and how long each change took;
+//!    file (which removes it), over and over through the API (back to
+//!    back, or `--change-gap-ms` apart): frames lost by the VRs nobody
+//!    touched, and how long each kind of change took;
 //! 4. a full BGP table loaded into one VR through the bulk route API, in
 //!    requests of `--chunk` routes, against the same routes given to the
 //!    same router in-process (no API, no process boundary): routes/s.
@@ -45,12 +46,18 @@ pub struct ControlArgs {
     /// Core of the host worker; the VRs get the other core.
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
-    /// Slots in each VR's pool (what absorbs a VR's scheduling gaps).
-    #[arg(long, default_value_t = 4096)]
+    /// Slots in each VR's pool (what absorbs a VR's scheduling gaps). The
+    /// default lasts 4.6 ms at 3.5 Mpps a VR, more than a 250 Hz kernel's
+    /// tick (4 ms): the longest that a task which does not yield (a kernel
+    /// thread, a control-plane thread) keeps the core from the VRs.
+    #[arg(long, default_value_t = 16_384)]
     pub slots: u32,
     /// Route file for the bulk load ("none": skip it).
     #[arg(long, default_value = "../shared/data/fib/ipasn_20140513.dat.gz")]
     pub routes: String,
+    /// Pause between two changes, ms (0: back to back).
+    #[arg(long, default_value_t = 0)]
+    pub change_gap_ms: u64,
     /// Routes per bulk request.
     #[arg(long, default_value_t = 10_000)]
     pub chunk: usize,
@@ -83,6 +90,33 @@ pub struct RunRecord {
     pub change_ms_mean: f64,
     /// Longest change, ms.
     pub change_ms_max: f64,
+    /// The same, by kind of change.
+    pub by_kind: Vec<KindRecord>,
+}
+
+/// The times of one kind of change in a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindRecord {
+    /// `add` (POST the VR), `restart` (PUT a changed definition) or
+    /// `remove` (apply the original file, which lacks it).
+    pub kind: &'static str,
+    /// How many.
+    pub count: u64,
+    /// Mean time, request to answer, ms.
+    pub ms_mean: f64,
+    /// Longest, ms.
+    pub ms_max: f64,
+}
+
+/// Kinds of change, in the order a run makes them.
+const KINDS: [&str; 3] = ["add", "restart", "remove"];
+
+fn summarize(times: &[f64]) -> (f64, f64) {
+    let n = times.len().max(1) as f64;
+    (
+        times.iter().sum::<f64>() / n,
+        times.iter().copied().fold(0.0, f64::max),
+    )
 }
 
 /// The bulk route load.
@@ -249,7 +283,7 @@ fn paced(args: &ControlArgs, dir: &Path, pps: u64, changes: bool) -> Result<RunR
         &config(args.vrs, args.cpu, args.slots, Some(pps), frames),
     )?;
     let original = std::fs::read_to_string(&r.file)?;
-    let mut times = Vec::new();
+    let mut times: [Vec<f64>; 3] = Default::default();
     let vr_cpu = if args.cpu == 0 { 1 } else { 0 };
     let done = |s: &Value| {
         u(&s["ports"][0]["rx_packets"]) >= frames
@@ -266,12 +300,13 @@ fn paced(args: &ControlArgs, dir: &Path, pps: u64, changes: bool) -> Result<RunR
                 (Method::PUT, "/v1/vrs/extra", Some(extra(128, vr_cpu))),
                 (Method::POST, "/v1/apply", Some(json!({ "toml": original }))),
             ];
-            for (m, p, b) in steps {
+            for ((m, p, b), kind) in steps.into_iter().zip(&mut times) {
                 let t = Instant::now();
                 r.client
                     .call(m.clone(), p, b.as_ref())
                     .with_context(|| format!("{m} {p}"))?;
-                times.push(t.elapsed().as_secs_f64() * 1e3);
+                kind.push(t.elapsed().as_secs_f64() * 1e3);
+                std::thread::sleep(Duration::from_millis(args.change_gap_ms));
             }
         } else {
             std::thread::sleep(Duration::from_millis(50));
@@ -286,7 +321,25 @@ fn paced(args: &ControlArgs, dir: &Path, pps: u64, changes: bool) -> Result<RunR
     };
     r.daemon.stop()?;
     let lost_per_vr: Vec<u64> = (0..args.vrs).map(|i| lost(&last, &vr_name(i))).collect();
-    let n = times.len().max(1) as f64;
+    let all = times.concat();
+    let (change_ms_mean, change_ms_max) = summarize(&all);
+    let by_kind = if changes {
+        KINDS
+            .iter()
+            .zip(&times)
+            .map(|(&kind, t)| {
+                let (ms_mean, ms_max) = summarize(t);
+                KindRecord {
+                    kind,
+                    count: t.len() as u64,
+                    ms_mean,
+                    ms_max,
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(RunRecord {
         run: name,
         offered_pps: pps,
@@ -294,9 +347,10 @@ fn paced(args: &ControlArgs, dir: &Path, pps: u64, changes: bool) -> Result<RunR
         forwarded: sum_tx(&last, args.vrs),
         lost: lost_per_vr.iter().sum(),
         lost_per_vr,
-        changes: times.len() as u64,
-        change_ms_mean: times.iter().sum::<f64>() / n,
-        change_ms_max: times.iter().copied().fold(0.0, f64::max),
+        changes: all.len() as u64,
+        change_ms_mean,
+        change_ms_max,
+        by_kind,
     })
 }
 
@@ -412,6 +466,14 @@ pub fn run(args: &ControlArgs) -> Result<()> {
             r.change_ms_mean,
             r.change_ms_max
         );
+    }
+    for r in &report.runs {
+        for k in &r.by_kind {
+            println!(
+                "  {} {:<8} {:>4} changes, ms avg {:>8.1}, max {:>8.1}",
+                r.run, k.kind, k.count, k.ms_mean, k.ms_max
+            );
+        }
     }
     if let Some(r) = &report.routes {
         println!(

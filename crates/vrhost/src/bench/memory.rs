@@ -354,6 +354,7 @@ fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool, slice_us: u32) ->
         poll: if shared_core { poll.beside_vrs() } else { poll },
         config: serde_json::to_value(table.router_config())?,
         ready_timeout: Duration::from_secs(60),
+        idle_start: Duration::ZERO,
         confine: vrhost_host::Confine::default(),
     })
 }

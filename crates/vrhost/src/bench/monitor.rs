@@ -582,6 +582,7 @@ impl Rig {
                 "ping_to": self.ping.1,
             }),
             ready_timeout: Duration::from_secs(30),
+            idle_start: Duration::ZERO,
             confine: vrhost_host::Confine::default(),
         };
         let v = &self.vrs[vr];
