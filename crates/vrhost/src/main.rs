@@ -98,6 +98,9 @@ enum BenchCmd {
     /// forwarding ones (frames lost), and a full table loaded through the
     /// API (routes/s).
     Control(bench::control::ControlArgs),
+    /// Packet capture: what a full-rate `vrhost capture` of one VR costs
+    /// the VR beside it.
+    Capture(bench::capture::CaptureArgs),
     /// Isolation: a hostile VR beside honest ones, 2 x overload, and a
     /// quiet tenant beside a noisy one.
     Isolation(bench::isolation::IsolationArgs),
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
         Cmd::Bench(BenchCmd::Forward(a)) => bench::forward::run(&a),
         Cmd::Bench(BenchCmd::Control(a)) => bench::control::run(&a),
+        Cmd::Bench(BenchCmd::Capture(a)) => bench::capture::run(&a),
         Cmd::Bench(BenchCmd::Isolation(a)) => bench::isolation::run(&a),
         Cmd::Bench(BenchCmd::Soak(a)) => bench::soak::run(&a),
         Cmd::Bench(BenchCmd::Monitor(a)) => bench::monitor::run(&a),

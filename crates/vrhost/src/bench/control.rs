@@ -430,15 +430,10 @@ pub fn run(args: &ControlArgs) -> Result<()> {
         })
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    let report = result?;
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(out) = &args.out {
-        std::fs::write(out, &json)?;
-    }
-    if args.json {
-        println!("{json}");
-        return Ok(());
-    }
+    super::emit(&result?, args.json, args.out.as_deref(), print_table)
+}
+
+fn print_table(report: &Report) {
     println!(
         "vrhost bench control: {} VRs, capacity {} pps (generator unpaced)",
         report.vrs, report.capacity_pps
@@ -486,5 +481,4 @@ pub fn run(args: &ControlArgs) -> Result<()> {
             r.inproc_routes_per_second
         );
     }
-    Ok(())
 }

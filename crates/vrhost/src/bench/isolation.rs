@@ -1048,16 +1048,9 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
         machine: Machine::this(),
         results: result?,
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(out) = &args.out {
-        std::fs::write(out, &json)?;
-    }
-    if args.json {
-        println!("{json}");
-    } else {
-        print_table(&report.results);
-    }
-    Ok(())
+    super::emit(&report, args.json, args.out.as_deref(), |r| {
+        print_table(&r.results);
+    })
 }
 
 fn f(v: &Value) -> f64 {

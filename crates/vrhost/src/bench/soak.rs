@@ -333,14 +333,10 @@ pub fn run(args: &SoakArgs) -> Result<()> {
     };
     r.daemon.stop()?;
     let _ = std::fs::remove_dir_all(&dir);
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(out) = &args.out {
-        std::fs::write(out, &json)?;
-    }
-    if args.json {
-        println!("{json}");
-        return Ok(());
-    }
+    super::emit(&report, args.json, args.out.as_deref(), print_table)
+}
+
+fn print_table(report: &Report) {
     let m = &report.machine;
     println!(
         "soak: {:.1} min, {} pps over {} honest + {} chaos VRs ({}, {} cores)",
@@ -387,5 +383,4 @@ pub fn run(args: &SoakArgs) -> Result<()> {
         "daemon RSS each minute, MiB",
         per_minute.join(" ")
     );
-    Ok(())
 }

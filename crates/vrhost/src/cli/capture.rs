@@ -6,17 +6,22 @@
 //! command only writes what arrives, flushing each piece. It ends when the
 //! daemon has sent `-c` frames, when the reader of stdout goes away (a
 //! closed pipe is a normal end), or on Ctrl-C (the daemon sees the closed
-//! connection and detaches the capture).
+//! connection and detaches the capture). At the end (Ctrl-C included) it
+//! says on stderr, as tcpdump does, how many frames it wrote and how many
+//! of the VR's frames the daemon could not keep meanwhile.
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
 use super::ApiArgs;
-use super::client::{ClientError, encode, with_query};
+use super::api::VrStatus;
+use super::client::{Client, ClientError, encode, with_query};
 
 /// `vrhost capture`.
 #[derive(Debug, Clone, clap::Args)]
@@ -116,6 +121,126 @@ impl Write for LazyFile {
     }
 }
 
+/// Counts the records of a pcap stream as the daemon writes it (a 24-byte
+/// file header, then records with little-endian headers) on its way to
+/// `inner`.
+pub struct PcapCounter<W> {
+    inner: W,
+    /// Bytes of the file header still to pass.
+    head: usize,
+    /// The record header being read, and how much of it has passed.
+    rec: [u8; 16],
+    rec_len: usize,
+    /// Bytes of the current record's data still to pass.
+    body: usize,
+    frames: Arc<AtomicU64>,
+    /// Once set, writes fail: the stream ends between two pieces, so what
+    /// was counted is what was written.
+    stop: Arc<AtomicBool>,
+}
+
+impl<W: Write> PcapCounter<W> {
+    /// Count what goes to `inner`.
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            head: 24,
+            rec: [0; 16],
+            rec_len: 0,
+            body: 0,
+            frames: Arc::new(AtomicU64::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The flag that ends the stream at its next write.
+    pub fn stopper(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// The count of records begun so far, readable from other threads.
+    pub fn frames(&self) -> Arc<AtomicU64> {
+        self.frames.clone()
+    }
+
+    fn scan(&mut self, mut b: &[u8]) {
+        while !b.is_empty() {
+            let skip = if self.head > 0 {
+                &mut self.head
+            } else if self.body > 0 {
+                &mut self.body
+            } else {
+                let k = (16 - self.rec_len).min(b.len());
+                self.rec[self.rec_len..self.rec_len + k].copy_from_slice(&b[..k]);
+                self.rec_len += k;
+                b = &b[k..];
+                if self.rec_len == 16 {
+                    let incl =
+                        u32::from_le_bytes([self.rec[8], self.rec[9], self.rec[10], self.rec[11]]);
+                    self.body = incl as usize;
+                    self.rec_len = 0;
+                    self.frames.fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
+            };
+            let k = (*skip).min(b.len());
+            *skip -= k;
+            b = &b[k..];
+        }
+    }
+}
+
+impl<W: Write> Write for PcapCounter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.stop.load(Ordering::Acquire) {
+            return Err(io::Error::other("capture stopped"));
+        }
+        let n = self.inner.write(buf)?;
+        self.scan(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The VR's `capture_dropped` now, if the daemon says.
+fn capture_dropped(client: &Client, vr: &str) -> Option<u64> {
+    let st: VrStatus = client.get_as(&format!("/v1/vrs/{}", encode(vr))).ok()?;
+    Some(st.stats.capture_dropped)
+}
+
+/// What a capture did, for stderr.
+struct Summary {
+    api: ApiArgs,
+    vr: String,
+    dropped_before: Option<u64>,
+    frames: Arc<AtomicU64>,
+    /// Set by whoever prints it (once).
+    printed: AtomicBool,
+}
+
+impl Summary {
+    fn print(&self) {
+        if self.printed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let frames = self.frames.load(Ordering::Relaxed);
+        let dropped = self.api.client().ok().and_then(|c| {
+            let now = capture_dropped(&c.with_timeout(Duration::from_secs(2)), &self.vr)?;
+            Some(now.saturating_sub(self.dropped_before?))
+        });
+        match dropped {
+            Some(d) => eprintln!(
+                "{frames} frames captured\n{d} frames of {} not kept by the daemon (no free capture buffer)",
+                self.vr
+            ),
+            None => eprintln!("{frames} frames captured"),
+        }
+    }
+}
+
 /// Run `vrhost capture`.
 ///
 /// # Errors
@@ -124,27 +249,59 @@ impl Write for LazyFile {
 /// or the file cannot be written.
 pub fn run(args: &CaptureArgs) -> Result<()> {
     let path = path(args)?;
+    let (vr, _) = parse_target(&args.target)?;
     let to_stdout = args.file.as_deref().is_none_or(|f| f.as_os_str() == "-");
     if to_stdout && io::stdout().is_terminal() {
         bail!("not writing a pcap stream to a terminal: give -w FILE, or pipe it (| tcpdump -r -)");
     }
     // The timeout covers the answer's headers only, not the stream.
     let client = args.api.client()?.with_timeout(Duration::from_secs(30));
-    let result = if to_stdout {
-        client.stream_to(&path, &mut io::stdout().lock())
+    let dropped_before = capture_dropped(&client, &vr);
+    let mut out: PcapCounter<Box<dyn Write>> = PcapCounter::new(if to_stdout {
+        Box::new(io::stdout().lock())
     } else {
-        let mut out = LazyFile {
+        Box::new(LazyFile {
             path: args.file.clone().expect("not stdout"),
             file: None,
-        };
-        client.stream_to(&path, &mut out)
-    };
-    match result {
+        })
+    });
+    let summary = Arc::new(Summary {
+        api: args.api.clone(),
+        vr,
+        dropped_before,
+        frames: out.frames(),
+        printed: AtomicBool::new(false),
+    });
+    // Ctrl-C ends a capture: the stream stops at its next piece and the
+    // summary says what was written; if no piece comes (a filter that
+    // matches nothing), the signal's thread says it and ends the process.
+    // Either way the daemon sees the connection close and detaches.
+    let (on_signal, stop) = (summary.clone(), out.stopper());
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])?;
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            stop.store(true, Ordering::Release);
+            std::thread::sleep(Duration::from_millis(300));
+            on_signal.print();
+            std::process::exit(0);
+        }
+    });
+    let result = client.stream_to(&path, &mut out);
+    let stopped = out.stop.load(Ordering::Acquire);
+    let result = match result {
         Ok(_) => Ok(()),
         // The reader went away (`tcpdump -c`, `head`): a normal end.
         Err(ClientError::Write(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(ClientError::Write(_)) if stopped => Ok(()),
         Err(e) => Err(e).with_context(|| format!("capture of {}", args.target)),
+    };
+    if result.is_ok() {
+        summary.print();
     }
+    result
 }
 
 #[cfg(test)]
@@ -153,6 +310,32 @@ mod tests {
 
     use super::*;
     use crate::{Cli, Cmd};
+
+    #[test]
+    fn pcap_records_are_counted_in_any_pieces() {
+        let hdr = |incl: u32| {
+            let mut h = vec![0u8; 16];
+            h[8..12].copy_from_slice(&incl.to_le_bytes());
+            h
+        };
+        let mut stream = vec![0xd4u8; 24];
+        for len in [60u32, 0, 1514, 16] {
+            stream.extend(hdr(len));
+            stream.extend(std::iter::repeat_n(0xee, len as usize));
+        }
+        for piece in [1, 7, 16, 24, 100, stream.len()] {
+            let mut c = PcapCounter::new(Vec::new());
+            for chunk in stream.chunks(piece) {
+                c.write_all(chunk).unwrap();
+            }
+            assert_eq!(c.frames().load(Ordering::Relaxed), 4, "pieces of {piece}");
+            assert_eq!(c.inner, stream);
+        }
+        // A stream cut inside a record counts the records begun.
+        let mut c = PcapCounter::new(Vec::new());
+        c.write_all(&stream[..24 + 16 + 10]).unwrap();
+        assert_eq!(c.frames().load(Ordering::Relaxed), 1);
+    }
 
     #[test]
     fn targets() {
