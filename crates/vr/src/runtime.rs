@@ -800,6 +800,9 @@ pub fn handshake() -> Result<Handshake, RuntimeError> {
         if let Some(cpu) = hello.cpu {
             pin_to(cpu)?;
         }
+        // The host starts us through a descriptor, so the kernel named us
+        // after its number; `ps`, `top` and `perf` should show the VR.
+        let _ = rustix::thread::set_name(&task_name(&hello.vr, hello.instance));
         Ok((hello, region, vr_bell, host_bell))
     })();
     match result {
@@ -815,6 +818,18 @@ pub fn handshake() -> Result<Handshake, RuntimeError> {
             Err(e)
         }
     }
+}
+
+/// The task name of instance `instance` of VR `vr`: `vr.instance`, cut to
+/// the kernel's 15 bytes (keeping the instance, at a character boundary).
+fn task_name(vr: &str, instance: u16) -> std::ffi::CString {
+    let suffix = format!(".{instance}");
+    let mut cut = 15usize.saturating_sub(suffix.len()).min(vr.len());
+    while !vr.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let name: String = vr[..cut].chars().filter(|&c| c != '\0').collect();
+    std::ffi::CString::new(name + &suffix).expect("no NUL left")
 }
 
 /// The whole life of a VR process: [`handshake`] with the host, build the
@@ -890,6 +905,20 @@ mod tests {
 
     use super::*;
     use crate::router::{Router, RouterConfig, counters as rc};
+
+    #[test]
+    fn task_names_fit_the_kernel_and_keep_the_instance() {
+        let name = |vr: &str, i| task_name(vr, i).into_string().unwrap();
+        assert_eq!(name("t0", 0), "t0.0");
+        assert_eq!(name("tenant-a", 12), "tenant-a.12");
+        assert_eq!(name("a-very-long-tenant-name", 3), "a-very-long-t.3");
+        assert_eq!(name("a-very-long-tenant-name", 65535), "a-very-lo.65535");
+        // Not in the middle of a character.
+        assert_eq!(name("ééééééééé", 1), "éééééé.1");
+        for n in ["x", "a-very-long-tenant-name", "ééééééééé"] {
+            assert!(name(n, 65535).len() <= 15);
+        }
+    }
 
     fn udp(dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
         let mut f = vec![0u8; 64];

@@ -6,8 +6,8 @@
 //! from inside its process: the
 //! errno of each attempt (0: it worked), its descriptors, its
 //! `/proc/self/status` credentials and seccomp state, its cgroups, its
-//! network namespace and devices, and its scheduling policy now and while
-//! it started. It runs the same SDK runtime as every VR,
+//! network namespace and devices, its task name, and its scheduling
+//! policy now and while it started. It runs the same SDK runtime as every VR,
 //! so it is confined the way a real VR is.
 //!
 //! The system calls it tries are harmless if they are allowed: anything
@@ -176,6 +176,7 @@ fn probe(req: &Request) -> Value {
     json!({
         "pid": std::process::id(),
         "policy": policy(),
+        "comm": std::fs::read_to_string("/proc/self/comm").unwrap_or_default().trim_end(),
         "status": status,
         "cgroup": std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
         "netns": std::fs::read_link("/proc/self/ns/net")

@@ -580,7 +580,8 @@ fn confinement_failures_are_clear() {
 /// A start that may wait for idle time (an operator's change) runs in the
 /// idle class, its threads and its cgroup, until the VR is ready; then in
 /// the normal class; and in the idle class again once asked to stop. A
-/// start that waits past `idle_start` is put in the normal class then.
+/// start that waits past `idle_start` is put in the normal class then. Its
+/// task is named after the VR.
 #[test]
 fn a_vr_starts_and_stops_in_the_idle_class() {
     if !is_root() {
@@ -609,6 +610,8 @@ fn a_vr_starts_and_stops_in_the_idle_class() {
             assert_eq!(rep["policy_at_start"], libc::SCHED_IDLE, "{rep:#}");
         }
         assert_eq!(rep["policy"], libc::SCHED_OTHER, "{rep:#}");
+        // Named after its VR (not the descriptor it was started through).
+        assert_eq!(rep["comm"], format!("{name}.0"), "{rep:#}");
         let v = cpu_idle(p);
         assert!(v.iter().all(|v| v == "0"), "{name} ready: cpu.idle {v:?}");
         p.ask_stop();
