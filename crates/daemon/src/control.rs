@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use vrhost_host::alloc::Scaler;
 use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, VrPlan};
-use vrhost_host::spawn::IDLE_START_LIMIT;
 use vrhost_host::worker::DRAIN_TIMEOUT;
 use vrhost_host::{
     Backend, DownReason, ExitEvent, InstanceState, Keep, Mailbox, Reconfig, VrCommand, VrControl,
@@ -264,7 +263,7 @@ fn instance_poll(
 #[derive(Debug, Clone, Copy)]
 enum Start {
     /// An operator's change (config, API): on the time its core's VRs
-    /// leave, for up to [`IDLE_START_LIMIT`], so they lose nothing to it.
+    /// leave, for up to `[host] start_idle_ms`, so they lose nothing to it.
     Change,
     /// A VR that went down, or an instance its load asks for: at once.
     Urgent,
@@ -622,7 +621,7 @@ impl Controller {
             config: vr.config.clone(),
             ready_timeout: Duration::from_secs(60),
             idle_start: match how {
-                Start::Change => IDLE_START_LIMIT,
+                Start::Change => Duration::from_millis(plan.host.start_idle_ms),
                 Start::Urgent => Duration::ZERO,
             },
             confine: vr.confine.clone(),

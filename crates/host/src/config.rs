@@ -313,6 +313,7 @@ impl Default for HostConf {
             poll: PollConfig::default(),
             quarantine_after: default_quarantine_after(),
             watchdog_ms: default_watchdog_ms(),
+            start_idle_ms: default_start_idle_ms(),
             confine: true,
             instance_cores: None,
             share_worker_core: false,
@@ -326,6 +327,10 @@ fn default_quarantine_after() -> u64 {
 
 fn default_watchdog_ms() -> u64 {
     1000
+}
+
+fn default_start_idle_ms() -> u64 {
+    crate::spawn::IDLE_START_LIMIT.as_millis() as u64
 }
 
 fn default_true() -> bool {
@@ -386,6 +391,13 @@ pub struct HostConf {
     /// loop has not moved for this many milliseconds (0: no watchdog).
     #[serde(default = "default_watchdog_ms")]
     pub watchdog_ms: u64,
+    /// A VR process started by a change (config, API) runs on the time the
+    /// VRs beside it leave (the idle class) for up to this many
+    /// milliseconds before it takes a normal share of its core (0: it
+    /// starts in the normal class at once, faster, at their expense).
+    /// Restarts after a VR went down never wait.
+    #[serde(default = "default_start_idle_ms")]
+    pub start_idle_ms: u64,
     /// Confine every VR process (own network namespace and cgroup, its
     /// `user` or `nobody`, no new privileges, seccomp, no descriptors but
     /// its own); default true. A VR's `user` and limits apply either way.
@@ -1285,6 +1297,11 @@ vnic = 0
         assert_eq!(p.vrs[0].slots, 1024);
         assert_eq!(p.classifier.len(), 1);
         assert_eq!(p.vrs[0].config["vnics"][1]["mac"], "02:00:00:00:01:02");
+        assert_eq!(p.host.start_idle_ms, 2000);
+        let now = GOOD.replace("cpu = 0\n", "cpu = 0\nstart_idle_ms = 0\n");
+        assert_eq!(parse(&now).unwrap().host.start_idle_ms, 0);
+        let bad = GOOD.replace("cpu = 0\n", "cpu = 0\nstart_idle_ms = -1\n");
+        assert!(parse(&bad).unwrap_err().contains("start_idle_ms"), "{bad}");
     }
 
     #[test]

@@ -42,8 +42,9 @@ pub struct VrCommand {
     /// leave its core, before it takes a normal share (at most
     /// `ready_timeout`). Zero: it starts in the normal class at nice 19,
     /// which is fastest but takes its cgroup's share of the core from the
-    /// VRs beside it. Changes an operator makes use [`IDLE_START_LIMIT`];
-    /// restarts of a VR that went down use zero (its tenant waits).
+    /// VRs beside it. Changes an operator makes use `[host] start_idle_ms`
+    /// (default [`IDLE_START_LIMIT`]); restarts of a VR that went down use
+    /// zero (its tenant waits).
     pub idle_start: Duration,
     /// How its process is confined (`Confine::default()`: not at all).
     pub confine: Confine,
@@ -105,7 +106,7 @@ struct SchedAttr {
 
 /// How long a VR process started by an operator's change waits for idle
 /// time on its core ([`VrCommand::idle_start`]) before it takes a normal
-/// share of it. Beside VRs that never leave their core idle it would wait
+/// share of it, unless `[host] start_idle_ms` says otherwise. Beside VRs that never leave their core idle it would wait
 /// until `ready_timeout`; measured with 4 VRs at 0.6-0.8 of their core
 /// (`vrhost bench control`), starts took 0.5-1.4 s and lost nothing, and
 /// took 60-300 ms in the normal class.

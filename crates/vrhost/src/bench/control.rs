@@ -55,6 +55,10 @@ pub struct ControlArgs {
     /// Route file for the bulk load ("none": skip it).
     #[arg(long, default_value = "../shared/data/fib/ipasn_20140513.dat.gz")]
     pub routes: String,
+    /// `[host] start_idle_ms` of the daemon: how long a changed VR's new
+    /// process starts on the others' spare time (0: in the normal class).
+    #[arg(long, default_value_t = 2000)]
+    pub start_idle_ms: u64,
     /// Pause between two changes, ms (0: back to back).
     #[arg(long, default_value_t = 0)]
     pub change_gap_ms: u64,
@@ -277,11 +281,12 @@ fn capacity(args: &ControlArgs, dir: &Path) -> Result<u64> {
 fn paced(args: &ControlArgs, dir: &Path, pps: u64, changes: bool) -> Result<RunRecord> {
     let frames = (pps as f64 * args.seconds) as u64;
     let name = if changes { "changes" } else { "reference" };
-    let r = start(
-        dir,
-        name,
-        &config(args.vrs, args.cpu, args.slots, Some(pps), frames),
-    )?;
+    let src = config(args.vrs, args.cpu, args.slots, Some(pps), frames).replacen(
+        "[host]\n",
+        &format!("[host]\nstart_idle_ms = {}\n", args.start_idle_ms),
+        1,
+    );
+    let r = start(dir, name, &src)?;
     let original = std::fs::read_to_string(&r.file)?;
     let mut times: [Vec<f64>; 3] = Default::default();
     let vr_cpu = if args.cpu == 0 { 1 } else { 0 };
