@@ -106,10 +106,10 @@ struct SchedAttr {
 
 /// How long a VR process started by an operator's change waits for idle
 /// time on its core ([`VrCommand::idle_start`]) before it takes a normal
-/// share of it, unless `[host] start_idle_ms` says otherwise. Beside VRs that never leave their core idle it would wait
-/// until `ready_timeout`; measured with 4 VRs at 0.6-0.8 of their core
-/// (`vrhost bench control`), starts took 0.5-1.4 s and lost nothing, and
-/// took 60-300 ms in the normal class.
+/// share of it, unless `[host] start_idle_ms` says otherwise. Beside VRs
+/// that never leave their core idle it would wait until `ready_timeout`;
+/// measured with 4 VRs at 0.6-0.8 of their core (`vrhost bench control`),
+/// changes took 0.5-1.3 s and the VRs lost nothing.
 pub const IDLE_START_LIMIT: Duration = Duration::from_secs(2);
 
 /// Set the scheduling class of every thread of process `pid`: the normal
@@ -362,17 +362,18 @@ impl VrProcess {
         )
         .map_err(ctrl_err)?;
         let slice = Duration::from_micros(cmd.poll.slice_us.into());
-        let first = cmd.ready_timeout.min(cmd.idle_start);
-        let reply = if idle {
-            match proc_.wait_reply(first) {
-                Err(WaitError::Timeout) if first < cmd.ready_timeout => {
-                    proc_.set_idle(false, slice);
-                    proc_.wait_reply(cmd.ready_timeout - first)
-                }
-                other => other,
-            }
+        // An idle start waits `idle_start` in the idle class, then the rest.
+        let first = cmd.ready_timeout.min(if idle {
+            cmd.idle_start
         } else {
-            proc_.wait_reply(cmd.ready_timeout)
+            cmd.ready_timeout
+        });
+        let reply = match proc_.wait_reply(first) {
+            Err(WaitError::Timeout) if first < cmd.ready_timeout => {
+                proc_.set_idle(false, slice);
+                proc_.wait_reply(cmd.ready_timeout - first)
+            }
+            other => other,
         };
         match reply.map_err(|e| e.describe(cmd.ready_timeout)) {
             Ok(VrReply::Ready { .. }) => {

@@ -227,9 +227,9 @@ impl Summary {
             return;
         }
         let frames = self.frames.load(Ordering::Relaxed);
-        let dropped = self.api.client().ok().and_then(|c| {
-            let now = capture_dropped(&c.with_timeout(Duration::from_secs(2)), &self.vr)?;
-            Some(now.saturating_sub(self.dropped_before?))
+        let dropped = self.dropped_before.and_then(|before| {
+            let c = self.api.client().ok()?.with_timeout(Duration::from_secs(2));
+            Some(capture_dropped(&c, &self.vr)?.saturating_sub(before))
         });
         match dropped {
             Some(d) => eprintln!(
