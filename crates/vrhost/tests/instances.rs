@@ -170,10 +170,12 @@ fn the_daemon_runs_the_instances_its_config_asks_for() {
     let fields = format!("instances = 2\nbalance = \"rr\"\n{pin}");
     let config = one_vr_config(100_000, 2_000_000, &fields);
     let d = common::Daemon::start("instances", &config);
+    // Frames an instance was given are counted as forwarded only once it
+    // hands them back, so wait for both counts rather than sample one.
     let s = d.wait_for("both instances to forward", Duration::from_secs(30), |s| {
         common::vr(s, "a")["instances"].as_array().is_some_and(|i| {
             i.len() == 2 && i.iter().all(|i| i["rx_packets"].as_u64() > Some(1000))
-        })
+        }) && common::count(s, "a", "tx_packets") > 2000
     });
     let a = common::vr(&s, "a");
     let inst = a["instances"].as_array().unwrap();
