@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use vrhost_host::alloc::Scaler;
-use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, VrPlan};
+use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, PortRings, VrPlan};
 use vrhost_host::worker::DRAIN_TIMEOUT;
 use vrhost_host::{
     Backend, DownReason, ExitEvent, InstanceState, Keep, Mailbox, Reconfig, VrCommand, VrControl,
@@ -99,6 +99,7 @@ pub fn open_port(
     driver: Driver,
     iface: &str,
     traffic: Option<&GenConf>,
+    rings: PortRings,
 ) -> Result<Box<dyn Port>, String> {
     let port: Result<Box<dyn Port>, String> = match driver {
         Driver::Mem => {
@@ -117,7 +118,7 @@ pub fn open_port(
         Driver::Tap => vrhost_io::tap::TapPort::open(iface, Default::default())
             .map(|p| Box::new(p) as _)
             .map_err(|e| e.to_string()),
-        Driver::AfXdp => vrhost_io::af_xdp::AfXdpPort::open(iface, &Default::default())
+        Driver::AfXdp => vrhost_io::af_xdp::AfXdpPort::open(iface, &rings.af_xdp())
             .map(|p| Box::new(p) as _)
             .map_err(|e| e.to_string()),
     };
@@ -305,7 +306,7 @@ impl Controller {
         let mut ports = Vec::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             ports.push(
-                open_port(name, *driver, iface, plan.gens[i].as_ref())
+                open_port(name, *driver, iface, plan.gens[i].as_ref(), plan.rings[i])
                     .map_err(|e| format!("port {name}: {e}"))?,
             );
         }
@@ -723,13 +724,14 @@ impl Controller {
                 Some(i)
                     if old.ports[i].1 == *driver
                         && &old.ports[i].2 == iface
-                        && old.gens[i] == plan.gens[j] =>
+                        && old.gens[i] == plan.gens[j]
+                        && old.rings[i] == plan.rings[j] =>
                 {
                     port_keep.push(Some(i));
                 }
                 Some(_) => {
                     return Err(ControlError::Conflict(format!(
-                        "port {name}: its driver or interface changed; remove the port in one change and add it in the next"
+                        "port {name}: its driver, interface, traffic or ring sizes changed; remove the port in one change and add it in the next"
                     )));
                 }
                 None => {
@@ -787,7 +789,7 @@ impl Controller {
         let mut new_ports = BTreeMap::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             if port_keep[i].is_none() {
-                let p = open_port(name, *driver, iface, plan.gens[i].as_ref())
+                let p = open_port(name, *driver, iface, plan.gens[i].as_ref(), plan.rings[i])
                     .map_err(|e| ControlError::Invalid(format!("port {name}: {e}")))?;
                 new_ports.insert(i, p);
             }

@@ -105,6 +105,35 @@ pub struct PortConfig {
     /// What a `mem` port generates (its `traffic` table).
     #[serde(default)]
     pub traffic: Option<Spanned<GenConf>>,
+    /// `af_xdp`: descriptors in each of the socket's four rings (a power
+    /// of two, 64..=16384; default 2048).
+    #[serde(default)]
+    pub ring_size: Option<Spanned<u32>>,
+    /// `af_xdp`: UMEM frames of 2048 bytes per queue, half of them (up to
+    /// `ring_size`) for receiving (default 4096).
+    #[serde(default)]
+    pub frames: Option<Spanned<u32>>,
+}
+
+/// The ring sizes of an `af_xdp` port (`None`: the driver's default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortRings {
+    /// Descriptors per ring.
+    pub ring_size: Option<u32>,
+    /// UMEM frames per queue.
+    pub frames: Option<u32>,
+}
+
+impl PortRings {
+    /// The AF_XDP socket config these sizes give.
+    pub fn af_xdp(&self) -> vrhost_io::af_xdp::AfXdpConfig {
+        let d = vrhost_io::af_xdp::AfXdpConfig::default();
+        vrhost_io::af_xdp::AfXdpConfig {
+            ring_size: self.ring_size.unwrap_or(d.ring_size),
+            frames: self.frames.unwrap_or(d.frames),
+            ..d
+        }
+    }
 }
 
 /// What a `mem` port generates: UDP/IPv4 frames.
@@ -502,12 +531,22 @@ pub struct Plan {
     pub ports: Vec<(String, Driver, String)>,
     /// What each `mem` port generates (`None` for other drivers).
     pub gens: Vec<Option<GenConf>>,
+    /// Each port's ring sizes (set only for `af_xdp`).
+    pub rings: Vec<PortRings>,
     /// VRs.
     pub vrs: Vec<VrPlan>,
     /// Compiled classifier.
     pub classifier: Classifier,
     /// Host settings.
     pub host: HostConf,
+}
+
+/// The ring sizes a port's table sets.
+fn port_rings(p: &PortConfig) -> PortRings {
+    PortRings {
+        ring_size: p.ring_size.as_ref().map(|v| *v.get_ref()),
+        frames: p.frames.as_ref().map(|v| *v.get_ref()),
+    }
 }
 
 /// A config field at fault: where, which, why.
@@ -841,6 +880,32 @@ impl Config {
                 }
                 (None, _) => {}
             }
+            for (v, field) in [(&p.ring_size, "ring_size"), (&p.frames, "frames")] {
+                if let Some(v) = v
+                    && p.driver != Driver::AfXdp
+                {
+                    return Err(err(
+                        v.span(),
+                        format!("ports[{i}].{field}"),
+                        format!("only an af_xdp port has {field}"),
+                    ));
+                }
+            }
+            if p.driver == Driver::AfXdp
+                && let Err(m) = port_rings(p).af_xdp().check()
+            {
+                // The driver's message starts with the field at fault.
+                let (field, at) = if m.starts_with("frames") {
+                    ("frames", &p.frames)
+                } else {
+                    ("ring_size", &p.ring_size)
+                };
+                return Err(err(
+                    at.as_ref().map_or(p.name.span(), Spanned::span),
+                    format!("ports[{i}].{field}"),
+                    m,
+                ));
+            }
         }
         let mut budget = BudgetCheck::new(&self.host);
         if let (Some(c), Err(e)) = (&self.host.instance_cores, &budget.cpus) {
@@ -1066,6 +1131,7 @@ impl Config {
                     )
                 })
                 .collect(),
+            rings: self.ports.iter().map(port_rings).collect(),
             gens: self
                 .ports
                 .iter()
@@ -1298,6 +1364,16 @@ vnic = 0
         assert_eq!(p.classifier.len(), 1);
         assert_eq!(p.vrs[0].config["vnics"][1]["mac"], "02:00:00:00:01:02");
         assert_eq!(p.host.start_idle_ms, 2000);
+        assert_eq!(p.rings, vec![PortRings::default(); 2]);
+        let big = GOOD.replace(
+            "\"veth1\"\n",
+            "\"veth1\"\nring_size = 8192\nframes = 16384\n",
+        );
+        let rings = parse(&big).unwrap().rings[1];
+        assert_eq!(
+            (rings.af_xdp().ring_size, rings.af_xdp().frames),
+            (8192, 16384)
+        );
         let now = GOOD.replace("cpu = 0\n", "cpu = 0\nstart_idle_ms = 0\n");
         assert_eq!(parse(&now).unwrap().host.start_idle_ms, 0);
         let bad = GOOD.replace("cpu = 0\n", "cpu = 0\nstart_idle_ms = -1\n");
@@ -1334,6 +1410,18 @@ vnic = 0
             (
                 GOOD.replace("driver = \"af_xdp\"", "driver = \"dpdk\""),
                 "unknown variant `dpdk`",
+            ),
+            (
+                GOOD.replace("\"veth0\"\n", "\"veth0\"\nring_size = 4096\n"),
+                "v.toml:9: ports[0].ring_size: only an af_xdp port has ring_size",
+            ),
+            (
+                GOOD.replace("\"veth1\"\n", "\"veth1\"\nring_size = 3000\n"),
+                "v.toml:14: ports[1].ring_size: ring_size 3000 is not a power of two",
+            ),
+            (
+                GOOD.replace("\"veth1\"\n", "\"veth1\"\nring_size = 64\nframes = 1\n"),
+                "v.toml:15: ports[1].frames: frames 1 must be at least 2",
             ),
             (
                 GOOD.replace("interface = \"veth1\"", "interface = \"veth0\""),

@@ -96,7 +96,11 @@ impl Default for AfXdpConfig {
 }
 
 impl AfXdpConfig {
-    pub(super) fn check(&self) -> Result<(), String> {
+    /// Whether the kernel can take this config: the reason if not.
+    ///
+    /// # Errors
+    /// A size out of range, or a mode pair that cannot work.
+    pub fn check(&self) -> Result<(), String> {
         if self.frame_size != 2048 && self.frame_size != 4096 {
             return Err(format!(
                 "frame_size {} is not 2048 or 4096",

@@ -31,6 +31,7 @@ use serde::Serialize;
 use vrhost_lab::{Lab, Netns};
 
 use super::machine::Machine;
+use crate::cli::client::{Client, Endpoint};
 use crate::lab::Daemon;
 
 const GEN_MAC: &str = "02:00:00:00:00:10";
@@ -94,6 +95,19 @@ pub struct ForwardArgs {
     /// it, which on two cores beat pinning it beside the host worker).
     #[arg(long)]
     pub vr_cpu: Option<usize>,
+    /// vrhost: the VR's pool slots. It must hold what arrives while the
+    /// VR waits for its core (up to a 4 ms tick behind the generator):
+    /// 4,096 lost 0.1-0.3% at 0.5-0.9 x the generator's rate here.
+    #[arg(long, default_value_t = 16384)]
+    pub slots: u32,
+    /// vrhost `af_xdp` ports: descriptors per socket ring. The fill ring
+    /// must outlast a stall of the host worker (the VR preempting it, when
+    /// the scheduler puts it there): 2,048 lost up to 0.3%.
+    #[arg(long, default_value_t = 8192)]
+    pub xdp_ring: u32,
+    /// vrhost `af_xdp` ports: UMEM frames per queue (half for receiving).
+    #[arg(long, default_value_t = 16384)]
+    pub xdp_frames: u32,
     /// vrhost: run the node's veth NAPI polls in kernel threads (so XDP
     /// and AF_XDP copies leave the generator's core).
     #[arg(long)]
@@ -144,6 +158,34 @@ pub struct Record {
     pub tcp_gbps: Option<f64>,
     /// Busy time of the forwarder's core per forwarded frame (ns).
     pub cpu_ns_per_pkt: Option<f64>,
+    /// Where the lost frames were counted, frames/s over the window
+    /// (flattened: `lost_to_node_pps`, ...).
+    #[serde(flatten)]
+    pub lost: Lost,
+}
+
+/// Where frames were lost, frames/s over a window, from the counters of
+/// each hop (a hop that does not apply reads 0).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Lost {
+    /// The generator's veth could not queue the frame to the node's `p0`
+    /// (its receive queue, served by NAPI, was full): `tx_dropped` of the
+    /// generator's `eth0`.
+    #[serde(rename = "lost_to_node_pps")]
+    pub to_node_pps: f64,
+    /// Dropped on the node's receive side: `rx_dropped` of `p0` (the
+    /// kernel's drops, and XDP drops on the veth), plus vrhost's port
+    /// receive drops (an AF_XDP or packet ring full) and its drops before
+    /// any VR.
+    #[serde(rename = "lost_node_in_pps")]
+    pub node_in_pps: f64,
+    /// Dropped by the VR (no route, bad header, ...).
+    #[serde(rename = "lost_vr_pps")]
+    pub vr_pps: f64,
+    /// Not sent towards the sink: vrhost's port send drops, and
+    /// `tx_dropped` of the node's `p1` (the sink's receive queue full).
+    #[serde(rename = "lost_node_out_pps")]
+    pub node_out_pps: f64,
 }
 
 #[derive(Serialize)]
@@ -331,6 +373,45 @@ struct Window {
     offered: f64,
     forwarded: f64,
     cpu_ns_per_pkt: Option<f64>,
+    lost: Lost,
+}
+
+/// Loss counters at one instant (see [`Lost`]).
+#[derive(Clone, Copy, Default)]
+struct LossCounters {
+    to_node: u64,
+    node_in: u64,
+    vr: u64,
+    node_out: u64,
+}
+
+impl LossCounters {
+    fn read(lab: &Lab, daemon: Option<&Client>) -> Result<Self> {
+        let node = lab.ns("node");
+        let mut c = Self {
+            to_node: counter(&lab.ns("gen"), "eth0", "tx_dropped")?,
+            node_in: counter(&node, "p0", "rx_dropped")?,
+            vr: 0,
+            node_out: counter(&node, "p1", "tx_dropped")?,
+        };
+        if let Some(api) = daemon {
+            let s: serde_json::Value = api.get("/v1/stats")?.decode()?;
+            let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+            let sum = |v: &serde_json::Value| v.as_object().map_or(0, |o| o.values().map(u).sum());
+            c.node_in += sum(&s["host"]["ingress_drops"]);
+            for p in s["ports"].as_array().into_iter().flatten() {
+                c.node_in += u(&p["rx_dropped"]);
+                c.node_out += u(&p["tx_dropped"]);
+            }
+            for v in s["vrs"].as_array().into_iter().flatten() {
+                let st = &v["stats"];
+                c.node_in += sum(&st["ingress_drops"]);
+                c.vr += u(&st["vr_dropped"]);
+                c.node_out += u(&st["port_dropped"]);
+            }
+        }
+        Ok(c)
+    }
 }
 
 /// Run trafgen at one load and count over a window at `count_ns:count_dev`.
@@ -341,6 +422,7 @@ fn window(
     count: (&str, &str),
     pps: Option<f64>,
     frame_bytes: usize,
+    daemon: Option<&Client>,
 ) -> Result<Window> {
     pace(lab, pps, frame_bytes)?;
     let gen_ns = lab.ns("gen");
@@ -361,19 +443,31 @@ fn window(
             (Instant::now(), cpu_busy_ns(args.fwd_cpu)?),
         ])
     };
+    let la = LossCounters::read(lab, daemon)?;
     let a = snap()?;
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
     let b = snap()?;
+    let lb = LossCounters::read(lab, daemon)?;
     tg.check_running()?;
     drop(tg);
     pace(lab, None, frame_bytes)?;
     let rate = |i: usize| (b[i].1 - a[i].1) as f64 / (b[i].0 - a[i].0).as_secs_f64();
     let fwd = rate(1);
     let cpu = rate(2);
+    // The loss counters are read just outside the rate window: per
+    // second of the same span.
+    let span = (b[2].0 - a[0].0).as_secs_f64();
+    let per_s = |b: u64, a: u64| b.saturating_sub(a) as f64 / span;
     Ok(Window {
         offered: rate(0),
         forwarded: fwd,
         cpu_ns_per_pkt: (fwd > 0.0).then(|| cpu / fwd),
+        lost: Lost {
+            to_node_pps: per_s(lb.to_node, la.to_node),
+            node_in_pps: per_s(lb.node_in, la.node_in),
+            vr_pps: per_s(lb.vr, la.vr),
+            node_out_pps: per_s(lb.node_out, la.node_out),
+        },
     })
 }
 
@@ -407,7 +501,7 @@ fn setup_node(
     fwd: &str,
     table: &Table,
     dir: &Path,
-) -> Result<Option<Daemon>> {
+) -> Result<Option<(Daemon, Client)>> {
     let node = lab.ns("node");
     for (dev, addr) in [("p0", "10.1.0.1/24"), ("p1", "10.1.1.1/24")] {
         let _ = node.ip(&["addr", "flush", "dev", dev]);
@@ -474,7 +568,10 @@ fn setup_node(
     )?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
     std::fs::write(&cfg, daemon_config(args, fwd, table))?;
-    let daemon = Daemon::start(&cfg, Some(node.name()), 0, "none")?;
+    // Its API (a unix socket outside the namespaces) for the loss counters.
+    let sock = dir.join(format!("vrhost-{fwd}.sock"));
+    let daemon = Daemon::start(&cfg, Some(node.name()), 0, &sock.display().to_string())?;
+    let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
     // veth runs its NAPI poll (with the XDP program and the copy into an
     // AF_XDP socket) on the sender's CPU unless NAPI is threaded; a veth
     // has NAPI only with an XDP program (or GRO) on it.
@@ -482,7 +579,7 @@ fn setup_node(
         node.exec("sh", &["-c", "echo 1 > /sys/class/net/p0/threaded"])
             .context("threaded NAPI on p0 (needs an XDP program on it: af_xdp)")?;
     }
-    Ok(Some(daemon))
+    Ok(Some((daemon, api)))
 }
 
 /// The daemon config of the vrhost forwarder with driver `driver`.
@@ -499,6 +596,14 @@ fn daemon_config(args: &ForwardArgs, driver: &str, table: &Table) -> String {
         .as_ref()
         .map(|f| format!("route_file = \"{}\"\n", f.display()))
         .unwrap_or_default();
+    let rings = if driver == "af_xdp" {
+        format!(
+            "ring_size = {}\nframes = {}\n",
+            args.xdp_ring, args.xdp_frames
+        )
+    } else {
+        String::new()
+    };
     format!(
         r#"[host]
 cpu = {cpu}
@@ -507,16 +612,16 @@ cpu = {cpu}
 name = "p0"
 driver = "{driver}"
 interface = "p0"
-
+{rings}
 [[ports]]
 name = "p1"
 driver = "{driver}"
 interface = "p1"
-
+{rings}
 [[vrs]]
 name = "bench"
 {vr_cpu}
-slots = 4096
+slots = {slots}
 vnics = [{{ port = "p0", mac = "{P0_MAC}" }}, {{ port = "p1", mac = "{P1_MAC}" }}]
 [vrs.router]
 nexthops = [{{ vnic = 1, mac = "{SINK_MAC}" }}]
@@ -534,6 +639,7 @@ vr = "bench"
 vnic = 1
 "#,
         cpu = args.fwd_cpu,
+        slots = args.slots,
         vr_cpu = args
             .vr_cpu
             .map(|c| format!("cpu = {c}"))
@@ -632,7 +738,7 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
             // The generator's own maximum: into an XDP drop on p0.
             let node = lab.ns("node");
             node.ip(&["link", "set", "dev", "p0", "xdp", "obj", &obj, "sec", "xdp"])?;
-            let g = window(args, lab, &conf, ("node", "p0"), None, fb);
+            let g = window(args, lab, &conf, ("node", "p0"), None, fb, None);
             node.ip(&["link", "set", "dev", "p0", "xdp", "off"])?;
             let g = g?;
             eprintln!("generator {fb} B: {:.0} pps", g.offered);
@@ -648,6 +754,7 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                 rtt_us_p99: None,
                 tcp_gbps: None,
                 cpu_ns_per_pkt: None,
+                lost: g.lost,
             });
             for fwd in &args.forwarders {
                 let daemon = setup_node(args, lab, fwd, table, dir)
@@ -672,7 +779,8 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                 };
                 for (i, &load) in args.loads.iter().enumerate() {
                     let pps = (load < 1.0).then_some(load * g.offered);
-                    let w = window(args, lab, &conf, ("sink", "eth0"), pps, fb)
+                    let api = daemon.as_ref().map(|(_, c)| c);
+                    let w = window(args, lab, &conf, ("sink", "eth0"), pps, fb, api)
                         .with_context(|| format!("{fwd} at load {load}"))?;
                     eprintln!(
                         "{fwd:>9} {fb} B {} routes load {load:.2}: offered {:.0} forwarded {:.0} pps",
@@ -692,9 +800,10 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                         rtt_us_p99: if i == 0 { rtt_p99 } else { None },
                         tcp_gbps: if i == 0 { tcp } else { None },
                         cpu_ns_per_pkt: w.cpu_ns_per_pkt,
+                        lost: w.lost,
                     });
                 }
-                if let Some(d) = daemon {
+                if let Some((d, _)) = daemon {
                     d.stop()?;
                 }
             }
@@ -741,7 +850,7 @@ impl Drop for TempFile {
 
 fn print_table(r: &[Record]) {
     println!(
-        "{:<10} {:>5} {:>7} {:>5} {:>11} {:>11} {:>7} {:>8} {:>8} {:>7} {:>8}",
+        "{:<10} {:>5} {:>7} {:>5} {:>11} {:>11} {:>7} {:>8} {:>8} {:>7} {:>8}  lost pps: to node / in / vr / out",
         "forwarder",
         "bytes",
         "routes",
@@ -757,7 +866,7 @@ fn print_table(r: &[Record]) {
     let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
     for x in r {
         println!(
-            "{:<10} {:>5} {:>7} {:>5.2} {:>11.0} {:>11.0} {:>7.2} {:>8} {:>8} {:>7} {:>8}",
+            "{:<10} {:>5} {:>7} {:>5.2} {:>11.0} {:>11.0} {:>7.2} {:>8} {:>8} {:>7} {:>8}  {:.0} / {:.0} / {:.0} / {:.0}",
             x.forwarder,
             x.frame_bytes,
             x.routes,
@@ -768,7 +877,11 @@ fn print_table(r: &[Record]) {
             opt(x.rtt_us_avg, 0),
             opt(x.rtt_us_p99, 0),
             opt(x.tcp_gbps, 2),
-            opt(x.cpu_ns_per_pkt, 0)
+            opt(x.cpu_ns_per_pkt, 0),
+            x.lost.to_node_pps,
+            x.lost.node_in_pps,
+            x.lost.vr_pps,
+            x.lost.node_out_pps
         );
     }
 }
