@@ -1183,7 +1183,10 @@ mod tests {
 
     #[test]
     fn instances_back_off_by_what_shares_their_core() {
-        let p = PollConfig::default();
+        let p = PollConfig {
+            busy_poll_us: 100_000,
+            ..PollConfig::default()
+        };
         let at = |cpu, worker, sharers| instance_poll(p, cpu, worker, sharers);
         let worker = p.beside_worker();
         assert_eq!(at(Some(1), Some(1), 1), worker, "on the worker's core");
@@ -1192,5 +1195,14 @@ mod tests {
         assert_eq!(at(Some(0), Some(1), 2), p.beside_vrs(), "a core VRs share");
         assert_eq!(at(Some(0), Some(1), 1), p, "a core of its own");
         assert_ne!(p.beside_vrs(), p.beside_worker());
+        // Only a VR with a core of its own busy-polls.
+        assert_eq!(at(Some(0), Some(1), 1).busy_poll_us, 100_000);
+        for shared in [
+            at(Some(0), Some(1), 2),
+            at(None, Some(1), 0),
+            at(Some(1), Some(1), 1),
+        ] {
+            assert_eq!(shared.busy_poll_us, 0, "{shared:?}");
+        }
     }
 }

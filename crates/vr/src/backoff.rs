@@ -2,8 +2,10 @@
 //! adaptive polling, section 3.4 of `../shared/seeds/000_*.txt`).
 //!
 //! Busy, a side polls without pause. Idle, it spins for
-//! [`PollConfig::spin_rounds`] empty rounds, then yields the CPU for
-//! [`PollConfig::yield_us`], then sleeps on its doorbell. A sleep that ends
+//! [`PollConfig::spin_rounds`] empty rounds (and, with
+//! [`PollConfig::busy_poll_us`], until that long after its last work),
+//! then yields the CPU for [`PollConfig::yield_us`], then sleeps on its
+//! doorbell. A sleep that ends
 //! without work (the timeout that lets it look at its control socket) goes
 //! straight back to sleep: only work brings back spinning, so an idle side
 //! costs a wakeup per `sleep_ms` and nothing more. The host worker and every
@@ -30,17 +32,22 @@ pub struct Backoff {
     cfg: PollConfig,
     /// Empty rounds since the last work; `u32::MAX` once asleep.
     rounds: u32,
-    /// When the yield phase began.
-    yield_since: Instant,
+    /// When the first empty round after work came (read only with a
+    /// busy-poll window).
+    idle_since: Instant,
+    /// When the yield phase began, once it has.
+    yield_since: Option<Instant>,
 }
 
 impl Backoff {
     /// A loop that starts busy.
     pub fn new(cfg: PollConfig) -> Self {
+        let now = Instant::now();
         Self {
             cfg,
             rounds: 0,
-            yield_since: Instant::now(),
+            idle_since: now,
+            yield_since: None,
         }
     }
 
@@ -48,6 +55,7 @@ impl Backoff {
     #[inline]
     pub fn busy(&mut self) {
         self.rounds = 0;
+        self.yield_since = None;
     }
 
     /// The round found nothing: what to do now.
@@ -57,13 +65,27 @@ impl Backoff {
             return Idle::Sleep;
         }
         self.rounds += 1;
+        let busy_poll = self.cfg.busy_poll_us > 0;
+        if busy_poll && self.rounds == 1 {
+            self.idle_since = Instant::now();
+        }
         if self.rounds <= self.cfg.spin_rounds {
             return Idle::Spin;
         }
-        if self.rounds == self.cfg.spin_rounds + 1 {
-            self.yield_since = Instant::now();
-        }
-        if self.yield_since.elapsed() < Duration::from_micros(self.cfg.yield_us.into()) {
+        let yield_since = match self.yield_since {
+            Some(t) => t,
+            None => {
+                let now = Instant::now();
+                if busy_poll
+                    && now.duration_since(self.idle_since)
+                        < Duration::from_micros(self.cfg.busy_poll_us.into())
+                {
+                    return Idle::Spin;
+                }
+                *self.yield_since.insert(now)
+            }
+        };
+        if yield_since.elapsed() < Duration::from_micros(self.cfg.yield_us.into()) {
             Idle::Yield
         } else {
             self.rounds = u32::MAX;
@@ -102,6 +124,38 @@ mod tests {
         b.busy();
         assert!(!b.asleep());
         assert_eq!(b.idle(), Idle::Spin);
+    }
+
+    #[test]
+    fn busy_polls_for_the_configured_time_after_work() {
+        let mut b = Backoff::new(PollConfig {
+            spin_rounds: 2,
+            yield_us: 0,
+            busy_poll_us: 30_000,
+            sleep_ms: 10,
+            ..PollConfig::default()
+        });
+        for _ in 0..2 {
+            let t = Instant::now();
+            let mut spins = 0;
+            let end = loop {
+                match b.idle() {
+                    Idle::Spin => spins += 1,
+                    other => break other,
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            assert_eq!(end, Idle::Sleep, "no yield phase with yield_us 0");
+            assert!(
+                t.elapsed() >= Duration::from_millis(30),
+                "{:?}",
+                t.elapsed()
+            );
+            assert!(spins > 2, "past the spin rounds: {spins}");
+            // A sleep without work goes on sleeping; work starts a new window.
+            assert_eq!(b.idle(), Idle::Sleep);
+            b.busy();
+        }
     }
 
     #[test]

@@ -108,6 +108,11 @@ pub struct ForwardArgs {
     /// vrhost `af_xdp` ports: UMEM frames per queue (half for receiving).
     #[arg(long, default_value_t = 16384)]
     pub xdp_frames: u32,
+    /// vrhost: `[host.poll] busy_poll_us`, how long the worker (and a VR
+    /// with a core of its own, `--vr-cpu`) polls after its last frame
+    /// before it sleeps (0: the default back-off).
+    #[arg(long, default_value_t = 0)]
+    pub busy_poll_us: u32,
     /// vrhost: run the node's veth NAPI polls in kernel threads (so XDP
     /// and AF_XDP copies leave the generator's core).
     #[arg(long)]
@@ -607,6 +612,8 @@ fn daemon_config(args: &ForwardArgs, driver: &str, table: &Table) -> String {
     format!(
         r#"[host]
 cpu = {cpu}
+[host.poll]
+busy_poll_us = {busy_poll_us}
 
 [[ports]]
 name = "p0"
@@ -640,6 +647,7 @@ vnic = 1
 "#,
         cpu = args.fwd_cpu,
         slots = args.slots,
+        busy_poll_us = args.busy_poll_us,
         vr_cpu = args
             .vr_cpu
             .map(|c| format!("cpu = {c}"))
