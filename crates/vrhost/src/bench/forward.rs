@@ -113,6 +113,12 @@ pub struct ForwardArgs {
     /// before it sleeps (0: the default back-off).
     #[arg(long, default_value_t = 0)]
     pub busy_poll_us: u32,
+    /// Steer the end hosts' receive processing (gen's and sink's `eth0`,
+    /// with RPS) to this CPU, for every forwarder: on veth a frame is
+    /// received on the CPU that sent it, so without it the sink's TCP
+    /// stack runs on the forwarder's core.
+    #[arg(long)]
+    pub endpoint_rps_cpu: Option<usize>,
     /// vrhost: run the node's veth NAPI polls in kernel threads (so XDP
     /// and AF_XDP copies leave the generator's core).
     #[arg(long)]
@@ -738,6 +744,22 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
     // not per namespace and which trafgen cannot raise from inside one:
     // with the default its TX_RING flush fails with EAGAIN under load.
     let _wmem = WmemDefault::raise(4 << 20)?;
+    if let Some(c) = args.endpoint_rps_cpu {
+        for host in ["gen", "sink"] {
+            lab.ns(host)
+                .exec(
+                    "sh",
+                    &[
+                        "-c",
+                        &format!(
+                            "echo {:x} > /sys/class/net/eth0/queues/rx-0/rps_cpus",
+                            1u64 << c
+                        ),
+                    ],
+                )
+                .with_context(|| format!("RPS on {host}'s eth0"))?;
+        }
+    }
     let mut out = Vec::new();
     for &fb in &args.frame_bytes {
         for table in tables {
