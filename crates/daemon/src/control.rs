@@ -29,8 +29,8 @@ use vrhost_host::alloc::Scaler;
 use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, PortRings, VrPlan};
 use vrhost_host::worker::DRAIN_TIMEOUT;
 use vrhost_host::{
-    Backend, DownReason, ExitEvent, InstanceState, Keep, Mailbox, Reconfig, VrCommand, VrControl,
-    VrPath, VrProcess, VrStats, Worker,
+    Backend, DownReason, ExitEvent, Hurry, InstanceState, Keep, Mailbox, Reconfig, VrCommand,
+    VrControl, VrPath, VrProcess, VrStats, Worker,
 };
 use vrhost_io::Port;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
@@ -229,6 +229,10 @@ pub struct Controller {
     exits: Option<mpsc::Receiver<ExitEvent>>,
     /// Cores of the instances it places.
     cores: Cores,
+    /// Raised by the supervisor while a VR that went down waits for this
+    /// controller: a change's idle start then stops waiting (see
+    /// [`Hurry`]).
+    hurry: Hurry,
 }
 
 /// The back-off of a VR instance on `cpu` (`None`: unpinned), with the
@@ -335,6 +339,7 @@ impl Controller {
             restarts: 0,
             exits: Some(exit_rx),
             cores: Cores::new(plan.host.core_budget().ok()),
+            hurry: Hurry::default(),
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -349,6 +354,12 @@ impl Controller {
     /// The reports of VRs that went down, for the supervisor (once).
     pub fn take_exits(&mut self) -> Option<mpsc::Receiver<ExitEvent>> {
         self.exits.take()
+    }
+
+    /// The flag the supervisor raises while a restart waits for this
+    /// controller.
+    pub fn hurry(&self) -> Hurry {
+        self.hurry.clone()
     }
 
     /// Start the VR that `ev` reports down again: a new process on its
@@ -626,6 +637,7 @@ impl Controller {
                 Start::Urgent => Duration::ZERO,
             },
             confine: vr.confine.clone(),
+            hurry: self.hurry.clone(),
         }
     }
 

@@ -27,7 +27,7 @@ pub mod worker;
 pub use capture::{Direction, Record, Tap, TapConfig, TapReader};
 pub use classify::{Classifier, Match, Rule};
 pub use confine::Confine;
-pub use spawn::{ControlError, VrCommand, VrControl, VrProcess};
+pub use spawn::{ControlError, Hurry, VrCommand, VrControl, VrProcess};
 pub use stats::{
     Gauge, HostStats, IngressDrop, InstanceStats, Violation, VnicStats, VrStats, mono_ns,
 };

@@ -12,7 +12,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds, seqpacket_pair};
 use vrhost_shm::{Doorbell, LAYOUT_VERSION, Region};
@@ -48,7 +50,32 @@ pub struct VrCommand {
     pub idle_start: Duration,
     /// How its process is confined (`Confine::default()`: not at all).
     pub confine: Confine,
+    /// Set while the control plane has a VR that went down to start again:
+    /// an idle start then takes a normal share at once, so that the
+    /// restart queued behind it does not wait for it.
+    pub hurry: Hurry,
 }
+
+/// A flag the supervisor raises while an urgent start (a VR that went
+/// down) waits for the control plane, which may be busy starting a VR in
+/// the idle class for an operator's change (see [`VrCommand::idle_start`]).
+#[derive(Debug, Clone, Default)]
+pub struct Hurry(Arc<AtomicBool>);
+
+impl Hurry {
+    /// Raise or lower it.
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether it is raised.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// How often an idle start looks at [`VrCommand::hurry`].
+const HURRY_POLL: Duration = Duration::from_millis(10);
 
 /// Starting a VR failed.
 #[derive(Debug, thiserror::Error)]
@@ -362,19 +389,29 @@ impl VrProcess {
         )
         .map_err(ctrl_err)?;
         let slice = Duration::from_micros(cmd.poll.slice_us.into());
-        // An idle start waits `idle_start` in the idle class, then the rest.
-        let first = cmd.ready_timeout.min(if idle {
-            cmd.idle_start
-        } else {
-            cmd.ready_timeout
-        });
-        let reply = match proc_.wait_reply(first) {
-            Err(WaitError::Timeout) if first < cmd.ready_timeout => {
-                proc_.set_idle(false, slice);
-                proc_.wait_reply(cmd.ready_timeout - first)
+        // An idle start waits up to `idle_start` in the idle class (less if
+        // the control plane hurries it), then the rest in the normal class.
+        let t0 = Instant::now();
+        let mut reply = Err(WaitError::Timeout);
+        if idle {
+            let first = cmd.ready_timeout.min(cmd.idle_start);
+            loop {
+                let left = first.saturating_sub(t0.elapsed());
+                if left.is_zero() || cmd.hurry.is_set() {
+                    break;
+                }
+                reply = proc_.wait_reply(left.min(HURRY_POLL));
+                if !matches!(reply, Err(WaitError::Timeout)) {
+                    break;
+                }
             }
-            other => other,
-        };
+        }
+        if matches!(reply, Err(WaitError::Timeout)) {
+            if idle {
+                proc_.set_idle(false, slice);
+            }
+            reply = proc_.wait_reply(cmd.ready_timeout.saturating_sub(t0.elapsed()));
+        }
         match reply.map_err(|e| e.describe(cmd.ready_timeout)) {
             Ok(VrReply::Ready { .. }) => {
                 // The normal class now that it forwards, with a short time

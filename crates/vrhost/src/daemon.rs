@@ -148,18 +148,19 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
     // VRs that go down are restarted on their own thread, at the daemon's
     // priority (a restart is the data path coming back).
     let supervisor = {
-        let exits = state
-            .ctl
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take_exits()
-            .expect("taken once");
+        let (exits, hurry) = {
+            let mut c = state
+                .ctl
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (c.take_exits().expect("taken once"), c.hurry())
+        };
         let (state, stop) = (state.clone(), stop.clone());
         std::thread::Builder::new()
             .name("vrhost-supervise".into())
             .spawn(move || {
                 let _ = cpu::set_current_thread_nice(0);
-                Supervisor::new(exits).run(&state.ctl, &stop);
+                Supervisor::new(exits, hurry).run(&state.ctl, &stop);
             })?
     };
     let server = match serve_api(args, state.clone()) {

@@ -1,6 +1,8 @@
 //! `vrhost vr-probe`: a VR for the confinement and recovery tests (hidden).
 //! It forwards like a two-port bridge (vNIC 0 <-> 1), panics on its
-//! `panic_at`-th frame if its config says so, and answers a control request
+//! `panic_at`-th frame if its config says so, reports ready only once it
+//! runs in the normal scheduling class if its config has
+//! `"ready_when_normal": true`, and answers a control request
 //! `{"open": [PATH...], "unix": [PATH...], "tcp": [ADDR...], "syscalls":
 //! true, "spin_ms": N, "alloc": BYTES}` with what it could and could not do
 //! from inside its process: the
@@ -88,11 +90,22 @@ pub fn main() -> std::process::ExitCode {
                     .ok_or_else(|| format!("panic_at: {v}: a frame number from 1"))?,
             ),
         };
+        let policy_at_start = policy();
+        if hello.config.get("ready_when_normal") == Some(&json!(true)) {
+            // Until the host lifts it out of the idle class (bounded: the
+            // host gives up on it long before).
+            let t = std::time::Instant::now();
+            while policy() == Some(libc::SCHED_IDLE as u32)
+                && t.elapsed() < Duration::from_secs(120)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         Ok(Probe {
             kept: Vec::new(),
             frames: 0,
             panic_at,
-            policy_at_start: policy(),
+            policy_at_start,
         })
     })
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use vrhost_host::confine::{Confine, Ids};
 use vrhost_host::spawn::SpawnError;
-use vrhost_host::{Backend, Classifier, Match, Rule, VrCommand, VrPath, VrProcess, Worker};
+use vrhost_host::{Backend, Classifier, Hurry, Match, Rule, VrCommand, VrPath, VrProcess, Worker};
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::NullPort;
@@ -76,6 +76,7 @@ fn probe_cmd(confine: Confine) -> VrCommand {
         ready_timeout: Duration::from_secs(30),
         idle_start: Duration::ZERO,
         confine,
+        hurry: Default::default(),
     }
 }
 
@@ -378,6 +379,7 @@ fn router_cmd(config: RouterConfig, confine: Confine) -> VrCommand {
         ready_timeout: Duration::from_secs(30),
         idle_start: Duration::ZERO,
         confine,
+        hurry: Default::default(),
     }
 }
 
@@ -635,6 +637,47 @@ fn a_vr_starts_and_stops_in_the_idle_class() {
             .count(),
         0
     );
+}
+
+/// An idle start stops waiting when the control plane hurries it (a VR
+/// that went down waits behind it): a VR that can get ready only in the
+/// normal class starts then, and without the hurry runs out of its ready
+/// timeout in the idle class.
+#[test]
+fn a_hurried_idle_start_takes_a_normal_share_at_once() {
+    if !is_root() {
+        return;
+    }
+    let bell = Doorbell::new().unwrap();
+    let mut procs = Procs::default();
+    let cmd = |hurry: &Hurry| VrCommand {
+        idle_start: Duration::from_secs(600),
+        ready_timeout: Duration::from_secs(3),
+        config: json!({ "ready_when_normal": true }),
+        hurry: hurry.clone(),
+        ..probe_cmd(Confine::strict())
+    };
+    let r = region("hurry-a");
+    let Err(err) = VrProcess::start("hurry-a", 0, &r, &bell, &cmd(&Hurry::default())) else {
+        panic!("ready while idle");
+    };
+    assert!(err.to_string().contains("no answer"), "{err}");
+    // Raised while it waits.
+    let hurry = Hurry::default();
+    let raise = {
+        let h = hurry.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            h.set(true);
+        })
+    };
+    let r = region("hurry-b");
+    let (p, _bell) = VrProcess::start("hurry-b", 0, &r, &bell, &cmd(&hurry)).unwrap();
+    raise.join().unwrap();
+    procs.0.push(p);
+    let rep = ask(procs.0.last().unwrap(), json!({}));
+    assert_eq!(rep["policy_at_start"], libc::SCHED_IDLE, "{rep:#}");
+    assert_eq!(rep["policy"], libc::SCHED_OTHER, "{rep:#}");
 }
 
 fn find_cgroups(name: &str) -> Vec<PathBuf> {

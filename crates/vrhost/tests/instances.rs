@@ -34,6 +34,7 @@ fn router_cmd_with(cfg: &vrhost_vr::router::RouterConfig) -> VrCommand {
         ready_timeout: Duration::from_secs(30),
         idle_start: Duration::ZERO,
         confine: vrhost_host::Confine::default(),
+        hurry: Default::default(),
     }
 }
 

@@ -356,6 +356,7 @@ fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool, slice_us: u32) ->
         ready_timeout: Duration::from_secs(60),
         idle_start: Duration::ZERO,
         confine: vrhost_host::Confine::default(),
+        hurry: Default::default(),
     })
 }
 

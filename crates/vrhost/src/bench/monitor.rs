@@ -584,6 +584,7 @@ impl Rig {
             ready_timeout: Duration::from_secs(30),
             idle_start: Duration::ZERO,
             confine: vrhost_host::Confine::default(),
+            hurry: Default::default(),
         };
         let v = &self.vrs[vr];
         Ok(VrProcess::start(
