@@ -314,6 +314,9 @@ pub struct VrProcess {
     pub reaped: bool,
     /// Which instance of its VR it is.
     instance: u16,
+    /// Its command's [`VrCommand::hurry`]: raised, [`VrProcess::stop`]
+    /// kills it at once rather than wait for it to exit in the idle class.
+    hurry: Hurry,
 }
 
 impl VrProcess {
@@ -368,6 +371,7 @@ impl VrProcess {
             cgroups,
             reaped: false,
             instance,
+            hurry: cmd.hurry.clone(),
         };
         let hello = Hello {
             layout_version: LAYOUT_VERSION,
@@ -538,12 +542,13 @@ impl VrProcess {
         let _ = send_with_fds(self.ctrl.as_fd(), &msg, &[]);
     }
 
-    /// Ask it to stop, wait up to a second, then kill it; reaps it.
+    /// Ask it to stop, wait up to a second (less once its command's
+    /// [`Hurry`] is raised), then kill it; reaps it.
     pub fn stop(&mut self) {
         if !self.has_exited() {
             self.ask_stop();
             for _ in 0..100 {
-                if self.has_exited() {
+                if self.has_exited() || self.hurry.is_set() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
