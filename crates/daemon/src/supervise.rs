@@ -78,11 +78,15 @@ impl Supervisor {
             if self.step(ctl, Duration::from_millis(100)).is_none() {
                 return;
             }
-            let scaled = ctl
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .scale_tick();
-            if let Err(e) = scaled {
+            // Not while a change holds the controller: waiting for it here
+            // would leave a VR that goes down meanwhile unseen, and unable to
+            // hurry the change (see `step`).
+            let mut c = match ctl.try_lock() {
+                Ok(c) => c,
+                Err(std::sync::TryLockError::WouldBlock) => continue,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            };
+            if let Err(e) = c.scale_tick() {
                 tracing::warn!("scaling: {e}");
             }
         }
