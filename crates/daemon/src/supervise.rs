@@ -52,9 +52,9 @@ pub struct Supervisor {
     /// Per VR: when it was last restarted and the delay it got.
     history: BTreeMap<String, (Instant, Duration)>,
     /// Raised while a restart is due ([`Controller::hurry`]): an operator's
-    /// change holding the controller while its new VR starts in the idle
-    /// class would otherwise keep a VR that went down waiting (1.5 s in a
-    /// soak run, against 30-140 ms).
+    /// change holding the controller while its new VR starts (or an old one
+    /// exits) in the idle class would otherwise keep a VR that went down
+    /// waiting for all of it.
     hurry: Hurry,
 }
 
