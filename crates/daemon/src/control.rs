@@ -381,6 +381,7 @@ impl Controller {
             return Ok(false);
         }
         let vr = vr.clone();
+        let t0 = Instant::now();
         let mut entry = self.vrs.remove(&vr.name).expect("looked up above");
         let started = self.first_cores(&vr, entry.placed).and_then(|cpus| {
             let (p, b, c) =
@@ -400,9 +401,16 @@ impl Controller {
             other => other,
         })?;
         let id = ev.id;
+        let t1 = Instant::now();
         let refused = self.mailbox.call(WORKER_TIMEOUT, move |w: &mut Worker| {
             w.restore_vr(id, procs, bells)
         })?;
+        tracing::debug!(
+            vr = %vr.name,
+            start_ms = (t1 - t0).as_secs_f64() * 1e3,
+            worker_ms = t1.elapsed().as_secs_f64() * 1e3,
+            "restart phases"
+        );
         if let Err(procs) = refused {
             for mut p in procs {
                 p.stop();

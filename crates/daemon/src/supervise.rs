@@ -143,11 +143,12 @@ impl Supervisor {
     }
 
     fn restart(&mut self, ctl: &Mutex<Controller>, ev: ExitEvent) -> Restart {
-        let result = ctl
+        let mut c = ctl
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .restart_after(&ev)
-            .map_err(|e| e.to_string());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tracing::debug!(vr = %ev.vr, lock_ms = ev.at.elapsed().as_secs_f64() * 1e3, "restart: controller taken");
+        let result = c.restart_after(&ev).map_err(|e| e.to_string());
+        drop(c);
         let took = ev.at.elapsed();
         match &result {
             Ok(true) => {

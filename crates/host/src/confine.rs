@@ -18,7 +18,8 @@
 //!    host). The directories go when the process is reaped
 //!    ([`Cgroups::remove`], retrying briefly while the kernel still counts
 //!    the exited task); those of a host that was killed (`SIGKILL`) go when
-//!    a host next makes a cgroup there (empty and older than ten seconds).
+//!    a host next makes a cgroup there (empty, older than ten seconds, and
+//!    not one this host still owns).
 //!    Nesting under the host's own cgroup keeps the VRs inside whatever
 //!    limits the service itself has.
 //!    - cgroup v1 (this machine): the `cpu`, `cpuset` and `memory`
@@ -122,6 +123,7 @@
 //! in the child. On other architectures `seccomp` is refused with an error
 //! (no list has been measured there).
 
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fmt;
 use std::io;
@@ -130,6 +132,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -533,6 +536,20 @@ pub struct Cgroups {
     dirs: Vec<PathBuf>,
 }
 
+/// The cgroup directories this host has made and not yet removed: the sweep
+/// of stale ones passes them by, and their names count as taken. Without
+/// it the sweep took the directory of a VR process that had exited but was
+/// not yet stopped (empty, and old if the process had run for more than
+/// ten seconds), the process started in its place got the same name, and
+/// the old one's [`Cgroups::remove`] then retried on the new one's, which
+/// is never empty: half a second per hierarchy, on the worker's thread, so
+/// a crashed VR's restart stalled every VR for 1.5 s (`vrhost bench soak`).
+static OWNED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+fn owned() -> MutexGuard<'static, BTreeSet<PathBuf>> {
+    OWNED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn read_trim(p: &Path) -> Result<String, ConfineError> {
     std::fs::read_to_string(p)
         .map(|s| s.trim().to_string())
@@ -616,12 +633,16 @@ fn enable_v2(dir: &Path, ctrls: &[Ctrl]) -> Result<(), ConfineError> {
 /// Remove the cgroups under `parent` that a host killed before it could
 /// clean up left behind: empty ones (rmdir fails on a cgroup with a task)
 /// made more than ten seconds ago (a new one gets its task within
-/// milliseconds, so no host is between creating it and using it).
-fn sweep_stale(parent: &Path) {
+/// milliseconds, so no host is between creating it and using it), except
+/// the ones this host still owns.
+fn sweep_stale(parent: &Path, owned: &BTreeSet<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(parent) else {
         return;
     };
     for e in rd.flatten() {
+        if owned.contains(&e.path()) {
+            continue;
+        }
         let old = e
             .metadata()
             .ok()
@@ -678,8 +699,11 @@ impl Cgroups {
             }
         };
         let v1 = matches!(hier, Hierarchy::V1(_));
+        // Held until the directories are made and recorded: a `remove` on
+        // another thread then either is done with a name or still owns it.
+        let mut own = owned();
         for (parent, _) in &parents {
-            sweep_stale(parent);
+            sweep_stale(parent, &own);
         }
         let (mut n, mut vanished) = (0, 0);
         while n < 1000 {
@@ -688,16 +712,27 @@ impl Cgroups {
             } else {
                 format!("{name}-{n}")
             };
-            let mut made = Self { dirs: Vec::new() };
-            let mut taken = false;
+            // Plain paths until recorded: a `Cgroups` dropped here would
+            // take the lock this holds.
+            let mut made: Vec<PathBuf> = Vec::new();
+            let (mut taken, mut failed) = (false, None);
             for (parent, cs) in &parents {
-                mkdir_ok(parent)?;
-                if v1 && cs.contains(&Ctrl::Cpuset) {
-                    init_cpuset_v1(parent)?;
+                let ready =
+                    mkdir_ok(parent).and_then(|()| match v1 && cs.contains(&Ctrl::Cpuset) {
+                        true => init_cpuset_v1(parent),
+                        false => Ok(()),
+                    });
+                if let Err(e) = ready {
+                    failed = Some(e);
+                    break;
                 }
                 let dir = parent.join(&leaf);
-                match std::fs::create_dir(&dir) {
-                    Ok(()) => made.dirs.push(dir),
+                let made_now = match own.contains(&dir) {
+                    true => Err(io::ErrorKind::AlreadyExists.into()),
+                    false => std::fs::create_dir(&dir),
+                };
+                match made_now {
+                    Ok(()) => made.push(dir),
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                         taken = true;
                         n += 1;
@@ -710,13 +745,25 @@ impl Cgroups {
                         vanished += 1;
                         break;
                     }
-                    Err(e) => return Err(os(format!("mkdir {}", dir.display()))(e)),
+                    Err(e) => {
+                        failed = Some(os(format!("mkdir {}", dir.display()))(e));
+                        break;
+                    }
                 }
             }
-            if taken {
-                made.remove_with(1);
-                continue;
+            if taken || failed.is_some() {
+                // Just made, empty, not recorded.
+                for d in made {
+                    let _ = std::fs::remove_dir(d);
+                }
+                match failed {
+                    Some(e) => return Err(e),
+                    None => continue,
+                }
             }
+            own.extend(made.iter().cloned());
+            drop(own);
+            let made = Self { dirs: made };
             for ((_, cs), dir) in parents.iter().zip(&made.dirs) {
                 Self::write_limits(dir, cs, limits, v1)?;
             }
@@ -805,13 +852,17 @@ impl Cgroups {
     fn remove_with(&mut self, tries: u32) {
         for dir in std::mem::take(&mut self.dirs) {
             for i in 0..tries {
+                let mut own = owned();
                 match std::fs::remove_dir(&dir) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                     Err(e) if e.raw_os_error() == Some(libc::EBUSY) && i + 1 < tries => {
+                        drop(own);
                         std::thread::sleep(Duration::from_millis(5));
                     }
-                    Err(_) => break,
+                    // Gone, or left for a later sweep.
+                    _ => {
+                        own.remove(&dir);
+                        break;
+                    }
                 }
             }
             // Fails (EBUSY) while other VRs have cgroups there.
@@ -1497,5 +1548,43 @@ mod tests {
             assert!(procs.contains(&child.id().to_string()), "{procs}");
             assert!(!d.exists(), "{} removed", d.display());
         }
+    }
+
+    /// The directories of a process that has exited but is not yet stopped
+    /// are empty, and old if it ran long: the sweep of stale directories
+    /// must leave them to their owner, and a new process of the same VR
+    /// must get other names, or the owner's `remove` takes the new one's.
+    #[test]
+    fn a_new_cgroup_never_takes_the_name_of_one_still_owned() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let hier = detect().unwrap();
+        let name = format!("unit-test-owned-{}.0", std::process::id());
+        let mut old = Cgroups::create(&hier, &name, &Limits::default()).unwrap();
+        let minute_ago = std::time::SystemTime::now() - Duration::from_secs(60);
+        for d in old.dirs() {
+            std::fs::File::open(d)
+                .and_then(|f| f.set_modified(minute_ago))
+                .unwrap();
+        }
+        let mut new = Cgroups::create(&hier, &name, &Limits::default()).unwrap();
+        let (old_dirs, new_dirs) = (old.dirs().to_vec(), new.dirs().to_vec());
+        old.remove();
+        let kept = new_dirs.iter().all(|d| d.exists());
+        let old_gone = old_dirs.iter().all(|d| !d.exists());
+        new.remove();
+        assert!(old_gone, "{old_dirs:?} removed by their owner");
+        assert!(
+            kept,
+            "{new_dirs:?} (the new process's) kept while {old_dirs:?} go"
+        );
+        assert!(
+            old_dirs.iter().all(|d| !new_dirs.contains(d)),
+            "{old_dirs:?} vs {new_dirs:?}"
+        );
+        assert!(new_dirs.iter().all(|d| !d.exists()));
     }
 }
