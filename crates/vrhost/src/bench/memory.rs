@@ -97,9 +97,12 @@ pub struct MemoryArgs {
     /// Skip the idle figures (10 idle VRs: CPU use and first-packet latency).
     #[arg(long)]
     pub no_idle: bool,
-    /// Runs per point (each with fresh VR processes and regions); the run
-    /// with the median rate is reported. The machines here are shared
-    /// virtual machines whose rate sometimes halves for a whole run.
+    /// Rounds: each round runs every point once (fresh VR processes and
+    /// regions each time), in turn, and each point reports its run with
+    /// the median rate. The machines here are shared virtual machines
+    /// whose rate sometimes halves for seconds at a time; interleaving
+    /// puts such a spell on every point alike, and the ratios are also
+    /// printed round by round.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// Measurement window per point, seconds.
@@ -856,49 +859,65 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
             );
         }
     };
+    // Every point of the run, main points first, then the pool sweep.
+    let mut points = Vec::new();
     for table in &tables {
         for &frame_bytes in &args.frame_bytes {
             for &vrs in &args.vrs {
                 for &mode in &args.modes {
-                    let p = Point {
+                    points.push(Point {
                         mode,
                         frame_bytes,
                         vrs,
                         pool: args.pool,
                         table,
                         slice_us: args.slice_us,
-                    };
-                    let mut runs = Vec::with_capacity(args.repeat);
-                    for _ in 0..args.repeat {
-                        runs.push(match mode {
-                            Mode::Syscall => run_syscall(args, &p)?,
-                            _ => run_shm_or_inproc(args, &p)?,
-                        });
-                    }
-                    let r = AnyRecord::Fwd(median_run(runs));
-                    progress(&r);
-                    results.push(r);
+                    });
                 }
             }
         }
     }
+    let main_points = points.len();
     if !args.no_pool_sweep {
         for &pool in &args.pool_sweep {
-            let p = Point {
+            points.push(Point {
                 mode: Mode::Shm,
                 frame_bytes: 64,
                 vrs: 1,
                 pool,
                 table: &tables[0],
                 slice_us: args.slice_us,
-            };
-            let runs = (0..args.repeat)
-                .map(|_| run_shm_or_inproc(args, &p))
-                .collect::<Result<Vec<_>>>()?;
-            let r = AnyRecord::Fwd(median_run(runs));
-            progress(&r);
-            results.push(r);
+            });
         }
+    }
+    // Rounds: each round runs every point once, in turn, forwards in even
+    // rounds and backwards in odd ones. The machines here are shared and
+    // their speed drifts for seconds at a time; a point's runs spread over
+    // the whole bench, and two points compared (1 VR against 10) are
+    // measured seconds apart in every round, so a slow spell weighs on
+    // both instead of on one point's every run.
+    let mut runs: Vec<Vec<Record>> = points.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.repeat {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..points.len()).collect()
+        } else {
+            (0..points.len()).rev().collect()
+        };
+        for i in order {
+            let p = &points[i];
+            runs[i].push(match p.mode {
+                Mode::Syscall => run_syscall(args, p)?,
+                _ => run_shm_or_inproc(args, p)?,
+            });
+        }
+    }
+    let rounds = runs.clone();
+    for (i, r) in runs.into_iter().enumerate() {
+        let r = AnyRecord::Fwd(median_run(r));
+        if i < main_points {
+            progress(&r);
+        }
+        results.push(r);
     }
     if !args.no_idle {
         results.push(AnyRecord::Idle(run_idle(args, &tables[0], 10, 100)?));
@@ -911,12 +930,12 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_table(&results);
+        print_table(&results, &rounds);
     }
     Ok(())
 }
 
-fn print_table(results: &[AnyRecord]) {
+fn print_table(results: &[AnyRecord], rounds: &[Vec<Record>]) {
     let m = Machine::this();
     println!(
         "vrhost bench memory  {}  {} ({} cores)  kernel {}",
@@ -983,6 +1002,27 @@ fn print_table(results: &[AnyRecord]) {
         }
     }
     for routes in tables {
+        // The same ratio within each round (points run seconds apart).
+        let per_round = |num: (Mode, usize), den: (Mode, usize)| {
+            let find = |(mode, vrs): (Mode, usize)| {
+                rounds.iter().find(|r| {
+                    r.first().is_some_and(|r| {
+                        r.mode == mode && r.vrs == vrs && r.frame_bytes == 64 && r.routes == routes
+                    })
+                })
+            };
+            match (find(num), find(den)) {
+                (Some(n), Some(d)) => {
+                    let v: Vec<String> = n
+                        .iter()
+                        .zip(d)
+                        .map(|(n, d)| format!("{:.2}", n.mpps / d.mpps))
+                        .collect();
+                    format!(" (each round: {})", v.join(" "))
+                }
+                _ => String::new(),
+            }
+        };
         let get = |mode: Mode, vrs: usize| {
             results.iter().find_map(|r| match r {
                 AnyRecord::Fwd(r)
@@ -998,8 +1038,9 @@ fn print_table(results: &[AnyRecord]) {
         };
         if let (Some(shm), Some(inproc)) = (get(Mode::Shm, 1), get(Mode::Inproc, 1)) {
             println!(
-                "shm / inproc (64 B, 1 VR, {routes} routes): {:.2}",
-                shm / inproc
+                "shm / inproc (64 B, 1 VR, {routes} routes): {:.2}{}",
+                shm / inproc,
+                per_round((Mode::Shm, 1), (Mode::Inproc, 1))
             );
         }
         if let (Some(shm), Some(sys)) = (get(Mode::Shm, 1), get(Mode::Syscall, 1)) {
@@ -1010,8 +1051,9 @@ fn print_table(results: &[AnyRecord]) {
         }
         if let (Some(one), Some(ten)) = (get(Mode::Shm, 1), get(Mode::Shm, 10)) {
             println!(
-                "shm 10 VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}",
-                ten / one
+                "shm 10 VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}{}",
+                ten / one,
+                per_round((Mode::Shm, 10), (Mode::Shm, 1))
             );
         }
     }
