@@ -119,8 +119,9 @@ pub struct ForwardArgs {
     /// stack runs on the forwarder's core.
     #[arg(long)]
     pub endpoint_rps_cpu: Option<usize>,
-    /// vrhost: run the node's veth NAPI polls in kernel threads (so XDP
-    /// and AF_XDP copies leave the generator's core).
+    /// vrhost: run the node's veth NAPI polls (p0 and p1) in kernel
+    /// threads pinned to `--fwd-cpu`, so the XDP program and the copies
+    /// into the AF_XDP sockets leave the sending end host's core.
     #[arg(long)]
     pub threaded_napi: bool,
     /// Pings per RTT measurement (0: skip).
@@ -587,10 +588,58 @@ fn setup_node(
     // AF_XDP socket) on the sender's CPU unless NAPI is threaded; a veth
     // has NAPI only with an XDP program (or GRO) on it.
     if args.threaded_napi {
-        node.exec("sh", &["-c", "echo 1 > /sys/class/net/p0/threaded"])
-            .context("threaded NAPI on p0 (needs an XDP program on it: af_xdp)")?;
+        for dev in ["p0", "p1"] {
+            node.exec(
+                "sh",
+                &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
+            )
+            .with_context(|| {
+                format!("threaded NAPI on {dev} (needs an XDP program on it: af_xdp)")
+            })?;
+        }
+        pin_napi_threads(&["p0", "p1"], args.fwd_cpu)?;
     }
     Ok(Some((daemon, api)))
+}
+
+/// Pin the NAPI kernel threads of the node's `devs` (`napi/DEV-ID`) to
+/// `cpu`, beside the host worker, as RPS puts the kernel's forwarding
+/// there: the generator's core keeps the end hosts' work only.
+fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
+    let mut pinned = 0;
+    for e in std::fs::read_dir("/proc").context("/proc")? {
+        let Ok(e) = e else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        if devs
+            .iter()
+            .any(|d| comm.trim_end().starts_with(&format!("napi/{d}-")))
+        {
+            let out = std::process::Command::new("taskset")
+                .args(["-p", "-c", &cpu.to_string(), &pid.to_string()])
+                .output()
+                .context("taskset")?;
+            if !out.status.success() {
+                bail!(
+                    "taskset {}: {}",
+                    comm.trim_end(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            pinned += 1;
+        }
+    }
+    if pinned < devs.len() {
+        bail!(
+            "found {pinned} NAPI threads of {devs:?}, want {}",
+            devs.len()
+        );
+    }
+    Ok(())
 }
 
 /// The daemon config of the vrhost forwarder with driver `driver`.
