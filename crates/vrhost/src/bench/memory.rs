@@ -844,12 +844,13 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
         .map(|s| Table::load(s))
         .collect::<Result<Vec<_>>>()?;
     let mut results = Vec::new();
-    let progress = |r: &AnyRecord| {
-        if !args.json
-            && let AnyRecord::Fwd(r) = r
-        {
+    // Each run as it ends (on stderr, not with --json).
+    let progress = |round: usize, r: &Record| {
+        if !args.json {
             eprintln!(
-                "  {:>7} {:>5}B {:>3} VRs {:>5} slots {:>7} routes: {:>7.2} Mpps",
+                "  round {}/{} {:>7} {:>5}B {:>3} VRs {:>5} slots {:>7} routes: {:>7.2} Mpps",
+                round + 1,
+                args.repeat,
                 format!("{:?}", r.mode).to_lowercase(),
                 r.frame_bytes,
                 r.vrs,
@@ -877,7 +878,6 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
             }
         }
     }
-    let main_points = points.len();
     if !args.no_pool_sweep {
         for &pool in &args.pool_sweep {
             points.push(Point {
@@ -905,20 +905,16 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
         };
         for i in order {
             let p = &points[i];
-            runs[i].push(match p.mode {
+            let r = match p.mode {
                 Mode::Syscall => run_syscall(args, p)?,
                 _ => run_shm_or_inproc(args, p)?,
-            });
+            };
+            progress(round, &r);
+            runs[i].push(r);
         }
     }
     let rounds = runs.clone();
-    for (i, r) in runs.into_iter().enumerate() {
-        let r = AnyRecord::Fwd(median_run(r));
-        if i < main_points {
-            progress(&r);
-        }
-        results.push(r);
-    }
+    results.extend(runs.into_iter().map(|r| AnyRecord::Fwd(median_run(r))));
     if !args.no_idle {
         results.push(AnyRecord::Idle(run_idle(args, &tables[0], 10, 100)?));
     }
