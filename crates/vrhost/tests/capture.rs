@@ -427,8 +427,12 @@ fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
     assert!(err.contains("64..=65535"), "{err}");
 
     // A capture of all of b's frames while the generator runs on: once it
-    // is done, every frame of a and b came out, nothing was dropped, and
-    // the capture kept up.
+    // is done, every frame of a and b came out and nothing was dropped on
+    // the data path. The capture thread runs in the idle class on the
+    // worker's core, so whether it keeps up depends on the machine; what
+    // must hold anyway is its accounting: each frame of b it was offered
+    // is written or counted as not kept, and the client and the daemon
+    // agree on that count.
     let before = d.stats();
     let all_b = d
         .cli(&["capture", "b", "-w", "/dev/null"])
@@ -449,9 +453,33 @@ fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    let mut all_b = all_b;
-    all_b.kill().unwrap();
-    all_b.wait().unwrap();
+    // Ctrl-C: the client prints its summary and exits.
+    let st = Command::new("kill")
+        .args(["-INT", &all_b.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = wait(all_b, Duration::from_secs(30), "capture b after Ctrl-C");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let count = |suffix: &str| {
+        err.lines()
+            .find_map(|l| l.strip_suffix(suffix)?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no \"N{suffix}\" in: {err}"))
+    };
+    let written = count(" frames captured");
+    let not_kept = count(" frames of b not kept by the daemon (no free capture buffer)");
+    let (b0, b1) = (vr(&before, "b"), vr(&s, "b"));
+    let offered = 2 * (n(&b1["tx_packets"]) - n(&b0["tx_packets"]));
+    assert!(written > 0, "the capture of b wrote nothing: {err}");
+    assert_eq!(
+        not_kept,
+        n(&b1["capture_dropped"]) - n(&b0["capture_dropped"]),
+        "client and daemon disagree on what was not kept: {err}"
+    );
+    assert!(
+        written + not_kept <= offered,
+        "{written} written + {not_kept} not kept > {offered} frames of b in and out"
+    );
     let (a0, a1) = (vr(&before, "a"), vr(&s, "a"));
     assert!(
         n(&a1["tx_packets"]) > n(&a0["tx_packets"]),
@@ -461,7 +489,6 @@ fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
     for name in ["a", "b"] {
         let st = vr(&s, name);
         assert_eq!(drops(st), 0, "VR {name} dropped frames: {st}");
-        assert_eq!(st["capture_dropped"], 0, "VR {name}: {st}");
         total += n(&st["tx_packets"]);
     }
     assert_eq!(total, FRAMES, "{s}");
