@@ -913,8 +913,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
             runs[i].push(r);
         }
     }
-    let rounds = runs.clone();
-    results.extend(runs.into_iter().map(|r| AnyRecord::Fwd(median_run(r))));
+    results.extend(runs.iter().map(|r| AnyRecord::Fwd(median_run(r.clone()))));
     if !args.no_idle {
         results.push(AnyRecord::Idle(run_idle(args, &tables[0], 10, 100)?));
     }
@@ -926,7 +925,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_table(&results, &rounds);
+        print_table(&results, &runs);
     }
     Ok(())
 }
