@@ -135,7 +135,8 @@ pub enum Endpoint {
 impl Endpoint {
     /// Parse an API address: a socket path (`/run/vrhost/api.sock`,
     /// `./api.sock`, `unix:PATH`) or `http://HOST:PORT` (`[V6]:PORT` too;
-    /// the port defaults to 80).
+    /// the port defaults to 80), or `HOST:PORT` alone (what the daemon's
+    /// `--api-tcp` takes).
     ///
     /// # Errors
     /// [`ClientError::BadAddress`]: https, an empty host, a bad port, or
@@ -162,8 +163,10 @@ impl Endpoint {
                 "https is not supported: the daemon serves plain HTTP (tunnel it, or use its unix socket)",
             ));
         }
-        let Some(rest) = addr.strip_prefix("http://") else {
-            return Err(bad("give a socket path or http://HOST:PORT"));
+        let rest = match addr.strip_prefix("http://") {
+            Some(rest) => rest,
+            None if is_host_port(addr) => addr,
+            None => return Err(bad("give a socket path, HOST:PORT or http://HOST:PORT")),
         };
         let authority = rest.trim_end_matches('/');
         if authority.contains('/') {
@@ -209,6 +212,17 @@ impl Endpoint {
             Endpoint::Tcp { authority, .. } => authority,
         }
     }
+}
+
+/// Whether `addr` is a bare `HOST:PORT` (or `[V6]:PORT`): a port of digits
+/// after the last colon, and no path.
+fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && !addr.contains('/')
+            && !port.is_empty()
+            && port.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// A client of one daemon. Blocking: each call runs on the client's own

@@ -34,7 +34,7 @@ use output::Format;
 /// How to reach the daemon, and how to print.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApiArgs {
-    /// The daemon's API: a unix socket path or http://HOST:PORT
+    /// The daemon's API: a unix socket path, HOST:PORT or http://HOST:PORT
     /// [default: /run/vrhost/api.sock]
     #[arg(long, global = true, env = "VRHOST_API", value_name = "ADDR")]
     pub api: Option<String>,

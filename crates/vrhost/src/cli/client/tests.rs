@@ -362,9 +362,26 @@ fn endpoint_parsing() {
         Endpoint::parse("http://localhost").unwrap(),
         Endpoint::Tcp { port: 80, .. }
     ));
+    // The daemon's --api-tcp form, without the scheme.
+    assert_eq!(
+        Endpoint::parse("127.0.0.1:18080").unwrap(),
+        Endpoint::parse("http://127.0.0.1:18080").unwrap()
+    );
+    assert_eq!(
+        Endpoint::parse("[::1]:9").unwrap(),
+        Endpoint::parse("http://[::1]:9").unwrap()
+    );
+    assert!(matches!(
+        Endpoint::parse("localhost:80").unwrap(),
+        Endpoint::Tcp { port: 80, .. }
+    ));
     for bad in [
         "https://h:1",
-        "h:1",
+        "h",
+        "h:",
+        ":1",
+        "h:1/v1",
+        "api.sock",
         "http://:1",
         "http://h:x",
         "http://h:1/v1",
