@@ -24,7 +24,8 @@
 //!    limits the service itself has.
 //!    - cgroup v1 (this machine): the `cpu`, `cpuset` and `memory`
 //!      hierarchies are found in `/proc/self/mountinfo` (co-mounted ones are
-//!      handled once); `cpu.cfs_quota_us` = quota x `cpu.cfs_period_us`
+//!      handled once; if none is mounted there but PID 1 has them, as under
+//!      `ip netns exec`, they are mounted again first: [`remount`]); `cpu.cfs_quota_us` = quota x `cpu.cfs_period_us`
 //!      (100 ms), `cpuset.cpus` (and `cpuset.mems`, copied from the parent,
 //!      since v1 refuses tasks in a cpuset without them),
 //!      `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, the
@@ -138,6 +139,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::spawn::above_fixed;
+
+mod remount;
 
 /// A user and group id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -439,6 +442,15 @@ impl Ctrl {
             Ctrl::Memory => "memory",
         }
     }
+
+    /// The VR field whose limit needs it.
+    fn limit_field(self) -> &'static str {
+        match self {
+            Ctrl::Cpu => "cpu_quota",
+            Ctrl::Cpuset => "cpus` and `cpu",
+            Ctrl::Memory => "memory",
+        }
+    }
 }
 
 /// Where the host's own cgroups are.
@@ -449,6 +461,13 @@ enum Hierarchy {
     V1(Vec<(PathBuf, Vec<Ctrl>)>),
     /// v2: the host's own cgroup directory.
     V2(PathBuf),
+}
+
+impl Hierarchy {
+    /// No hierarchy that carries one of our controllers.
+    fn is_empty(&self) -> bool {
+        matches!(self, Hierarchy::V1(list) if list.is_empty())
+    }
 }
 
 /// Undo the octal escapes of a mountinfo field (`\040` for a space).
@@ -510,9 +529,27 @@ fn parse_v1(mountinfo: &str, self_cgroup: &str) -> Vec<(PathBuf, Vec<Ctrl>)> {
     out
 }
 
+/// The host's cgroups, as mounted in its mount namespace; if none is
+/// mounted there but PID 1 has some (a daemon started by `ip netns exec`),
+/// after mounting PID 1's there too (see [`remount`]).
 fn detect() -> Result<Hierarchy, ConfineError> {
     let self_cgroup =
         std::fs::read_to_string("/proc/self/cgroup").map_err(os("read /proc/self/cgroup"))?;
+    let own = detect_mounted(&self_cgroup)?;
+    if !own.is_empty() {
+        return Ok(own);
+    }
+    match remount::show_hidden_hierarchies() {
+        Ok(true) => detect_mounted(&self_cgroup),
+        Ok(false) => Ok(own),
+        Err(e) => {
+            tracing::warn!("{e}");
+            Ok(own)
+        }
+    }
+}
+
+fn detect_mounted(self_cgroup: &str) -> Result<Hierarchy, ConfineError> {
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         let own = self_cgroup
             .lines()
@@ -526,7 +563,7 @@ fn detect() -> Result<Hierarchy, ConfineError> {
     }
     let mountinfo =
         std::fs::read_to_string("/proc/self/mountinfo").map_err(os("read /proc/self/mountinfo"))?;
-    Ok(Hierarchy::V1(parse_v1(&mountinfo, &self_cgroup)))
+    Ok(Hierarchy::V1(parse_v1(&mountinfo, self_cgroup)))
 }
 
 /// A VR process's cgroup directories (one per v1 hierarchy, or one in v2),
@@ -664,8 +701,11 @@ impl Cgroups {
                 for c in Ctrl::ALL {
                     if limits.needs(c) && !list.iter().any(|(_, cs)| cs.contains(&c)) {
                         return Err(ConfineError::Unsupported(format!(
-                            "cgroup v1: no {} hierarchy is mounted",
-                            c.name()
+                            "cgroup v1: no {} hierarchy is mounted, neither in the daemon's mount namespace nor in PID 1's; mount it (`mount -t cgroup -o {} cgroup /sys/fs/cgroup/{}`; with `ip netns exec NS vrhost daemon`, use `vrhost daemon --netns NS`), or leave out the VR's `{}`",
+                            c.name(),
+                            c.name(),
+                            c.name(),
+                            c.limit_field(),
                         )));
                     }
                 }

@@ -728,3 +728,113 @@ fn a_vr_runs_as_its_own_user() {
     assert_eq!(rep["status"]["Uid"], "4000123 4000123 4000123 4000123");
     assert_eq!(rep["status"]["Gid"], "4000124 4000124 4000124 4000124");
 }
+
+/// A network namespace of a test, removed on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Self {
+        let name = format!("vrh-{tag}-{}", std::process::id());
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &name])
+            .output();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip netns add {name}: {out:?}");
+        Self(name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .output();
+    }
+}
+
+/// `ip netns exec NS vrhost daemon ...`, the usual way to start a program
+/// in a namespace, mounts a new sysfs on `/sys` in a mount namespace of its
+/// own, which hides the cgroup hierarchies mounted under `/sys/fs/cgroup`.
+/// The daemon finds them through PID 1's mount table, and its confined VR
+/// runs in cgroups of its own with its limits.
+#[test]
+fn a_daemon_started_by_ip_netns_exec_confines_its_vrs() {
+    if !is_root() {
+        return;
+    }
+    let ns = Netns::new("nsx");
+    let config = r#"
+[[ports]]
+name = "gen"
+driver = "mem"
+[ports.traffic]
+dst = ["10.1.128.0/17"]
+pps = 1000
+limit = 1000
+
+[[ports]]
+name = "out"
+driver = "null"
+
+[[vrs]]
+name = "limited"
+slots = 256
+memory = "64M"
+cpu_quota = 0.5
+vnics = [
+  { port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] },
+  { port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] },
+]
+[vrs.router]
+routes = [{ prefix = "10.1.0.0/16", via = "10.9.1.2" }]
+neighbours = [{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }]
+
+[[rules]]
+port = "gen"
+dst = "10.1.0.0/16"
+vr = "limited"
+"#;
+    let d = common::Daemon::start_under("nsexec", config, &["ip", "netns", "exec", &ns.0]);
+    // It runs in the namespace.
+    let netns_of = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    let named = std::fs::metadata(format!("/run/netns/{}", ns.0)).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let daemon_ns = std::fs::metadata(format!("/proc/{}/ns/net", d.child.id())).unwrap();
+    assert_eq!(
+        (daemon_ns.dev(), daemon_ns.ino()),
+        (named.dev(), named.ino()),
+        "the daemon is not in {}: {:?}",
+        ns.0,
+        netns_of(d.child.id())
+    );
+    let s = d.wait_for("the VR to run", Duration::from_secs(60), |s| {
+        common::vr(s, "limited")["state"] == "running"
+    });
+    let pid = common::vr(&s, "limited")["instances"][0]["pid"]
+        .as_u64()
+        .expect("a pid") as u32;
+    // Its memory cgroup, seen from the test's own mount namespace, holds
+    // it and has its limit.
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path = cg
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            (ctrls.split(',').any(|c| c == "memory") || ctrls.is_empty()).then(|| path.to_string())
+        })
+        .unwrap_or_else(|| panic!("no memory cgroup in {cg}"));
+    assert!(path.contains("/vrhost/limited.0"), "{cg}");
+    let v1 = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
+    let limit = if v1.exists() {
+        std::fs::read_to_string(v1.join("memory.limit_in_bytes")).unwrap()
+    } else {
+        let v2 = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+        std::fs::read_to_string(v2.join("memory.max")).unwrap()
+    };
+    assert_eq!(limit.trim(), (64u64 << 20).to_string());
+    drop(d);
+}

@@ -64,11 +64,26 @@ impl Daemon {
     /// Start `vrhost daemon` on `config` (TOML text) and wait for its
     /// readiness line; its log goes to the test's stderr.
     pub fn start(tag: &str, config: &str) -> Self {
+        Self::start_under(tag, config, &[])
+    }
+
+    /// As [`Daemon::start`], but started by the command `wrapper` (such as
+    /// `ip netns exec NS`), which is given the daemon's command line.
+    pub fn start_under(tag: &str, config: &str, wrapper: &[&str]) -> Self {
         let dir = TempDir::new(tag);
         let sock = dir.path().join("api.sock");
         let cfg = dir.path().join("daemon.toml");
         std::fs::write(&cfg, config).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        let exe = env!("CARGO_BIN_EXE_vrhost");
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(exe),
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(exe);
+                c
+            }
+        };
+        let mut child = cmd
             .args(["daemon", "--stats-secs", "0", "--api"])
             .arg(&sock)
             .arg("--config")
