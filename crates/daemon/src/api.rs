@@ -6,7 +6,10 @@
 //! checks it whole before anything changes; changes are serialized by the
 //! controller's lock. Request bodies, paths and queries are read by this
 //! module (not by extractors whose refusals are plain text), so every
-//! refusal is a JSON error with a code.
+//! refusal is a JSON error with a code. A JSON body must come as
+//! `application/json` (else 415) and fit its schema in the API document
+//! ([`crate::contract`], else 400 naming the field); what fits the document
+//! but not the config is a 422.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,14 +22,14 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
 use vrhost_vr::router::RouteConfig;
 
 use crate::control::{ControlError, Controller};
 use crate::view::{self, VrView};
 
-/// The API document served at `/v1/openapi.yaml`.
-pub const OPENAPI: &str = include_str!("../../../api/openapi.yaml");
+pub use crate::contract::OPENAPI;
 
 /// Largest request body, except bulk route changes.
 pub const MAX_BODY: usize = 1 << 20;
@@ -34,6 +37,8 @@ pub const MAX_BODY: usize = 1 << 20;
 pub const MAX_BULK_BODY: usize = 16 << 20;
 /// Most routes one bulk request may carry.
 pub const MAX_BULK_ROUTES: usize = 100_000;
+/// Largest `offset` of a page of routes (the document's `maximum`).
+pub const MAX_OFFSET: usize = u32::MAX as usize;
 
 /// What the handlers share.
 pub struct ApiState {
@@ -191,8 +196,24 @@ where
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
-/// Read a JSON body of at most `limit` bytes.
-async fn json_body<T: for<'de> Deserialize<'de>>(body: Body, limit: usize) -> ApiResult<T> {
+/// Read a JSON body of at most `limit` bytes, sent as `application/json`.
+async fn json_value(req: Request, limit: usize) -> ApiResult<Value> {
+    let (parts, body) = req.into_parts();
+    let media = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim());
+    if !media.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "the body must be sent as Content-Type: application/json, not {}",
+                media.map_or("none".into(), |m| format!("{m:?}"))
+            ),
+        ));
+    }
     let bytes: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -201,6 +222,27 @@ async fn json_body<T: for<'de> Deserialize<'de>>(body: Body, limit: usize) -> Ap
         )
     })?;
     serde_json::from_slice(&bytes).map_err(|e| ApiError::bad(format!("body: {e}")))
+}
+
+/// A JSON body that fits schema `schema` of the API document, its `null`
+/// members dropped (see [`crate::contract`]).
+async fn json_object(req: Request, limit: usize, schema: &str) -> ApiResult<Map<String, Value>> {
+    let v = json_value(req, limit).await?;
+    crate::contract::body(schema, v).map_err(ApiError::bad)
+}
+
+/// A JSON body as `T`, once it fits schema `schema` of the API document.
+async fn json_body<T: DeserializeOwned>(req: Request, limit: usize, schema: &str) -> ApiResult<T> {
+    let o = json_object(req, limit, schema).await?;
+    typed(Value::Object(o))
+}
+
+/// `v` (which fits its schema) as `T`; an error names the field.
+fn typed<T: DeserializeOwned>(v: Value) -> ApiResult<T> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::bad(format!("{path}: {}", e.inner()))
+    })
 }
 
 fn query(q: Option<String>) -> BTreeMap<String, String> {
@@ -213,14 +255,16 @@ fn query_num(
     q: &BTreeMap<String, String>,
     key: &str,
     default: usize,
-    max: usize,
+    range: std::ops::RangeInclusive<usize>,
 ) -> ApiResult<usize> {
     match q.get(key) {
         None => Ok(default),
         Some(v) => match v.parse::<usize>() {
-            Ok(n) if n <= max => Ok(n),
+            Ok(n) if range.contains(&n) => Ok(n),
             _ => Err(ApiError::bad(format!(
-                "{key}={v:?}: expected an integer 0..={max}"
+                "{key}={v:?}: expected an integer {}..={}",
+                range.start(),
+                range.end()
             ))),
         },
     }
@@ -254,8 +298,46 @@ fn vr_pos(doc: &toml::Table, name: &str) -> Option<usize> {
         .position(|v| str_field(v, "name") == Some(name))
 }
 
-fn to_toml(v: Value, what: &str) -> ApiResult<toml::Value> {
-    toml::Value::try_from(v).map_err(|e| ApiError::bad(format!("{what}: {e}")))
+/// A JSON value (which fits its schema, `null` members dropped) as TOML;
+/// an error names the field at `path`.
+fn to_toml(v: Value, path: &str) -> ApiResult<toml::Value> {
+    Ok(match v {
+        Value::Null => {
+            return Err(ApiError::bad(format!(
+                "{path}: null: the config has no null (leave the member out)"
+            )));
+        }
+        Value::Bool(b) => toml::Value::Boolean(b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => toml::Value::Integer(i),
+            (None, Some(u), _) => {
+                return Err(ApiError::bad(format!(
+                    "{path}: {u}: at most {} (the largest integer of the config)",
+                    i64::MAX
+                )));
+            }
+            (None, None, f) => toml::Value::Float(f.unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => toml::Value::String(s),
+        Value::Array(a) => toml::Value::Array(
+            a.into_iter()
+                .enumerate()
+                .map(|(i, x)| to_toml(x, &format!("{path}[{i}]")))
+                .collect::<ApiResult<_>>()?,
+        ),
+        Value::Object(o) => toml::Value::Table(
+            o.into_iter()
+                .map(|(k, x)| {
+                    let at = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    Ok((k, to_toml(x, &at)?))
+                })
+                .collect::<ApiResult<_>>()?,
+        ),
+    })
 }
 
 fn to_json(v: &toml::Value) -> Value {
@@ -264,12 +346,9 @@ fn to_json(v: &toml::Value) -> Value {
 
 /// Split a VR spec (JSON) into its `[[vrs]]` table and its rules.
 fn vr_spec(
-    mut body: Value,
+    mut obj: Map<String, Value>,
     name: Option<&str>,
 ) -> ApiResult<(String, toml::Value, Vec<toml::Value>, bool)> {
-    let obj = body
-        .as_object_mut()
-        .ok_or_else(|| ApiError::bad("body: expected a JSON object (a VR)"))?;
     let vr_name = match (obj.get("name"), name) {
         (None, Some(n)) => {
             obj.insert("name".into(), n.into());
@@ -284,7 +363,13 @@ fn vr_spec(
         }
         (Some(Value::String(s)), _) => s.clone(),
         (Some(_), _) => return Err(ApiError::bad("name: expected a string")),
-        (None, None) => return Err(ApiError::bad("name: missing")),
+        (None, None) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                "name: a new VR needs one",
+            ));
+        }
     };
     let has_rules = obj.contains_key("rules");
     let rules = match obj.remove("rules") {
@@ -295,6 +380,17 @@ fn vr_spec(
                 let ro = r
                     .as_object_mut()
                     .ok_or_else(|| ApiError::bad(format!("rules[{i}]: expected an object")))?;
+                // As a GET shows it; ignored on input.
+                ro.remove("index");
+                if ro.contains_key("position") {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "invalid",
+                        format!(
+                            "rules[{i}].position: a VR's rules are appended in order; `position` is for POST /v1/rules"
+                        ),
+                    ));
+                }
                 match ro.get("vr") {
                     None => {
                         ro.insert("vr".into(), vr_name.clone().into());
@@ -314,8 +410,20 @@ fn vr_spec(
         }
         Some(_) => return Err(ApiError::bad("rules: expected an array")),
     };
-    let table = to_toml(body, "VR")?;
+    let table = to_toml(Value::Object(obj), "")?;
     Ok((vr_name, table, rules, has_rules))
+}
+
+/// An error of a change to the VR at `pos` of the config, its fields named
+/// as in the request's body (`slots: ...`, not `vrs[3].slots: ...`).
+fn in_vr(e: ControlError, pos: usize) -> ApiError {
+    let prefix = format!("vrs[{pos}].");
+    match e {
+        ControlError::Invalid(m) if m.starts_with(&prefix) => {
+            ControlError::Invalid(m[prefix.len()..].to_string()).into()
+        }
+        e => e.into(),
+    }
 }
 
 fn rule_json(i: usize, r: &toml::Value) -> Value {
@@ -409,8 +517,8 @@ struct ApplyReq {
     dry_run: bool,
 }
 
-async fn apply(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Response> {
-    let req: ApplyReq = json_body(body, MAX_BODY).await?;
+async fn apply(State(st): State<Arc<ApiState>>, req: Request) -> ApiResult<Response> {
+    let req: ApplyReq = json_body(req, MAX_BODY, "ApplyRequest").await?;
     with_ctl(&st, move |c| {
         let r = c.apply_toml(&req.toml, req.dry_run)?;
         Ok(axum::Json(r).into_response())
@@ -438,8 +546,8 @@ async fn get_vr(State(st): State<Arc<ApiState>>, Path(name): Path<String>) -> Ap
     .await
 }
 
-async fn create_vr(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Response> {
-    let body: Value = json_body(body, MAX_BODY).await?;
+async fn create_vr(State(st): State<Arc<ApiState>>, req: Request) -> ApiResult<Response> {
+    let body = json_object(req, MAX_BODY, "VrSpec").await?;
     let (name, table, rules, _) = vr_spec(body, None)?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
@@ -450,9 +558,10 @@ async fn create_vr(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Res
                 format!("VR {name:?} exists"),
             ));
         }
+        let pos = array(&mut doc, "vrs").len();
         array(&mut doc, "vrs").push(table);
         array(&mut doc, "rules").extend(rules);
-        c.apply_doc(doc, false)?;
+        c.apply_doc(doc, false).map_err(|e| in_vr(e, pos))?;
         Ok((StatusCode::CREATED, axum::Json(vr_status(c, None, &name)?)).into_response())
     })
     .await
@@ -461,9 +570,9 @@ async fn create_vr(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Res
 async fn update_vr(
     State(st): State<Arc<ApiState>>,
     Path(name): Path<String>,
-    body: Body,
+    req: Request,
 ) -> ApiResult<Response> {
-    let body: Value = json_body(body, MAX_BODY).await?;
+    let body = json_object(req, MAX_BODY, "VrSpec").await?;
     let (name, table, rules, has_rules) = vr_spec(body, Some(&name))?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
@@ -475,7 +584,7 @@ async fn update_vr(
             rs.retain(|r| str_field(r, "vr") != Some(name.as_str()));
             rs.extend(rules);
         }
-        c.apply_doc(doc, false)?;
+        c.apply_doc(doc, false).map_err(|e| in_vr(e, pos))?;
         Ok(axum::Json(vr_status(c, None, &name)?).into_response())
     })
     .await
@@ -528,13 +637,10 @@ async fn list_vnics(
 async fn add_vnic(
     State(st): State<Arc<ApiState>>,
     Path(name): Path<String>,
-    body: Body,
+    req: Request,
 ) -> ApiResult<Response> {
-    let body: Value = json_body(body, MAX_BODY).await?;
-    if !body.is_object() {
-        return Err(ApiError::bad("body: expected a JSON object (a vNIC)"));
-    }
-    let vnic = to_toml(body, "vNIC")?;
+    let body = json_object(req, MAX_BODY, "Vnic").await?;
+    let vnic = to_toml(Value::Object(body), "")?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
         let pos =
@@ -543,7 +649,7 @@ async fn add_vnic(
             .as_table_mut()
             .ok_or_else(|| ApiError::bad("the VR's entry is not a table"))?;
         array(vr, "vnics").push(vnic);
-        c.apply_doc(doc, false)?;
+        c.apply_doc(doc, false).map_err(|e| in_vr(e, pos))?;
         Ok((StatusCode::CREATED, axum::Json(vr_status(c, None, &name)?)).into_response())
     })
     .await
@@ -597,25 +703,16 @@ async fn list_rules(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| Ok(axum::Json(rules_of(c.doc())).into_response())).await
 }
 
-/// A rule from a request body: `position` and `index` taken out.
-fn rule_body(mut body: Value) -> ApiResult<(toml::Value, Option<usize>)> {
-    let obj = body
-        .as_object_mut()
-        .ok_or_else(|| ApiError::bad("body: expected a JSON object (a rule)"))?;
+/// A rule from a request body (which fits the `Rule` schema): `position`
+/// and `index` taken out.
+fn rule_body(mut obj: Map<String, Value>) -> ApiResult<(toml::Value, Option<usize>)> {
     obj.remove("index");
-    let position = match obj.remove("position") {
-        None => None,
-        Some(p) => Some(
-            p.as_u64()
-                .ok_or_else(|| ApiError::bad("position: expected a non-negative integer"))?
-                as usize,
-        ),
-    };
-    Ok((to_toml(body, "rule")?, position))
+    let position = obj.remove("position").map(typed::<usize>).transpose()?;
+    Ok((to_toml(Value::Object(obj), "")?, position))
 }
 
-async fn add_rule(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Response> {
-    let body: Value = json_body(body, MAX_BODY).await?;
+async fn add_rule(State(st): State<Arc<ApiState>>, req: Request) -> ApiResult<Response> {
+    let body = json_object(req, MAX_BODY, "Rule").await?;
     let (rule, position) = rule_body(body)?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
@@ -638,10 +735,10 @@ async fn add_rule(State(st): State<Arc<ApiState>>, body: Body) -> ApiResult<Resp
 async fn update_rule(
     State(st): State<Arc<ApiState>>,
     Path(ix): Path<String>,
-    body: Body,
+    req: Request,
 ) -> ApiResult<Response> {
     let ix = index(&ix)?;
-    let body: Value = json_body(body, MAX_BODY).await?;
+    let body = json_object(req, MAX_BODY, "Rule").await?;
     let (rule, _) = rule_body(body)?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
@@ -684,8 +781,8 @@ async fn list_routes(
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
     let q = query(q);
-    let offset = query_num(&q, "offset", 0, usize::MAX)?;
-    let limit = query_num(&q, "limit", 1000, 100_000)?.max(1);
+    let offset = query_num(&q, "offset", 0, 0..=MAX_OFFSET)?;
+    let limit = query_num(&q, "limit", 1000, 1..=100_000)?;
     with_ctl(&st, move |c| {
         let routes = c
             .api_routes(&name)
@@ -707,9 +804,9 @@ async fn list_routes(
 async fn add_route(
     State(st): State<Arc<ApiState>>,
     Path(name): Path<String>,
-    body: Body,
+    req: Request,
 ) -> ApiResult<Response> {
-    let r: RouteConfig = json_body(body, MAX_BODY).await?;
+    let r: RouteConfig = json_body(req, MAX_BODY, "Route").await?;
     with_ctl(&st, move |c| {
         let res = c.change_routes(&name, vec![r], Vec::new())?;
         Ok((StatusCode::CREATED, axum::Json(res)).into_response())
@@ -744,19 +841,23 @@ struct Bulk {
 async fn bulk_routes(
     State(st): State<Arc<ApiState>>,
     Path(name): Path<String>,
-    body: Body,
+    req: Request,
 ) -> ApiResult<Response> {
-    let b: Bulk = json_body(body, MAX_BULK_BODY).await?;
-    if b.add.len() + b.del.len() > MAX_BULK_ROUTES {
+    let v = json_value(req, MAX_BULK_BODY).await?;
+    let n: usize = ["add", "del"]
+        .iter()
+        .filter_map(|k| v.get(k).and_then(Value::as_array).map(Vec::len))
+        .sum();
+    if n > MAX_BULK_ROUTES {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
-            format!(
-                "{} routes in one request: at most {MAX_BULK_ROUTES}",
-                b.add.len() + b.del.len()
-            ),
+            format!("{n} routes in one request: at most {MAX_BULK_ROUTES}"),
         ));
     }
+    let b: Bulk = typed(Value::Object(
+        crate::contract::body("RouteBulk", v).map_err(ApiError::bad)?,
+    ))?;
     with_ctl(&st, move |c| {
         let res = c.change_routes(&name, b.add, b.del)?;
         Ok(axum::Json(res).into_response())

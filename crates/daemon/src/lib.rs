@@ -1,7 +1,8 @@
 //! The daemon's control plane: the config in force and changing it while
 //! the data path runs ([`control`]), the cores of VR instances it places
 //! ([`cores`]), the counters as the API and metrics
-//! show them ([`view`]), the HTTP API ([`api`]), packet capture to a pcap
+//! show them ([`view`]), the HTTP API ([`api`]) and its document as the check
+//! of request bodies ([`contract`]), packet capture to a pcap
 //! stream ([`capture`]), the Prometheus exposition ([`metrics`]) and
 //! restarting VRs that go down ([`supervise`]).
 //!
@@ -11,6 +12,7 @@
 
 pub mod api;
 pub mod capture;
+pub mod contract;
 pub mod control;
 pub mod cores;
 pub mod metrics;

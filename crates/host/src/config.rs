@@ -561,6 +561,13 @@ impl Config {
         use crate::alloc::ScalePolicy;
         let most = vrhost_shm::layout::MAX_INSTANCES;
         let span = || v.instances.as_ref().map_or(0..0, Spanned::span);
+        // Checked here, not when its cgroup or affinity is written: the
+        // error then names the field, not a file of the host.
+        let ncpu = crate::confine::online_cpus();
+        if let Some(c) = v.cpu.filter(|&c| c >= ncpu) {
+            let msg = format!("CPU {c}: this host has {ncpu} (0..={})", ncpu - 1);
+            return Err((v.name.span(), "cpu", msg));
+        }
         let scale = match (&v.scale, &v.instances) {
             (Some(_), Some(i)) => {
                 let msg = "a VR with a `scale` table runs scale.min..=scale.max instances".into();
@@ -1638,6 +1645,7 @@ vnic = 0
                 "v.toml:18: vrs[0].cpus: CPU 999: this host has",
             ),
             ("cpus = [0, 0]", "v.toml:18: vrs[0].cpus: CPU 0 given twice"),
+            ("cpu = 4096", "vrs[0].cpu: CPU 4096: this host has"),
             ("cpu = 0\ncpus = [1]", "v.toml:19: vrs[0].cpus"),
             (
                 "user = \"no-such-user-xyz\"",

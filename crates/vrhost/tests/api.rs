@@ -119,6 +119,19 @@ impl Daemon {
 
     /// One request; returns status and body bytes.
     fn raw(&self, method: &str, path: &str, body: Option<Vec<u8>>) -> (u16, Vec<u8>) {
+        let (st, _, b) = self.typed(method, path, Some("application/json"), body);
+        (st, b)
+    }
+
+    /// One request with a body of type `content_type` (none: no
+    /// Content-Type); returns status, Content-Type and body bytes.
+    fn typed(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> (u16, String, Vec<u8>) {
         self.rt.block_on(async {
             let s = tokio::net::UnixStream::connect(&self.sock).await.unwrap();
             let (mut send, conn) =
@@ -126,20 +139,28 @@ impl Daemon {
                     .await
                     .unwrap();
             tokio::spawn(conn);
-            let req = hyper::Request::builder()
+            let mut req = hyper::Request::builder()
                 .method(method)
-                .uri(format!("http://localhost{path}"))
-                .header("content-type", "application/json")
+                .uri(format!("http://localhost{path}"));
+            if let Some(t) = content_type {
+                req = req.header("content-type", t);
+            }
+            let req = req
                 .body(Full::new(Bytes::from(body.unwrap_or_default())))
                 .unwrap();
             // A server that refuses a huge body may answer and close
             // before the client has written it all: status 0.
             let Ok(resp) = send.send_request(req).await else {
-                return (0, Vec::new());
+                return (0, String::new(), Vec::new());
             };
             let status = resp.status().as_u16();
+            let ct = resp
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
             let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-            (status, bytes.to_vec())
+            (status, ct, bytes.to_vec())
         })
     }
 
@@ -160,35 +181,16 @@ impl Daemon {
 }
 
 /// The API document with its schemas made plain JSON Schema (OpenAPI 3.0's
-/// `nullable` becomes a type list), and a validator per schema.
+/// `nullable` made a type list), as the daemon reads it.
 struct Contract {
     doc: Value,
 }
 
-fn denull(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            if o.remove("nullable") == Some(Value::Bool(true))
-                && let Some(Value::String(t)) = o.get("type").cloned()
-            {
-                o.insert("type".into(), json!([t, "null"]));
-            }
-            o.values_mut().for_each(denull);
-        }
-        Value::Array(a) => a.iter_mut().for_each(denull),
-        _ => {}
-    }
-}
-
 impl Contract {
     fn load() -> Self {
-        let src = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../api/openapi.yaml"),
-        )
-        .unwrap();
-        let mut doc: Value = serde_yaml::from_str(&src).unwrap();
-        denull(&mut doc);
-        Self { doc }
+        Self {
+            doc: vrhost_daemon::contract::document().clone(),
+        }
     }
 
     /// The response schema of an operation for a status, if it has JSON.
@@ -467,7 +469,7 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
             Some(
                 json!({ "name": "x", "vnics": [{ "port": "out", "mac": "02:00:00:00:00:09" }], "bogus": 1 }),
             ),
-            422,
+            400,
         ),
         (
             "POST",
@@ -476,7 +478,7 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
             Some(
                 json!({ "name": "../../etc", "vnics": [{ "port": "out", "mac": "02:00:00:00:00:09" }] }),
             ),
-            422,
+            400,
         ),
         (
             "POST",
@@ -485,7 +487,7 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
             Some(
                 json!({ "name": "x", "slots": -1, "vnics": [{ "port": "out", "mac": "02:00:00:00:00:09" }] }),
             ),
-            422,
+            400,
         ),
         (
             "PUT",
@@ -615,6 +617,9 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
     assert_eq!(st, 400);
     let after = api.ok("GET", "/v1/config", "/v1/config", None, 200);
     assert_eq!(before, after, "refused requests changed the config");
+    contract_slips(&d, &api);
+    let after = api.ok("GET", "/v1/config", "/v1/config", None, 200);
+    assert_eq!(before["toml"], after["toml"]);
 
     // Apply the whole file: dry run, then for real; c goes away.
     let file = std::fs::read_to_string(dir.join("daemon.toml")).unwrap();
@@ -659,9 +664,16 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
     let m = String::from_utf8(m).unwrap();
     assert!(m.contains("vrhost_vr_tx_packets_total{vr=\"a\"}"), "{m}");
     promtool_check(&m);
-    let (st, doc) = d.raw("GET", "/v1/openapi.yaml", None);
+    let (st, ct, doc) = d.typed("GET", "/v1/openapi.yaml", None, None);
     assert_eq!(st, 200);
-    assert!(String::from_utf8_lossy(&doc).starts_with("openapi:"));
+    assert_eq!(ct, "application/yaml");
+    let doc: Value = serde_yaml::from_slice(&doc).unwrap();
+    let schema = &c.doc["paths"]["/v1/openapi.yaml"]["get"]["responses"]["200"]["content"]["application/yaml"]
+        ["schema"];
+    assert!(
+        jsonschema::is_valid(schema, &doc),
+        "the document does not fit its own description: {schema}"
+    );
     api.hit
         .borrow_mut()
         .insert(("get".into(), "/v1/openapi.yaml".into()));
@@ -730,6 +742,183 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
     assert_eq!(total, FRAMES, "{s}");
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The slips of issue 25: each refused with a 4xx whose message names the
+/// JSON field (never the daemon's TOML rendering or a host path), or taken
+/// as the document says. Leaves the config as it found it.
+fn contract_slips(d: &Daemon, api: &Api) {
+    // A body that is not sent as JSON is refused, whatever it holds (an
+    // apply of `{"toml": ""}` as text/plain wiped the config).
+    for ct in [
+        Some("text/plain"),
+        Some("multipart/form-data; boundary=x"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let (st, _, b) = d.typed("POST", "/v1/apply", ct, Some(br#"{"toml":""}"#.to_vec()));
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(st, 415, "{ct:?}: {v}");
+        assert_eq!(v["error"]["code"], "unsupported_media_type", "{v}");
+        api.c.check("/v1/apply", "post", st, &v);
+    }
+    let (st, _, _) = d.typed(
+        "POST",
+        "/v1/apply",
+        Some("application/json; charset=utf-8"),
+        Some(br#"{"toml":"x","dry_run":true,"y":1}"#.to_vec()),
+    );
+    assert_eq!(
+        st, 400,
+        "a charset parameter is fine; the extra field is not"
+    );
+    // A JSON array is not an apply request (serde reads a struct from one).
+    let msg = refused_with(
+        api,
+        "POST",
+        "/v1/apply",
+        "/v1/apply",
+        json!(["", true]),
+        400,
+    );
+    assert!(msg.starts_with("body: "), "{msg}");
+
+    let vr = |extra: Value| {
+        let mut v = json!({
+            "name": "n", "slots": 256,
+            "vnics": [{ "port": "out", "mac": "02:00:00:0e:00:01", "addrs": ["10.9.9.1/24"] }],
+        });
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    // Type errors and bounds name the JSON field and the real bound.
+    for (extra, field, words) in [
+        (
+            json!({ "slots": "many" }),
+            "slots",
+            vec!["\"many\"", "integer"],
+        ),
+        (json!({ "slots": -1 }), "slots", vec!["minimum of 2"]),
+        (json!({ "cpu": 1e30 }), "cpu", vec!["maximum of 8191"]),
+        (json!({ "memory": 5 }), "memory", vec![]),
+        (json!({ "user": [] }), "user", vec![]),
+        (json!({ "router": 3 }), "router", vec!["object"]),
+        (
+            json!({ "vnics": [{ "port": 5 }] }),
+            "vnics[0].port",
+            vec!["string"],
+        ),
+        (
+            json!({ "scale": { "up_pps": 0, "down_pps": 1, "max": 2 } }),
+            "scale.up_pps",
+            vec!["minimum of 1"],
+        ),
+    ] {
+        let msg = refused_with(api, "POST", "/v1/vrs", "/v1/vrs", vr(extra.clone()), 400);
+        assert!(msg.starts_with(&format!("{field}: ")), "{extra}: {msg}");
+        for w in words {
+            assert!(msg.contains(w), "{extra}: {w:?} not in {msg}");
+        }
+        assert!(!msg.contains("line"), "{extra}: {msg}");
+    }
+    let msg = refused_with(
+        api,
+        "POST",
+        "/v1/rules",
+        "/v1/rules",
+        json!({ "vr": "a", "position": 18446744073709551616u128 as f64 }),
+        400,
+    );
+    assert!(
+        msg.starts_with("position: ") && msg.contains("maximum"),
+        "{msg}"
+    );
+    let msg = refused_with(
+        api,
+        "POST",
+        "/v1/rules",
+        "/v1/rules",
+        json!({ "vr": "a", "vlan": 4096 }),
+        400,
+    );
+    assert!(msg.starts_with("vlan: ") && msg.contains("4095"), "{msg}");
+    // A CPU this host does not have: refused up front, no host path.
+    let msg = refused_with(
+        api,
+        "POST",
+        "/v1/vrs",
+        "/v1/vrs",
+        vr(json!({ "cpu": 4096 })),
+        422,
+    );
+    assert!(msg.starts_with("cpu: CPU 4096: this host has"), "{msg}");
+    assert!(!msg.contains("/sys"), "{msg}");
+    // The document's bounds on queries.
+    api.refused(
+        "GET",
+        "/v1/vrs/{name}/routes",
+        "/v1/vrs/a/routes?limit=0",
+        None,
+        400,
+    );
+    // null is absent where a field may be left out (and not where it
+    // may not).
+    let nulls = vr(json!({
+        "router": null, "config": null, "memory": null, "user": null, "cpu": null,
+        "kind": null, "scale": null, "rules": null, "restart": null,
+    }));
+    let v = api.ok("POST", "/v1/vrs", "/v1/vrs", Some(nulls), 201);
+    assert_eq!(v["state"], "running", "{v}");
+    api.ok("DELETE", "/v1/vrs/{name}", "/v1/vrs/n", None, 204);
+    let msg = refused_with(
+        api,
+        "POST",
+        "/v1/vrs",
+        "/v1/vrs",
+        vr(json!({ "vnics": null })),
+        400,
+    );
+    assert!(msg.starts_with("vnics: null"), "{msg}");
+    let r = api.ok(
+        "POST",
+        "/v1/vrs/{name}/routes",
+        "/v1/vrs/a/routes",
+        Some(json!({ "prefix": "198.51.100.0/24", "via": "10.9.1.2", "nexthop": null, "vnic": null })),
+        201,
+    );
+    assert_eq!(r["added"], 1);
+    api.ok(
+        "DELETE",
+        "/v1/vrs/{name}/routes",
+        "/v1/vrs/a/routes?prefix=198.51.100.0/24",
+        None,
+        200,
+    );
+    let msg = refused_with(
+        api,
+        "POST",
+        "/v1/vrs/{name}/routes",
+        "/v1/vrs/a/routes",
+        json!({ "prefix": "198.51.100.0/24", "nexthop": "x" }),
+        400,
+    );
+    assert!(msg.starts_with("nexthop: "), "{msg}");
+}
+
+/// A refused request's message.
+fn refused_with(
+    api: &Api,
+    method: &str,
+    template: &str,
+    path: &str,
+    body: Value,
+    want: u16,
+) -> String {
+    let (st, v) = api.call(method, template, path, Some(body.clone()));
+    assert_eq!(st, want, "{method} {path} {body}: {v}");
+    v["error"]["message"].as_str().unwrap().to_string()
 }
 
 /// On TCP the API wants the bearer token; without a token file the daemon
@@ -818,6 +1007,28 @@ fn tcp_needs_a_bearer_token() {
     assert_eq!(st, 401, "{body}");
     let (st, body) = get(Some("Bearer s3cret-token-of-enough-length"));
     assert_eq!(st, 200, "{body}");
+    // The CLI takes the address as --api-tcp does, with or without the
+    // scheme.
+    for api in [
+        format!("127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{port}"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+            .args([
+                "health",
+                "--api",
+                &api,
+                "--token",
+                "s3cret-token-of-enough-length",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "--api {api}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);

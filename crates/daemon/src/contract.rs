@@ -1,0 +1,211 @@
+//! The API document (`api/openapi.yaml`) as the check of request bodies.
+//!
+//! Every JSON body is checked against its schema in the document before the
+//! server reads it, so the document and the server cannot disagree on what
+//! a body may hold: its fields, their types, their bounds, and which may be
+//! `null` (OpenAPI's `nullable`, which stands for an absent field). A body
+//! the document refuses is a 400 naming the JSON field at fault; a body it
+//! accepts may still be refused by the config's own checks (a 422).
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use serde_json::{Map, Value, json};
+
+/// The API document served at `/v1/openapi.yaml`.
+pub const OPENAPI: &str = include_str!("../../../api/openapi.yaml");
+
+/// The document as JSON, with OpenAPI 3.0's `nullable` made JSON Schema
+/// (a type list, or an `anyOf` with `null` where no type is given).
+///
+/// # Panics
+/// If the document is not YAML (a unit test reads it).
+pub fn document() -> &'static Value {
+    static DOC: LazyLock<Value> = LazyLock::new(|| {
+        let mut doc: Value = serde_yaml::from_str(OPENAPI).expect("api/openapi.yaml is YAML");
+        denull(&mut doc);
+        doc
+    });
+    &DOC
+}
+
+/// Make OpenAPI 3.0's `nullable: true` plain JSON Schema, in place.
+pub fn denull(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.values_mut().for_each(denull);
+            if o.remove("nullable") != Some(Value::Bool(true)) {
+                return;
+            }
+            match o.get("type").cloned() {
+                Some(Value::String(t)) => {
+                    o.insert("type".into(), json!([t, "null"]));
+                    // An `enum` lists the values allowed: null too.
+                    if let Some(Value::Array(e)) = o.get_mut("enum") {
+                        e.push(Value::Null);
+                    }
+                }
+                _ => {
+                    let inner = Value::Object(std::mem::take(o));
+                    o.insert("anyOf".into(), json!([{ "type": "null" }, inner]));
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(denull),
+        _ => {}
+    }
+}
+
+/// A validator of one schema of the document (`#/components/schemas/NAME`).
+fn validator(name: &str) -> &'static jsonschema::Validator {
+    static ALL: LazyLock<BTreeMap<String, jsonschema::Validator>> = LazyLock::new(|| {
+        let doc = document();
+        doc["components"]["schemas"]
+            .as_object()
+            .expect("the document has schemas")
+            .keys()
+            .map(|name| {
+                let root = json!({
+                    "$ref": format!("#/components/schemas/{name}"),
+                    "components": doc["components"],
+                });
+                let v = jsonschema::validator_for(&root)
+                    .unwrap_or_else(|e| panic!("schema {name} of api/openapi.yaml: {e}"));
+                (name.clone(), v)
+            })
+            .collect()
+    });
+    ALL.get(name)
+        .unwrap_or_else(|| panic!("no schema {name} in api/openapi.yaml"))
+}
+
+/// Check `body` against schema `name` of the document.
+///
+/// # Errors
+/// The first of the document's objections, naming the field at fault
+/// (`vnics[0].port: ...`).
+///
+/// # Panics
+/// If the document has no schema `name` (a bug of the caller).
+pub fn check(name: &str, body: &Value) -> Result<(), String> {
+    match validator(name).iter_errors(body).next() {
+        None => Ok(()),
+        Some(e) => Err(format!(
+            "{}: {e}",
+            field_path(body, e.instance_path.as_str())
+        )),
+    }
+}
+
+/// A JSON pointer into `body` as a field path: `vnics[0].port`, or `body`
+/// for the whole.
+fn field_path(body: &Value, pointer: &str) -> String {
+    let mut out = String::new();
+    let mut at = body;
+    for seg in pointer.split('/').skip(1) {
+        let key = seg.replace("~1", "/").replace("~0", "~");
+        match at {
+            Value::Array(a) => {
+                out.push_str(&format!("[{key}]"));
+                at = key
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| a.get(i))
+                    .unwrap_or(&Value::Null);
+            }
+            _ => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&key);
+                at = at.get(&key).unwrap_or(&Value::Null);
+            }
+        }
+    }
+    if out.is_empty() { "body".into() } else { out }
+}
+
+/// Remove every object member whose value is `null`, at every depth: the
+/// document's `nullable` fields, which `null` leaves unset.
+pub fn drop_nulls(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.retain(|_, x| !x.is_null());
+            o.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// A checked request body: the document's schema `name` holds for it, and
+/// its `null` members are gone.
+///
+/// # Errors
+/// As [`check`].
+pub fn body(name: &str, mut v: Value) -> Result<Map<String, Value>, String> {
+    check(name, &v)?;
+    drop_nulls(&mut v);
+    match v {
+        Value::Object(o) => Ok(o),
+        _ => Err(format!("body: schema {name} is not an object")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_compiles_and_names_fields() {
+        for name in document()["components"]["schemas"]
+            .as_object()
+            .unwrap()
+            .keys()
+        {
+            validator(name);
+        }
+        let vr = json!({ "name": "a", "slots": -1, "vnics": [{ "port": "p" }] });
+        let e = check("VrSpec", &vr).unwrap_err();
+        assert!(
+            e.starts_with("slots: -1 is less than the minimum of 2"),
+            "{e}"
+        );
+        let vr = json!({ "name": "a", "vnics": [{ "port": 7 }] });
+        assert!(
+            check("VrSpec", &vr)
+                .unwrap_err()
+                .starts_with("vnics[0].port: 7")
+        );
+        assert!(
+            check("VrSpec", &json!([1]))
+                .unwrap_err()
+                .starts_with("body: ")
+        );
+        assert!(check("ApplyRequest", &json!(["x", true])).is_err());
+    }
+
+    #[test]
+    fn nullable_fields_read_as_absent() {
+        let vr = json!({
+            "name": "a", "vnics": [{ "port": "p", "mac": null }],
+            "router": null, "config": null, "memory": null, "user": null, "cpu": null,
+        });
+        let o = body("VrSpec", vr).unwrap();
+        assert_eq!(
+            Value::Object(o),
+            json!({ "name": "a", "vnics": [{ "port": "p" }] })
+        );
+        // A required field is not nullable.
+        let e = check(
+            "VrSpec",
+            &json!({ "name": null, "vnics": [{ "port": "p" }] }),
+        );
+        assert!(e.unwrap_err().starts_with("name: null"));
+        let e = check(
+            "Route",
+            &json!({ "prefix": "10.0.0.0/8", "nexthop": null, "via": 5 }),
+        );
+        assert!(e.unwrap_err().starts_with("via: 5"));
+    }
+}
