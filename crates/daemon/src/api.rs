@@ -298,12 +298,17 @@ fn vr_pos(doc: &toml::Table, name: &str) -> Option<usize> {
         .position(|v| str_field(v, "name") == Some(name))
 }
 
+/// A value that fits the document but not the TOML config.
+fn unrepresentable(message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
+}
+
 /// A JSON value (which fits its schema, `null` members dropped) as TOML;
 /// an error names the field at `path`.
 fn to_toml(v: Value, path: &str) -> ApiResult<toml::Value> {
     Ok(match v {
         Value::Null => {
-            return Err(ApiError::bad(format!(
+            return Err(unrepresentable(format!(
                 "{path}: null: the config has no null (leave the member out)"
             )));
         }
@@ -311,7 +316,7 @@ fn to_toml(v: Value, path: &str) -> ApiResult<toml::Value> {
         Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
             (Some(i), _, _) => toml::Value::Integer(i),
             (None, Some(u), _) => {
-                return Err(ApiError::bad(format!(
+                return Err(unrepresentable(format!(
                     "{path}: {u}: at most {} (the largest integer of the config)",
                     i64::MAX
                 )));
@@ -481,6 +486,15 @@ fn vr_status(c: &Controller, stats: Option<&VrView>, name: &str) -> ApiResult<Va
     }))
 }
 
+/// A 201 answer whose `Location` is what was made (VR names are URL-safe).
+fn created(location: String, body: impl IntoResponse) -> Response {
+    let mut r = (StatusCode::CREATED, body).into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
 // ---- handlers ----
 
 async fn health(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
@@ -562,7 +576,8 @@ async fn create_vr(State(st): State<Arc<ApiState>>, req: Request) -> ApiResult<R
         array(&mut doc, "vrs").push(table);
         array(&mut doc, "rules").extend(rules);
         c.apply_doc(doc, false).map_err(|e| in_vr(e, pos))?;
-        Ok((StatusCode::CREATED, axum::Json(vr_status(c, None, &name)?)).into_response())
+        let status = vr_status(c, None, &name)?;
+        Ok(created(format!("/v1/vrs/{name}"), axum::Json(status)))
     })
     .await
 }
@@ -572,7 +587,7 @@ async fn update_vr(
     Path(name): Path<String>,
     req: Request,
 ) -> ApiResult<Response> {
-    let body = json_object(req, MAX_BODY, "VrSpec").await?;
+    let body = json_object(req, MAX_BODY, "VrSpecUpdate").await?;
     let (name, table, rules, has_rules) = vr_spec(body, Some(&name))?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
@@ -648,9 +663,15 @@ async fn add_vnic(
         let vr = array(&mut doc, "vrs")[pos]
             .as_table_mut()
             .ok_or_else(|| ApiError::bad("the VR's entry is not a table"))?;
-        array(vr, "vnics").push(vnic);
+        let vnics = array(vr, "vnics");
+        vnics.push(vnic);
+        let ix = vnics.len() - 1;
         c.apply_doc(doc, false).map_err(|e| in_vr(e, pos))?;
-        Ok((StatusCode::CREATED, axum::Json(vr_status(c, None, &name)?)).into_response())
+        let status = vr_status(c, None, &name)?;
+        Ok(created(
+            format!("/v1/vrs/{name}/vnics/{ix}"),
+            axum::Json(status),
+        ))
     })
     .await
 }
@@ -727,7 +748,10 @@ async fn add_rule(State(st): State<Arc<ApiState>>, req: Request) -> ApiResult<Re
         }
         rs.insert(at, rule);
         c.apply_doc(doc, false)?;
-        Ok((StatusCode::CREATED, axum::Json(rules_of(c.doc()))).into_response())
+        Ok(created(
+            format!("/v1/rules/{at}"),
+            axum::Json(rules_of(c.doc())),
+        ))
     })
     .await
 }

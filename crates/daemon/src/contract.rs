@@ -90,11 +90,29 @@ fn validator(name: &str) -> &'static jsonschema::Validator {
 pub fn check(name: &str, body: &Value) -> Result<(), String> {
     match validator(name).iter_errors(body).next() {
         None => Ok(()),
-        Some(e) => Err(format!(
-            "{}: {e}",
-            field_path(body, e.instance_path.as_str())
-        )),
+        Some(e) => {
+            let (pointer, message) = explain(&e);
+            Err(format!("{}: {message}", field_path(body, &pointer)))
+        }
     }
+}
+
+/// Where an error is and what it says; for "valid under none of `anyOf`"
+/// (a `nullable` field, a union), what its most telling branch says: the
+/// one that got deepest into the value, not the `null` one.
+fn explain(e: &jsonschema::ValidationError<'_>) -> (String, String) {
+    use jsonschema::error::ValidationErrorKind as K;
+    if let K::AnyOf { context } | K::OneOfNotValid { context } = &e.kind {
+        let best = context
+            .iter()
+            .filter_map(|branch| branch.first())
+            .filter(|b| !b.to_string().ends_with("is not of type \"null\""))
+            .max_by_key(|b| b.instance_path.as_str().len());
+        if let Some(b) = best {
+            return explain(b);
+        }
+    }
+    (e.instance_path.as_str().to_string(), e.to_string())
 }
 
 /// A JSON pointer into `body` as a field path: `vnics[0].port`, or `body`
@@ -207,5 +225,12 @@ mod tests {
             &json!({ "prefix": "10.0.0.0/8", "nexthop": null, "via": 5 }),
         );
         assert!(e.unwrap_err().starts_with("via: 5"));
+        // The config has no null: a member of an open table may be null
+        // (left out), an element of an array may not.
+        let vr = json!({ "name": "a", "vnics": [{ "port": "p" }], "config": { "x": null } });
+        assert!(check("VrSpec", &vr).is_ok());
+        let vr = json!({ "name": "a", "vnics": [{ "port": "p" }], "config": { "x": [1, null] } });
+        let e = check("VrSpec", &vr).unwrap_err();
+        assert!(e.starts_with("config.x[1]: null"), "{e}");
     }
 }

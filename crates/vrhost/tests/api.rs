@@ -517,7 +517,7 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
             "/v1/rules",
             "/v1/rules",
             Some(json!({ "dst": "10.0.0.0/40", "vr": "a" })),
-            422,
+            400,
         ),
         (
             "POST",
@@ -546,7 +546,7 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
             "/v1/vrs/{name}/routes",
             "/v1/vrs/a/routes",
             Some(json!({ "prefix": "1.2.3.4/99", "via": "10.9.1.2" })),
-            422,
+            400,
         ),
         (
             "POST",
