@@ -4,7 +4,8 @@
 //! pair as descriptor 3, then the [`Hello`] with its region and doorbells
 //! over it (SCM_RIGHTS). The host holds a pidfd per child, so it learns of an
 //! exit at once (poll) without reaping races. The child dies with the host
-//! (`PR_SET_PDEATHSIG`). [`VrCommand::confine`] walls it in (own network
+//! (`PR_SET_PDEATHSIG`), which is why every child is forked from one thread
+//! that lives as long as the host (see [`fork_from_lasting_thread`]). [`VrCommand::confine`] walls it in (own network
 //! namespace, cgroup, user, no new privileges, seccomp, descriptors 0-3
 //! only; see [`crate::confine`]); its cgroups go when it is stopped.
 
@@ -12,8 +13,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds, seqpacket_pair};
@@ -264,9 +265,57 @@ fn spawn_inner(
         c.apply(&mut command);
     }
     command.env(CTRL_FD_ENV, CHILD_CTRL_FD.to_string());
-    let child = command.spawn()?;
+    let child = fork_from_lasting_thread(command)?;
     drop((theirs, exe));
     Ok((child, ours))
+}
+
+/// A start handed to the fork thread, and where its result goes.
+type ForkJob = (Command, mpsc::SyncSender<std::io::Result<Child>>);
+
+/// The fork thread's queue; `None` until the first start.
+static FORKER: Mutex<Option<mpsc::Sender<ForkJob>>> = Mutex::new(None);
+
+/// Fork and exec `command` from the host's fork thread, which lives as long
+/// as the process.
+///
+/// The parent-death signal a VR sets (`PR_SET_PDEATHSIG`) fires when the
+/// *thread* that forked it exits, not the process: a VR forked from a
+/// thread pool's worker (the API's `spawn_blocking` threads, which tokio
+/// ends after 10 s idle) was killed with it. Every start goes through this
+/// one thread, started on the first start (it keeps the network namespace,
+/// affinity and scheduling class of the thread that started it, as a
+/// thread of that thread's would: the daemon's first start is on its main
+/// thread) and never ending, since the queue's sender is never dropped.
+///
+/// # Errors
+/// The OS error of the fork/exec, or of starting the fork thread.
+fn fork_from_lasting_thread(command: Command) -> std::io::Result<Child> {
+    let queue = {
+        let mut q = FORKER.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*q {
+            Some(tx) => tx.clone(),
+            None => {
+                let (tx, rx) = mpsc::channel::<ForkJob>();
+                std::thread::Builder::new()
+                    .name("vrhost-fork".into())
+                    .spawn(move || {
+                        for (mut command, done) in rx {
+                            // The caller may have given up waiting; the
+                            // child is then dropped and reaped by nobody,
+                            // as a failed start's would be.
+                            let _ = done.send(command.spawn());
+                        }
+                    })?;
+                *q = Some(tx.clone());
+                tx
+            }
+        }
+    };
+    let (done, result) = mpsc::sync_channel(1);
+    let gone = || std::io::Error::other("the fork thread is gone");
+    queue.send((command, done)).map_err(|_| gone())?;
+    result.recv().map_err(|_| gone())?
 }
 
 /// `fd`, renumbered above the descriptors the child fixes (0 to
@@ -721,4 +770,31 @@ pub enum ControlError {
     /// A system call failed.
     #[error("control socket: {0}")]
     Io(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child started from a thread that then exits lives on: its
+    /// parent-death signal is tied to the fork thread, not to the caller's
+    /// (the API's pool threads end after 10 s idle, and took their VRs).
+    #[test]
+    fn a_child_outlives_the_thread_that_started_it() {
+        let (mut child, _ctrl) = std::thread::spawn(|| {
+            spawn_with_ctrl(Path::new("sleep"), &["30".into()]).expect("spawn sleep")
+        })
+        .join()
+        .expect("the starting thread");
+        // The kernel signals the child as the thread exits, before join
+        // returns; a short wait covers the signal's delivery.
+        std::thread::sleep(Duration::from_millis(200));
+        let status = child.try_wait().expect("try_wait");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            status, None,
+            "the child died with the thread that started it"
+        );
+    }
 }
