@@ -5,6 +5,10 @@
 //! (or removed from) a config struct fails this test until the reference
 //! says so.
 //!
+//! The defaults the reference gives for scalar keys are checked against the
+//! code's too (`documented_defaults_are_the_codes`), from the config types'
+//! `Default`s and from what a config that leaves the keys out is planned as.
+//!
 //! A key is written as its path: `host.poll.sleep_ms`, `ports[].frames`,
 //! `vrs[].router.arp.probes` (`[]`: each element of an array of tables).
 //! The reference lists each key as the first cell of a table row, in
@@ -345,5 +349,136 @@ fn docs_config_md_documents_every_key_and_no_other() {
         missing.is_empty() && unknown.is_empty(),
         "docs/config.md is out of date.\n  keys the config accepts that it does not document: \
          {missing:?}\n  keys it documents that the config does not accept: {unknown:?}"
+    );
+}
+
+/// The default column of each documented key: the row's third cell.
+fn documented_defaults() -> std::collections::BTreeMap<String, String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            let key = cells[0].trim_start_matches("| ").trim_matches('`');
+            (key.to_string(), cells[2].to_string())
+        })
+        .collect()
+}
+
+/// A documented default as the code would print it: its first word, without
+/// backquotes (`"flow"`, `24301 (0x5eed)`, `["10.1.2.3/32"]`).
+fn first_word(cell: &str) -> String {
+    let cell = cell.trim();
+    match cell.strip_prefix('`').and_then(|c| c.split_once('`')) {
+        Some((quoted, _)) => quoted.to_string(),
+        None => cell
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+#[test]
+fn documented_defaults_are_the_codes() {
+    use serde_json::{Value, json};
+    use vrhost_host::config::{GenConf, HostConf, PortRings};
+    let mut code: Vec<(String, Value)> = Vec::new();
+    let mut under = |prefix: &str, v: Value| {
+        for (k, v) in v.as_object().expect("a struct") {
+            if !v.is_object() && !v.is_null() && !v.as_array().is_some_and(Vec::is_empty) {
+                code.push((format!("{prefix}.{k}"), v.clone()));
+            }
+        }
+    };
+    let host = HostConf::default();
+    under(
+        "host",
+        json!({
+            "quarantine_after": host.quarantine_after,
+            "watchdog_ms": host.watchdog_ms,
+            "start_idle_ms": host.start_idle_ms,
+            "confine": host.confine,
+            "share_worker_core": host.share_worker_core,
+        }),
+    );
+    under("host.poll", serde_json::to_value(host.poll).unwrap());
+    let xdp = PortRings::default().af_xdp();
+    under(
+        "ports[]",
+        json!({ "ring_size": xdp.ring_size, "frames": xdp.frames }),
+    );
+    let g = GenConf::default();
+    under(
+        "ports[].traffic",
+        json!({
+            "frame_bytes": g.frame_bytes, "dst": g.dst, "src": g.src,
+            "dst_mac": g.dst_mac, "seed": g.seed,
+        }),
+    );
+    let router = serde_json::to_value(RouterConfig::default()).unwrap();
+    under("vrs[].router.arp", router["arp"].clone());
+    under("vrs[].router.icmp", router["icmp"].clone());
+    // What a VR, a scaling VR and a rule get when they leave keys out.
+    let src = r#"
+[[ports]]
+name = "p0"
+driver = "null"
+
+[[vrs]]
+name = "a"
+vnics = [{ port = "p0", mac = "02:00:00:00:00:01" }]
+
+[[vrs]]
+name = "b"
+vnics = [{ port = "p0", mac = "02:00:00:00:00:02" }]
+cpus = [0]
+scale = { up_pps = 2, down_pps = 1, max = 1 }
+
+[[rules]]
+vr = "a"
+"#;
+    let (cfg, plan) = Config::parse(src, "v.toml", std::path::Path::new(".")).unwrap();
+    let (v, p) = (&cfg.vrs[0], &plan.vrs[0]);
+    let vrhost_host::alloc::ScalePolicy::Dynamic(d) = plan.vrs[1].scale else {
+        panic!("vr b scales");
+    };
+    under(
+        "vrs[]",
+        json!({
+            "kind": match v.kind { vrhost_host::config::VrKind::Router => "router", _ => "program" },
+            "slots": *v.slots.get_ref(),
+            "instances": p.instances,
+            "balance": p.balance.to_string(),
+            "restart": v.restart,
+            "weight": p.sched.weight,
+            "priority": if p.sched.high_priority { "high" } else { "normal" },
+        }),
+    );
+    under(
+        "vrs[].scale",
+        json!({ "period_ms": d.period.as_millis() as u64, "min": d.min }),
+    );
+    under("rules[]", json!({ "vnic": *cfg.rules[0].vnic.get_ref() }));
+
+    let docs = documented_defaults();
+    let mut wrong = Vec::new();
+    for (key, value) in &code {
+        let want = match value {
+            Value::String(s) => format!("\"{s}\""),
+            v => v.to_string(),
+        };
+        match docs.get(key) {
+            Some(cell) if first_word(cell) == want => {}
+            Some(cell) => wrong.push(format!("{key}: documented {cell:?}, the code's {want}")),
+            None => wrong.push(format!("{key}: not documented")),
+        }
+    }
+    assert!(code.len() >= 30, "{code:?}");
+    assert!(
+        wrong.is_empty(),
+        "docs/config.md defaults:\n{}",
+        wrong.join("\n")
     );
 }
