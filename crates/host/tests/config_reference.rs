@@ -38,13 +38,14 @@ impl<'a> Recorder<'a> {
             keys: self.keys,
         }
     }
+}
 
-    fn join(&self, field: &str) -> String {
-        if self.path.is_empty() {
-            field.to_string()
-        } else {
-            format!("{}.{field}", self.path)
-        }
+/// The path of key `field` of the table at `parent`.
+fn join(parent: &str, field: &str) -> String {
+    if parent.is_empty() {
+        field.to_string()
+    } else {
+        format!("{parent}.{field}")
     }
 }
 
@@ -169,8 +170,7 @@ impl<'de, 'a> de::Deserializer<'de> for Recorder<'a> {
         let private = is_private(name);
         if !private {
             for f in fields {
-                let key = self.join(f);
-                self.keys.insert(key);
+                self.keys.insert(join(&self.path, f));
             }
         }
         v.visit_map(Fields {
@@ -242,11 +242,7 @@ impl<'de> de::MapAccess<'de> for Fields<'_> {
 
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, Error> {
         let path = if !self.private {
-            if self.parent.is_empty() {
-                self.field.to_string()
-            } else {
-                format!("{}.{}", self.parent, self.field)
-            }
+            join(&self.parent, self.field)
         } else if self.field.ends_with("value") {
             self.parent.clone()
         } else {
