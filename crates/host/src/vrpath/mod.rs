@@ -49,7 +49,7 @@ mod instances;
 mod ledger;
 mod load;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};

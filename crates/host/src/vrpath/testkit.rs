@@ -10,10 +10,13 @@ use vrhost_shm::{Consumer, Producer, Region, RegionConfig, RingId, SlotState};
 
 use super::{Backend, VrPath};
 
+/// The frames a [`Sink`] accepted, shared with the test.
+pub(crate) type Sent = Arc<Mutex<Vec<Vec<u8>>>>;
+
 /// A port that keeps the frames it accepts, up to `room` of them.
 pub(crate) struct Sink {
     /// The frames accepted, shared with the test.
-    pub sent: Arc<Mutex<Vec<Vec<u8>>>>,
+    pub sent: Sent,
     /// How many more it accepts.
     pub room: usize,
 }
@@ -40,6 +43,46 @@ impl Port for Sink {
     }
 }
 
+/// A port whose receive side yields the frames it was given, a burst at a
+/// time, and which sends nothing.
+pub(crate) struct Source {
+    pub frames: std::collections::VecDeque<Vec<u8>>,
+    /// The frames of the last burst, which the caller borrows.
+    burst: Vec<Vec<u8>>,
+}
+
+impl Source {
+    pub(crate) fn new(frames: impl IntoIterator<Item = Vec<u8>>) -> Self {
+        Self {
+            frames: frames.into_iter().collect(),
+            burst: Vec::new(),
+        }
+    }
+}
+
+impl Port for Source {
+    fn name(&self) -> &str {
+        "source"
+    }
+
+    fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
+        let n = out.len().min(self.frames.len());
+        self.burst = self.frames.drain(..n).collect();
+        for (o, f) in out.iter_mut().zip(&self.burst) {
+            *o = f;
+        }
+        n
+    }
+
+    fn tx_burst(&mut self, _frames: &[&[u8]]) -> usize {
+        0
+    }
+
+    fn stats(&self) -> PortStats {
+        PortStats::default()
+    }
+}
+
 /// One instance's side of the region, as a VR process holds it.
 pub(crate) struct Instance {
     /// Its rx rings, by vNIC.
@@ -55,7 +98,7 @@ pub(crate) struct Kit {
     pub vp: VrPath,
     pub inst: Vec<Instance>,
     pub ports: Vec<Box<dyn Port>>,
-    pub sent: Vec<Arc<Mutex<Vec<Vec<u8>>>>>,
+    pub sent: Vec<Sent>,
 }
 
 impl Kit {
