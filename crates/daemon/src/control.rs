@@ -38,6 +38,7 @@ use vrhost_vr::proto::{CONTROL_CHUNK, PollConfig};
 use vrhost_vr::router::RouteConfig;
 
 use crate::cores::Cores;
+use crate::diff::{Diff, Running, diff};
 
 /// A VR's instance processes and their doorbells, in instance order, and
 /// their control sockets by instance slot.
@@ -693,189 +694,25 @@ impl Controller {
     ) -> Result<ApplyResult, ControlError> {
         let src = toml::to_string(&doc).map_err(|e| ControlError::Invalid(e.to_string()))?;
         let (_, plan) = Config::parse(&src, &self.label, &self.dir).map_err(config_error)?;
-        let old = &self.plan;
-        let budget = |h: &vrhost_host::config::HostConf| {
-            let limit = h.instance_cores.as_ref().map(|c| *c.get_ref());
-            (h.cpu, limit, h.share_worker_core)
+        let vrs = &self.vrs;
+        let running = |name: &str| {
+            vrs.get(name).map(|e| Running {
+                slots: e.slots,
+                placed: e.placed,
+            })
         };
-        if budget(&plan.host) != budget(&old.host) {
-            return Err(ControlError::Conflict(
-                "host.cpu, host.instance_cores and host.share_worker_core take effect when the daemon starts".into(),
-            ));
-        }
-        let same_process = |a: &VrPlan, b: &VrPlan| {
-            a.program == b.program
-                && a.slots == b.slots
-                && a.cpu == b.cpu
-                && a.config == b.config
-                && a.vnic_ports.len() == b.vnic_ports.len()
-        };
-        let same_vr = |a: &VrPlan, b: &VrPlan| {
-            same_process(a, b)
-                && a.instances == b.instances
-                && a.scale == b.scale
-                && a.placed == b.placed
-                && a.instance_cpus == b.instance_cpus
-                && a.balance == b.balance
-        };
-        // Only the instance count, scaling or balancing changed, and the
-        // region has the instance slots: changed in place.
-        let in_place = |a: &VrPlan, b: &VrPlan| {
-            let Some(e) = self.vrs.get(&a.name) else {
-                return false;
-            };
-            // Down to one unpinned instance, a placed VR keeps its core.
-            let one = b.scale == vrhost_host::alloc::ScalePolicy::Fixed(1) && b.cpu.is_none();
-            same_process(a, b)
-                && (e.placed == b.placed || (e.placed && one))
-                && b.instance_slots() <= e.slots
-                && (a.instance_cpus.iter().zip(&b.instance_cpus)).all(|(x, y)| x == y)
-        };
-        // Ports: by name; a port whose driver or interface changed is
-        // refused while in use (its interface cannot be owned twice).
-        let mut res = ApplyResult {
-            dry_run,
-            rules: plan.classifier.len(),
-            ..ApplyResult::default()
-        };
-        let mut port_keep = Vec::new();
-        for (j, (name, driver, iface)) in plan.ports.iter().enumerate() {
-            match old.ports.iter().position(|p| &p.0 == name) {
-                Some(i)
-                    if old.ports[i].1 == *driver
-                        && &old.ports[i].2 == iface
-                        && old.gens[i] == plan.gens[j]
-                        && old.rings[i] == plan.rings[j] =>
-                {
-                    port_keep.push(Some(i));
-                }
-                Some(_) => {
-                    return Err(ControlError::Conflict(format!(
-                        "port {name}: its driver, interface, traffic or ring sizes changed; remove the port in one change and add it in the next"
-                    )));
-                }
-                None => {
-                    if let Some(o) = old
-                        .ports
-                        .iter()
-                        .find(|p| !iface.is_empty() && &p.2 == iface)
-                    {
-                        return Err(ControlError::Conflict(format!(
-                            "port {name}: interface {iface} is still used by port {}",
-                            o.0
-                        )));
-                    }
-                    res.ports_added.push(name.clone());
-                    port_keep.push(None);
-                }
-            }
-        }
-        for (name, ..) in &old.ports {
-            if !plan.ports.iter().any(|p| &p.0 == name) {
-                res.ports_removed.push(name.clone());
-            }
-        }
-        let mut vr_keep = Vec::new();
-        for vr in &plan.vrs {
-            match old.vrs.iter().position(|v| v.name == vr.name) {
-                Some(i) if same_vr(&old.vrs[i], vr) && force != Some(vr.name.as_str()) => {
-                    vr_keep.push(Some(i));
-                    res.unchanged.push(vr.name.clone());
-                }
-                Some(i) if in_place(&old.vrs[i], vr) && force != Some(vr.name.as_str()) => {
-                    vr_keep.push(Some(i));
-                    res.rescaled.push(vr.name.clone());
-                }
-                Some(_) => {
-                    vr_keep.push(None);
-                    res.restarted.push(vr.name.clone());
-                }
-                None => {
-                    vr_keep.push(None);
-                    res.added.push(vr.name.clone());
-                }
-            }
-        }
-        for vr in &old.vrs {
-            if !plan.vrs.iter().any(|v| v.name == vr.name) {
-                res.removed.push(vr.name.clone());
-            }
-        }
+        let Diff {
+            ports: port_keep,
+            vrs: vr_keep,
+            result: mut res,
+        } = diff(&self.plan, &plan, running, force)?;
+        res.dry_run = dry_run;
         if dry_run {
             res.generation = self.generation;
             return Ok(res);
         }
-        // Open new ports and start new VRs; on failure drop what was made.
-        let mut new_ports = BTreeMap::new();
-        for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
-            if port_keep[i].is_none() {
-                let p = open_port(name, *driver, iface, plan.gens[i].as_ref(), plan.rings[i])
-                    .map_err(|e| ControlError::Invalid(format!("port {name}: {e}")))?;
-                new_ports.insert(i, p);
-            }
-        }
-        let mut started = BTreeMap::new();
-        for (i, vr) in plan.vrs.iter().enumerate() {
-            if vr_keep[i].is_none() {
-                let routes = self
-                    .vrs
-                    .get(&vr.name)
-                    .map(|e| e.api_routes.clone())
-                    .unwrap_or_default();
-                started.insert(i, self.start_vr(&plan, vr, &routes)?);
-            }
-        }
-        let mut entries = Vec::new();
-        let reconfig = Reconfig {
-            ports: (0..plan.ports.len())
-                .map(|i| match port_keep[i] {
-                    Some(o) => Keep::Old(o),
-                    None => Keep::New(new_ports.remove(&i).expect("opened above")),
-                })
-                .collect(),
-            vrs: plan
-                .vrs
-                .iter()
-                .enumerate()
-                .map(|(i, vr)| {
-                    let k = match vr_keep[i] {
-                        Some(o) => Keep::Old(o),
-                        None => {
-                            let s = started.remove(&i).expect("started above");
-                            entries.push((vr.name.clone(), s.entry));
-                            Keep::New(s.path)
-                        }
-                    };
-                    (k, vr.vnic_ports.clone())
-                })
-                .collect(),
-            classifier: plan.classifier.clone(),
-        };
-        // Guards (quarantine, watchdog) and scheduling change in place,
-        // without a restart.
-        let guards: Vec<_> = (plan.vrs.iter())
-            .map(|v| (v.guard, v.sched, v.balance))
-            .collect();
-        let retired = self
-            .mailbox
-            .call(WORKER_TIMEOUT, move |w: &mut Worker| {
-                let r = w.reconfigure(reconfig);
-                if r.is_ok() {
-                    for (v, (g, s, b)) in w.vrs_mut().iter_mut().zip(guards) {
-                        v.set_guard(g);
-                        if v.sched() != s {
-                            v.set_sched(s);
-                        }
-                        if v.balance() != b {
-                            v.set_balance(b);
-                        }
-                    }
-                    w.resched();
-                }
-                r
-            })?
-            .map_err(ControlError::Internal)?;
-        drop(retired);
+        let (reconfig, entries) = self.prepare(&plan, &port_keep, &vr_keep)?;
+        self.install(&plan, reconfig)?;
         for name in res.removed.iter() {
             self.vrs.remove(name);
             self.cores.release(name);
@@ -907,6 +744,92 @@ impl Controller {
         );
         self.reap_drained()?;
         Ok(res)
+    }
+
+    /// Open the ports and start the VRs the change adds or restarts, and
+    /// the worker's new shape; on failure, what was made is dropped.
+    fn prepare(
+        &mut self,
+        plan: &Plan,
+        port_keep: &[Option<usize>],
+        vr_keep: &[Option<usize>],
+    ) -> Result<(Reconfig, Vec<(String, VrEntry)>), ControlError> {
+        let mut new_ports = BTreeMap::new();
+        for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
+            if port_keep[i].is_none() {
+                let p = open_port(name, *driver, iface, plan.gens[i].as_ref(), plan.rings[i])
+                    .map_err(|e| ControlError::Invalid(format!("port {name}: {e}")))?;
+                new_ports.insert(i, p);
+            }
+        }
+        let mut started = BTreeMap::new();
+        for (i, vr) in plan.vrs.iter().enumerate() {
+            if vr_keep[i].is_none() {
+                let routes = self
+                    .vrs
+                    .get(&vr.name)
+                    .map(|e| e.api_routes.clone())
+                    .unwrap_or_default();
+                started.insert(i, self.start_vr(plan, vr, &routes)?);
+            }
+        }
+        let mut entries = Vec::new();
+        let reconfig = Reconfig {
+            ports: (0..plan.ports.len())
+                .map(|i| match port_keep[i] {
+                    Some(o) => Keep::Old(o),
+                    None => Keep::New(new_ports.remove(&i).expect("opened above")),
+                })
+                .collect(),
+            vrs: plan
+                .vrs
+                .iter()
+                .enumerate()
+                .map(|(i, vr)| {
+                    let k = match vr_keep[i] {
+                        Some(o) => Keep::Old(o),
+                        None => {
+                            let s = started.remove(&i).expect("started above");
+                            entries.push((vr.name.clone(), s.entry));
+                            Keep::New(s.path)
+                        }
+                    };
+                    (k, vr.vnic_ports.clone())
+                })
+                .collect(),
+            classifier: plan.classifier.clone(),
+        };
+        Ok((reconfig, entries))
+    }
+
+    /// Give the worker its new shape; guards (quarantine, watchdog),
+    /// scheduling and balancing change in place, without a restart.
+    fn install(&mut self, plan: &Plan, reconfig: Reconfig) -> Result<(), ControlError> {
+        let guards: Vec<_> = (plan.vrs.iter())
+            .map(|v| (v.guard, v.sched, v.balance))
+            .collect();
+        let retired = self
+            .mailbox
+            .call(WORKER_TIMEOUT, move |w: &mut Worker| {
+                let r = w.reconfigure(reconfig);
+                if r.is_ok() {
+                    for (v, (g, s, b)) in w.vrs_mut().iter_mut().zip(guards) {
+                        v.set_guard(g);
+                        if v.sched() != s {
+                            v.set_sched(s);
+                        }
+                        if v.balance() != b {
+                            v.set_balance(b);
+                        }
+                    }
+                    w.resched();
+                }
+                r
+            })?
+            .map_err(ControlError::Internal)?;
+        // The ports left out, closed here (off the worker's thread).
+        drop(retired);
+        Ok(())
     }
 
     /// One decision for every VR whose instance count can change (more
