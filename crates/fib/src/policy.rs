@@ -11,7 +11,9 @@ use std::collections::HashMap;
 
 use crate::{Fib, FibError, Key, NextHopId};
 
-/// How a VR chooses a route. In a VR's TOML config: `"dst"`, `"src"` or `"src-dst"`.
+/// How a VR chooses a route; serialized as `"dst"`, `"src"` or `"src-dst"`. No config key
+/// selects it yet: the built-in router looks up the destination in an [`crate::Ipv4Fib`], and
+/// nothing outside this crate's tests builds a [`PolicyFib`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RoutingMode {

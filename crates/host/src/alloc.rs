@@ -6,8 +6,10 @@
 //! Pure logic: no threads, no pinning ([`crate::cpu`]), no processes
 //! ([`crate::spawn`]); the only I/O, [`Topology::read`], goes through one
 //! fakeable reader. Papers: PdP's Algorithm 1 (*SliceAlloc*, best-fit slicing
-//! of forwarding engines) and LVRM (one instance per core, sibling cores
-//! first, thresholds on an EWMA of the arrival rate checked every second).
+//! of forwarding engines: [`Placement`], implemented and tested here but not
+//! yet called by the daemon, whose instances take whole cores from the
+//! [`CoreBudget`]) and LVRM (one instance per core, sibling cores first,
+//! thresholds on an EWMA of the arrival rate checked every second).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -148,6 +150,9 @@ pub struct Slice {
 
 /// Engines (CPU cores, or later a cluster's hosts) shared out among VRs by
 /// PdP's Algorithm 1, with release.
+///
+/// Nothing outside this module's tests calls it yet: the daemon gives each
+/// instance a whole core from the [`CoreBudget`].
 ///
 /// For a demand `R = kC + r` on engines of capacity `C`, Algorithm 1 gives
 /// the VR `k` idle engines whole (lines 3-4), then puts `r` on the engine

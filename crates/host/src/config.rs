@@ -386,7 +386,9 @@ pub struct RuleConf {
     /// Destination MAC.
     #[serde(default)]
     pub dst_mac: Option<Spanned<String>>,
-    /// VLAN id (802.1Q), 0..=4095.
+    /// VLAN id (802.1Q), 0..=4095. The frame reaches the VR with its tag:
+    /// the built-in router drops tagged frames, so only a custom VR that
+    /// handles the tag can serve a VLAN.
     #[serde(default)]
     pub vlan: Option<Spanned<u16>>,
     /// IP protocol number.

@@ -157,7 +157,7 @@ pub struct VrStats {
 }
 
 /// Time constant of the load estimates ([`VrStats::arrival_pps`],
-/// [`InstanceStats::rx_fill`], [`InstanceStats::capacity_pps`]).
+/// [`InstanceStats::rx_fill_milli`], [`InstanceStats::capacity_pps`]).
 pub const LOAD_TAU: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Counters of one instance of a VR as the host sees it.

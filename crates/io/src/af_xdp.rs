@@ -17,7 +17,10 @@
 //!    [`AfXdpConfig::frame_size`] bytes, half of them (at most a ring's
 //!    worth) lent to the kernel for rx through the fill ring, the rest for
 //!    tx; binds it in zero-copy mode if the driver offers it and in copy
-//!    mode otherwise (see [`AfXdpPort::mode`]), with `XDP_USE_NEED_WAKEUP`;
+//!    mode otherwise (see [`AfXdpPort::mode`]), with `XDP_USE_NEED_WAKEUP`.
+//!    Only copy mode has run here: the tests and benches use veth, which
+//!    has no zero-copy (a test checks that forcing it fails cleanly), so
+//!    the zero-copy path is untested;
 //! 3. puts each socket in the XSKMAP at its queue's index.
 //!
 //! The data path ([`Port`]) makes no allocation, takes no lock and never

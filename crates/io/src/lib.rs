@@ -1,18 +1,19 @@
 //! Port drivers: where frames enter and leave the host.
 //!
-//! A [`Port`] moves frames in bursts. This crate owns the driver trait and the
-//! drivers that need no kernel interface: `mem` (an in-memory frame generator,
-//! LVRM's main-memory adapter), `null` (a counting sink), `order` (a
-//! counting sink that checks per-flow order) and `pcap` (frames from and to
-//! pcap files). Real-interface drivers (AF_XDP, AF_PACKET, TAP) come in
-//! their own modules later and implement the same trait.
+//! A [`Port`] moves frames in bursts. This crate owns the driver trait and
+//! every driver: the real-interface ones, `af_xdp` (AF_XDP sockets fed by an
+//! XDP program), `af_packet` (TPACKET_V3 mmap rings), `socket` (a system
+//! call per frame) and `tap` (a TAP device); and those that need no
+//! interface: `mem` (an in-memory frame generator, LVRM's main-memory
+//! adapter), `null` (a counting sink), `order` (a counting sink that checks
+//! per-flow order) and `pcap` (frames from and to pcap files).
 //!
 //! It does not own packet formats (`vrhost-packet`), classification or
 //! dispatch (`vrhost-host`). Errors belong to setup only: a driver's
 //! constructor validates its config and resources (a thiserror enum per
 //! driver); on the data path a driver counts and drops, it never fails.
 
-// `deny`, not `forbid`: a kernel-facing driver (AF_XDP) will opt in per module
+// `deny`, not `forbid`: the kernel-facing AF_XDP driver opts in for its module
 // with `#[expect(unsafe_code, reason = ...)]` and `// SAFETY:` comments.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -173,6 +173,10 @@ impl FlowKey {
     /// A host cannot tell a tenant's real routing traffic from data dressed
     /// up as it: the reserve it may use is small, and what passes still
     /// counts against the VR's own limits.
+    ///
+    /// Of these, vrhost's built-in router uses only ARP: it runs no routing
+    /// protocol and drops the others when they are addressed to it. The
+    /// rest is for a custom VR that speaks them.
     #[inline]
     pub fn is_control(&self) -> bool {
         if self.ethertype == EtherType::ARP {

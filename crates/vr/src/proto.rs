@@ -205,7 +205,7 @@ pub enum HostMsg {
 }
 
 /// Counter positions in [`vrhost_shm::InstanceBlock::vr_counters`], as the
-/// SDK publishes them (region layout version 2: 32 counters).
+/// SDK publishes them (32 counters since region layout version 2).
 pub mod counter {
     use vrhost_shm::layout::VR_COUNTERS;
 

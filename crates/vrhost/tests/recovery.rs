@@ -268,3 +268,65 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
     assert_eq!(vr(&s, "p")["state"], "running", "{s:#}");
     assert_ne!(pid(&s, "p"), before, "a new process: {s:#}");
 }
+
+/// VR b of [`config`], as a `vrhost vr add` file, with its rule and the
+/// route the generator's frames for it need.
+const B_FILE: &str = r#"
+name = "b"
+slots = 512
+vnics = [
+  { port = "gen", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] },
+  { port = "out", mac = "02:00:00:0b:01:01", addrs = ["10.9.2.1/24"] },
+]
+rules = [{ port = "gen", dst = "10.2.0.0/16" }]
+[router]
+routes = [{ prefix = "10.2.0.0/16", via = "10.9.2.2" }]
+neighbours = [{ ip = "10.9.2.2", mac = "02:00:00:00:99:03" }]
+"#;
+
+/// Seconds with no API traffic after b is added: more than the 10 s after
+/// which tokio ends an idle `spawn_blocking` thread, the thread the API
+/// started b from (b's parent-death signal killed it with that thread).
+const QUIET_S: u64 = 13;
+
+#[test]
+fn vr_added_through_the_api_outlives_the_api_thread_that_started_it() {
+    // The generator sends for 50 s, past the quiet and the waits.
+    let a = config(0).replace(&format!("limit = {FRAMES}"), "limit = 1000000");
+    let a = &a[..a.find("[[vrs]]\nname = \"b\"").unwrap()];
+    let d = Daemon::start(
+        "recovery-api-add",
+        &format!("{a}\n[[rules]]\nport = \"gen\"\ndst = \"10.1.0.0/16\"\nvr = \"a\"\n"),
+    );
+    let file = std::env::temp_dir().join(format!("vrhost-b-{}.toml", std::process::id()));
+    std::fs::write(&file, B_FILE).unwrap();
+    let out = d
+        .cli(&["vr", "add", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = d.wait_for("b forwarding", Duration::from_secs(30), |s| {
+        count(s, "b", "tx_packets") > 100
+    });
+    let (old, tx) = (pid(&s, "b"), count(&s, "b", "tx_packets"));
+    std::thread::sleep(Duration::from_secs(QUIET_S));
+    let s = d.wait_for(
+        "b forwarding after the quiet",
+        Duration::from_secs(30),
+        |s| count(s, "b", "tx_packets") > tx + 1000,
+    );
+    let b = &vr(&s, "b");
+    assert_eq!(pid(&s, "b"), old, "b is a new process: {b:#}");
+    assert_eq!(b["stats"]["exits"], 0, "{b:#}");
+    assert_eq!(b["stats"]["restarts"], 0, "{b:#}");
+    assert!(
+        d.logged(&["vr=b", "restarting"]).is_none(),
+        "{:#?}",
+        d.log.lock().unwrap()
+    );
+}

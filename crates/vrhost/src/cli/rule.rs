@@ -48,7 +48,9 @@ pub struct RuleAddArgs {
     /// Destination MAC.
     #[arg(long)]
     pub dst_mac: Option<String>,
-    /// 802.1Q VLAN id.
+    /// 802.1Q VLAN id. The frame reaches the VR still tagged: the built-in
+    /// router drops tagged frames; only a custom VR that handles the tag
+    /// serves a VLAN.
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4095))]
     pub vlan: Option<u16>,
     /// IP protocol: a number or icmp, tcp, udp.

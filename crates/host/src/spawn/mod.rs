@@ -4,26 +4,34 @@
 //! pair as descriptor 3, then the [`Hello`] with its region and doorbells
 //! over it (SCM_RIGHTS). The host holds a pidfd per child, so it learns of an
 //! exit at once (poll) without reaping races. The child dies with the host
-//! (`PR_SET_PDEATHSIG`). [`VrCommand::confine`] walls it in (own network
+//! (`PR_SET_PDEATHSIG`), which is why every child is forked from one thread
+//! that lives as long as the host (see [`fork_from_lasting_thread`]). [`VrCommand::confine`] walls it in (own network
 //! namespace, cgroup, user, no new privileges, seccomp, descriptors 0-3
 //! only; see [`crate::confine`]); its cgroups go when it is stopped.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds, seqpacket_pair};
+use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
 use vrhost_shm::{Doorbell, LAYOUT_VERSION, Region};
-use vrhost_vr::proto::{CTRL_FD_ENV, Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
+use vrhost_vr::proto::{Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
 
 use crate::confine::{Cgroups, Confine, ConfineError, Prepared};
 
-/// Descriptor number of the control socket in the child.
-pub(crate) const CHILD_CTRL_FD: i32 = 3;
+mod class;
+mod control;
+mod fork;
+
+pub use class::IDLE_START_LIMIT;
+use class::set_class;
+pub use control::{ControlError, VrControl};
+pub(crate) use fork::above_fixed;
+use fork::spawn_inner;
+pub use fork::spawn_with_ctrl;
 
 /// How to start one instance of a VR.
 #[derive(Debug, Clone)]
@@ -114,173 +122,6 @@ pub enum SpawnError {
         /// Its message.
         message: String,
     },
-}
-
-/// `struct sched_attr` of `sched_setattr(2)` (`SCHED_ATTR_SIZE_VER1`).
-#[repr(C)]
-struct SchedAttr {
-    size: u32,
-    policy: u32,
-    flags: u64,
-    nice: i32,
-    priority: u32,
-    runtime: u64,
-    deadline: u64,
-    period: u64,
-    util_min: u32,
-    util_max: u32,
-}
-
-/// How long a VR process started by an operator's change waits for idle
-/// time on its core ([`VrCommand::idle_start`]) before it takes a normal
-/// share of it, unless `[host] start_idle_ms` says otherwise. Beside VRs
-/// that never leave their core idle it would wait until `ready_timeout`;
-/// measured with 4 VRs at 0.6-0.8 of their core (`vrhost bench control`),
-/// changes took 0.5-1.3 s and the VRs lost nothing.
-pub const IDLE_START_LIMIT: Duration = Duration::from_secs(2);
-
-/// Set the scheduling class of every thread of process `pid`: the normal
-/// class at nice 0 with a time slice of `slice` if given (`idle` false), or
-/// the idle class (`idle` true: it runs only when nothing else of its core
-/// wants to, and any other task that wakes there takes the core from it at
-/// once). EEVDF (Linux 6.12 and later) lets a task with a slice run for at
-/// most that long before a waiting task of the same core may run, and lets
-/// it preempt a task with a longer slice when it wakes up: a VR that shares
-/// a core with a VR that never sleeps is then off its core for fractions
-/// of a millisecond, not whole default slices. Older kernels ignore the
-/// slice. Threads that exit meanwhile are skipped.
-///
-/// # Errors
-/// The OS error of `sched_setattr` for the first thread it failed on, or
-/// of reading `/proc/PID/task`.
-fn set_class(pid: u32, idle: bool, slice: Option<Duration>) -> std::io::Result<()> {
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: if idle {
-            libc::SCHED_IDLE
-        } else {
-            libc::SCHED_OTHER
-        } as u32,
-        flags: 0,
-        nice: 0,
-        priority: 0,
-        // The kernel clamps it to 0.1..=100 ms; 0 keeps its default.
-        runtime: slice.map_or(0, |d| d.as_nanos() as u64),
-        deadline: 0,
-        period: 0,
-        util_min: 0,
-        util_max: 0,
-    };
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-        let Some(tid) = task?
-            .file_name()
-            .to_str()
-            .and_then(|t| t.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        // SAFETY: `attr` is a valid `struct sched_attr` of the size it
-        // states, alive for the call, which only reads it; `tid` is a
-        // thread of our child.
-        let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr, 0u32) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Start `program` with one end of a new `SOCK_SEQPACKET` pair as its
-/// descriptor 3 (named by `VRHOST_CTRL_FD`), dying with its parent. Returns
-/// the child and our end.
-///
-/// # Errors
-/// The OS error of `socketpair` or of the fork/exec.
-pub fn spawn_with_ctrl(program: &Path, args: &[String]) -> std::io::Result<(Child, OwnedFd)> {
-    spawn_inner(program, args, None, false)
-}
-
-/// [`spawn_with_ctrl`], confined as `confined` says (its hook runs after
-/// ours, last before exec).
-fn spawn_inner(
-    program: &Path,
-    args: &[String],
-    confined: Option<&mut Prepared>,
-    idle: bool,
-) -> std::io::Result<(Child, OwnedFd)> {
-    let (ours, theirs) = seqpacket_pair()?;
-    let raw = theirs.as_raw_fd();
-    // The child executes the program through a descriptor the host opened,
-    // so a VR running as `nobody` needs the right to execute the file but
-    // not to search the directories above it (a build under /root). The
-    // kernel resolves /proc/self/fd/N (the process's own descriptor, open
-    // to it whatever its user) before it closes close-on-exec descriptors.
-    // Above CHILD_CTRL_FD, which the child's first step overwrites.
-    let exe = above_fixed(rustix::fs::open(
-        crate::confine::which(program)?,
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?)?;
-    let mut command = Command::new(format!("/proc/self/fd/{}", exe.as_raw_fd()));
-    command.arg0(program).args(args).stdin(Stdio::null());
-    // SAFETY: the closure runs in the child between fork and exec and calls
-    // only async-signal-safe functions (dup2, fcntl, prctl, getppid, _exit),
-    // touching no memory shared with the parent's threads.
-    unsafe {
-        command.pre_exec(move || {
-            if raw == CHILD_CTRL_FD {
-                // dup2 to itself keeps CLOEXEC: clear it instead.
-                if libc::fcntl(raw, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(raw, CHILD_CTRL_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Start in the idle class, or at the lowest priority: loading
-            // the program and building its tables must not take the core
-            // from VRs that forward (the host puts it in the normal class
-            // once it is ready, or after `idle_start`). Failure only costs
-            // that protection.
-            if idle {
-                let param = libc::sched_param { sched_priority: 0 };
-                let _ = libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
-            } else {
-                let _ = libc::setpriority(libc::PRIO_PROCESS, 0, 19);
-            }
-            if libc::getppid() == 1 {
-                // The parent died before prctl took effect.
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-    if let Some(c) = confined {
-        c.apply(&mut command);
-    }
-    command.env(CTRL_FD_ENV, CHILD_CTRL_FD.to_string());
-    let child = command.spawn()?;
-    drop((theirs, exe));
-    Ok((child, ours))
-}
-
-/// `fd`, renumbered above the descriptors the child fixes (0 to
-/// [`CHILD_CTRL_FD`]) if it is one of them. The child's hook `dup2`s its
-/// control socket onto `CHILD_CTRL_FD` before the confinement steps run, so
-/// a descriptor they (or the exec) use must not have that number: it is
-/// free in a host whose threads open and close descriptors at once (then
-/// the child wrote its cgroup's `0` into its control socket and ran outside
-/// its cgroup).
-pub(crate) fn above_fixed(fd: OwnedFd) -> std::io::Result<OwnedFd> {
-    if fd.as_raw_fd() > CHILD_CTRL_FD {
-        return Ok(fd);
-    }
-    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, CHILD_CTRL_FD + 1)?)
 }
 
 /// Why no reply came while a VR started.
@@ -492,11 +333,7 @@ impl VrProcess {
     /// # Errors
     /// The OS error of `dup`.
     pub fn control(&self) -> std::io::Result<VrControl> {
-        Ok(VrControl {
-            fd: self.ctrl.try_clone()?,
-            next_id: 1,
-            buf: Vec::new(),
-        })
+        Ok(VrControl::new(self.ctrl.try_clone()?))
     }
 
     /// Its cgroup directories (none if it is not confined to a cgroup of
@@ -615,110 +452,4 @@ impl VrProcess {
     pub fn cpu_ns(&self) -> Option<u64> {
         crate::cpu::process_cpu_ns(self.child.id())
     }
-}
-
-/// The control plane's handle on one instance's control socket: requests
-/// ([`HostMsg::Control`]) answered in order by [`VrReply::Control`].
-#[derive(Debug)]
-pub struct VrControl {
-    fd: OwnedFd,
-    next_id: u64,
-    buf: Vec<u8>,
-}
-
-impl VrControl {
-    /// Send `body` and wait up to `timeout` for the VR's answer.
-    ///
-    /// # Errors
-    /// The VR's own error message (`Ok(Err(..))` is not used: a refused
-    /// request is `Err`), or why there was no answer (closed socket,
-    /// timeout, a reply that is not JSON).
-    pub fn request(
-        &mut self,
-        body: &serde_json::Value,
-        timeout: Duration,
-    ) -> Result<serde_json::Value, ControlError> {
-        use rustix::event::{PollFd, PollFlags, Timespec};
-        let id = self.next_id;
-        self.next_id += 1;
-        let msg = serde_json::to_vec(&HostMsg::Control {
-            id,
-            body: body.clone(),
-        })
-        .expect("serializes");
-        if msg.len() > MAX_MSG {
-            return Err(ControlError::TooBig(msg.len()));
-        }
-        send_with_fds(self.fd.as_fd(), &msg, &[]).map_err(|e| ControlError::Io(e.to_string()))?;
-        let deadline = std::time::Instant::now() + timeout;
-        if self.buf.len() < MAX_MSG {
-            self.buf.resize(MAX_MSG, 0);
-        }
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(ControlError::Timeout(timeout));
-            }
-            let ts = Timespec {
-                tv_sec: left.as_secs() as i64,
-                tv_nsec: i64::from(left.subsec_nanos()),
-            };
-            let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
-            if rustix::event::poll(&mut fds, Some(&ts))
-                .map_err(|e| ControlError::Io(e.to_string()))?
-                == 0
-            {
-                continue;
-            }
-            let n = match recv_with_fds(self.fd.as_fd(), &mut self.buf) {
-                Ok((n, _)) => n,
-                Err(FdPassError::Closed) => return Err(ControlError::Closed),
-                Err(FdPassError::Syscall { source, .. })
-                    if source.kind() == std::io::ErrorKind::WouldBlock =>
-                {
-                    continue;
-                }
-                Err(e) => return Err(ControlError::Io(e.to_string())),
-            };
-            match serde_json::from_slice::<VrReply>(&self.buf[..n]) {
-                Ok(VrReply::Control { id: got, result }) if got == id => {
-                    return result.map_err(ControlError::Refused);
-                }
-                // An answer to an earlier request that timed out.
-                Ok(VrReply::Control { id: got, .. }) if got < id && got != 0 => continue,
-                Ok(VrReply::Control { result: Err(m), .. }) => {
-                    return Err(ControlError::Refused(m));
-                }
-                Ok(VrReply::Panicked { message }) => return Err(ControlError::Panicked(message)),
-                Ok(other) => return Err(ControlError::Protocol(format!("unexpected {other:?}"))),
-                Err(e) => return Err(ControlError::Protocol(e.to_string())),
-            }
-        }
-    }
-}
-
-/// A control request got no usable answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ControlError {
-    /// The VR refused it; its message.
-    #[error("{0}")]
-    Refused(String),
-    /// The request does not fit one message.
-    #[error("request of {0} bytes is larger than a control message")]
-    TooBig(usize),
-    /// No answer in time.
-    #[error("the VR did not answer within {0:?}")]
-    Timeout(Duration),
-    /// The VR closed its control socket (it exited).
-    #[error("the VR's control socket is closed")]
-    Closed,
-    /// The VR panicked (and exits); where and what.
-    #[error("the VR {0}")]
-    Panicked(String),
-    /// The answer was not a reply.
-    #[error("bad answer from the VR: {0}")]
-    Protocol(String),
-    /// A system call failed.
-    #[error("control socket: {0}")]
-    Io(String),
 }

@@ -19,7 +19,7 @@
 //! cannot take.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use vrhost_io::Port;
@@ -34,89 +34,19 @@ use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
 use crate::vrpath::{BURST, Class, ExitEvent, TX_QUANTUM, VrPath};
 
+mod mailbox;
+mod reconfig;
+
+pub use mailbox::{Job, Mailbox, MailboxError};
+use reconfig::Draining;
+pub use reconfig::{Keep, Reconfig};
+
 /// How often a busy worker looks for exited VR processes.
 const REAP_EVERY: Duration = Duration::from_millis(10);
 
 /// Longest a removed VR is given to hand back the slots it holds before
 /// it is stopped anyway.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// Work another thread hands to the worker, run between two rounds.
-pub type Job = Box<dyn FnOnce(&mut Worker) + Send>;
-
-/// How other threads reach a running worker: they post a [`Job`], which
-/// the worker runs between two rounds (so it sees and changes the data path
-/// with no lock on it), and ring its doorbell in case it sleeps. The worker
-/// looks at one flag per round; the queue's lock is taken only when the
-/// flag says there is work.
-pub struct Mailbox {
-    pending: AtomicBool,
-    closed: AtomicBool,
-    jobs: Mutex<Vec<Job>>,
-    bell: Doorbell,
-}
-
-/// A job could not be run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MailboxError {
-    /// The worker has stopped.
-    #[error("the data path worker has stopped")]
-    Closed,
-    /// The worker did not run it in time (it is stuck or very busy).
-    #[error("the data path worker did not answer within {0:?}")]
-    Timeout(Duration),
-}
-
-impl Mailbox {
-    /// Run `f` on the worker and wait up to `timeout` for its result.
-    ///
-    /// # Errors
-    /// [`MailboxError`] if the worker is gone or did not get to it in time
-    /// (it may still run it later).
-    pub fn call<R, F>(&self, timeout: Duration, f: F) -> Result<R, MailboxError>
-    where
-        R: Send + 'static,
-        F: FnOnce(&mut Worker) -> R + Send + 'static,
-    {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(MailboxError::Closed);
-        }
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.jobs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(Box::new(move |w| {
-                let _ = tx.send(f(w));
-            }));
-        // Release: the job is in the queue before the worker sees the flag.
-        self.pending.store(true, Ordering::Release);
-        self.bell.ring();
-        match rx.recv_timeout(timeout) {
-            Ok(r) => Ok(r),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(MailboxError::Closed),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if self.closed.load(Ordering::Acquire) {
-                    Err(MailboxError::Closed)
-                } else {
-                    Err(MailboxError::Timeout(timeout))
-                }
-            }
-        }
-    }
-
-    fn take(&self) -> Vec<Job> {
-        // Acquire: pairs with the Release in `call`.
-        if !self.pending.swap(false, Ordering::Acquire) {
-            return Vec::new();
-        }
-        std::mem::take(
-            &mut *self
-                .jobs
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-    }
-}
 
 /// Why a capture could not be attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -127,32 +57,6 @@ pub enum CaptureRefused {
     /// The VR already has a capture.
     #[error("the VR already has a capture")]
     Busy,
-}
-
-/// Where an entry of a new port or VR list comes from.
-pub enum Keep<T> {
-    /// The entry at this index of the current list.
-    Old(usize),
-    /// A new one.
-    New(T),
-}
-
-/// A new shape of the data path, applied between two rounds: ports and VRs
-/// that are kept move to their new places without a lost frame.
-pub struct Reconfig {
-    /// The ports, in their new order.
-    pub ports: Vec<Keep<Box<dyn Port>>>,
-    /// The VRs, in their new order (the classifier's VR numbers), each with
-    /// its vNICs' out ports (new port numbers).
-    pub vrs: Vec<(Keep<VrPath>, Vec<usize>)>,
-    /// The classifier over the new numbering.
-    pub classifier: Classifier,
-}
-
-/// A VR taken out of the data path, still handing back what it holds.
-struct Draining {
-    vr: VrPath,
-    since: Instant,
 }
 
 /// The host's data path worker.
@@ -191,12 +95,9 @@ impl Worker {
         poll: PollConfig,
     ) -> std::io::Result<Self> {
         let bell = Doorbell::new()?;
-        let mailbox = Arc::new(Mailbox {
-            pending: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            jobs: Mutex::new(Vec::new()),
-            bell: Doorbell::from_fd(bell.fd().try_clone_to_owned()?),
-        });
+        let mailbox = Arc::new(Mailbox::new(Doorbell::from_fd(
+            bell.fd().try_clone_to_owned()?,
+        )));
         Ok(Self {
             ports,
             vrs: Vec::new(),
@@ -225,102 +126,6 @@ impl Worker {
     /// The mailbox other threads use to reach this worker while it runs.
     pub fn mailbox(&self) -> Arc<Mailbox> {
         self.mailbox.clone()
-    }
-
-    /// Change the ports, VRs and classifier at once (see [`Reconfig`]).
-    /// VRs left out are taken out of the data path but keep being served
-    /// until they hand back every slot (or [`DRAIN_TIMEOUT`] passes); then
-    /// [`Worker::take_drained`] returns them, for the caller to stop. Ports
-    /// left out are returned, for the caller to close.
-    ///
-    /// # Errors
-    /// An index out of range or used twice, or a VR whose out-port list
-    /// does not have one port per vNIC; nothing is changed then.
-    pub fn reconfigure(&mut self, r: Reconfig) -> Result<Vec<Box<dyn Port>>, String> {
-        let mut seen_p = vec![false; self.ports.len()];
-        for k in &r.ports {
-            if let Keep::Old(i) = k {
-                let seen = seen_p.get_mut(*i).ok_or("port index out of range")?;
-                if std::mem::replace(seen, true) {
-                    return Err(format!("port {i} kept twice"));
-                }
-            }
-        }
-        let mut seen_v = vec![false; self.vrs.len()];
-        for (k, vp) in &r.vrs {
-            let vnics = match k {
-                Keep::Old(i) => {
-                    let seen = seen_v.get_mut(*i).ok_or("VR index out of range")?;
-                    if std::mem::replace(seen, true) {
-                        return Err(format!("VR {i} kept twice"));
-                    }
-                    self.vrs[*i].vnic_ports().len()
-                }
-                Keep::New(v) => v.vnic_ports().len(),
-            };
-            if vp.len() != vnics || vp.iter().any(|&p| p >= r.ports.len()) {
-                return Err("a VR's out ports do not match its vNICs or the ports".into());
-            }
-        }
-        // Checked: from here on nothing fails.
-        let mut old_ports: Vec<Option<Box<dyn Port>>> = std::mem::take(&mut self.ports)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let mut port_map = vec![usize::MAX; old_ports.len()];
-        for (new_ix, k) in r.ports.into_iter().enumerate() {
-            self.ports.push(match k {
-                Keep::Old(i) => {
-                    port_map[i] = new_ix;
-                    old_ports[i].take().expect("checked once")
-                }
-                Keep::New(p) => p,
-            });
-        }
-        let mut old_vrs: Vec<Option<VrPath>> = std::mem::take(&mut self.vrs)
-            .into_iter()
-            .map(Some)
-            .collect();
-        for (k, vp) in r.vrs {
-            let mut v = match k {
-                Keep::Old(i) => old_vrs[i].take().expect("checked once"),
-                Keep::New(v) => v,
-            };
-            v.set_vnic_ports(vp);
-            self.vrs.push(v);
-        }
-        let remap = |v: &mut VrPath| {
-            let ports = v
-                .vnic_ports()
-                .iter()
-                .map(|&p| port_map.get(p).copied().unwrap_or(usize::MAX))
-                .collect();
-            v.set_vnic_ports(ports);
-        };
-        for d in &mut self.draining {
-            remap(&mut d.vr);
-        }
-        for mut v in old_vrs.into_iter().flatten() {
-            remap(&mut v);
-            self.draining.push(Draining {
-                vr: v,
-                since: Instant::now(),
-            });
-        }
-        self.classifier = r.classifier;
-        self.resched();
-        Ok(old_ports.into_iter().flatten().collect())
-    }
-
-    /// VRs taken out by [`Worker::reconfigure`] that have handed back
-    /// everything (or ran out of time), for the caller to stop.
-    pub fn take_drained(&mut self) -> Vec<VrPath> {
-        std::mem::take(&mut self.drained)
-    }
-
-    /// VRs still draining.
-    pub fn draining(&self) -> usize {
-        self.draining.len()
     }
 
     /// Report VRs of the data path that go down (exit, crash, hang,
@@ -547,26 +352,6 @@ impl Worker {
         moved
     }
 
-    /// Serve the tx rings of VRs being taken out; move the ones that hold
-    /// nothing any more (or ran out of time) to the drained list.
-    #[cold]
-    fn poll_draining(&mut self) -> usize {
-        let mut moved = 0;
-        let mut i = 0;
-        while i < self.draining.len() {
-            let d = &mut self.draining[i];
-            moved += d.vr.poll_tx(&mut self.ports);
-            let _ = d.vr.reap();
-            if d.vr.is_drained() || !d.vr.is_up() || d.since.elapsed() >= DRAIN_TIMEOUT {
-                let d = self.draining.swap_remove(i);
-                self.drained.push(d.vr);
-            } else {
-                i += 1;
-            }
-        }
-        moved
-    }
-
     /// Run the jobs other threads posted.
     fn run_jobs(&mut self) {
         for job in self.mailbox.take() {
@@ -634,8 +419,7 @@ impl Worker {
     pub fn run(&mut self, stop: &AtomicBool) {
         let mut backoff = Backoff::new(self.poll);
         while !stop.load(Ordering::Relaxed) {
-            // Relaxed: a hint; `take` synchronizes.
-            if self.mailbox.pending.load(Ordering::Relaxed) {
+            if self.mailbox.pending() {
                 self.run_jobs();
             }
             if self.poll_once() > 0 {
@@ -651,7 +435,7 @@ impl Worker {
         self.drain();
         // Release: jobs posted from now on are refused; run the ones that
         // raced with the flag so no caller waits for its timeout.
-        self.mailbox.closed.store(true, Ordering::Release);
+        self.mailbox.close();
         self.run_jobs();
     }
 
@@ -695,7 +479,7 @@ impl Worker {
         // The last look after raising the flags (see `vrhost_shm::wake`).
         let pending = self.vrs.iter_mut().any(VrPath::tx_pending)
             || !self.draining.is_empty()
-            || self.mailbox.pending.load(Ordering::Relaxed);
+            || self.mailbox.pending();
         let mut child_exited = false;
         let mut timed_out = false;
         if !pending {
@@ -759,5 +543,148 @@ impl Worker {
         for p in &mut self.ports {
             let _ = p.flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use vrhost_packet::MacAddr;
+    use vrhost_packet::build::UdpFrameSpec;
+    use vrhost_shm::SlotState;
+
+    use super::*;
+    use crate::classify::{Match, Rule};
+    use crate::vrpath::Sched;
+    use crate::vrpath::testkit::{Instance, Kit, Sent, Sink, Source, frame};
+
+    /// A worker whose port 0 is `rx` and port 1 a sink of `room` frames,
+    /// and VRs of one vNIC each (out on port 1) with the scheduling given,
+    /// each holding `backlog` processed frames in its tx ring. Returns the
+    /// worker, the VRs' instance sides and the frames port 1 was sent.
+    fn worker(
+        rx: Source,
+        room: usize,
+        scheds: &[Sched],
+        backlog: usize,
+    ) -> (Worker, Vec<Instance>, Sent) {
+        let sent = Sent::default();
+        let ports: Vec<Box<dyn Port>> = vec![
+            Box::new(rx),
+            Box::new(Sink {
+                sent: sent.clone(),
+                room,
+            }),
+        ];
+        let mut w = Worker::new(ports, Classifier::default(), PollConfig::default()).unwrap();
+        let mut inst = Vec::new();
+        for (v, s) in scheds.iter().enumerate() {
+            let mut k = Kit::new(1, 1, 4096, 4096);
+            for t in 0..backlog {
+                k.give(0, &frame(v as u8 + 10 * (t == 0) as u8));
+            }
+            let slots = k.take(0, 0);
+            k.hand_back(0, 0, &slots, SlotState::Processed);
+            k.vp.set_vnic_ports(vec![1]);
+            k.vp.set_sched(*s);
+            w.add_vr(k.vp);
+            inst.extend(k.inst);
+        }
+        (w, inst, sent)
+    }
+
+    fn tx(w: &Worker) -> Vec<u64> {
+        w.vrs().iter().map(|v| v.stats().tx_packets.get()).collect()
+    }
+
+    #[test]
+    fn each_vr_sends_its_weights_share_of_a_round() {
+        let weight = |weight| Sched {
+            weight,
+            ..Sched::default()
+        };
+        let (mut w, _inst, _) = worker(Source::new([]), usize::MAX, &[weight(1), weight(3)], 2000);
+        assert_eq!(w.poll_once(), TX_QUANTUM * 4);
+        assert_eq!(tx(&w), [TX_QUANTUM as u64, 3 * TX_QUANTUM as u64]);
+        w.poll_once();
+        assert_eq!(tx(&w), [2 * TX_QUANTUM as u64, 6 * TX_QUANTUM as u64]);
+    }
+
+    #[test]
+    fn a_high_priority_vr_is_served_first_and_without_a_budget() {
+        let high = Sched {
+            high_priority: true,
+            ..Sched::default()
+        };
+        // Room for 2100 frames: the high-priority VR (added last) sends its
+        // 2000 first, the first normal VR the 100 left, the second none.
+        let (mut w, _inst, sent) = worker(
+            Source::new([]),
+            2100,
+            &[Sched::default(), Sched::default(), high],
+            2000,
+        );
+        w.poll_once();
+        assert_eq!(tx(&w), [100, 0, 2000]);
+        assert_eq!(
+            sent.lock().unwrap()[0][0],
+            12,
+            "its first frame went out first"
+        );
+        let dropped: Vec<u64> = w
+            .vrs()
+            .iter()
+            .map(|v| v.stats().port_dropped.get())
+            .collect();
+        assert_eq!(dropped, [TX_QUANTUM as u64 - 100, TX_QUANTUM as u64, 0]);
+    }
+
+    fn udp(dst: Ipv4Addr) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        UdpFrameSpec {
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: Ipv4Addr::new(10, 0, 0, 1),
+            dst_ip: dst,
+            sport: 1000,
+            dport: 2000,
+            ttl: 64,
+            frame_bytes: 64,
+        }
+        .write(&mut f)
+        .unwrap();
+        f
+    }
+
+    #[test]
+    fn frames_from_a_port_go_to_the_vr_their_rule_names() {
+        let frames = [
+            udp(Ipv4Addr::new(10, 1, 0, 5)),
+            udp(Ipv4Addr::new(10, 2, 0, 5)),
+            udp(Ipv4Addr::new(10, 2, 0, 6)),
+            udp(Ipv4Addr::new(192, 0, 2, 1)),
+            vec![0u8; 10],
+        ];
+        let (mut w, mut inst, _) =
+            worker(Source::new(frames), usize::MAX, &[Sched::default(); 2], 0);
+        let rule = |a, vr| Rule {
+            m: Match {
+                in_port: Some(0),
+                dst: Some((Ipv4Addr::new(10, a, 0, 0), 16)),
+                ..Match::default()
+            },
+            vr,
+            vnic: 0,
+        };
+        w.set_classifier(Classifier::new(&[rule(1, 0), rule(2, 1)]).unwrap());
+        assert_eq!(w.poll_once(), 5);
+        let mut idx = [0u32; 8];
+        assert_eq!(inst[0].rx[0].pop(&mut idx).unwrap(), 1);
+        assert_eq!(inst[1].rx[0].pop(&mut idx).unwrap(), 2);
+        let st = w.stats();
+        assert_eq!(st.rx_packets.get(), 5);
+        assert_eq!(st.ingress_drops[IngressDrop::NoMatch as usize].get(), 1);
+        assert_eq!(st.ingress_drops[IngressDrop::Malformed as usize].get(), 1);
     }
 }

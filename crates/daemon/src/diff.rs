@@ -1,0 +1,325 @@
+//! A config change as data: from the plan in force and a new plan, which
+//! ports and VRs are kept (and where they were), which are new, and which
+//! go, as Snabb's reconfiguration diffs an app graph so that what did not
+//! change keeps running. Pure: [`Controller`](crate::Controller) carries
+//! the changes out.
+
+use vrhost_host::alloc::ScalePolicy;
+use vrhost_host::config::{HostConf, Plan, VrPlan};
+
+use crate::control::{ApplyResult, ControlError};
+
+/// What the daemon knows of a running VR that decides whether a change of
+/// its instance count can be made in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Running {
+    /// Instance slots of its region.
+    pub slots: u16,
+    /// Its instances take cores from the host's budget.
+    pub placed: bool,
+}
+
+/// The change from one plan to the next.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diff {
+    /// For each port of the new plan, its index in the old one if it is
+    /// kept as it is, `None` if it is opened anew.
+    pub ports: Vec<Option<usize>>,
+    /// For each VR of the new plan, its index in the old one if it keeps
+    /// forwarding (unchanged, or changed in place), `None` if a new
+    /// process takes over (added or restarted).
+    pub vrs: Vec<Option<usize>>,
+    /// The change as the API reports it (its `generation` and `dry_run`
+    /// are the caller's to set).
+    pub result: ApplyResult,
+}
+
+/// The change from `old` to `new`. `running` says what a VR of the old plan
+/// runs as (`None`: not running); `force` names a VR restarted even if its
+/// definition did not change.
+///
+/// # Errors
+/// [`ControlError::Conflict`] for a change that cannot be made to a running
+/// daemon: the host's core budget, a port whose driver, interface, traffic
+/// or rings changed, or a new port on an interface an old one still uses.
+pub fn diff(
+    old: &Plan,
+    new: &Plan,
+    running: impl Fn(&str) -> Option<Running>,
+    force: Option<&str>,
+) -> Result<Diff, ControlError> {
+    check_budget(&old.host, &new.host)?;
+    let mut d = Diff {
+        result: ApplyResult {
+            rules: new.classifier.len(),
+            ..ApplyResult::default()
+        },
+        ..Diff::default()
+    };
+    diff_ports(old, new, &mut d)?;
+    diff_vrs(old, new, &running, force, &mut d);
+    Ok(d)
+}
+
+/// The host's core budget takes effect only when the daemon starts.
+fn check_budget(old: &HostConf, new: &HostConf) -> Result<(), ControlError> {
+    let budget = |h: &HostConf| {
+        let limit = h.instance_cores.as_ref().map(|c| *c.get_ref());
+        (h.cpu, limit, h.share_worker_core)
+    };
+    if budget(new) != budget(old) {
+        return Err(ControlError::Conflict(
+            "host.cpu, host.instance_cores and host.share_worker_core take effect when the daemon starts".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Ports, by name; a port whose driver or interface changed is refused
+/// while in use (its interface cannot be owned twice).
+fn diff_ports(old: &Plan, new: &Plan, d: &mut Diff) -> Result<(), ControlError> {
+    for (j, (name, driver, iface)) in new.ports.iter().enumerate() {
+        match old.ports.iter().position(|p| &p.0 == name) {
+            Some(i)
+                if old.ports[i].1 == *driver
+                    && &old.ports[i].2 == iface
+                    && old.gens[i] == new.gens[j]
+                    && old.rings[i] == new.rings[j] =>
+            {
+                d.ports.push(Some(i));
+            }
+            Some(_) => {
+                return Err(ControlError::Conflict(format!(
+                    "port {name}: its driver, interface, traffic or ring sizes changed; remove the port in one change and add it in the next"
+                )));
+            }
+            None => {
+                if let Some(o) = (old.ports.iter()).find(|p| !iface.is_empty() && &p.2 == iface) {
+                    return Err(ControlError::Conflict(format!(
+                        "port {name}: interface {iface} is still used by port {}",
+                        o.0
+                    )));
+                }
+                d.result.ports_added.push(name.clone());
+                d.ports.push(None);
+            }
+        }
+    }
+    for (name, ..) in &old.ports {
+        if !new.ports.iter().any(|p| &p.0 == name) {
+            d.result.ports_removed.push(name.clone());
+        }
+    }
+    Ok(())
+}
+
+/// VRs, by name: unchanged, changed in place, restarted, added, removed.
+fn diff_vrs(
+    old: &Plan,
+    new: &Plan,
+    running: &impl Fn(&str) -> Option<Running>,
+    force: Option<&str>,
+    d: &mut Diff,
+) {
+    let r = &mut d.result;
+    for vr in &new.vrs {
+        let forced = force == Some(vr.name.as_str());
+        match old.vrs.iter().position(|v| v.name == vr.name) {
+            Some(i) if !forced && same_vr(&old.vrs[i], vr) => {
+                d.vrs.push(Some(i));
+                r.unchanged.push(vr.name.clone());
+            }
+            Some(i) if !forced && in_place(&old.vrs[i], vr, running(&vr.name)) => {
+                d.vrs.push(Some(i));
+                r.rescaled.push(vr.name.clone());
+            }
+            Some(_) => {
+                d.vrs.push(None);
+                r.restarted.push(vr.name.clone());
+            }
+            None => {
+                d.vrs.push(None);
+                r.added.push(vr.name.clone());
+            }
+        }
+    }
+    for vr in &old.vrs {
+        if !new.vrs.iter().any(|v| v.name == vr.name) {
+            r.removed.push(vr.name.clone());
+        }
+    }
+}
+
+/// The same process would run: program, pool, core, config and vNICs.
+fn same_process(a: &VrPlan, b: &VrPlan) -> bool {
+    a.program == b.program
+        && a.slots == b.slots
+        && a.cpu == b.cpu
+        && a.config == b.config
+        && a.vnic_ports.len() == b.vnic_ports.len()
+}
+
+/// Nothing of the VR changed that its processes or instances see.
+fn same_vr(a: &VrPlan, b: &VrPlan) -> bool {
+    same_process(a, b)
+        && a.instances == b.instances
+        && a.scale == b.scale
+        && a.placed == b.placed
+        && a.instance_cpus == b.instance_cpus
+        && a.balance == b.balance
+}
+
+/// Only the instance count, scaling or balancing changed, and the running
+/// VR's region has the instance slots: changed in place.
+fn in_place(a: &VrPlan, b: &VrPlan, running: Option<Running>) -> bool {
+    let Some(e) = running else {
+        return false;
+    };
+    // Down to one unpinned instance, a placed VR keeps its core.
+    let one = b.scale == ScalePolicy::Fixed(1) && b.cpu.is_none();
+    same_process(a, b)
+        && (e.placed == b.placed || (e.placed && one))
+        && b.instance_slots() <= e.slots
+        && (a.instance_cpus.iter().zip(&b.instance_cpus)).all(|(x, y)| x == y)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use vrhost_host::config::Config;
+
+    use super::*;
+
+    /// Two null ports and VRs a and b (b scaled, up to two instances).
+    const BASE: &str = r#"
+[[ports]]
+name = "p0"
+driver = "null"
+
+[[ports]]
+name = "p1"
+driver = "null"
+
+[[vrs]]
+name = "a"
+slots = 256
+vnics = [{ port = "p0", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }]
+
+[[vrs]]
+name = "b"
+slots = 256
+scale = { up_pps = 1000, down_pps = 500, max = 2 }
+vnics = [{ port = "p1", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] }]
+
+[[rules]]
+port = "p0"
+vr = "a"
+"#;
+
+    fn plan(src: &str) -> Plan {
+        let (_, plan) = Config::parse(src, "test", Path::new(".")).expect("a valid config");
+        plan
+    }
+
+    /// Every VR of [`BASE`] runs as planned, in regions with 4 instance
+    /// slots.
+    fn running(name: &str) -> Option<Running> {
+        let old = plan(BASE);
+        let vr = old.vrs.iter().find(|v| v.name == name)?;
+        Some(Running {
+            slots: 4,
+            placed: vr.placed,
+        })
+    }
+
+    fn lists(d: &Diff) -> [&[String]; 5] {
+        let r = &d.result;
+        [
+            &r.unchanged,
+            &r.rescaled,
+            &r.restarted,
+            &r.added,
+            &r.removed,
+        ]
+    }
+
+    #[test]
+    fn the_same_config_changes_nothing() {
+        let d = diff(&plan(BASE), &plan(BASE), running, None).unwrap();
+        assert_eq!(d.ports, [Some(0), Some(1)]);
+        assert_eq!(d.vrs, [Some(0), Some(1)]);
+        assert_eq!(
+            lists(&d),
+            [&["a".to_string(), "b".into()][..], &[], &[], &[], &[]]
+        );
+        assert_eq!(d.result.rules, 1);
+    }
+
+    #[test]
+    fn a_changed_pool_restarts_only_its_vr_and_a_forced_one_restarts() {
+        let new = BASE.replacen("slots = 256", "slots = 512", 1);
+        let d = diff(&plan(BASE), &plan(&new), running, None).unwrap();
+        assert_eq!(d.vrs, [None, Some(1)]);
+        assert_eq!(d.result.restarted, ["a"]);
+        assert_eq!(d.result.unchanged, ["b"]);
+        let d = diff(&plan(BASE), &plan(BASE), running, Some("b")).unwrap();
+        assert_eq!(d.vrs, [Some(0), None]);
+        assert_eq!(d.result.restarted, ["b"]);
+    }
+
+    #[test]
+    fn a_scaling_change_is_made_in_place_when_the_region_has_the_slots() {
+        let new = BASE.replace("up_pps = 1000", "up_pps = 2000");
+        let d = diff(&plan(BASE), &plan(&new), running, None).unwrap();
+        assert_eq!(d.vrs, [Some(0), Some(1)]);
+        assert_eq!(d.result.rescaled, ["b"]);
+        // More instances than its region has slots: a new region.
+        let small = |n: &str| running(n).map(|r| Running { slots: 1, ..r });
+        assert!(plan(&new).vrs[1].instance_slots() > 1);
+        let d = diff(&plan(BASE), &plan(&new), small, None).unwrap();
+        assert_eq!(d.result.restarted, ["b"]);
+        // Not running (down): started anew.
+        let d = diff(&plan(BASE), &plan(&new), |_| None, None).unwrap();
+        assert_eq!(d.result.restarted, ["b"]);
+    }
+
+    #[test]
+    fn vrs_and_ports_come_and_go_by_name() {
+        let new = BASE
+            .replace("name = \"b\"", "name = \"c\"")
+            .replace("name = \"p1\"", "name = \"p2\"")
+            .replace("port = \"p1\"", "port = \"p2\"");
+        let d = diff(&plan(BASE), &plan(&new), running, None).unwrap();
+        assert_eq!(d.ports, [Some(0), None]);
+        assert_eq!(
+            (
+                d.result.ports_added.as_slice(),
+                d.result.ports_removed.as_slice()
+            ),
+            (&["p2".to_string()][..], &["p1".to_string()][..])
+        );
+        assert_eq!(d.vrs, [Some(0), None]);
+        assert_eq!(
+            (d.result.added.as_slice(), d.result.removed.as_slice()),
+            (&["c".to_string()][..], &["b".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn changes_a_running_daemon_cannot_make_are_conflicts() {
+        let old = plan(BASE);
+        let conflict = |new: &str, says: &str| match diff(&old, &plan(new), running, None) {
+            Err(ControlError::Conflict(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("{new}: {other:?}"),
+        };
+        conflict(
+            &BASE.replacen("driver = \"null\"", "driver = \"mem\"", 1),
+            "port p0: its driver",
+        );
+        conflict(
+            &format!("[host]\nshare_worker_core = true\n{BASE}"),
+            "host.cpu",
+        );
+    }
+}

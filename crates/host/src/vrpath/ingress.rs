@@ -1,0 +1,367 @@
+//! Ingress: a frame from a port copied into a free slot of the VR's pool
+//! and staged for an instance's rx ring (admission: rate limit, ring and
+//! pool room, the room kept for control frames), then published a burst at
+//! a time, waking an instance that sleeps.
+
+use vrhost_io::Port;
+use vrhost_shm::{SlotState, needs_kick};
+use vrhost_vr::runtime::process_slots;
+
+use super::*;
+use crate::balance::flow_hash;
+use crate::capture::Direction;
+use crate::stats::{IngressDrop, Violation};
+
+impl VrPath {
+    /// Copy `frame` into a free slot and stage it for `vnic`'s rx ring.
+    /// The caller flushes with [`VrPath::flush_rx`] after the burst. A
+    /// [`Class::Data`] frame is refused (`ring_full`, `pool_empty`) when
+    /// only the room kept for control frames is left: a flood of data
+    /// cannot keep a VR's ARP and routing sessions from it.
+    ///
+    /// `class` is asked only when the VR is that full: a frame's class
+    /// costs nothing on the common path.
+    #[inline]
+    pub fn stage(
+        &mut self,
+        vnic: u16,
+        frame: &[u8],
+        class: impl FnOnce() -> Class,
+    ) -> Result<(), IngressDrop> {
+        if !self.up {
+            return Err(IngressDrop::VrDown);
+        }
+        if let Some(b) = &mut self.bucket {
+            if b.tokens < 1.0 {
+                return Err(IngressDrop::RateLimited);
+            }
+            b.tokens -= 1.0;
+        }
+        let v = usize::from(vnic);
+        if v >= self.vnic_port.len() {
+            return Err(IngressDrop::NoMatch);
+        }
+        // The instance: the only live one, or the balancer's choice (the
+        // frame's hash is computed only for the flow policy).
+        let i = if self.solo != SHARED {
+            self.solo
+        } else {
+            self.pick_shared(frame)?
+        };
+        let iu = usize::from(i);
+        let q = iu * self.vnic_port.len() + v;
+        let staged = self.staged[q].len();
+        if staged >= STAGE_MAX {
+            return Err(IngressDrop::RingFull);
+        }
+        // Asked at most once, and only within the reserve.
+        let (mut class, mut is_control) = (Some(class), None);
+        let mut control = || {
+            *is_control.get_or_insert_with(|| class.take().is_some_and(|c| c() == Class::Control))
+        };
+        if self.backend.uses_rings() {
+            let rx = &mut self.inst[iu].rx[v];
+            let need = staged as u32 + self.ring_reserve;
+            if need >= rx.free_cached() {
+                match rx.free() {
+                    // Within the reserve: control frames only.
+                    Ok(room) if need >= room => {
+                        if staged as u32 >= room || !control() {
+                            return Err(IngressDrop::RingFull);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        self.stats.violation(Violation::RxRingIndex);
+                        return Err(IngressDrop::RingFull);
+                    }
+                }
+            }
+        }
+        if frame.len() > usize::from(self.slot_bytes - self.headroom) {
+            return Err(IngressDrop::TooBig);
+        }
+        if self.slots.free() <= self.pool_reserve && !control() {
+            return Err(IngressDrop::PoolEmpty);
+        }
+        let Some(slot) = self.slots.give(iu) else {
+            return Err(IngressDrop::PoolEmpty);
+        };
+        // The slot the next frame for this VR will take: with several VRs
+        // that frame is a few frames away, time for the slot's lines (last
+        // written by the VR's core) to arrive.
+        // (An in-process VR's slots are in this core's cache already.)
+        if self.backend.uses_rings()
+            && let Some(next) = self.slots.next_free()
+        {
+            self.region.prefetch(next, self.headroom.into());
+        }
+        self.region.write_slot(slot, self.headroom.into(), frame);
+        let meta = self
+            .region
+            .meta(slot)
+            .expect("free list holds valid indexes");
+        meta.set_extent(self.headroom, frame.len() as u16);
+        meta.set(SlotState::Filled);
+        self.staged[q].push(slot);
+        self.staged_n += 1;
+        // The frame as received, copied from the port's buffer (not from
+        // the slot, which the VR can write at any time).
+        // Frames it cannot keep are counted at the end of the burst.
+        if let Some(tap) = self.tap.as_deref_mut()
+            && tap.wants(vnic)
+        {
+            tap.copy(Direction::In, vnic, frame);
+        }
+        Ok(())
+    }
+
+    /// The instance of a frame when several are live (out of line: a VR
+    /// with one instance does not carry this code in its loop). Refused
+    /// when the chosen instance holds its share of the pool.
+    #[inline(never)]
+    pub(super) fn pick_shared(&mut self, frame: &[u8]) -> Result<u16, IngressDrop> {
+        let i = self
+            .balancer
+            .pick_with(|| flow_hash(frame), self.slots.held())
+            .ok_or(IngressDrop::VrDown)?;
+        if self.slots.held()[usize::from(i)] >= self.inst_cap {
+            return Err(IngressDrop::RingFull);
+        }
+        Ok(i)
+    }
+
+    /// Frames staged and not yet published.
+    #[inline]
+    pub fn staged(&self) -> usize {
+        self.staged_n
+    }
+
+    /// Publish the staged slots to the rx rings (or process them in place for
+    /// an in-process backend, then send the results). Rings a sleeping
+    /// instance's doorbell. Returns the frames published.
+    pub fn flush_rx(&mut self, ports: &mut [Box<dyn Port>]) -> usize {
+        // One burst's captures, published at once (before an in-process
+        // VR's frames come out: `send` appends to the same list).
+        if let Some(tap) = self.tap.as_deref_mut() {
+            let refused = tap.end_burst();
+            if refused > 0 {
+                self.stats.capture_dropped.add(refused);
+            }
+        }
+        if self.staged_n == 0 {
+            return 0;
+        }
+        let total = self.staged_n;
+        for i in 0..self.inst.len() {
+            let mut given = 0;
+            for v in 0..self.vnic_port.len() {
+                let q = i * self.vnic_port.len() + v;
+                let n = self.staged[q].len();
+                if n == 0 {
+                    continue;
+                }
+                given += n;
+                if !self.backend.uses_rings() {
+                    self.count_rx(v, n, i);
+                }
+                match &mut self.backend {
+                    Backend::Process(_) | Backend::External => {
+                        let pushed = match self.inst[i].rx[v].push(&self.staged[q]) {
+                            Ok(p) => p,
+                            Err(_) => {
+                                self.stats.violation(Violation::RxRingIndex);
+                                0
+                            }
+                        };
+                        self.count_rx(v, pushed, i);
+                        for k in pushed..n {
+                            let s = self.staged[q][k];
+                            self.release(s, i);
+                        }
+                        if pushed < n {
+                            self.stats
+                                .drop_in(IngressDrop::RingFull, (n - pushed) as u64);
+                        }
+                    }
+                    Backend::InProcRouter(r) => {
+                        process_slots(
+                            r.as_mut(),
+                            &self.region,
+                            v as u16,
+                            &self.staged[q],
+                            &mut self.inproc_stage,
+                            &mut self.inproc_counters,
+                        );
+                    }
+                    Backend::InProc(vr) => {
+                        process_slots(
+                            vr.as_mut(),
+                            &self.region,
+                            v as u16,
+                            &self.staged[q],
+                            &mut self.inproc_stage,
+                            &mut self.inproc_counters,
+                        );
+                    }
+                }
+                self.staged[q].clear();
+            }
+            if given > 0 && self.backend.uses_rings() {
+                self.kick(i);
+            }
+        }
+        self.staged_n = 0;
+        if !self.backend.uses_rings() {
+            for v in 0..self.vnic_port.len() {
+                let mut idx = [0u32; BURST];
+                loop {
+                    let staged = self.inproc_stage.vnic(v as u16);
+                    let n = staged.len().min(BURST);
+                    if n == 0 {
+                        break;
+                    }
+                    idx[..n].copy_from_slice(&staged[..n]);
+                    staged.drain(..n);
+                    self.send(0, v as u16, &idx[..n], ports);
+                }
+            }
+        }
+        total
+    }
+
+    /// Count the first `n` frames staged for vNIC `v` of instance `i`,
+    /// given to it.
+    #[inline]
+    pub(super) fn count_rx(&self, v: usize, n: usize, i: usize) {
+        if n == 0 {
+            return;
+        }
+        let bytes: u64 = self.staged[i * self.vnic_port.len() + v][..n]
+            .iter()
+            .map(|&s| u64::from(self.region.meta(s).expect("staged valid").extent().1))
+            .sum();
+        self.stats.rx_packets.add(n as u64);
+        self.stats.rx_bytes.add(bytes);
+        if let Some(c) = self.stats.vnics.get(v) {
+            c.rx_packets.add(n as u64);
+            c.rx_bytes.add(bytes);
+        }
+        if let Some(c) = self.stats.instances.get(i) {
+            c.rx_packets.add(n as u64);
+        }
+    }
+
+    /// Ring instance `i`'s doorbell if it sleeps.
+    #[inline]
+    pub(super) fn kick(&self, i: usize) {
+        let Some(block) = self.region.instance(i as u16) else {
+            return;
+        };
+        if needs_kick(&block.vr_sleeping)
+            && let Some(b) = &self.inst[i].bell
+        {
+            b.ring();
+            self.stats.kicks.add(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{Kit, frame};
+    use super::*;
+
+    #[test]
+    fn a_frame_reaches_the_instance_ring_of_its_vnic_whole() {
+        let mut k = Kit::new(2, 1, 64, 64);
+        k.give(1, &frame(7));
+        assert!(k.take(0, 0).is_empty());
+        let got = k.take(0, 1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(k.bytes(got[0]), frame(7));
+        let meta = k.vp.region().meta(got[0]).unwrap();
+        assert_eq!(
+            SlotState::from_raw(meta.state_raw()),
+            Some(SlotState::Filled)
+        );
+        let st = k.vp.stats();
+        assert_eq!((st.rx_packets.get(), st.rx_bytes.get()), (1, 64));
+        assert_eq!(st.vnics[1].rx_packets.get(), 1);
+        assert_eq!(k.vp.free_slots(), 63);
+        k.vp.check_slot_accounting().unwrap();
+    }
+
+    #[test]
+    fn frames_wait_staged_until_the_flush() {
+        let mut k = Kit::new(1, 1, 64, 64);
+        for t in 0..3 {
+            k.vp.stage(0, &frame(t), || Class::Data).unwrap();
+        }
+        assert_eq!(k.vp.staged(), 3);
+        assert!(
+            k.take(0, 0).is_empty(),
+            "nothing published before the flush"
+        );
+        assert_eq!(k.vp.flush_rx(&mut k.ports), 3);
+        assert_eq!(k.vp.staged(), 0);
+        let got = k.take(0, 0);
+        let tags: Vec<u8> = got.iter().map(|&s| k.bytes(s)[0]).collect();
+        assert_eq!(tags, [0, 1, 2], "in order");
+    }
+
+    #[test]
+    fn refusals_are_named_and_take_no_slot() {
+        let mut k = Kit::new(2, 1, 64, 64);
+        let data = || Class::Data;
+        assert_eq!(k.vp.stage(2, &frame(0), data), Err(IngressDrop::NoMatch));
+        let big = vec![0u8; k.vp.region().slot_bytes() as usize];
+        assert_eq!(k.vp.stage(0, &big, data), Err(IngressDrop::TooBig));
+        assert_eq!(k.vp.free_slots(), 64);
+        k.vp.check_slot_accounting().unwrap();
+    }
+
+    #[test]
+    fn the_rate_limit_admits_its_burst_then_drops() {
+        let mut k = Kit::new(1, 1, 64, 64);
+        k.vp.set_sched(Sched {
+            rate_pps: Some(1),
+            rate_burst: 5,
+            ..Sched::default()
+        });
+        let admitted = (0..20)
+            .filter(|&t| k.vp.stage(0, &frame(t), || Class::Data).is_ok())
+            .count();
+        // One token may have come back meanwhile (1 frame/s).
+        assert!((5..=6).contains(&admitted), "{admitted}");
+        assert_eq!(
+            k.vp.stage(0, &frame(0), || Class::Data),
+            Err(IngressDrop::RateLimited)
+        );
+    }
+
+    #[test]
+    fn frames_a_full_ring_refuses_at_the_flush_go_back_to_the_pool() {
+        // Ring of 16 entries: the control reserve is 1; data fills 15.
+        let mut k = Kit::new(1, 1, 64, 16);
+        for t in 0..15 {
+            k.give(0, &frame(t));
+        }
+        assert_eq!(
+            k.vp.stage(0, &frame(0), || Class::Data),
+            Err(IngressDrop::RingFull)
+        );
+        assert_eq!(k.vp.free_slots(), 64 - 15);
+        k.vp.check_slot_accounting().unwrap();
+    }
+
+    #[test]
+    fn a_vr_that_is_down_takes_nothing() {
+        let mut k = Kit::new(1, 1, 64, 64);
+        k.vp.quarantine();
+        assert_eq!(
+            k.vp.stage(0, &frame(0), || Class::Data),
+            Err(IngressDrop::VrDown)
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! The host's own record of a VR's slots: which are on the free list and
+//! which instance holds each of the others.
+//!
+//! The record, not the slot state in shared memory, decides what the host
+//! does with an index a VR hands back, so a VR cannot free a slot twice,
+//! hand back one it does not hold, or take one from a sibling instance.
+//! A slot moves only along these transitions:
+//!
+//! | from                  | to                    | by                                   |
+//! |-----------------------|-----------------------|--------------------------------------|
+//! | free                  | held by `i`           | [`SlotLedger::give`] (ingress)       |
+//! | held by `i`           | returning from `i`    | [`SlotLedger::claim`] (tx validation)|
+//! | held by or returning from `i` | free          | [`SlotLedger::release`]              |
+//! | held by `i`           | free                  | [`SlotLedger::reclaim`] (`i` is gone)|
+//!
+//! "Returning" marks a slot taken back in the current batch until it is
+//! released, so a second copy of its index in the same batch is refused.
+//! Nothing here touches the region: the caller sets the shared slot state.
+
+use crate::stats::Violation;
+
+/// `owner` of a slot on the free list.
+const FREE: u8 = 0;
+/// `owner` of a slot claimed back in the current batch, until released.
+const RETURNING: u8 = u8::MAX;
+
+/// Most instances a ledger tells apart (`owner` is instance + 1 in a byte,
+/// below [`RETURNING`]).
+pub(crate) const MAX_INSTANCES: usize = RETURNING as usize - 1;
+
+/// Who has each slot of a VR's pool (see the module doc).
+#[derive(Debug, Clone)]
+pub(crate) struct SlotLedger {
+    /// Free slots; the last one is given next.
+    free: Vec<u32>,
+    /// Per slot: [`FREE`], instance + 1, or [`RETURNING`].
+    owner: Vec<u8>,
+    /// Slots each instance holds (given and not released): its backlog.
+    held: Vec<u32>,
+}
+
+impl SlotLedger {
+    /// A pool of `slots` slots, all free, for `instances` instances.
+    ///
+    /// # Panics
+    /// If `instances` is over [`MAX_INSTANCES`] (the region allows 64).
+    pub(crate) fn new(slots: u32, instances: usize) -> Self {
+        assert!(instances <= MAX_INSTANCES, "{instances} instances");
+        Self {
+            // Reversed: slot 0 is given first.
+            free: (0..slots).rev().collect(),
+            owner: vec![FREE; slots as usize],
+            held: vec![0; instances],
+        }
+    }
+
+    /// Slots in the pool.
+    #[inline]
+    pub(crate) fn pool(&self) -> usize {
+        self.owner.len()
+    }
+
+    /// Slots on the free list.
+    #[inline]
+    pub(crate) fn free(&self) -> usize {
+        self.free.len()
+    }
+
+    /// The slot [`SlotLedger::give`] hands out next.
+    #[inline]
+    pub(crate) fn next_free(&self) -> Option<u32> {
+        self.free.last().copied()
+    }
+
+    /// Slots each instance holds.
+    #[inline]
+    pub(crate) fn held(&self) -> &[u32] {
+        &self.held
+    }
+
+    /// Take a free slot for instance `i`; `None` if none is free.
+    #[inline]
+    pub(crate) fn give(&mut self, i: usize) -> Option<u32> {
+        let slot = self.free.pop()?;
+        self.owner[slot as usize] = i as u8 + 1;
+        self.held[i] += 1;
+        Some(slot)
+    }
+
+    /// Accept `slot` back from instance `i` (an index it put in a tx ring):
+    /// refused unless `i` holds it. The slot stays the host's until
+    /// [`SlotLedger::release`]d.
+    ///
+    /// # Errors
+    /// [`Violation::SlotIndex`] for an index outside the pool,
+    /// [`Violation::SlotNotOwned`] for a slot `i` does not hold (free, held
+    /// by another instance, or claimed already in this batch).
+    #[inline]
+    pub(crate) fn claim(&mut self, slot: u32, i: usize) -> Result<(), Violation> {
+        match self.owner.get_mut(slot as usize) {
+            None => Err(Violation::SlotIndex),
+            Some(o) if *o != i as u8 + 1 => Err(Violation::SlotNotOwned),
+            Some(o) => {
+                *o = RETURNING;
+                Ok(())
+            }
+        }
+    }
+
+    /// Put `slot`, held by (or claimed back from) instance `i`, on the free
+    /// list.
+    #[inline]
+    pub(crate) fn release(&mut self, slot: u32, i: usize) {
+        debug_assert!(matches!(self.owner[slot as usize], o if o == RETURNING || o == i as u8 + 1));
+        self.owner[slot as usize] = FREE;
+        self.held[i] -= 1;
+        self.free.push(slot);
+    }
+
+    /// Put every slot instance `i` holds on the free list (its process is
+    /// gone), calling `each` with each; returns how many.
+    pub(crate) fn reclaim(&mut self, i: usize, mut each: impl FnMut(u32)) -> u64 {
+        let holder = i as u8 + 1;
+        let mut taken = 0;
+        for (s, o) in self.owner.iter_mut().enumerate() {
+            if *o == holder {
+                *o = FREE;
+                self.free.push(s as u32);
+                each(s as u32);
+                taken += 1;
+            }
+        }
+        self.held[i] -= taken as u32;
+        taken
+    }
+
+    /// Check the invariant: every slot is on the free list exactly once or
+    /// held by one instance, never both, and the held counts agree.
+    ///
+    /// # Errors
+    /// What is wrong, for a test's message.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.owner.len()];
+        for &s in &self.free {
+            let i = s as usize;
+            if seen[i] {
+                return Err(format!("slot {s} on the free list twice"));
+            }
+            seen[i] = true;
+            if self.owner[i] != FREE {
+                return Err(format!(
+                    "slot {s} free but held by instance {}",
+                    self.owner[i] - 1
+                ));
+            }
+        }
+        let mut held = vec![0u32; self.held.len()];
+        for (i, &o) in self.owner.iter().enumerate() {
+            if o == FREE && !seen[i] {
+                return Err(format!("slot {i} neither free nor held"));
+            }
+            if o != FREE {
+                match held.get_mut(usize::from(o) - 1) {
+                    Some(h) => *h += 1,
+                    None => return Err(format!("slot {i} held by unknown holder {o}")),
+                }
+            }
+        }
+        if held != self.held {
+            return Err(format!("held counts {:?}, slots say {held:?}", self.held));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn a_slot_goes_round_once() {
+        let mut l = SlotLedger::new(4, 2);
+        let s = l.give(1).unwrap();
+        assert_eq!((s, l.free(), l.held()), (0, 3, &[0, 1][..]));
+        // Not the other instance's to hand back.
+        assert_eq!(l.claim(s, 0), Err(Violation::SlotNotOwned));
+        l.claim(s, 1).unwrap();
+        // A second copy of the index in the same batch.
+        assert_eq!(l.claim(s, 1), Err(Violation::SlotNotOwned));
+        l.release(s, 1);
+        assert_eq!((l.free(), l.held()), (4, &[0, 0][..]));
+        // Free now: nobody may hand it back.
+        assert_eq!(l.claim(s, 1), Err(Violation::SlotNotOwned));
+        assert_eq!(l.claim(4, 1), Err(Violation::SlotIndex));
+        assert_eq!(l.claim(u32::MAX, 1), Err(Violation::SlotIndex));
+        l.check().unwrap();
+    }
+
+    #[test]
+    fn an_empty_pool_gives_nothing() {
+        let mut l = SlotLedger::new(2, 1);
+        assert!(l.give(0).is_some() && l.give(0).is_some());
+        assert_eq!((l.give(0), l.next_free()), (None, None));
+        l.check().unwrap();
+    }
+
+    #[test]
+    fn reclaim_takes_only_the_instances_slots() {
+        let mut l = SlotLedger::new(8, 3);
+        let a: Vec<u32> = (0..3).map(|_| l.give(0).unwrap()).collect();
+        let b: Vec<u32> = (0..2).map(|_| l.give(2).unwrap()).collect();
+        let mut got = Vec::new();
+        assert_eq!(l.reclaim(2, |s| got.push(s)), 2);
+        assert_eq!(got, b);
+        assert_eq!(l.held(), &[3, 0, 0]);
+        l.check().unwrap();
+        // Its slots are free: it cannot hand them back any more.
+        assert_eq!(l.claim(b[0], 2), Err(Violation::SlotNotOwned));
+        assert_eq!(l.reclaim(0, |_| {}), a.len() as u64);
+        assert_eq!(l.free(), 8);
+        l.check().unwrap();
+    }
+
+    #[test]
+    fn check_finds_a_broken_record() {
+        let mut l = SlotLedger::new(4, 1);
+        l.free.push(0);
+        assert!(l.check().unwrap_err().contains("twice"));
+        let mut l = SlotLedger::new(4, 1);
+        l.held[0] = 1;
+        assert!(l.check().unwrap_err().contains("held counts"));
+    }
+
+    /// What a VR and the host can do to a slot.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Give(usize),
+        /// Hand back the `n`-th slot number (any slot, owned or not).
+        Return(usize, u32),
+        Reclaim(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..3usize).prop_map(Op::Give),
+            4 => (0..3usize, 0..20u32).prop_map(|(i, s)| Op::Return(i, s)),
+            1 => (0..3usize).prop_map(Op::Reclaim),
+        ]
+    }
+
+    proptest! {
+        /// Against a plain map of slot to holder: every hand-back is
+        /// accepted exactly when the model says the instance holds the
+        /// slot, and the record stays consistent whatever a VR hands back.
+        #[test]
+        fn matches_a_map_of_holders(ops in prop::collection::vec(op(), 0..200)) {
+            const SLOTS: u32 = 16;
+            let mut l = SlotLedger::new(SLOTS, 3);
+            let mut model: BTreeMap<u32, usize> = BTreeMap::new();
+            for o in ops {
+                match o {
+                    Op::Give(i) => match l.give(i) {
+                        Some(s) => {
+                            prop_assert!(model.insert(s, i).is_none(), "slot {} given twice", s);
+                        }
+                        None => prop_assert_eq!(model.len(), SLOTS as usize),
+                    },
+                    Op::Return(i, s) => {
+                        let owns = model.get(&s) == Some(&i);
+                        prop_assert_eq!(l.claim(s, i).is_ok(), owns);
+                        if owns {
+                            l.release(s, i);
+                            model.remove(&s);
+                        }
+                    }
+                    Op::Reclaim(i) => {
+                        let n = l.reclaim(i, |s| { model.remove(&s); });
+                        prop_assert!(model.values().all(|&h| h != i));
+                        prop_assert!(n <= u64::from(SLOTS));
+                    }
+                }
+                prop_assert_eq!(l.free() + model.len(), SLOTS as usize);
+                for i in 0..3 {
+                    let n = model.values().filter(|&&h| h == i).count() as u32;
+                    prop_assert_eq!(l.held()[i], n);
+                }
+                l.check().map_err(TestCaseError::fail)?;
+            }
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! The host's side of one VR: its pool, its rings, and the checks on
+//! everything the VR hands back.
+//!
+//! The host keeps its own record of every slot: free (on the host's private
+//! free list) or held by instance `i` (given through one of its rx rings).
+//! That record, not the shared slot state, decides what the host does: an
+//! index popped from a tx ring is accepted only if that instance holds it,
+//! so a slot can never be freed twice or taken from another instance.
+//! Everything else read from the region (ring indexes, slot states, offsets,
+//! lengths) is validated, and a violation is counted and the slot reclaimed.
+//!
+//! The host also guards the VR as a whole ([`Guard`]): a VR whose processes
+//! exit (or crash) is taken out of the data path at once and its slots
+//! reclaimed; one that stops consuming while frames wait for it is killed
+//! by the watchdog; one that exceeds its violation budget is quarantined
+//! (killed, never fed again). Each of these is reported as an
+//! [`ExitEvent`] for a supervisor to act on (restart it with
+//! [`VrPath::restore`], or leave it quarantined).
+//!
+//! The parts, each with its unit tests (over a real region whose instances
+//! the tests play, `testkit`):
+//! - `ledger`: the host's record of who has each slot, and its transitions;
+//! - `ingress`: admission, the copy into a slot, publishing to rx rings;
+//! - `egress`: validating what comes back on tx rings, sending it, and
+//!   relaying control messages between instances;
+//! - `instances`: which instance slots are fed, draining or vacant;
+//! - `load`: arrival rate, ring fill and capacity estimates;
+//! - `guard`: reaping exits, the watchdog, quarantine, restore.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use vrhost_shm::{Doorbell, Region};
+use vrhost_vr::Vr;
+use vrhost_vr::router::Router;
+use vrhost_vr::runtime::{TxStage, VrCounters};
+
+use crate::balance::{Balancer, Policy};
+use crate::capture::Tap;
+use crate::relay::Relay;
+use crate::spawn::VrProcess;
+use crate::stats::VrStats;
+
+mod egress;
+mod guard;
+mod ingress;
+mod instances;
+mod ledger;
+mod load;
+#[cfg(test)]
+pub(crate) mod testkit;
+
+use instances::{Inst, SHARED};
+pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
+use ledger::SlotLedger;
+use load::Load;
+
+/// Slot indexes moved per ring operation.
+pub const BURST: usize = 64;
+
+/// Most slots staged for one vNIC before they must be published: the
+/// worker flushes a VR once it holds [`BURST`] staged frames, so this
+/// leaves room for one more port burst on top.
+const STAGE_MAX: usize = 2 * BURST;
+/// Shortest frame a VR may send (an Ethernet header).
+pub const MIN_FRAME: u16 = 14;
+
+/// Why a VR's processes went down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DownReason {
+    /// A process exited or crashed by itself; its exit status.
+    Exited(String),
+    /// The watchdog killed it: frames waited for it and it made no progress.
+    Hung,
+    /// It exceeded its violation budget: killed and not fed again.
+    Quarantined,
+}
+
+impl std::fmt::Display for DownReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DownReason::Exited(s) => write!(f, "exited ({s})"),
+            DownReason::Hung => f.write_str("hung (killed by the watchdog)"),
+            DownReason::Quarantined => f.write_str("quarantined (too many violations)"),
+        }
+    }
+}
+
+/// A VR in the data path went down: what the worker tells its supervisor.
+#[derive(Debug, Clone)]
+pub struct ExitEvent {
+    /// The VR's name.
+    pub vr: String,
+    /// Its [`VrPath::id`]: a restart is for this VR path, not for another
+    /// of the same name that replaced it since.
+    pub id: u64,
+    /// Why.
+    pub reason: DownReason,
+    /// When the host saw it.
+    pub at: Instant,
+}
+
+/// How the host guards a VR beyond checking each value it reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Guard {
+    /// Quarantine it after this many violations (since it was last
+    /// started); `None`: never.
+    pub quarantine_after: Option<u64>,
+    /// Kill it when frames wait in its rx rings and its poll loop has not
+    /// moved for this long; `None`: no watchdog.
+    pub watchdog: Option<Duration>,
+}
+
+/// How the worker serves a VR among the others (ODP's scheduler in the
+/// pull model: the worker pulls from the VRs' queues in this order and
+/// measure).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sched {
+    /// Share of the worker's tx service per round: `weight` x
+    /// [`TX_QUANTUM`] frames (1..=100).
+    pub weight: u32,
+    /// Served before every normal VR, without a per-round budget.
+    pub high_priority: bool,
+    /// Frames/s admitted at ingress (token bucket); more are dropped and
+    /// counted as `rate_limited` before any copy.
+    pub rate_pps: Option<u64>,
+    /// Bucket depth, frames.
+    pub rate_burst: u64,
+}
+
+impl Default for Sched {
+    fn default() -> Self {
+        Self {
+            weight: 1,
+            high_priority: false,
+            rate_pps: None,
+            rate_burst: 0,
+        }
+    }
+}
+
+/// What a frame is to the host's admission (see [`VrPath::stage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Everything else.
+    Data,
+    /// A router's control traffic ([`vrhost_packet::FlowKey::is_control`]):
+    /// admitted into the room kept for it when the VR is otherwise full.
+    Control,
+}
+
+/// Room kept for [`Class::Control`] frames in each rx ring and in the pool
+/// of `n` entries: 1/16 of it, at most one burst (none below 16).
+fn control_reserve(n: u32) -> u32 {
+    (n / 16).min(BURST as u32)
+}
+
+/// Frames of tx service per round per unit of weight.
+pub const TX_QUANTUM: usize = 4 * BURST;
+
+/// A token bucket of frames, refilled once per worker round.
+#[derive(Debug, Clone)]
+struct Bucket {
+    rate: f64,
+    depth: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+/// Source of [`VrPath::id`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Who runs a VR's packet processing.
+pub enum Backend {
+    /// Separate processes, one per instance (the design).
+    Process(Vec<VrProcess>),
+    /// The built-in router called in the host thread (no isolation): the
+    /// in-process reference of `vrhost bench memory`.
+    InProcRouter(Box<Router>),
+    /// Any VR called in the host thread.
+    InProc(Box<dyn Vr + Send>),
+    /// The rings are served by someone the host did not start (a test
+    /// harness, or a process started elsewhere); nothing to watch.
+    External,
+}
+
+impl Backend {
+    fn uses_rings(&self) -> bool {
+        matches!(self, Backend::Process(_) | Backend::External)
+    }
+}
+
+/// Host side of one VR.
+pub struct VrPath {
+    name: String,
+    region: Region,
+    headroom: u16,
+    slot_bytes: u16,
+    /// Who has each slot: the host's record (see [`ledger`]).
+    slots: SlotLedger,
+    /// Out port of each vNIC.
+    vnic_port: Vec<usize>,
+    inst: Vec<Inst>,
+    /// Which live instance gets each frame (boxed: its tables are 4 KiB,
+    /// which inline would spread this struct's hot fields over more cache
+    /// lines).
+    balancer: Box<Balancer>,
+    /// Control messages between the instances.
+    relay: Relay,
+    /// Instances whose rings are served, one bit each.
+    served_mask: u64,
+    /// Most slots one instance may hold: its share of the pool, so that a
+    /// slow instance (or one that stopped) cannot take the slots its
+    /// siblings need.
+    inst_cap: u32,
+    /// Slots staged for each instance's vNIC rx rings during a round, at
+    /// `instance * vnics + vnic`.
+    staged: Vec<Vec<u32>>,
+    /// Frames staged over all instances and vNICs, not yet published.
+    staged_n: usize,
+    /// The only live instance, or [`SHARED`] when there are several (or
+    /// none): the balancer is asked only then.
+    solo: u16,
+    load: Load,
+    backend: Backend,
+    /// In-process only: staging and counters for the shared processing code.
+    inproc_stage: TxStage,
+    inproc_counters: VrCounters,
+    up: bool,
+    stats: Arc<VrStats>,
+    /// The capture attached to this VR, if any (see [`crate::capture`]).
+    tap: Option<Box<Tap>>,
+    id: u64,
+    guard: Guard,
+    quarantined: bool,
+    /// Why the host killed it, for the exit that follows.
+    kill_reason: Option<DownReason>,
+    /// Violations counted before its processes were last started.
+    violations_base: u64,
+    /// Restored after an exit, no frame sent yet.
+    recovering: bool,
+    sched: Sched,
+    bucket: Option<Bucket>,
+    /// Rx ring entries and pool slots only control frames may take.
+    ring_reserve: u32,
+    pool_reserve: usize,
+}
+
+impl VrPath {
+    /// Set up the host side of a VR over `region`, whose vNIC `v` sends on
+    /// port `vnic_port[v]`. `bells` are the doorbells of the backend's
+    /// instances: of each process in order, or, for an external backend,
+    /// of instances 0, 1, ... (each of which is then fed); empty for
+    /// in-process backends.
+    pub fn new(
+        name: &str,
+        region: Region,
+        vnic_port: Vec<usize>,
+        backend: Backend,
+        bells: Vec<Doorbell>,
+    ) -> Self {
+        let cfg = region.layout().cfg;
+        let inst: Vec<Inst> = (0..cfg.instance_count)
+            .map(|i| Inst::new(&region, i))
+            .collect();
+        let up = match &backend {
+            Backend::Process(p) => !p.is_empty(),
+            _ => true,
+        };
+        let mut path = Self {
+            name: name.to_string(),
+            headroom: cfg.headroom as u16,
+            slot_bytes: cfg.slot_bytes as u16,
+            slots: SlotLedger::new(cfg.slot_count, inst.len()),
+            vnic_port,
+            balancer: Box::new(Balancer::new(Policy::default(), cfg.instance_count)),
+            relay: Relay::new(&region),
+            served_mask: 0,
+            inst_cap: cfg.slot_count,
+            staged: (0..usize::from(cfg.instance_count) * usize::from(cfg.vnic_count))
+                .map(|_| Vec::with_capacity(STAGE_MAX))
+                .collect(),
+            solo: SHARED,
+            load: Load::new(inst.len()),
+            inst,
+            staged_n: 0,
+            inproc_stage: TxStage::new(cfg.vnic_count),
+            inproc_counters: VrCounters::default(),
+            backend,
+            region,
+            up,
+            stats: Arc::new(VrStats::with_shape(
+                usize::from(cfg.vnic_count),
+                usize::from(cfg.instance_count),
+            )),
+            tap: None,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            guard: Guard::default(),
+            quarantined: false,
+            kill_reason: None,
+            violations_base: 0,
+            recovering: false,
+            sched: Sched::default(),
+            bucket: None,
+            ring_reserve: control_reserve(cfg.ring_entries),
+            pool_reserve: control_reserve(cfg.slot_count) as usize,
+        };
+        path.go_live(bells);
+        path
+    }
+
+    /// Set how the worker serves it (see [`Sched`]).
+    pub fn set_sched(&mut self, s: Sched) {
+        let rate = s.rate_pps.map(|r| r as f64);
+        self.bucket = rate.map(|rate| {
+            let depth = s.rate_burst.max(1) as f64;
+            Bucket {
+                rate,
+                depth,
+                tokens: self.bucket.as_ref().map_or(depth, |b| b.tokens.min(depth)),
+                last: Instant::now(),
+            }
+        });
+        self.sched = Sched {
+            weight: s.weight.clamp(1, 100),
+            ..s
+        };
+    }
+
+    /// How the worker serves it.
+    pub fn sched(&self) -> Sched {
+        self.sched
+    }
+
+    /// Refill its token bucket (once per round, when it has one).
+    #[inline]
+    pub fn refill(&mut self, now: Instant) {
+        if let Some(b) = &mut self.bucket {
+            let dt = now.saturating_duration_since(b.last).as_secs_f64();
+            b.last = now;
+            b.tokens = (b.tokens + b.rate * dt).min(b.depth);
+        }
+    }
+
+    /// Set how the host guards it (see [`Guard`]).
+    pub fn set_guard(&mut self, guard: Guard) {
+        self.guard = guard;
+    }
+
+    /// How the host guards it.
+    pub fn guard(&self) -> Guard {
+        self.guard
+    }
+
+    /// A number no other `VrPath` of this process has.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether it was quarantined (it stays down until replaced).
+    pub fn is_quarantined(&self) -> bool {
+        self.quarantined
+    }
+
+    /// VR name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &Arc<VrStats> {
+        &self.stats
+    }
+
+    /// The region.
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Whether it accepts packets.
+    pub fn is_up(&self) -> bool {
+        self.up
+    }
+
+    /// The processes, if it runs in processes.
+    pub fn processes(&self) -> &[VrProcess] {
+        match &self.backend {
+            Backend::Process(p) => p,
+            _ => &[],
+        }
+    }
+
+    /// Check the slot accounting invariant: every slot is either on the free
+    /// list (exactly once) or held by an instance, never both.
+    ///
+    /// # Errors
+    /// What is wrong.
+    pub fn check_slot_accounting(&self) -> Result<(), String> {
+        self.slots.check()
+    }
+
+    /// Slots on the host's free list.
+    pub fn free_slots(&self) -> usize {
+        self.slots.free()
+    }
+
+    /// Slots in the pool.
+    pub fn pool_slots(&self) -> usize {
+        self.slots.pool()
+    }
+
+    /// True when the VR holds no slot (everything given to it came back).
+    pub fn is_drained(&self) -> bool {
+        self.slots.free() == self.slots.pool()
+    }
+
+    /// The out port of each vNIC.
+    pub fn vnic_ports(&self) -> &[usize] {
+        &self.vnic_port
+    }
+
+    /// Change the out port of each vNIC (the ports were renumbered); a
+    /// vNIC whose port is gone gets `usize::MAX` and its frames are counted
+    /// as port drops.
+    ///
+    /// # Panics
+    /// If `ports` does not have one entry per vNIC.
+    pub fn set_vnic_ports(&mut self, ports: Vec<usize>) {
+        assert_eq!(ports.len(), self.vnic_port.len(), "one port per vNIC");
+        self.vnic_port = ports;
+    }
+
+    /// Attach a capture tap, or detach it with `None`; returns the one it
+    /// replaces (for the caller to drop off the worker thread).
+    pub fn set_tap(&mut self, tap: Option<Box<Tap>>) -> Option<Box<Tap>> {
+        std::mem::replace(&mut self.tap, tap)
+    }
+
+    /// The capture tap attached, if any.
+    pub fn tap(&self) -> Option<&Tap> {
+        self.tap.as_deref()
+    }
+}
+
+impl Drop for VrPath {
+    fn drop(&mut self) {
+        if let Backend::Process(procs) = &mut self.backend {
+            for p in procs.iter_mut() {
+                p.stop();
+            }
+        }
+    }
+}
