@@ -27,7 +27,8 @@ use serde_json::{Map, Value, json};
 use vrhost_vr::router::RouteConfig;
 
 use crate::control::{ControlError, Controller};
-use crate::view::{self, VrView};
+use crate::view;
+use vrhost_api::{ApplyRequest, ConfigDoc, Health, Route, RoutePage, VrCounters, VrStatus};
 
 pub use crate::contract::OPENAPI;
 
@@ -452,7 +453,7 @@ fn rules_of(doc: &toml::Table) -> Vec<Value> {
 }
 
 /// The VR as `GET /v1/vrs/{name}` shows it.
-fn vr_status(c: &Controller, stats: Option<&VrView>, name: &str) -> ApiResult<Value> {
+fn vr_status(c: &Controller, stats: Option<&VrCounters>, name: &str) -> ApiResult<VrStatus> {
     let doc = c.doc();
     let pos = vr_pos(doc, name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
     let table = &doc["vrs"].as_array().expect("found in it")[pos];
@@ -475,15 +476,15 @@ fn vr_status(c: &Controller, stats: Option<&VrView>, name: &str) -> ApiResult<Va
             &owned
         }
     };
-    Ok(json!({
-        "name": name,
-        "kind": kind,
-        "state": stats.state,
-        "spec": spec,
-        "stats": stats.stats,
-        "instances": stats.instances,
-        "api_routes": c.api_routes(name).map_or(0, BTreeMap::len),
-    }))
+    Ok(VrStatus {
+        name: name.to_string(),
+        kind: kind.to_string(),
+        state: stats.state.clone(),
+        spec: typed(spec)?,
+        stats: stats.stats.clone(),
+        instances: stats.instances.clone(),
+        api_routes: c.api_routes(name).map_or(0, BTreeMap::len) as u64,
+    })
 }
 
 /// A 201 answer whose `Location` is what was made (VR names are URL-safe).
@@ -502,15 +503,16 @@ async fn health(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
         let s = view::snapshot(c)?;
         let slots = c.check_slot_accounting()?;
         let up = s.vrs.iter().filter(|v| v.state == "running").count();
-        Ok(axum::Json(json!({
-            "status": if up == s.vrs.len() && slots.is_empty() { "ok" } else { "degraded" },
-            "slot_accounting": slots,
-            "version": env!("CARGO_PKG_VERSION"),
-            "uptime_s": s.uptime_s,
-            "generation": s.generation,
-            "vrs_up": up,
-            "vrs": s.vrs.len(),
-        }))
+        let ok = up == s.vrs.len() && slots.is_empty();
+        Ok(axum::Json(Health {
+            status: if ok { "ok" } else { "degraded" }.into(),
+            slot_accounting: slots,
+            version: env!("CARGO_PKG_VERSION").into(),
+            uptime_s: s.uptime_s,
+            generation: s.generation,
+            vrs_up: up as u64,
+            vrs: s.vrs.len() as u64,
+        })
         .into_response())
     })
     .await
@@ -518,21 +520,17 @@ async fn health(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
 
 async fn get_config(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| {
-        Ok(axum::Json(json!({ "generation": c.generation(), "toml": c.toml() })).into_response())
+        let doc = ConfigDoc {
+            generation: c.generation(),
+            toml: c.toml().to_string(),
+        };
+        Ok(axum::Json(doc).into_response())
     })
     .await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ApplyReq {
-    toml: String,
-    #[serde(default)]
-    dry_run: bool,
-}
-
 async fn apply(State(st): State<Arc<ApiState>>, req: Request) -> ApiResult<Response> {
-    let req: ApplyReq = json_body(req, MAX_BODY, "ApplyRequest").await?;
+    let req: ApplyRequest = json_body(req, MAX_BODY, "ApplyRequest").await?;
     with_ctl(&st, move |c| {
         let r = c.apply_toml(&req.toml, req.dry_run)?;
         Ok(axum::Json(r).into_response())
@@ -795,8 +793,13 @@ async fn delete_rule(
     .await
 }
 
-fn route_json(r: &RouteConfig) -> Value {
-    serde_json::to_value(r).unwrap_or(Value::Null)
+fn route_of(r: &RouteConfig) -> Route {
+    Route {
+        prefix: r.prefix.clone(),
+        via: r.via.clone(),
+        vnic: r.vnic,
+        nexthop: r.nexthop,
+    }
 }
 
 async fn list_routes(
@@ -811,16 +814,17 @@ async fn list_routes(
         let routes = c
             .api_routes(&name)
             .ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
-        let page: Vec<Value> = routes
-            .values()
-            .skip(offset)
-            .take(limit)
-            .map(route_json)
-            .collect();
-        Ok(
-            axum::Json(json!({ "total": routes.len(), "offset": offset, "routes": page }))
-                .into_response(),
-        )
+        let page = RoutePage {
+            total: routes.len() as u64,
+            offset: offset as u64,
+            routes: routes
+                .values()
+                .skip(offset)
+                .take(limit)
+                .map(route_of)
+                .collect(),
+        };
+        Ok(axum::Json(page).into_response())
     })
     .await
 }

@@ -174,6 +174,98 @@ pub fn body(name: &str, mut v: Value) -> Result<Map<String, Value>, String> {
 mod tests {
     use super::*;
 
+    /// The fields a struct's `Deserialize` asks for (serde passes them to
+    /// `deserialize_struct`), read without a value.
+    fn fields_of<T: serde::de::DeserializeOwned>() -> Vec<&'static str> {
+        use serde::de::{Error, Visitor, value};
+        struct Probe<'a>(&'a mut Vec<&'static str>);
+        impl<'de> serde::Deserializer<'de> for Probe<'_> {
+            type Error = value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                self.0.extend(fields);
+                Err(Error::custom("probed"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+                bytes byte_buf option unit unit_struct newtype_struct seq tuple
+                tuple_struct map enum identifier ignored_any
+            }
+        }
+        let mut out = Vec::new();
+        let _ = T::deserialize(Probe(&mut out));
+        out.sort_unstable();
+        out
+    }
+
+    /// The properties of a schema of the document (a pointer into it).
+    fn properties(pointer: &str) -> Vec<String> {
+        let mut p: Vec<String> = document()
+            .pointer(pointer)
+            .and_then(|s| s["properties"].as_object())
+            .unwrap_or_else(|| panic!("{pointer}: no properties"))
+            .keys()
+            .cloned()
+            .collect();
+        p.sort_unstable();
+        p
+    }
+
+    /// The API's types (`vrhost-api`, which the daemon answers with and
+    /// the CLI reads) have the fields of their schemas, no more, no fewer.
+    #[test]
+    fn the_api_types_are_the_documents_schemas() {
+        use vrhost_api as api;
+        let s = |name: &str| format!("/components/schemas/{name}");
+        let pairs: Vec<(Vec<&str>, String)> = vec![
+            (fields_of::<api::ErrorBody>(), s("Error")),
+            (
+                fields_of::<api::ErrorDetail>(),
+                s("Error") + "/properties/error",
+            ),
+            (fields_of::<api::Health>(), s("Health")),
+            (fields_of::<api::ConfigDoc>(), s("ConfigDoc")),
+            (fields_of::<api::ApplyRequest>(), s("ApplyRequest")),
+            (fields_of::<api::ApplyResult>(), s("ApplyResult")),
+            (fields_of::<api::Vnic>(), s("Vnic")),
+            (fields_of::<api::Rule>(), s("Rule")),
+            (fields_of::<api::VrSpec>(), s("VrSpec")),
+            (fields_of::<api::InstanceStatus>(), s("InstanceStatus")),
+            (fields_of::<api::VnicStats>(), s("VnicStats")),
+            (fields_of::<api::VrStats>(), s("VrStats")),
+            (fields_of::<api::VrStatus>(), s("VrStatus")),
+            (fields_of::<api::PortStats>(), s("PortStats")),
+            (fields_of::<api::HostStats>(), s("HostStats")),
+            (fields_of::<api::Stats>(), s("Stats")),
+            (
+                fields_of::<api::VrCounters>(),
+                s("Stats") + "/properties/vrs/items",
+            ),
+            (fields_of::<api::Route>(), s("Route")),
+            (fields_of::<api::RouteResult>(), s("RouteResult")),
+            (fields_of::<api::RoutePage>(), s("RoutePage")),
+        ];
+        for (fields, pointer) in pairs {
+            assert_eq!(fields, properties(&pointer), "{pointer}");
+        }
+        // The one type that is only written: its fields, by value.
+        let bulk = api::RouteBulk {
+            add: &[api::Route::default()],
+            del: &[String::new()],
+        };
+        let v = serde_json::to_value(bulk).unwrap();
+        let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort_unstable();
+        assert_eq!(keys, properties(&s("RouteBulk")));
+    }
+
     #[test]
     fn the_document_compiles_and_names_fields() {
         for name in document()["components"]["schemas"]

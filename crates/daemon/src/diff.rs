@@ -51,7 +51,7 @@ pub fn diff(
     check_budget(&old.host, &new.host)?;
     let mut d = Diff {
         result: ApplyResult {
-            rules: new.classifier.len(),
+            rules: new.classifier.len() as u64,
             ..ApplyResult::default()
         },
         ..Diff::default()

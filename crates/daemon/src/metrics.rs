@@ -9,7 +9,7 @@
 use prometheus::core::Collector;
 use prometheus::{Encoder, Opts, Registry, TextEncoder};
 
-use crate::view::StatsView;
+use vrhost_api::Stats;
 
 /// The exposition's content type (Prometheus text format 0.0.4).
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -101,7 +101,7 @@ impl Reg {
 }
 
 /// Render a snapshot as OpenMetrics text.
-pub fn render(s: &StatsView) -> String {
+pub fn render(s: &Stats) -> String {
     let mut m = Reg {
         r: Registry::new(),
         ints: Vec::new(),

@@ -3,208 +3,20 @@
 //! rings and counters are read together) and completed with what only the
 //! control plane knows (pids' CPU time, restarts).
 //!
-//! The field names are the API's (`api/openapi.yaml`, schema `Stats`).
+//! The types are the API's (`vrhost-api`: `api/openapi.yaml`, schema
+//! `Stats`).
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use vrhost_api::{
+    HostStats, InstanceStatus, PortStats, Stats, VnicStats, VrCounters, VrStats as VrStatsView,
+};
 use vrhost_host::{IngressDrop, InstanceInfo, Violation, VrStats, Worker};
 use vrhost_vr::DropReason;
 use vrhost_vr::proto::counter;
 
 use crate::control::{ControlError, Controller, WORKER_TIMEOUT};
-
-/// One port's counters.
-#[derive(Debug, Clone, Serialize)]
-pub struct PortView {
-    /// Port name.
-    pub name: String,
-    /// Driver name.
-    pub driver: String,
-    /// Interface.
-    pub interface: String,
-    /// Frames received.
-    pub rx_packets: u64,
-    /// Their bytes.
-    pub rx_bytes: u64,
-    /// Frames the port or its kernel side dropped on receive.
-    pub rx_dropped: u64,
-    /// Frames sent.
-    pub tx_packets: u64,
-    /// Their bytes.
-    pub tx_bytes: u64,
-    /// Frames the port could not send.
-    pub tx_dropped: u64,
-}
-
-/// The host's own counters.
-#[derive(Debug, Clone, Serialize)]
-pub struct HostView {
-    /// Frames received from all ports.
-    pub rx_packets: u64,
-    /// Frames dropped before any VR, by reason.
-    pub ingress_drops: BTreeMap<&'static str, u64>,
-    /// Times the worker went to sleep.
-    pub sleeps: u64,
-    /// Region protocol violations of all VRs.
-    pub slot_violations: u64,
-    /// VR processes restarted (a changed definition, or after an exit).
-    pub vr_restarts: u64,
-    /// CPU time of the worker thread.
-    pub worker_cpu_seconds: f64,
-}
-
-/// One instance of a VR.
-#[derive(Debug, Clone, Serialize)]
-pub struct InstanceView {
-    /// Instance number.
-    pub index: u16,
-    /// Process id.
-    pub pid: Option<u32>,
-    /// Core it is pinned to.
-    pub cpu: Option<usize>,
-    /// Whether it runs and is fed.
-    pub running: bool,
-    /// CPU time of the process.
-    pub cpu_seconds: f64,
-    /// Times it went to sleep.
-    pub sleeps: u64,
-    /// Its poll loop's round counter.
-    pub heartbeat: u64,
-    /// Entries waiting in its rx rings.
-    pub rx_ring_fill: u64,
-    /// Entries waiting in its tx rings.
-    pub tx_ring_fill: u64,
-    /// Frames the host gave it.
-    pub rx_packets: u64,
-    /// Slots it holds now (the host's count): its backlog.
-    pub held: u64,
-    /// EWMA of the entries waiting in its rx rings (LVRM's VRI load).
-    pub rx_fill_avg: f64,
-    /// Frames/s it handed back while busy: its measured capacity (0 until
-    /// measured).
-    pub capacity_pps: u64,
-}
-
-/// One vNIC's counters.
-#[derive(Debug, Clone, Serialize)]
-pub struct VnicView {
-    /// vNIC index.
-    pub index: usize,
-    /// Port name.
-    pub port: String,
-    /// Frames into the VR.
-    pub rx_packets: u64,
-    /// Their bytes.
-    pub rx_bytes: u64,
-    /// Frames out of the VR.
-    pub tx_packets: u64,
-    /// Their bytes.
-    pub tx_bytes: u64,
-}
-
-/// A VR's counters.
-#[derive(Debug, Clone, Serialize)]
-pub struct VrCountersView {
-    /// Frames put into its rx rings.
-    pub rx_packets: u64,
-    /// Their bytes.
-    pub rx_bytes: u64,
-    /// Frames it sent that reached a port.
-    pub tx_packets: u64,
-    /// Their bytes.
-    pub tx_bytes: u64,
-    /// Frames it dropped.
-    pub vr_dropped: u64,
-    /// Frames its out port refused.
-    pub port_dropped: u64,
-    /// Host drops on the way in, by reason.
-    pub ingress_drops: BTreeMap<&'static str, u64>,
-    /// Protocol violations, by kind.
-    pub violations: BTreeMap<&'static str, u64>,
-    /// Drops the VR reported, by reason (the VR writes these: display only).
-    pub vr_drops: BTreeMap<&'static str, u64>,
-    /// Process exits.
-    pub exits: u64,
-    /// Slots taken back from exited processes.
-    pub reclaimed: u64,
-    /// Restarts after an exit, crash or hang.
-    pub restarts: u64,
-    /// Times the watchdog found it stuck and killed it.
-    pub hangs: u64,
-    /// Times it was quarantined.
-    pub quarantines: u64,
-    /// From its last exit to its first frame out after the restart, in
-    /// milliseconds (0: not restarted yet).
-    pub last_recovery_ms: f64,
-    /// Time the host worker spent on it.
-    pub host_cpu_seconds: f64,
-    /// CLOCK_MONOTONIC nanoseconds when the host saw its last exit (0:
-    /// never): comparable with a client's clock on the same machine.
-    pub last_exit_mono_ns: u64,
-    /// CLOCK_MONOTONIC nanoseconds of its first frame out after the last
-    /// restart (0: not yet).
-    pub last_recovered_mono_ns: u64,
-    /// Wakeups of a sleeping instance.
-    pub kicks: u64,
-    /// Slots in its pool.
-    pub pool_slots: u64,
-    /// Slots free on the host's side.
-    pub free_slots: u64,
-    /// Frames a capture could not keep up with.
-    pub capture_dropped: u64,
-    /// Frames/s offered to it: an EWMA over 100 ms.
-    pub arrival_pps: u64,
-    /// Changes of the set of instances fed.
-    pub rebalances: u64,
-    /// Instances that exited while others went on.
-    pub instance_exits: u64,
-    /// Instances started beside running ones (scaling up, or replacing
-    /// one that exited).
-    pub instances_added: u64,
-    /// Instances retired (scaling down).
-    pub instances_retired: u64,
-    /// Instances wanted but not started (no core left, or a failed start).
-    pub instances_refused: u64,
-    /// Control messages relayed between its instances.
-    pub ctrl_relayed: u64,
-    /// Control messages between its instances dropped (peer full or gone).
-    pub ctrl_dropped: u64,
-    /// Per vNIC.
-    pub vnics: Vec<VnicView>,
-}
-
-/// A VR in the stats.
-#[derive(Debug, Clone, Serialize)]
-pub struct VrView {
-    /// Name.
-    pub name: String,
-    /// `running`, `stopped` (down; restarted unless `restart = false`) or
-    /// `quarantined`.
-    pub state: &'static str,
-    /// Counters.
-    pub stats: VrCountersView,
-    /// Instances.
-    pub instances: Vec<InstanceView>,
-}
-
-/// `GET /v1/stats`.
-#[derive(Debug, Clone, Serialize)]
-pub struct StatsView {
-    /// When it was read, seconds since the Unix epoch.
-    pub time_s: f64,
-    /// Daemon uptime.
-    pub uptime_s: f64,
-    /// Config changes applied.
-    pub generation: u64,
-    /// Host counters.
-    pub host: HostView,
-    /// Ports.
-    pub ports: Vec<PortView>,
-    /// VRs, in config order.
-    pub vrs: Vec<VrView>,
-}
 
 /// What the worker reads for a snapshot.
 struct WorkerRead {
@@ -223,15 +35,15 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn counters(s: &VrStats) -> (BTreeMap<&'static str, u64>, BTreeMap<&'static str, u64>) {
+fn counters(s: &VrStats) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
     (
         IngressDrop::ALL
             .iter()
-            .map(|d| (d.name(), s.ingress_drops[*d as usize].get()))
+            .map(|d| (d.name().to_string(), s.ingress_drops[*d as usize].get()))
             .collect(),
         Violation::ALL
             .iter()
-            .map(|d| (d.name(), s.violations[*d as usize].get()))
+            .map(|d| (d.name().to_string(), s.violations[*d as usize].get()))
             .collect(),
     )
 }
@@ -240,7 +52,7 @@ fn counters(s: &VrStats) -> (BTreeMap<&'static str, u64>, BTreeMap<&'static str,
 ///
 /// # Errors
 /// [`ControlError::Unavailable`] if the worker does not answer.
-pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
+pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
     let r = ctl.mailbox().call(WORKER_TIMEOUT, |w: &mut Worker| {
         let hs = w.stats();
         WorkerRead {
@@ -275,7 +87,7 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
         .ports
         .iter()
         .zip(&r.ports)
-        .map(|((name, driver, iface), s)| PortView {
+        .map(|((name, driver, iface), s)| PortStats {
             name: name.clone(),
             driver: driver.name().to_string(),
             interface: iface.clone(),
@@ -304,15 +116,15 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                     .get(counter::DROP_BASE + d as usize)
                     .copied()
                     .unwrap_or(0);
-                *vr_drops.entry(d.name()).or_insert(0) += n;
+                *vr_drops.entry(d.name().to_string()).or_insert(0) += n;
             }
         }
         let vnics = s
             .vnics
             .iter()
             .enumerate()
-            .map(|(i, c)| VnicView {
-                index: i,
+            .map(|(i, c)| VnicStats {
+                index: i as u32,
                 port: vp
                     .and_then(|v| v.vnic_ports.get(i))
                     .and_then(|&p| plan.ports.get(p))
@@ -326,10 +138,12 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
         let instances = insts
             .iter()
             .map(|i| (i, s.instances.get(usize::from(i.index))))
-            .map(|(i, c)| InstanceView {
-                index: i.index,
+            .map(|(i, c)| InstanceStatus {
+                index: u32::from(i.index),
                 pid: i.pid,
-                cpu: ctl.instance_cpu(&name, i.index),
+                cpu: ctl
+                    .instance_cpu(&name, i.index)
+                    .and_then(|c| u32::try_from(c).ok()),
                 running: i.running,
                 cpu_seconds: i
                     .pid
@@ -345,10 +159,10 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
                 capacity_pps: c.map_or(0, |c| c.capacity_pps.get()),
             })
             .collect();
-        vrs.push(VrView {
+        vrs.push(VrCounters {
             name,
-            state,
-            stats: VrCountersView {
+            state: state.to_string(),
+            stats: VrStatsView {
                 rx_packets: s.rx_packets.get(),
                 rx_bytes: s.rx_bytes.get(),
                 tx_packets: s.tx_packets.get(),
@@ -384,19 +198,19 @@ pub fn snapshot(ctl: &Controller) -> Result<StatsView, ControlError> {
             instances,
         });
     }
-    Ok(StatsView {
+    Ok(Stats {
         time_s: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
         uptime_s: ctl.uptime().as_secs_f64(),
         generation: ctl.generation(),
-        host: HostView {
+        host: HostStats {
             rx_packets: r.host_rx,
             ingress_drops: IngressDrop::ALL
                 .iter()
                 .map(|d| {
                     (
-                        d.name(),
+                        d.name().to_string(),
                         r.host_drops.get(*d as usize).copied().unwrap_or(0),
                     )
                 })

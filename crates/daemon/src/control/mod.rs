@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use vrhost_host::alloc::Scaler;
 use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, PortRings, VrPlan};
 use vrhost_host::worker::DRAIN_TIMEOUT;
@@ -130,48 +129,7 @@ struct Started {
     entry: VrEntry,
 }
 
-/// What an apply changed (or would change).
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct ApplyResult {
-    /// Changes applied since the daemon started, this one included.
-    pub generation: u64,
-    /// Only computed.
-    pub dry_run: bool,
-    /// VRs started.
-    pub added: Vec<String>,
-    /// VRs stopped.
-    pub removed: Vec<String>,
-    /// VRs whose definition changed: a new process took over.
-    pub restarted: Vec<String>,
-    /// VRs whose instance count, scaling or balancing changed, changed in
-    /// place: their instances are started or retired one per period.
-    pub rescaled: Vec<String>,
-    /// VRs that kept forwarding untouched.
-    pub unchanged: Vec<String>,
-    /// Ports opened.
-    pub ports_added: Vec<String>,
-    /// Ports closed.
-    pub ports_removed: Vec<String>,
-    /// Classifier rules after the change.
-    pub rules: usize,
-}
-
-/// The result of a route change, as the API reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RouteResult {
-    /// Routes added or replaced.
-    pub added: u64,
-    /// Routes deleted.
-    pub deleted: u64,
-    /// Routes in the VR's table afterwards (connected and local included).
-    pub routes: u64,
-    /// Routes added through the API, afterwards.
-    pub api_routes: usize,
-    /// Time to apply.
-    pub seconds: f64,
-    /// `(added + deleted) / seconds`.
-    pub routes_per_second: f64,
-}
+pub use vrhost_api::{ApplyResult, RouteResult};
 
 /// A change of a VR's instance count made by its scaler.
 #[derive(Debug, Clone, PartialEq)]

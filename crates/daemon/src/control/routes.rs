@@ -61,7 +61,7 @@ impl Controller {
             added,
             deleted,
             routes,
-            api_routes: entry.api_routes.len(),
+            api_routes: entry.api_routes.len() as u64,
             seconds,
             routes_per_second: if seconds > 0.0 {
                 (added + deleted) as f64 / seconds
