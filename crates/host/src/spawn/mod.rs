@@ -227,12 +227,24 @@ impl VrProcess {
             vr: vr.to_string(),
             source,
         };
-        send_with_fds(
+        let sent = send_with_fds(
             proc_.ctrl.as_fd(),
             &msg,
             &[region.fd(), vr_bell.fd(), host_bell.fd()],
-        )
-        .map_err(ctrl_err)?;
+        );
+        match sent {
+            Ok(_) => {}
+            // It exited before its hello could be sent: say how.
+            Err(FdPassError::Syscall { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                return Err(SpawnError::Refused {
+                    vr: vr.to_string(),
+                    message: proc_.exited_before_ready(),
+                });
+            }
+            Err(e) => return Err(ctrl_err(e)),
+        }
         let slice = Duration::from_micros(cmd.poll.slice_us.into());
         // An idle start waits up to `idle_start` in the idle class (less if
         // the control plane hurries it), then the rest in the normal class.
@@ -317,14 +329,21 @@ impl VrProcess {
         match recv_with_fds(self.ctrl.as_fd(), &mut buf) {
             Ok((n, _)) => serde_json::from_slice(&buf[..n])
                 .map_err(|e| WaitError::Other(format!("bad reply: {e}"))),
-            Err(FdPassError::Closed) => {
-                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                Err(WaitError::Other(format!(
-                    "exited before it was ready ({status})"
-                )))
+            // A VR that exits without reading its hello resets the socket.
+            Err(FdPassError::Closed) => Err(WaitError::Other(self.exited_before_ready())),
+            Err(FdPassError::Syscall { source, .. })
+                if source.kind() == std::io::ErrorKind::ConnectionReset =>
+            {
+                Err(WaitError::Other(self.exited_before_ready()))
             }
             Err(e) => Err(WaitError::Other(e.to_string())),
         }
+    }
+
+    /// Why a start got no reply: the process exited (its status).
+    fn exited_before_ready(&mut self) -> String {
+        let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+        format!("exited before it was ready ({status})")
     }
 
     /// A second handle on its control socket, for the control plane to
@@ -451,5 +470,98 @@ impl VrProcess {
     /// CPU time the process has used, in nanoseconds (from schedstat).
     pub fn cpu_ns(&self) -> Option<u64> {
         crate::cpu::process_cpu_ns(self.child.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vrhost_shm::RegionConfig;
+
+    use super::*;
+
+    /// A VR played by the shell: `script` runs with the control socket as
+    /// descriptor 3 (it may answer the hello there, or not).
+    fn start(script: &str, timeout: Duration) -> Result<(VrProcess, Doorbell), SpawnError> {
+        let region = Region::create("spawn-unit", RegionConfig::default()).unwrap();
+        let cmd = VrCommand {
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), script.into()],
+            cpu: None,
+            poll: PollConfig::default(),
+            config: serde_json::Value::Null,
+            ready_timeout: timeout,
+            idle_start: Duration::ZERO,
+            confine: Confine::default(),
+            hurry: Hurry::default(),
+        };
+        let bell = Doorbell::new().unwrap();
+        VrProcess::start("t", 0, &region, &bell, &cmd)
+    }
+
+    fn refused(r: Result<(VrProcess, Doorbell), SpawnError>) -> String {
+        match r {
+            Err(SpawnError::Refused { vr, message }) => {
+                assert_eq!(vr, "t");
+                message
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("started"),
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_vr_that_says_ready_runs_until_stopped() {
+        let (mut p, _bell) =
+            start(r#"printf '{"Ready":{"pid":1}}' >&3; exec sleep 30"#, LONG).unwrap();
+        assert!(!p.has_exited());
+        assert!(p.cpu_ns().is_some());
+        p.kill();
+        p.stop();
+        assert!(p.exit_status().contains("signal: 9"), "{}", p.exit_status());
+    }
+
+    #[test]
+    fn a_vr_that_refuses_its_config_says_why() {
+        let m = refused(start(
+            r#"printf '{"Error":{"message":"no route file"}}' >&3; sleep 30"#,
+            LONG,
+        ));
+        assert_eq!(m, "no route file");
+    }
+
+    #[test]
+    fn a_vr_that_exits_or_stays_silent_is_refused() {
+        let m = refused(start("exit 3", LONG));
+        assert!(
+            m.contains("exited before it was ready") && m.contains('3'),
+            "{m}"
+        );
+        let m = refused(start("exec sleep 30", Duration::from_millis(200)));
+        assert!(m.contains("no answer within"), "{m}");
+        let m = refused(start("printf 'not json' >&3; sleep 30", LONG));
+        assert!(m.contains("bad reply"), "{m}");
+    }
+
+    #[test]
+    fn a_program_that_does_not_exist_is_an_os_error() {
+        let region = Region::create("spawn-unit", RegionConfig::default()).unwrap();
+        let cmd = VrCommand {
+            program: PathBuf::from("/nonexistent/vr"),
+            args: Vec::new(),
+            cpu: None,
+            poll: PollConfig::default(),
+            config: serde_json::Value::Null,
+            ready_timeout: LONG,
+            idle_start: Duration::ZERO,
+            confine: Confine::default(),
+            hurry: Hurry::default(),
+        };
+        let bell = Doorbell::new().unwrap();
+        assert!(matches!(
+            VrProcess::start("t", 0, &region, &bell, &cmd),
+            Err(SpawnError::Os { .. })
+        ));
     }
 }
