@@ -445,3 +445,151 @@ pub fn render(s: &StatsView) -> String {
         .expect("writing to memory does not fail");
     String::from_utf8(out).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::view::{HostView, InstanceView, PortView, VnicView, VrCountersView, VrView};
+
+    /// Counters by name, as the snapshot keeps them.
+    fn by_name(pairs: &[(&'static str, u64)]) -> BTreeMap<&'static str, u64> {
+        pairs.iter().copied().collect()
+    }
+
+    fn port(name: &str, driver: &str, k: u64) -> PortView {
+        PortView {
+            name: name.into(),
+            driver: driver.into(),
+            interface: format!("veth-{name}"),
+            rx_packets: 1000 * k,
+            rx_bytes: 64_000 * k,
+            rx_dropped: k,
+            tx_packets: 900 * k,
+            tx_bytes: 57_600 * k,
+            tx_dropped: 2 * k,
+        }
+    }
+
+    fn instance(index: u16, running: bool) -> InstanceView {
+        let k = u64::from(index) + 1;
+        InstanceView {
+            index,
+            pid: running.then_some(4000 + u32::from(index)),
+            cpu: Some(usize::from(index) + 1),
+            running,
+            cpu_seconds: 0.5 * k as f64,
+            sleeps: 30 * k,
+            heartbeat: 123_456 * k,
+            rx_ring_fill: 3 * k,
+            tx_ring_fill: k,
+            rx_packets: 500 * k,
+            held: 7 * k,
+            rx_fill_avg: 1.25 * k as f64,
+            capacity_pps: 250_000 * k,
+        }
+    }
+
+    fn counters(k: u64, vnic_ports: &[&str]) -> VrCountersView {
+        VrCountersView {
+            rx_packets: 1000 * k,
+            rx_bytes: 64_000 * k,
+            tx_packets: 990 * k,
+            tx_bytes: 63_360 * k,
+            vr_dropped: 4 * k,
+            port_dropped: k,
+            ingress_drops: by_name(&[("pool_empty", 5 * k), ("rate_limited", 6 * k)]),
+            violations: by_name(&[("bad_slot", k), ("double_free", 0)]),
+            vr_drops: by_name(&[("no_route", 8 * k), ("ttl", 0)]),
+            exits: k,
+            reclaimed: 12 * k,
+            restarts: k,
+            hangs: 0,
+            quarantines: k - 1,
+            last_recovery_ms: 37.5 * k as f64,
+            host_cpu_seconds: 0.125 * k as f64,
+            last_exit_mono_ns: 1_000_000 * k,
+            last_recovered_mono_ns: 1_037_500 * k,
+            kicks: 11 * k,
+            pool_slots: 2048,
+            free_slots: 2000 - k,
+            capture_dropped: 0,
+            arrival_pps: 150_000 * k,
+            rebalances: 2 * k,
+            instance_exits: k,
+            instances_added: 3 * k,
+            instances_retired: k,
+            instances_refused: 0,
+            ctrl_relayed: 9 * k,
+            ctrl_dropped: k,
+            vnics: vnic_ports
+                .iter()
+                .enumerate()
+                .map(|(index, port)| VnicView {
+                    index,
+                    port: (*port).into(),
+                    rx_packets: 400 * k + index as u64,
+                    rx_bytes: 25_600 * k,
+                    tx_packets: 300 * k,
+                    tx_bytes: 19_200 * k,
+                })
+                .collect(),
+        }
+    }
+
+    /// A daemon with two ports and two VRs: one running two instances on
+    /// both ports, one quarantined.
+    fn sample() -> StatsView {
+        StatsView {
+            time_s: 1_764_000_000.5,
+            uptime_s: 3600.0,
+            generation: 4,
+            host: HostView {
+                rx_packets: 123_456_789,
+                ingress_drops: by_name(&[("no_rule", 17), ("runt", 0)]),
+                sleeps: 42,
+                slot_violations: 3,
+                vr_restarts: 2,
+                worker_cpu_seconds: 12.75,
+            },
+            ports: vec![port("p0", "af_xdp", 1), port("p1", "af_packet", 3)],
+            vrs: vec![
+                VrView {
+                    name: "tenant-a".into(),
+                    state: "running",
+                    stats: counters(1, &["p0", "p1"]),
+                    instances: vec![instance(0, true), instance(1, true)],
+                },
+                VrView {
+                    name: "tenant-b".into(),
+                    state: "quarantined",
+                    stats: counters(2, &["p1"]),
+                    instances: vec![instance(0, false)],
+                },
+            ],
+        }
+    }
+
+    /// The exposition of [`sample`], as `render` wrote it before it was
+    /// cut into steps: any change to a name, help text, label, value or
+    /// order shows here.
+    const EXPECTED: &str = include_str!("../testdata/metrics.prom");
+
+    #[test]
+    fn a_sample_renders_as_it_always_did() {
+        let got = render(&sample());
+        if got != EXPECTED {
+            let diff = got
+                .lines()
+                .zip(EXPECTED.lines())
+                .enumerate()
+                .find(|(_, (g, e))| g != e);
+            panic!(
+                "metrics output changed (first difference, line: got / expected): {diff:?}; lines {} / {}",
+                got.lines().count(),
+                EXPECTED.lines().count()
+            );
+        }
+    }
+}
