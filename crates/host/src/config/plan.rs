@@ -104,3 +104,40 @@ impl Plan {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::alloc::{DynamicPolicy, ScalePolicy};
+    use crate::config::tests::{GOOD, parse};
+
+    #[test]
+    fn a_plan_keeps_the_ports_as_they_are() {
+        let src = format!(
+            "{GOOD}\n[[ports]]\nname = \"gen\"\ndriver = \"mem\"\ntraffic = {{ pps = 10 }}\n\n[[ports]]\nname = \"sink\"\ndriver = \"null\"\n"
+        );
+        let p = parse(&src).unwrap();
+        let names: Vec<_> = p
+            .ports
+            .iter()
+            .map(|(n, _, i)| (n.as_str(), i.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [("p0", "veth0"), ("p1", "veth1"), ("gen", ""), ("sink", "")]
+        );
+        assert_eq!(p.gens[..2], [None, None]);
+        assert_eq!(p.gens[2].as_ref().map(|g| g.pps), Some(Some(10)));
+        assert_eq!(p.gens[3], None, "a null port generates nothing");
+        assert_eq!(p.rings.len(), 4);
+    }
+
+    #[test]
+    fn instance_slots_are_the_count_or_the_most() {
+        let mut v = parse(GOOD).unwrap().vrs.remove(0);
+        assert_eq!(v.instance_slots(), 1);
+        v.scale = ScalePolicy::Fixed(3);
+        assert_eq!(v.instance_slots(), 3);
+        v.scale = ScalePolicy::Dynamic(DynamicPolicy::new(10.0, 5.0, 7));
+        assert_eq!(v.instance_slots(), 7);
+    }
+}

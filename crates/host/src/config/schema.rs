@@ -438,3 +438,111 @@ pub(super) fn port_rings(p: &PortConfig) -> PortRings {
         frames: p.frames.as_ref().map(|v| *v.get_ref()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_a_config_of_defaults() {
+        let c: Config = toml::from_str("").unwrap();
+        assert!(c.ports.is_empty() && c.vrs.is_empty() && c.rules.is_empty());
+        let h = c.host;
+        assert_eq!(
+            (h.cpu, h.quarantine_after, h.watchdog_ms),
+            (None, 10_000, 1000)
+        );
+        assert_eq!(h.start_idle_ms, 2000);
+        assert!(h.confine && !h.share_worker_core && h.instance_cores.is_none());
+    }
+
+    #[test]
+    fn a_vr_table_fills_in_its_defaults() {
+        let v: VrConf = toml::from_str("name = \"a\"\nvnics = []").unwrap();
+        assert_eq!(
+            (v.kind, *v.slots.get_ref(), v.restart),
+            (VrKind::Router, 2048, true)
+        );
+        assert!(v.program.is_none() && v.instances.is_none() && v.scale.is_none());
+        let r: RuleConf = toml::from_str("vr = \"a\"").unwrap();
+        assert_eq!(*r.vnic.get_ref(), 0, "the first vNIC");
+    }
+
+    #[test]
+    fn unknown_keys_and_drivers_are_refused() {
+        let e = toml::from_str::<VrConf>("name = \"a\"\nvnics = []\nslot = 4")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `slot`"), "{e}");
+        let e = toml::from_str::<PortConfig>("name = \"p\"\ndriver = \"dpdk\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `dpdk`"), "{e}");
+    }
+
+    #[test]
+    fn driver_names_are_the_configs() {
+        for name in ["af_xdp", "af_packet", "socket", "tap", "mem", "null"] {
+            let p: PortConfig =
+                toml::from_str(&format!("name = \"p\"\ndriver = {name:?}")).unwrap();
+            assert_eq!(p.driver.name(), name);
+        }
+    }
+
+    #[test]
+    fn port_rings_set_only_what_is_given() {
+        let p: PortConfig =
+            toml::from_str("name = \"p\"\ndriver = \"af_xdp\"\nframes = 8192").unwrap();
+        let rings = port_rings(&p);
+        assert_eq!(
+            rings,
+            PortRings {
+                ring_size: None,
+                frames: Some(8192)
+            }
+        );
+        let x = rings.af_xdp();
+        let d = vrhost_io::af_xdp::AfXdpConfig::default();
+        assert_eq!((x.ring_size, x.frames), (d.ring_size, 8192));
+    }
+
+    #[test]
+    fn the_default_generator_is_valid_and_a_bad_one_says_why() {
+        let g = GenConf::default().mem_config().unwrap();
+        assert_eq!((g.frame_bytes, g.seed), (64, 0x5eed));
+        for (bad, want) in [
+            (
+                GenConf {
+                    src: "10.0.0".into(),
+                    ..GenConf::default()
+                },
+                "src \"10.0.0\": not an IPv4 address",
+            ),
+            (
+                GenConf {
+                    dst_mac: "02:00".into(),
+                    ..GenConf::default()
+                },
+                "\"02:00\"",
+            ),
+            (
+                GenConf {
+                    dst: vec!["10.0.0.0/33".into()],
+                    ..GenConf::default()
+                },
+                "33",
+            ),
+        ] {
+            let e = bad.mem_config().unwrap_err();
+            assert!(e.contains(want), "want {want:?} in {e:?}");
+        }
+        assert!(
+            GenConf {
+                frame_bytes: 9,
+                ..GenConf::default()
+            }
+            .mem_config()
+            .is_err()
+        );
+    }
+}
