@@ -175,12 +175,69 @@ impl VrProcess {
         host_bell: &Doorbell,
         cmd: &VrCommand,
     ) -> Result<(Self, Doorbell), SpawnError> {
+        let vr_bell = Doorbell::new().map_err(|e| SpawnError::Os {
+            vr: vr.to_string(),
+            what: "eventfd",
+            source: e,
+        })?;
+        let mut proc_ = Self::fork(vr, instance, cmd)?;
+        let hello = Hello {
+            layout_version: LAYOUT_VERSION,
+            vr: vr.to_string(),
+            instance,
+            cpu: cmd.cpu,
+            poll: cmd.poll,
+            config: cmd.config.clone(),
+        };
+        let msg = serde_json::to_vec(&hello).expect("hello serializes");
+        let sent = send_with_fds(
+            proc_.ctrl.as_fd(),
+            &msg,
+            &[region.fd(), vr_bell.fd(), host_bell.fd()],
+        );
+        let refused = |message| SpawnError::Refused {
+            vr: vr.to_string(),
+            message,
+        };
+        match sent {
+            Ok(_) => {}
+            // It exited before its hello could be sent: say how.
+            Err(FdPassError::Syscall { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                return Err(refused(proc_.exited_before_ready()));
+            }
+            Err(source) => {
+                return Err(SpawnError::Ctrl {
+                    vr: vr.to_string(),
+                    source,
+                });
+            }
+        }
+        let slice = Duration::from_micros(cmd.poll.slice_us.into());
+        let message = match proc_.wait_ready(cmd, slice) {
+            Ok(VrReply::Ready { .. }) => {
+                // The normal class now that it forwards, with a short time
+                // slice.
+                proc_.set_idle(false, slice);
+                return Ok((proc_, vr_bell));
+            }
+            Ok(VrReply::Error { message } | VrReply::Panicked { message }) => message,
+            Ok(VrReply::Control { .. }) => "answered a control message before it was ready".into(),
+            Err(message) => message,
+        };
+        proc_.stop();
+        Err(refused(message))
+    }
+
+    /// Fork and exec instance `instance` of VR `vr`, confined as `cmd`
+    /// says, in the idle class if it starts idle.
+    fn fork(vr: &str, instance: u16, cmd: &VrCommand) -> Result<Self, SpawnError> {
         let os = |what, source| SpawnError::Os {
             vr: vr.to_string(),
             what,
             source,
         };
-        let vr_bell = Doorbell::new().map_err(|e| os("eventfd", e))?;
         let confine_err = |source| SpawnError::Confine {
             vr: vr.to_string(),
             source,
@@ -205,7 +262,7 @@ impl VrProcess {
         let pid = rustix::process::Pid::from_child(&child);
         let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
             .map_err(|e| os("pidfd_open", e.into()))?;
-        let mut proc_ = Self {
+        Ok(Self {
             child,
             pidfd,
             ctrl: ours,
@@ -213,41 +270,14 @@ impl VrProcess {
             reaped: false,
             instance,
             hurry: cmd.hurry.clone(),
-        };
-        let hello = Hello {
-            layout_version: LAYOUT_VERSION,
-            vr: vr.to_string(),
-            instance,
-            cpu: cmd.cpu,
-            poll: cmd.poll,
-            config: cmd.config.clone(),
-        };
-        let msg = serde_json::to_vec(&hello).expect("hello serializes");
-        let ctrl_err = |source| SpawnError::Ctrl {
-            vr: vr.to_string(),
-            source,
-        };
-        let sent = send_with_fds(
-            proc_.ctrl.as_fd(),
-            &msg,
-            &[region.fd(), vr_bell.fd(), host_bell.fd()],
-        );
-        match sent {
-            Ok(_) => {}
-            // It exited before its hello could be sent: say how.
-            Err(FdPassError::Syscall { source, .. })
-                if source.kind() == std::io::ErrorKind::BrokenPipe =>
-            {
-                return Err(SpawnError::Refused {
-                    vr: vr.to_string(),
-                    message: proc_.exited_before_ready(),
-                });
-            }
-            Err(e) => return Err(ctrl_err(e)),
-        }
-        let slice = Duration::from_micros(cmd.poll.slice_us.into());
-        // An idle start waits up to `idle_start` in the idle class (less if
-        // the control plane hurries it), then the rest in the normal class.
+        })
+    }
+
+    /// Wait for its answer to the hello: an idle start waits up to
+    /// `idle_start` in the idle class (less if the control plane hurries
+    /// it), then the rest of `ready_timeout` in the normal class.
+    fn wait_ready(&mut self, cmd: &VrCommand, slice: Duration) -> Result<VrReply, String> {
+        let idle = !cmd.idle_start.is_zero();
         let t0 = Instant::now();
         let mut reply = Err(WaitError::Timeout);
         if idle {
@@ -257,7 +287,7 @@ impl VrProcess {
                 if left.is_zero() || cmd.hurry.is_set() {
                     break;
                 }
-                reply = proc_.wait_reply(left.min(HURRY_POLL));
+                reply = self.wait_reply(left.min(HURRY_POLL));
                 if !matches!(reply, Err(WaitError::Timeout)) {
                     break;
                 }
@@ -265,39 +295,11 @@ impl VrProcess {
         }
         if matches!(reply, Err(WaitError::Timeout)) {
             if idle {
-                proc_.set_idle(false, slice);
+                self.set_idle(false, slice);
             }
-            reply = proc_.wait_reply(cmd.ready_timeout.saturating_sub(t0.elapsed()));
+            reply = self.wait_reply(cmd.ready_timeout.saturating_sub(t0.elapsed()));
         }
-        match reply.map_err(|e| e.describe(cmd.ready_timeout)) {
-            Ok(VrReply::Ready { .. }) => {
-                // The normal class now that it forwards, with a short time
-                // slice.
-                proc_.set_idle(false, slice);
-                Ok((proc_, vr_bell))
-            }
-            Ok(VrReply::Error { message } | VrReply::Panicked { message }) => {
-                proc_.stop();
-                Err(SpawnError::Refused {
-                    vr: vr.to_string(),
-                    message,
-                })
-            }
-            Ok(VrReply::Control { .. }) => {
-                proc_.stop();
-                Err(SpawnError::Refused {
-                    vr: vr.to_string(),
-                    message: "answered a control message before it was ready".into(),
-                })
-            }
-            Err(message) => {
-                proc_.stop();
-                Err(SpawnError::Refused {
-                    vr: vr.to_string(),
-                    message,
-                })
-            }
-        }
+        reply.map_err(|e| e.describe(cmd.ready_timeout))
     }
 
     /// Put it (its threads, and its cgroup if it has one with `cpu.idle`)
