@@ -9,7 +9,9 @@
 use prometheus::core::Collector;
 use prometheus::{Encoder, Opts, Registry, TextEncoder};
 
-use vrhost_api::Stats;
+use std::collections::BTreeMap;
+
+use vrhost_api::{InstanceStatus, PortStats, Stats, VnicStats, VrCounters, VrStats};
 
 /// The exposition's content type (Prometheus text format 0.0.4).
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -18,6 +20,7 @@ type Labels = Vec<(&'static str, String)>;
 
 /// Families of a fresh registry, made as they are first used and set from
 /// the snapshot (counters are incremented from zero to its value).
+#[derive(Default)]
 struct Reg {
     r: Registry,
     ints: Vec<(&'static str, prometheus::IntCounterVec)>,
@@ -88,6 +91,20 @@ impl Reg {
 }
 
 impl Reg {
+    /// One counter of each family, read from `x`, labelled `labels()`.
+    fn counters<T>(&mut self, families: &[Family<T>], x: &T, labels: impl Fn() -> Labels) {
+        for &(name, read, help) in families {
+            self.counter(name, help, labels(), read(x));
+        }
+    }
+
+    /// One gauge of each family, read from `x`, labelled `labels()`.
+    fn gauges<T>(&mut self, families: &[Family<T>], x: &T, labels: impl Fn() -> Labels) {
+        for &(name, read, help) in families {
+            self.gauge(name, help, labels(), read(x));
+        }
+    }
+
     /// A gauge of any real value (seconds, averages).
     fn gauge_f64(&mut self, name: &'static str, help: &str, labels: Labels, v: f64) {
         let f = family(&self.r, &mut self.float_gauges, name, || {
@@ -100,15 +117,256 @@ impl Reg {
     }
 }
 
+/// A family of one value per port, VR, vNIC or instance: its name (without
+/// `vrhost_` and `_total`), how to read it from `T`, and its help.
+type Family<T> = (&'static str, fn(&T) -> u64, &'static str);
+
+/// A VR's counters by reason or kind: name, the label, help, the counts.
+type ByLabel = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&VrStats) -> &BTreeMap<String, u64>,
+);
+
+const PORT_COUNTERS: &[Family<PortStats>] = &[
+    (
+        "port_rx_packets",
+        |p| p.rx_packets,
+        "Frames received by a port",
+    ),
+    ("port_rx_bytes", |p| p.rx_bytes, "Bytes received by a port"),
+    (
+        "port_rx_dropped",
+        |p| p.rx_dropped,
+        "Frames a port dropped on receive",
+    ),
+    ("port_tx_packets", |p| p.tx_packets, "Frames sent by a port"),
+    ("port_tx_bytes", |p| p.tx_bytes, "Bytes sent by a port"),
+    (
+        "port_tx_dropped",
+        |p| p.tx_dropped,
+        "Frames a port could not send",
+    ),
+];
+
+/// A VR's frames and bytes, and what it or the host dropped.
+const VR_TRAFFIC: &[Family<VrStats>] = &[
+    (
+        "vr_rx_packets",
+        |s| s.rx_packets,
+        "Frames put into a VR's rx rings",
+    ),
+    (
+        "vr_rx_bytes",
+        |s| s.rx_bytes,
+        "Bytes put into a VR's rx rings",
+    ),
+    (
+        "vr_tx_packets",
+        |s| s.tx_packets,
+        "Frames a VR sent that reached a port",
+    ),
+    (
+        "vr_tx_bytes",
+        |s| s.tx_bytes,
+        "Bytes a VR sent that reached a port",
+    ),
+    ("vr_dropped", |s| s.vr_dropped, "Frames a VR dropped"),
+    (
+        "vr_port_dropped",
+        |s| s.port_dropped,
+        "Frames of a VR its out port refused",
+    ),
+    ("vr_kicks", |s| s.kicks, "Wakeups of a sleeping VR instance"),
+    (
+        "vr_capture_dropped",
+        |s| s.capture_dropped,
+        "Frames a capture could not keep up with",
+    ),
+];
+
+/// How a VR's processes went: exits, restarts, hangs, quarantines.
+const VR_LIFECYCLE: &[Family<VrStats>] = &[
+    ("vr_exits", |s| s.exits, "Exits of a VR's processes"),
+    (
+        "vr_reclaimed_slots",
+        |s| s.reclaimed,
+        "Slots taken back from exited processes",
+    ),
+    (
+        "vr_restarts",
+        |s| s.restarts,
+        "Restarts of a VR after an exit, crash or hang",
+    ),
+    (
+        "vr_hangs",
+        |s| s.hangs,
+        "Times the watchdog found a VR stuck and killed it",
+    ),
+    (
+        "vr_quarantines",
+        |s| s.quarantines,
+        "Times a VR was quarantined for too many violations",
+    ),
+];
+
+/// A VR's instances as a set: how it changed, and the control messages
+/// between them.
+const VR_SCALING: &[Family<VrStats>] = &[
+    (
+        "vr_rebalances",
+        |s| s.rebalances,
+        "Changes of the set of a VR's instances fed",
+    ),
+    (
+        "vr_instance_exits",
+        |s| s.instance_exits,
+        "Instances of a VR that exited while others went on",
+    ),
+    (
+        "vr_instances_added",
+        |s| s.instances_added,
+        "Instances of a VR started beside running ones (scaling up, or replacing one that exited)",
+    ),
+    (
+        "vr_instances_retired",
+        |s| s.instances_retired,
+        "Instances of a VR retired (scaling down)",
+    ),
+    (
+        "vr_instances_refused",
+        |s| s.instances_refused,
+        "Instances of a VR wanted but not started (no core left, or a failed start)",
+    ),
+    (
+        "vr_ctrl_relayed",
+        |s| s.ctrl_relayed,
+        "Control messages relayed between a VR's instances",
+    ),
+    (
+        "vr_ctrl_dropped",
+        |s| s.ctrl_dropped,
+        "Control messages between a VR's instances dropped",
+    ),
+];
+
+const VR_GAUGES: &[Family<VrStats>] = &[
+    (
+        "vr_arrival_pps",
+        |s| s.arrival_pps,
+        "Frames/s offered to a VR (EWMA over 100 ms)",
+    ),
+    (
+        "vr_pool_slots",
+        |s| s.pool_slots,
+        "Slots in a VR's packet pool",
+    ),
+    (
+        "vr_free_slots",
+        |s| s.free_slots,
+        "Slots of a VR's pool free on the host side",
+    ),
+];
+
+const VR_BY_LABEL: &[ByLabel] = &[
+    (
+        "vr_ingress_drops",
+        "reason",
+        "Frames for a VR dropped by the host, by reason",
+        |s| &s.ingress_drops,
+    ),
+    (
+        "vr_violations",
+        "kind",
+        "Region protocol violations of a VR, by kind",
+        |s| &s.violations,
+    ),
+    (
+        "vr_drops",
+        "reason",
+        "Drops a VR reported, by reason (written by the VR)",
+        |s| &s.vr_drops,
+    ),
+];
+
+const VNIC_COUNTERS: &[Family<VnicStats>] = &[
+    ("vnic_rx_packets", |n| n.rx_packets, "Frames into a vNIC"),
+    ("vnic_rx_bytes", |n| n.rx_bytes, "Bytes into a vNIC"),
+    ("vnic_tx_packets", |n| n.tx_packets, "Frames out of a vNIC"),
+    ("vnic_tx_bytes", |n| n.tx_bytes, "Bytes out of a vNIC"),
+];
+
+const INSTANCE_COUNTERS: &[Family<InstanceStatus>] = &[
+    ("instance_sleeps", |i| i.sleeps, "Times a VR instance slept"),
+    (
+        "instance_rx_packets",
+        |i| i.rx_packets,
+        "Frames the host gave a VR instance",
+    ),
+];
+
+const INSTANCE_GAUGES: &[Family<InstanceStatus>] = &[
+    (
+        "instance_rx_ring_fill",
+        |i| i.rx_ring_fill,
+        "Entries waiting in an instance's rx rings",
+    ),
+    (
+        "instance_tx_ring_fill",
+        |i| i.tx_ring_fill,
+        "Entries waiting in an instance's tx rings",
+    ),
+    (
+        "instance_held_slots",
+        |i| i.held,
+        "Slots a VR instance holds (its backlog)",
+    ),
+    (
+        "instance_capacity_pps",
+        |i| i.capacity_pps,
+        "Frames/s a VR instance handed back while busy (0 until measured)",
+    ),
+    (
+        "instance_up",
+        |i| u64::from(i.running),
+        "1 if the instance runs",
+    ),
+];
+
 /// Render a snapshot as OpenMetrics text.
 pub fn render(s: &Stats) -> String {
-    let mut m = Reg {
-        r: Registry::new(),
-        ints: Vec::new(),
-        floats: Vec::new(),
-        gauges: Vec::new(),
-        float_gauges: Vec::new(),
-    };
+    let mut m = Reg::default();
+    host(&mut m, s);
+    for p in &s.ports {
+        let l = || vec![("port", p.name.clone()), ("driver", p.driver.clone())];
+        m.counters(PORT_COUNTERS, p, l);
+    }
+    for v in &s.vrs {
+        vr(&mut m, v);
+        for n in &v.stats.vnics {
+            let l = || {
+                vec![
+                    ("vr", v.name.clone()),
+                    ("vnic", n.index.to_string()),
+                    ("port", n.port.clone()),
+                ]
+            };
+            m.counters(VNIC_COUNTERS, n, l);
+        }
+        for i in &v.instances {
+            instance(&mut m, &v.name, i);
+        }
+    }
+    let mut out = Vec::new();
+    TextEncoder::new()
+        .encode(&m.r.gather(), &mut out)
+        .expect("writing to memory does not fail");
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The host's own families: frames in, drops before any VR, the worker.
+fn host(m: &mut Reg, s: &Stats) {
     let h = &s.host;
     m.counter(
         "host_rx_packets",
@@ -149,299 +407,207 @@ pub fn render(s: &Stats) -> String {
         vec![],
         s.generation,
     );
-    for p in &s.ports {
-        let l = || vec![("port", p.name.clone()), ("driver", p.driver.clone())];
-        m.counter(
-            "port_rx_packets",
-            "Frames received by a port",
-            l(),
-            p.rx_packets,
-        );
-        m.counter("port_rx_bytes", "Bytes received by a port", l(), p.rx_bytes);
-        m.counter(
-            "port_rx_dropped",
-            "Frames a port dropped on receive",
-            l(),
-            p.rx_dropped,
-        );
-        m.counter(
-            "port_tx_packets",
-            "Frames sent by a port",
-            l(),
-            p.tx_packets,
-        );
-        m.counter("port_tx_bytes", "Bytes sent by a port", l(), p.tx_bytes);
-        m.counter(
-            "port_tx_dropped",
-            "Frames a port could not send",
-            l(),
-            p.tx_dropped,
-        );
+}
+
+/// A VR's families (its vNICs' and instances' apart).
+fn vr(m: &mut Reg, v: &VrCounters) {
+    let st = &v.stats;
+    let l = || vec![("vr", v.name.clone())];
+    let up = u64::from(v.state == "running");
+    m.gauge("vr_up", "1 if the VR runs and is fed", l(), up);
+    let quarantined = u64::from(v.state == "quarantined");
+    m.gauge(
+        "vr_quarantined",
+        "1 if the VR is quarantined (not fed until restarted)",
+        l(),
+        quarantined,
+    );
+    for families in [VR_TRAFFIC, VR_LIFECYCLE, VR_SCALING] {
+        m.counters(families, st, l);
     }
-    for v in &s.vrs {
-        let st = &v.stats;
-        let l = || vec![("vr", v.name.clone())];
-        m.gauge(
-            "vr_up",
-            "1 if the VR runs and is fed",
-            l(),
-            u64::from(v.state == "running"),
-        );
-        m.counter(
-            "vr_rx_packets",
-            "Frames put into a VR's rx rings",
-            l(),
-            st.rx_packets,
-        );
-        m.counter(
-            "vr_rx_bytes",
-            "Bytes put into a VR's rx rings",
-            l(),
-            st.rx_bytes,
-        );
-        m.counter(
-            "vr_tx_packets",
-            "Frames a VR sent that reached a port",
-            l(),
-            st.tx_packets,
-        );
-        m.counter(
-            "vr_tx_bytes",
-            "Bytes a VR sent that reached a port",
-            l(),
-            st.tx_bytes,
-        );
-        m.counter("vr_dropped", "Frames a VR dropped", l(), st.vr_dropped);
-        m.counter(
-            "vr_port_dropped",
-            "Frames of a VR its out port refused",
-            l(),
-            st.port_dropped,
-        );
-        m.counter("vr_exits", "Exits of a VR's processes", l(), st.exits);
-        m.counter(
-            "vr_reclaimed_slots",
-            "Slots taken back from exited processes",
-            l(),
-            st.reclaimed,
-        );
-        m.counter(
-            "vr_restarts",
-            "Restarts of a VR after an exit, crash or hang",
-            l(),
-            st.restarts,
-        );
-        m.counter(
-            "vr_hangs",
-            "Times the watchdog found a VR stuck and killed it",
-            l(),
-            st.hangs,
-        );
-        m.counter(
-            "vr_quarantines",
-            "Times a VR was quarantined for too many violations",
-            l(),
-            st.quarantines,
-        );
-        m.seconds(
-            "vr_host_cpu_seconds",
-            "Time the host worker spent on a VR (its share of ingress, its tx rings)",
-            l(),
-            st.host_cpu_seconds,
-        );
-        m.gauge_f64(
-            "vr_last_recovery_seconds",
-            "From a VR's last exit to its first frame out after the restart",
-            l(),
-            st.last_recovery_ms / 1e3,
-        );
-        m.gauge(
-            "vr_quarantined",
-            "1 if the VR is quarantined (not fed until restarted)",
-            l(),
-            u64::from(v.state == "quarantined"),
-        );
-        m.counter(
-            "vr_kicks",
-            "Wakeups of a sleeping VR instance",
-            l(),
-            st.kicks,
-        );
-        m.counter(
-            "vr_capture_dropped",
-            "Frames a capture could not keep up with",
-            l(),
-            st.capture_dropped,
-        );
-        m.gauge(
-            "vr_arrival_pps",
-            "Frames/s offered to a VR (EWMA over 100 ms)",
-            l(),
-            st.arrival_pps,
-        );
-        m.counter(
-            "vr_rebalances",
-            "Changes of the set of a VR's instances fed",
-            l(),
-            st.rebalances,
-        );
-        m.counter(
-            "vr_instance_exits",
-            "Instances of a VR that exited while others went on",
-            l(),
-            st.instance_exits,
-        );
-        m.counter(
-            "vr_instances_added",
-            "Instances of a VR started beside running ones (scaling up, or replacing one that exited)",
-            l(),
-            st.instances_added,
-        );
-        m.counter(
-            "vr_instances_retired",
-            "Instances of a VR retired (scaling down)",
-            l(),
-            st.instances_retired,
-        );
-        m.counter(
-            "vr_instances_refused",
-            "Instances of a VR wanted but not started (no core left, or a failed start)",
-            l(),
-            st.instances_refused,
-        );
-        m.counter(
-            "vr_ctrl_relayed",
-            "Control messages relayed between a VR's instances",
-            l(),
-            st.ctrl_relayed,
-        );
-        m.counter(
-            "vr_ctrl_dropped",
-            "Control messages between a VR's instances dropped",
-            l(),
-            st.ctrl_dropped,
-        );
-        m.gauge(
-            "vr_pool_slots",
-            "Slots in a VR's packet pool",
-            l(),
-            st.pool_slots,
-        );
-        m.gauge(
-            "vr_free_slots",
-            "Slots of a VR's pool free on the host side",
-            l(),
-            st.free_slots,
-        );
-        for (reason, n) in &st.ingress_drops {
+    m.gauges(VR_GAUGES, st, l);
+    m.seconds(
+        "vr_host_cpu_seconds",
+        "Time the host worker spent on a VR (its share of ingress, its tx rings)",
+        l(),
+        st.host_cpu_seconds,
+    );
+    m.gauge_f64(
+        "vr_last_recovery_seconds",
+        "From a VR's last exit to its first frame out after the restart",
+        l(),
+        st.last_recovery_ms / 1e3,
+    );
+    for &(name, label, help, counts) in VR_BY_LABEL {
+        for (key, n) in counts(st) {
             let mut ls = l();
-            ls.push(("reason", (*reason).to_string()));
-            m.counter(
-                "vr_ingress_drops",
-                "Frames for a VR dropped by the host, by reason",
-                ls,
-                *n,
-            );
+            ls.push((label, (*key).to_string()));
+            m.counter(name, help, ls, *n);
         }
-        for (kind, n) in &st.violations {
-            let mut ls = l();
-            ls.push(("kind", (*kind).to_string()));
-            m.counter(
-                "vr_violations",
-                "Region protocol violations of a VR, by kind",
-                ls,
-                *n,
-            );
+    }
+}
+
+/// Instance `i` of VR `vr`.
+fn instance(m: &mut Reg, vr: &str, i: &InstanceStatus) {
+    let l = || vec![("vr", vr.to_string()), ("instance", i.index.to_string())];
+    m.counters(INSTANCE_COUNTERS, i, l);
+    m.gauges(INSTANCE_GAUGES, i, l);
+    m.seconds(
+        "instance_cpu_seconds",
+        "CPU time of a VR instance's process",
+        l(),
+        i.cpu_seconds,
+    );
+    m.gauge_f64(
+        "instance_rx_fill_avg",
+        "EWMA (100 ms) of the entries waiting in a VR instance's rx rings",
+        l(),
+        i.rx_fill_avg,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vrhost_api::HostStats;
+
+    /// Counters by name, as the snapshot keeps them.
+    fn by_name(pairs: &[(&'static str, u64)]) -> BTreeMap<String, u64> {
+        pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()
+    }
+
+    fn port(name: &str, driver: &str, k: u64) -> PortStats {
+        PortStats {
+            name: name.into(),
+            driver: driver.into(),
+            interface: format!("veth-{name}"),
+            rx_packets: 1000 * k,
+            rx_bytes: 64_000 * k,
+            rx_dropped: k,
+            tx_packets: 900 * k,
+            tx_bytes: 57_600 * k,
+            tx_dropped: 2 * k,
         }
-        for (reason, n) in &st.vr_drops {
-            let mut ls = l();
-            ls.push(("reason", (*reason).to_string()));
-            m.counter(
-                "vr_drops",
-                "Drops a VR reported, by reason (written by the VR)",
-                ls,
-                *n,
-            );
+    }
+
+    fn instance(index: u32, running: bool) -> InstanceStatus {
+        let k = u64::from(index) + 1;
+        InstanceStatus {
+            index,
+            pid: running.then_some(4000 + index),
+            cpu: Some(index + 1),
+            running,
+            cpu_seconds: 0.5 * k as f64,
+            sleeps: 30 * k,
+            heartbeat: 123_456 * k,
+            rx_ring_fill: 3 * k,
+            tx_ring_fill: k,
+            rx_packets: 500 * k,
+            held: 7 * k,
+            rx_fill_avg: 1.25 * k as f64,
+            capacity_pps: 250_000 * k,
         }
-        for n in &st.vnics {
-            let ls = || {
-                vec![
-                    ("vr", v.name.clone()),
-                    ("vnic", n.index.to_string()),
-                    ("port", n.port.clone()),
-                ]
-            };
-            m.counter("vnic_rx_packets", "Frames into a vNIC", ls(), n.rx_packets);
-            m.counter("vnic_rx_bytes", "Bytes into a vNIC", ls(), n.rx_bytes);
-            m.counter(
-                "vnic_tx_packets",
-                "Frames out of a vNIC",
-                ls(),
-                n.tx_packets,
-            );
-            m.counter("vnic_tx_bytes", "Bytes out of a vNIC", ls(), n.tx_bytes);
+    }
+
+    fn counters(k: u64, vnic_ports: &[&str]) -> VrStats {
+        VrStats {
+            rx_packets: 1000 * k,
+            rx_bytes: 64_000 * k,
+            tx_packets: 990 * k,
+            tx_bytes: 63_360 * k,
+            vr_dropped: 4 * k,
+            port_dropped: k,
+            ingress_drops: by_name(&[("pool_empty", 5 * k), ("rate_limited", 6 * k)]),
+            violations: by_name(&[("bad_slot", k), ("double_free", 0)]),
+            vr_drops: by_name(&[("no_route", 8 * k), ("ttl", 0)]),
+            exits: k,
+            reclaimed: 12 * k,
+            restarts: k,
+            hangs: 0,
+            quarantines: k - 1,
+            last_recovery_ms: 37.5 * k as f64,
+            host_cpu_seconds: 0.125 * k as f64,
+            last_exit_mono_ns: 1_000_000 * k,
+            last_recovered_mono_ns: 1_037_500 * k,
+            kicks: 11 * k,
+            pool_slots: 2048,
+            free_slots: 2000 - k,
+            capture_dropped: 0,
+            arrival_pps: 150_000 * k,
+            rebalances: 2 * k,
+            instance_exits: k,
+            instances_added: 3 * k,
+            instances_retired: k,
+            instances_refused: 0,
+            ctrl_relayed: 9 * k,
+            ctrl_dropped: k,
+            vnics: vnic_ports
+                .iter()
+                .enumerate()
+                .map(|(index, port)| VnicStats {
+                    index: index as u32,
+                    port: (*port).into(),
+                    rx_packets: 400 * k + index as u64,
+                    rx_bytes: 25_600 * k,
+                    tx_packets: 300 * k,
+                    tx_bytes: 19_200 * k,
+                })
+                .collect(),
         }
-        for i in &v.instances {
-            let ls = || vec![("vr", v.name.clone()), ("instance", i.index.to_string())];
-            m.seconds(
-                "instance_cpu_seconds",
-                "CPU time of a VR instance's process",
-                ls(),
-                i.cpu_seconds,
-            );
-            m.counter(
-                "instance_sleeps",
-                "Times a VR instance slept",
-                ls(),
-                i.sleeps,
-            );
-            m.gauge(
-                "instance_rx_ring_fill",
-                "Entries waiting in an instance's rx rings",
-                ls(),
-                i.rx_ring_fill,
-            );
-            m.gauge(
-                "instance_tx_ring_fill",
-                "Entries waiting in an instance's tx rings",
-                ls(),
-                i.tx_ring_fill,
-            );
-            m.counter(
-                "instance_rx_packets",
-                "Frames the host gave a VR instance",
-                ls(),
-                i.rx_packets,
-            );
-            m.gauge_f64(
-                "instance_rx_fill_avg",
-                "EWMA (100 ms) of the entries waiting in a VR instance's rx rings",
-                ls(),
-                i.rx_fill_avg,
-            );
-            m.gauge(
-                "instance_held_slots",
-                "Slots a VR instance holds (its backlog)",
-                ls(),
-                i.held,
-            );
-            m.gauge(
-                "instance_capacity_pps",
-                "Frames/s a VR instance handed back while busy (0 until measured)",
-                ls(),
-                i.capacity_pps,
-            );
-            m.gauge(
-                "instance_up",
-                "1 if the instance runs",
-                ls(),
-                u64::from(i.running),
+    }
+
+    /// A daemon with two ports and two VRs: one running two instances on
+    /// both ports, one quarantined.
+    fn sample() -> Stats {
+        Stats {
+            time_s: 1_764_000_000.5,
+            uptime_s: 3600.0,
+            generation: 4,
+            host: HostStats {
+                rx_packets: 123_456_789,
+                ingress_drops: by_name(&[("no_rule", 17), ("runt", 0)]),
+                sleeps: 42,
+                slot_violations: 3,
+                vr_restarts: 2,
+                worker_cpu_seconds: 12.75,
+            },
+            ports: vec![port("p0", "af_xdp", 1), port("p1", "af_packet", 3)],
+            vrs: vec![
+                VrCounters {
+                    name: "tenant-a".into(),
+                    state: "running".into(),
+                    stats: counters(1, &["p0", "p1"]),
+                    instances: vec![instance(0, true), instance(1, true)],
+                },
+                VrCounters {
+                    name: "tenant-b".into(),
+                    state: "quarantined".into(),
+                    stats: counters(2, &["p1"]),
+                    instances: vec![instance(0, false)],
+                },
+            ],
+        }
+    }
+
+    /// The exposition of [`sample`], as `render` wrote it before it was
+    /// cut into steps: any change to a name, help text, label, value or
+    /// order shows here.
+    const EXPECTED: &str = include_str!("../testdata/metrics.prom");
+
+    #[test]
+    fn a_sample_renders_as_it_always_did() {
+        let got = render(&sample());
+        if got != EXPECTED {
+            let diff = got
+                .lines()
+                .zip(EXPECTED.lines())
+                .enumerate()
+                .find(|(_, (g, e))| g != e);
+            panic!(
+                "metrics output changed (first difference, line: got / expected): {diff:?}; lines {} / {}",
+                got.lines().count(),
+                EXPECTED.lines().count()
             );
         }
     }
-    let mut out = Vec::new();
-    TextEncoder::new()
-        .encode(&m.r.gather(), &mut out)
-        .expect("writing to memory does not fail");
-    String::from_utf8(out).unwrap_or_default()
 }

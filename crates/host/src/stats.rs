@@ -263,3 +263,55 @@ pub struct HostStats {
     /// Times the worker slept.
     pub sleeps: Counter,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_counted_apart_and_summed() {
+        let s = VrStats::with_shape(2, 3);
+        assert_eq!((s.vnics.len(), s.instances.len()), (2, 3));
+        s.drop_in(IngressDrop::RingFull, 5);
+        s.drop_in(IngressDrop::NoMatch, 2);
+        s.violation(Violation::Extent);
+        s.violation(Violation::Extent);
+        s.violation(Violation::SlotIndex);
+        assert_eq!(s.ingress_drops[IngressDrop::RingFull as usize].get(), 5);
+        assert_eq!(s.ingress_drops_total(), 7);
+        assert_eq!(s.violations[Violation::Extent as usize].get(), 2);
+        assert_eq!(s.violations_total(), 3);
+    }
+
+    #[test]
+    fn every_reason_has_its_own_name_in_counter_order() {
+        let names: Vec<&str> = Violation::ALL.iter().map(|v| v.name()).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), Violation::COUNT);
+        for (i, v) in IngressDrop::ALL.iter().enumerate() {
+            assert_eq!(*v as usize, i, "{}", v.name());
+        }
+        assert_eq!(IngressDrop::PoolEmpty.name(), "pool_empty");
+    }
+
+    #[test]
+    fn a_counter_wraps_and_a_gauge_holds_the_last_value() {
+        let c = Counter::default();
+        c.add(u64::MAX);
+        c.add(2);
+        assert_eq!(c.get(), 1);
+        let g = Gauge::default();
+        g.set(7);
+        g.set(3);
+        assert_eq!(g.get(), 3);
+    }
+
+    #[test]
+    fn the_monotonic_clock_does_not_go_back() {
+        let a = mono_ns();
+        let b = mono_ns();
+        assert!(b >= a && a > 0);
+    }
+}

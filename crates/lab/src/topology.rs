@@ -183,6 +183,24 @@ pub enum Up {
     Built,
 }
 
+/// Where a lab file's errors point: its text (for line numbers) and name.
+struct At<'a> {
+    src: &'a str,
+    file: &'a str,
+}
+
+impl At<'_> {
+    /// The error for `field` at byte range `s` of the file.
+    fn err(&self, s: std::ops::Range<usize>, field: &str, msg: String) -> LabError {
+        LabError::Field {
+            file: self.file.to_string(),
+            line: line_of(self.src, s.start),
+            field: field.to_string(),
+            msg,
+        }
+    }
+}
+
 fn line_of(src: &str, at: usize) -> usize {
     src[..at.min(src.len())].matches('\n').count() + 1
 }
@@ -235,39 +253,45 @@ impl Lab {
             file: file.to_string(),
             msg: e.to_string().trim_end().to_string(),
         })?;
-        let err = |s: std::ops::Range<usize>, field: &str, msg: String| LabError::Field {
-            file: file.to_string(),
-            line: line_of(src, s.start),
-            field: field.to_string(),
-            msg,
-        };
-        if lab.prefix.is_empty()
-            || lab.prefix.len() > 12
-            || !lab
-                .prefix
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        let at = At { src, file };
+        lab.check_prefix(file)?;
+        let names = lab.check_hosts(&at)?;
+        let ifaces = lab.check_links(&at, &names)?;
+        lab.check_flows(&at, &names)?;
+        lab.check_neighbour_devs(&at, &ifaces)?;
+        Ok(lab)
+    }
+
+    /// The namespace prefix: 1-12 letters, digits or '-'.
+    fn check_prefix(&self, file: &str) -> Result<(), LabError> {
+        let p = &self.prefix;
+        if p.is_empty() || p.len() > 12 || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         {
             return Err(LabError::Field {
                 file: file.into(),
                 line: 1,
                 field: "prefix".into(),
-                msg: format!("{:?}: 1-12 letters, digits or '-'", lab.prefix),
+                msg: format!("{p:?}: 1-12 letters, digits or '-'"),
             });
         }
+        Ok(())
+    }
+
+    /// Hosts: names, routes, neighbours' addresses; returns each name's
+    /// position.
+    fn check_hosts(&self, at: &At) -> Result<BTreeMap<String, usize>, LabError> {
         let mut names = BTreeMap::new();
-        let mut ifaces = BTreeMap::new();
-        for (i, h) in lab.hosts.iter().enumerate() {
+        for (i, h) in self.hosts.iter().enumerate() {
             let n = h.name.get_ref();
             if n.is_empty() || n.len() > 16 || !n.chars().all(|c| c.is_ascii_alphanumeric()) {
-                return Err(err(
+                return Err(at.err(
                     h.name.span(),
                     &format!("hosts[{i}].name"),
                     format!("{n:?}: 1-16 letters or digits"),
                 ));
             }
             if names.insert(n.clone(), i).is_some() {
-                return Err(err(
+                return Err(at.err(
                     h.name.span(),
                     &format!("hosts[{i}].name"),
                     format!("host {n:?} defined twice"),
@@ -277,27 +301,38 @@ impl Lab {
                 let first = r.get_ref().split_whitespace().next().unwrap_or("");
                 if first != "default" {
                     parse_v4_prefix(first)
-                        .map_err(|m| err(r.span(), &format!("hosts[{i}].routes[{j}]"), m))?;
+                        .map_err(|m| at.err(r.span(), &format!("hosts[{i}].routes[{j}]"), m))?;
                 }
             }
             for (j, nb) in h.neighbours.iter().enumerate() {
                 nb.ip.get_ref().parse::<Ipv4Addr>().map_err(|_| {
-                    err(
+                    at.err(
                         nb.ip.span(),
                         &format!("hosts[{i}].neighbours[{j}].ip"),
                         format!("bad address {:?}", nb.ip.get_ref()),
                     )
                 })?;
                 check_mac(nb.mac.get_ref()).map_err(|m| {
-                    err(nb.mac.span(), &format!("hosts[{i}].neighbours[{j}].mac"), m)
+                    at.err(nb.mac.span(), &format!("hosts[{i}].neighbours[{j}].mac"), m)
                 })?;
             }
         }
-        for (i, l) in lab.links.iter().enumerate() {
+        Ok(names)
+    }
+
+    /// Links: both ends on known hosts, interface names unique per host,
+    /// MACs and addresses; returns the (host, interface) pairs.
+    fn check_links(
+        &self,
+        at: &At,
+        names: &BTreeMap<String, usize>,
+    ) -> Result<BTreeMap<(String, String), usize>, LabError> {
+        let mut ifaces = BTreeMap::new();
+        for (i, l) in self.links.iter().enumerate() {
             for (side, e) in [("a", &l.a), ("b", &l.b)] {
                 let f = |x: &str| format!("links[{i}].{side}.{x}");
                 if !names.contains_key(e.host.get_ref()) {
-                    return Err(err(
+                    return Err(at.err(
                         e.host.span(),
                         &f("host"),
                         format!("no host {:?}", e.host.get_ref()),
@@ -306,7 +341,7 @@ impl Lab {
                 let ifn = e.iface.get_ref();
                 if ifn.is_empty() || ifn.len() > 15 || ifn.contains(['/', ' ', ':']) || ifn == "lo"
                 {
-                    return Err(err(
+                    return Err(at.err(
                         e.iface.span(),
                         &f("iface"),
                         format!("{ifn:?}: 1-15 characters, no '/', ':' or space"),
@@ -316,25 +351,30 @@ impl Lab {
                     .insert((e.host.get_ref().clone(), ifn.clone()), i)
                     .is_some()
                 {
-                    return Err(err(
+                    return Err(at.err(
                         e.iface.span(),
                         &f("iface"),
                         format!("{ifn:?} used twice on host {:?}", e.host.get_ref()),
                     ));
                 }
                 if let Some(m) = &e.mac {
-                    check_mac(m.get_ref()).map_err(|msg| err(m.span(), &f("mac"), msg))?;
+                    check_mac(m.get_ref()).map_err(|msg| at.err(m.span(), &f("mac"), msg))?;
                 }
                 for (j, a) in e.addrs.iter().enumerate() {
                     parse_v4_prefix(a.get_ref())
-                        .map_err(|m| err(a.span(), &f(&format!("addrs[{j}]")), m))?;
+                        .map_err(|m| at.err(a.span(), &f(&format!("addrs[{j}]")), m))?;
                 }
             }
         }
-        for (i, fl) in lab.flows.iter().enumerate() {
+        Ok(ifaces)
+    }
+
+    /// Flows: between known hosts, to an address.
+    fn check_flows(&self, at: &At, names: &BTreeMap<String, usize>) -> Result<(), LabError> {
+        for (i, fl) in self.flows.iter().enumerate() {
             for (name, h) in [("from", &fl.from), ("to_host", &fl.to_host)] {
                 if !names.contains_key(h.get_ref()) {
-                    return Err(err(
+                    return Err(at.err(
                         h.span(),
                         &format!("flows[{i}].{name}"),
                         format!("no host {:?}", h.get_ref()),
@@ -342,17 +382,26 @@ impl Lab {
                 }
             }
             fl.to.get_ref().parse::<Ipv4Addr>().map_err(|_| {
-                err(
+                at.err(
                     fl.to.span(),
                     &format!("flows[{i}].to"),
                     format!("bad address {:?}", fl.to.get_ref()),
                 )
             })?;
         }
-        for (i, h) in lab.hosts.iter().enumerate() {
+        Ok(())
+    }
+
+    /// A host's neighbours are reached through one of its interfaces.
+    fn check_neighbour_devs(
+        &self,
+        at: &At,
+        ifaces: &BTreeMap<(String, String), usize>,
+    ) -> Result<(), LabError> {
+        for (i, h) in self.hosts.iter().enumerate() {
             for (j, nb) in h.neighbours.iter().enumerate() {
                 if !ifaces.contains_key(&(h.name.get_ref().clone(), nb.dev.get_ref().clone())) {
-                    return Err(err(
+                    return Err(at.err(
                         nb.dev.span(),
                         &format!("hosts[{i}].neighbours[{j}].dev"),
                         format!("host has no interface {:?}", nb.dev.get_ref()),
@@ -360,7 +409,7 @@ impl Lab {
                 }
             }
         }
-        Ok(lab)
+        Ok(())
     }
 
     /// The namespace name of host `host`.
@@ -588,6 +637,10 @@ b = { host = "c", iface = "c0", addrs = ["10.8.1.2/24"] }
         assert!(e.contains("used twice"), "{e}");
         let e = field_err(&GOOD.replace("name = \"b\"", "name = \"a\""));
         assert!(e.contains("defined twice"), "{e}");
+        let e = field_err(&GOOD.replace("prefix = \"vrt\"", "prefix = \"v/t\""));
+        assert!(e.starts_with("t.toml:1: prefix"), "{e}");
+        let e = field_err(&GOOD.replace("mac = \"02:00:00:00:08:01\"", "mac = \"02:00\""));
+        assert!(e.contains("links[0].b.mac"), "{e}");
         let e = field_err(&format!("{GOOD}\nbogus = 1\n"));
         assert!(e.contains("unknown field") && e.contains("line"), "{e}");
     }

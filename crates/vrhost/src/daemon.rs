@@ -85,25 +85,7 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let token = match (&args.api_tcp, &args.token_file) {
-        (Some(_), None) => {
-            bail!("--api-tcp needs --token-file: the API is not served on TCP without a token")
-        }
-        (_, Some(f)) => {
-            let t = std::fs::read_to_string(f)
-                .with_context(|| format!("token file {}", f.display()))?
-                .trim()
-                .to_string();
-            if t.len() < 16 {
-                bail!(
-                    "token file {}: the token must be at least 16 characters",
-                    f.display()
-                );
-            }
-            Some(t)
-        }
-        (None, None) => None,
-    };
+    let token = read_token(args)?;
     let _ns = match &args.netns {
         Some(n) => {
             if !vrhost_lab::Netns::exists(n) {
@@ -171,30 +153,60 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
             return Err(e);
         }
     };
-    {
-        let c = state
-            .ctl
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let plan = c.plan();
-        // The line `vrhost lab` and the tests wait for.
-        eprintln!(
-            "vrhost daemon: {} ports ({}), {} VRs ({}); API {}; SIGHUP reloads, SIGINT or SIGTERM stops",
-            plan.ports.len(),
-            plan.ports
-                .iter()
-                .map(|p| p.0.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            plan.vrs.len(),
-            plan.vrs
-                .iter()
-                .map(|v| v.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            args.api
-        );
+    announce(&state, &args.api);
+    watch(args, &state, &stop, &hup);
+    drop(server);
+    let _ = supervisor.join();
+    let worker = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+    summary(&worker)
+}
+
+/// The token TCP clients must send, from `--token-file` (required with
+/// `--api-tcp`).
+fn read_token(args: &DaemonArgs) -> Result<Option<String>> {
+    match (&args.api_tcp, &args.token_file) {
+        (Some(_), None) => {
+            bail!("--api-tcp needs --token-file: the API is not served on TCP without a token")
+        }
+        (_, Some(f)) => {
+            let t = std::fs::read_to_string(f)
+                .with_context(|| format!("token file {}", f.display()))?
+                .trim()
+                .to_string();
+            if t.len() < 16 {
+                bail!(
+                    "token file {}: the token must be at least 16 characters",
+                    f.display()
+                );
+            }
+            Ok(Some(t))
+        }
+        (None, None) => Ok(None),
     }
+}
+
+/// The line `vrhost lab` and the tests wait for: the daemon is up.
+fn announce(state: &ApiState, api: &str) {
+    let c = state
+        .ctl
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let plan = c.plan();
+    let names = |it: &mut dyn Iterator<Item = &str>| it.collect::<Vec<_>>().join(", ");
+    eprintln!(
+        "vrhost daemon: {} ports ({}), {} VRs ({}); API {api}; SIGHUP reloads, SIGINT or SIGTERM stops",
+        plan.ports.len(),
+        names(&mut plan.ports.iter().map(|p| p.0.as_str())),
+        plan.vrs.len(),
+        names(&mut plan.vrs.iter().map(|v| v.name.as_str())),
+    );
+}
+
+/// Until `stop` (a signal, or `--seconds`): reload on SIGHUP, and print a
+/// counter line per VR every `--stats-secs`.
+fn watch(args: &DaemonArgs, state: &ApiState, stop: &AtomicBool, hup: &AtomicBool) {
     let started = Instant::now();
     let mut last: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut t = Instant::now();
@@ -207,43 +219,38 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
             stop.store(true, Ordering::Relaxed);
         }
         if hup.swap(false, Ordering::Relaxed) {
-            reload(&state, &args.config);
+            reload(state, &args.config);
         }
-        if args.stats_secs > 0 && t.elapsed() >= Duration::from_secs(args.stats_secs) {
-            let dt = t.elapsed().as_secs_f64();
-            t = Instant::now();
-            let snap = {
-                let c = state
-                    .ctl
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                view::snapshot(&c)
-            };
-            let Ok(snap) = snap else { continue };
-            for v in &snap.vrs {
-                let s = &v.stats;
-                let now = (s.rx_packets, s.tx_packets);
-                let before = last.get(&v.name).copied().unwrap_or(now);
-                println!(
-                    "{:>7.1}s {:<12} rx {:>10.0} pps  tx {:>10.0} pps  drops host {} vr {}  violations {}",
-                    started.elapsed().as_secs_f64(),
-                    v.name,
-                    now.0.saturating_sub(before.0) as f64 / dt,
-                    now.1.saturating_sub(before.1) as f64 / dt,
-                    s.ingress_drops.values().sum::<u64>(),
-                    s.vr_dropped,
-                    s.violations.values().sum::<u64>()
-                );
-                last.insert(v.name.clone(), now);
-            }
+        if args.stats_secs == 0 || t.elapsed() < Duration::from_secs(args.stats_secs) {
+            continue;
+        }
+        let dt = t.elapsed().as_secs_f64();
+        t = Instant::now();
+        let snap = {
+            let c = state
+                .ctl
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            view::snapshot(&c)
+        };
+        let Ok(snap) = snap else { continue };
+        for v in &snap.vrs {
+            let s = &v.stats;
+            let now = (s.rx_packets, s.tx_packets);
+            let before = last.get(&v.name).copied().unwrap_or(now);
+            println!(
+                "{:>7.1}s {:<12} rx {:>10.0} pps  tx {:>10.0} pps  drops host {} vr {}  violations {}",
+                started.elapsed().as_secs_f64(),
+                v.name,
+                now.0.saturating_sub(before.0) as f64 / dt,
+                now.1.saturating_sub(before.1) as f64 / dt,
+                s.ingress_drops.values().sum::<u64>(),
+                s.vr_dropped,
+                s.violations.values().sum::<u64>()
+            );
+            last.insert(v.name.clone(), now);
         }
     }
-    drop(server);
-    let _ = supervisor.join();
-    let worker = handle
-        .join()
-        .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
-    summary(&worker)
 }
 
 /// SIGHUP: apply the config file again as a diff; a bad file is logged

@@ -175,12 +175,69 @@ impl VrProcess {
         host_bell: &Doorbell,
         cmd: &VrCommand,
     ) -> Result<(Self, Doorbell), SpawnError> {
+        let vr_bell = Doorbell::new().map_err(|e| SpawnError::Os {
+            vr: vr.to_string(),
+            what: "eventfd",
+            source: e,
+        })?;
+        let mut proc_ = Self::fork(vr, instance, cmd)?;
+        let hello = Hello {
+            layout_version: LAYOUT_VERSION,
+            vr: vr.to_string(),
+            instance,
+            cpu: cmd.cpu,
+            poll: cmd.poll,
+            config: cmd.config.clone(),
+        };
+        let msg = serde_json::to_vec(&hello).expect("hello serializes");
+        let sent = send_with_fds(
+            proc_.ctrl.as_fd(),
+            &msg,
+            &[region.fd(), vr_bell.fd(), host_bell.fd()],
+        );
+        let refused = |message| SpawnError::Refused {
+            vr: vr.to_string(),
+            message,
+        };
+        match sent {
+            Ok(_) => {}
+            // It exited before its hello could be sent: say how.
+            Err(FdPassError::Syscall { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                return Err(refused(proc_.exited_before_ready()));
+            }
+            Err(source) => {
+                return Err(SpawnError::Ctrl {
+                    vr: vr.to_string(),
+                    source,
+                });
+            }
+        }
+        let slice = Duration::from_micros(cmd.poll.slice_us.into());
+        let message = match proc_.wait_ready(cmd, slice) {
+            Ok(VrReply::Ready { .. }) => {
+                // The normal class now that it forwards, with a short time
+                // slice.
+                proc_.set_idle(false, slice);
+                return Ok((proc_, vr_bell));
+            }
+            Ok(VrReply::Error { message } | VrReply::Panicked { message }) => message,
+            Ok(VrReply::Control { .. }) => "answered a control message before it was ready".into(),
+            Err(message) => message,
+        };
+        proc_.stop();
+        Err(refused(message))
+    }
+
+    /// Fork and exec instance `instance` of VR `vr`, confined as `cmd`
+    /// says, in the idle class if it starts idle.
+    fn fork(vr: &str, instance: u16, cmd: &VrCommand) -> Result<Self, SpawnError> {
         let os = |what, source| SpawnError::Os {
             vr: vr.to_string(),
             what,
             source,
         };
-        let vr_bell = Doorbell::new().map_err(|e| os("eventfd", e))?;
         let confine_err = |source| SpawnError::Confine {
             vr: vr.to_string(),
             source,
@@ -205,7 +262,7 @@ impl VrProcess {
         let pid = rustix::process::Pid::from_child(&child);
         let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
             .map_err(|e| os("pidfd_open", e.into()))?;
-        let mut proc_ = Self {
+        Ok(Self {
             child,
             pidfd,
             ctrl: ours,
@@ -213,29 +270,14 @@ impl VrProcess {
             reaped: false,
             instance,
             hurry: cmd.hurry.clone(),
-        };
-        let hello = Hello {
-            layout_version: LAYOUT_VERSION,
-            vr: vr.to_string(),
-            instance,
-            cpu: cmd.cpu,
-            poll: cmd.poll,
-            config: cmd.config.clone(),
-        };
-        let msg = serde_json::to_vec(&hello).expect("hello serializes");
-        let ctrl_err = |source| SpawnError::Ctrl {
-            vr: vr.to_string(),
-            source,
-        };
-        send_with_fds(
-            proc_.ctrl.as_fd(),
-            &msg,
-            &[region.fd(), vr_bell.fd(), host_bell.fd()],
-        )
-        .map_err(ctrl_err)?;
-        let slice = Duration::from_micros(cmd.poll.slice_us.into());
-        // An idle start waits up to `idle_start` in the idle class (less if
-        // the control plane hurries it), then the rest in the normal class.
+        })
+    }
+
+    /// Wait for its answer to the hello: an idle start waits up to
+    /// `idle_start` in the idle class (less if the control plane hurries
+    /// it), then the rest of `ready_timeout` in the normal class.
+    fn wait_ready(&mut self, cmd: &VrCommand, slice: Duration) -> Result<VrReply, String> {
+        let idle = !cmd.idle_start.is_zero();
         let t0 = Instant::now();
         let mut reply = Err(WaitError::Timeout);
         if idle {
@@ -245,7 +287,7 @@ impl VrProcess {
                 if left.is_zero() || cmd.hurry.is_set() {
                     break;
                 }
-                reply = proc_.wait_reply(left.min(HURRY_POLL));
+                reply = self.wait_reply(left.min(HURRY_POLL));
                 if !matches!(reply, Err(WaitError::Timeout)) {
                     break;
                 }
@@ -253,39 +295,11 @@ impl VrProcess {
         }
         if matches!(reply, Err(WaitError::Timeout)) {
             if idle {
-                proc_.set_idle(false, slice);
+                self.set_idle(false, slice);
             }
-            reply = proc_.wait_reply(cmd.ready_timeout.saturating_sub(t0.elapsed()));
+            reply = self.wait_reply(cmd.ready_timeout.saturating_sub(t0.elapsed()));
         }
-        match reply.map_err(|e| e.describe(cmd.ready_timeout)) {
-            Ok(VrReply::Ready { .. }) => {
-                // The normal class now that it forwards, with a short time
-                // slice.
-                proc_.set_idle(false, slice);
-                Ok((proc_, vr_bell))
-            }
-            Ok(VrReply::Error { message } | VrReply::Panicked { message }) => {
-                proc_.stop();
-                Err(SpawnError::Refused {
-                    vr: vr.to_string(),
-                    message,
-                })
-            }
-            Ok(VrReply::Control { .. }) => {
-                proc_.stop();
-                Err(SpawnError::Refused {
-                    vr: vr.to_string(),
-                    message: "answered a control message before it was ready".into(),
-                })
-            }
-            Err(message) => {
-                proc_.stop();
-                Err(SpawnError::Refused {
-                    vr: vr.to_string(),
-                    message,
-                })
-            }
-        }
+        reply.map_err(|e| e.describe(cmd.ready_timeout))
     }
 
     /// Put it (its threads, and its cgroup if it has one with `cpu.idle`)
@@ -317,14 +331,21 @@ impl VrProcess {
         match recv_with_fds(self.ctrl.as_fd(), &mut buf) {
             Ok((n, _)) => serde_json::from_slice(&buf[..n])
                 .map_err(|e| WaitError::Other(format!("bad reply: {e}"))),
-            Err(FdPassError::Closed) => {
-                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                Err(WaitError::Other(format!(
-                    "exited before it was ready ({status})"
-                )))
+            // A VR that exits without reading its hello resets the socket.
+            Err(FdPassError::Closed) => Err(WaitError::Other(self.exited_before_ready())),
+            Err(FdPassError::Syscall { source, .. })
+                if source.kind() == std::io::ErrorKind::ConnectionReset =>
+            {
+                Err(WaitError::Other(self.exited_before_ready()))
             }
             Err(e) => Err(WaitError::Other(e.to_string())),
         }
+    }
+
+    /// Why a start got no reply: the process exited (its status).
+    fn exited_before_ready(&mut self) -> String {
+        let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+        format!("exited before it was ready ({status})")
     }
 
     /// A second handle on its control socket, for the control plane to
@@ -451,5 +472,98 @@ impl VrProcess {
     /// CPU time the process has used, in nanoseconds (from schedstat).
     pub fn cpu_ns(&self) -> Option<u64> {
         crate::cpu::process_cpu_ns(self.child.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vrhost_shm::RegionConfig;
+
+    use super::*;
+
+    /// A VR played by the shell: `script` runs with the control socket as
+    /// descriptor 3 (it may answer the hello there, or not).
+    fn start(script: &str, timeout: Duration) -> Result<(VrProcess, Doorbell), SpawnError> {
+        let region = Region::create("spawn-unit", RegionConfig::default()).unwrap();
+        let cmd = VrCommand {
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), script.into()],
+            cpu: None,
+            poll: PollConfig::default(),
+            config: serde_json::Value::Null,
+            ready_timeout: timeout,
+            idle_start: Duration::ZERO,
+            confine: Confine::default(),
+            hurry: Hurry::default(),
+        };
+        let bell = Doorbell::new().unwrap();
+        VrProcess::start("t", 0, &region, &bell, &cmd)
+    }
+
+    fn refused(r: Result<(VrProcess, Doorbell), SpawnError>) -> String {
+        match r {
+            Err(SpawnError::Refused { vr, message }) => {
+                assert_eq!(vr, "t");
+                message
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("started"),
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_vr_that_says_ready_runs_until_stopped() {
+        let (mut p, _bell) =
+            start(r#"printf '{"Ready":{"pid":1}}' >&3; exec sleep 30"#, LONG).unwrap();
+        assert!(!p.has_exited());
+        assert!(p.cpu_ns().is_some());
+        p.kill();
+        p.stop();
+        assert!(p.exit_status().contains("signal: 9"), "{}", p.exit_status());
+    }
+
+    #[test]
+    fn a_vr_that_refuses_its_config_says_why() {
+        let m = refused(start(
+            r#"printf '{"Error":{"message":"no route file"}}' >&3; sleep 30"#,
+            LONG,
+        ));
+        assert_eq!(m, "no route file");
+    }
+
+    #[test]
+    fn a_vr_that_exits_or_stays_silent_is_refused() {
+        let m = refused(start("exit 3", LONG));
+        assert!(
+            m.contains("exited before it was ready") && m.contains('3'),
+            "{m}"
+        );
+        let m = refused(start("exec sleep 30", Duration::from_millis(200)));
+        assert!(m.contains("no answer within"), "{m}");
+        let m = refused(start("printf 'not json' >&3; sleep 30", LONG));
+        assert!(m.contains("bad reply"), "{m}");
+    }
+
+    #[test]
+    fn a_program_that_does_not_exist_is_an_os_error() {
+        let region = Region::create("spawn-unit", RegionConfig::default()).unwrap();
+        let cmd = VrCommand {
+            program: PathBuf::from("/nonexistent/vr"),
+            args: Vec::new(),
+            cpu: None,
+            poll: PollConfig::default(),
+            config: serde_json::Value::Null,
+            ready_timeout: LONG,
+            idle_start: Duration::ZERO,
+            confine: Confine::default(),
+            hurry: Hurry::default(),
+        };
+        let bell = Doorbell::new().unwrap();
+        assert!(matches!(
+            VrProcess::start("t", 0, &region, &bell, &cmd),
+            Err(SpawnError::Os { .. })
+        ));
     }
 }

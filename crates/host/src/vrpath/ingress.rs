@@ -8,7 +8,9 @@ use vrhost_shm::{SlotState, needs_kick};
 use vrhost_vr::runtime::process_slots;
 
 use super::*;
-use crate::balance::flow_hash;
+use vrhost_packet::FlowKey;
+
+use crate::balance::{flow_hash, flow_key_hash};
 use crate::capture::Direction;
 use crate::stats::{IngressDrop, Violation};
 
@@ -20,13 +22,39 @@ impl VrPath {
     /// cannot keep a VR's ARP and routing sessions from it.
     ///
     /// `class` is asked only when the VR is that full: a frame's class
-    /// costs nothing on the common path.
+    /// costs nothing on the common path. When several instances are live,
+    /// the balancer reads the frame's flow ([`flow_hash`]); the worker,
+    /// which has read it already, calls [`VrPath::stage_key`].
     #[inline]
     pub fn stage(
         &mut self,
         vnic: u16,
         frame: &[u8],
         class: impl FnOnce() -> Class,
+    ) -> Result<(), IngressDrop> {
+        self.stage_with(vnic, frame, class, || flow_hash(frame))
+    }
+
+    /// [`VrPath::stage`] for a frame whose key the classifier has read:
+    /// its class and its flow come from the key, not from the frame again.
+    #[inline]
+    pub fn stage_key(&mut self, vnic: u16, frame: &[u8], key: &FlowKey) -> Result<(), IngressDrop> {
+        let class = || match key.is_control() {
+            true => Class::Control,
+            false => Class::Data,
+        };
+        self.stage_with(vnic, frame, class, || flow_key_hash(key))
+    }
+
+    /// [`VrPath::stage`], the flow's hash from `hash` (asked only when the
+    /// balancer picks among several instances).
+    #[inline]
+    fn stage_with(
+        &mut self,
+        vnic: u16,
+        frame: &[u8],
+        class: impl FnOnce() -> Class,
+        hash: impl FnOnce() -> u32,
     ) -> Result<(), IngressDrop> {
         if !self.up {
             return Err(IngressDrop::VrDown);
@@ -46,7 +74,7 @@ impl VrPath {
         let i = if self.solo != SHARED {
             self.solo
         } else {
-            self.pick_shared(frame)?
+            self.pick_shared(hash)?
         };
         let iu = usize::from(i);
         let q = iu * self.vnic_port.len() + v;
@@ -120,10 +148,10 @@ impl VrPath {
     /// with one instance does not carry this code in its loop). Refused
     /// when the chosen instance holds its share of the pool.
     #[inline(never)]
-    pub(super) fn pick_shared(&mut self, frame: &[u8]) -> Result<u16, IngressDrop> {
+    pub(super) fn pick_shared(&mut self, hash: impl FnOnce() -> u32) -> Result<u16, IngressDrop> {
         let i = self
             .balancer
-            .pick_with(|| flow_hash(frame), self.slots.held())
+            .pick_with(hash, self.slots.held())
             .ok_or(IngressDrop::VrDown)?;
         if self.slots.held()[usize::from(i)] >= self.inst_cap {
             return Err(IngressDrop::RingFull);
@@ -353,6 +381,53 @@ mod tests {
         );
         assert_eq!(k.vp.free_slots(), 64 - 15);
         k.vp.check_slot_accounting().unwrap();
+    }
+
+    /// A UDP frame of flow `n` (its source port).
+    fn udp(n: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 64];
+        vrhost_packet::build::UdpFrameSpec {
+            dst_mac: vrhost_packet::MacAddr([2, 0, 0, 0, 0, 1]),
+            src_mac: vrhost_packet::MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: std::net::Ipv4Addr::new(10, 0, 0, 1),
+            dst_ip: std::net::Ipv4Addr::new(10, 1, 0, 1),
+            sport: 1000 + n,
+            dport: 2000,
+            ttl: 64,
+            frame_bytes: 64,
+        }
+        .write(&mut f)
+        .unwrap();
+        f
+    }
+
+    /// Which instance each of 64 flows lands on, staged by `stage`.
+    fn spread(stage: impl Fn(&mut VrPath, &[u8])) -> Vec<usize> {
+        let mut k = Kit::new(1, 4, 1024, 1024);
+        (0..64)
+            .map(|n| {
+                stage(&mut k.vp, &udp(n));
+                k.vp.flush_rx(&mut k.ports);
+                (0..4).find(|&i| !k.take(i, 0).is_empty()).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_classifiers_key_picks_the_instance_the_frame_would() {
+        let by_frame = spread(|vp, f| vp.stage(0, f, || Class::Data).unwrap());
+        let by_key = spread(|vp, f| {
+            let key = FlowKey::extract(f).unwrap();
+            vp.stage_key(0, f, &key).unwrap();
+        });
+        assert_eq!(by_frame, by_key);
+        let mut used = by_key.clone();
+        used.sort_unstable();
+        used.dedup();
+        assert!(
+            used.len() > 1,
+            "flows spread over the instances: {by_key:?}"
+        );
     }
 
     #[test]

@@ -452,3 +452,52 @@ impl Drop for VrPath {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::testkit::{Kit, frame};
+    use super::*;
+    use crate::stats::IngressDrop;
+
+    #[test]
+    fn the_token_bucket_refills_at_its_rate_up_to_its_depth() {
+        let mut k = Kit::new(1, 1, 256, 256);
+        k.vp.set_sched(Sched {
+            rate_pps: Some(1000),
+            rate_burst: 10,
+            weight: 500,
+            ..Sched::default()
+        });
+        assert_eq!(k.vp.sched().weight, 100, "weight clamped to 1..=100");
+        let t0 = k.vp.bucket.as_ref().unwrap().last;
+        let admit = |k: &mut Kit| {
+            (0..100)
+                .take_while(|&t| k.vp.stage(0, &frame(t), || Class::Data).is_ok())
+                .count()
+        };
+        k.vp.refill(t0);
+        assert_eq!(admit(&mut k), 10, "a full bucket");
+        // 5 ms at 1000/s: 5 tokens.
+        k.vp.refill(t0 + Duration::from_millis(5));
+        assert_eq!(admit(&mut k), 5);
+        // A long pause fills it to its depth, no more.
+        k.vp.refill(t0 + Duration::from_secs(10));
+        assert_eq!(admit(&mut k), 10);
+        assert_eq!(
+            k.vp.stage(0, &frame(0), || Class::Data),
+            Err(IngressDrop::RateLimited)
+        );
+        // Lifting the limit admits everything again.
+        k.vp.set_sched(Sched::default());
+        assert_eq!(admit(&mut k), 100);
+    }
+
+    #[test]
+    fn the_control_reserve_is_a_sixteenth_up_to_a_burst() {
+        assert_eq!(control_reserve(8), 0);
+        assert_eq!(control_reserve(256), 16);
+        assert_eq!(control_reserve(4096), BURST as u32);
+    }
+}

@@ -32,7 +32,7 @@ use crate::capture::Tap;
 use crate::classify::Classifier;
 use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
-use crate::vrpath::{BURST, Class, ExitEvent, TX_QUANTUM, VrPath};
+use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 mod mailbox;
 mod reconfig;
@@ -381,14 +381,7 @@ impl Worker {
                 self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
                 continue;
             };
-            let class = || {
-                if key.is_control() {
-                    Class::Control
-                } else {
-                    Class::Data
-                }
-            };
-            if let Err(why) = path.stage(vnic, f, class) {
+            if let Err(why) = path.stage_key(vnic, f, &key) {
                 full |= matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
                 path.stats().drop_in(why, 1);
             }

@@ -1,0 +1,155 @@
+//! The daemon's declarative configuration: ports, VRs and classifier rules.
+//!
+//! The whole file is parsed and checked before anything is applied; every
+//! error names the file, the line and the field (`vrhost.toml:12:
+//! vrs[0].vnics[1].port: no port "p9"`). A commented example is
+//! `lab/default-vrhost.toml` in the repository.
+//!
+//! What a VR does with its config is the VR's business: for the built-in
+//! router the daemon builds a [`RouterConfig`](vrhost_vr::router::RouterConfig) from the VR's vNICs (MAC and
+//! addresses) and its `[vrs.router]` table, and checks it by building the
+//! router once; a custom program gets `[vrs.config]` as JSON in its hello.
+//!
+//! The parts: `schema` holds the TOML's serde types; the checks go by
+//! table, `ports`, `vrs` (with a VR's `instances`, `confinement` and
+//! `sched` beside it) and `rules`; `plan` is what a checked config
+//! becomes. `Config::check` runs them in that order.
+
+mod confinement;
+mod instances;
+mod plan;
+mod ports;
+mod rules;
+mod sched;
+mod schema;
+#[cfg(test)]
+mod tests;
+mod vrs;
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+pub use plan::{Plan, VrPlan};
+pub use schema::{
+    Config, Driver, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf, VnicConf,
+    VrConf, VrKind,
+};
+
+use crate::classify::Classifier;
+
+/// A config that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("{file}: {err}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// Not TOML, or not the schema (toml's message names line and column).
+    #[error("{file}: {msg}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A field has a bad value.
+    #[error("{file}:{line}: {field}: {msg}")]
+    Field {
+        /// The file.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// Which field.
+        field: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// A config field at fault: where, which, why.
+type FieldError = (std::ops::Range<usize>, &'static str, String);
+
+/// The text a config came from and its name: what turns a span into the
+/// `file:line: field: msg` of an error.
+struct Source<'a> {
+    src: &'a str,
+    file: &'a str,
+}
+
+impl Source<'_> {
+    /// The error of `field` at `span`.
+    fn err(&self, span: std::ops::Range<usize>, field: String, msg: String) -> ConfigError {
+        ConfigError::Field {
+            file: self.file.to_string(),
+            line: line_of(self.src, span.start),
+            field,
+            msg,
+        }
+    }
+}
+
+fn line_of(src: &str, at: usize) -> usize {
+    src[..at.min(src.len())].matches('\n').count() + 1
+}
+
+fn parse_prefix(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    vrhost_vr::router::parse_prefix(s).map(|(a, l)| (Ipv4Addr::from(a), l))
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    s.parse::<vrhost_packet::MacAddr>()
+        .map(|m| m.0)
+        .map_err(|e| format!("{s:?}: {e}"))
+}
+
+impl Config {
+    /// Read and check a config file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming file, line and field.
+    pub fn load(path: &Path) -> Result<(Self, Plan), ConfigError> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
+            file: file.clone(),
+            err,
+        })?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse(&src, &file, &dir)
+    }
+
+    /// Parse and check config TOML; `file` names it in errors, `dir`
+    /// resolves relative paths.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming file, line and field.
+    pub fn parse(src: &str, file: &str, dir: &Path) -> Result<(Self, Plan), ConfigError> {
+        let mut cfg: Config = toml::from_str(src).map_err(|e| ConfigError::Parse {
+            file: file.to_string(),
+            msg: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.dir = dir.to_path_buf();
+        let plan = cfg.check(src, file)?;
+        Ok((cfg, plan))
+    }
+
+    /// Check the whole config, table by table, into the plan the daemon
+    /// builds; the first error found stops it.
+    fn check(&self, src: &str, file: &str) -> Result<Plan, ConfigError> {
+        let at = Source { src, file };
+        let port_ix = ports::check_ports(&self.ports, &at)?;
+        let mut budget = instances::BudgetCheck::of_host(&self.host, &at)?;
+        let vrs = self.check_vrs(&port_ix, &mut budget, &at)?;
+        let rules = rules::check_rules(&self.rules, &port_ix, &vrs, &at)?;
+        let classifier = Classifier::new(&rules).map_err(|e| ConfigError::Field {
+            file: file.into(),
+            line: 0,
+            field: "rules".into(),
+            msg: e.to_string(),
+        })?;
+        Ok(Plan::new(self, vrs, classifier))
+    }
+}

@@ -1,0 +1,143 @@
+//! What a checked config becomes: the [`Plan`] the daemon builds, with a
+//! [`VrPlan`] per VR.
+
+use std::path::PathBuf;
+
+use super::schema::{Config, Driver, GenConf, HostConf, PortRings, port_rings};
+use crate::classify::Classifier;
+use crate::confine::Confine;
+use crate::vrpath::{Guard, Sched};
+
+/// A checked VR, ready to start.
+#[derive(Debug, Clone)]
+pub struct VrPlan {
+    /// Name.
+    pub name: String,
+    /// Program and arguments (the built-in router: `None`, the caller runs
+    /// its own binary's router entry point).
+    pub program: Option<(PathBuf, Vec<String>)>,
+    /// Port index of each vNIC.
+    pub vnic_ports: Vec<usize>,
+    /// Pool slots.
+    pub slots: u32,
+    /// Core (of a single instance).
+    pub cpu: Option<usize>,
+    /// Instances started (with the `dynamic` policy, its minimum).
+    pub instances: u16,
+    /// How many instances it runs: `instances`, or following the load.
+    pub scale: crate::alloc::ScalePolicy,
+    /// Its instances' cores come from the host's core budget
+    /// ([`HostConf::core_budget`]), one each, rather than `cpus` or `cpu`.
+    pub placed: bool,
+    /// Core of each instance slot, when pinned by the config (one per
+    /// slot: `instance_slots()`).
+    pub instance_cpus: Vec<Option<usize>>,
+    /// How frames are shared among its instances.
+    pub balance: crate::balance::Policy,
+    /// Hello config (JSON).
+    pub config: serde_json::Value,
+    /// Quarantine and watchdog.
+    pub guard: Guard,
+    /// Start it again when it goes down (not when quarantined).
+    pub restart: bool,
+    /// How the worker serves it.
+    pub sched: Sched,
+    /// How its process is confined.
+    pub confine: Confine,
+}
+
+impl VrPlan {
+    /// Instance slots of its region: its fixed count, or its maximum.
+    pub fn instance_slots(&self) -> u16 {
+        match self.scale {
+            crate::alloc::ScalePolicy::Fixed(n) => n,
+            crate::alloc::ScalePolicy::Dynamic(d) => d.max,
+        }
+    }
+}
+
+/// A checked config: what the daemon will build.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Ports: (name, driver, interface; empty for `mem` and `null`).
+    pub ports: Vec<(String, Driver, String)>,
+    /// What each `mem` port generates (`None` for other drivers).
+    pub gens: Vec<Option<GenConf>>,
+    /// Each port's ring sizes (set only for `af_xdp`).
+    pub rings: Vec<PortRings>,
+    /// VRs.
+    pub vrs: Vec<VrPlan>,
+    /// Compiled classifier.
+    pub classifier: Classifier,
+    /// Host settings.
+    pub host: HostConf,
+}
+
+impl Plan {
+    /// The plan of a checked config: its ports as they are, its checked
+    /// VRs and compiled classifier.
+    pub(super) fn new(cfg: &Config, vrs: Vec<VrPlan>, classifier: Classifier) -> Self {
+        let port = |p: &super::PortConfig| {
+            let interface = p.interface.as_ref().map(|i| i.get_ref().clone());
+            (
+                p.name.get_ref().clone(),
+                p.driver,
+                interface.unwrap_or_default(),
+            )
+        };
+        let gen_of = |p: &super::PortConfig| match p.driver {
+            Driver::Mem => Some(
+                p.traffic
+                    .as_ref()
+                    .map(|g| g.get_ref().clone())
+                    .unwrap_or_default(),
+            ),
+            _ => None,
+        };
+        Plan {
+            ports: cfg.ports.iter().map(port).collect(),
+            rings: cfg.ports.iter().map(port_rings).collect(),
+            gens: cfg.ports.iter().map(gen_of).collect(),
+            vrs,
+            classifier,
+            host: cfg.host.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::alloc::{DynamicPolicy, ScalePolicy};
+    use crate::config::tests::{GOOD, parse};
+
+    #[test]
+    fn a_plan_keeps_the_ports_as_they_are() {
+        let src = format!(
+            "{GOOD}\n[[ports]]\nname = \"gen\"\ndriver = \"mem\"\ntraffic = {{ pps = 10 }}\n\n[[ports]]\nname = \"sink\"\ndriver = \"null\"\n"
+        );
+        let p = parse(&src).unwrap();
+        let names: Vec<_> = p
+            .ports
+            .iter()
+            .map(|(n, _, i)| (n.as_str(), i.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [("p0", "veth0"), ("p1", "veth1"), ("gen", ""), ("sink", "")]
+        );
+        assert_eq!(p.gens[..2], [None, None]);
+        assert_eq!(p.gens[2].as_ref().map(|g| g.pps), Some(Some(10)));
+        assert_eq!(p.gens[3], None, "a null port generates nothing");
+        assert_eq!(p.rings.len(), 4);
+    }
+
+    #[test]
+    fn instance_slots_are_the_count_or_the_most() {
+        let mut v = parse(GOOD).unwrap().vrs.remove(0);
+        assert_eq!(v.instance_slots(), 1);
+        v.scale = ScalePolicy::Fixed(3);
+        assert_eq!(v.instance_slots(), 3);
+        v.scale = ScalePolicy::Dynamic(DynamicPolicy::new(10.0, 5.0, 7));
+        assert_eq!(v.instance_slots(), 7);
+    }
+}
