@@ -15,8 +15,9 @@
 //! for a driver's other cases); on the data path a driver counts and drops,
 //! it never fails.
 
-// `deny`, not `forbid`: the kernel-facing AF_XDP driver opts in for its module
-// with `#[expect(unsafe_code, reason = ...)]` and `// SAFETY:` comments.
+// `deny`, not `forbid`: the modules that share memory with the kernel opt in
+// with `#[expect(unsafe_code, reason = ...)]` and `// SAFETY:` comments:
+// `af_xdp` below, `af_packet` and `packet_sys` at their tops.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
