@@ -22,8 +22,13 @@ use vrhost_vr::proto::{Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
 
 use crate::confine::{Cgroups, Confine, ConfineError, Prepared};
 
+#[expect(unsafe_code, reason = "sched_setattr and sched_getscheduler: raw libc")]
 mod class;
 mod control;
+#[expect(
+    unsafe_code,
+    reason = "the VR child's setup between fork and exec (pre_exec): raw libc"
+)]
 mod fork;
 
 pub use class::IDLE_START_LIMIT;
