@@ -11,6 +11,8 @@
 //! thread; the control plane reaches it through the worker's mailbox) nor
 //! the command line (the `vrhost` binary).
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod capture;
 pub mod contract;

@@ -1296,7 +1296,10 @@ pub(crate) fn which(program: &Path) -> io::Result<PathBuf> {
 /// close_range, fcntl, setgroups, setresgid, setresuid, prctl, getppid,
 /// _exit), all async-signal-safe, on memory owned by the caller that was
 /// allocated before the fork.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the steps' inputs, each prepared before the fork; a struct would only name them again"
+)]
 unsafe fn child_steps(
     procs: &[RawFd],
     report: RawFd,

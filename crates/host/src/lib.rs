@@ -10,13 +10,25 @@
 //! It does not own the region layout (`vrhost-shm`), packet formats
 //! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
 //! packet (`vrhost-vr`).
+//!
+//! `unsafe` is allowed only in the modules that make raw system calls
+//! ([`confine`], [`cpu`], `spawn`'s fork and scheduling class) and where
+//! [`vrpath`] reads slot bytes out of a VR's region.
+
+#![deny(unsafe_code)]
 
 pub mod alloc;
 pub mod balance;
 pub mod capture;
 pub mod classify;
 pub mod config;
+#[expect(
+    unsafe_code,
+    reason = "the child's confinement steps between fork and exec (pre_exec), and getpwnam_r, \
+              pipe2, read: raw libc"
+)]
 pub mod confine;
+#[expect(unsafe_code, reason = "sched_setscheduler(SCHED_IDLE): raw libc")]
 pub mod cpu;
 pub mod relay;
 pub mod spawn;

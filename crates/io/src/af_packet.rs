@@ -77,7 +77,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use self::ring::{RxRing, TxRing, h3};
 use crate::packet_sys::{self as sys, ETH_HLEN, Mapping, SysError, VLAN_HLEN, ifname_bytes};
-use crate::{Port, PortStats};
+use crate::{Driver, Port, PortError, PortStats};
 
 /// `TPACKET_V2` (libc has it only as an enum variant).
 const TPACKET_V2: c_int = 1;
@@ -235,59 +235,6 @@ impl AfPacketConfig {
     }
 }
 
-/// Why an [`AfPacketPort`] could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum AfPacketError {
-    /// The interface name is not one the kernel accepts.
-    #[error("interface {ifname:?}: invalid name: {reason}")]
-    InvalidName {
-        /// The name given.
-        ifname: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// No interface of that name in the calling thread's network namespace.
-    #[error("interface {ifname:?}: no such device")]
-    NoSuchDevice {
-        /// The name given.
-        ifname: String,
-    },
-    /// The ring config is invalid.
-    #[error("interface {ifname:?}: invalid AF_PACKET config: {reason}")]
-    Config {
-        /// The interface.
-        ifname: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A system call failed.
-    #[error("interface {ifname:?}: {call}: {source}")]
-    Sys {
-        /// The interface.
-        ifname: String,
-        /// The call that failed.
-        call: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
-}
-
-impl AfPacketError {
-    fn sys(ifname: &str, e: SysError) -> AfPacketError {
-        if e.errno() == Some(libc::ENODEV) {
-            AfPacketError::NoSuchDevice {
-                ifname: ifname.to_owned(),
-            }
-        } else {
-            AfPacketError::Sys {
-                ifname: ifname.to_owned(),
-                call: e.call,
-                source: e.source,
-            }
-        }
-    }
-}
-
 /// The AF_PACKET mmap port. See the [module docs](self).
 #[derive(Debug)]
 pub struct AfPacketPort {
@@ -326,21 +273,16 @@ impl AfPacketPort {
     /// namespace) with `cfg`.
     ///
     /// # Errors
-    /// [`AfPacketError`] naming the interface: invalid name or config, no
+    /// [`PortError`] naming the interface: invalid name or config, no
     /// such device, or the system call that failed (`EPERM` without
     /// `CAP_NET_RAW`).
-    pub fn open(ifname: &str, cfg: AfPacketConfig) -> Result<AfPacketPort, AfPacketError> {
-        let cname = ifname_bytes(ifname, false).map_err(|reason| AfPacketError::InvalidName {
-            ifname: ifname.to_owned(),
-            reason,
-        })?;
+    pub fn open(ifname: &str, cfg: AfPacketConfig) -> Result<AfPacketPort, PortError> {
+        let cname = ifname_bytes(ifname, false)
+            .map_err(|reason| PortError::invalid_name(ifname, reason))?;
         let geo = cfg
             .geometry(sys::page_size())
-            .map_err(|reason| AfPacketError::Config {
-                ifname: ifname.to_owned(),
-                reason,
-            })?;
-        let err = |e| AfPacketError::sys(ifname, e);
+            .map_err(|reason| PortError::config(ifname, Driver::AfPacket, reason))?;
+        let err = |e| PortError::on_device(ifname, e);
         let fd = sys::packet_socket().map_err(err)?;
         let ifindex = sys::prepare_packet_socket(fd.as_fd(), &cname).map_err(err)?;
         let mtu = sys::mtu(fd.as_fd(), &cname).map_err(err)?;

@@ -10,11 +10,14 @@
 //!
 //! It does not own packet formats (`vrhost-packet`), classification or
 //! dispatch (`vrhost-host`). Errors belong to setup only: a driver's
-//! constructor validates its config and resources (a thiserror enum per
-//! driver); on the data path a driver counts and drops, it never fails.
+//! constructor validates its config and resources ([`PortError`] for the
+//! cases `af_packet`, `socket` and `tap` share, a thiserror enum of its own
+//! for a driver's other cases); on the data path a driver counts and drops,
+//! it never fails.
 
-// `deny`, not `forbid`: the kernel-facing AF_XDP driver opts in for its module
-// with `#[expect(unsafe_code, reason = ...)]` and `// SAFETY:` comments.
+// `deny`, not `forbid`: the modules that share memory with the kernel opt in
+// with `#[expect(unsafe_code, reason = ...)]` and `// SAFETY:` comments:
+// `af_xdp` below, `af_packet` and `packet_sys` at their tops.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,6 +27,7 @@ pub mod af_packet;
     reason = "AF_XDP: sockets, ring and UMEM mappings shared with the kernel"
 )]
 pub mod af_xdp;
+mod error;
 pub mod mem;
 pub mod null;
 pub mod order;
@@ -35,6 +39,7 @@ pub mod tap;
 #[cfg(test)]
 mod conformance;
 
+pub use error::{Driver, PortError};
 pub use order::{OrderCounters, OrderSink};
 
 /// Counters every port keeps. Read with [`Port::stats`].

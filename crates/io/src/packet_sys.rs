@@ -1,7 +1,8 @@
 //! The system calls of the AF_PACKET and TAP ports, in one place.
 //!
-//! Setup calls return a [`SysError`] naming the call; each driver wraps it
-//! with the interface name into its own error enum. Data-path calls
+//! Setup calls return a [`SysError`] naming the call; a driver wraps it
+//! with the interface name into a [`PortError`](crate::PortError) (or
+//! `tap`'s [`TapError`](crate::tap::TapError)). Data-path calls
 //! (`send`, `recv_frame`, `read`, `write`, `kick`) return
 //! [`std::io::Result`]: building an OS error from `errno` does not allocate.
 //!

@@ -20,11 +20,10 @@
 //! The module has no `unsafe`: its system calls go through `packet_sys`.
 
 use std::cell::Cell;
-use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::packet_sys::{self as sys, ETH_HLEN, SysError, VLAN_HLEN, ifname_bytes};
-use crate::{Port, PortStats};
+use crate::packet_sys::{self as sys, ETH_HLEN, VLAN_HLEN, ifname_bytes};
+use crate::{Driver, Port, PortError, PortStats};
 
 /// Most frames one `rx_burst` may return (the slots are preallocated).
 pub const MAX_BURST: usize = 1024;
@@ -68,59 +67,6 @@ impl SocketConfig {
     }
 }
 
-/// Why a [`SocketPort`] could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum SocketError {
-    /// The interface name is not one the kernel accepts.
-    #[error("interface {ifname:?}: invalid name: {reason}")]
-    InvalidName {
-        /// The name given.
-        ifname: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// No interface of that name in the calling thread's network namespace.
-    #[error("interface {ifname:?}: no such device")]
-    NoSuchDevice {
-        /// The name given.
-        ifname: String,
-    },
-    /// The config is invalid.
-    #[error("interface {ifname:?}: invalid socket port config: {reason}")]
-    Config {
-        /// The interface.
-        ifname: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A system call failed.
-    #[error("interface {ifname:?}: {call}: {source}")]
-    Sys {
-        /// The interface.
-        ifname: String,
-        /// The call that failed.
-        call: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
-}
-
-impl SocketError {
-    fn sys(ifname: &str, e: SysError) -> SocketError {
-        if e.errno() == Some(libc::ENODEV) {
-            SocketError::NoSuchDevice {
-                ifname: ifname.to_owned(),
-            }
-        } else {
-            SocketError::Sys {
-                ifname: ifname.to_owned(),
-                call: e.call,
-                source: e.source,
-            }
-        }
-    }
-}
-
 /// The raw-socket port. See the [module docs](self).
 #[derive(Debug)]
 pub struct SocketPort {
@@ -144,18 +90,14 @@ impl SocketPort {
     /// namespace) with `cfg`.
     ///
     /// # Errors
-    /// [`SocketError`] naming the interface: invalid name or config, no
+    /// [`PortError`] naming the interface: invalid name or config, no
     /// such device, or the system call that failed.
-    pub fn open(ifname: &str, cfg: SocketConfig) -> Result<SocketPort, SocketError> {
-        let cname = ifname_bytes(ifname, false).map_err(|reason| SocketError::InvalidName {
-            ifname: ifname.to_owned(),
-            reason,
-        })?;
-        cfg.validate().map_err(|reason| SocketError::Config {
-            ifname: ifname.to_owned(),
-            reason,
-        })?;
-        let err = |e| SocketError::sys(ifname, e);
+    pub fn open(ifname: &str, cfg: SocketConfig) -> Result<SocketPort, PortError> {
+        let cname = ifname_bytes(ifname, false)
+            .map_err(|reason| PortError::invalid_name(ifname, reason))?;
+        cfg.validate()
+            .map_err(|reason| PortError::config(ifname, Driver::Socket, reason))?;
+        let err = |e| PortError::on_device(ifname, e);
         let fd = sys::packet_socket().map_err(err)?;
         let ifindex = sys::prepare_packet_socket(fd.as_fd(), &cname).map_err(err)?;
         let mtu = sys::mtu(fd.as_fd(), &cname).map_err(err)?;

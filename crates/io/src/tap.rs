@@ -24,11 +24,10 @@
 //!
 //! The module has no `unsafe`: its system calls go through `packet_sys`.
 
-use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::packet_sys::{self as sys, ETH_HLEN, SysError, ifname_bytes};
-use crate::{Port, PortStats};
+use crate::{Driver, Port, PortError, PortStats};
 
 /// Most frames one `rx_burst` may return (the slots are preallocated).
 pub const MAX_BURST: usize = 1024;
@@ -63,25 +62,14 @@ impl TapConfig {
     }
 }
 
-/// Why a [`TapPort`] could not be opened.
+/// Why a [`TapPort`] could not be opened: the cases every port on an
+/// interface has, and two of a TAP device's own.
 #[derive(Debug, thiserror::Error)]
 pub enum TapError {
-    /// The device name is not one the kernel accepts.
-    #[error("interface {ifname:?}: invalid name: {reason}")]
-    InvalidName {
-        /// The name given.
-        ifname: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The config is invalid.
-    #[error("interface {ifname:?}: invalid TAP config: {reason}")]
-    Config {
-        /// The interface.
-        ifname: String,
-        /// What is wrong.
-        reason: String,
-    },
+    /// An invalid name or config, or a system call that failed
+    /// (`open(/dev/net/tun)` without the tun module or permission, ...).
+    #[error(transparent)]
+    Port(#[from] PortError),
     /// An interface of that name exists and is not a TAP device of the
     /// same kind (a veth, a TUN device, a multi-queue TAP...).
     #[error("interface {ifname:?}: exists and is not a single-queue TAP device")]
@@ -95,30 +83,18 @@ pub enum TapError {
         /// The name given.
         ifname: String,
     },
-    /// A system call failed (`open(/dev/net/tun)` without the tun module or
-    /// permission, ...).
-    #[error("interface {ifname:?}: {call}: {source}")]
-    Sys {
-        /// The interface.
-        ifname: String,
-        /// The call that failed.
-        call: &'static str,
-        /// The OS error.
-        source: io::Error,
-    },
 }
 
 impl TapError {
     fn sys(ifname: &str, e: SysError) -> TapError {
-        let ifname = ifname.to_owned();
         match (e.call, e.errno()) {
-            ("ioctl(TUNSETIFF)", Some(libc::EINVAL)) => TapError::NotTap { ifname },
-            ("ioctl(TUNSETIFF)", Some(libc::EBUSY)) => TapError::Busy { ifname },
-            _ => TapError::Sys {
-                ifname,
-                call: e.call,
-                source: e.source,
+            ("ioctl(TUNSETIFF)", Some(libc::EINVAL)) => TapError::NotTap {
+                ifname: ifname.to_owned(),
             },
+            ("ioctl(TUNSETIFF)", Some(libc::EBUSY)) => TapError::Busy {
+                ifname: ifname.to_owned(),
+            },
+            _ => PortError::sys(ifname, e).into(),
         }
     }
 }
@@ -146,14 +122,10 @@ impl TapPort {
     /// of that name that is not a TAP device, a busy device, or the system
     /// call that failed.
     pub fn open(name: &str, cfg: TapConfig) -> Result<TapPort, TapError> {
-        let cname = ifname_bytes(name, true).map_err(|reason| TapError::InvalidName {
-            ifname: name.to_owned(),
-            reason,
-        })?;
-        cfg.validate().map_err(|reason| TapError::Config {
-            ifname: name.to_owned(),
-            reason,
-        })?;
+        let cname =
+            ifname_bytes(name, true).map_err(|reason| PortError::invalid_name(name, reason))?;
+        cfg.validate()
+            .map_err(|reason| PortError::config(name, Driver::Tap, reason))?;
         let err = |e| TapError::sys(name, e);
         let fd = sys::open_tun().map_err(err)?;
         let flags = libc::IFF_TAP | libc::IFF_NO_PI;

@@ -125,6 +125,10 @@ pub fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
 }
 
 #[cfg(all(test, not(loom)))]
+#[expect(
+    unsafe_code,
+    reason = "reads a slot of the received region, which only the slot protocol makes safe"
+)]
 mod tests {
     use super::*;
     use std::os::fd::AsFd;

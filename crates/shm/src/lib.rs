@@ -16,10 +16,20 @@
 //! `unsafe` is confined to [`region`] (offsets to pointers) and [`ring`]
 //! (pointers to atomics); both are loom-tested under `--cfg loom`.
 
+#![deny(unsafe_code)]
+
 pub mod fdpass;
 pub mod layout;
 #[cfg(not(loom))]
+#[expect(
+    unsafe_code,
+    reason = "offsets into the shared mapping become pointers and references"
+)]
 pub mod region;
+#[expect(
+    unsafe_code,
+    reason = "a ring's indexes and entries are atomics in shared memory, reached by pointer"
+)]
 pub mod ring;
 pub mod slot;
 mod sync;

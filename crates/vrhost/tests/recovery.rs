@@ -235,8 +235,12 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
     // It held the frame it panicked on (and those behind it): taken back
     // and counted, never lost without a counter.
     assert!(count(&s, "p", "reclaimed") >= 2, "{p:#}");
-    // Every frame it took before each panic went out.
-    assert!(count(&s, "p", "tx_packets") >= 2 * (PANIC_AT - 1), "{p:#}");
+    // Every frame it took before each panic went out, but those of the
+    // batch it panicked in (processed, not yet handed back: a burst at
+    // most), which were taken back and counted with what waited for it.
+    let (tx, reclaimed) = (count(&s, "p", "tx_packets"), count(&s, "p", "reclaimed"));
+    assert!(tx >= 2 * (PANIC_AT - 64), "{p:#}");
+    assert!(tx + reclaimed >= 2 * PANIC_AT, "{p:#}");
     let line = d
         .logged(&[
             "vr=p",

@@ -22,7 +22,7 @@ pub struct Slice {
 /// PdP's Algorithm 1, with release.
 ///
 /// Nothing outside this module's tests calls it yet: the daemon gives each
-/// instance a whole core from the [`CoreBudget`].
+/// instance a whole core from the [`CoreBudget`](super::CoreBudget).
 ///
 /// For a demand `R = kC + r` on engines of capacity `C`, Algorithm 1 gives
 /// the VR `k` idle engines whole (lines 3-4), then puts `r` on the engine

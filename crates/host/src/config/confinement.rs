@@ -274,8 +274,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         runs.unwrap();
         program.unwrap();
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != Ids::NOBODY.uid {
+        if rustix::process::geteuid().as_raw() != Ids::NOBODY.uid {
             assert!(said(refused).starts_with("program: "));
             assert!(said(router).starts_with("router.route_file: "));
         }

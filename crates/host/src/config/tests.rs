@@ -391,8 +391,7 @@ fn a_route_file_the_vr_cannot_read_is_refused() {
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
     let ok = parse(&src);
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
-    // SAFETY: geteuid has no preconditions.
-    let owner_is_nobody = unsafe { libc::geteuid() } == 65534;
+    let owner_is_nobody = rustix::process::geteuid().as_raw() == 65534;
     let refused = parse(&src);
     std::fs::remove_dir_all(&dir).unwrap();
     ok.unwrap();

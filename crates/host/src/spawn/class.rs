@@ -19,7 +19,7 @@ struct SchedAttr {
 }
 
 /// How long a VR process started by an operator's change waits for idle
-/// time on its core ([`VrCommand::idle_start`]) before it takes a normal
+/// time on its core ([`VrCommand::idle_start`](super::VrCommand::idle_start)) before it takes a normal
 /// share of it, unless `[host] start_idle_ms` says otherwise. Beside VRs
 /// that never leave their core idle it would wait until `ready_timeout`;
 /// measured with 4 VRs at 0.6-0.8 of their core (`vrhost bench control`),

@@ -5,9 +5,10 @@
 //! over it (SCM_RIGHTS). The host holds a pidfd per child, so it learns of an
 //! exit at once (poll) without reaping races. The child dies with the host
 //! (`PR_SET_PDEATHSIG`), which is why every child is forked from one thread
-//! that lives as long as the host (see [`fork_from_lasting_thread`]). [`VrCommand::confine`] walls it in (own network
-//! namespace, cgroup, user, no new privileges, seccomp, descriptors 0-3
-//! only; see [`crate::confine`]); its cgroups go when it is stopped.
+//! that lives as long as the host (see `fork::fork_from_lasting_thread`).
+//! [`VrCommand::confine`] walls it in (own network namespace, cgroup, user,
+//! no new privileges, seccomp, descriptors 0-3 only; see
+//! [`crate::confine`]); its cgroups go when it is stopped.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
@@ -22,8 +23,13 @@ use vrhost_vr::proto::{Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
 
 use crate::confine::{Cgroups, Confine, ConfineError, Prepared};
 
+#[expect(unsafe_code, reason = "sched_setattr and sched_getscheduler: raw libc")]
 mod class;
 mod control;
+#[expect(
+    unsafe_code,
+    reason = "the VR child's setup between fork and exec (pre_exec): raw libc"
+)]
 mod fork;
 
 pub use class::IDLE_START_LIMIT;

@@ -42,6 +42,10 @@ use crate::relay::Relay;
 use crate::spawn::VrProcess;
 use crate::stats::VrStats;
 
+#[expect(
+    unsafe_code,
+    reason = "reads the bytes of a slot the VR handed back, under the slot protocol"
+)]
 mod egress;
 mod guard;
 mod ingress;
@@ -49,6 +53,10 @@ mod instances;
 mod ledger;
 mod load;
 #[cfg(test)]
+#[expect(
+    unsafe_code,
+    reason = "reads slot bytes out of a test region, as egress does"
+)]
 pub(crate) mod testkit;
 
 use instances::{Inst, SHARED};

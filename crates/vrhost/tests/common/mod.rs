@@ -2,7 +2,10 @@
 //! with its own API socket in its own directory, killed when dropped, and
 //! reached through the `vrhost` CLI.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary includes this module and uses a part of it"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
