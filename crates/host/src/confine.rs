@@ -25,7 +25,7 @@
 //!    - cgroup v1 (this machine): the `cpu`, `cpuset` and `memory`
 //!      hierarchies are found in `/proc/self/mountinfo` (co-mounted ones are
 //!      handled once; if none is mounted there but PID 1 has them, as under
-//!      `ip netns exec`, they are mounted again first: [`remount`]); `cpu.cfs_quota_us` = quota x `cpu.cfs_period_us`
+//!      `ip netns exec`, they are mounted again first, see `confine/remount.rs`); `cpu.cfs_quota_us` = quota x `cpu.cfs_period_us`
 //!      (100 ms), `cpuset.cpus` (and `cpuset.mems`, copied from the parent,
 //!      since v1 refuses tasks in a cpuset without them),
 //!      `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, the
