@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use vrhost_vr::router::RouteConfig;
+use vrhost_router::RouteConfig;
 
 use crate::control::{ControlError, Controller};
 use crate::view;

@@ -13,8 +13,8 @@ use vrhost_api::{
     HostStats, InstanceStatus, PortStats, Stats, VnicStats, VrCounters, VrStats as VrStatsView,
 };
 use vrhost_host::{IngressDrop, InstanceInfo, Violation, VrStats, Worker};
-use vrhost_vr::DropReason;
-use vrhost_vr::proto::counter;
+use vrhost_proto::DropReason;
+use vrhost_proto::counter;
 
 use crate::control::{ControlError, Controller, WORKER_TIMEOUT};
 

@@ -518,8 +518,8 @@ mod tests {
     mod path {
         use vrhost_io::Port;
         use vrhost_io::null::NullPort;
+        use vrhost_sdk::{Packet, Verdict, Vr};
         use vrhost_shm::{Region, RegionConfig};
-        use vrhost_vr::{Packet, Verdict, Vr};
 
         use super::*;
         use crate::vrpath::{Backend, VrPath};

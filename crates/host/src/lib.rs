@@ -9,7 +9,8 @@
 //! and how many instances a VR gets on which cores ([`alloc`]).
 //! It does not own the region layout (`vrhost-shm`), packet formats
 //! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
-//! packet (`vrhost-vr`).
+//! packet (`vrhost-sdk`, `vrhost-router`; the protocol with a VR is
+//! `vrhost-proto`'s).
 //!
 //! `unsafe` is allowed only in the modules that make raw system calls
 //! ([`confine`], [`cpu`], `spawn`'s fork and scheduling class) and where

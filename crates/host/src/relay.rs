@@ -2,7 +2,7 @@
 //! (LVRM's control queues): each instance writes messages to its `CtrlOut`
 //! ring, the relay checks them, stamps them with their sender and pushes
 //! them to the `CtrlIn` ring of their destination, or of every other live
-//! instance for a broadcast. The wire format is `vrhost_vr::peer`'s.
+//! instance for a broadcast. The wire format is `vrhost_proto::peer`'s.
 //!
 //! What an instance writes is untrusted, and a bad instance harms only
 //! itself:
@@ -23,8 +23,8 @@
 //! the worker's round. With no message waiting, a call costs one load of
 //! an unchanged ring index per live instance.
 
+use vrhost_proto::peer::{MAX_PAYLOAD, MSG_WORDS, PeerDest, decode_to, discard_ready, encode_from};
 use vrhost_shm::{Consumer, Producer, Region, RingId};
-use vrhost_vr::peer::{MAX_PAYLOAD, MSG_WORDS, PeerDest, decode_to, discard_ready, encode_from};
 
 /// Messages taken from one instance's `CtrlOut` per [`Relay::relay`] call.
 pub const BURST_MSGS: usize = 16;
@@ -248,11 +248,11 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use proptest::prelude::*;
+    use vrhost_proto::PollConfig;
+    use vrhost_sdk::peer::{PeerError, Peers};
+    use vrhost_sdk::runtime::Instance;
+    use vrhost_sdk::{Packet, Verdict, Vr};
     use vrhost_shm::{Doorbell, RegionConfig, RingMem, needs_kick};
-    use vrhost_vr::peer::{PeerError, Peers};
-    use vrhost_vr::proto::PollConfig;
-    use vrhost_vr::runtime::Instance;
-    use vrhost_vr::{Packet, Verdict, Vr};
 
     use super::*;
 
@@ -412,7 +412,7 @@ mod tests {
         let mut relay = Relay::new(&r);
         let mut s1 = Side::new(&r, 1);
         let mut raw = raw_out(&r, 0);
-        let good = |to, m: &[u8]| vrhost_vr::peer::encode_to(to, m).unwrap();
+        let good = |to, m: &[u8]| vrhost_sdk::peer::encode_to(to, m).unwrap();
 
         // Garbage, then a good message in the same ready window: both go.
         raw.push(&[0xDEAD_BEEF; 16]).unwrap();
@@ -537,7 +537,7 @@ mod tests {
                     Op::Valid(to, p) => {
                         let to = to.map_or(PeerDest::All, PeerDest::Instance);
                         if raw.free().unwrap() >= 16 {
-                            raw.push(&vrhost_vr::peer::encode_to(to, &p).unwrap()).unwrap();
+                            raw.push(&vrhost_sdk::peer::encode_to(to, &p).unwrap()).unwrap();
                         }
                     }
                     Op::Relay(live) => {
@@ -592,7 +592,7 @@ mod tests {
     }
 
     /// What an instance thread returns: its peer counters and packets.
-    type Done = (vrhost_vr::peer::PeerCounters, u64);
+    type Done = (vrhost_sdk::peer::PeerCounters, u64);
 
     /// Instances `0..running` (of 3) run the SDK's poll loop in threads;
     /// the test plays instance 2 and the host's worker (relay, then

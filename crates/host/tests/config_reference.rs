@@ -23,7 +23,7 @@ use vrhost_host::config::Config;
 // The built-in router's config type: the `[vrs.router]` table of a VR is
 // kept as TOML by the host's config and read into this type when the
 // config is checked (`Config::router_config`).
-use vrhost_vr::router::RouterConfig;
+use vrhost_router::RouterConfig;
 
 /// Records the path of every field of every struct it is asked for.
 struct Recorder<'a> {

@@ -59,7 +59,7 @@ pub struct RegionConfig {
     /// Entries per data ring (power of two).
     pub ring_entries: u32,
     /// Entries per control ring (power of two). A peer message takes 16
-    /// entries (`vrhost_vr::peer`), so the default 1024 holds 64.
+    /// entries (`vrhost_proto::peer`), so the default 1024 holds 64.
     pub ctrl_entries: u32,
 }
 
@@ -72,7 +72,7 @@ impl Default for RegionConfig {
             vnic_count: 2,
             instance_count: 1,
             ring_entries: 1024,
-            // 64 peer messages of 16 entries (vrhost_vr::peer).
+            // 64 peer messages of 16 entries (vrhost_proto::peer).
             ctrl_entries: 1024,
         }
     }

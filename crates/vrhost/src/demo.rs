@@ -44,7 +44,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         vrs: args.vrs,
         pool: 1024,
         table: &table,
-        slice_us: vrhost_vr::proto::PollConfig::default().slice_us,
+        slice_us: vrhost_proto::PollConfig::default().slice_us,
     };
     let vr_cpu = cpu::cpus().saturating_sub(1);
     let (mut worker, sink) = router_worker(&p, Dst::Random, vr_cpu)?;

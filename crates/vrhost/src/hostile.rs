@@ -1,7 +1,7 @@
 //! `vrhost vr-hostile`: a VR process that breaks every rule of the region
 //! protocol it can, as fast as it can, to show that the host contains it.
 //!
-//! It attaches like any VR ([`vrhost_vr::runtime::handshake`], then
+//! It attaches like any VR ([`vrhost_sdk::runtime::handshake`], then
 //! ready), and then, round after round, picks a case at random (weighted)
 //! and does it to its own region:
 //!
@@ -45,10 +45,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use vrhost_proto::{HostMsg, MAX_MSG, VrReply};
+use vrhost_sdk::runtime::{Handshake, RuntimeError, handshake};
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
 use vrhost_shm::{Doorbell, Region, RingId, RingMem, SlotState};
-use vrhost_vr::proto::{HostMsg, MAX_MSG, VrReply};
-use vrhost_vr::runtime::{Handshake, RuntimeError, handshake};
 
 /// Rounds between two looks at the control socket (one `recvmsg` each).
 pub const LOOK_EVERY: u64 = 256;

@@ -152,11 +152,10 @@ fn main() -> ExitCode {
         Cmd::Capture(a) => cli::capture::run(&a),
         Cmd::Completions(a) => cli::completions(&a, Cli::command()),
         Cmd::VrRun => {
-            return vrhost_vr::runtime::main(|hello| {
-                let cfg: vrhost_vr::router::RouterConfig =
-                    serde_json::from_value(hello.config.clone())
-                        .map_err(|e| format!("router config: {e}"))?;
-                vrhost_vr::router::Router::new(&cfg)
+            return vrhost_sdk::runtime::main(|hello| {
+                let cfg: vrhost_router::RouterConfig = serde_json::from_value(hello.config.clone())
+                    .map_err(|e| format!("router config: {e}"))?;
+                vrhost_router::Router::new(&cfg)
             });
         }
         Cmd::VrRunSyscall => vr_syscall::main(),

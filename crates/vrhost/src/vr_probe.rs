@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use vrhost_vr::{Packet, Verdict, Vr};
+use vrhost_sdk::{Packet, Verdict, Vr};
 
 /// A pid that no process has (above the kernel's `pid_max` limit).
 const NO_PID: libc::pid_t = i32::MAX;
@@ -81,7 +81,7 @@ impl Vr for Probe {
 
 /// Run the probe VR (the host starts it with its control socket).
 pub fn main() -> std::process::ExitCode {
-    vrhost_vr::runtime::main(|hello| {
+    vrhost_sdk::runtime::main(|hello| {
         let panic_at = match hello.config.get("panic_at") {
             None => None,
             Some(v) => Some(

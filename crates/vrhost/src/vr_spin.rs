@@ -47,8 +47,8 @@
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use vrhost_vr::peer::{MAX_PAYLOAD, PeerDest, Peers};
-use vrhost_vr::{Packet, Verdict, Vr};
+use vrhost_sdk::peer::{MAX_PAYLOAD, PeerDest, Peers};
+use vrhost_sdk::{Packet, Verdict, Vr};
 
 /// Debt paid in one spin: at least this much, timed with the clock.
 pub(crate) const PAY_MIN_NS: u64 = 200;
@@ -233,7 +233,7 @@ impl Vr for Spin {
 
 /// Run the spinning VR (the host starts it with its control socket).
 pub fn main() -> std::process::ExitCode {
-    vrhost_vr::runtime::main(|hello| Spin::from_config(&hello.config))
+    vrhost_sdk::runtime::main(|hello| Spin::from_config(&hello.config))
 }
 
 #[cfg(test)]

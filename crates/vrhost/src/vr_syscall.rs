@@ -9,9 +9,9 @@ use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use anyhow::{Context, Result, bail};
 use rustix::net::{RecvFlags, SendFlags};
 use serde::{Deserialize, Serialize};
-use vrhost_vr::proto::{CTRL_FD_ENV, MAX_MSG};
-use vrhost_vr::router::{Router, RouterConfig};
-use vrhost_vr::{Packet, Verdict, Vr};
+use vrhost_proto::{CTRL_FD_ENV, MAX_MSG};
+use vrhost_router::{Router, RouterConfig};
+use vrhost_sdk::{Packet, Verdict, Vr};
 
 /// Headroom kept before each packet, as in a region slot.
 const HEADROOM: usize = 128;

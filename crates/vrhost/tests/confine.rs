@@ -23,9 +23,9 @@ use vrhost_host::{Backend, Classifier, Hurry, Match, Rule, VrCommand, VrPath, Vr
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::NullPort;
+use vrhost_proto::PollConfig;
+use vrhost_router::RouterConfig;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
-use vrhost_vr::proto::PollConfig;
-use vrhost_vr::router::RouterConfig;
 
 fn is_root() -> bool {
     if rustix::process::geteuid().is_root() {

@@ -20,9 +20,9 @@ use vrhost_io::pcap::{PcapRxPort, PcapTxPort};
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
 use vrhost_packet::ipv4::Ipv4Packet;
+use vrhost_proto::{PollConfig, counter};
+use vrhost_sdk::DropReason;
 use vrhost_shm::{Region, RegionConfig, RingId, SlotState};
-use vrhost_vr::DropReason;
-use vrhost_vr::proto::{PollConfig, counter};
 
 fn router_cmd() -> VrCommand {
     VrCommand {

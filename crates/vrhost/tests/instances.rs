@@ -17,14 +17,14 @@ use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::NullPort;
 use vrhost_packet::MacAddr;
+use vrhost_proto::PollConfig;
 use vrhost_shm::{Region, RegionConfig};
-use vrhost_vr::proto::PollConfig;
 
 fn router_cmd() -> VrCommand {
     router_cmd_with(&common::router_config())
 }
 
-fn router_cmd_with(cfg: &vrhost_vr::router::RouterConfig) -> VrCommand {
+fn router_cmd_with(cfg: &vrhost_router::RouterConfig) -> VrCommand {
     VrCommand {
         program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
         args: vec!["vr-run".into()],
@@ -537,9 +537,9 @@ mod lan {
 fn instances_share_the_neighbours_they_learn_by_arp() {
     use std::sync::{Arc, Mutex};
 
-    use vrhost_vr::DropReason;
-    use vrhost_vr::proto::counter;
-    use vrhost_vr::router::{RouteConfig, RouterConfig, VnicConfig};
+    use vrhost_proto::counter;
+    use vrhost_router::{RouteConfig, RouterConfig, VnicConfig};
+    use vrhost_sdk::DropReason;
 
     const FLOWS: u16 = 128;
     let lan = Arc::new(Mutex::new(lan::Lan::default()));

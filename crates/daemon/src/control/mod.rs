@@ -32,9 +32,9 @@ use vrhost_host::{
     VrControl, VrPath, VrProcess, VrStats, Worker,
 };
 use vrhost_io::Port;
+use vrhost_proto::{CONTROL_CHUNK, PollConfig};
+use vrhost_router::RouteConfig;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
-use vrhost_vr::proto::{CONTROL_CHUNK, PollConfig};
-use vrhost_vr::router::RouteConfig;
 
 use crate::cores::Cores;
 use crate::diff::{Diff, Running, diff};

@@ -32,13 +32,13 @@ impl Controller {
         let entry = self.vrs.get_mut(vr).expect("every planned VR has an entry");
         let mut add_keys = Vec::with_capacity(add.len());
         for (i, r) in add.iter().enumerate() {
-            let k = vrhost_vr::router::parse_prefix(&r.prefix)
+            let k = vrhost_router::parse_prefix(&r.prefix)
                 .map_err(|e| ControlError::Invalid(format!("add[{i}]: {e}")))?;
             add_keys.push(k);
         }
         let mut del_keys = Vec::with_capacity(del.len());
         for (i, p) in del.iter().enumerate() {
-            let k = vrhost_vr::router::parse_prefix(p)
+            let k = vrhost_router::parse_prefix(p)
                 .map_err(|e| ControlError::Invalid(format!("del[{i}]: {e}")))?;
             if !entry.api_routes.contains_key(&k) {
                 return Err(ControlError::NotFound(format!(

@@ -6,7 +6,7 @@
 //! `lab/default-vrhost.toml` in the repository.
 //!
 //! What a VR does with its config is the VR's business: for the built-in
-//! router the daemon builds a [`RouterConfig`](vrhost_vr::router::RouterConfig) from the VR's vNICs (MAC and
+//! router the daemon builds a [`RouterConfig`](vrhost_router::RouterConfig) from the VR's vNICs (MAC and
 //! addresses) and its `[vrs.router]` table, and checks it by building the
 //! router once; a custom program gets `[vrs.config]` as JSON in its hello.
 //!
@@ -97,7 +97,7 @@ fn line_of(src: &str, at: usize) -> usize {
 }
 
 fn parse_prefix(s: &str) -> Result<(Ipv4Addr, u8), String> {
-    vrhost_vr::router::parse_prefix(s).map(|(a, l)| (Ipv4Addr::from(a), l))
+    vrhost_router::parse_prefix(s).map(|(a, l)| (Ipv4Addr::from(a), l))
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {

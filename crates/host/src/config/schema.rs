@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use toml::Spanned;
-use vrhost_vr::proto::PollConfig;
+use vrhost_proto::PollConfig;
 
 use super::parse_mac;
 
@@ -134,7 +134,7 @@ impl GenConf {
         let dst = self
             .dst
             .iter()
-            .map(|p| vrhost_vr::router::parse_prefix(p))
+            .map(|p| vrhost_router::parse_prefix(p))
             .collect::<Result<Vec<_>, _>>()?;
         let cfg = MemPortConfig {
             frame_bytes: self.frame_bytes,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use vrhost_vr::router::{Router, RouterConfig};
+use vrhost_router::{Router, RouterConfig};
 
 use super::instances::{BudgetCheck, vr_instances};
 use super::plan::VrPlan;

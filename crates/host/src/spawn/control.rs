@@ -4,8 +4,8 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
+use vrhost_proto::{HostMsg, MAX_MSG, VrReply};
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
-use vrhost_vr::proto::{HostMsg, MAX_MSG, VrReply};
 
 /// The control plane's handle on one instance's control socket: requests
 /// ([`HostMsg::Control`]) answered in order by [`VrReply::Control`].

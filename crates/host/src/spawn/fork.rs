@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, PoisonError, mpsc};
 
+use vrhost_proto::CTRL_FD_ENV;
 use vrhost_shm::fdpass::seqpacket_pair;
-use vrhost_vr::proto::CTRL_FD_ENV;
 
 use crate::confine::Prepared;
 

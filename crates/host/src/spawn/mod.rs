@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use vrhost_proto::{Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
 use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
 use vrhost_shm::{Doorbell, LAYOUT_VERSION, Region};
-use vrhost_vr::proto::{Hello, HostMsg, MAX_MSG, PollConfig, VrReply};
 
 use crate::confine::{Cgroups, Confine, ConfineError, Prepared};
 

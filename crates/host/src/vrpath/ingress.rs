@@ -4,8 +4,8 @@
 //! a time, waking an instance that sleeps.
 
 use vrhost_io::Port;
+use vrhost_sdk::runtime::process_slots;
 use vrhost_shm::{SlotState, needs_kick};
-use vrhost_vr::runtime::process_slots;
 
 use super::*;
 use vrhost_packet::FlowKey;

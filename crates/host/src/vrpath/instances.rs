@@ -25,7 +25,7 @@ pub struct InstanceInfo {
     pub tx_ring_fill: u64,
     /// Its poll loop's round counter.
     pub heartbeat: u64,
-    /// The counters the VR SDK publishes (see `vrhost_vr::proto::counter`).
+    /// The counters the VR SDK publishes (see `vrhost_proto::counter`).
     pub vr_counters: Vec<u64>,
 }
 

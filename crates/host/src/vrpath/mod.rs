@@ -31,10 +31,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use vrhost_router::Router;
+use vrhost_sdk::Vr;
+use vrhost_sdk::runtime::{TxStage, VrCounters};
 use vrhost_shm::{Doorbell, Region};
-use vrhost_vr::Vr;
-use vrhost_vr::router::Router;
-use vrhost_vr::runtime::{TxStage, VrCounters};
 
 use crate::balance::{Balancer, Policy};
 use crate::capture::Tap;

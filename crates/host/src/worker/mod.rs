@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use vrhost_io::Port;
 use vrhost_packet::FlowKey;
+use vrhost_proto::PollConfig;
+use vrhost_sdk::backoff::{Backoff, Idle};
 use vrhost_shm::Doorbell;
-use vrhost_vr::backoff::{Backoff, Idle};
-use vrhost_vr::proto::PollConfig;
 
 use crate::capture::Tap;
 use crate::classify::Classifier;

@@ -365,9 +365,9 @@ fn routes(args: &ControlArgs, dir: &Path) -> Result<Option<RoutesRecord>> {
     }
     let set = vrhost_fib::import::read_routes(Path::new(&args.routes), &Default::default())
         .with_context(|| args.routes.clone())?;
-    let routes: Vec<vrhost_vr::router::RouteConfig> = set
+    let routes: Vec<vrhost_router::RouteConfig> = set
         .ipv4()
-        .map(|r| vrhost_vr::router::RouteConfig {
+        .map(|r| vrhost_router::RouteConfig {
             prefix: format!("{}/{}", std::net::Ipv4Addr::from(r.prefix), r.len),
             via: Some("10.9.0.2".into()),
             ..Default::default()
@@ -390,12 +390,12 @@ fn routes(args: &ControlArgs, dir: &Path) -> Result<Option<RoutesRecord>> {
     // The same router, in this process, in the messages the daemon sends.
     let src = config(1, args.cpu, args.slots, Some(1), 1);
     let (_, plan) = vrhost_host::config::Config::parse(&src, "bench", dir)?;
-    let rcfg: vrhost_vr::router::RouterConfig = serde_json::from_value(plan.vrs[0].config.clone())?;
-    let mut router = vrhost_vr::router::Router::new(&rcfg).map_err(anyhow::Error::msg)?;
+    let rcfg: vrhost_router::RouterConfig = serde_json::from_value(plan.vrs[0].config.clone())?;
+    let mut router = vrhost_router::Router::new(&rcfg).map_err(anyhow::Error::msg)?;
     let t = Instant::now();
-    for c in routes.chunks(vrhost_vr::proto::CONTROL_CHUNK) {
+    for c in routes.chunks(vrhost_proto::CONTROL_CHUNK) {
         router
-            .change_routes(&vrhost_vr::router::RouteChanges {
+            .change_routes(&vrhost_router::RouteChanges {
                 add: c.to_vec(),
                 ..Default::default()
             })

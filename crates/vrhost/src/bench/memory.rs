@@ -32,9 +32,9 @@ use vrhost_host::{
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::{NullPort, SinkCounters};
+use vrhost_proto::PollConfig;
+use vrhost_router::{NextHopConfig, RouteConfig, Router, RouterConfig, VnicConfig};
 use vrhost_shm::{Doorbell, Region, RegionConfig};
-use vrhost_vr::proto::PollConfig;
-use vrhost_vr::router::{NextHopConfig, RouteConfig, Router, RouterConfig, VnicConfig};
 
 use super::machine::Machine;
 use super::probe::ProbePort;

@@ -45,8 +45,8 @@ use vrhost_host::{
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::order::{OrderCounters, OrderSink};
 use vrhost_io::{Port, PortStats};
+use vrhost_proto::PollConfig;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
-use vrhost_vr::proto::PollConfig;
 
 use super::machine::Machine;
 

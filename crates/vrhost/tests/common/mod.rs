@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vrhost_vr::router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
+use vrhost_router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
 
 /// A temporary directory, removed when dropped.
 pub struct TempDir(pub PathBuf);

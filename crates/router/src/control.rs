@@ -1,5 +1,5 @@
 //! Changing a running router: routes added, replaced and deleted by
-//! control messages from the host ([`Vr::control`](crate::Vr::control)),
+//! control messages from the host ([`Vr::control`](vrhost_sdk::Vr::control)),
 //! between two bursts, while the rest of the table keeps forwarding.
 //!
 //! ```json
@@ -30,7 +30,7 @@
 //! unpinned neighbour (ARP learns it again when it is next used).
 //!
 //! Cost: the FIB takes about a million updates a second; decoding the JSON
-//! takes about as long again (see [`crate::proto::CONTROL_CHUNK`] for the
+//! takes about as long again (see [`vrhost_proto::CONTROL_CHUNK`] for the
 //! size of a message).
 
 use std::collections::HashSet;
@@ -41,7 +41,7 @@ use super::config::{Hops, RouteTarget, burst_for, check_route, parse_prefix, rel
 use super::{Hop, RouteConfig, Router, counters};
 
 /// A control message to the router: the `body` of a
-/// [`HostMsg::Control`](crate::proto::HostMsg::Control).
+/// [`HostMsg::Control`](vrhost_proto::HostMsg::Control).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RouterControl {
@@ -262,7 +262,7 @@ impl Router {
         )
     }
 
-    /// [`Vr::control`](crate::Vr::control): decode a [`RouterControl`],
+    /// [`Vr::control`](vrhost_sdk::Vr::control): decode a [`RouterControl`],
     /// apply it, encode the answer.
     pub(super) fn control_json(
         &mut self,

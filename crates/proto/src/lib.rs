@@ -1,4 +1,15 @@
-//! Messages on the control socket between the host and a VR instance.
+//! vrhost-proto: what the host and a VR instance agree on, and nothing else.
+//!
+//! What it owns: the messages on the control socket ([`Hello`], [`HostMsg`],
+//! [`VrReply`]) and their limits, the idle back-off settings the host hands
+//! a VR ([`PollConfig`]), the positions of the counters a VR publishes in its
+//! region ([`counter`], [`DropReason`]), and the wire format of peer messages
+//! between the instances of one VR ([`peer`]). What it does not own: the
+//! region's memory layout (`vrhost-shm`), the VR side's runtime that speaks
+//! this protocol (`vrhost-sdk`), the host side (`vrhost-host`). It is small
+//! on purpose: both sides link it, and a tenant's VR links it through the SDK.
+//!
+//! # The control socket
 //!
 //! The socket is a `SOCK_SEQPACKET` pair; the host's first message is a
 //! [`Hello`] carrying, as SCM_RIGHTS descriptors in this order, the region
@@ -9,8 +20,8 @@
 //! - [`HostMsg::Stop`]: the instance finishes its batch and exits, without
 //!   a reply (closing the socket does the same);
 //! - [`HostMsg::Control`]: a change to the running VR (for the built-in
-//!   router, route changes: [`crate::router::RouterControl`]), handed to
-//!   [`Vr::control`](crate::Vr::control) between two batches, never in the
+//!   router, route changes: `vrhost_router::RouterControl`), handed to
+//!   the SDK's `Vr::control` between two batches, never in the
 //!   middle of one.
 //!
 //! Control messages are answered in order, exactly one
@@ -20,7 +31,7 @@
 //! and the id it had if one can be found in it, else 0; the instance
 //! carries on. The instance serves the socket at once when it wakes it
 //! from sleep, and about once per millisecond while it is busy (see
-//! [`crate::runtime::Instance::run`]), so a reply comes within a few
+//! the SDK's `runtime::Instance::run`), so a reply comes within a few
 //! milliseconds plus the time the change takes. A host that sends more
 //! messages before reading the replies gets them served in turn; one that
 //! stops reading replies stops getting messages served (its sends block
@@ -43,6 +54,10 @@
 //! (512K routes) is about 520 messages; an instance busy with packets
 //! takes up to a millisecond of them per look, so forwarding goes on
 //! meanwhile.
+
+#![forbid(unsafe_code)]
+
+pub mod peer;
 
 use serde::{Deserialize, Serialize};
 
@@ -146,7 +161,7 @@ pub struct Hello {
     pub cpu: Option<usize>,
     /// Idle back-off.
     pub poll: PollConfig,
-    /// The VR's own configuration (for the built-in router: [`crate::router::RouterConfig`]).
+    /// The VR's own configuration (for the built-in router: `vrhost_router::RouterConfig`).
     pub config: serde_json::Value,
 }
 
@@ -177,7 +192,7 @@ pub enum VrReply {
     Control {
         /// The message's id (0 for a message whose id could not be read).
         id: u64,
-        /// What [`Vr::control`](crate::Vr::control) returned, or why the
+        /// What the SDK's `Vr::control` returned, or why the
         /// message could not be read.
         result: Result<serde_json::Value, String>,
     },
@@ -191,7 +206,7 @@ pub enum VrReply {
 pub enum HostMsg {
     /// Finish the current batch and exit.
     Stop,
-    /// A change to the running VR, for [`Vr::control`](crate::Vr::control);
+    /// A change to the running VR, for the SDK's `Vr::control`;
     /// answered by [`VrReply::Control`] with the same `id`.
     Control {
         /// Chosen by the host to match the reply (replies come in order
@@ -199,7 +214,7 @@ pub enum HostMsg {
         /// messages.
         id: u64,
         /// What to change; its form is the VR's (the built-in router's:
-        /// [`crate::router::RouterControl`]).
+        /// `vrhost_router::RouterControl`).
         body: serde_json::Value,
     },
 }
@@ -216,18 +231,90 @@ pub mod counter {
     /// First of the per-[`crate::DropReason`] drop counters: reason `r` is
     /// at `DROP_BASE + r as usize`.
     pub const DROP_BASE: usize = 2;
-    /// Room for drop reasons (the SDK defines [`crate::DropReason::COUNT`]).
+    /// Room for drop reasons ([`crate::DropReason::COUNT`] of them are used).
     pub const DROP_SLOTS: usize = 16;
     /// Slot indexes from the host that were out of range, or given twice in
     /// one batch (never expected).
     pub const BAD_SLOT: usize = DROP_BASE + DROP_SLOTS;
     /// Times the instance went to sleep.
     pub const SLEEPS: usize = BAD_SLOT + 1;
-    /// First of the VR's own counters ([`crate::Vr::counters`]).
+    /// First of the VR's own counters (the SDK's `Vr::counters`).
     pub const VR_BASE: usize = SLEEPS + 1;
     /// Room for the VR's own counters.
     pub const VR_SLOTS: usize = VR_COUNTERS - VR_BASE;
 
     const _: () = assert!(crate::DropReason::COUNT <= DROP_SLOTS);
     const _: () = assert!(VR_BASE < VR_COUNTERS);
+}
+
+/// Why a VR dropped a packet. Each reason has its own counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Ethernet or IP header invalid (truncated, bad IHL, bad length).
+    BadHeader = 0,
+    /// IPv4 header checksum wrong.
+    BadChecksum = 1,
+    /// Not a protocol this VR handles.
+    Unsupported = 2,
+    /// TTL expired.
+    TtlExpired = 3,
+    /// No route to the destination.
+    NoRoute = 4,
+    /// Refused by the VR's policy (a filter).
+    Filtered = 5,
+    /// Anything else.
+    Other = 6,
+    /// The next hop's MAC address is being resolved (ARP) and the packet
+    /// could not wait for it: the neighbour's pending buffer is taken, or
+    /// the neighbour table is full.
+    ArpUnresolved = 7,
+    /// Resolving the next hop failed (no ARP reply) and no ICMP host
+    /// unreachable was sent in the packet's place.
+    HostUnreachable = 8,
+    /// Addressed to the VR itself (one of its addresses, a broadcast or a
+    /// multicast group) but not something it answers: there is no local
+    /// delivery to a control plane yet.
+    LocalUnsupported = 9,
+    /// Not an error: the VR took what it needed from the packet and has
+    /// nothing to send in its slot (an ARP reply learned, an ARP request
+    /// for another host, a packet copied to wait for its next hop).
+    Consumed = 10,
+}
+
+impl DropReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 11;
+
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; Self::COUNT] = [
+        Self::BadHeader,
+        Self::BadChecksum,
+        Self::Unsupported,
+        Self::TtlExpired,
+        Self::NoRoute,
+        Self::Filtered,
+        Self::Other,
+        Self::ArpUnresolved,
+        Self::HostUnreachable,
+        Self::LocalUnsupported,
+        Self::Consumed,
+    ];
+
+    /// Name used in stats and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BadHeader => "bad_header",
+            Self::BadChecksum => "bad_checksum",
+            Self::Unsupported => "unsupported",
+            Self::TtlExpired => "ttl_expired",
+            Self::NoRoute => "no_route",
+            Self::Filtered => "filtered",
+            Self::Other => "other",
+            Self::ArpUnresolved => "arp_unresolved",
+            Self::HostUnreachable => "host_unreachable",
+            Self::LocalUnsupported => "local_unsupported",
+            Self::Consumed => "consumed",
+        }
+    }
 }

@@ -7,7 +7,7 @@ use vrhost_packet::icmp::{self, Icmpv4Packet, Icmpv4Repr, msg};
 use vrhost_packet::ipv4::{self, Ipv4Packet, Ipv4Repr, proto};
 
 use super::{Hop, Router, counters};
-use crate::sdk::{DropReason, Packet, Verdict};
+use vrhost_sdk::{DropReason, Packet, Verdict};
 
 /// TTL of what the router sends (Linux's `ip_default_ttl`).
 const TTL: u8 = 64;

@@ -1,6 +1,17 @@
-//! The built-in VR: an IPv4 router that Linux hosts can talk to.
+//! vrhost-router: the built-in VR, an IPv4 router that Linux hosts can use
+//! as their gateway.
 //!
-//! Per burst of packets (the runtime's [`BATCH`](crate::runtime::BATCH);
+//! What it owns: the router's packet path, its ARP and ICMP, its config
+//! ([`RouterConfig`], which the host's config checks a `kind = "router"` VR
+//! against) and its control messages ([`RouterControl`]: routes added and
+//! removed while it runs). It is one VR among others: written with
+//! `vrhost-sdk` like a tenant's VR, run as a process by the daemon
+//! (`vrhost vr-run`) or called in the host thread by `vrhost bench memory`.
+//! What it does not own: the LPM table (`vrhost-fib`), the header views
+//! (`vrhost-packet`), the poll loop and the protocol (`vrhost-sdk`,
+//! `vrhost-proto`).
+//!
+//! Per burst of packets (the runtime's [`BATCH`](vrhost_sdk::runtime::BATCH);
 //! for a table the caches hold, packets one by one, which is cheaper there:
 //! see [`RouterConfig::burst_lookup`]):
 //! 1. each frame is checked: Ethernet, then ARP (see [ARP](self#arp)) or
@@ -114,15 +125,15 @@ pub use control::{RouteChangeReply, RouteChanges, RouterControl, RouterStats};
 use self::icmp::TokenBucket;
 use self::neigh::{NeighTable, State};
 use self::peer::PeerState;
-use crate::peer::Peers;
-use crate::sdk::{DropReason, Packet, Verdict, Vr};
+use vrhost_sdk::peer::Peers;
+use vrhost_sdk::{DropReason, Packet, Verdict, Vr};
 
 /// Packets looked up together.
-const BURST: usize = crate::runtime::BATCH;
+const BURST: usize = vrhost_sdk::runtime::BATCH;
 
 /// The router's own counters ([`Vr::counters`]). The SDK publishes the
-/// first [`VR_SLOTS`](crate::proto::counter::VR_SLOTS) in the region, from
-/// [`crate::proto::counter::VR_BASE`] on (up to `NEIGH_TABLE_FULL`); the
+/// first [`VR_SLOTS`](vrhost_proto::counter::VR_SLOTS) in the region, from
+/// [`vrhost_proto::counter::VR_BASE`] on (up to `NEIGH_TABLE_FULL`); the
 /// region has no room for the peer counts after them, which the
 /// `{"stats": true}` control message answers ([`RouterStats`]).
 pub mod counters {
@@ -185,7 +196,7 @@ pub mod counters {
         "peer_neigh_applied",
         "peer_neigh_bad",
     ];
-    const _: () = assert!(PUBLISHED <= crate::proto::counter::VR_SLOTS);
+    const _: () = assert!(PUBLISHED <= vrhost_proto::counter::VR_SLOTS);
 }
 
 /// Where a route sends packets: the FIB maps a prefix to an index into

@@ -3,15 +3,15 @@
 //! hop index and by gateway) and `N` deletes, on a table of `BASE` routes.
 //!
 //! ```sh
-//! cargo run --release -p vrhost-vr --example route_control_cost -- 10000 100000
+//! cargo run --release -p vrhost-router --example route_control_cost -- 10000 100000
 //! ```
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use vrhost_vr::Vr;
-use vrhost_vr::proto::HostMsg;
-use vrhost_vr::router::{Router, RouterConfig};
+use vrhost_proto::HostMsg;
+use vrhost_router::{Router, RouterConfig};
+use vrhost_sdk::Vr;
 
 /// `n` distinct /24 prefixes from `seed` (an LCG: the same every run).
 fn prefixes(n: usize, seed: u64) -> Vec<String> {

@@ -10,14 +10,14 @@ use std::sync::atomic::AtomicBool;
 use serde_json::json;
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
+use vrhost_proto::{HostMsg, MAX_MSG, PollConfig, VrReply, counter};
+use vrhost_router::{Router, RouterConfig};
+use vrhost_sdk::DropReason;
+use vrhost_sdk::runtime::{Instance, VrCounters};
 use vrhost_shm::fdpass::{recv_with_fds, send_with_fds, seqpacket_pair};
 use vrhost_shm::{
     Consumer, Doorbell, Producer, Region, RegionConfig, RingId, SlotState, needs_kick,
 };
-use vrhost_vr::DropReason;
-use vrhost_vr::proto::{HostMsg, MAX_MSG, PollConfig, VrReply, counter};
-use vrhost_vr::router::{Router, RouterConfig};
-use vrhost_vr::runtime::{Instance, VrCounters};
 
 const SINK: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const NEIGH: [u8; 6] = [2, 0, 0, 0, 0x30, 0x50];

@@ -8,7 +8,7 @@ use vrhost_packet::{MacAddr, ParseError};
 
 use super::neigh::{NONE, State};
 use super::{Router, counters};
-use crate::sdk::{DropReason, Packet, Verdict};
+use vrhost_sdk::{DropReason, Packet, Verdict};
 
 /// Length of an ARP frame as the router sends it (no padding: the port
 /// pads to the minimum size, as Linux leaves it to the driver).

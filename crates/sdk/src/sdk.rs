@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use vrhost_proto::DropReason;
+
 use crate::peer::Peers;
 
 /// A packet inside its slot, given to [`Vr::process`] to change in place.
@@ -139,78 +141,6 @@ impl fmt::Debug for Packet<'_> {
     }
 }
 
-/// Why a VR dropped a packet. Each reason has its own counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum DropReason {
-    /// Ethernet or IP header invalid (truncated, bad IHL, bad length).
-    BadHeader = 0,
-    /// IPv4 header checksum wrong.
-    BadChecksum = 1,
-    /// Not a protocol this VR handles.
-    Unsupported = 2,
-    /// TTL expired.
-    TtlExpired = 3,
-    /// No route to the destination.
-    NoRoute = 4,
-    /// Refused by the VR's policy (a filter).
-    Filtered = 5,
-    /// Anything else.
-    Other = 6,
-    /// The next hop's MAC address is being resolved (ARP) and the packet
-    /// could not wait for it: the neighbour's pending buffer is taken, or
-    /// the neighbour table is full.
-    ArpUnresolved = 7,
-    /// Resolving the next hop failed (no ARP reply) and no ICMP host
-    /// unreachable was sent in the packet's place.
-    HostUnreachable = 8,
-    /// Addressed to the VR itself (one of its addresses, a broadcast or a
-    /// multicast group) but not something it answers: there is no local
-    /// delivery to a control plane yet.
-    LocalUnsupported = 9,
-    /// Not an error: the VR took what it needed from the packet and has
-    /// nothing to send in its slot (an ARP reply learned, an ARP request
-    /// for another host, a packet copied to wait for its next hop).
-    Consumed = 10,
-}
-
-impl DropReason {
-    /// Number of reasons.
-    pub const COUNT: usize = 11;
-
-    /// Every reason, in counter order.
-    pub const ALL: [DropReason; Self::COUNT] = [
-        Self::BadHeader,
-        Self::BadChecksum,
-        Self::Unsupported,
-        Self::TtlExpired,
-        Self::NoRoute,
-        Self::Filtered,
-        Self::Other,
-        Self::ArpUnresolved,
-        Self::HostUnreachable,
-        Self::LocalUnsupported,
-        Self::Consumed,
-    ];
-
-    /// Name used in stats and metrics.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::BadHeader => "bad_header",
-            Self::BadChecksum => "bad_checksum",
-            Self::Unsupported => "unsupported",
-            Self::TtlExpired => "ttl_expired",
-            Self::NoRoute => "no_route",
-            Self::Filtered => "filtered",
-            Self::Other => "other",
-            Self::ArpUnresolved => "arp_unresolved",
-            Self::HostUnreachable => "host_unreachable",
-            Self::LocalUnsupported => "local_unsupported",
-            Self::Consumed => "consumed",
-        }
-    }
-}
-
 /// What to do with a processed packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -277,7 +207,7 @@ pub trait Vr {
     /// as it was, so that the host can resend a corrected message.
     ///
     /// ```
-    /// # use vrhost_vr::{Packet, Verdict, Vr};
+    /// # use vrhost_sdk::{Packet, Verdict, Vr};
     /// struct Bridge { blocked: Vec<u16> }
     /// impl Vr for Bridge {
     ///     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
@@ -329,8 +259,8 @@ pub trait Vr {
     /// instance whose incoming ring is full or that is not running.
     ///
     /// ```
-    /// # use vrhost_vr::{Packet, Verdict, Vr};
-    /// use vrhost_vr::peer::{MAX_PAYLOAD, PeerDest, PeerError, Peers};
+    /// # use vrhost_sdk::{Packet, Verdict, Vr};
+    /// use vrhost_sdk::peer::{MAX_PAYLOAD, PeerDest, PeerError, Peers};
     ///
     /// /// Ports blocked by any instance are blocked by all.
     /// struct Filter { blocked: Vec<u16>, to_tell: Vec<u16> }
@@ -364,7 +294,7 @@ pub trait Vr {
     /// let mut f = Filter { blocked: vec![], to_tell: vec![22] };
     /// f.peers(&mut Peers::new(0, 2, &mut in_c, &mut out_p));
     /// assert_eq!(out_c.ready().unwrap(), 16, "one message of 16 words");
-    /// in_p.push(&vrhost_vr::peer::encode_from(1, &23u16.to_le_bytes()).unwrap()).unwrap();
+    /// in_p.push(&vrhost_sdk::peer::encode_from(1, &23u16.to_le_bytes()).unwrap()).unwrap();
     /// f.peers(&mut Peers::new(0, 2, &mut in_c, &mut out_p));
     /// assert_eq!(f.blocked, [23]);
     /// ```

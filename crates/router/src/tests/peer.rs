@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use vrhost_shm::{Consumer, Producer, heap_ring};
 
 use super::*;
-use crate::peer::{MAX_PAYLOAD, MSG_WORDS, PeerDest, Peers, decode_to, encode_from};
-use crate::router::peer::{MSG_LEN, NEIGH_V1, NeighMsg};
+use crate::peer::{MSG_LEN, NEIGH_V1, NeighMsg};
+use vrhost_sdk::peer::{MAX_PAYLOAD, MSG_WORDS, PeerDest, Peers, decode_to, encode_from};
 
 /// One instance's control rings, both ends: `CtrlIn` (the host's producer,
 /// the instance's consumer) and `CtrlOut` (the other way).

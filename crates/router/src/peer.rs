@@ -4,7 +4,7 @@
 //! The host's balancer hands an ARP reply to whichever instance its hash
 //! picks, not always the instance that asked. So an instance that
 //! learns a neighbour's MAC from ARP tells its peers
-//! ([`crate::peer`], through [`Vr::peers`](crate::Vr::peers)), and an
+//! ([`crate::peer`], through [`Vr::peers`](vrhost_sdk::Vr::peers)), and an
 //! instance told installs it as if the reply had come to it.
 //!
 //! # Wire format
@@ -40,8 +40,8 @@ use vrhost_packet::MacAddr;
 
 use super::neigh::NONE;
 use super::{Router, counters};
-use crate::peer::{MAX_PAYLOAD, PeerDest, PeerError, Peers};
-use crate::sdk::{DropReason, Packet, Verdict};
+use vrhost_sdk::peer::{MAX_PAYLOAD, PeerDest, PeerError, Peers};
+use vrhost_sdk::{DropReason, Packet, Verdict};
 
 /// Kind and version of a neighbour message.
 pub(super) const NEIGH_V1: u8 = 0x01;
@@ -162,7 +162,7 @@ impl PeerState {
 }
 
 impl Router {
-    /// [`Vr::peers`](crate::Vr::peers): note the instance count; with
+    /// [`Vr::peers`](vrhost_sdk::Vr::peers): note the instance count; with
     /// peers, read their messages, then send ours.
     #[inline]
     pub(super) fn serve_peers(&mut self, peers: &mut Peers<'_>) {

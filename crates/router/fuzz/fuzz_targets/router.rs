@@ -34,11 +34,11 @@ use vrhost_packet::arp::ArpPacket;
 use vrhost_packet::checksum;
 use vrhost_packet::icmp::Icmpv4Packet;
 use vrhost_packet::ipv4::Ipv4Packet;
-use vrhost_vr::router::{
+use vrhost_router::{
     ArpConfig, IcmpConfig, NeighbourConfig, NextHopConfig, RouteChanges, RouteConfig, Router,
     RouterConfig, VnicConfig,
 };
-use vrhost_vr::{Packet, Verdict, Vr};
+use vrhost_sdk::{Packet, Verdict, Vr};
 
 const MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 0x10, 0], [2, 0, 0, 0, 0x10, 1]];
 /// Bytes before the frame in its buffer.
@@ -280,7 +280,7 @@ impl Run {
             .iter_mut()
             .map(|f| Packet::new(&mut f.buf, f.off, f.len, f.rx).expect("in its buffer"))
             .collect();
-        let mut verdicts = vec![Verdict::Drop(vrhost_vr::DropReason::Other); pkts.len()];
+        let mut verdicts = vec![Verdict::Drop(vrhost_sdk::DropReason::Other); pkts.len()];
         self.b.process_burst(&mut pkts, &mut verdicts);
         let at_once: Vec<Outcome> = pkts
             .iter()

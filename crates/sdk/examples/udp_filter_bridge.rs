@@ -8,7 +8,7 @@
 
 use serde::Deserialize;
 use vrhost_packet::FlowKey;
-use vrhost_vr::{DropReason, Packet, Verdict, Vr};
+use vrhost_sdk::{DropReason, Packet, Verdict, Vr};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,7 +34,7 @@ impl Vr for FilterBridge {
 }
 
 fn main() -> std::process::ExitCode {
-    vrhost_vr::runtime::main(|hello| {
+    vrhost_sdk::runtime::main(|hello| {
         let cfg: Config =
             serde_json::from_value(hello.config.clone()).map_err(|e| format!("config: {e}"))?;
         Ok(FilterBridge {

@@ -151,7 +151,7 @@ impl Default for IcmpConfig {
     }
 }
 
-/// The router's configuration (the `config` of its [`crate::proto::Hello`]).
+/// The router's configuration (the `config` of its [`vrhost_proto::Hello`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterConfig {
