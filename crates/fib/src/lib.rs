@@ -2,10 +2,11 @@
 //!
 //! What it owns: IPv4 and IPv6 longest-prefix match ([`Ipv4Fib`], [`Ipv6Fib`]), lookups
 //! during updates ([`concurrent`]), next-hop interning ([`NextHopTable`]), routing policies
-//! ([`PolicyFib`]), route import from text, ipasn and MRT dumps ([`import`]), and
-//! `vrhost bench fib` / `vrhost route import` ([`bench`](mod@bench), [`cli`]). What it does
-//! not own: what a next hop is (a route maps to a [`NextHopId`]; the VR's next-hop type, out
-//! vNIC + neighbour, lives in the VR), the data path around the lookup, the routing daemon.
+//! ([`PolicyFib`]) and route import from text, ipasn and MRT dumps ([`import`]). What it
+//! does not own: its benchmark against other LPM crates (`vrhost bench fib`, in
+//! `vrhost-bench`), the command lines around it (`vrhost route import`), what a next hop is
+//! (a route maps to a [`NextHopId`]; the VR's next-hop type, out vNIC + neighbour, lives in
+//! the VR), the data path around the lookup, the routing daemon.
 //!
 //! # Algorithm
 //!
@@ -41,8 +42,6 @@
 //! - Readers are threads of one process (the tables are process memory).
 #![forbid(unsafe_code)]
 
-pub mod bench;
-pub mod cli;
 pub mod concurrent;
 pub mod import;
 pub mod nexthop;

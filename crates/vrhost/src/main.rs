@@ -18,6 +18,7 @@ mod daemon;
 mod demo;
 mod hostile;
 mod lab;
+mod route_import;
 #[expect(
     unsafe_code,
     reason = "the confinement tests' VR tries, with raw libc, the system calls confinement refuses"
@@ -124,7 +125,7 @@ enum BenchCmd {
     Soak(bench::soak::SoakArgs),
     /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
     /// real table (lookups, build time, updates, memory).
-    Fib(vrhost_fib::cli::BenchFibArgs),
+    Fib(vrhost_bench::fib::BenchFibArgs),
 }
 
 fn main() -> ExitCode {
@@ -140,7 +141,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Isolation(a)) => bench::isolation::run(&a),
         Cmd::Bench(BenchCmd::Soak(a)) => bench::soak::run(&a),
         Cmd::Bench(BenchCmd::Monitor(a)) => bench::monitor::run(&a),
-        Cmd::Bench(BenchCmd::Fib(a)) => vrhost_fib::cli::run_cli(&a),
+        Cmd::Bench(BenchCmd::Fib(a)) => vrhost_bench::fib::run_cli(&a).map_err(Into::into),
         Cmd::Vr(a) => cli::vr::run(&a),
         Cmd::Rule(a) => cli::rule::run(&a),
         Cmd::Route(a) => cli::route::run(&a),

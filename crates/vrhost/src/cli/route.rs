@@ -389,13 +389,14 @@ fn import(api: &ApiArgs, a: &ImportArgs) -> Result<()> {
                 );
             }
             // Local: read and measure, as before the API existed.
-            let local = vrhost_fib::cli::RouteImportArgs {
+            let local = crate::route_import::RouteImportArgs {
                 file: file.into(),
                 format: a.format,
                 keep_partial: a.keep_partial,
                 json,
             };
-            return vrhost_fib::cli::run_route_import(&local, crate::progress_bar()).map(|_| ());
+            return crate::route_import::run_route_import(&local, crate::progress_bar())
+                .map(|_| ());
         }
         [vr, file] => (vr.as_str(), PathBuf::from(file)),
         _ => bail!("give [VR] FILE"),

@@ -9,9 +9,13 @@
 //! `ip_network_table-deps-treebitmap`), and `iptrie` 0.11 (`LCTrieMap`, a level-compressed
 //! trie, Nilsson & Karlsson 1999; read-only once compressed, so no update figure).
 //!
-//! Memory of vrhost is [`Fib::mem_bytes`](crate::Fib::mem_bytes) (exact for the lookup
+//! Memory of vrhost is [`Fib::mem_bytes`](vrhost_fib::Fib::mem_bytes) (exact for the lookup
 //! arrays); the other crates expose no such count, so theirs is the growth of the process's
 //! resident set while they are built (approximate, labelled `rss`).
+
+mod cli;
+
+pub use cli::{BenchFibArgs, run_cli, run_cli_with};
 
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -21,8 +25,8 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use serde::Serialize;
 
-use crate::import::{ImportOptions, read_routes};
-use crate::{Fib, FibReader, Key, NextHopId};
+use vrhost_fib::import::{ImportError, ImportOptions, read_routes};
+use vrhost_fib::{Fib, FibReader, Key, NextHopId};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -244,7 +248,7 @@ type UpdateFn<'a, T, K> = &'a dyn Fn(&mut T, &KeyRoute<K>);
 ///
 /// # Errors
 /// The table cannot be imported.
-pub fn run(opts: &BenchOptions) -> Result<BenchReport, crate::import::ImportError> {
+pub fn run(opts: &BenchOptions) -> Result<BenchReport, ImportError> {
     let mut machine = machine(false);
     machine.pinned = opts.pin && pin_to_core(0);
     let set = read_routes(

@@ -1,4 +1,4 @@
-//! `cargo run --release -p vrhost-fib --example bench_fib -- [--table FILE] [--json]`:
+//! `cargo run --release -p vrhost-bench --example bench_fib -- [--table FILE] [--json]`:
 //! `vrhost bench fib`, with a counting allocator so that the compared crates' memory is
 //! measured as heap growth (the binary can install the same allocator).
 
@@ -59,9 +59,9 @@ fn live_bytes() -> usize {
 #[derive(Parser)]
 struct Cli {
     #[command(flatten)]
-    args: vrhost_fib::cli::BenchFibArgs,
+    args: vrhost_bench::fib::BenchFibArgs,
 }
 
-fn main() -> anyhow::Result<()> {
-    vrhost_fib::cli::run_cli_with(&Cli::parse().args, Some(live_bytes))
+fn main() -> Result<(), vrhost_bench::BenchError> {
+    vrhost_bench::fib::run_cli_with(&Cli::parse().args, Some(live_bytes))
 }
