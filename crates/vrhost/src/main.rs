@@ -4,32 +4,18 @@
 //! `bench` (benchmarks: `memory`, `fib`), the clients of a running daemon
 //! (`vr`, `rule`, `route`, `stats`, `apply`, `config`, `health`, `top`; see
 //! [`cli`]), `route import` (route files), `completions`, and
-//! the hidden entry points
-//! the host uses to start VR processes (`vr-run`, `vr-run-syscall`,
-//! `vr-probe`, the confinement tests' VR, and `vr-hostile`, the isolation
-//! tests' VR).
+//! the hidden entry point
+//! the host uses to start the built-in router's VR processes (`vr-run`).
+//! The tests' and benches' VR programs are `vrhost-testvr`'s.
 
-// `deny`, not `forbid`: two of the test VRs opt in below.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod bench;
 mod cli;
 mod daemon;
 mod demo;
-mod hostile;
 mod lab;
 mod route_import;
-#[expect(
-    unsafe_code,
-    reason = "the confinement tests' VR tries, with raw libc, the system calls confinement refuses"
-)]
-mod vr_probe;
-mod vr_spin;
-#[expect(
-    unsafe_code,
-    reason = "takes over the control socket its parent placed at a descriptor (from_raw_fd)"
-)]
-mod vr_syscall;
 
 use std::process::ExitCode;
 
@@ -81,21 +67,6 @@ enum Cmd {
     /// Run the built-in router as a VR process (started by the host).
     #[command(hide = true)]
     VrRun,
-    /// Run the built-in router as a syscall-per-packet VR (bench reference).
-    #[command(hide = true)]
-    VrRunSyscall,
-    /// A bridge VR that reports what it can do from inside its process
-    /// (the confinement tests).
-    #[command(hide = true)]
-    VrProbe,
-    /// A VR that scribbles on its region at full rate (the isolation test
-    /// and bench).
-    #[command(hide = true)]
-    VrHostile,
-    /// A VR that spends a set time on each packet, then forwards it (the
-    /// multi-instance bench).
-    #[command(hide = true)]
-    VrSpin,
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,10 +130,6 @@ fn main() -> ExitCode {
                 vrhost_router::Router::new(&cfg)
             });
         }
-        Cmd::VrRunSyscall => vr_syscall::main(),
-        Cmd::VrHostile => return hostile::main(),
-        Cmd::VrProbe => return vr_probe::main(),
-        Cmd::VrSpin => return vr_spin::main(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

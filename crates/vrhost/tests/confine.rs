@@ -1,5 +1,5 @@
 //! Confinement of VR processes, proved from inside them: real VR processes
-//! (the `vrhost vr-probe` bridge VR, and the built-in router) are started
+//! (the `vrhost-testvr vr-probe` bridge VR, and the built-in router) are started
 //! confined, and the probe reports what it could reach. Needs root (the
 //! tests say so and pass without checking anything otherwise).
 //!
@@ -68,7 +68,7 @@ impl Drop for Procs {
 
 fn probe_cmd(confine: Confine) -> VrCommand {
     VrCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
+        program: common::testvr(),
         args: vec!["vr-probe".into()],
         cpu: None,
         poll: PollConfig::default(),
@@ -527,8 +527,8 @@ fn confinement_failures_are_clear() {
     // A program in a directory only root may enter (a build under /root)
     // starts as nobody: the host opens it, the VR executes the descriptor.
     let dir = TestDir::new("closed");
-    let link = dir.0.join("vrhost");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_vrhost"), &link).unwrap();
+    let link = dir.0.join("vrhost-testvr");
+    std::os::unix::fs::symlink(common::testvr(), &link).unwrap();
     let mut cmd = probe_cmd(Confine::strict());
     cmd.program = link.clone();
     let mut procs = Procs::default();

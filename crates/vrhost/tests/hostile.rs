@@ -1,4 +1,4 @@
-//! A hostile VR process (`vrhost vr-hostile`) beside an honest router VR in
+//! A hostile VR process (`vrhost-testvr vr-hostile`) beside an honest router VR in
 //! a real daemon, with quarantine off: the hostile VR scribbles on its
 //! region at full rate (out-of-range and unowned indexes, double returns,
 //! bad states and extents, ring indexes moved backwards and beyond, ring
@@ -24,7 +24,7 @@ const PPS: u64 = 5_000;
 
 fn config(report: &std::path::Path) -> String {
     let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-    let exe = q(env!("CARGO_BIN_EXE_vrhost"));
+    let exe = q(&common::testvr().display().to_string());
     let report = q(&report.display().to_string());
     format!(
         r#"

@@ -220,7 +220,7 @@ port = "gen"
 dst = "10.2.0.0/16"
 vr = "p"
 "#,
-        exe = env!("CARGO_BIN_EXE_vrhost"),
+        exe = common::testvr().display(),
     )
 }
 
@@ -254,7 +254,7 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
                 d.log.lock().unwrap()
             )
         });
-    assert!(line.contains("vr_probe.rs"), "{line}");
+    assert!(line.contains("testvr/src/probe.rs"), "{line}");
     assert!(d.logged(&["vr=p", "VR restarted"]).is_some());
     let s = finish_and_check_a(&d);
     // The operator's restart, from the CLI (as for a quarantined VR).

@@ -10,10 +10,10 @@
 //!    offered `--load` x the capacity of the 3 honest VRs (measured first,
 //!    generator unpaced), `--seconds` of frames. Runs:
 //!    - `reference`: the 4th VR is an honest router;
-//!    - `spinner`: the 4th VR is `vrhost vr-hostile` doing only its honest
+//!    - `spinner`: the 4th VR is `vrhost-testvr vr-hostile` doing only its honest
 //!      case: it spins on its core at full rate like the hostile VR but
 //!      breaks no rule (what the CPU it takes costs the others, alone);
-//!    - `hostile`: the 4th VR is `vrhost vr-hostile` (see `crate::hostile`)
+//!    - `hostile`: the 4th VR is `vrhost-testvr vr-hostile` (see `vrhost_testvr::hostile`)
 //!      scribbling on its region at full rate, quarantine off
 //!      (`quarantine_after = 0`): contained for the whole run;
 //!    - `hostile_quota`: the same with `cpu_quota = --hostile-quota` on it
@@ -68,8 +68,8 @@ use serde_json::Value;
 
 use super::machine::Machine;
 use crate::cli::client::{Client, Endpoint};
-use crate::hostile::{Case, HostileReport};
 use crate::lab::Daemon;
+use vrhost_testvr::hostile::{Case, HostileReport};
 
 /// Options of `vrhost bench isolation`.
 #[derive(Debug, Clone, clap::Args)]
@@ -129,6 +129,10 @@ pub struct IsolationArgs {
     /// Also write the JSON to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The test VR program (default: `vrhost-testvr` beside this
+    /// executable, where `cargo build` puts it).
+    #[arg(long, value_name = "PATH")]
+    pub testvr: Option<std::path::PathBuf>,
 }
 
 /// The whole report.
@@ -326,7 +330,7 @@ pub struct FairnessRecord {
 #[derive(Debug, Clone)]
 enum Kind {
     Router,
-    /// `vrhost vr-hostile`, its report file, `quarantine_after` (`None`:
+    /// `vrhost-testvr vr-hostile`, its report file, `quarantine_after` (`None`:
     /// the host's default), `cpu_quota`, and whether it only spins
     /// (honest case only).
     Hostile {
@@ -384,7 +388,7 @@ fn config(args: &IsolationArgs, gens: &[Gen], tenants: &[Tenant]) -> Result<Stri
         );
     }
     s += "\n[[ports]]\nname = \"out\"\ndriver = \"null\"\n";
-    let exe = std::env::current_exe().context("the vrhost binary")?;
+    let exe = super::testvr(args.testvr.as_deref())?;
     for t in tenants {
         let i = t.i;
         let n = i + 1;
@@ -1278,6 +1282,8 @@ mod tests {
             unconfined: false,
             json: false,
             out: None,
+            // Any executable: the configs only name it.
+            testvr: Some(std::env::current_exe().unwrap()),
         }
     }
 

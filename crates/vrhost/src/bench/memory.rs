@@ -38,7 +38,7 @@ use vrhost_shm::{Doorbell, Region, RegionConfig};
 
 use super::machine::Machine;
 use super::probe::ProbePort;
-use crate::vr_syscall::SyscallHello;
+use vrhost_testvr::syscall::SyscallHello;
 
 /// How packets reach the router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -124,6 +124,10 @@ pub struct MemoryArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The test VR program (default: `vrhost-testvr` beside this
+    /// executable, where `cargo build` puts it).
+    #[arg(long, value_name = "PATH")]
+    pub testvr: Option<std::path::PathBuf>,
 }
 
 /// One measured forwarding point.
@@ -550,7 +554,7 @@ fn run_syscall(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
     let mut sink = NullPort::new("null0");
     let counters = sink.counters();
     let classifier = rules(p.vrs)?;
-    let exe: PathBuf = std::env::current_exe()?;
+    let exe: PathBuf = super::testvr(args.testvr.as_deref())?;
     let mut children: Vec<(Child, OwnedFd)> = Vec::new();
     for _ in 0..p.vrs {
         let (child, sock) = spawn_with_ctrl(&exe, &["vr-run-syscall".into()])?;

@@ -33,3 +33,22 @@ pub(crate) fn emit<R: serde::Serialize>(
     }
     Ok(())
 }
+
+/// The test VR program of a bench: `explicit` (its `--testvr`), else
+/// `vrhost-testvr` beside this executable.
+///
+/// # Errors
+/// Neither is there.
+pub(crate) fn testvr(explicit: Option<&std::path::Path>) -> anyhow::Result<std::path::PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    let exe = std::env::current_exe()?;
+    vrhost_testvr::beside(&exe).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no {} beside {} (build it: cargo build --release -p vrhost-testvr, or give --testvr PATH)",
+            vrhost_testvr::PROGRAM,
+            exe.display()
+        )
+    })
+}

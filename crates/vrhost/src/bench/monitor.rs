@@ -130,6 +130,10 @@ pub struct MonitorArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The test VR program (default: `vrhost-testvr` beside this
+    /// executable, where `cargo build` puts it).
+    #[arg(long, value_name = "PATH")]
+    pub testvr: Option<std::path::PathBuf>,
 }
 
 /// One result, flat (see the JSON form).
@@ -329,6 +333,8 @@ struct Rig {
     /// Frames/s taken from the generators in the last window.
     offered: f64,
     host_cpu: usize,
+    /// The `vrhost-testvr` program (its `vr-spin` VR).
+    testvr: PathBuf,
 }
 
 /// One VR of a [`Rig`]: VR `k` takes frames from its own generator (port
@@ -495,6 +501,7 @@ impl Rig {
             ping,
             offered: 0.0,
             host_cpu: args.host_cpu,
+            testvr: super::testvr(args.testvr.as_deref())?,
         };
         for (k, counters) in sinks.into_iter().enumerate() {
             worker.add_vr(rig.add_vr(k, counters, costs, policy)?);
@@ -564,7 +571,7 @@ impl Rig {
             .unwrap_or(self.cores[usize::from(i) % self.cores.len()]);
         self.vrs[vr].placed[usize::from(i)] = Some(core);
         let cmd = VrCommand {
-            program: std::env::current_exe()?,
+            program: self.testvr.clone(),
             args: vec!["vr-spin".into()],
             cpu: Some(core),
             // As the daemon does: an instance beside the worker sleeps as

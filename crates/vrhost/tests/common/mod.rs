@@ -16,6 +16,18 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use vrhost_router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
 
+/// The `vrhost-testvr` program (the tests' VRs: probe, hostile), beside
+/// the `vrhost` binary under test.
+pub fn testvr() -> PathBuf {
+    let vrhost = Path::new(env!("CARGO_BIN_EXE_vrhost"));
+    vrhost_testvr::beside(vrhost).unwrap_or_else(|| {
+        panic!(
+            "no vrhost-testvr beside {}: `cargo test --workspace` builds it, or `cargo build -p vrhost-testvr`",
+            vrhost.display()
+        )
+    })
+}
+
 /// A temporary directory, removed when dropped.
 pub struct TempDir(pub PathBuf);
 

@@ -1,4 +1,4 @@
-//! `vrhost vr-hostile`: a VR process that breaks every rule of the region
+//! `vrhost-testvr vr-hostile`: a VR process that breaks every rule of the region
 //! protocol it can, as fast as it can, to show that the host contains it.
 //!
 //! It attaches like any VR ([`vrhost_sdk::runtime::handshake`], then
@@ -676,12 +676,12 @@ fn pick(rng: &mut Rng, cumulative: &[u64]) -> Case {
     Case::ALL[i.min(Case::ALL.len() - 1)]
 }
 
-/// `vrhost vr-hostile`: the whole life of the hostile VR process.
+/// `vrhost-testvr vr-hostile`: the whole life of the hostile VR process.
 pub fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("vrhost vr-hostile: {e}");
+            eprintln!("vrhost-testvr vr-hostile: {e}");
             ExitCode::FAILURE
         }
     }
@@ -754,7 +754,7 @@ fn run() -> Result<(), RuntimeError> {
     if let Some(f) = &cfg.report_file
         && let Err(e) = std::fs::write(f, serde_json::to_vec_pretty(&h.report).unwrap_or_default())
     {
-        eprintln!("vrhost vr-hostile: {f}: {e}");
+        eprintln!("vrhost-testvr vr-hostile: {f}: {e}");
     }
     Ok(())
 }

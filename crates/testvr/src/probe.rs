@@ -1,4 +1,4 @@
-//! `vrhost vr-probe`: a VR for the confinement and recovery tests (hidden).
+//! `vrhost-testvr vr-probe`: a VR for the confinement and recovery tests (hidden).
 //! It forwards like a two-port bridge (vNIC 0 <-> 1), panics on its
 //! `panic_at`-th frame if its config says so, reports ready only once it
 //! runs in the normal scheduling class if its config has

@@ -1,4 +1,4 @@
-//! `vrhost vr-spin`: a VR with a dummy per-packet cost (hidden), for
+//! `vrhost-testvr vr-spin`: a VR with a dummy per-packet cost (hidden), for
 //! LVRM-style experiments where the VR, not the host, is the bottleneck.
 //!
 //! Its config (the host's `hello.config`, JSON) is
