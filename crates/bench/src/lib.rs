@@ -1,12 +1,27 @@
-//! vrhost-bench: the end-to-end benchmarks behind `vrhost bench ...`.
+//! vrhost-bench: the end-to-end benchmarks behind `vrhost bench ...`. Each
+//! prints a table, or with `--json` one object
+//! `{"bench": NAME, "machine": {...}, "results": [...]}`.
 //!
-//! What it owns: each bench's arguments, run and report ([`fib`]: vrhost's
-//! FIB against other Rust LPM crates), and the errors they end with
-//! ([`BenchError`]). What it does not own: the command line around it (the
-//! `vrhost` binary), what is measured (the host, daemon, router and FIB
-//! crates), the criterion micro-benchmarks of each crate.
+//! What it owns: each bench's arguments, run and report ([`memory`],
+//! [`forward`], [`control`], [`capture`], [`isolation`], [`monitor`],
+//! [`soak`], [`fib`]), what they share ([`report`]: JSON or table,
+//! quantiles; [`machine`]: the machine a run was on; [`probe`]: timed
+//! frames), and the errors they end with ([`BenchError`]). What it does not
+//! own: the command line around it (the `vrhost` binary), what is measured
+//! (the host, daemon, router and FIB crates), the VR programs the benches
+//! start (`vrhost-testvr`), the criterion micro-benchmarks of each crate.
 
+pub mod capture;
+pub mod control;
 mod error;
 pub mod fib;
+pub mod forward;
+pub mod isolation;
+pub mod machine;
+pub mod memory;
+pub mod monitor;
+pub mod probe;
+pub mod report;
+pub mod soak;
 
 pub use error::BenchError;

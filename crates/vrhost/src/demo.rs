@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use vrhost_host::{IngressDrop, cpu};
 
-use crate::bench::memory::{Dst, Mode, Point, Table, router_worker};
+use vrhost_bench::memory::{Dst, Mode, Point, Table, router_worker};
 
 /// Options of `vrhost demo`.
 #[derive(Debug, Clone, clap::Args)]

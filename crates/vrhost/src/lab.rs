@@ -2,13 +2,10 @@
 //! and veth links (described in `lab/*.toml`, built by `vrhost-lab`), and
 //! the main job: the default lab with vrhost forwarding real traffic.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use vrhost_lab::{Lab, Up};
+use anyhow::{Result, bail};
+use vrhost_lab::{Daemon, Lab, Up};
 
 /// The lab file used when none is given.
 pub const DEFAULT_LAB: &str = "lab/default.toml";
@@ -81,100 +78,6 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
             Ok(())
         }
         LabCmd::Run(a) => run_lab(a),
-    }
-}
-
-/// A vrhost daemon running as a child process in the lab's node; stopped
-/// (SIGTERM, then SIGKILL) on drop.
-pub struct Daemon {
-    child: Child,
-}
-
-impl Daemon {
-    /// Start `vrhost daemon --config CFG [--netns NS] --api API` (`none`:
-    /// no API) and wait until it reports that it runs.
-    ///
-    /// # Errors
-    /// If it cannot start or exits first (its message is in the error).
-    pub fn start(cfg: &Path, netns: Option<&str>, stats_secs: u64, api: &str) -> Result<Self> {
-        let exe = std::env::current_exe()?;
-        let mut cmd = std::process::Command::new(exe);
-        cmd.args([
-            "daemon",
-            "--stats-secs",
-            &stats_secs.to_string(),
-            "--api",
-            api,
-        ]);
-        if let Some(ns) = netns {
-            cmd.args(["--netns", ns]);
-        }
-        let mut child = cmd
-            .arg("--config")
-            .arg(cfg)
-            .stdin(Stdio::null())
-            // Its counters and summary go with its log, not into the
-            // caller's output (which may be JSON).
-            .stdout(std::io::stderr())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("start vrhost daemon")?;
-        let stderr = child.stderr.take().expect("piped");
-        let mut lines = BufReader::new(stderr).lines();
-        let mut said = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap_or_default();
-            eprintln!("{line}");
-            if line.starts_with("vrhost daemon:") {
-                // Keep echoing what it says later.
-                std::thread::spawn(move || {
-                    for l in lines.map_while(Result::ok) {
-                        eprintln!("{l}");
-                    }
-                });
-                return Ok(Self { child });
-            }
-            said.push(line);
-        }
-        let status = child.wait()?;
-        bail!("vrhost daemon exited ({status}): {}", said.join(" | "))
-    }
-
-    /// Its process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Stop it and wait; its final summary goes to stdout.
-    pub fn stop(mut self) -> Result<()> {
-        self.signal_and_wait()
-    }
-
-    fn signal_and_wait(&mut self) -> Result<()> {
-        if self.child.try_wait()?.is_some() {
-            return Ok(());
-        }
-        let pid = rustix::process::Pid::from_child(&self.child);
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if let Some(st) = self.child.try_wait()? {
-                if !st.success() {
-                    bail!("vrhost daemon: {st}");
-                }
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        bail!("vrhost daemon did not stop within 10 s (killed)")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.signal_and_wait();
     }
 }
 

@@ -10,7 +10,6 @@
 
 #![forbid(unsafe_code)]
 
-mod bench;
 mod cli;
 mod daemon;
 mod demo;
@@ -73,27 +72,27 @@ enum Cmd {
 enum BenchCmd {
     /// Forwarding in memory: VR processes over shared memory vs the same
     /// router in the host thread vs a syscall per packet.
-    Memory(bench::memory::MemoryArgs),
+    Memory(vrhost_bench::memory::MemoryArgs),
     /// Forwarding on real interfaces (veth between namespaces): vrhost with
     /// each driver against the Linux kernel, same run, same topology.
-    Forward(bench::forward::ForwardArgs),
+    Forward(vrhost_bench::forward::ForwardArgs),
     /// Changing a running daemon: VRs added, changed and removed beside
     /// forwarding ones (frames lost), and a full table loaded through the
     /// API (routes/s).
-    Control(bench::control::ControlArgs),
+    Control(vrhost_bench::control::ControlArgs),
     /// Packet capture: what a full-rate `vrhost capture` of one VR costs
     /// the VR beside it.
-    Capture(bench::capture::CaptureArgs),
+    Capture(vrhost_bench::capture::CaptureArgs),
     /// Isolation: a hostile VR beside honest ones, 2 x overload, and a
     /// quiet tenant beside a noisy one.
-    Isolation(bench::isolation::IsolationArgs),
+    Isolation(vrhost_bench::isolation::IsolationArgs),
     /// Several instances per VR (LVRM, PdP): scaling, load-balancing
     /// policies and their reordering, adding and retiring instances under
     /// load, control messages between instances, dynamic allocation.
-    Monitor(bench::monitor::MonitorArgs),
+    Monitor(vrhost_bench::monitor::MonitorArgs),
     /// Soak: VRs killed, restarted, removed and added at random while
     /// others forward; slot accounting and memory checked every second.
-    Soak(bench::soak::SoakArgs),
+    Soak(vrhost_bench::soak::SoakArgs),
     /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
     /// real table (lookups, build time, updates, memory).
     Fib(vrhost_bench::fib::BenchFibArgs),
@@ -105,13 +104,13 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Daemon(a) => daemon::run(&a),
         Cmd::Lab(c) => lab::run(&c),
-        Cmd::Bench(BenchCmd::Memory(a)) => bench::memory::run(&a),
-        Cmd::Bench(BenchCmd::Forward(a)) => bench::forward::run(&a),
-        Cmd::Bench(BenchCmd::Control(a)) => bench::control::run(&a),
-        Cmd::Bench(BenchCmd::Capture(a)) => bench::capture::run(&a),
-        Cmd::Bench(BenchCmd::Isolation(a)) => bench::isolation::run(&a),
-        Cmd::Bench(BenchCmd::Soak(a)) => bench::soak::run(&a),
-        Cmd::Bench(BenchCmd::Monitor(a)) => bench::monitor::run(&a),
+        Cmd::Bench(BenchCmd::Memory(a)) => vrhost_bench::memory::run(&a),
+        Cmd::Bench(BenchCmd::Forward(a)) => vrhost_bench::forward::run(&a),
+        Cmd::Bench(BenchCmd::Control(a)) => vrhost_bench::control::run(&a),
+        Cmd::Bench(BenchCmd::Capture(a)) => vrhost_bench::capture::run(&a),
+        Cmd::Bench(BenchCmd::Isolation(a)) => vrhost_bench::isolation::run(&a),
+        Cmd::Bench(BenchCmd::Soak(a)) => vrhost_bench::soak::run(&a),
+        Cmd::Bench(BenchCmd::Monitor(a)) => vrhost_bench::monitor::run(&a),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_bench::fib::run_cli(&a).map_err(Into::into),
         Cmd::Vr(a) => cli::vr::run(&a),
         Cmd::Rule(a) => cli::rule::run(&a),

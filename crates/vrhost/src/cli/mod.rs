@@ -14,7 +14,7 @@
 
 pub mod api;
 pub mod capture;
-pub mod client;
+pub use vrhost_client as client;
 pub mod config;
 pub mod output;
 pub mod route;

@@ -35,7 +35,7 @@ impl Machine {
             cpu,
             cores: vrhost_host::cpu::cpus(),
             kernel: uts.release().to_string_lossy().into_owned(),
-            date: vrhost_bench::fib::utc_now(),
+            date: crate::fib::utc_now(),
         }
     }
 }
@@ -44,7 +44,7 @@ impl Machine {
 mod tests {
     #[test]
     fn date_format() {
-        let d = vrhost_bench::fib::utc_now();
+        let d = crate::fib::utc_now();
         assert_eq!(d.len(), 20, "{d}");
         assert!(d.starts_with("20"), "{d}");
     }

@@ -48,7 +48,8 @@ use vrhost_io::{Port, PortStats};
 use vrhost_proto::PollConfig;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
 
-use super::machine::Machine;
+use crate::machine::Machine;
+use crate::report::percentile;
 
 /// One experiment of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -501,7 +502,7 @@ impl Rig {
             ping,
             offered: 0.0,
             host_cpu: args.host_cpu,
-            testvr: super::testvr(args.testvr.as_deref())?,
+            testvr: crate::report::testvr(args.testvr.as_deref())?,
         };
         for (k, counters) in sinks.into_iter().enumerate() {
             worker.add_vr(rig.add_vr(k, counters, costs, policy)?);
@@ -899,14 +900,6 @@ fn latencies(rig: &mut Rig, to: u16) -> Result<Vec<f64>> {
     Ok(ns.into_iter().map(|n| n as f64 / 1e3).collect())
 }
 
-fn percentile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
-
 /// LVRM 1e: control messages between instances, idle and under full load.
 /// The instances forward without a dummy cost here (as LVRM's VRs did in
 /// 1e) and never sleep (LVRM's busy-polling VRIs). `loopback`: instance 0
@@ -928,6 +921,7 @@ fn control(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
             latencies(&mut rig, to)?;
             let (fwd, _) = rig.window(args.seconds);
             let mut v = latencies(&mut rig, to)?;
+            v.sort_by(f64::total_cmp);
             let used = rig.cores_used();
             let relayed = rig.vrs[0].stats.ctrl_relayed.get();
             rig.finish()?;
@@ -942,8 +936,8 @@ fn control(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
                 cores: used,
                 offered_mpps: pps / 1e6,
                 mpps: fwd / 1e6,
-                latency_us_p50: Some(percentile(&mut v, 0.5)),
-                latency_us_p99: Some(percentile(&mut v, 0.99)),
+                latency_us_p50: Some(percentile(&v, 0.5).unwrap_or(f64::NAN)),
+                latency_us_p99: Some(percentile(&v, 0.99).unwrap_or(f64::NAN)),
                 messages: Some(v.len()),
                 ..Rec::default()
             });

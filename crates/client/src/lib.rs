@@ -1,5 +1,5 @@
-//! The daemon API client: HTTP/1.1 (hyper) over the daemon's unix socket or
-//! over TCP, with an optional bearer token, on a current-thread tokio
+//! vrhost-client: the daemon API client, HTTP/1.1 (hyper) over the daemon's
+//! unix socket or over TCP, with an optional bearer token, on a current-thread tokio
 //! runtime the client owns, so the commands above it stay synchronous.
 //!
 //! One connection per request: the CLI makes a handful of requests (a bulk
@@ -9,6 +9,11 @@
 //! Errors keep what a person needs: the server's `{"error": {...}}` becomes
 //! `<message> (<code>, HTTP <status>)`; a missing or dead socket says the
 //! daemon is not running and where the client looked.
+//!
+//! What it owns: the transport ([`Client`], [`Endpoint`]), its errors
+//! ([`ClientError`], from the API's error body when the daemon sent one)
+//! and URL helpers. What it does not own: the commands that use it (the
+//! `vrhost` CLI, the benches) and the API's types (`vrhost-api`).
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -16,12 +21,14 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::{Method, Request, Response, StatusCode, header};
+use hyper::{Request, Response, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use vrhost_api::ErrorBody;
 
-use super::api::ErrorBody;
+/// The request methods of [`Client::call`].
+pub use hyper::Method;
 
 /// Where the daemon's API is when neither `--api` nor `VRHOST_API` says.
 pub const DEFAULT_SOCKET: &str = "/run/vrhost/api.sock";

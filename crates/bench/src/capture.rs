@@ -22,8 +22,8 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::control::{config, start, stats, u, vr, vr_name};
-use super::machine::Machine;
+use crate::control::{config, start, stats, u, vr, vr_name};
+use crate::machine::Machine;
 
 /// Options of `vrhost bench capture`.
 #[derive(Debug, Clone, clap::Args)]
@@ -225,7 +225,7 @@ pub fn run(args: &CaptureArgs) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let result = measure(args, &dir);
     let _ = std::fs::remove_dir_all(&dir);
-    super::emit(&result?, args.json, args.out.as_deref(), print_table)
+    crate::report::emit(&result?, args.json, args.out.as_deref(), print_table)
 }
 
 fn measure(args: &CaptureArgs, dir: &Path) -> Result<Report> {

@@ -23,13 +23,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use hyper::Method;
 use serde::Serialize;
 use serde_json::{Value, json};
+use vrhost_client::Method;
 
-use super::machine::Machine;
-use crate::cli::client::{Client, Endpoint};
-use crate::lab::Daemon;
+use crate::machine::Machine;
+use vrhost_client::{Client, Endpoint};
+use vrhost_lab::Daemon;
 
 /// Options of `vrhost bench control`.
 #[derive(Debug, Clone, clap::Args)]
@@ -435,7 +435,7 @@ pub fn run(args: &ControlArgs) -> Result<()> {
         })
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    super::emit(&result?, args.json, args.out.as_deref(), print_table)
+    crate::report::emit(&result?, args.json, args.out.as_deref(), print_table)
 }
 
 fn print_table(report: &Report) {

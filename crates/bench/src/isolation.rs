@@ -66,9 +66,10 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::machine::Machine;
-use crate::cli::client::{Client, Endpoint};
-use crate::lab::Daemon;
+use crate::machine::Machine;
+use crate::report::percentile;
+use vrhost_client::{Client, Endpoint};
+use vrhost_lab::Daemon;
 use vrhost_testvr::hostile::{Case, HostileReport};
 
 /// Options of `vrhost bench isolation`.
@@ -388,7 +389,7 @@ fn config(args: &IsolationArgs, gens: &[Gen], tenants: &[Tenant]) -> Result<Stri
         );
     }
     s += "\n[[ports]]\nname = \"out\"\ndriver = \"null\"\n";
-    let exe = super::testvr(args.testvr.as_deref())?;
+    let exe = crate::report::testvr(args.testvr.as_deref())?;
     for t in tenants {
         let i = t.i;
         let n = i + 1;
@@ -737,7 +738,7 @@ fn kill_run(args: &IsolationArgs, dir: &Path) -> Result<KillRecord> {
     let mut not_recovered = 0;
     for _ in 0..args.kills {
         let next = Instant::now() + Duration::from_secs_f64(args.kill_gap);
-        match super::soak::kill_and_time(&r.client, victim)? {
+        match crate::soak::kill_and_time(&r.client, victim)? {
             Some(ms) => times.push(ms),
             None => not_recovered += 1,
         }
@@ -760,7 +761,7 @@ fn kill_run(args: &IsolationArgs, dir: &Path) -> Result<KillRecord> {
     };
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
-    let q = |p| super::soak::percentile(&sorted, p);
+    let q = |p| percentile(&sorted, p).unwrap_or(0.0);
     let v = vr(&last, victim);
     Ok(KillRecord {
         experiment: "kill",
@@ -1055,7 +1056,7 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
         machine: Machine::this(),
         results: result?,
     };
-    super::emit(&report, args.json, args.out.as_deref(), |r| {
+    crate::report::emit(&report, args.json, args.out.as_deref(), |r| {
         print_table(&r.results);
     })
 }

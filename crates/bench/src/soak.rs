@@ -16,15 +16,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use hyper::Method;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use serde_json::{Value, json};
+use vrhost_client::Method;
 
-use super::control::{config, lost, start, stats, u, vr, vr_name};
-use super::machine::Machine;
-use crate::cli::client::Client;
+use crate::control::{config, lost, start, stats, u, vr, vr_name};
+use crate::machine::Machine;
+use crate::report::percentile;
+use vrhost_client::Client;
 
 /// Options of `vrhost bench soak`.
 #[derive(Debug, Clone, clap::Args)]
@@ -147,15 +148,6 @@ fn chaos_spec(i: usize, slots: u32, cpu: usize) -> Value {
         },
         "rules": [{ "port": "gen", "dst": format!("10.{}.0.0/16", i + 1) }]
     })
-}
-
-/// The `p` quantile (0..=1) of `sorted` (nearest rank; 0 if empty).
-pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// Kill VR `name` (SIGKILL to its first instance) and wait until it
@@ -318,8 +310,8 @@ pub fn run(args: &SoakArgs) -> Result<()> {
         removes,
         adds,
         kills_not_recovered: not_recovered,
-        restart_ms_p50: percentile(&sorted, 0.5),
-        restart_ms_p99: percentile(&sorted, 0.99),
+        restart_ms_p50: percentile(&sorted, 0.5).unwrap_or(0.0),
+        restart_ms_p99: percentile(&sorted, 0.99).unwrap_or(0.0),
         restart_ms_max: sorted.last().copied().unwrap_or(0.0),
         restart_ms,
         honest_lost,
@@ -333,7 +325,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
     };
     r.daemon.stop()?;
     let _ = std::fs::remove_dir_all(&dir);
-    super::emit(&report, args.json, args.out.as_deref(), print_table)
+    crate::report::emit(&report, args.json, args.out.as_deref(), print_table)
 }
 
 fn print_table(report: &Report) {

@@ -30,9 +30,9 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use vrhost_lab::{Lab, Netns};
 
-use super::machine::Machine;
-use crate::cli::client::{Client, Endpoint};
-use crate::lab::Daemon;
+use crate::machine::Machine;
+use vrhost_client::{Client, Endpoint};
+use vrhost_lab::Daemon;
 
 const GEN_MAC: &str = "02:00:00:00:00:10";
 const P0_MAC: &str = "02:00:00:00:01:01";

@@ -192,7 +192,11 @@ fn get_over_unix_socket_with_bearer_token() {
     assert_eq!(v["status"], "ok");
     assert_eq!(v["auth"], "Bearer s3cret");
     assert_eq!(v["host"], "localhost");
-    let h: crate::cli::api::Health = c.get_as("/v1/health").unwrap();
+    #[derive(serde::Deserialize)]
+    struct Health {
+        vrs: u64,
+    }
+    let h: Health = c.get_as("/v1/health").unwrap();
     assert_eq!(h.vrs, 2);
 }
 
@@ -451,7 +455,12 @@ fn refused_tcp_is_named_once() {
     let c = Client::new(Endpoint::parse("http://127.0.0.1:1").unwrap(), None).unwrap();
     let e = c.get("/v1/health").unwrap_err();
     assert!(matches!(e, ClientError::Connect { .. }), "{e:?}");
-    let msg = format!("{:#}", anyhow::Error::from(e));
+    // As the binary prints it (anyhow's `{:#}`): each source after a colon.
+    let chain: Vec<String> =
+        std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
+            .map(ToString::to_string)
+            .collect();
+    let msg = chain.join(": ");
     assert!(
         msg.starts_with("cannot connect to the daemon at http://127.0.0.1:1: "),
         "{msg}"

@@ -36,8 +36,9 @@ use vrhost_proto::PollConfig;
 use vrhost_router::{NextHopConfig, RouteConfig, Router, RouterConfig, VnicConfig};
 use vrhost_shm::{Doorbell, Region, RegionConfig};
 
-use super::machine::Machine;
-use super::probe::ProbePort;
+use crate::machine::Machine;
+use crate::probe::ProbePort;
+use crate::report::percentile;
 use vrhost_testvr::syscall::SyscallHello;
 
 /// How packets reach the router.
@@ -223,14 +224,14 @@ fn tenant_src(i: usize) -> Ipv4Addr {
 
 /// A route table for the bench: its router config part and the prefixes the
 /// generator draws destinations from.
-pub(crate) struct Table {
+pub struct Table {
     routes: Vec<RouteConfig>,
     route_file: Option<String>,
     prefixes: Vec<(u32, u8)>,
 }
 
 impl Table {
-    pub(crate) fn load(spec: &str) -> Result<Self> {
+    pub fn load(spec: &str) -> Result<Self> {
         if spec == "2" {
             return Ok(Self {
                 routes: vec![
@@ -264,12 +265,18 @@ impl Table {
         })
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Routes in the table.
+    pub fn len(&self) -> usize {
         if self.route_file.is_some() {
             self.prefixes.len()
         } else {
             self.routes.len()
         }
+    }
+
+    /// True if it has no route.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn router_config(&self) -> RouterConfig {
@@ -297,7 +304,7 @@ impl Table {
 }
 
 /// One configuration to measure.
-pub(crate) struct Point<'a> {
+pub struct Point<'a> {
     pub mode: Mode,
     pub frame_bytes: usize,
     pub vrs: usize,
@@ -503,7 +510,7 @@ fn measure_worker(
 
 /// Build a worker over a generator and a sink with `p.vrs` router VRs, in
 /// processes (`shm`) on `vr_cpu` or in the host thread (`inproc`).
-pub(crate) fn router_worker(
+pub fn router_worker(
     p: &Point<'_>,
     dst: Dst,
     vr_cpu: usize,
@@ -554,7 +561,7 @@ fn run_syscall(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
     let mut sink = NullPort::new("null0");
     let counters = sink.counters();
     let classifier = rules(p.vrs)?;
-    let exe: PathBuf = super::testvr(args.testvr.as_deref())?;
+    let exe: PathBuf = crate::report::testvr(args.testvr.as_deref())?;
     let mut children: Vec<(Child, OwnedFd)> = Vec::new();
     for _ in 0..p.vrs {
         let (child, sock) = spawn_with_ctrl(&exe, &["vr-run-syscall".into()])?;
@@ -728,13 +735,13 @@ fn run_idle(args: &MemoryArgs, table: &Table, vrs: usize, probes_n: usize) -> Re
         mode: "idle",
         vrs,
         cpu_pct,
-        wake_us_p50: percentile(&lat, 0.5),
-        wake_us_p99: percentile(&lat, 0.99),
+        wake_us_p50: percentile(&lat, 0.5).unwrap_or(f64::NAN),
+        wake_us_p99: percentile(&lat, 0.99).unwrap_or(f64::NAN),
         wake_us_max: *lat.last().expect("non-empty"),
-        host_us_p50: percentile(&host_lat, 0.5),
-        host_us_p99: percentile(&host_lat, 0.99),
-        wake_ref_us_p50: percentile(&reference, 0.5),
-        wake_ref_us_p99: percentile(&reference, 0.99),
+        host_us_p50: percentile(&host_lat, 0.5).unwrap_or(f64::NAN),
+        host_us_p99: percentile(&host_lat, 0.99).unwrap_or(f64::NAN),
+        wake_ref_us_p50: percentile(&reference, 0.5).unwrap_or(f64::NAN),
+        wake_ref_us_p99: percentile(&reference, 0.99).unwrap_or(f64::NAN),
         probes: lat.len(),
     })
 }
@@ -751,11 +758,6 @@ fn median_run(mut runs: Vec<Record>) -> Record {
 
 /// Pause before each idle probe.
 const IDLE_PAUSE: Duration = Duration::from_millis(15);
-
-/// `q`-quantile of sorted, non-empty `v`.
-fn percentile(v: &[f64], q: f64) -> f64 {
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
 
 /// The platform's floor for the idle figure, measured in the same run: the
 /// time one thread on the host CPU takes to wake one sleeping on an eventfd
