@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value;
 

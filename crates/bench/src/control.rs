@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::{BenchError, Context, Result, bail};
 use serde::Serialize;
 use serde_json::{Value, json};
 use vrhost_client::Method;
@@ -391,7 +391,7 @@ fn routes(args: &ControlArgs, dir: &Path) -> Result<Option<RoutesRecord>> {
     let src = config(1, args.cpu, args.slots, Some(1), 1);
     let (_, plan) = vrhost_host::config::Config::parse(&src, "bench", dir)?;
     let rcfg: vrhost_router::RouterConfig = serde_json::from_value(plan.vrs[0].config.clone())?;
-    let mut router = vrhost_router::Router::new(&rcfg).map_err(anyhow::Error::msg)?;
+    let mut router = vrhost_router::Router::new(&rcfg).map_err(BenchError::Failed)?;
     let t = Instant::now();
     for c in routes.chunks(vrhost_proto::CONTROL_CHUNK) {
         router
@@ -399,7 +399,7 @@ fn routes(args: &ControlArgs, dir: &Path) -> Result<Option<RoutesRecord>> {
                 add: c.to_vec(),
                 ..Default::default()
             })
-            .map_err(anyhow::Error::msg)?;
+            .map_err(BenchError::Failed)?;
     }
     let inproc = t.elapsed().as_secs_f64();
     let n = routes.len() as f64;

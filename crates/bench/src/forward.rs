@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::{BenchError, Context, Result, bail};
 use serde::Serialize;
 use vrhost_lab::{Lab, Netns};
 
@@ -486,7 +486,7 @@ fn window(
 /// Ping RTTs from gen to sink through the forwarder: (average, p99) µs.
 fn rtt(lab: &Lab, n: u32, interval: f64) -> Result<(f64, f64)> {
     let v = vrhost_lab::tools::ping_rtts(lab, "gen", "10.1.1.2", n, interval)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(BenchError::Failed)?;
     let avg = v.iter().sum::<f64>() / v.len() as f64;
     let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
     eprintln!(

@@ -62,7 +62,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::{Context, Result, bail};
 use serde::Serialize;
 use serde_json::Value;
 

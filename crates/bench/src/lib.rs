@@ -24,4 +24,4 @@ pub mod probe;
 pub mod report;
 pub mod soak;
 
-pub use error::BenchError;
+pub use error::{BenchError, Context, Result};

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::{BenchError, Context, Result, bail};
 use rustix::net::{RecvFlags, SendFlags};
 use serde::Serialize;
 use vrhost_host::spawn::spawn_with_ctrl;
@@ -500,10 +500,10 @@ fn measure_worker(
     stop.store(true, Ordering::Relaxed);
     let worker = handle
         .join()
-        .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+        .map_err(|_| crate::failed!("worker thread panicked"))?;
     for vr in worker.vrs() {
         vr.check_slot_accounting()
-            .map_err(|e| anyhow::anyhow!("VR {}: slot accounting broken: {e}", vr.name()))?;
+            .map_err(|e| crate::failed!("VR {}: slot accounting broken: {e}", vr.name()))?;
     }
     Ok(record(p, a, b))
 }
@@ -525,7 +525,7 @@ pub fn router_worker(
         let name = format!("vr{i}");
         let region = Region::create(&name, region_cfg(p.pool))?;
         let path = if p.mode == Mode::Inproc {
-            let router = Router::new(&p.table.router_config()).map_err(anyhow::Error::msg)?;
+            let router = Router::new(&p.table.router_config()).map_err(BenchError::Failed)?;
             VrPath::new(
                 &name,
                 region,
@@ -632,7 +632,7 @@ fn run_syscall(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
     stop.store(true, Ordering::Relaxed);
     handle
         .join()
-        .map_err(|_| anyhow::anyhow!("syscall host thread panicked"))?;
+        .map_err(|_| crate::failed!("syscall host thread panicked"))?;
     for (mut child, sock) in children {
         drop(sock);
         let _ = child.kill();
@@ -724,7 +724,7 @@ fn run_idle(args: &MemoryArgs, table: &Table, vrs: usize, probes_n: usize) -> Re
     stop.store(true, Ordering::Relaxed);
     handle
         .join()
-        .map_err(|_| anyhow::anyhow!("idle worker panicked"))?;
+        .map_err(|_| crate::failed!("idle worker panicked"))?;
     if lat.is_empty() {
         bail!("no probe came back");
     }
@@ -797,7 +797,7 @@ fn wake_reference(args: &MemoryArgs, n: usize) -> Result<Vec<f64>> {
     bell.ring();
     sleeper
         .join()
-        .map_err(|_| anyhow::anyhow!("wake reference thread panicked"))?;
+        .map_err(|_| crate::failed!("wake reference thread panicked"))?;
     if out.is_empty() {
         bail!("the wake reference thread never woke");
     }

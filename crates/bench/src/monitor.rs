@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::{Context, Result, bail};
 use serde::Serialize;
 use vrhost_host::alloc::{DynamicPolicy, ScalePolicy, Scaler, Topology};
 use vrhost_host::balance::Policy;
@@ -689,10 +689,10 @@ impl Rig {
             .take()
             .context("no worker")?
             .join()
-            .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
+            .map_err(|_| crate::failed!("worker thread panicked"))?;
         for vr in worker.vrs() {
             vr.check_slot_accounting()
-                .map_err(|e| anyhow::anyhow!("slot accounting broken: {e}"))?;
+                .map_err(|e| crate::failed!("slot accounting broken: {e}"))?;
         }
         worker.shutdown();
         let taken = self.host.rx_packets.get();
@@ -895,7 +895,7 @@ fn latencies(rig: &mut Rig, to: u16) -> Result<Vec<f64>> {
             &serde_json::json!({"latencies": true}),
             Duration::from_secs(5),
         )
-        .map_err(|e| anyhow::anyhow!("latencies: {e}"))?;
+        .map_err(|e| crate::failed!("latencies: {e}"))?;
     let ns: Vec<u64> = serde_json::from_value(reply["ns"].clone())?;
     Ok(ns.into_iter().map(|n| n as f64 / 1e3).collect())
 }

@@ -12,7 +12,7 @@ pub fn emit<R: serde::Serialize>(
     json: bool,
     out: Option<&std::path::Path>,
     table: impl FnOnce(&R),
-) -> anyhow::Result<()> {
+) -> crate::Result<()> {
     let text = serde_json::to_string_pretty(report)?;
     if let Some(out) = out {
         std::fs::write(out, &text)?;
@@ -30,13 +30,13 @@ pub fn emit<R: serde::Serialize>(
 ///
 /// # Errors
 /// Neither is there.
-pub fn testvr(explicit: Option<&std::path::Path>) -> anyhow::Result<std::path::PathBuf> {
+pub fn testvr(explicit: Option<&std::path::Path>) -> crate::Result<std::path::PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
     let exe = std::env::current_exe()?;
     vrhost_testvr::beside(&exe).ok_or_else(|| {
-        anyhow::anyhow!(
+        crate::failed!(
             "no {} beside {} (build it: cargo build --release -p vrhost-testvr, or give --testvr PATH)",
             vrhost_testvr::PROGRAM,
             exe.display()

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     /// Starting or waiting for the process failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         /// What was being done.
         what: &'static str,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, not a source, as the context
+        /// the binary used to add said it).
+        error: std::io::Error,
     },
     /// It exited before it said it runs.
     #[error("vrhost daemon exited ({status}): {said}")]
@@ -34,7 +35,7 @@ pub enum DaemonError {
 }
 
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> DaemonError {
-    move |source| DaemonError::Io { what, source }
+    move |error| DaemonError::Io { what, error }
 }
 
 /// A vrhost daemon running as a child process in the lab's node; stopped

@@ -1,6 +1,8 @@
 //! What a tenant's VR links: the SDK's normal dependencies (what
 //! `examples/udp_filter_bridge.rs` and any VR built on the SDK pull in) stay
-//! free of the benches' and the command line's crates.
+//! free of the benches' and the command line's crates. And, workspace-wide,
+//! no library crate depends on `anyhow` (errors of libraries are their own
+//! `thiserror` enums; `anyhow` is for the binary's top level).
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -54,4 +56,49 @@ fn the_sdk_links_no_bench_or_cli_crate() {
         let bad: Vec<_> = NOT_IN_A_VR.iter().filter(|d| deps.contains(**d)).collect();
         assert!(bad.is_empty(), "{package} links {bad:?}");
     }
+}
+
+#[test]
+fn no_library_depends_on_anyhow() {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    let libs: Vec<&serde_json::Value> = packages
+        .iter()
+        .filter(|p| {
+            p["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "lib"))
+        })
+        .collect();
+    assert!(
+        libs.iter().any(|p| p["name"] == "vrhost-sdk"),
+        "the workspace's libraries are listed"
+    );
+    let with_anyhow: Vec<&str> = libs
+        .iter()
+        .filter(|p| {
+            p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["name"] == "anyhow" && d["kind"].is_null())
+        })
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        with_anyhow.is_empty(),
+        "libraries with anyhow: {with_anyhow:?}"
+    );
 }

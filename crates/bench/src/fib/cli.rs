@@ -62,9 +62,9 @@ pub fn run_cli_with(
         heap_bytes,
         ..BenchOptions::default()
     };
-    let report = run(&opts).map_err(|source| BenchError::Import {
+    let report = run(&opts).map_err(|error| BenchError::Import {
         path: args.table.clone(),
-        source,
+        error,
     })?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
