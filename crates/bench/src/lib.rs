@@ -11,6 +11,8 @@
 //! (the host, daemon, router and FIB crates), the VR programs the benches
 //! start (`vrhost-testvr`), the criterion micro-benchmarks of each crate.
 
+#![forbid(unsafe_code)]
+
 pub mod capture;
 pub mod control;
 mod error;

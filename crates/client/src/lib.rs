@@ -15,6 +15,8 @@
 //! and URL helpers. What it does not own: the commands that use it (the
 //! `vrhost` CLI, the benches) and the API's types (`vrhost-api`).
 
+#![forbid(unsafe_code)]
+
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -101,6 +101,8 @@
 //! [`DropReason::LocalUnsupported`]), VLAN tags, IP options processing,
 //! fragmentation and MTUs, ICMP redirects, proxy ARP.
 
+#![forbid(unsafe_code)]
+
 mod arp;
 mod config;
 mod control;

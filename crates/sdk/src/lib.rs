@@ -17,8 +17,15 @@
 //! (`vrhost-host`), and the built-in IPv4 router (`vrhost-router`, one VR
 //! written with this SDK among others).
 
+// `deny`, not `forbid`: the runtime opts in below.
+#![deny(unsafe_code)]
+
 pub mod backoff;
 pub mod peer;
+#[expect(
+    unsafe_code,
+    reason = "the runtime takes its control socket from a descriptor and hands the VR the slots the host gave it"
+)]
 pub mod runtime;
 mod sdk;
 
