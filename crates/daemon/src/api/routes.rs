@@ -1,0 +1,103 @@
+//! The API's routes of a VR: list (paged), add, delete, bulk changes.
+
+use super::*;
+
+pub(super) fn route_of(r: &RouteConfig) -> Route {
+    Route {
+        prefix: r.prefix.clone(),
+        via: r.via.clone(),
+        vnic: r.vnic,
+        nexthop: r.nexthop,
+    }
+}
+
+pub(super) async fn list_routes(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    let q = query(q);
+    let offset = query_num(&q, "offset", 0, 0..=MAX_OFFSET)?;
+    let limit = query_num(&q, "limit", 1000, 1..=100_000)?;
+    with_ctl(&st, move |c| {
+        let routes = c
+            .api_routes(&name)
+            .ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let page = RoutePage {
+            total: routes.len() as u64,
+            offset: offset as u64,
+            routes: routes
+                .values()
+                .skip(offset)
+                .take(limit)
+                .map(route_of)
+                .collect(),
+        };
+        Ok(axum::Json(page).into_response())
+    })
+    .await
+}
+
+pub(super) async fn add_route(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> ApiResult<Response> {
+    let r: RouteConfig = json_body(req, MAX_BODY, "Route").await?;
+    with_ctl(&st, move |c| {
+        let res = c.change_routes(&name, vec![r], Vec::new())?;
+        Ok((StatusCode::CREATED, axum::Json(res)).into_response())
+    })
+    .await
+}
+
+pub(super) async fn delete_route(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Response> {
+    let prefix = query(q)
+        .remove("prefix")
+        .ok_or_else(|| ApiError::bad("query parameter `prefix` is required"))?;
+    with_ctl(&st, move |c| {
+        let res = c.change_routes(&name, Vec::new(), vec![prefix])?;
+        Ok(axum::Json(res).into_response())
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Bulk {
+    #[serde(default)]
+    add: Vec<RouteConfig>,
+    #[serde(default)]
+    del: Vec<String>,
+}
+
+pub(super) async fn bulk_routes(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> ApiResult<Response> {
+    let v = json_value(req, MAX_BULK_BODY).await?;
+    let n: usize = ["add", "del"]
+        .iter()
+        .filter_map(|k| v.get(k).and_then(Value::as_array).map(Vec::len))
+        .sum();
+    if n > MAX_BULK_ROUTES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("{n} routes in one request: at most {MAX_BULK_ROUTES}"),
+        ));
+    }
+    let b: Bulk = typed(Value::Object(
+        crate::contract::body("RouteBulk", v).map_err(ApiError::bad)?,
+    ))?;
+    with_ctl(&st, move |c| {
+        let res = c.change_routes(&name, b.add, b.del)?;
+        Ok(axum::Json(res).into_response())
+    })
+    .await
+}
