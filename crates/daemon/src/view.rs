@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use vrhost_api::{
     HostStats, InstanceStatus, PortStats, Stats, VnicStats, VrCounters, VrStats as VrStatsView,
 };
+use vrhost_host::config::{Plan, VrPlan};
 use vrhost_host::{IngressDrop, InstanceInfo, Violation, VrStats, Worker};
 use vrhost_proto::DropReason;
 use vrhost_proto::counter;
@@ -108,93 +109,13 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
         let vp = plan.vrs.iter().find(|v| v.name == name);
         let (ingress_drops, viol) = counters(s);
         violations += s.violations_total();
-        let mut vr_drops = BTreeMap::new();
-        for i in &insts {
-            for d in DropReason::ALL {
-                let n = i
-                    .vr_counters
-                    .get(counter::DROP_BASE + d as usize)
-                    .copied()
-                    .unwrap_or(0);
-                *vr_drops.entry(d.name().to_string()).or_insert(0) += n;
-            }
-        }
-        let vnics = s
-            .vnics
-            .iter()
-            .enumerate()
-            .map(|(i, c)| VnicStats {
-                index: i as u32,
-                port: vp
-                    .and_then(|v| v.vnic_ports.get(i))
-                    .and_then(|&p| plan.ports.get(p))
-                    .map_or_else(String::new, |p| p.0.clone()),
-                rx_packets: c.rx_packets.get(),
-                rx_bytes: c.rx_bytes.get(),
-                tx_packets: c.tx_packets.get(),
-                tx_bytes: c.tx_bytes.get(),
-            })
-            .collect();
-        let instances = insts
-            .iter()
-            .map(|i| (i, s.instances.get(usize::from(i.index))))
-            .map(|(i, c)| InstanceStatus {
-                index: u32::from(i.index),
-                pid: i.pid,
-                cpu: ctl
-                    .instance_cpu(&name, i.index)
-                    .and_then(|c| u32::try_from(c).ok()),
-                running: i.running,
-                cpu_seconds: i
-                    .pid
-                    .and_then(vrhost_host::cpu::process_cpu_ns)
-                    .map_or(0.0, |ns| ns as f64 / 1e9),
-                sleeps: i.vr_counters.get(counter::SLEEPS).copied().unwrap_or(0),
-                heartbeat: i.heartbeat,
-                rx_ring_fill: i.rx_ring_fill,
-                tx_ring_fill: i.tx_ring_fill,
-                rx_packets: c.map_or(0, |c| c.rx_packets.get()),
-                held: c.map_or(0, |c| c.held.get()),
-                rx_fill_avg: c.map_or(0.0, |c| c.rx_fill_milli.get() as f64 / 1000.0),
-                capacity_pps: c.map_or(0, |c| c.capacity_pps.get()),
-            })
-            .collect();
+        let vr_drops = vr_drops(&insts);
+        let vnics = vnic_stats(s, vp, plan);
+        let instances = instance_status(ctl, &name, &insts, s);
         vrs.push(VrCounters {
             name,
             state: state.to_string(),
-            stats: VrStatsView {
-                rx_packets: s.rx_packets.get(),
-                rx_bytes: s.rx_bytes.get(),
-                tx_packets: s.tx_packets.get(),
-                tx_bytes: s.tx_bytes.get(),
-                vr_dropped: s.vr_dropped.get(),
-                port_dropped: s.port_dropped.get(),
-                ingress_drops,
-                violations: viol,
-                vr_drops,
-                exits: s.exits.get(),
-                reclaimed: s.reclaimed.get(),
-                restarts: s.restarts.get(),
-                hangs: s.hangs.get(),
-                quarantines: s.quarantines.get(),
-                last_recovery_ms: s.last_recovery_ns.get() as f64 / 1e6,
-                host_cpu_seconds: s.host_ns.get() as f64 / 1e9,
-                last_exit_mono_ns: s.last_exit_mono_ns.get(),
-                last_recovered_mono_ns: s.last_recovered_mono_ns.get(),
-                kicks: s.kicks.get(),
-                pool_slots: pool as u64,
-                free_slots: free as u64,
-                capture_dropped: s.capture_dropped.get(),
-                arrival_pps: s.arrival_pps.get(),
-                rebalances: s.rebalances.get(),
-                instance_exits: s.instance_exits.get(),
-                instances_added: s.instances_added.get(),
-                instances_retired: s.instances_retired.get(),
-                instances_refused: s.instances_refused.get(),
-                ctrl_relayed: s.ctrl_relayed.get(),
-                ctrl_dropped: s.ctrl_dropped.get(),
-                vnics,
-            },
+            stats: vr_stats_view(s, (pool, free), (ingress_drops, viol, vr_drops), vnics),
             instances,
         });
     }
@@ -223,4 +144,118 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
         ports,
         vrs,
     })
+}
+
+/// What the instances of a VR report they dropped, by reason, summed.
+fn vr_drops(insts: &[InstanceInfo]) -> BTreeMap<String, u64> {
+    let mut vr_drops = BTreeMap::new();
+    for i in insts {
+        for d in DropReason::ALL {
+            let n = i
+                .vr_counters
+                .get(counter::DROP_BASE + d as usize)
+                .copied()
+                .unwrap_or(0);
+            *vr_drops.entry(d.name().to_string()).or_insert(0) += n;
+        }
+    }
+    vr_drops
+}
+
+/// The counters of each vNIC of a VR, with the port it sends on.
+fn vnic_stats(s: &VrStats, vp: Option<&VrPlan>, plan: &Plan) -> Vec<VnicStats> {
+    s.vnics
+        .iter()
+        .enumerate()
+        .map(|(i, c)| VnicStats {
+            index: i as u32,
+            port: vp
+                .and_then(|v| v.vnic_ports.get(i))
+                .and_then(|&p| plan.ports.get(p))
+                .map_or_else(String::new, |p| p.0.clone()),
+            rx_packets: c.rx_packets.get(),
+            rx_bytes: c.rx_bytes.get(),
+            tx_packets: c.tx_packets.get(),
+            tx_bytes: c.tx_bytes.get(),
+        })
+        .collect()
+}
+
+/// Each instance of VR `name` as the region, the host and the OS show it.
+fn instance_status(
+    ctl: &Controller,
+    name: &str,
+    insts: &[InstanceInfo],
+    s: &VrStats,
+) -> Vec<InstanceStatus> {
+    insts
+        .iter()
+        .map(|i| (i, s.instances.get(usize::from(i.index))))
+        .map(|(i, c)| InstanceStatus {
+            index: u32::from(i.index),
+            pid: i.pid,
+            cpu: ctl
+                .instance_cpu(name, i.index)
+                .and_then(|c| u32::try_from(c).ok()),
+            running: i.running,
+            cpu_seconds: i
+                .pid
+                .and_then(vrhost_host::cpu::process_cpu_ns)
+                .map_or(0.0, |ns| ns as f64 / 1e9),
+            sleeps: i.vr_counters.get(counter::SLEEPS).copied().unwrap_or(0),
+            heartbeat: i.heartbeat,
+            rx_ring_fill: i.rx_ring_fill,
+            tx_ring_fill: i.tx_ring_fill,
+            rx_packets: c.map_or(0, |c| c.rx_packets.get()),
+            held: c.map_or(0, |c| c.held.get()),
+            rx_fill_avg: c.map_or(0.0, |c| c.rx_fill_milli.get() as f64 / 1000.0),
+            capacity_pps: c.map_or(0, |c| c.capacity_pps.get()),
+        })
+        .collect()
+}
+
+/// A VR's counters as the API shows them.
+fn vr_stats_view(
+    s: &VrStats,
+    (pool, free): (usize, usize),
+    (ingress_drops, violations, vr_drops): (
+        BTreeMap<String, u64>,
+        BTreeMap<String, u64>,
+        BTreeMap<String, u64>,
+    ),
+    vnics: Vec<VnicStats>,
+) -> VrStatsView {
+    VrStatsView {
+        rx_packets: s.rx_packets.get(),
+        rx_bytes: s.rx_bytes.get(),
+        tx_packets: s.tx_packets.get(),
+        tx_bytes: s.tx_bytes.get(),
+        vr_dropped: s.vr_dropped.get(),
+        port_dropped: s.port_dropped.get(),
+        ingress_drops,
+        violations,
+        vr_drops,
+        exits: s.exits.get(),
+        reclaimed: s.reclaimed.get(),
+        restarts: s.restarts.get(),
+        hangs: s.hangs.get(),
+        quarantines: s.quarantines.get(),
+        last_recovery_ms: s.last_recovery_ns.get() as f64 / 1e6,
+        host_cpu_seconds: s.host_ns.get() as f64 / 1e9,
+        last_exit_mono_ns: s.last_exit_mono_ns.get(),
+        last_recovered_mono_ns: s.last_recovered_mono_ns.get(),
+        kicks: s.kicks.get(),
+        pool_slots: pool as u64,
+        free_slots: free as u64,
+        capture_dropped: s.capture_dropped.get(),
+        arrival_pps: s.arrival_pps.get(),
+        rebalances: s.rebalances.get(),
+        instance_exits: s.instance_exits.get(),
+        instances_added: s.instances_added.get(),
+        instances_retired: s.instances_retired.get(),
+        instances_refused: s.instances_refused.get(),
+        ctrl_relayed: s.ctrl_relayed.get(),
+        ctrl_dropped: s.ctrl_dropped.get(),
+        vnics,
+    }
 }
