@@ -1,0 +1,215 @@
+//! The vrhost node of the forwarding bench: its XDP sink, ports, NAPI threads and daemon config.
+
+use super::*;
+
+/// The XDP sink object, written to a file `ip` can load.
+pub(super) fn xdp_sink_obj() -> Result<PathBuf> {
+    let p = std::env::temp_dir().join(format!("vrhost-xdp-sink-{}.o", std::process::id()));
+    std::fs::File::create(&p)?.write_all(vrhost_io::XDP_SINK_OBJ)?;
+    Ok(p)
+}
+
+/// Set up the node for `fwd` (kernel or vrhost), returning the daemon if
+/// vrhost forwards.
+pub(super) fn setup_node(
+    args: &ForwardArgs,
+    lab: &Lab,
+    fwd: &str,
+    table: &Table,
+    dir: &Path,
+) -> Result<Option<(Daemon, Client)>> {
+    let node = lab.ns("node");
+    for (dev, addr) in [("p0", "10.1.0.1/24"), ("p1", "10.1.1.1/24")] {
+        let _ = node.ip(&["addr", "flush", "dev", dev]);
+        if fwd == "kernel" {
+            node.ip(&["addr", "add", addr, "dev", dev])?;
+        }
+    }
+    let _ = node.ip(&["route", "flush", "proto", "static"]);
+    if fwd == "kernel" {
+        node.sysctl("net.ipv4.ip_forward", "1")?;
+        node.ip(&[
+            "neigh",
+            "replace",
+            "10.1.1.2",
+            "lladdr",
+            SINK_MAC,
+            "dev",
+            "p1",
+            "nud",
+            "permanent",
+        ])?;
+        node.ip(&[
+            "neigh",
+            "replace",
+            "10.1.0.2",
+            "lladdr",
+            GEN_MAC,
+            "dev",
+            "p0",
+            "nud",
+            "permanent",
+        ])?;
+        node.exec(
+            "sh",
+            &[
+                "-c",
+                &format!(
+                    "echo {:x} > /sys/class/net/p0/queues/rx-0/rps_cpus",
+                    1u64 << args.fwd_cpu
+                ),
+            ],
+        )?;
+        if table.full() {
+            let batch = dir.join("routes.batch");
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&batch)?);
+            for (p, l) in &table.routes {
+                writeln!(
+                    f,
+                    "route replace {}/{l} via 10.1.1.2 proto static",
+                    std::net::Ipv4Addr::from(*p)
+                )?;
+            }
+            writeln!(f, "route replace default via 10.1.1.2 proto static")?;
+            f.flush()?;
+            drop(f);
+            node.ip(&["-batch", &batch.display().to_string()])?;
+        }
+        return Ok(None);
+    }
+    node.sysctl("net.ipv4.ip_forward", "0")?;
+    node.exec(
+        "sh",
+        &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
+    )?;
+    let cfg = dir.join(format!("vrhost-{fwd}.toml"));
+    std::fs::write(&cfg, daemon_config(args, fwd, table))?;
+    // Its API (a unix socket outside the namespaces) for the loss counters.
+    let sock = dir.join(format!("vrhost-{fwd}.sock"));
+    let daemon = Daemon::start(&cfg, Some(node.name()), 0, &sock.display().to_string())?;
+    let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
+    // veth runs its NAPI poll (with the XDP program and the copy into an
+    // AF_XDP socket) on the sender's CPU unless NAPI is threaded; a veth
+    // has NAPI only with an XDP program (or GRO) on it.
+    if args.threaded_napi {
+        for dev in ["p0", "p1"] {
+            node.exec(
+                "sh",
+                &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
+            )
+            .with_context(|| {
+                format!("threaded NAPI on {dev} (needs an XDP program on it: af_xdp)")
+            })?;
+        }
+        pin_napi_threads(&["p0", "p1"], args.fwd_cpu)?;
+    }
+    Ok(Some((daemon, api)))
+}
+
+/// Pin the NAPI kernel threads of the node's `devs` (`napi/DEV-ID`) to
+/// `cpu`, beside the host worker, as RPS puts the kernel's forwarding
+/// there: the generator's core keeps the end hosts' work only.
+pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
+    let mut pinned = 0;
+    for e in std::fs::read_dir("/proc").context("/proc")? {
+        let Ok(e) = e else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        if devs
+            .iter()
+            .any(|d| comm.trim_end().starts_with(&format!("napi/{d}-")))
+        {
+            let out = std::process::Command::new("taskset")
+                .args(["-p", "-c", &cpu.to_string(), &pid.to_string()])
+                .output()
+                .context("taskset")?;
+            if !out.status.success() {
+                bail!(
+                    "taskset {}: {}",
+                    comm.trim_end(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            pinned += 1;
+        }
+    }
+    if pinned < devs.len() {
+        bail!(
+            "found {pinned} NAPI threads of {devs:?}, want {}",
+            devs.len()
+        );
+    }
+    Ok(())
+}
+
+/// The daemon config of the vrhost forwarder with driver `driver`.
+pub(super) fn daemon_config(args: &ForwardArgs, driver: &str, table: &Table) -> String {
+    let mut routes = String::from(
+        "routes = [{ prefix = \"10.1.1.0/24\", nexthop = 0 }, { prefix = \"10.1.0.0/24\", via = \"10.1.0.2\", vnic = 0 }",
+    );
+    if table.full() {
+        routes.push_str(", { prefix = \"0.0.0.0/0\", nexthop = 0 }");
+    }
+    routes.push(']');
+    let route_file = table
+        .file
+        .as_ref()
+        .map(|f| format!("route_file = \"{}\"\n", f.display()))
+        .unwrap_or_default();
+    let rings = if driver == "af_xdp" {
+        format!(
+            "ring_size = {}\nframes = {}\n",
+            args.xdp_ring, args.xdp_frames
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        r#"[host]
+cpu = {cpu}
+[host.poll]
+busy_poll_us = {busy_poll_us}
+
+[[ports]]
+name = "p0"
+driver = "{driver}"
+interface = "p0"
+{rings}
+[[ports]]
+name = "p1"
+driver = "{driver}"
+interface = "p1"
+{rings}
+[[vrs]]
+name = "bench"
+{vr_cpu}
+slots = {slots}
+vnics = [{{ port = "p0", mac = "{P0_MAC}" }}, {{ port = "p1", mac = "{P1_MAC}" }}]
+[vrs.router]
+nexthops = [{{ vnic = 1, mac = "{SINK_MAC}" }}]
+neighbours = [{{ ip = "10.1.0.2", mac = "{GEN_MAC}", vnic = 0 }}]
+{routes}
+{route_file}
+[[rules]]
+port = "p0"
+vr = "bench"
+vnic = 0
+
+[[rules]]
+port = "p1"
+vr = "bench"
+vnic = 1
+"#,
+        cpu = args.fwd_cpu,
+        slots = args.slots,
+        busy_poll_us = args.busy_poll_us,
+        vr_cpu = args
+            .vr_cpu
+            .map(|c| format!("cpu = {c}"))
+            .unwrap_or_default(),
+    )
+}
