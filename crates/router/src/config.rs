@@ -33,7 +33,7 @@ use vrhost_packet::MacAddr;
 use super::icmp::TokenBucket;
 use super::neigh::NeighTable;
 use super::peer::PeerState;
-use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters};
+use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters, mask};
 
 /// One vNIC of the router.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -325,7 +325,7 @@ pub(super) fn check_route(
     n_nexthops: usize,
 ) -> Result<(u32, u8, RouteTarget), String> {
     let (p, l) = parse_prefix(&r.prefix).map_err(|e| format!("{list}[{i}]: {e}"))?;
-    let p = p & u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0);
+    let p = p & mask(l);
     let target = match (r.nexthop, &r.via) {
         (Some(nh), None) => {
             if r.vnic.is_some() {

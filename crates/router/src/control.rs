@@ -38,7 +38,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::config::{Hops, RouteTarget, burst_for, check_route, parse_prefix, release_hop};
-use super::{Hop, RouteConfig, Router, counters};
+use super::{Hop, RouteConfig, Router, counters, mask};
 
 /// A control message to the router: the `body` of a
 /// [`HostMsg::Control`](vrhost_proto::HostMsg::Control).
@@ -146,7 +146,7 @@ impl Router {
         let mut seen = HashSet::with_capacity(del.len());
         for (i, s) in del.iter().enumerate() {
             let (p, l) = parse_prefix(s).map_err(|e| format!("del[{i}]: {e}"))?;
-            let p = p & u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0);
+            let p = p & mask(l);
             match self.fib.get(p, l) {
                 None => return Err(format!("del[{i}] {s:?}: no such route")),
                 Some(id) if self.is_own(id) => {
