@@ -388,6 +388,11 @@ mod tests {
     const B: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);
     const H: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 7);
 
+    /// A classifier of one rule: `m` to vNIC `vnic` of VR `vr`.
+    fn one_rule(m: Match, vr: usize, vnic: u16) -> Classifier {
+        Classifier::new(&[Rule { m, vr, vnic }]).unwrap()
+    }
+
     fn tenants() -> Classifier {
         let rule = |m: Match, vr| Rule { m, vr, vnic: 0 };
         Classifier::new(&[
@@ -439,25 +444,23 @@ mod tests {
         // The DNS rule comes first; an ARP frame must not fall into it
         // (its "port" is 0, and a port-0 rule must not catch it either).
         assert_eq!(c.classify(0, &key(&udp(H, B, 53))), Some((9, 0)));
-        let port0 = Classifier::new(&[Rule {
-            m: Match {
+        let port0 = one_rule(
+            Match {
                 udp_dport: Some(0),
                 ..Match::default()
             },
-            vr: 5,
-            vnic: 0,
-        }])
-        .unwrap();
+            5,
+            0,
+        );
         assert_eq!(port0.classify(0, &key(&arp(1, H, A))), None);
-        let proto0 = Classifier::new(&[Rule {
-            m: Match {
+        let proto0 = one_rule(
+            Match {
                 proto: Some(0),
                 ..Match::default()
             },
-            vr: 5,
-            vnic: 0,
-        }])
-        .unwrap();
+            5,
+            0,
+        );
         assert_eq!(proto0.classify(0, &key(&arp(1, H, A))), None);
         assert_eq!(c.classify(0, &key(&udp(H, A, 80))), Some((0, 0)));
     }
@@ -474,15 +477,14 @@ mod tests {
         v6[12..14].copy_from_slice(&[0x86, 0xdd]);
         assert_eq!(c.classify(0, &key(&v6)), None);
         // A catch-all rule still takes them.
-        let all = Classifier::new(&[Rule {
-            m: Match {
+        let all = one_rule(
+            Match {
                 in_port: Some(0),
                 ..Match::default()
             },
-            vr: 3,
-            vnic: 1,
-        }])
-        .unwrap();
+            3,
+            1,
+        );
         assert_eq!(all.classify(0, &key(&bad)), Some((3, 1)));
         assert_eq!(all.classify(1, &key(&bad)), None);
     }

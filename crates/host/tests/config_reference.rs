@@ -56,6 +56,19 @@ fn is_private(name: &str) -> bool {
     name.starts_with("$__")
 }
 
+/// `Deserializer` methods that hand their visitor one fixed value:
+/// `deserialize_u8 => visit_u64(0)` writes `deserialize_u8` as
+/// `v.visit_u64(0)`.
+macro_rules! scalars {
+    ($($method:ident => $visit:ident($value:expr)),* $(,)?) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+                v.$visit($value)
+            }
+        )*
+    };
+}
+
 impl<'de, 'a> de::Deserializer<'de> for Recorder<'a> {
     type Error = Error;
 
@@ -68,54 +81,24 @@ impl<'de, 'a> de::Deserializer<'de> for Recorder<'a> {
         )>()))
     }
 
-    fn deserialize_bool<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_bool(false)
-    }
-
-    fn deserialize_i8<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_i16<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_i32<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_i64<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_u8<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_u16<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_u32<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_u64<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_u64(0)
-    }
-    fn deserialize_f32<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_f64(0.0)
-    }
-    fn deserialize_f64<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_f64(0.0)
-    }
-    fn deserialize_char<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_char('x')
-    }
-    fn deserialize_str<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_str("")
-    }
-    fn deserialize_string<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_str("")
-    }
-    fn deserialize_bytes<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_bytes(&[])
-    }
-    fn deserialize_byte_buf<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        v.visit_bytes(&[])
+    // Scalars: each method visits this value of its kind.
+    scalars! {
+        deserialize_bool => visit_bool(false),
+        deserialize_i8 => visit_u64(0),
+        deserialize_i16 => visit_u64(0),
+        deserialize_i32 => visit_u64(0),
+        deserialize_i64 => visit_u64(0),
+        deserialize_u8 => visit_u64(0),
+        deserialize_u16 => visit_u64(0),
+        deserialize_u32 => visit_u64(0),
+        deserialize_u64 => visit_u64(0),
+        deserialize_f32 => visit_f64(0.0),
+        deserialize_f64 => visit_f64(0.0),
+        deserialize_char => visit_char('x'),
+        deserialize_str => visit_str(""),
+        deserialize_string => visit_str(""),
+        deserialize_bytes => visit_bytes(&[]),
+        deserialize_byte_buf => visit_bytes(&[]),
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
@@ -281,11 +264,16 @@ fn code_keys() -> BTreeSet<String> {
     keys
 }
 
+/// The text of `docs/config.md`.
+fn config_md() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md");
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// The keys `docs/config.md` documents: the first cell of each table row,
 /// when it is in backquotes.
 fn documented_keys() -> BTreeSet<String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text = config_md();
     let mut keys = BTreeSet::new();
     for line in text.lines() {
         let Some(row) = line.strip_prefix("| `") else {
@@ -350,8 +338,7 @@ fn docs_config_md_documents_every_key_and_no_other() {
 
 /// The default column of each documented key: the row's third cell.
 fn documented_defaults() -> std::collections::BTreeMap<String, String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let text = config_md();
     text.lines()
         .filter(|l| l.starts_with("| `"))
         .map(|l| {

@@ -33,7 +33,7 @@ use vrhost_packet::MacAddr;
 use super::icmp::TokenBucket;
 use super::neigh::NeighTable;
 use super::peer::PeerState;
-use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters};
+use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters, mask};
 
 /// One vNIC of the router.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -325,7 +325,7 @@ pub(super) fn check_route(
     n_nexthops: usize,
 ) -> Result<(u32, u8, RouteTarget), String> {
     let (p, l) = parse_prefix(&r.prefix).map_err(|e| format!("{list}[{i}]: {e}"))?;
-    let p = p & u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0);
+    let p = p & mask(l);
     let target = match (r.nexthop, &r.via) {
         (Some(nh), None) => {
             if r.vnic.is_some() {
@@ -378,186 +378,35 @@ impl Router {
     /// range, bad MAC or address, bad prefix, a `via` in no connected
     /// subnet, unreadable route file, a table too small).
     pub fn new(cfg: &RouterConfig) -> Result<Self, String> {
-        if cfg.vnics.len() > usize::from(u16::MAX) {
-            return Err(format!("vnics: {} > 65535", cfg.vnics.len()));
-        }
-        let mut vnics = Vec::with_capacity(cfg.vnics.len());
-        for (i, v) in cfg.vnics.iter().enumerate() {
-            let mac = parse_unicast_mac(&v.mac).map_err(|e| format!("vnics[{i}].mac {e}"))?;
-            let mut addrs = Vec::with_capacity(v.addrs.len());
-            for (j, a) in v.addrs.iter().enumerate() {
-                let at = format!("vnics[{i}].addrs[{j}] {a:?}");
-                let ifa = parse_iface(a).map_err(|e| format!("{at}: {e}"))?;
-                if is_local(&vnics, ifa.addr) || addrs.iter().any(|b: &Iface| b.addr == ifa.addr) {
-                    return Err(format!("{at}: address given twice"));
-                }
-                addrs.push(ifa);
-            }
-            vnics.push(Vnic { mac, addrs });
-        }
-        let nv = vnics.len();
-        let vnic_ok = |v: u16, field: &str| {
-            if usize::from(v) < nv {
-                Ok(v)
-            } else {
-                Err(format!("{field} {v} out of range ({nv} vNICs)"))
-            }
-        };
-
+        let vnics = build_vnics(&cfg.vnics)?;
         let a = cfg.arp;
-        if !(1..=1 << 20).contains(&a.neighbours) {
-            return Err(format!(
-                "arp.neighbours {}: must be 1..=1048576",
-                a.neighbours
-            ));
-        }
-        if a.pending > 4096 {
-            return Err(format!("arp.pending {}: must be 0..=4096", a.pending));
-        }
-        if a.retrans_ms == 0 || a.reachable_ms == 0 || a.probes == 0 {
-            return Err("arp.retrans_ms, arp.reachable_ms and arp.probes must be above 0".into());
-        }
-        let mut neigh = NeighTable::new(a.neighbours as usize, a.pending as usize);
-        let full = |field: String| {
-            format!(
-                "{field}: the neighbour table ({} entries, arp.neighbours) has no room for it",
-                a.neighbours
-            )
+        check_arp(&a)?;
+        let mut b = Build {
+            vnics,
+            neigh: NeighTable::new(a.neighbours as usize, a.pending as usize),
+            neigh_entries: a.neighbours,
+            hops: Vec::new(),
+            hop_ids: HashMap::new(),
+            n_nexthops: 0,
+            fib: Ipv4Fib::new(),
         };
-
-        let (mut hop_list, mut hop_ids) = (Vec::new(), HashMap::new());
-        let mut hops = Hops {
-            hops: &mut hop_list,
-            ids: &mut hop_ids,
-        };
-        for (i, nh) in cfg.nexthops.iter().enumerate() {
-            let vnic = vnic_ok(nh.vnic, &format!("nexthops[{i}].vnic"))?;
-            let via = nh
-                .via
-                .as_deref()
-                .map(parse_ip)
-                .transpose()
-                .map_err(|e| format!("nexthops[{i}].via {e}"))?;
-            let hop = if nh.mac.is_empty() {
-                let via = via.ok_or_else(|| format!("nexthops[{i}]: needs mac or via"))?;
-                let n = neigh
-                    .pin(via, vnic)
-                    .ok_or_else(|| full(format!("nexthops[{i}].via")))?;
-                Hop::Gateway {
-                    vnic,
-                    neigh: n as u32,
-                }
-            } else {
-                let dst =
-                    parse_unicast_mac(&nh.mac).map_err(|e| format!("nexthops[{i}].mac {e}"))?;
-                if let Some(via) = via {
-                    neigh
-                        .set_static(via, vnic, dst)
-                        .ok_or_else(|| full(format!("nexthops[{i}].via")))?;
-                }
-                Hop::Static {
-                    vnic,
-                    dst,
-                    src: vnics[usize::from(vnic)].mac,
-                }
-            };
-            // Not interned: routes and the route file refer to the index.
-            hops.hops.push(hop);
-        }
-        let n_nexthops = hops.hops.len();
-
-        for (i, n) in cfg.neighbours.iter().enumerate() {
-            let ip = parse_ip(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
-            let mac = parse_unicast_mac(&n.mac).map_err(|e| format!("neighbours[{i}].mac {e}"))?;
-            let vnic = match n.vnic {
-                Some(v) => vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
-                None => vnic_for(&vnics, ip).ok_or_else(|| {
-                    format!(
-                        "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
-                        n.ip
-                    )
-                })?,
-            };
-            neigh
-                .set_static(ip, vnic, mac)
-                .ok_or_else(|| full(format!("neighbours[{i}]")))?;
-        }
-
-        let mut fib = Ipv4Fib::new();
-        for (i, r) in cfg.routes.iter().enumerate() {
-            let (p, l, target) = check_route(r, "routes", i, &vnics, n_nexthops)?;
-            let id = match target {
-                RouteTarget::NextHop(nh) => nh,
-                RouteTarget::Via { ip, vnic } => {
-                    let n = neigh
-                        .pin(ip, vnic)
-                        .ok_or_else(|| full(format!("routes[{i}].via")))?;
-                    hops.intern(Hop::Gateway {
-                        vnic,
-                        neigh: n as u32,
-                    })
-                }
-            };
-            let old = fib
-                .insert(p, l, id)
-                .map_err(|e| format!("routes[{i}]: {e}"))?;
-            // The same prefix twice: the last one wins, the first one's
-            // gateway loses a route.
-            release_hop(&mut neigh, hops.hops, n_nexthops, old);
-        }
+        b.nexthops(&cfg.nexthops)?;
+        b.neighbours(&cfg.neighbours)?;
+        b.routes(&cfg.routes)?;
         if let Some(path) = &cfg.route_file {
-            if n_nexthops == 0 {
-                return Err("route_file needs at least one next hop".into());
-            }
-            let set =
-                vrhost_fib::import::read_routes(std::path::Path::new(path), &Default::default())
-                    .map_err(|e| format!("route_file {path}: {e}"))?;
-            let n = n_nexthops as u32;
-            for r in set.ipv4() {
-                let old = fib
-                    .insert(r.prefix, r.len, r.asn.unwrap_or(0) % n)
-                    .map_err(|e| format!("route_file {path}: {e}"))?;
-                release_hop(&mut neigh, hops.hops, n_nexthops, old);
-            }
+            b.route_file(path)?;
         }
-        // Connected subnets win over static routes of the same prefix (as
-        // Linux's metric 0), local and broadcast addresses over everything
-        // (Linux's local table).
-        for (v, n) in vnics.iter().enumerate() {
-            for ifa in &n.addrs {
-                let id = hops.intern(Hop::Connected { vnic: v as u16 });
-                let old = fib
-                    .insert(ifa.addr & ifa.mask(), ifa.len, id)
-                    .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
-                release_hop(&mut neigh, hops.hops, n_nexthops, old);
-            }
-        }
-        for (v, n) in vnics.iter().enumerate() {
-            for ifa in &n.addrs {
-                let local = hops.intern(Hop::Local);
-                let old = fib
-                    .insert(ifa.addr, 32, local)
-                    .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
-                release_hop(&mut neigh, hops.hops, n_nexthops, old);
-                if ifa.len <= 30 {
-                    let b = hops.intern(Hop::Broadcast);
-                    let old = fib
-                        .insert(ifa.broadcast(), 32, b)
-                        .map_err(|e| format!("vnics[{v}].addrs: {e}"))?;
-                    release_hop(&mut neigh, hops.hops, n_nexthops, old);
-                }
-            }
-        }
-        let burst = burst_for(cfg.burst_lookup, &fib);
+        b.own_routes()?;
+        let burst = burst_for(cfg.burst_lookup, &b.fib);
         Ok(Self {
             burst,
             burst_lookup: cfg.burst_lookup,
-            fib,
-            hops: hop_list,
-            hop_ids,
-            n_nexthops: n_nexthops as u32,
-            vnics,
-            neigh,
+            fib: b.fib,
+            hops: b.hops,
+            hop_ids: b.hop_ids,
+            n_nexthops: b.n_nexthops as u32,
+            vnics: b.vnics,
+            neigh: b.neigh,
             timers: Timers {
                 reachable_ms: a.reachable_ms,
                 retrans_ms: a.retrans_ms,
@@ -570,5 +419,228 @@ impl Router {
             peer: PeerState::new(a.pending as usize),
             counters: [0; counters::COUNT],
         })
+    }
+}
+
+/// The vNICs: their MACs, and their addresses, each given once.
+fn build_vnics(cfg: &[VnicConfig]) -> Result<Vec<Vnic>, String> {
+    if cfg.len() > usize::from(u16::MAX) {
+        return Err(format!("vnics: {} > 65535", cfg.len()));
+    }
+    let mut vnics = Vec::with_capacity(cfg.len());
+    for (i, v) in cfg.iter().enumerate() {
+        let mac = parse_unicast_mac(&v.mac).map_err(|e| format!("vnics[{i}].mac {e}"))?;
+        let mut addrs = Vec::with_capacity(v.addrs.len());
+        for (j, a) in v.addrs.iter().enumerate() {
+            let at = format!("vnics[{i}].addrs[{j}] {a:?}");
+            let ifa = parse_iface(a).map_err(|e| format!("{at}: {e}"))?;
+            if is_local(&vnics, ifa.addr) || addrs.iter().any(|b: &Iface| b.addr == ifa.addr) {
+                return Err(format!("{at}: address given twice"));
+            }
+            addrs.push(ifa);
+        }
+        vnics.push(Vnic { mac, addrs });
+    }
+    Ok(vnics)
+}
+
+/// The neighbour resolution parameters are in range.
+fn check_arp(a: &ArpConfig) -> Result<(), String> {
+    if !(1..=1 << 20).contains(&a.neighbours) {
+        return Err(format!(
+            "arp.neighbours {}: must be 1..=1048576",
+            a.neighbours
+        ));
+    }
+    if a.pending > 4096 {
+        return Err(format!("arp.pending {}: must be 0..=4096", a.pending));
+    }
+    if a.retrans_ms == 0 || a.reachable_ms == 0 || a.probes == 0 {
+        return Err("arp.retrans_ms, arp.reachable_ms and arp.probes must be above 0".into());
+    }
+    Ok(())
+}
+
+/// A router under construction: [`Router::new`]'s steps fill it in, in
+/// order (next hops, neighbours, routes, route file, own routes).
+struct Build {
+    vnics: Vec<Vnic>,
+    neigh: NeighTable,
+    /// `arp.neighbours`, named when the table has no room.
+    neigh_entries: u32,
+    hops: Vec<Hop>,
+    hop_ids: HashMap<Hop, u32>,
+    /// Next hops of the original form: the first hops, by index.
+    n_nexthops: usize,
+    fib: Ipv4Fib,
+}
+
+impl Build {
+    /// Vnic `v` of `field`, if there is one.
+    fn vnic_ok(&self, v: u16, field: &str) -> Result<u16, String> {
+        let nv = self.vnics.len();
+        if usize::from(v) < nv {
+            Ok(v)
+        } else {
+            Err(format!("{field} {v} out of range ({nv} vNICs)"))
+        }
+    }
+
+    /// The error for `field` when the neighbour table is full.
+    fn full(&self, field: &str) -> String {
+        format!(
+            "{field}: the neighbour table ({} entries, arp.neighbours) has no room for it",
+            self.neigh_entries
+        )
+    }
+
+    /// The hops, for interning.
+    fn interner(&mut self) -> Hops<'_> {
+        Hops {
+            hops: &mut self.hops,
+            ids: &mut self.hop_ids,
+        }
+    }
+
+    /// Route `p/l` to hop `id`; the hop of a route it replaces gives back
+    /// its pin. `at` names the entry in the error.
+    fn insert(
+        &mut self,
+        p: u32,
+        l: u8,
+        id: u32,
+        at: impl FnOnce() -> String,
+    ) -> Result<(), String> {
+        let old = self
+            .fib
+            .insert(p, l, id)
+            .map_err(|e| format!("{}: {e}", at()))?;
+        release_hop(&mut self.neigh, &self.hops, self.n_nexthops, old);
+        Ok(())
+    }
+
+    /// The next hops of the original form, hops `0..n_nexthops`: a
+    /// gateway resolved by ARP, or a static MAC.
+    fn nexthops(&mut self, cfg: &[NextHopConfig]) -> Result<(), String> {
+        for (i, nh) in cfg.iter().enumerate() {
+            let vnic = self.vnic_ok(nh.vnic, &format!("nexthops[{i}].vnic"))?;
+            let via = nh
+                .via
+                .as_deref()
+                .map(parse_ip)
+                .transpose()
+                .map_err(|e| format!("nexthops[{i}].via {e}"))?;
+            let hop = if nh.mac.is_empty() {
+                let via = via.ok_or_else(|| format!("nexthops[{i}]: needs mac or via"))?;
+                let n = self
+                    .neigh
+                    .pin(via, vnic)
+                    .ok_or_else(|| self.full(&format!("nexthops[{i}].via")))?;
+                Hop::Gateway {
+                    vnic,
+                    neigh: n as u32,
+                }
+            } else {
+                let dst =
+                    parse_unicast_mac(&nh.mac).map_err(|e| format!("nexthops[{i}].mac {e}"))?;
+                if let Some(via) = via {
+                    self.neigh
+                        .set_static(via, vnic, dst)
+                        .ok_or_else(|| self.full(&format!("nexthops[{i}].via")))?;
+                }
+                Hop::Static {
+                    vnic,
+                    dst,
+                    src: self.vnics[usize::from(vnic)].mac,
+                }
+            };
+            // Not interned: routes and the route file refer to the index.
+            self.hops.push(hop);
+        }
+        self.n_nexthops = self.hops.len();
+        Ok(())
+    }
+
+    /// The static neighbours.
+    fn neighbours(&mut self, cfg: &[NeighbourConfig]) -> Result<(), String> {
+        for (i, n) in cfg.iter().enumerate() {
+            let ip = parse_ip(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
+            let mac = parse_unicast_mac(&n.mac).map_err(|e| format!("neighbours[{i}].mac {e}"))?;
+            let vnic = match n.vnic {
+                Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
+                None => vnic_for(&self.vnics, ip).ok_or_else(|| {
+                    format!(
+                        "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
+                        n.ip
+                    )
+                })?,
+            };
+            self.neigh
+                .set_static(ip, vnic, mac)
+                .ok_or_else(|| self.full(&format!("neighbours[{i}]")))?;
+        }
+        Ok(())
+    }
+
+    /// The static routes; each by `via` pins its gateway. The same prefix
+    /// twice: the last one wins, the first one's gateway loses a route.
+    fn routes(&mut self, cfg: &[RouteConfig]) -> Result<(), String> {
+        for (i, r) in cfg.iter().enumerate() {
+            let (p, l, target) = check_route(r, "routes", i, &self.vnics, self.n_nexthops)?;
+            let id = match target {
+                RouteTarget::NextHop(nh) => nh,
+                RouteTarget::Via { ip, vnic } => {
+                    let n = self
+                        .neigh
+                        .pin(ip, vnic)
+                        .ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
+                    self.interner().intern(Hop::Gateway {
+                        vnic,
+                        neigh: n as u32,
+                    })
+                }
+            };
+            self.insert(p, l, id, || format!("routes[{i}]"))?;
+        }
+        Ok(())
+    }
+
+    /// The route file's routes, spread over the next hops by ASN.
+    fn route_file(&mut self, path: &str) -> Result<(), String> {
+        if self.n_nexthops == 0 {
+            return Err("route_file needs at least one next hop".into());
+        }
+        let set = vrhost_fib::import::read_routes(std::path::Path::new(path), &Default::default())
+            .map_err(|e| format!("route_file {path}: {e}"))?;
+        let n = self.n_nexthops as u32;
+        for r in set.ipv4() {
+            self.insert(r.prefix, r.len, r.asn.unwrap_or(0) % n, || {
+                format!("route_file {path}")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The routes of the vNICs' addresses, last: connected subnets win
+    /// over static routes of the same prefix (as Linux's metric 0), local
+    /// and broadcast addresses over everything (Linux's local table).
+    fn own_routes(&mut self) -> Result<(), String> {
+        let addrs: Vec<(usize, Iface)> = (self.vnics.iter().enumerate())
+            .flat_map(|(v, n)| n.addrs.iter().map(move |&a| (v, a)))
+            .collect();
+        let at = |v: usize| move || format!("vnics[{v}].addrs");
+        for &(v, ifa) in &addrs {
+            let id = self.interner().intern(Hop::Connected { vnic: v as u16 });
+            self.insert(ifa.addr & ifa.mask(), ifa.len, id, at(v))?;
+        }
+        for &(v, ifa) in &addrs {
+            let local = self.interner().intern(Hop::Local);
+            self.insert(ifa.addr, 32, local, at(v))?;
+            if ifa.len <= 30 {
+                let b = self.interner().intern(Hop::Broadcast);
+                self.insert(ifa.broadcast(), 32, b, at(v))?;
+            }
+        }
+        Ok(())
     }
 }

@@ -38,7 +38,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::config::{Hops, RouteTarget, burst_for, check_route, parse_prefix, release_hop};
-use super::{Hop, RouteConfig, Router, counters};
+use super::{Hop, RouteConfig, Router, counters, mask};
 
 /// A control message to the router: the `body` of a
 /// [`HostMsg::Control`](vrhost_proto::HostMsg::Control).
@@ -118,11 +118,35 @@ impl Router {
     /// table. The table is then as it was.
     pub fn change_routes(&mut self, ch: &RouteChanges) -> Result<RouteChangeReply, String> {
         // Check everything against the table as it is, changing nothing.
-        let mut dels = Vec::with_capacity(ch.del.len());
-        let mut seen = HashSet::with_capacity(ch.del.len());
-        for (i, s) in ch.del.iter().enumerate() {
+        let dels = self.check_dels(&ch.del)?;
+        let adds = self.check_adds(&ch.add)?;
+        let (ids, pinned) = self.pin_gateways(&adds)?;
+        let replaced = if ch.dry_run {
+            self.unpin(&pinned);
+            adds.iter()
+                .filter(|&&(p, l, _)| self.fib.get(p, l).is_some())
+                .count()
+        } else {
+            let replaced = self.apply_changes(&dels, &adds, &ids, &pinned)?;
+            self.burst = burst_for(self.burst_lookup, &self.fib);
+            replaced
+        };
+        Ok(RouteChangeReply {
+            added: adds.len(),
+            replaced,
+            deleted: dels.len(),
+            routes: self.fib.len(),
+        })
+    }
+
+    /// The prefixes of `del`, host bits cleared: each with a route, not
+    /// one of the router's own addresses, given once.
+    fn check_dels(&self, del: &[String]) -> Result<Vec<(u32, u8)>, String> {
+        let mut dels = Vec::with_capacity(del.len());
+        let mut seen = HashSet::with_capacity(del.len());
+        for (i, s) in del.iter().enumerate() {
             let (p, l) = parse_prefix(s).map_err(|e| format!("del[{i}]: {e}"))?;
-            let p = p & u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0);
+            let p = p & mask(l);
             match self.fib.get(p, l) {
                 None => return Err(format!("del[{i}] {s:?}: no such route")),
                 Some(id) if self.is_own(id) => {
@@ -135,16 +159,30 @@ impl Router {
             }
             dels.push((p, l));
         }
-        let mut adds = Vec::with_capacity(ch.add.len());
-        for (i, r) in ch.add.iter().enumerate() {
+        Ok(dels)
+    }
+
+    /// The routes of `add`, checked as [`Router::new`] checks `routes`;
+    /// none replaces a route of the router's own addresses.
+    fn check_adds(&self, add: &[RouteConfig]) -> Result<Vec<(u32, u8, RouteTarget)>, String> {
+        let mut adds = Vec::with_capacity(add.len());
+        for (i, r) in add.iter().enumerate() {
             let (p, l, target) = check_route(r, "add", i, &self.vnics, self.n_nexthops as usize)?;
             if self.fib.get(p, l).is_some_and(|id| self.is_own(id)) {
                 return Err(format!("add[{i}] {:?}: {OWN}", r.prefix));
             }
             adds.push((p, l, target));
         }
+        Ok(adds)
+    }
 
-        // Pin the gateways (can fail: no room in the neighbour table).
+    /// Pin the gateways of `adds` and intern their hops: the hop id of
+    /// each add, and the neighbour entries pinned. Fails when the
+    /// neighbour table has no room, with nothing left pinned.
+    fn pin_gateways(
+        &mut self,
+        adds: &[(u32, u8, RouteTarget)],
+    ) -> Result<(Vec<u32>, Vec<usize>), String> {
         let mut ids = Vec::with_capacity(adds.len());
         let mut pinned = Vec::new();
         for (i, &(_, _, target)) in adds.iter().enumerate() {
@@ -152,9 +190,7 @@ impl Router {
                 RouteTarget::NextHop(nh) => nh,
                 RouteTarget::Via { ip, vnic } => {
                     let Some(n) = self.neigh.pin(ip, vnic) else {
-                        for &n in &pinned {
-                            self.neigh.unpin(n);
-                        }
+                        self.unpin(&pinned);
                         return Err(format!(
                             "add[{i}].via: the neighbour table ({} entries, arp.neighbours) has \
                              no room for it",
@@ -174,35 +210,37 @@ impl Router {
             };
             ids.push(id);
         }
+        Ok((ids, pinned))
+    }
 
-        if ch.dry_run {
-            for &n in &pinned {
-                self.neigh.unpin(n);
-            }
-            let replaced = adds
-                .iter()
-                .filter(|&&(p, l, _)| self.fib.get(p, l).is_some())
-                .count();
-            return Ok(RouteChangeReply {
-                added: adds.len(),
-                replaced,
-                deleted: dels.len(),
-                routes: self.fib.len(),
-            });
+    /// Give back the pins of `pinned`.
+    fn unpin(&mut self, pinned: &[usize]) {
+        for &n in pinned {
+            self.neigh.unpin(n);
         }
+    }
 
-        // Apply. Only an insert can fail (the FIB's memory cap, 16 GiB:
-        // never in practice); what was done is then undone.
+    /// Delete `dels`, then add `adds` (to hops `ids`): the number of adds
+    /// that replaced a route. Only an insert can fail (the FIB's memory
+    /// cap, 16 GiB: never in practice); what was done is then undone and
+    /// the `pinned` entries given back.
+    fn apply_changes(
+        &mut self,
+        dels: &[(u32, u8)],
+        adds: &[(u32, u8, RouteTarget)],
+        ids: &[u32],
+        pinned: &[usize],
+    ) -> Result<usize, String> {
         let mut undo: Vec<(u32, u8, Option<u32>)> = Vec::with_capacity(dels.len() + adds.len());
         let mut released = Vec::with_capacity(dels.len());
-        for &(p, l) in &dels {
+        for &(p, l) in dels {
             let old = self.fib.remove(p, l);
             debug_assert!(old.is_some(), "checked above");
             undo.push((p, l, old));
             released.push(old);
         }
         let mut replaced = 0;
-        for (i, (&(p, l, _), &id)) in adds.iter().zip(&ids).enumerate() {
+        for (i, (&(p, l, _), &id)) in adds.iter().zip(ids).enumerate() {
             match self.fib.insert(p, l, id) {
                 Ok(old) => {
                     replaced += usize::from(old.is_some());
@@ -210,20 +248,8 @@ impl Router {
                     released.push(old);
                 }
                 Err(e) => {
-                    for &(p, l, old) in undo.iter().rev() {
-                        match old {
-                            // Best effort: fails only as the insert did.
-                            Some(old) => {
-                                let _ = self.fib.insert(p, l, old);
-                            }
-                            None => {
-                                self.fib.remove(p, l);
-                            }
-                        }
-                    }
-                    for &n in &pinned {
-                        self.neigh.unpin(n);
-                    }
+                    self.undo_changes(&undo);
+                    self.unpin(pinned);
                     return Err(format!("add[{i}]: {e} (nothing changed)"));
                 }
             }
@@ -231,13 +257,23 @@ impl Router {
         for old in released {
             release_hop(&mut self.neigh, &self.hops, self.n_nexthops as usize, old);
         }
-        self.burst = burst_for(self.burst_lookup, &self.fib);
-        Ok(RouteChangeReply {
-            added: adds.len(),
-            replaced,
-            deleted: dels.len(),
-            routes: self.fib.len(),
-        })
+        Ok(replaced)
+    }
+
+    /// Put back the routes `undo` recorded (prefix, length, the hop before),
+    /// the last change first.
+    fn undo_changes(&mut self, undo: &[(u32, u8, Option<u32>)]) {
+        for &(p, l, old) in undo.iter().rev() {
+            match old {
+                // Best effort: fails only as the insert did.
+                Some(old) => {
+                    let _ = self.fib.insert(p, l, old);
+                }
+                None => {
+                    self.fib.remove(p, l);
+                }
+            }
+        }
     }
 
     /// The table sizes and the peer counts.

@@ -221,6 +221,11 @@ enum Hop {
     Broadcast,
 }
 
+/// The netmask of a `len`-bit prefix (0 for `/0`).
+fn mask(len: u8) -> u32 {
+    u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
+}
+
 /// An address of a vNIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Iface {
@@ -230,7 +235,7 @@ struct Iface {
 
 impl Iface {
     fn mask(self) -> u32 {
-        u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0)
+        mask(self.len)
     }
 
     fn contains(self, ip: u32) -> bool {

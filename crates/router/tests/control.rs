@@ -9,7 +9,6 @@ use std::sync::atomic::AtomicBool;
 
 use serde_json::json;
 use vrhost_packet::MacAddr;
-use vrhost_packet::build::UdpFrameSpec;
 use vrhost_proto::{HostMsg, MAX_MSG, PollConfig, VrReply, counter};
 use vrhost_router::{Router, RouterConfig};
 use vrhost_sdk::DropReason;
@@ -18,6 +17,8 @@ use vrhost_shm::fdpass::{recv_with_fds, send_with_fds, seqpacket_pair};
 use vrhost_shm::{
     Consumer, Doorbell, Producer, Region, RegionConfig, RingId, SlotState, needs_kick,
 };
+
+mod common;
 
 const SINK: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const NEIGH: [u8; 6] = [2, 0, 0, 0, 0x30, 0x50];
@@ -82,27 +83,12 @@ impl Host {
     /// Hand the instance up to `n` packets to `dst` on vNIC 0 (fewer if
     /// the slots are out); the slots given.
     fn feed(&mut self, dst: Ipv4Addr, n: usize) -> Vec<u32> {
-        let h = self.region.layout().cfg.headroom;
         let take = n.min(self.free.len());
         let slots: Vec<u32> = self.free.drain(..take).collect();
+        let frame = common::udp64([2, 0, 0, 0, 0xa0, 7], dst, 64);
         for &s in &slots {
-            let mut f = [0u8; 64];
-            UdpFrameSpec {
-                dst_mac: MacAddr([2, 0, 0, 0, 0x10, 0]),
-                src_mac: MacAddr([2, 0, 0, 0, 0xa0, 7]),
-                src_ip: Ipv4Addr::new(10, 1, 0, 7),
-                dst_ip: dst,
-                sport: 1,
-                dport: 2,
-                ttl: 64,
-                frame_bytes: 64,
-            }
-            .write(&mut f)
-            .unwrap();
-            assert!(self.region.write_slot(s, h, &f));
-            let meta = self.region.meta(s).unwrap();
-            meta.set_extent(h as u16, 64);
-            meta.set(SlotState::Filled);
+            common::fill(&self.region, s, &frame);
+            self.region.meta(s).unwrap().set(SlotState::Filled);
         }
         let pushed = self.rx[0].push(&slots).unwrap();
         assert_eq!(pushed, slots.len(), "the ring holds every slot");

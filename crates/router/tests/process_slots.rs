@@ -5,29 +5,18 @@
 
 use std::net::Ipv4Addr;
 
-use vrhost_packet::MacAddr;
-use vrhost_packet::build::UdpFrameSpec;
 use vrhost_proto::counter;
 use vrhost_router::{Router, RouterConfig, counters as rc};
 use vrhost_sdk::runtime::{BATCH, TxStage, VrCounters, process_slots};
 use vrhost_sdk::{DropReason, Vr};
 use vrhost_shm::{Region, RegionConfig, SlotState};
 
+mod common;
+use common::fill;
+
+/// A frame from a host on vNIC 0.
 fn udp(dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
-    let mut f = vec![0u8; 64];
-    UdpFrameSpec {
-        dst_mac: MacAddr([2, 0, 0, 0, 0x10, 0]),
-        src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
-        src_ip: Ipv4Addr::new(10, 1, 0, 7),
-        dst_ip: dst,
-        sport: 1,
-        dport: 2,
-        ttl,
-        frame_bytes: 64,
-    }
-    .write(&mut f)
-    .unwrap();
-    f
+    common::udp64([2, 0, 0, 0, 0, 1], dst, ttl)
 }
 
 fn router(burst: bool) -> Router {
@@ -41,15 +30,6 @@ fn router(burst: bool) -> Router {
     let r = Router::new(&cfg).unwrap();
     assert_eq!(r.prefers_burst(), burst);
     r
-}
-
-fn fill(region: &Region, slot: u32, frame: &[u8]) {
-    let h = region.layout().cfg.headroom;
-    assert!(region.write_slot(slot, h, frame));
-    region
-        .meta(slot)
-        .unwrap()
-        .set_extent(h as u16, frame.len() as u16);
 }
 
 fn state(region: &Region, slot: u32) -> u32 {

@@ -21,14 +21,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use vrhost_router::RouteConfig;
 
 use crate::control::{ControlError, Controller};
 use crate::view;
-use vrhost_api::{ApplyRequest, ConfigDoc, Health, Route, RoutePage, VrCounters, VrStatus};
+use vrhost_api::{ApplyRequest, ConfigDoc, Health, VrCounters, VrStatus};
 
 pub use crate::contract::OPENAPI;
 
@@ -307,6 +305,18 @@ fn vr_pos(doc: &toml::Table, name: &str) -> Option<usize> {
         .position(|v| str_field(v, "name") == Some(name))
 }
 
+/// The position of VR `name` in the document's `vrs`, or a 404.
+fn find_vr(doc: &toml::Table, name: &str) -> ApiResult<usize> {
+    vr_pos(doc, name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))
+}
+
+/// The table of the VR at `pos` (from [`find_vr`]), to change.
+fn vr_table_mut(doc: &mut toml::Table, pos: usize) -> ApiResult<&mut toml::Table> {
+    array(doc, "vrs")[pos]
+        .as_table_mut()
+        .ok_or_else(|| ApiError::bad("the VR's entry is not a table"))
+}
+
 /// A value that fits the document but not the TOML config.
 fn unrepresentable(message: String) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
@@ -463,7 +473,7 @@ fn rules_of(doc: &toml::Table) -> Vec<Value> {
 /// The VR as `GET /v1/vrs/{name}` shows it.
 fn vr_status(c: &Controller, stats: Option<&VrCounters>, name: &str) -> ApiResult<VrStatus> {
     let doc = c.doc();
-    let pos = vr_pos(doc, name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+    let pos = find_vr(doc, name)?;
     let table = &doc["vrs"].as_array().expect("found in it")[pos];
     let mut spec = to_json(table);
     let rules: Vec<Value> = rules_of(doc)

@@ -1,6 +1,19 @@
 //! The API's routes of a VR: list (paged), add, delete, bulk changes.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+use vrhost_api::{Route, RoutePage};
+use vrhost_router::RouteConfig;
+
+use super::{
+    ApiError, ApiResult, ApiState, MAX_BODY, MAX_BULK_BODY, MAX_BULK_ROUTES, MAX_OFFSET, json_body,
+    json_value, query, query_num, typed, with_ctl,
+};
 
 pub(super) fn route_of(r: &RouteConfig) -> Route {
     Route {

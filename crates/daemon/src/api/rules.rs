@@ -1,6 +1,16 @@
 //! The API's classifier rules: list, add, replace, delete.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+use super::{
+    ApiError, ApiResult, ApiState, MAX_BODY, array, created, index, json_object, rules_of, to_toml,
+    typed, with_ctl,
+};
 
 pub(super) async fn list_rules(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| Ok(axum::Json(rules_of(c.doc())).into_response())).await

@@ -1,7 +1,19 @@
 //! The API's VRs and their vNICs: list, read, create, replace, delete,
 //! restart.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::view;
+
+use super::{
+    ApiError, ApiResult, ApiState, MAX_BODY, array, created, find_vr, in_vr, index, json_object,
+    rules_of, str_field, to_json, to_toml, vr_pos, vr_spec, vr_status, vr_table_mut, with_ctl,
+};
 
 pub(super) async fn list_vrs(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| {
@@ -60,8 +72,7 @@ pub(super) async fn update_vr(
     let (name, table, rules, has_rules) = vr_spec(body, Some(&name))?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
-        let pos =
-            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let pos = find_vr(&doc, &name)?;
         array(&mut doc, "vrs")[pos] = table;
         if has_rules {
             let rs = array(&mut doc, "rules");
@@ -80,8 +91,7 @@ pub(super) async fn delete_vr(
 ) -> ApiResult<Response> {
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
-        let pos =
-            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let pos = find_vr(&doc, &name)?;
         array(&mut doc, "vrs").remove(pos);
         array(&mut doc, "rules").retain(|r| str_field(r, "vr") != Some(name.as_str()));
         c.apply_doc(doc, false)?;
@@ -107,8 +117,7 @@ pub(super) async fn list_vnics(
 ) -> ApiResult<Response> {
     with_ctl(&st, move |c| {
         let doc = c.doc();
-        let pos =
-            vr_pos(doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let pos = find_vr(doc, &name)?;
         let vnics = doc["vrs"][pos]
             .get("vnics")
             .map(to_json)
@@ -127,11 +136,8 @@ pub(super) async fn add_vnic(
     let vnic = to_toml(Value::Object(body), "")?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
-        let pos =
-            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
-        let vr = array(&mut doc, "vrs")[pos]
-            .as_table_mut()
-            .ok_or_else(|| ApiError::bad("the VR's entry is not a table"))?;
+        let pos = find_vr(&doc, &name)?;
+        let vr = vr_table_mut(&mut doc, pos)?;
         let vnics = array(vr, "vnics");
         vnics.push(vnic);
         let ix = vnics.len() - 1;
@@ -152,15 +158,12 @@ pub(super) async fn delete_vnic(
     let ix = index(&ix)?;
     with_ctl(&st, move |c| {
         let mut doc = c.doc().clone();
-        let pos =
-            vr_pos(&doc, &name).ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
+        let pos = find_vr(&doc, &name)?;
         let used = rules_of(&doc).iter().any(|r| {
             r["vr"] == name.as_str()
                 && r.get("vnic").and_then(Value::as_u64).unwrap_or(0) == ix as u64
         });
-        let vr = array(&mut doc, "vrs")[pos]
-            .as_table_mut()
-            .ok_or_else(|| ApiError::bad("the VR's entry is not a table"))?;
+        let vr = vr_table_mut(&mut doc, pos)?;
         let vnics = array(vr, "vnics");
         if ix >= vnics.len() {
             return Err(ApiError::not_found(format!("VR {name:?} has no vNIC {ix}")));

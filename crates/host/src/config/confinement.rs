@@ -148,13 +148,7 @@ fn check_reach(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::vr_conf;
-
-    /// A step's error as `field: message`.
-    fn said<T: std::fmt::Debug>(r: Result<T, FieldError>) -> String {
-        let (_, field, msg) = r.unwrap_err();
-        format!("{field}: {msg}")
-    }
+    use crate::config::tests::{said, vr_conf};
 
     #[test]
     fn limits_left_out_are_none() {

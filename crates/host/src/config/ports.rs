@@ -117,6 +117,7 @@ fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::tests::assert_refused;
 
     /// Check the ports of `src` (`[[ports]]` tables only).
     fn check(src: &str) -> Result<BTreeMap<String, usize>, String> {
@@ -220,8 +221,7 @@ traffic = { frame_bytes = 128 }
             ),
         ] {
             let src = TWO.replacen(from, to, 1);
-            let e = check(&src).unwrap_err();
-            assert!(e.contains(want), "want {want:?} in {e:?}\n{src}");
+            assert_refused(check(&src), want, &src);
         }
     }
 }

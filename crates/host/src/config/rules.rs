@@ -95,7 +95,7 @@ fn check_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::{GOOD, parse};
+    use crate::config::tests::{GOOD, assert_refused, parse};
 
     /// The rules of `src` checked against one VR `a` with two vNICs and
     /// ports `p0` and `p1`.
@@ -181,8 +181,7 @@ vnic = 1
             ),
         ] {
             let src = RULE.replacen(from, to, 1);
-            let e = check(&src).unwrap_err();
-            assert!(e.contains(want), "want {want:?} in {e:?}");
+            assert_refused(check(&src), want, &src);
         }
     }
 }

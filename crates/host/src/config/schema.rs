@@ -442,6 +442,7 @@ pub(super) fn port_rings(p: &PortConfig) -> PortRings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::tests::assert_refused;
 
     #[test]
     fn an_empty_file_is_a_config_of_defaults() {
@@ -533,8 +534,7 @@ mod tests {
                 "33",
             ),
         ] {
-            let e = bad.mem_config().unwrap_err();
-            assert!(e.contains(want), "want {want:?} in {e:?}");
+            assert_refused(bad.mem_config(), want, &format!("{bad:?}"));
         }
         assert!(
             GenConf {

@@ -68,6 +68,19 @@ pub(super) fn vr_conf(fields: &str) -> VrConf {
     toml::from_str(&format!("name = \"a\"\n{vnics}{fields}")).expect("the schema")
 }
 
+/// A step's error as `field: message`.
+pub(super) fn said<T: std::fmt::Debug>(r: Result<T, FieldError>) -> String {
+    let (_, field, msg) = r.unwrap_err();
+    format!("{field}: {msg}")
+}
+
+/// `res` is an error whose message holds `want`; `case` (the input)
+/// names it when it is not.
+pub(super) fn assert_refused<T: std::fmt::Debug>(res: Result<T, String>, want: &str, case: &str) {
+    let e = res.unwrap_err();
+    assert!(e.contains(want), "{case}: want {want:?} in {e:?}");
+}
+
 pub(super) fn parse(src: &str) -> Result<Plan, String> {
     Config::parse(src, "v.toml", Path::new("."))
         .map(|(_, p)| p)
@@ -155,8 +168,7 @@ fn errors_name_file_line_and_field() {
         ),
     ];
     for (src, want) in cases {
-        let e = parse(&src).unwrap_err();
-        assert!(e.contains(want), "want {want:?} in {e:?}");
+        assert_refused(parse(&src), want, &src);
     }
 }
 
@@ -187,8 +199,7 @@ fn instances_get_a_core_each_and_a_policy() {
         ),
         ("balance = \"fastest\"", "vrs[0].balance"),
     ] {
-        let e = parse(&with(fields)).unwrap_err();
-        assert!(e.contains(want), "{fields}: want {want:?} in {e:?}");
+        assert_refused(parse(&with(fields)), want, fields);
     }
 }
 
@@ -298,8 +309,7 @@ fn scaling_vrs_take_cores_from_the_budget() {
             ),
         ),
     ] {
-        let e = parse(&src).unwrap_err();
-        assert!(e.contains(&want), "want {want:?} in {e:?}");
+        assert_refused(parse(&src), &want, &src);
     }
 }
 
@@ -370,8 +380,7 @@ fn confinement_fields_are_checked() {
         ),
         ("user = 1.5", "v.toml:18: vrs[0].user"),
     ] {
-        let e = parse(&with(fields)).unwrap_err();
-        assert!(e.contains(want), "{fields}: want {want:?} in {e:?}");
+        assert_refused(parse(&with(fields)), want, fields);
     }
 }
 

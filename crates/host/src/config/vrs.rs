@@ -218,13 +218,7 @@ fn guard(host: &HostConf, v: &VrConf) -> Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::vr_conf;
-
-    /// A step's error as `field: message`.
-    fn said<T: std::fmt::Debug>(r: Result<T, FieldError>) -> String {
-        let (_, field, msg) = r.unwrap_err();
-        format!("{field}: {msg}")
-    }
+    use crate::config::tests::{said, vr_conf};
 
     fn name(names: &mut BTreeSet<String>, name: &str) -> Result<(), String> {
         let src = format!("name = {name:?}\nvnics = []\n");

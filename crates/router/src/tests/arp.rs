@@ -5,15 +5,7 @@ use super::*;
 #[test]
 fn arp_request_is_answered_in_place_byte_for_byte() {
     let mut r = router();
-    let mut req = arp(
-        H0,
-        [0xff; 6],
-        EpArpOp::REQUEST,
-        H0,
-        H0_IP,
-        [0; 6],
-        Ipv4Addr::new(10, 1, 0, 1),
-    );
+    let mut req = arp_request(H0, H0_IP, Ipv4Addr::new(10, 1, 0, 1));
     req.resize(60, 0); // padded by the host's NIC
     let (v, out) = run(&mut r, 0, &req);
     assert_eq!(v, Verdict::Forward(0));
@@ -42,26 +34,10 @@ fn arp_request_is_answered_in_place_byte_for_byte() {
 fn arp_for_others_or_other_vnics_is_not_answered() {
     let mut r = router();
     // 10.1.1.1 belongs to vNIC 1; asked on vNIC 0 (Linux arp_ignore=1).
-    let q = arp(
-        H0,
-        [0xff; 6],
-        EpArpOp::REQUEST,
-        H0,
-        H0_IP,
-        [0; 6],
-        Ipv4Addr::new(10, 1, 1, 1),
-    );
+    let q = arp_request(H0, H0_IP, Ipv4Addr::new(10, 1, 1, 1));
     assert_eq!(run(&mut r, 0, &q).0, Verdict::Drop(DropReason::Consumed));
     // Someone else's address: nothing learned from a stranger.
-    let q = arp(
-        H0,
-        [0xff; 6],
-        EpArpOp::REQUEST,
-        H0,
-        H0_IP,
-        [0; 6],
-        Ipv4Addr::new(10, 1, 0, 99),
-    );
+    let q = arp_request(H0, H0_IP, Ipv4Addr::new(10, 1, 0, 99));
     assert_eq!(run(&mut r, 0, &q).0, Verdict::Drop(DropReason::Consumed));
     assert_eq!(neigh_state(&r, H0_IP, 0), None);
     // An unsolicited reply does not create an entry either (arp_accept=0).
@@ -83,15 +59,7 @@ fn arp_for_others_or_other_vnics_is_not_answered() {
 fn arp_probe_from_0_0_0_0_is_answered_but_not_learned() {
     let mut r = router();
     // RFC 5227: a host checking whether 10.1.0.1 is taken. It is.
-    let q = arp(
-        H0,
-        [0xff; 6],
-        EpArpOp::REQUEST,
-        H0,
-        Ipv4Addr::UNSPECIFIED,
-        [0; 6],
-        Ipv4Addr::new(10, 1, 0, 1),
-    );
+    let q = arp_request(H0, Ipv4Addr::UNSPECIFIED, Ipv4Addr::new(10, 1, 0, 1));
     let (v, out) = run(&mut r, 0, &q);
     assert_eq!(v, Verdict::Forward(0));
     assert_eq!(&out[38..42], &[0, 0, 0, 0]);
@@ -101,15 +69,7 @@ fn arp_probe_from_0_0_0_0_is_answered_but_not_learned() {
 #[test]
 fn malformed_arp_is_counted_by_reason() {
     let mut r = router();
-    let good = arp(
-        H0,
-        [0xff; 6],
-        EpArpOp::REQUEST,
-        H0,
-        H0_IP,
-        [0; 6],
-        Ipv4Addr::new(10, 1, 0, 1),
-    );
+    let good = arp_request(H0, H0_IP, Ipv4Addr::new(10, 1, 0, 1));
     let drop = |r: &mut Router, f: &[u8]| run(r, 0, f).0;
     assert_eq!(
         drop(&mut r, &good[..41]),
@@ -325,15 +285,7 @@ fn static_neighbours_never_age_nor_change() {
     }
     // An ARP packet claiming the address does not move it.
     let liar = [2, 0, 0, 0, 0xee, 0xee];
-    let q = arp(
-        liar,
-        [0xff; 6],
-        EpArpOp::REQUEST,
-        liar,
-        Ipv4Addr::new(10, 1, 1, 3),
-        [0; 6],
-        Ipv4Addr::new(10, 1, 1, 1),
-    );
+    let q = arp_request(liar, Ipv4Addr::new(10, 1, 1, 3), Ipv4Addr::new(10, 1, 1, 1));
     assert_eq!(run(&mut r, 1, &q).0, Verdict::Forward(1), "answered");
     assert_eq!(&run(&mut r, 0, &udp_from_h0(dst)).1[0..6], &n[..]);
     assert_eq!(c(&r, counters::ARP_REQUESTS), 0);

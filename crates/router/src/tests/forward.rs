@@ -239,10 +239,7 @@ fn mix() -> Vec<(u16, Vec<u8>)> {
         (0, udp_from_h0(Ipv4Addr::new(192, 0, 2, 1))),
         (0, udp_from_h0(Ipv4Addr::new(8, 8, 8, 8))),
         (0, echo(H0, R0, H0_IP, us, 64)),
-        (
-            0,
-            arp(H0, [0xff; 6], EpArpOp::REQUEST, H0, H0_IP, [0; 6], us),
-        ),
+        (0, arp_request(H0, H0_IP, us)),
         (1, gw_reply(GW)),
         (0, udp_from_h0(Ipv4Addr::new(8, 8, 4, 4))),
         (0, udp_ttl(H0, R0, H0_IP, Ipv4Addr::new(192, 0, 2, 1), 1)),

@@ -121,6 +121,19 @@ fn echo(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u
     v
 }
 
+/// A broadcast ARP request from `from` (MAC and address) for `target`.
+fn arp_request(from: [u8; 6], from_ip: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    arp(
+        from,
+        [0xff; 6],
+        EpArpOp::REQUEST,
+        from,
+        from_ip,
+        [0; 6],
+        target,
+    )
+}
+
 fn arp(
     eth_src: [u8; 6],
     eth_dst: [u8; 6],

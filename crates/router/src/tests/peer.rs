@@ -115,13 +115,9 @@ fn burst(r: &mut Router, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
 /// its slot free.
 fn chatter() -> Vec<u8> {
     let other = [2, 0, 0, 0, 0xc0, 50];
-    arp(
-        other,
-        [0xff; 6],
-        EpArpOp::REQUEST,
+    arp_request(
         other,
         Ipv4Addr::new(10, 1, 1, 50),
-        [0; 6],
         Ipv4Addr::new(10, 1, 1, 99),
     )
 }
@@ -298,15 +294,7 @@ fn what_is_told_and_what_is_not() {
     assert_eq!(c(&p.b, counters::PEER_NEIGH_SENT), 0);
 
     // The gateway asks A for its address: new to A, told.
-    let ask = arp(
-        GW,
-        [0xff; 6],
-        EpArpOp::REQUEST,
-        GW,
-        GW_IP,
-        [0; 6],
-        Ipv4Addr::new(10, 1, 1, 1),
-    );
+    let ask = arp_request(GW, GW_IP, Ipv4Addr::new(10, 1, 1, 1));
     assert_eq!(run(&mut p.a, 1, &ask).0, Verdict::Forward(1));
     assert_eq!(p.a_to_b(), [(PeerDest::All, msg(1, GW_IP, GW))]);
     // Again, same MAC: not told.
