@@ -1,0 +1,283 @@
+//! The fast path forwarding real frames between network namespaces (root
+//! only; needs `ip` and `ethtool`).
+//!
+//! ```text
+//!  ns-a            ns-r (ip_forward = 0)           ns-b
+//!  a0 10.0.1.2 --- r0 10.0.1.1  [fast path]  r1 10.0.2.1 --- b0 10.0.2.2
+//! ```
+//!
+//! UDP from ns-a to 10.0.2.2 arrives in ns-b, and the fast path's `fwd`
+//! counter accounts for it, while ns-r's kernel does not forward (its
+//! `ip_forward` is 0): the frames went r0 -> XDP -> DEVMAP -> r1.
+//!
+//! What veth needs: a frame redirected into a veth (`ndo_xdp_xmit` of r1)
+//! is delivered only if the peer (b0) has an XDP program attached (or GRO
+//! on, which gives it NAPI); otherwise the redirect fails and the frame
+//! is lost. So b0 gets [`PeerPass`] (XDP_PASS). And a0's checksum offload
+//! is turned off: a UDP checksum left to the device (CHECKSUM_PARTIAL) is
+//! never completed once the frame has gone through XDP as raw bytes, and
+//! ns-b would drop the datagram as corrupt.
+//!
+//! The namespaces are named with the process id (other users of the
+//! machine may have their own `ns-a`), and deleted by a guard even when
+//! the test fails. Each namespace is entered by a thread of its own
+//! (`setns`), which creates the sockets and attaches the programs there.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::os::fd::AsFd;
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+use vrhost_fast::{
+    FastConfig, FastPath, Neighbour, NextHop, Path, PeerPass, RoutingMode, SelectEntry, SelectKey,
+    VrFastConfig, ifindex,
+};
+
+const R0_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x10];
+const R1_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x11];
+const A0_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x0a];
+const B0_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x0b];
+const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
+const PORT: u16 = 5555;
+const FRAMES: u64 = 50;
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Run `ip ARGS`; panic with its output if it fails.
+fn ip(args: &[&str]) {
+    run("ip", args);
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The test's namespaces, deleted on drop (with their veths).
+struct Namespaces(Vec<String>);
+
+impl Namespaces {
+    fn add(&mut self, name: String) -> String {
+        ip(&["netns", "add", &name]);
+        self.0.push(name.clone());
+        name
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            // Best effort: a failing test must not hide its own panic.
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+/// Move the calling thread into namespace `name`.
+fn enter(name: &str) {
+    let f = File::open(format!("/var/run/netns/{name}")).expect("netns file");
+    move_into_link_name_space(f.as_fd(), Some(LinkNameSpaceType::Network)).expect("setns");
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn forwards_between_namespaces_with_kernel_forwarding_off() {
+    assert!(
+        is_root(),
+        "this test loads XDP programs and makes namespaces: run as root"
+    );
+    let pid = std::process::id();
+    let mut ns = Namespaces(Vec::new());
+    let na = ns.add(format!("fast-{pid}-a"));
+    let nr = ns.add(format!("fast-{pid}-r"));
+    let nb = ns.add(format!("fast-{pid}-b"));
+
+    let veth = |x: &str, xns: &str, xmac, y: &str, yns: &str, ymac| {
+        ip(&[
+            "link",
+            "add",
+            "name",
+            x,
+            "address",
+            &mac(xmac),
+            "netns",
+            xns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            y,
+            "address",
+            &mac(ymac),
+            "netns",
+            yns,
+        ]);
+    };
+    veth("a0", &na, A0_MAC, "r0", &nr, R0_MAC);
+    veth("r1", &nr, R1_MAC, "b0", &nb, B0_MAC);
+    for (n, dev, addr) in [
+        (&na, "a0", "10.0.1.2/24"),
+        (&nr, "r0", "10.0.1.1/24"),
+        (&nr, "r1", "10.0.2.1/24"),
+        (&nb, "b0", "10.0.2.2/24"),
+    ] {
+        ip(&["-n", n, "addr", "add", addr, "dev", dev]);
+        ip(&["-n", n, "link", "set", dev, "up"]);
+    }
+    ip(&["-n", &na, "route", "add", "default", "via", "10.0.1.1"]);
+    ip(&["-n", &nb, "route", "add", "default", "via", "10.0.2.1"]);
+    // ns-a knows the router's MAC (the fast path does no ARP; ns-r's
+    // kernel would answer, but a static entry keeps the test to one path).
+    ip(&[
+        "-n",
+        &na,
+        "neigh",
+        "replace",
+        "10.0.1.1",
+        "lladdr",
+        &mac(R0_MAC),
+        "dev",
+        "a0",
+        "nud",
+        "permanent",
+    ]);
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &nr,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=0",
+        ],
+    );
+    run(
+        "ip",
+        &["netns", "exec", &na, "ethtool", "-K", "a0", "tx", "off"],
+    );
+
+    let (na, nr, nb) = (na.as_str(), nr.as_str(), nb.as_str());
+    std::thread::scope(|s| {
+        // ns-b: the peer's XDP program, then the receiving socket.
+        let (b_ready_tx, b_ready) = mpsc::channel();
+        let receiver = s.spawn(move || {
+            enter(nb);
+            let pass = PeerPass::attach("b0").expect("xdp_pass on b0");
+            let sock = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
+            sock.set_read_timeout(Some(Duration::from_secs(2)))
+                .expect("timeout");
+            b_ready_tx.send(pass.mode()).expect("ready");
+            let mut got = 0u64;
+            let mut buf = [0u8; 2048];
+            while got < FRAMES {
+                match sock.recv(&mut buf) {
+                    Ok(n) => {
+                        assert_eq!(&buf[..n], b"through the fast path");
+                        got += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            got
+        });
+        let pass_mode = b_ready.recv().expect("ns-b set up");
+
+        // ns-r: the fast path on r0 and r1.
+        let (r_ready_tx, r_ready) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel::<()>();
+        let router = s.spawn(move || {
+            enter(nr);
+            let mut fp = FastPath::load(&FastConfig::default()).expect("load");
+            let m0 = fp.attach("r0").expect("attach r0");
+            let m1 = fp.attach("r1").expect("attach r1");
+            let (r0, r1) = (ifindex("r0").expect("r0"), ifindex("r1").expect("r1"));
+            fp.set_select(
+                SelectKey {
+                    ifindex: r0,
+                    vlan: None,
+                    dst_mac: Some(R0_MAC),
+                },
+                SelectEntry {
+                    vr: 0,
+                    path: Path::Fast,
+                    limit: None,
+                },
+            )
+            .expect("select");
+            fp.set_vr(
+                0,
+                &VrFastConfig {
+                    mode: RoutingMode::Dst,
+                    addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
+                },
+            )
+            .expect("vr");
+            fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
+                .expect("route");
+            fp.set_neighbour(
+                0,
+                B_IP,
+                Neighbour {
+                    mac: B0_MAC,
+                    src_mac: R1_MAC,
+                    ifindex: r1,
+                },
+            )
+            .expect("neighbour");
+            r_ready_tx.send((m0, m1)).expect("ready");
+            done.recv().expect("done");
+            fp.counters(0).expect("counters")
+        });
+        let (m0, m1) = r_ready.recv().expect("ns-r set up");
+        eprintln!("attached: r0 {m0:?}, r1 {m1:?}, b0 {pass_mode:?}");
+
+        // ns-a: the sender.
+        let sender = s.spawn(move || {
+            enter(na);
+            let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a");
+            for _ in 0..FRAMES {
+                sock.send_to(b"through the fast path", (B_IP, PORT))
+                    .expect("send");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        sender.join().expect("sender");
+        let got = receiver.join().expect("receiver");
+        done_tx.send(()).expect("done");
+        let c = router.join().expect("router");
+        eprintln!("received {got} of {FRAMES}; fast path counters {c:?}");
+        assert_eq!(got, FRAMES, "every datagram arrived in ns-b");
+        assert!(c.fwd >= FRAMES, "forwarded by the fast path: {c:?}");
+        assert_eq!(c.dropped(), 0, "{c:?}");
+    });
+
+    let fwd = Command::new("ip")
+        .args(["netns", "exec", nr, "sysctl", "-n", "net.ipv4.ip_forward"])
+        .output()
+        .expect("sysctl");
+    assert_eq!(
+        String::from_utf8_lossy(&fwd.stdout).trim(),
+        "0",
+        "ns-r's kernel never forwarded"
+    );
+}
