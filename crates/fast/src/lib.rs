@@ -51,7 +51,7 @@ mod types;
 
 use std::collections::HashMap as StdHashMap;
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use aya::Ebpf;
 use aya::maps::lpm_trie::Key as LpmKey;
@@ -506,8 +506,10 @@ impl FastPath {
     ///
     /// # Errors
     /// [`FastError::Map`] (queue out of range, not an XDP socket).
-    pub fn set_xsk(&mut self, queue: u32, fd: impl AsRawFd) -> Result<(), FastError> {
-        self.xsks.set(queue, fd, 0).map_err(map_err(XSKS, "set"))
+    pub fn set_xsk(&mut self, queue: u32, fd: impl AsFd) -> Result<(), FastError> {
+        self.xsks
+            .set(queue, fd.as_fd().as_raw_fd(), 0)
+            .map_err(map_err(XSKS, "set"))
     }
 
     /// VR `vr`'s counters, summed over CPUs.

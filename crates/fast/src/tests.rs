@@ -557,3 +557,44 @@ fn rejects_what_the_maps_cannot_hold() {
         other => panic!("64 routes at most: {other:?}"),
     }
 }
+
+#[test]
+fn errors_name_the_map_and_the_interface() {
+    let mut fp = rig(RoutingMode::Dst);
+    // A UDP socket is not an AF_XDP socket: the XSKMAP refuses it.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    match fp.set_xsk(0, &udp) {
+        Err(
+            e @ FastError::Map {
+                map: "xsks",
+                op: "set",
+                ..
+            },
+        ) => {
+            assert!(
+                e.to_string().starts_with("fast path: map xsks: set:"),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        fp.attach("no-such-if0"),
+        Err(FastError::NoSuchInterface { .. })
+    ));
+    assert!(fp.attached().is_empty());
+    assert!(matches!(
+        fp.set_select(
+            SelectKey {
+                vlan: Some(4096),
+                ..key()
+            },
+            SelectEntry {
+                vr: VR,
+                path: Path::Fast,
+                limit: None,
+            },
+        ),
+        Err(FastError::Config { .. })
+    ));
+}

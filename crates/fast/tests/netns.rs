@@ -8,7 +8,9 @@
 //!
 //! UDP from ns-a to 10.0.2.2 arrives in ns-b, and the fast path's `fwd`
 //! counter accounts for it, while ns-r's kernel does not forward (its
-//! `ip_forward` is 0): the frames went r0 -> XDP -> DEVMAP -> r1.
+//! `ip_forward` is 0, and a control run without a select entry, whose
+//! frames the program passes to ns-r's kernel, delivers nothing): the
+//! frames went r0 -> XDP -> DEVMAP -> r1. Then a drop entry drops them.
 //!
 //! What veth needs: a frame redirected into a veth (`ndo_xdp_xmit` of r1)
 //! is delivered only if the peer (b0) has an XDP program attached (or GRO
@@ -20,14 +22,14 @@
 //!
 //! The namespaces are named with the process id (other users of the
 //! machine may have their own `ns-a`), and deleted by a guard even when
-//! the test fails. Each namespace is entered by a thread of its own
-//! (`setns`), which creates the sockets and attaches the programs there.
+//! the test fails. Sockets, programs and DEVMAP entries are made by a
+//! thread that has entered the namespace (`setns`) and then used from
+//! the test's thread.
 
 use std::fs::File;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::AsFd;
 use std::process::Command;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
@@ -176,108 +178,136 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
         &["netns", "exec", &na, "ethtool", "-K", "a0", "tx", "off"],
     );
 
-    let (na, nr, nb) = (na.as_str(), nr.as_str(), nb.as_str());
-    std::thread::scope(|s| {
-        // ns-b: the peer's XDP program, then the receiving socket.
-        let (b_ready_tx, b_ready) = mpsc::channel();
-        let receiver = s.spawn(move || {
-            enter(nb);
-            let pass = PeerPass::attach("b0").expect("xdp_pass on b0");
-            let sock = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
-            sock.set_read_timeout(Some(Duration::from_secs(2)))
-                .expect("timeout");
-            b_ready_tx.send(pass.mode()).expect("ready");
-            let mut got = 0u64;
-            let mut buf = [0u8; 2048];
-            while got < FRAMES {
-                match sock.recv(&mut buf) {
-                    Ok(n) => {
-                        assert_eq!(&buf[..n], b"through the fast path");
-                        got += 1;
-                    }
-                    Err(_) => break,
-                }
-            }
-            got
-        });
-        let pass_mode = b_ready.recv().expect("ns-b set up");
-
-        // ns-r: the fast path on r0 and r1.
-        let (r_ready_tx, r_ready) = mpsc::channel();
-        let (done_tx, done) = mpsc::channel::<()>();
-        let router = s.spawn(move || {
-            enter(nr);
-            let mut fp = FastPath::load(&FastConfig::default()).expect("load");
-            let m0 = fp.attach("r0").expect("attach r0");
-            let m1 = fp.attach("r1").expect("attach r1");
-            let (r0, r1) = (ifindex("r0").expect("r0"), ifindex("r1").expect("r1"));
-            fp.set_select(
-                SelectKey {
-                    ifindex: r0,
-                    vlan: None,
-                    dst_mac: Some(R0_MAC),
-                },
-                SelectEntry {
-                    vr: 0,
-                    path: Path::Fast,
-                    limit: None,
-                },
-            )
-            .expect("select");
-            fp.set_vr(
-                0,
-                &VrFastConfig {
-                    mode: RoutingMode::Dst,
-                    addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
-                },
-            )
-            .expect("vr");
-            fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
-                .expect("route");
-            fp.set_neighbour(
-                0,
-                B_IP,
-                Neighbour {
-                    mac: B0_MAC,
-                    src_mac: R1_MAC,
-                    ifindex: r1,
-                },
-            )
-            .expect("neighbour");
-            r_ready_tx.send((m0, m1)).expect("ready");
-            done.recv().expect("done");
-            fp.counters(0).expect("counters")
-        });
-        let (m0, m1) = r_ready.recv().expect("ns-r set up");
-        eprintln!("attached: r0 {m0:?}, r1 {m1:?}, b0 {pass_mode:?}");
-
-        // ns-a: the sender.
-        let sender = s.spawn(move || {
-            enter(na);
-            let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a");
-            for _ in 0..FRAMES {
-                sock.send_to(b"through the fast path", (B_IP, PORT))
-                    .expect("send");
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        sender.join().expect("sender");
-        let got = receiver.join().expect("receiver");
-        done_tx.send(()).expect("done");
-        let c = router.join().expect("router");
-        eprintln!("received {got} of {FRAMES}; fast path counters {c:?}");
-        assert_eq!(got, FRAMES, "every datagram arrived in ns-b");
-        assert!(c.fwd >= FRAMES, "forwarded by the fast path: {c:?}");
-        assert_eq!(c.dropped(), 0, "{c:?}");
+    // Each object is made by a thread in its namespace and then used
+    // here: a socket, a link or a DEVMAP entry belongs to the namespace
+    // it was made in, not to the thread that uses it.
+    let pass = in_ns(&nb, || PeerPass::attach("b0").expect("xdp_pass on b0"));
+    let rx = in_ns(&nb, || {
+        let sock = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
+        sock.set_read_timeout(Some(Duration::from_millis(500)))
+            .expect("timeout");
+        sock
     });
+    let tx = in_ns(&na, || {
+        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a")
+    });
+    let (mut fp, r0, r1, modes) = in_ns(&nr, || {
+        let mut fp = FastPath::load(&FastConfig::default()).expect("load");
+        let m0 = fp.attach("r0").expect("attach r0");
+        let m1 = fp.attach("r1").expect("attach r1");
+        let r0 = ifindex("r0").expect("r0");
+        let r1 = ifindex("r1").expect("r1");
+        (fp, r0, r1, (m0, m1))
+    });
+    eprintln!("attached: r0, r1 {modes:?}; b0 {:?}", pass.mode());
+    fp.set_vr(
+        0,
+        &VrFastConfig {
+            mode: RoutingMode::Dst,
+            addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
+        },
+    )
+    .expect("vr");
+    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
+        .expect("route");
+    fp.set_neighbour(
+        0,
+        B_IP,
+        Neighbour {
+            mac: B0_MAC,
+            src_mac: R1_MAC,
+            ifindex: r1,
+        },
+    )
+    .expect("neighbour");
+
+    // Control: no select entry yet, so the frames go to the slow path,
+    // which has no socket here: XDP_PASS to ns-r's kernel, which does not
+    // forward them.
+    send(&tx, 10);
+    assert_eq!(
+        receive(&rx, 10),
+        0,
+        "ns-r's kernel forwarded: ip_forward is not 0"
+    );
+    assert!(fp.unselected().expect("unselected") >= 10);
+    assert_eq!(fp.counters(0).expect("counters").rx, 0);
+
+    // The tenant selected to the fast path: everything arrives.
+    let key = SelectKey {
+        ifindex: r0,
+        vlan: None,
+        dst_mac: Some(R0_MAC),
+    };
+    let fast = SelectEntry {
+        vr: 0,
+        path: Path::Fast,
+        limit: None,
+    };
+    fp.set_select(key, fast).expect("select");
+    send(&tx, FRAMES);
+    let got = receive(&rx, FRAMES);
+    let c = fp.counters(0).expect("counters");
+    eprintln!("received {got} of {FRAMES}; fast path counters {c:?}");
+    assert_eq!(got, FRAMES, "every datagram arrived in ns-b");
+    assert_eq!((c.rx, c.fwd), (FRAMES, FRAMES), "{c:?}");
+    assert_eq!(c.to_slow() + c.dropped(), 0, "{c:?}");
+
+    // Path drop: nothing arrives, all counted.
+    fp.set_select(
+        key,
+        SelectEntry {
+            path: Path::Drop,
+            ..fast
+        },
+    )
+    .expect("select");
+    send(&tx, 10);
+    assert_eq!(receive(&rx, 10), 0);
+    assert_eq!(fp.counters(0).expect("counters").drop_select, 10);
 
     let fwd = Command::new("ip")
-        .args(["netns", "exec", nr, "sysctl", "-n", "net.ipv4.ip_forward"])
+        .args(["netns", "exec", &nr, "sysctl", "-n", "net.ipv4.ip_forward"])
         .output()
         .expect("sysctl");
-    assert_eq!(
-        String::from_utf8_lossy(&fwd.stdout).trim(),
-        "0",
-        "ns-r's kernel never forwarded"
-    );
+    assert_eq!(String::from_utf8_lossy(&fwd.stdout).trim(), "0");
+    drop(fp);
+    drop(pass);
+}
+
+/// Run `f` on a thread that has entered namespace `name`.
+fn in_ns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            enter(name);
+            f()
+        })
+        .join()
+        .expect("thread in a namespace")
+    })
+}
+
+const PAYLOAD: &[u8] = b"through the fast path";
+
+fn send(sock: &UdpSocket, n: u64) {
+    for _ in 0..n {
+        sock.send_to(PAYLOAD, (B_IP, PORT)).expect("send");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Datagrams received, up to `n`, until a read times out.
+fn receive(sock: &UdpSocket, n: u64) -> u64 {
+    let mut buf = [0u8; 2048];
+    let mut got = 0;
+    while got < n {
+        match sock.recv(&mut buf) {
+            Ok(len) => {
+                assert_eq!(&buf[..len], PAYLOAD);
+                got += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    got
 }
