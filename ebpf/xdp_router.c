@@ -55,7 +55,10 @@
  *  src_tables  LPM     {prefixlen, vr, 0, src} -> table id (src-dst mode)
  *  neighbours  HASH    {vr, ip} -> neigh_val
  *  out_ports   DEVMAP_HASH  ifindex -> ifindex: the ports frames leave by
- *  xsks        XSKMAP  rx queue -> AF_XDP socket: the slow path
+ *  xsk_ports   HASH    ifindex -> {base, queues}: where the port's queues
+ *                      start in `xsks` (one program serves every port, and
+ *                      rx queue numbers repeat from port to port)
+ *  xsks        XSKMAP  base + rx queue -> AF_XDP socket: the slow path
  *  counters    PERCPU_ARRAY vr id -> fast_counters (summed by user space)
  *  unselected  PERCPU_ARRAY [0] -> frames without a select entry
  *
@@ -67,7 +70,11 @@
  * by one CPU at a time, so one tenant on one queue is exact. Writes from
  * user space (a new entry) replace the whole value, bucket included.
  *
- * Loops: none. The verifier of kernel 6.x accepts it (see crates/fast's
+ * veth: a frame redirected into a veth is delivered only if the veth's
+ * peer has an XDP program attached (or GRO on, which gives it NAPI);
+ * `xdp_pass` below is for that.
+ *
+ * Loops: none (the header checksum's ten words are unrolled). The verifier of kernel 6.x accepts it (see crates/fast's
  * tests, which load it).
  *
  * Licence: "Dual MIT/GPL", as xdp_redirect.c: the kernel refuses
@@ -142,9 +149,17 @@ struct neigh_val {
 	__u32 ifindex;
 };
 
+struct xsk_slot {
+	__u32 base;		/* the port's first index in xsks */
+	__u32 queues;		/* its indexes: base .. base + queues */
+};
+
 struct fast_counters {
 	__u64 rx;			/* frames selected to this VR */
-	__u64 fwd;			/* forwarded by the fast path */
+	__u64 fwd;			/* redirected to an out port (a failed
+					 * transmit after the program returns,
+					 * e.g. a veth whose peer has no XDP
+					 * program, is not seen here) */
 	__u64 to_slow_select;		/* path SLOW, or VR not fast-capable */
 	__u64 to_slow_not_ip;		/* ARP, other ethertypes, VLAN tagged */
 	__u64 to_slow_options;		/* IHL > 5 */
@@ -168,6 +183,7 @@ _Static_assert(sizeof(struct lpm_key) == 16, "lpm_key: abi.rs");
 _Static_assert(sizeof(struct route_val) == 8, "route_val: abi.rs");
 _Static_assert(sizeof(struct vr_ip) == 8, "vr_ip: abi.rs");
 _Static_assert(sizeof(struct neigh_val) == 16, "neigh_val: abi.rs");
+_Static_assert(sizeof(struct xsk_slot) == 8, "xsk_slot: abi.rs");
 _Static_assert(sizeof(struct fast_counters) == 128, "fast_counters: abi.rs");
 
 struct {
@@ -222,6 +238,13 @@ struct {
 } out_ports SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct xsk_slot);
+} xsk_ports SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
 	__uint(max_entries, 64);
 	__type(key, __u32);
@@ -242,11 +265,17 @@ struct {
 	__type(value, __u64);
 } unselected SEC(".maps");
 
-/* The slow path: the AF_XDP socket of the frame's rx queue, or the kernel
- * stack (XDP_PASS) when the queue has none. */
+/* The slow path: the AF_XDP socket of the frame's port and rx queue, or
+ * the kernel stack (XDP_PASS) when there is none. */
 static __always_inline int to_slow(struct xdp_md *ctx)
 {
-	return (int)bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 queue = ctx->rx_queue_index;
+	struct xsk_slot *s = bpf_map_lookup_elem(&xsk_ports, &ifindex);
+
+	if (!s || queue >= s->queues)
+		return XDP_PASS;
+	return (int)bpf_redirect_map(&xsks, s->base + queue, XDP_PASS);
 }
 
 /* Take one token from the entry's bucket; 0 if it is empty. Lock-free and

@@ -100,6 +100,14 @@ pub struct NeighValue {
     pub ifindex: u32,
 }
 
+/// `struct xsk_slot`: a port's indexes in the XSKMAP.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XskSlot {
+    pub base: u32,
+    pub queues: u32,
+}
+
 /// Fields of `struct fast_counters`, in order.
 pub const COUNTERS: usize = 16;
 
@@ -127,6 +135,8 @@ unsafe impl aya::Pod for VrIp {}
 // SAFETY: see above.
 unsafe impl aya::Pod for NeighValue {}
 // SAFETY: see above.
+unsafe impl aya::Pod for XskSlot {}
+// SAFETY: see above.
 unsafe impl aya::Pod for CountersValue {}
 
 #[cfg(test)]
@@ -148,6 +158,7 @@ mod tests {
         assert_eq!(size_of::<RouteValue>(), 8);
         assert_eq!(size_of::<VrIp>(), 8);
         assert_eq!(size_of::<NeighValue>(), 6 + 6 + 4);
+        assert_eq!(size_of::<XskSlot>(), 8);
         assert_eq!(size_of::<CountersValue>(), 128);
     }
 }

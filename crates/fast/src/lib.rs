@@ -76,6 +76,7 @@ pub(crate) const SRC_TABLES: &str = "src_tables";
 pub(crate) const NEIGHBOURS: &str = "neighbours";
 pub(crate) const OUT_PORTS: &str = "out_ports";
 pub(crate) const XSKS: &str = "xsks";
+pub(crate) const XSK_PORTS: &str = "xsk_ports";
 pub(crate) const COUNTERS: &str = "counters";
 pub(crate) const UNSELECTED: &str = "unselected";
 
@@ -91,6 +92,9 @@ pub struct FastPath {
     neighbours: HashMap<MapData, abi::VrIp, abi::NeighValue>,
     out_ports: DevMapHash<MapData>,
     xsks: XskMap<MapData>,
+    xsk_ports: HashMap<MapData, u32, abi::XskSlot>,
+    /// Ports given a slot in `xsks`, in slot order (ifindexes).
+    xsk_slots: Vec<u32>,
     counters: PerCpuArray<MapData, abi::CountersValue>,
     unselected: PerCpuArray<MapData, u64>,
     /// Each VR's own addresses as set, to remove them on change.
@@ -202,6 +206,8 @@ impl FastPath {
             neighbours: take(&mut ebpf, NEIGHBOURS)?,
             out_ports: take(&mut ebpf, OUT_PORTS)?,
             xsks: take(&mut ebpf, XSKS)?,
+            xsk_ports: take(&mut ebpf, XSK_PORTS)?,
+            xsk_slots: Vec::new(),
             counters: take(&mut ebpf, COUNTERS)?,
             unselected: take(&mut ebpf, UNSELECTED)?,
             own: StdHashMap::new(),
@@ -500,16 +506,65 @@ impl FastPath {
         }
     }
 
-    /// Share the slow path: frames for the slow path that arrive on rx
-    /// queue `queue` go to AF_XDP socket `fd` (bound to that queue of the
-    /// port). Without a socket they go to the kernel stack (XDP_PASS).
+    /// Share the slow path: frames for the slow path that arrive on port
+    /// `ifindex`, rx queue `queue`, go to AF_XDP socket `fd` (bound to that
+    /// queue of that port). Without a socket they go to the kernel stack
+    /// (XDP_PASS). The XSKMAP is keyed by port and queue (`xsk_ports`
+    /// gives each port a range of it), since one program serves every
+    /// port and queue numbers repeat from port to port.
     ///
     /// # Errors
-    /// [`FastError::Map`] (queue out of range, not an XDP socket).
-    pub fn set_xsk(&mut self, queue: u32, fd: impl AsFd) -> Result<(), FastError> {
+    /// [`FastError::Config`] (queue at or past `max_queues`, more than
+    /// `max_ports` ports), [`FastError::Map`] (not an XDP socket, ...).
+    pub fn set_xsk(&mut self, ifindex: u32, queue: u32, fd: impl AsFd) -> Result<(), FastError> {
+        let base = self.xsk_base(ifindex, queue)?;
         self.xsks
-            .set(queue, fd.as_fd().as_raw_fd(), 0)
+            .set(base + queue, fd.as_fd().as_raw_fd(), 0)
             .map_err(map_err(XSKS, "set"))
+    }
+
+    /// Remove the socket of port `ifindex`, queue `queue`, if any: its
+    /// slow-path frames go to the kernel stack. (The kernel's XSKMAP
+    /// deletes an empty slot without complaint, so this cannot say
+    /// whether there was one.)
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn remove_xsk(&mut self, ifindex: u32, queue: u32) -> Result<(), FastError> {
+        let q = self.cfg.max_queues;
+        match self.xsk_slots.iter().position(|i| *i == ifindex) {
+            Some(slot) if queue < q => match self.xsks.unset(slot as u32 * q + queue) {
+                Ok(()) => Ok(()),
+                Err(e) if not_found(&e) => Ok(()),
+                Err(e) => Err(map_err(XSKS, "unset")(e)),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// The first XSKMAP index of port `ifindex`, given one if it has none.
+    fn xsk_base(&mut self, ifindex: u32, queue: u32) -> Result<u32, FastError> {
+        let q = self.cfg.max_queues;
+        if queue >= q {
+            return Err(FastError::Config {
+                why: "AF_XDP socket: rx queue at or past max_queues",
+            });
+        }
+        if let Some(slot) = self.xsk_slots.iter().position(|i| *i == ifindex) {
+            return Ok(slot as u32 * q);
+        }
+        let slot = self.xsk_slots.len() as u32;
+        if slot >= self.cfg.max_ports {
+            return Err(FastError::Config {
+                why: "AF_XDP socket: more ports than max_ports",
+            });
+        }
+        let base = slot * q;
+        self.xsk_ports
+            .insert(ifindex, abi::XskSlot { base, queues: q }, 0)
+            .map_err(map_err(XSK_PORTS, "insert"))?;
+        self.xsk_slots.push(ifindex);
+        Ok(base)
     }
 
     /// VR `vr`'s counters, summed over CPUs.

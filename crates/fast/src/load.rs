@@ -5,7 +5,7 @@ use aya::{Ebpf, EbpfLoader};
 
 use crate::{
     ADDRS, AttachMode, COUNTERS, FastConfig, FastError, NEIGHBOURS, OUT_PORTS, ROUTES, SELECT,
-    SRC_TABLES, VRS, XSKS,
+    SRC_TABLES, VRS, XSK_PORTS, XSKS,
 };
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_router.o"));
@@ -44,7 +44,11 @@ pub(crate) fn load_object(cfg: &FastConfig) -> Result<Ebpf, FastError> {
         (SRC_TABLES, cfg.max_source_tables.max(1)),
         (NEIGHBOURS, cfg.max_neighbours.max(1)),
         (OUT_PORTS, cfg.max_ports.max(1)),
-        (XSKS, cfg.max_queues.max(1)),
+        (XSK_PORTS, cfg.max_ports.max(1)),
+        (
+            XSKS,
+            cfg.max_ports.max(1).saturating_mul(cfg.max_queues.max(1)),
+        ),
         (COUNTERS, cfg.max_vrs),
     ];
     let mut loader = EbpfLoader::new();

@@ -563,7 +563,7 @@ fn errors_name_the_map_and_the_interface() {
     let mut fp = rig(RoutingMode::Dst);
     // A UDP socket is not an AF_XDP socket: the XSKMAP refuses it.
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
-    match fp.set_xsk(0, &udp) {
+    match fp.set_xsk(lo(), 0, &udp) {
         Err(
             e @ FastError::Map {
                 map: "xsks",
@@ -578,6 +578,11 @@ fn errors_name_the_map_and_the_interface() {
         }
         other => panic!("{other:?}"),
     }
+    assert!(matches!(
+        fp.set_xsk(lo(), 16, &udp),
+        Err(FastError::Config { .. })
+    ));
+    fp.remove_xsk(lo(), 0).expect("no socket: nothing to do");
     assert!(matches!(
         fp.attach("no-such-if0"),
         Err(FastError::NoSuchInterface { .. })

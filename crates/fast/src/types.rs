@@ -23,9 +23,10 @@ pub struct FastConfig {
     pub max_addrs: u32,
     /// Select table entries.
     pub max_select: u32,
-    /// Out ports.
+    /// Ports: out ports, and ports with slow-path sockets.
     pub max_ports: u32,
-    /// Rx queues with a slow-path socket (the XSKMAP).
+    /// Rx queues per port with a slow-path socket (the XSKMAP holds
+    /// `max_ports x max_queues` sockets).
     pub max_queues: u32,
 }
 
@@ -39,7 +40,7 @@ impl Default for FastConfig {
             max_addrs: 1024,
             max_select: 1024,
             max_ports: 64,
-            max_queues: 64,
+            max_queues: 16,
         }
     }
 }
@@ -167,7 +168,9 @@ impl Action {
 pub struct FastCounters {
     /// Frames the select table gave this VR.
     pub rx: u64,
-    /// Forwarded by the fast path.
+    /// Forwarded by the fast path: redirected to an out port. A transmit
+    /// that fails after the program has returned (a full ring, a veth
+    /// whose peer has no XDP program) is not seen here.
     pub fwd: u64,
     /// Path slow, or the VR not set up for the fast path.
     pub to_slow_select: u64,
