@@ -10,7 +10,8 @@
 //! counter accounts for it, while ns-r's kernel does not forward (its
 //! `ip_forward` is 0, and a control run without a select entry, whose
 //! frames the program passes to ns-r's kernel, delivers nothing): the
-//! frames went r0 -> XDP -> DEVMAP -> r1. Then a drop entry drops them.
+//! frames went r0 -> XDP -> DEVMAP -> r1. Then a token bucket lets its
+//! burst through and drops the rest, and a drop entry drops them all.
 //!
 //! What veth needs: a frame redirected into a veth (`ndo_xdp_xmit` of r1)
 //! is delivered only if the peer (b0) has an XDP program attached (or GRO
@@ -35,7 +36,7 @@ use std::time::Duration;
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 use vrhost_fast::{
     FastConfig, FastPath, Neighbour, NextHop, Path, PeerPass, RoutingMode, SelectEntry, SelectKey,
-    VrFastConfig, ifindex,
+    TokenBucket, VrFastConfig, ifindex,
 };
 
 const R0_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x10];
@@ -252,6 +253,24 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
     assert_eq!(got, FRAMES, "every datagram arrived in ns-b");
     assert_eq!((c.rx, c.fwd), (FRAMES, FRAMES), "{c:?}");
     assert_eq!(c.to_slow() + c.dropped(), 0, "{c:?}");
+
+    // A token bucket of 5 frames, refilled at 1 per second: of 20 sent
+    // within a second, 5 arrive and 15 are dropped at the port.
+    fp.set_select(
+        key,
+        SelectEntry {
+            limit: Some(TokenBucket {
+                rate_pps: 1,
+                burst: 5,
+            }),
+            ..fast
+        },
+    )
+    .expect("select");
+    send(&tx, 20);
+    assert_eq!(receive(&rx, 20), 5, "the bucket's burst");
+    let c = fp.counters(0).expect("counters");
+    assert_eq!((c.fwd, c.drop_rate_limit), (FRAMES + 5, 15), "{c:?}");
 
     // Path drop: nothing arrives, all counted.
     fp.set_select(
