@@ -3,9 +3,10 @@
  * xdp_router.c: vrhost's fast path, the built-in IPv4 router's forwarding
  * in XDP (crates/fast, which loads it and owns its maps).
  *
- * One program per port, shared by every VR: the select table says, for
+ * One loaded program, attached to every port and shared by every VR (its
+ * maps hold all of them, keyed by VR id): the select table says, for
  * each tenant's frames, whether they go to the VR's user-space instance
- * (the slow path, through the AF_XDP socket of the rx queue), are
+ * (the slow path, through the AF_XDP socket of the port's rx queue), are
  * forwarded here (the fast path), or are dropped. The fast path is an
  * accelerator of a VR, not a router of its own: whatever it cannot do
  * (ARP, ICMP errors, frames for the router itself, a route or neighbour
@@ -19,7 +20,12 @@
  *     packs it), destination MAC}. `select` is looked up with the exact
  *     key, then with the MAC zeroed (a rule on the port, or port and VLAN,
  *     without a MAC). No entry: slow path (the host classifies the frame as
- *     it does now), counted in `unselected`.
+ *     it does now), counted in `unselected`. This key carries the
+ *     classifier's layer-2 rules (crates/host/src/classify.rs: in_port,
+ *     dst_mac, vlan), which is how tenants share a port; its prefix,
+ *     protocol and UDP port rules would need a key per rule kind (a
+ *     tuple space, as the classifier compiles them) and stay in the host:
+ *     such tenants have no entry here and keep the slow path.
  *  2. The entry's token bucket (if rate_pps > 0) admits the frame or drops
  *     it (drop_rate_limit): per-tenant fairness at the port, before the
  *     frame costs anything more. Then path DROP: dropped (drop_select);
@@ -63,19 +69,21 @@
  *  unselected  PERCPU_ARRAY [0] -> frames without a select entry
  *
  * Concurrency: counters are per CPU (no atomics). The token bucket lives
- * in the shared `select` value and is updated without a lock: two CPUs
- * taking a token for one tenant at once may both see the same count, so
- * the bucket can over-admit by at most one frame per racing CPU per refill
- * (approximate, never under-admits for long); a port's rx queue is served
- * by one CPU at a time, so one tenant on one queue is exact. Writes from
- * user space (a new entry) replace the whole value, bucket included.
+ * in the shared `select` value and is updated without a lock or atomics:
+ * CPUs running it for one tenant at the same moment can take the same
+ * token or add the same refill, so it over-admits, by at most what the
+ * racing CPUs took or added at once; it never admits less than its rate.
+ * An rx queue is served by one CPU at a time, so a tenant whose frames
+ * arrive on one queue is limited exactly. A write from user space (a new
+ * entry) replaces the whole value, bucket included.
  *
  * veth: a frame redirected into a veth is delivered only if the veth's
  * peer has an XDP program attached (or GRO on, which gives it NAPI);
  * `xdp_pass` below is for that.
  *
- * Loops: none (the header checksum's ten words are unrolled). The verifier of kernel 6.x accepts it (see crates/fast's
- * tests, which load it).
+ * Loops: none (the header checksum's ten words are unrolled). The verifier
+ * of kernel 6.18 accepts it (973 instructions verified; crates/fast's
+ * tests load it each run).
  *
  * Licence: "Dual MIT/GPL", as xdp_redirect.c: the kernel refuses
  * GPL-only helpers to programs without a GPL-compatible licence.

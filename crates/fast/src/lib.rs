@@ -25,8 +25,8 @@
 //! valid option-less IPv4 frames with a route and a neighbour (TTL - 1 with
 //! the incremental checksum of RFC 1624, MACs rewritten, redirected through
 //! a DEVMAP), and hands everything else to the VR's user-space instance
-//! through the AF_XDP socket of the rx queue (XDP_PASS when the queue has
-//! none), counted by reason.
+//! through the AF_XDP socket of the port's rx queue (XDP_PASS when there
+//! is none), counted by reason.
 //!
 //! What it does not do yet: it is not wired to the daemon (no config key,
 //! API or CLI reaches it; routes and neighbours are not synchronised from
@@ -100,7 +100,8 @@ pub struct FastPath {
     /// Each VR's own addresses as set, to remove them on change.
     own: StdHashMap<u32, Vec<Ipv4Addr>>,
     attached: Vec<Attached>,
-    // Last: the program (and its links) outlives nothing that refers to it.
+    // Dropped last: the program, detached from its ports with it. (The
+    // kernel keeps the maps a loaded program uses until it is unloaded.)
     ebpf: Ebpf,
 }
 
@@ -185,8 +186,8 @@ impl FastPath {
     ///
     /// # Errors
     /// [`FastError::Load`] or [`FastError::Program`] (with the verifier's
-    /// log), [`FastError::Map`] if a map's layout differs from
-    /// [`abi`](self)'s, [`FastError::Config`].
+    /// log), [`FastError::Map`] if a map's key or value size differs from
+    /// the layouts in `abi.rs`, [`FastError::Config`].
     pub fn load(cfg: &FastConfig) -> Result<FastPath, FastError> {
         let mut ebpf = load_object(cfg)?;
         program(&mut ebpf, PROGRAM)?

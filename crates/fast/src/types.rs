@@ -73,7 +73,10 @@ pub struct SelectKey {
 }
 
 /// A per-tenant rate limit at the port: `rate_pps` frames per second
-/// after a burst of `burst`.
+/// after a burst of `burst`. Kept in the select entry and updated without
+/// atomics: exact for a tenant whose frames arrive on one rx queue; across
+/// queues served by several CPUs at once it may over-admit a little (see
+/// the header of `ebpf/xdp_router.c`), never under-admit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBucket {
     /// Frames per second (> 0).
