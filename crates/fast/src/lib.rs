@@ -628,4 +628,6 @@ impl FastPath {
 }
 
 #[cfg(test)]
+mod differential;
+#[cfg(test)]
 mod tests;
