@@ -36,6 +36,19 @@
 //! cpumap spreading. The AF_XDP port (`vrhost-io`) still loads its own
 //! program; [`FastPath::set_xsk`] is how it would hand its sockets over.
 //!
+//! # Sharing a port with the AF_XDP slow path (proposed, not done)
+//!
+//! One XDP program per interface: an interface takes one, so the fast
+//! path and the AF_XDP port cannot each attach their own. With no select
+//! entry this program does what `ebpf/xdp_redirect.c` does (every frame to
+//! the AF_XDP socket of its queue, XDP_PASS without one), so it can replace
+//! it: the AF_XDP port would gain a mode in which it binds its sockets but
+//! loads and attaches nothing, and hands each socket over with
+//! [`FastPath::set_xsk`] (ifindex, queue, fd), binding in the mode
+//! [`FastPath::attached`] reports for the port. One loaded program serves
+//! all ports, because the DEVMAP it redirects through must be its own; the
+//! XSKMAP is therefore keyed by port and queue.
+//!
 //! Attachment uses aya's XDP links: dropping the [`FastPath`] detaches the
 //! program once the last copy of each link descriptor is closed (a child
 //! forked meanwhile by another thread keeps one until it execs; the AF_XDP
