@@ -21,6 +21,9 @@
 //! never completed once the frame has gone through XDP as raw bytes, and
 //! ns-b would drop the datagram as corrupt.
 //!
+//! A second test attaches to a namespace's loopback, where native XDP
+//! fails, and checks the generic fallback is taken and reported.
+//!
 //! The namespaces are named with the process id (other users of the
 //! machine may have their own `ns-a`), and deleted by a guard even when
 //! the test fails. Sockets, programs and DEVMAP entries are made by a
@@ -35,8 +38,8 @@ use std::time::Duration;
 
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 use vrhost_fast::{
-    FastConfig, FastPath, Neighbour, NextHop, Path, PeerPass, RoutingMode, SelectEntry, SelectKey,
-    TokenBucket, VrFastConfig, ifindex,
+    AttachMode, FastConfig, FastPath, Neighbour, NextHop, Path, PeerPass, RoutingMode, SelectEntry,
+    SelectKey, TokenBucket, VrFastConfig, ifindex,
 };
 
 const R0_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x10];
@@ -329,4 +332,23 @@ fn receive(sock: &UdpSocket, n: u64) -> u64 {
         }
     }
     got
+}
+
+/// Native XDP fails on the loopback device (its driver has none), so the
+/// program is attached in generic mode, and says so.
+#[test]
+fn falls_back_to_generic_mode() {
+    assert!(is_root(), "run as root");
+    let mut ns = Namespaces(Vec::new());
+    let n = ns.add(format!("fast-{}-g", std::process::id()));
+    ip(&["-n", &n, "link", "set", "lo", "up"]);
+    let attached = in_ns(&n, || {
+        let mut fp = FastPath::load(&FastConfig::default()).expect("load");
+        let mode = fp.attach("lo").expect("attach lo");
+        assert_eq!(fp.attached().len(), 1);
+        (mode, fp.attached()[0].clone())
+    });
+    assert_eq!(attached.0, AttachMode::Generic);
+    assert_eq!(attached.1.mode, AttachMode::Generic);
+    assert_eq!(attached.1.ifname, "lo");
 }
