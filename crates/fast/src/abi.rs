@@ -1,0 +1,164 @@
+//! The key and value layouts of `ebpf/xdp_router.c`'s maps, `#[repr(C)]`
+//! field for field (the C structs of the same names). Sizes are asserted
+//! here and by `_Static_assert` in the C file with the same numbers, and
+//! aya checks them against the object's map definitions when
+//! [`crate::FastPath`] opens each map (a mismatch is a load error).
+//!
+//! aya reads and writes map entries as plain bytes of types marked
+//! [`aya::Pod`], an unsafe trait: the one reason this module allows
+//! unsafe code.
+#![allow(
+    unsafe_code,
+    reason = "aya::Pod is an unsafe marker trait; every impl below is on plain data"
+)]
+
+/// `PATH_SLOW`: the VR's user-space instance (the AF_XDP socket).
+pub const PATH_SLOW: u32 = 0;
+/// `PATH_FAST`: forwarded by the XDP program.
+pub const PATH_FAST: u32 = 1;
+/// `PATH_DROP`: dropped at the port.
+pub const PATH_DROP: u32 = 2;
+
+/// `MODE_DST`.
+pub const MODE_DST: u32 = 0;
+/// `MODE_SRC`.
+pub const MODE_SRC: u32 = 1;
+/// `MODE_SRC_DST`.
+pub const MODE_SRC_DST: u32 = 2;
+
+/// `VLAN_NONE`: the select key's VLAN of an untagged frame.
+pub const VLAN_NONE: u16 = 0xffff;
+/// `ROUTE_CONNECTED`: the route's destination is its own next hop.
+pub const ROUTE_CONNECTED: u32 = 1;
+/// The LPM keys' fixed part (vr and table), always matched whole.
+pub const LPM_FIXED_BITS: u32 = 64;
+
+/// `struct select_key`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SelectKey {
+    pub ifindex: u32,
+    pub vlan: u16,
+    pub dst_mac: [u8; 6],
+}
+
+/// `struct select_entry`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SelectValue {
+    pub vr: u32,
+    pub path: u32,
+    pub rate_pps: u64,
+    pub burst: u64,
+    pub tokens: u64,
+    pub last_ns: u64,
+}
+
+/// `struct vr_conf`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VrConf {
+    pub mode: u32,
+    pub fast: u32,
+}
+
+/// `struct lpm_key` without its `prefixlen`, which aya's
+/// [`aya::maps::lpm_trie::Key`] adds in front.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LpmData {
+    pub vr: u32,
+    pub table: u32,
+    /// Network byte order.
+    pub addr: [u8; 4],
+}
+
+/// `struct route_val`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteValue {
+    /// Network byte order.
+    pub gateway: [u8; 4],
+    pub flags: u32,
+}
+
+/// `struct vr_ip`: the key of `addrs` and `neighbours`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VrIp {
+    pub vr: u32,
+    /// Network byte order.
+    pub addr: [u8; 4],
+}
+
+/// `struct neigh_val`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeighValue {
+    pub dst_mac: [u8; 6],
+    pub src_mac: [u8; 6],
+    pub ifindex: u32,
+}
+
+/// `struct xsk_slot`: a port's indexes in the XSKMAP.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XskSlot {
+    pub base: u32,
+    pub queues: u32,
+}
+
+/// Fields of `struct fast_counters`, in order.
+pub const COUNTERS: usize = 16;
+
+/// `struct fast_counters`, as its [`COUNTERS`] words.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CountersValue(pub [u64; COUNTERS]);
+
+// SAFETY (each impl below): a `#[repr(C)]` struct of integers and byte
+// arrays whose fields leave no padding (the size assertions in the tests
+// prove it: each size is the sum of its fields), so every byte pattern is
+// a valid value and no uninitialized byte is ever written to a map.
+// SAFETY: see above.
+unsafe impl aya::Pod for SelectKey {}
+// SAFETY: see above.
+unsafe impl aya::Pod for SelectValue {}
+// SAFETY: see above.
+unsafe impl aya::Pod for VrConf {}
+// SAFETY: see above.
+unsafe impl aya::Pod for LpmData {}
+// SAFETY: see above.
+unsafe impl aya::Pod for RouteValue {}
+// SAFETY: see above.
+unsafe impl aya::Pod for VrIp {}
+// SAFETY: see above.
+unsafe impl aya::Pod for NeighValue {}
+// SAFETY: see above.
+unsafe impl aya::Pod for XskSlot {}
+// SAFETY: see above.
+unsafe impl aya::Pod for CountersValue {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::mem::size_of;
+
+    /// The sizes `_Static_assert`ed in ebpf/xdp_router.c, each also the
+    /// sum of the fields (no padding).
+    #[test]
+    fn sizes_match_the_c_program() {
+        assert_eq!(size_of::<SelectKey>(), 12);
+        assert_eq!(size_of::<SelectKey>(), 4 + 2 + 6);
+        assert_eq!(size_of::<SelectValue>(), 40);
+        assert_eq!(size_of::<SelectValue>(), 4 + 4 + 4 * 8);
+        assert_eq!(size_of::<VrConf>(), 8);
+        assert_eq!(size_of::<aya::maps::lpm_trie::Key<LpmData>>(), 16);
+        assert_eq!(size_of::<LpmData>(), 4 + 4 + 4);
+        assert_eq!(size_of::<RouteValue>(), 8);
+        assert_eq!(size_of::<VrIp>(), 8);
+        assert_eq!(size_of::<NeighValue>(), 6 + 6 + 4);
+        assert_eq!(size_of::<XskSlot>(), 8);
+        assert_eq!(size_of::<CountersValue>(), 128);
+    }
+}

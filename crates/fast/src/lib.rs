@@ -1,0 +1,646 @@
+//! vrhost-fast: the fast path, the built-in IPv4 router's forwarding in XDP
+//! (`ebpf/xdp_router.c`), and its maps managed from Rust.
+//!
+//! What it owns: the XDP program (built by `build.rs`, embedded in the
+//! binary), loading it with aya with map sizes from a [`FastConfig`],
+//! attaching it to ports ([`FastPath::attach`]: native XDP, else generic),
+//! and typed access to every map:
+//! - the **select table** ([`FastPath::set_select`]): for each tenant,
+//!   keyed by {ingress port, VLAN, destination MAC} ([`SelectKey`], with
+//!   the MAC optional: a port or port-and-VLAN rule), the VR, the
+//!   [`Path`] (fast, slow, drop) and a [`TokenBucket`] that limits the
+//!   tenant at the port;
+//! - per VR ([`FastPath::set_vr`]): the [`RoutingMode`] (dst, src, src-dst
+//!   as `vrhost_fib::PolicyFib`) and its own addresses (frames to them go
+//!   to the slow path);
+//! - routes in one LPM trie for all VRs, keyed {vr, table, prefix}
+//!   ([`FastPath::add_route`]), the source tables of src-dst mode
+//!   ([`FastPath::set_source_table`]), neighbours
+//!   ([`FastPath::set_neighbour`]), out ports ([`FastPath::add_port`]);
+//! - the slow path's XSKMAP ([`FastPath::set_xsk`]);
+//! - per-VR counters, summed over CPUs ([`FastPath::counters`]).
+//!
+//! The header comment of `ebpf/xdp_router.c` says what the program does
+//! per frame. In short: the select table first; the fast path forwards
+//! valid option-less IPv4 frames with a route and a neighbour (TTL - 1 with
+//! the incremental checksum of RFC 1624, MACs rewritten, redirected through
+//! a DEVMAP), and hands everything else to the VR's user-space instance
+//! through the AF_XDP socket of the port's rx queue (XDP_PASS when there
+//! is none), counted by reason.
+//!
+//! What it does not do yet: it is not wired to the daemon (no config key,
+//! API or CLI reaches it; routes and neighbours are not synchronised from
+//! the user-space router); it sends no ICMP and does no ARP (both stay in
+//! the user-space router, which gets those frames); no IPv6, no VLAN
+//! forwarding (tagged frames go slow), no tunnels, no live migration, no
+//! cpumap spreading. The AF_XDP port (`vrhost-io`) still loads its own
+//! program; [`FastPath::set_xsk`] is how it would hand its sockets over.
+//!
+//! # Sharing a port with the AF_XDP slow path (proposed, not done)
+//!
+//! One XDP program per interface: an interface takes one, so the fast
+//! path and the AF_XDP port cannot each attach their own. With no select
+//! entry this program does what `ebpf/xdp_redirect.c` does (every frame to
+//! the AF_XDP socket of its queue, XDP_PASS without one), so it can replace
+//! it: the AF_XDP port would gain a mode in which it binds its sockets but
+//! loads and attaches nothing, and hands each socket over with
+//! [`FastPath::set_xsk`] (ifindex, queue, fd), binding in the mode
+//! [`FastPath::attached`] reports for the port. One loaded program serves
+//! all ports, because the DEVMAP it redirects through must be its own; the
+//! XSKMAP is therefore keyed by port and queue.
+//!
+//! Attachment uses aya's XDP links: dropping the [`FastPath`] detaches the
+//! program once the last copy of each link descriptor is closed (a child
+//! forked meanwhile by another thread keeps one until it execs; the AF_XDP
+//! port avoids that with `BPF_LINK_DETACH`, which aya 0.14 does not
+//! expose).
+
+#![deny(unsafe_code)]
+
+mod abi;
+mod error;
+mod load;
+mod types;
+
+use std::collections::HashMap as StdHashMap;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd};
+
+use aya::Ebpf;
+use aya::maps::lpm_trie::Key as LpmKey;
+use aya::maps::{Array, DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, XskMap};
+use aya::programs::{TestRun, TestRunOptions};
+
+use load::{attach_either, load_object, program};
+
+pub use error::FastError;
+pub use load::{PeerPass, ifindex};
+pub use types::*;
+pub use vrhost_fib::RoutingMode;
+
+/// The router program's name in the object.
+pub(crate) const PROGRAM: &str = "xdp_router";
+
+pub(crate) const SELECT: &str = "select";
+pub(crate) const VRS: &str = "vrs";
+pub(crate) const ADDRS: &str = "addrs";
+pub(crate) const ROUTES: &str = "routes";
+pub(crate) const SRC_TABLES: &str = "src_tables";
+pub(crate) const NEIGHBOURS: &str = "neighbours";
+pub(crate) const OUT_PORTS: &str = "out_ports";
+pub(crate) const XSKS: &str = "xsks";
+pub(crate) const XSK_PORTS: &str = "xsk_ports";
+pub(crate) const COUNTERS: &str = "counters";
+pub(crate) const UNSELECTED: &str = "unselected";
+
+/// The loaded fast path: the program, its maps, the ports it is attached
+/// to. Dropping it detaches the program and frees the maps.
+pub struct FastPath {
+    cfg: FastConfig,
+    select: HashMap<MapData, abi::SelectKey, abi::SelectValue>,
+    vrs: Array<MapData, abi::VrConf>,
+    addrs: HashMap<MapData, abi::VrIp, u32>,
+    routes: LpmTrie<MapData, abi::LpmData, abi::RouteValue>,
+    src_tables: LpmTrie<MapData, abi::LpmData, u32>,
+    neighbours: HashMap<MapData, abi::VrIp, abi::NeighValue>,
+    out_ports: DevMapHash<MapData>,
+    xsks: XskMap<MapData>,
+    xsk_ports: HashMap<MapData, u32, abi::XskSlot>,
+    /// Ports given a slot in `xsks`, in slot order (ifindexes).
+    xsk_slots: Vec<u32>,
+    counters: PerCpuArray<MapData, abi::CountersValue>,
+    unselected: PerCpuArray<MapData, u64>,
+    /// Each VR's own addresses as set, to remove them on change.
+    own: StdHashMap<u32, Vec<Ipv4Addr>>,
+    attached: Vec<Attached>,
+    // Dropped last: the program, detached from its ports with it. (The
+    // kernel keeps the maps a loaded program uses until it is unloaded.)
+    ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for FastPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastPath")
+            .field("cfg", &self.cfg)
+            .field("attached", &self.attached)
+            .finish_non_exhaustive()
+    }
+}
+
+fn map_err(map: &'static str, op: &'static str) -> impl FnOnce(MapError) -> FastError {
+    move |e| FastError::Map {
+        map,
+        op,
+        source: Box::new(e),
+    }
+}
+
+fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, FastError>
+where
+    T: TryFrom<aya::maps::Map, Error = MapError>,
+{
+    let m = ebpf
+        .take_map(name)
+        .ok_or_else(|| map_err(name, "open")(MapError::InvalidName { name: name.into() }))?;
+    T::try_from(m).map_err(map_err(name, "open"))
+}
+
+/// Whether a map operation failed only because the key was absent.
+fn not_found(e: &MapError) -> bool {
+    match e {
+        MapError::KeyNotFound => true,
+        MapError::SyscallError(s) => s.io_error.raw_os_error() == Some(2),
+        _ => false,
+    }
+}
+
+fn lpm_key(
+    vr: u32,
+    table: u32,
+    addr: Ipv4Addr,
+    len: u8,
+) -> Result<LpmKey<abi::LpmData>, FastError> {
+    if len > 32 {
+        return Err(FastError::PrefixLen { len });
+    }
+    let masked = if len == 0 {
+        0
+    } else {
+        u32::from(addr) & (u32::MAX << (32 - u32::from(len)))
+    };
+    Ok(LpmKey::new(
+        abi::LPM_FIXED_BITS + u32::from(len),
+        abi::LpmData {
+            vr,
+            table,
+            addr: masked.to_be_bytes(),
+        },
+    ))
+}
+
+fn vr_ip(vr: u32, ip: Ipv4Addr) -> abi::VrIp {
+    abi::VrIp {
+        vr,
+        addr: ip.octets(),
+    }
+}
+
+fn select_key(k: &SelectKey) -> abi::SelectKey {
+    abi::SelectKey {
+        ifindex: k.ifindex,
+        vlan: k.vlan.unwrap_or(abi::VLAN_NONE),
+        dst_mac: k.dst_mac.unwrap_or([0; 6]),
+    }
+}
+
+impl FastPath {
+    /// Load the program with map sizes from `cfg` (the verifier runs
+    /// here). Nothing is attached yet.
+    ///
+    /// # Errors
+    /// [`FastError::Load`] or [`FastError::Program`] (with the verifier's
+    /// log), [`FastError::Map`] if a map's key or value size differs from
+    /// the layouts in `abi.rs`, [`FastError::Config`].
+    pub fn load(cfg: &FastConfig) -> Result<FastPath, FastError> {
+        let mut ebpf = load_object(cfg)?;
+        program(&mut ebpf, PROGRAM)?
+            .load()
+            .map_err(|source| FastError::Program {
+                program: PROGRAM,
+                step: "load",
+                source: Box::new(source),
+            })?;
+        Ok(FastPath {
+            cfg: *cfg,
+            select: take(&mut ebpf, SELECT)?,
+            vrs: take(&mut ebpf, VRS)?,
+            addrs: take(&mut ebpf, ADDRS)?,
+            routes: take(&mut ebpf, ROUTES)?,
+            src_tables: take(&mut ebpf, SRC_TABLES)?,
+            neighbours: take(&mut ebpf, NEIGHBOURS)?,
+            out_ports: take(&mut ebpf, OUT_PORTS)?,
+            xsks: take(&mut ebpf, XSKS)?,
+            xsk_ports: take(&mut ebpf, XSK_PORTS)?,
+            xsk_slots: Vec::new(),
+            counters: take(&mut ebpf, COUNTERS)?,
+            unselected: take(&mut ebpf, UNSELECTED)?,
+            own: StdHashMap::new(),
+            attached: Vec::new(),
+            ebpf,
+        })
+    }
+
+    /// The map sizes it was loaded with.
+    pub fn config(&self) -> &FastConfig {
+        &self.cfg
+    }
+
+    /// Attach the program to `ifname` (in the calling thread's network
+    /// namespace), native XDP first, generic where native fails, and make
+    /// it an out port ([`FastPath::add_port`]).
+    ///
+    /// # Errors
+    /// [`FastError::NoSuchInterface`], [`FastError::Attach`] (both modes'
+    /// reasons), [`FastError::XdpMap`].
+    pub fn attach(&mut self, ifname: &str) -> Result<AttachMode, FastError> {
+        let idx = ifindex(ifname)?;
+        let mode = attach_either(program(&mut self.ebpf, PROGRAM)?, ifname, idx)?;
+        self.add_port(idx)?;
+        self.attached.push(Attached {
+            ifname: ifname.to_string(),
+            ifindex: idx,
+            mode,
+        });
+        Ok(mode)
+    }
+
+    /// The ports attached so far.
+    pub fn attached(&self) -> &[Attached] {
+        &self.attached
+    }
+
+    /// Let the fast path send frames out of `ifindex` (the DEVMAP
+    /// `out_ports`). [`FastPath::attach`] does it for the ports it
+    /// attaches to.
+    ///
+    /// # Errors
+    /// [`FastError::XdpMap`] (for instance, no such interface).
+    pub fn add_port(&mut self, ifindex: u32) -> Result<(), FastError> {
+        self.out_ports
+            .insert(ifindex, ifindex, None, 0)
+            .map_err(|e| FastError::XdpMap {
+                map: OUT_PORTS,
+                op: "insert",
+                source: Box::new(e),
+            })
+    }
+
+    /// Stop sending frames out of `ifindex`: they go to the slow path.
+    /// Returns whether it was an out port.
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn remove_port(&mut self, ifindex: u32) -> Result<bool, FastError> {
+        match self.out_ports.remove(ifindex) {
+            Ok(()) => Ok(true),
+            Err(e) if not_found(&e) => Ok(false),
+            Err(e) => Err(map_err(OUT_PORTS, "remove")(e)),
+        }
+    }
+
+    fn check_vr(&self, vr: u32) -> Result<(), FastError> {
+        if vr < self.cfg.max_vrs {
+            Ok(())
+        } else {
+            Err(FastError::VrRange {
+                vr,
+                max: self.cfg.max_vrs,
+            })
+        }
+    }
+
+    /// Add or replace a select table entry. Replacing resets the token
+    /// bucket to full.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::Config`] (a VLAN above 4095, a
+    /// zero rate), [`FastError::Map`] (the table is full).
+    pub fn set_select(&mut self, key: SelectKey, entry: SelectEntry) -> Result<(), FastError> {
+        self.check_vr(entry.vr)?;
+        if key.vlan.is_some_and(|v| v > 4095) {
+            return Err(FastError::Config {
+                why: "select key: VLAN id above 4095",
+            });
+        }
+        if entry.limit.is_some_and(|b| b.rate_pps == 0) {
+            return Err(FastError::Config {
+                why: "token bucket: rate_pps must be > 0 (no bucket: limit None)",
+            });
+        }
+        let (rate_pps, burst) = entry.limit.map_or((0, 0), |b| (b.rate_pps, b.burst));
+        let value = abi::SelectValue {
+            vr: entry.vr,
+            path: match entry.path {
+                Path::Fast => abi::PATH_FAST,
+                Path::Slow => abi::PATH_SLOW,
+                Path::Drop => abi::PATH_DROP,
+            },
+            rate_pps,
+            burst,
+            tokens: burst,
+            // 0: the program refills the bucket on the first frame.
+            last_ns: 0,
+        };
+        self.select
+            .insert(select_key(&key), value, 0)
+            .map_err(map_err(SELECT, "insert"))
+    }
+
+    /// Remove a select table entry; its frames then go to the slow path.
+    /// Returns whether it existed.
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn remove_select(&mut self, key: SelectKey) -> Result<bool, FastError> {
+        match self.select.remove(&select_key(&key)) {
+            Ok(()) => Ok(true),
+            Err(e) if not_found(&e) => Ok(false),
+            Err(e) => Err(map_err(SELECT, "remove")(e)),
+        }
+    }
+
+    /// Set VR `vr` up for the fast path: its routing mode and own
+    /// addresses (replacing those set before). Routes, source tables and
+    /// neighbours are set apart and kept.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::Map`].
+    pub fn set_vr(&mut self, vr: u32, cfg: &VrFastConfig) -> Result<(), FastError> {
+        self.check_vr(vr)?;
+        let old = self.own.remove(&vr).unwrap_or_default();
+        for ip in old.iter().filter(|ip| !cfg.addrs.contains(ip)) {
+            match self.addrs.remove(&vr_ip(vr, *ip)) {
+                Ok(()) => {}
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(map_err(ADDRS, "remove")(e)),
+            }
+        }
+        for ip in &cfg.addrs {
+            self.addrs
+                .insert(vr_ip(vr, *ip), 1, 0)
+                .map_err(map_err(ADDRS, "insert"))?;
+        }
+        self.own.insert(vr, cfg.addrs.clone());
+        let mode = match cfg.mode {
+            RoutingMode::Dst => abi::MODE_DST,
+            RoutingMode::Src => abi::MODE_SRC,
+            RoutingMode::SrcDst => abi::MODE_SRC_DST,
+        };
+        self.vrs
+            .set(vr, abi::VrConf { mode, fast: 1 }, 0)
+            .map_err(map_err(VRS, "set"))
+    }
+
+    /// Take VR `vr` off the fast path: its frames selected fast go to the
+    /// slow path; its own addresses are removed (routes and neighbours are
+    /// kept, for a move back).
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::Map`].
+    pub fn remove_vr(&mut self, vr: u32) -> Result<(), FastError> {
+        self.check_vr(vr)?;
+        self.vrs
+            .set(vr, abi::VrConf::default(), 0)
+            .map_err(map_err(VRS, "set"))?;
+        for ip in self.own.remove(&vr).unwrap_or_default() {
+            match self.addrs.remove(&vr_ip(vr, ip)) {
+                Ok(()) => {}
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(map_err(ADDRS, "remove")(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Add or replace a route of VR `vr` in table `table`. `prefix` is
+    /// the destination prefix (modes dst and src-dst) or the source prefix
+    /// (mode src), as `vrhost_fib::PolicyFib::insert` takes them; dst and
+    /// src modes use table 0, src-dst the tables that
+    /// [`FastPath::set_source_table`] selects.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Map`]
+    /// (the trie is full).
+    pub fn add_route(
+        &mut self,
+        vr: u32,
+        table: u32,
+        prefix: (Ipv4Addr, u8),
+        hop: NextHop,
+    ) -> Result<(), FastError> {
+        self.check_vr(vr)?;
+        let key = lpm_key(vr, table, prefix.0, prefix.1)?;
+        let value = match hop {
+            NextHop::Gateway(ip) => abi::RouteValue {
+                gateway: ip.octets(),
+                flags: 0,
+            },
+            NextHop::Connected => abi::RouteValue {
+                gateway: [0; 4],
+                flags: abi::ROUTE_CONNECTED,
+            },
+        };
+        self.routes
+            .insert(&key, value, 0)
+            .map_err(map_err(ROUTES, "insert"))
+    }
+
+    /// Remove a route; returns whether it existed.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Map`].
+    pub fn remove_route(
+        &mut self,
+        vr: u32,
+        table: u32,
+        prefix: (Ipv4Addr, u8),
+    ) -> Result<bool, FastError> {
+        self.check_vr(vr)?;
+        let key = lpm_key(vr, table, prefix.0, prefix.1)?;
+        match self.routes.remove(&key) {
+            Ok(()) => Ok(true),
+            Err(e) if not_found(&e) => Ok(false),
+            Err(e) => Err(map_err(ROUTES, "remove")(e)),
+        }
+    }
+
+    /// src-dst mode: packets from `src_prefix` (longest match) are routed
+    /// by table `table`, with no fallback to another table.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Map`].
+    pub fn set_source_table(
+        &mut self,
+        vr: u32,
+        src_prefix: (Ipv4Addr, u8),
+        table: u32,
+    ) -> Result<(), FastError> {
+        self.check_vr(vr)?;
+        let key = lpm_key(vr, 0, src_prefix.0, src_prefix.1)?;
+        self.src_tables
+            .insert(&key, table, 0)
+            .map_err(map_err(SRC_TABLES, "insert"))
+    }
+
+    /// Remove a source prefix; returns whether it existed.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Map`].
+    pub fn remove_source_table(
+        &mut self,
+        vr: u32,
+        src_prefix: (Ipv4Addr, u8),
+    ) -> Result<bool, FastError> {
+        self.check_vr(vr)?;
+        let key = lpm_key(vr, 0, src_prefix.0, src_prefix.1)?;
+        match self.src_tables.remove(&key) {
+            Ok(()) => Ok(true),
+            Err(e) if not_found(&e) => Ok(false),
+            Err(e) => Err(map_err(SRC_TABLES, "remove")(e)),
+        }
+    }
+
+    /// Add or replace neighbour `ip` of VR `vr`.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::Map`] (the table is full).
+    pub fn set_neighbour(&mut self, vr: u32, ip: Ipv4Addr, n: Neighbour) -> Result<(), FastError> {
+        self.check_vr(vr)?;
+        let value = abi::NeighValue {
+            dst_mac: n.mac,
+            src_mac: n.src_mac,
+            ifindex: n.ifindex,
+        };
+        self.neighbours
+            .insert(vr_ip(vr, ip), value, 0)
+            .map_err(map_err(NEIGHBOURS, "insert"))
+    }
+
+    /// Remove a neighbour (frames to it then go to the slow path, which
+    /// resolves it); returns whether it existed.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::Map`].
+    pub fn remove_neighbour(&mut self, vr: u32, ip: Ipv4Addr) -> Result<bool, FastError> {
+        self.check_vr(vr)?;
+        match self.neighbours.remove(&vr_ip(vr, ip)) {
+            Ok(()) => Ok(true),
+            Err(e) if not_found(&e) => Ok(false),
+            Err(e) => Err(map_err(NEIGHBOURS, "remove")(e)),
+        }
+    }
+
+    /// Share the slow path: frames for the slow path that arrive on port
+    /// `ifindex`, rx queue `queue`, go to AF_XDP socket `fd` (bound to that
+    /// queue of that port). Without a socket they go to the kernel stack
+    /// (XDP_PASS). The XSKMAP is keyed by port and queue (`xsk_ports`
+    /// gives each port a range of it), since one program serves every
+    /// port and queue numbers repeat from port to port.
+    ///
+    /// # Errors
+    /// [`FastError::Config`] (queue at or past `max_queues`, more than
+    /// `max_ports` ports), [`FastError::Map`] (not an XDP socket, ...).
+    pub fn set_xsk(&mut self, ifindex: u32, queue: u32, fd: impl AsFd) -> Result<(), FastError> {
+        let base = self.xsk_base(ifindex, queue)?;
+        self.xsks
+            .set(base + queue, fd.as_fd().as_raw_fd(), 0)
+            .map_err(map_err(XSKS, "set"))
+    }
+
+    /// Remove the socket of port `ifindex`, queue `queue`, if any: its
+    /// slow-path frames go to the kernel stack. (The kernel's XSKMAP
+    /// deletes an empty slot without complaint, so this cannot say
+    /// whether there was one.)
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn remove_xsk(&mut self, ifindex: u32, queue: u32) -> Result<(), FastError> {
+        let q = self.cfg.max_queues;
+        match self.xsk_slots.iter().position(|i| *i == ifindex) {
+            Some(slot) if queue < q => match self.xsks.unset(slot as u32 * q + queue) {
+                Ok(()) => Ok(()),
+                Err(e) if not_found(&e) => Ok(()),
+                Err(e) => Err(map_err(XSKS, "unset")(e)),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// The first XSKMAP index of port `ifindex`, given one if it has none.
+    fn xsk_base(&mut self, ifindex: u32, queue: u32) -> Result<u32, FastError> {
+        let q = self.cfg.max_queues;
+        if queue >= q {
+            return Err(FastError::Config {
+                why: "AF_XDP socket: rx queue at or past max_queues",
+            });
+        }
+        if let Some(slot) = self.xsk_slots.iter().position(|i| *i == ifindex) {
+            return Ok(slot as u32 * q);
+        }
+        let slot = self.xsk_slots.len() as u32;
+        if slot >= self.cfg.max_ports {
+            return Err(FastError::Config {
+                why: "AF_XDP socket: more ports than max_ports",
+            });
+        }
+        let base = slot * q;
+        self.xsk_ports
+            .insert(ifindex, abi::XskSlot { base, queues: q }, 0)
+            .map_err(map_err(XSK_PORTS, "insert"))?;
+        self.xsk_slots.push(ifindex);
+        Ok(base)
+    }
+
+    /// VR `vr`'s counters, summed over CPUs.
+    ///
+    /// # Errors
+    /// [`FastError::VrRange`], [`FastError::Map`].
+    pub fn counters(&self, vr: u32) -> Result<FastCounters, FastError> {
+        self.check_vr(vr)?;
+        let per_cpu = self
+            .counters
+            .get(&vr, 0)
+            .map_err(map_err(COUNTERS, "get"))?;
+        let mut sum = [0u64; abi::COUNTERS];
+        for cpu in per_cpu.iter() {
+            for (s, v) in sum.iter_mut().zip(cpu.0) {
+                *s = s.wrapping_add(v);
+            }
+        }
+        Ok(FastCounters::from_words(&sum))
+    }
+
+    /// Frames that matched no select entry (sent to the slow path).
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn unselected(&self) -> Result<u64, FastError> {
+        let per_cpu = self
+            .unselected
+            .get(&0, 0)
+            .map_err(map_err(UNSELECTED, "get"))?;
+        Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
+    }
+
+    /// Run the program once on `frame` with `BPF_PROG_TEST_RUN` (no
+    /// device involved: a redirect is reported, not done; the ingress
+    /// port is the loopback of the calling thread's namespace, rx queue
+    /// 0). Returns the verdict and the frame as the program left it.
+    /// Maps and counters are the live ones.
+    ///
+    /// # Errors
+    /// [`FastError::Program`].
+    pub fn test_run(&mut self, frame: &[u8]) -> Result<(Action, Vec<u8>), FastError> {
+        let prog = program(&mut self.ebpf, PROGRAM)?;
+        // Headroom for a program that grows the frame (this one does not).
+        let mut out = vec![0u8; frame.len() + 256];
+        let r = prog
+            .test_run(TestRunOptions {
+                data_in: Some(frame),
+                data_out: Some(&mut out),
+                ..TestRunOptions::default()
+            })
+            .map_err(|source| FastError::Program {
+                program: PROGRAM,
+                step: "test run",
+                source: Box::new(source),
+            })?;
+        out.truncate(r.data_size_out as usize);
+        Ok((Action::from_raw(r.return_value), out))
+    }
+}
+
+#[cfg(test)]
+mod differential;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! Loading the object and attaching its programs; [`PeerPass`].
+
+use aya::programs::{ProgramError, Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+
+use crate::{
+    ADDRS, AttachMode, COUNTERS, FastConfig, FastError, NEIGHBOURS, OUT_PORTS, ROUTES, SELECT,
+    SRC_TABLES, VRS, XSK_PORTS, XSKS,
+};
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_router.o"));
+
+/// The pass-through program for veth peers ([`PeerPass`]).
+const PASS_PROGRAM: &str = "xdp_pass";
+
+/// The index of interface `ifname` in the calling thread's network
+/// namespace.
+///
+/// # Errors
+/// [`FastError::NoSuchInterface`], or [`FastError::Os`] if no socket
+/// could be made to ask.
+pub fn ifindex(ifname: &str) -> Result<u32, FastError> {
+    use rustix::net::{AddressFamily, SocketType, netdevice, socket};
+    let s = socket(AddressFamily::INET, SocketType::DGRAM, None).map_err(|e| FastError::Os {
+        call: "socket",
+        source: e.into(),
+    })?;
+    netdevice::name_to_index(&s, ifname).map_err(|_| FastError::NoSuchInterface {
+        ifname: ifname.to_string(),
+    })
+}
+
+pub(crate) fn load_object(cfg: &FastConfig) -> Result<Ebpf, FastError> {
+    if cfg.max_vrs == 0 || cfg.max_routes == 0 || cfg.max_select == 0 {
+        return Err(FastError::Config {
+            why: "max_vrs, max_routes and max_select must be > 0",
+        });
+    }
+    let sizes = [
+        (SELECT, cfg.max_select),
+        (VRS, cfg.max_vrs),
+        (ADDRS, cfg.max_addrs.max(1)),
+        (ROUTES, cfg.max_routes),
+        (SRC_TABLES, cfg.max_source_tables.max(1)),
+        (NEIGHBOURS, cfg.max_neighbours.max(1)),
+        (OUT_PORTS, cfg.max_ports.max(1)),
+        (XSK_PORTS, cfg.max_ports.max(1)),
+        (
+            XSKS,
+            cfg.max_ports.max(1).saturating_mul(cfg.max_queues.max(1)),
+        ),
+        (COUNTERS, cfg.max_vrs),
+    ];
+    let mut loader = EbpfLoader::new();
+    for (name, n) in sizes {
+        loader.map_max_entries(name, n);
+    }
+    loader.load(OBJECT).map_err(|e| FastError::Load {
+        source: Box::new(e),
+    })
+}
+
+pub(crate) fn program<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut Xdp, FastError> {
+    let err = |step, source| FastError::Program {
+        program: name,
+        step,
+        source: Box::new(source),
+    };
+    ebpf.program_mut(name)
+        .ok_or_else(|| {
+            err(
+                "find",
+                ProgramError::InvalidName {
+                    name: name.to_string(),
+                },
+            )
+        })?
+        .try_into()
+        .map_err(|e| err("find", e))
+}
+
+/// Attach `prog` to `ifindex`: native, else generic.
+pub(crate) fn attach_either(
+    prog: &mut Xdp,
+    ifname: &str,
+    ifindex: u32,
+) -> Result<AttachMode, FastError> {
+    match prog.attach_to_if_index(ifindex, XdpMode::Driver) {
+        Ok(_) => Ok(AttachMode::Native),
+        Err(native) => match prog.attach_to_if_index(ifindex, XdpMode::Skb) {
+            Ok(_) => Ok(AttachMode::Generic),
+            Err(source) => Err(FastError::Attach {
+                ifname: ifname.to_string(),
+                native: Box::new(native),
+                source: Box::new(source),
+            }),
+        },
+    }
+}
+
+/// An XDP program that passes every frame, for the peer of a veth the
+/// fast path redirects into: a veth delivers frames redirected to it
+/// (`ndo_xdp_xmit`) only when its peer has an XDP program attached (or
+/// GRO on, which gives it NAPI); otherwise the redirect fails and the
+/// frame is dropped. Detached when dropped.
+pub struct PeerPass {
+    mode: AttachMode,
+    // Holds the program and its link.
+    _ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for PeerPass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerPass")
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl PeerPass {
+    /// Load `xdp_pass` and attach it to `ifname` (in the calling thread's
+    /// namespace), native first.
+    ///
+    /// # Errors
+    /// As [`crate::FastPath::load`] and [`crate::FastPath::attach`].
+    pub fn attach(ifname: &str) -> Result<PeerPass, FastError> {
+        let idx = ifindex(ifname)?;
+        // The object's maps are created with it; keep them small.
+        let cfg = FastConfig {
+            max_vrs: 1,
+            max_routes: 1,
+            max_source_tables: 1,
+            max_neighbours: 1,
+            max_addrs: 1,
+            max_select: 1,
+            max_ports: 1,
+            max_queues: 1,
+        };
+        let mut ebpf = load_object(&cfg)?;
+        let prog = program(&mut ebpf, PASS_PROGRAM)?;
+        prog.load().map_err(|source| FastError::Program {
+            program: PASS_PROGRAM,
+            step: "load",
+            source: Box::new(source),
+        })?;
+        let mode = attach_either(prog, ifname, idx)?;
+        Ok(PeerPass { mode, _ebpf: ebpf })
+    }
+
+    /// The mode obtained.
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+}
