@@ -2,6 +2,7 @@
 
 use crate::ParseError;
 use crate::arp::ArpPacket;
+use crate::bytes;
 use crate::ethernet::EtherType;
 use crate::ipv4::proto;
 use crate::mac::MacAddr;
@@ -38,12 +39,12 @@ pub struct FlowKey {
 
 #[inline(always)]
 fn be16(f: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([f[at], f[at + 1]])
+    bytes::read_u16(f, at..at + 2)
 }
 
 #[inline(always)]
 fn be32(f: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]])
+    bytes::read_u32(f, at..at + 4)
 }
 
 impl FlowKey {

@@ -25,6 +25,7 @@
 
 pub mod arp;
 pub mod build;
+mod bytes;
 pub mod checksum;
 mod error;
 pub mod ethernet;
