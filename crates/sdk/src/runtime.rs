@@ -12,27 +12,25 @@ mod peer_tests;
 mod process;
 mod start;
 
-use process::*;
+use process::Work;
 pub use process::{TxStage, VrCounters, process_slots};
 pub use start::{CtrlSocket, Handshake, handshake, main, run};
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
-use vrhost_shm::layout::VR_COUNTERS;
+use vrhost_shm::fdpass::FdPassError;
 use vrhost_shm::{
-    Consumer, Doorbell, LAYOUT_VERSION, Producer, Region, RegionError, RingError, RingId,
-    SlotState, cancel_sleep, needs_kick, prepare_sleep,
+    Consumer, Doorbell, Producer, Region, RegionError, RingError, RingId, cancel_sleep, needs_kick,
+    prepare_sleep,
 };
 
 use self::ctrl::{Ctrl, CtrlChannel, LOOK_ROUNDS};
-use crate::DropReason;
 use crate::backoff::{Backoff, Idle};
 use crate::peer::{MSG_WORDS, PeerCounters, Peers};
-use crate::proto::{CTRL_FD_ENV, Hello, MAX_MSG, PollConfig, VrReply, counter};
-use crate::sdk::{Packet, Verdict, Vr};
+use crate::proto::{PollConfig, counter};
+use crate::sdk::Vr;
 
 /// Packets taken from one rx ring at a time.
 pub const BATCH: usize = 64;
@@ -388,6 +386,8 @@ impl Instance {
 #[cfg(test)]
 mod tests {
     use vrhost_shm::RegionConfig;
+
+    use crate::sdk::{Packet, Verdict};
 
     use super::start::task_name;
     use super::*;

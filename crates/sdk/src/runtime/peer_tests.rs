@@ -10,7 +10,7 @@ use vrhost_shm::{RegionConfig, RingMem};
 
 use super::*;
 use crate::peer::{MAX_PAYLOAD, PeerDest, Peers, decode_to, encode_from};
-use crate::sdk::Packet;
+use crate::sdk::{Packet, Verdict};
 
 /// Logs its calls; answers each message with "ack " and the message.
 #[derive(Default)]
