@@ -406,15 +406,6 @@ mod tests {
         }
     }
 
-    fn fill(region: &Region, slot: u32, frame: &[u8]) {
-        let h = region.layout().cfg.headroom;
-        assert!(region.write_slot(slot, h, frame));
-        region
-            .meta(slot)
-            .unwrap()
-            .set_extent(h as u16, frame.len() as u16);
-    }
-
     /// A VR with its own counters and the default burst hook.
     struct Counting(u64);
 
@@ -433,7 +424,7 @@ mod tests {
     fn default_burst_calls_process() {
         let region = Region::create("rt3", RegionConfig::default()).unwrap();
         for s in 0..5 {
-            fill(&region, s, &[0; 60]);
+            assert!(region.put_frame(s, &[0; 60]));
         }
         let mut vr = Counting(0);
         let mut stage = TxStage::new(2);

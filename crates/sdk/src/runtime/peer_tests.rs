@@ -92,8 +92,8 @@ fn hook_runs_before_packets_and_messages_arrive() {
     let mut ctrl_in = ring(&region, RingId::CtrlIn).producer();
     let mut ctrl_out = ring(&region, RingId::CtrlOut).consumer();
     let mut rx = ring(&region, RingId::Rx(0)).producer();
-    assert!(region.write_slot(3, 128, &[0; 60]));
-    region.meta(3).unwrap().set_extent(128, 60);
+    // At the default headroom, 128.
+    assert!(region.put_frame(3, &[0; 60]));
     rx.push(&[3]).unwrap();
     ctrl_in
         .push(&encode_from(1, b"10/8 via 1").unwrap())
