@@ -268,14 +268,9 @@ impl ArpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Who has 192.168.1.1? Tell 192.168.1.100.
+    use crate::testkit::ARP_REQUEST as REQUEST;
     use proptest::prelude::*;
-
-    // Who has 192.168.1.1? Tell 192.168.1.100 (the payload of the captured
-    // frame in ethernet.rs's tests).
-    const REQUEST: [u8; 28] = [
-        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0xc0,
-        0xa8, 0x01, 0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01, 0x01,
-    ];
 
     #[test]
     fn captured_request() {

@@ -472,13 +472,9 @@ impl Ipv4Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // A captured IPv4/UDP DNS query header (checksum b861 is correct).
+    use crate::testkit::IPV4_HEADER as HEADER;
     use proptest::prelude::*;
-
-    /// A captured IPv4/UDP DNS query header (checksum b861 is correct).
-    const HEADER: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00,
-        0x01, 0xc0, 0xa8, 0x00, 0xc7,
-    ];
 
     fn packet() -> Vec<u8> {
         let mut v = HEADER.to_vec();

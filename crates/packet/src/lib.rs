@@ -33,6 +33,8 @@ mod flow;
 pub mod icmp;
 pub mod ipv4;
 mod mac;
+#[cfg(test)]
+mod testkit;
 pub mod udp;
 
 pub use error::ParseError;
