@@ -1,5 +1,7 @@
 //! Scale check for IPv4: the 512K ipasn table plus random prefixes with the same length
 //! distribution, up to 2M prefixes. `cargo run --release -p vrhost-fib --example v4_scale`.
+mod scale;
+
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng, rngs::SmallRng};
@@ -25,17 +27,5 @@ fn main() {
     }
     let build = t.elapsed();
     let addrs: Vec<u32> = (0..1 << 22).map(|_| rng.random()).collect();
-    let mut out = vec![None; addrs.len()];
-    let t = Instant::now();
-    fib.lookup_batch(&addrs, &mut out);
-    let d = t.elapsed();
-    println!(
-        "{} prefixes, build {:.0} ms, {:.1} MiB ({:.1} MiB lookup arrays, {} groups), batch {:.1} ns/lookup",
-        fib.len(),
-        build.as_secs_f64() * 1e3,
-        fib.mem_bytes() as f64 / 1048576.0,
-        fib.table_bytes() as f64 / 1048576.0,
-        fib.groups_used(),
-        d.as_secs_f64() * 1e9 / addrs.len() as f64,
-    );
+    scale::lookups_and_report(&fib, build, &addrs, |_| String::new());
 }

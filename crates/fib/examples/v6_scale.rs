@@ -1,5 +1,7 @@
 //! Scale check for IPv6: the RouteViews IPv6 prefixes (cut dump) replicated under 73
 //! different /16s, ~500K prefixes. `cargo run --release -p vrhost-fib --example v6_scale`.
+mod scale;
+
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng, rngs::SmallRng};
@@ -39,18 +41,7 @@ fn main() {
             (if l >= 16 { p ^ (k << 113) } else { p }) | (rng.random::<u128>() >> l.max(1))
         })
         .collect();
-    let mut out = vec![None; addrs.len()];
-    let t = Instant::now();
-    fib.lookup_batch(&addrs, &mut out);
-    let d = t.elapsed();
-    println!(
-        "{} prefixes, build {:.0} ms, {:.1} MiB ({:.1} MiB lookup arrays, {} groups), batch {:.1} ns/lookup, {} matched",
-        fib.len(),
-        build.as_secs_f64() * 1e3,
-        fib.mem_bytes() as f64 / 1048576.0,
-        fib.table_bytes() as f64 / 1048576.0,
-        fib.groups_used(),
-        d.as_secs_f64() * 1e9 / addrs.len() as f64,
-        out.iter().filter(|o| o.is_some()).count()
-    );
+    scale::lookups_and_report(&fib, build, &addrs, |out| {
+        format!(", {} matched", out.iter().filter(|o| o.is_some()).count())
+    });
 }

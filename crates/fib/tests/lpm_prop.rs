@@ -76,9 +76,21 @@ fn next_sibling<K: Key>(p: K, len: u8) -> K {
     )
 }
 
+/// Where the answer for `a/len` changes: the prefix's first and last addresses and the one
+/// after the last (wrapping to 0 past the top of the space).
+fn edges<K: Key>(a: K, len: u8) -> [K; 3] {
+    let first = a.mask(len).to_u128();
+    // The prefix's host bits, all ones, in a K::BITS-wide space (none for a full-length one).
+    let host_bits = u128::MAX
+        .checked_shr(128 - u32::from(K::BITS) + u32::from(len))
+        .unwrap_or(0);
+    let last = first | host_bits;
+    [first, last, last.wrapping_add(1)].map(K::from_u128)
+}
+
 /// Apply `ops` to both and compare every answer, then lookups at prefix edges and random
 /// addresses, single and batched.
-fn check<K: Key>(ops: &[Op<K>], probes: &[K], edges: impl Fn(K, u8) -> [K; 3]) {
+fn check<K: Key>(ops: &[Op<K>], probes: &[K]) {
     let mut fib = Fib::<K>::new();
     let mut naive = NaiveLpm::<K>::new();
     let mut points = probes.to_vec();
@@ -138,21 +150,37 @@ proptest! {
 
     #[test]
     fn ipv4_matches_reference(ops in ops_v4(), probes in prop::collection::vec(addr_v4(), 64)) {
-        check(&ops, &probes, |a: u32, l| {
-            let first = a.mask(l);
-            let last = first | (u32::MAX.checked_shr(u32::from(l)).unwrap_or(0));
-            [first, last, last.wrapping_add(1)]
-        });
+        check(&ops, &probes);
     }
 
     #[test]
     fn ipv6_matches_reference(ops in ops_v6(), probes in prop::collection::vec(addr_v6(), 64)) {
-        check(&ops, &probes, |a: u128, l| {
-            let first = a.mask(l);
-            let last = first | (u128::MAX.checked_shr(u32::from(l)).unwrap_or(0));
-            [first, last, last.wrapping_add(1)]
-        });
+        check(&ops, &probes);
     }
+}
+
+#[test]
+fn edges_at_both_ends_of_the_space() {
+    assert_eq!(
+        edges(0x0a00_0001u32, 8),
+        [0x0a00_0000, 0x0aff_ffff, 0x0b00_0000]
+    );
+    assert_eq!(
+        edges(0x0a00_0001u32, 32),
+        [0x0a00_0001, 0x0a00_0001, 0x0a00_0002]
+    );
+    assert_eq!(edges(0x0a00_0001u32, 0), [0, u32::MAX, 0]);
+    assert_eq!(edges(u32::MAX, 32), [u32::MAX, u32::MAX, 0]);
+    assert_eq!(edges(u128::MAX, 0), [0, u128::MAX, 0]);
+    assert_eq!(edges(u128::MAX, 128), [u128::MAX, u128::MAX, 0]);
+    assert_eq!(
+        edges(0x2001_0db8_u128 << 96 | 1, 32),
+        [
+            0x2001_0db8 << 96,
+            (0x2001_0db8 << 96) | (u128::MAX >> 32),
+            0x2001_0db9 << 96
+        ]
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@
 use core::net::Ipv4Addr;
 
 use crate::ParseError;
+use crate::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::ethernet::EtherType;
 use crate::mac::MacAddr;
 
@@ -71,11 +72,6 @@ pub struct ArpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
-#[inline(always)]
-fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
-    u16::from_be_bytes([b[r.start], b[r.start + 1]])
-}
-
 impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Wrap a buffer without checks; accessors may panic on a short one.
     #[inline]
@@ -128,19 +124,19 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Hardware type (1 after `new_checked`).
     #[inline]
     pub fn hardware_type(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::HTYPE)
+        read_u16(self.buffer.as_ref(), field::HTYPE)
     }
 
     /// Protocol type (IPv4 after `new_checked`).
     #[inline]
     pub fn protocol_type(&self) -> EtherType {
-        EtherType(be16(self.buffer.as_ref(), field::PTYPE))
+        EtherType(read_u16(self.buffer.as_ref(), field::PTYPE))
     }
 
     /// Operation.
     #[inline]
     pub fn operation(&self) -> ArpOperation {
-        be16(self.buffer.as_ref(), field::OPER).into()
+        read_u16(self.buffer.as_ref(), field::OPER).into()
     }
 
     /// Sender hardware address.
@@ -152,8 +148,7 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Sender protocol address as a host-order integer.
     #[inline]
     pub fn sender_protocol_u32(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::SPA];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        read_u32(self.buffer.as_ref(), field::SPA)
     }
 
     /// Sender protocol address.
@@ -171,8 +166,7 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Target protocol address as a host-order integer.
     #[inline]
     pub fn target_protocol_u32(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::TPA];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        read_u32(self.buffer.as_ref(), field::TPA)
     }
 
     /// Target protocol address.
@@ -187,8 +181,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
     #[inline]
     pub fn set_ethernet_ipv4(&mut self) {
         let b = self.buffer.as_mut();
-        b[field::HTYPE].copy_from_slice(&HTYPE_ETHERNET.to_be_bytes());
-        b[field::PTYPE].copy_from_slice(&EtherType::IPV4.0.to_be_bytes());
+        write_u16(b, field::HTYPE, HTYPE_ETHERNET);
+        write_u16(b, field::PTYPE, EtherType::IPV4.0);
         b[field::HLEN] = 6;
         b[field::PLEN] = 4;
     }
@@ -196,7 +190,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
     /// Set the operation.
     #[inline]
     pub fn set_operation(&mut self, op: ArpOperation) {
-        self.buffer.as_mut()[field::OPER].copy_from_slice(&u16::from(op).to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::OPER, u16::from(op));
     }
 
     /// Set the sender hardware address.
@@ -208,7 +202,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
     /// Set the sender protocol address from a host-order integer.
     #[inline]
     pub fn set_sender_protocol_u32(&mut self, a: u32) {
-        self.buffer.as_mut()[field::SPA].copy_from_slice(&a.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::SPA, a);
     }
 
     /// Set the target hardware address.
@@ -220,7 +214,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
     /// Set the target protocol address from a host-order integer.
     #[inline]
     pub fn set_target_protocol_u32(&mut self, a: u32) {
-        self.buffer.as_mut()[field::TPA].copy_from_slice(&a.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::TPA, a);
     }
 }
 
@@ -274,14 +268,9 @@ impl ArpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Who has 192.168.1.1? Tell 192.168.1.100.
+    use crate::testkit::ARP_REQUEST as REQUEST;
     use proptest::prelude::*;
-
-    // Who has 192.168.1.1? Tell 192.168.1.100 (the payload of the captured
-    // frame in ethernet.rs's tests).
-    const REQUEST: [u8; 28] = [
-        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0xc0,
-        0xa8, 0x01, 0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01, 0x01,
-    ];
 
     #[test]
     fn captured_request() {

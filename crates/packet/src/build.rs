@@ -199,6 +199,30 @@ pub fn set_dst_ip_in_place(frame: &mut [u8], ip: Ipv4Addr) -> Result<(), ParseEr
     Ok(())
 }
 
+/// Whether `frame`, an Ethernet (optionally VLAN-tagged) IPv4 UDP frame
+/// such as [`UdpFrameSpec::write`] builds, carries an IPv4 header checksum
+/// that verifies and a UDP checksum that is present (not 0, "none") and
+/// verifies. For tests and generators checking the frames they built: it
+/// parses the whole frame and sums the datagram.
+pub fn udp_checksums_valid(frame: &[u8]) -> bool {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return false;
+    };
+    if eth.inner_ethertype() != EtherType::IPV4 {
+        return false;
+    }
+    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+        return false;
+    };
+    if ip.protocol() != proto::UDP || !ip.verify_checksum() {
+        return false;
+    }
+    let Ok(u) = UdpPacket::new_checked(ip.payload()) else {
+        return false;
+    };
+    u.checksum() != 0 && u.verify_checksum(ip.src_addr(), ip.dst_addr())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,11 +257,14 @@ mod tests {
         ];
         assert_eq!(f[..42], expected_head);
         assert!(f[42..].iter().all(|&b| b == 0));
-        let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
-        assert!(ip.verify_checksum());
-        let u = UdpPacket::new_checked(ip.payload()).unwrap();
-        assert_ne!(u.checksum(), 0);
-        assert!(u.verify_checksum(ip.src_addr(), ip.dst_addr()));
+        assert!(udp_checksums_valid(&f));
+        let mut bad = f;
+        bad[63] ^= 1;
+        assert!(!udp_checksums_valid(&bad), "a payload bit flipped");
+        let mut none = f;
+        none[40..42].fill(0);
+        assert!(!udp_checksums_valid(&none), "no UDP checksum");
+        assert!(!udp_checksums_valid(&f[..40]), "truncated");
     }
 
     #[test]

@@ -142,10 +142,7 @@ mod tests {
     #[test]
     fn known_ipv4_header() {
         // A real IPv4 header (Wikipedia's worked example): checksum b861.
-        let h = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
-        ];
+        let h = crate::testkit::IPV4_HEADER;
         assert_eq!(checksum(&h), 0);
         let mut z = h;
         z[10] = 0;

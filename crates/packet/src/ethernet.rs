@@ -8,6 +8,7 @@
 
 use core::fmt;
 
+use crate::bytes::{read_u16, write_u16};
 use crate::{MacAddr, ParseError};
 
 /// A 16-bit EtherType.
@@ -109,8 +110,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// The outer EtherType ([`EtherType::VLAN`] for a tagged frame).
     #[inline]
     pub fn ethertype(&self) -> EtherType {
-        let b = &self.buffer.as_ref()[field::ETHERTYPE];
-        EtherType(u16::from_be_bytes([b[0], b[1]]))
+        EtherType(read_u16(self.buffer.as_ref(), field::ETHERTYPE))
     }
 
     /// Whether the frame carries an 802.1Q tag.
@@ -122,10 +122,8 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// The whole tag control information (PCP, DEI, VLAN id), if tagged.
     #[inline]
     pub fn vlan_tci(&self) -> Option<u16> {
-        self.is_vlan_tagged().then(|| {
-            let b = &self.buffer.as_ref()[field::VLAN_TCI];
-            u16::from_be_bytes([b[0], b[1]])
-        })
+        self.is_vlan_tagged()
+            .then(|| read_u16(self.buffer.as_ref(), field::VLAN_TCI))
     }
 
     /// The 12-bit VLAN id, if tagged.
@@ -138,8 +136,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     #[inline]
     pub fn inner_ethertype(&self) -> EtherType {
         if self.is_vlan_tagged() {
-            let b = &self.buffer.as_ref()[field::VLAN_ETHERTYPE];
-            EtherType(u16::from_be_bytes([b[0], b[1]]))
+            EtherType(read_u16(self.buffer.as_ref(), field::VLAN_ETHERTYPE))
         } else {
             self.ethertype()
         }
@@ -179,7 +176,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     /// shorter than 18 bytes makes later accessors panic.
     #[inline]
     pub fn set_ethertype(&mut self, t: EtherType) {
-        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&t.0.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::ETHERTYPE, t.0);
     }
 
     /// Set the tag control information.
@@ -189,7 +186,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     #[inline]
     pub fn set_vlan_tci(&mut self, tci: u16) {
         assert!(self.is_vlan_tagged(), "set_vlan_tci on an untagged frame");
-        self.buffer.as_mut()[field::VLAN_TCI].copy_from_slice(&tci.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::VLAN_TCI, tci);
     }
 
     /// Set the EtherType after the tag.
@@ -202,7 +199,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
             self.is_vlan_tagged(),
             "set_inner_ethertype on an untagged frame"
         );
-        self.buffer.as_mut()[field::VLAN_ETHERTYPE].copy_from_slice(&t.0.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::VLAN_ETHERTYPE, t.0);
     }
 
     /// The payload, mutable.
@@ -268,14 +265,8 @@ impl EthernetRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::ARP_REQUEST_FRAME as ARP_FRAME;
     use proptest::prelude::*;
-
-    // ARP request who-has 192.168.1.1 tell 192.168.1.100, as captured (no FCS).
-    const ARP_FRAME: [u8; 42] = [
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0x08, 0x06, 0x00,
-        0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0xc0, 0xa8,
-        0x01, 0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01, 0x01,
-    ];
 
     #[test]
     fn untagged_arp() {

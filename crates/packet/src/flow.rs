@@ -2,6 +2,7 @@
 
 use crate::ParseError;
 use crate::arp::ArpPacket;
+use crate::bytes;
 use crate::ethernet::EtherType;
 use crate::ipv4::proto;
 use crate::mac::MacAddr;
@@ -38,12 +39,12 @@ pub struct FlowKey {
 
 #[inline(always)]
 fn be16(f: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([f[at], f[at + 1]])
+    bytes::read_u16(f, at..at + 2)
 }
 
 #[inline(always)]
 fn be32(f: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]])
+    bytes::read_u32(f, at..at + 4)
 }
 
 impl FlowKey {
@@ -202,6 +203,7 @@ mod tests {
     use super::*;
     use crate::ethernet::EthernetFrame;
     use crate::ipv4::Ipv4Packet;
+    use crate::testkit::ARP_REQUEST_FRAME;
     use crate::udp::UdpPacket;
     use proptest::prelude::*;
 
@@ -282,13 +284,7 @@ mod tests {
 
     /// Who has 192.168.1.1? Tell 192.168.1.100, padded to 60 bytes.
     fn arp_frame() -> Vec<u8> {
-        let mut f = vec![
-            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0x08,
-            0x06, // eth
-            0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e,
-            0xc0, 0xa8, 0x01, 0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01,
-            0x01, // arp
-        ];
+        let mut f = ARP_REQUEST_FRAME.to_vec();
         f.resize(60, 0);
         f
     }

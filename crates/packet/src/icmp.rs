@@ -12,6 +12,7 @@
 //! error is ever sent about one (RFC 1122 3.2.2).
 
 use crate::ParseError;
+use crate::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::checksum;
 
 /// ICMP message types (IANA) this crate names.
@@ -93,11 +94,6 @@ pub struct Icmpv4Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
-#[inline(always)]
-fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
-    u16::from_be_bytes([b[r.start], b[r.start + 1]])
-}
-
 impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     /// Wrap a buffer without checks; accessors may panic on a short one.
     #[inline]
@@ -149,27 +145,26 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
     /// Checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::CHECKSUM)
+        read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// The 4 bytes after the checksum (identifier and sequence of an echo,
     /// unused or the next-hop MTU of an error), big-endian.
     #[inline]
     pub fn rest_of_header(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::REST];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        read_u32(self.buffer.as_ref(), field::REST)
     }
 
     /// Identifier of an echo request or reply.
     #[inline]
     pub fn echo_ident(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::ECHO_IDENT)
+        read_u16(self.buffer.as_ref(), field::ECHO_IDENT)
     }
 
     /// Sequence number of an echo request or reply.
     #[inline]
     pub fn echo_seq(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::ECHO_SEQ)
+        read_u16(self.buffer.as_ref(), field::ECHO_SEQ)
     }
 
     /// Everything after the header: an echo's data, or an error's quoted
@@ -208,25 +203,25 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
     /// Set the checksum field.
     #[inline]
     pub fn set_checksum(&mut self, c: u16) {
-        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::CHECKSUM, c);
     }
 
     /// Set the 4 bytes after the checksum.
     #[inline]
     pub fn set_rest_of_header(&mut self, v: u32) {
-        self.buffer.as_mut()[field::REST].copy_from_slice(&v.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::REST, v);
     }
 
     /// Set the echo identifier.
     #[inline]
     pub fn set_echo_ident(&mut self, v: u16) {
-        self.buffer.as_mut()[field::ECHO_IDENT].copy_from_slice(&v.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::ECHO_IDENT, v);
     }
 
     /// Set the echo sequence number.
     #[inline]
     pub fn set_echo_seq(&mut self, v: u16) {
-        self.buffer.as_mut()[field::ECHO_SEQ].copy_from_slice(&v.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::ECHO_SEQ, v);
     }
 
     /// Compute the checksum over the whole message and store it.

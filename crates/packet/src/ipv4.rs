@@ -15,6 +15,7 @@
 use core::net::Ipv4Addr;
 
 use crate::ParseError;
+use crate::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::checksum;
 
 /// IP protocol numbers (IANA) this crate names.
@@ -54,16 +55,6 @@ const OFFSET_MASK: u16 = 0x1fff;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ipv4Packet<T: AsRef<[u8]>> {
     buffer: T,
-}
-
-#[inline(always)]
-fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
-    u16::from_be_bytes([b[r.start], b[r.start + 1]])
-}
-
-#[inline(always)]
-fn be32(b: &[u8], r: core::ops::Range<usize>) -> u32 {
-    u32::from_be_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
@@ -156,44 +147,44 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Total length: header plus payload, in bytes.
     #[inline]
     pub fn total_len(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::LENGTH)
+        read_u16(self.buffer.as_ref(), field::LENGTH)
     }
 
     /// Identification.
     #[inline]
     pub fn ident(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::IDENT)
+        read_u16(self.buffer.as_ref(), field::IDENT)
     }
 
     /// The three flag bits (reserved, DF, MF) in the low bits.
     #[inline]
     pub fn flags(&self) -> u8 {
-        (be16(self.buffer.as_ref(), field::FLG_OFF) >> 13) as u8
+        (read_u16(self.buffer.as_ref(), field::FLG_OFF) >> 13) as u8
     }
 
     /// Don't Fragment.
     #[inline]
     pub fn dont_frag(&self) -> bool {
-        be16(self.buffer.as_ref(), field::FLG_OFF) & FLAG_DF != 0
+        read_u16(self.buffer.as_ref(), field::FLG_OFF) & FLAG_DF != 0
     }
 
     /// More Fragments.
     #[inline]
     pub fn more_frags(&self) -> bool {
-        be16(self.buffer.as_ref(), field::FLG_OFF) & FLAG_MF != 0
+        read_u16(self.buffer.as_ref(), field::FLG_OFF) & FLAG_MF != 0
     }
 
     /// Fragment offset, in 8-byte units.
     #[inline]
     pub fn frag_offset(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::FLG_OFF) & OFFSET_MASK
+        read_u16(self.buffer.as_ref(), field::FLG_OFF) & OFFSET_MASK
     }
 
     /// Part of a fragmented datagram (MF set or a non-zero offset): only the
     /// first fragment carries the transport header.
     #[inline]
     pub fn is_fragment(&self) -> bool {
-        be16(self.buffer.as_ref(), field::FLG_OFF) & (FLAG_MF | OFFSET_MASK) != 0
+        read_u16(self.buffer.as_ref(), field::FLG_OFF) & (FLAG_MF | OFFSET_MASK) != 0
     }
 
     /// Time to live.
@@ -211,19 +202,19 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Header checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::CHECKSUM)
+        read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// Source address as a host-order integer (`10.0.0.1` is `0x0a000001`).
     #[inline]
     pub fn src_u32(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::SRC)
+        read_u32(self.buffer.as_ref(), field::SRC)
     }
 
     /// Destination address as a host-order integer.
     #[inline]
     pub fn dst_u32(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::DST)
+        read_u32(self.buffer.as_ref(), field::DST)
     }
 
     /// Source address.
@@ -289,28 +280,28 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// [`payload`](Ipv4Packet::payload) panic.
     #[inline]
     pub fn set_total_len(&mut self, len: u16) {
-        self.buffer.as_mut()[field::LENGTH].copy_from_slice(&len.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::LENGTH, len);
     }
 
     /// Set the identification.
     #[inline]
     pub fn set_ident(&mut self, ident: u16) {
-        self.buffer.as_mut()[field::IDENT].copy_from_slice(&ident.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::IDENT, ident);
     }
 
     /// Set the flags (3 bits) and the fragment offset (13 bits, 8-byte units).
     #[inline]
     pub fn set_flags_frag_offset(&mut self, flags: u8, offset: u16) {
         let w = (u16::from(flags & 0x07) << 13) | (offset & OFFSET_MASK);
-        self.buffer.as_mut()[field::FLG_OFF].copy_from_slice(&w.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::FLG_OFF, w);
     }
 
     /// Set or clear Don't Fragment.
     #[inline]
     pub fn set_dont_frag(&mut self, df: bool) {
-        let w = be16(self.buffer.as_ref(), field::FLG_OFF);
+        let w = read_u16(self.buffer.as_ref(), field::FLG_OFF);
         let w = if df { w | FLAG_DF } else { w & !FLAG_DF };
-        self.buffer.as_mut()[field::FLG_OFF].copy_from_slice(&w.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::FLG_OFF, w);
     }
 
     /// Set the TTL (the checksum is not updated; see
@@ -329,19 +320,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Set the checksum field.
     #[inline]
     pub fn set_checksum(&mut self, c: u16) {
-        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::CHECKSUM, c);
     }
 
     /// Set the source address from a host-order integer.
     #[inline]
     pub fn set_src_u32(&mut self, a: u32) {
-        self.buffer.as_mut()[field::SRC].copy_from_slice(&a.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::SRC, a);
     }
 
     /// Set the destination address from a host-order integer.
     #[inline]
     pub fn set_dst_u32(&mut self, a: u32) {
-        self.buffer.as_mut()[field::DST].copy_from_slice(&a.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::DST, a);
     }
 
     /// Set the source address.
@@ -383,11 +374,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         if ttl == 0 {
             return 0;
         }
-        let old = be16(b, field::TTL_PROTO);
+        let old = read_u16(b, field::TTL_PROTO);
         // TTL is the high byte of its word: the word drops by 0x0100.
         let new = old - 0x0100;
         let c = checksum::update16(self.checksum(), old, new);
-        self.buffer.as_mut()[field::TTL_PROTO].copy_from_slice(&new.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::TTL_PROTO, new);
         self.set_checksum(c);
         ttl - 1
     }
@@ -481,13 +472,9 @@ impl Ipv4Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // A captured IPv4/UDP DNS query header (checksum b861 is correct).
+    use crate::testkit::IPV4_HEADER as HEADER;
     use proptest::prelude::*;
-
-    /// A captured IPv4/UDP DNS query header (checksum b861 is correct).
-    const HEADER: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00,
-        0x01, 0xc0, 0xa8, 0x00, 0xc7,
-    ];
 
     fn packet() -> Vec<u8> {
         let mut v = HEADER.to_vec();

@@ -25,6 +25,7 @@
 
 pub mod arp;
 pub mod build;
+mod bytes;
 pub mod checksum;
 mod error;
 pub mod ethernet;
@@ -32,6 +33,8 @@ mod flow;
 pub mod icmp;
 pub mod ipv4;
 mod mac;
+#[cfg(test)]
+mod testkit;
 pub mod udp;
 
 pub use error::ParseError;

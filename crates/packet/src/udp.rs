@@ -12,6 +12,7 @@
 use core::net::Ipv4Addr;
 
 use crate::ParseError;
+use crate::bytes::{read_u16, write_u16};
 use crate::checksum;
 use crate::ipv4::proto;
 
@@ -77,27 +78,22 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         self.buffer
     }
 
-    fn be16(&self, r: core::ops::Range<usize>) -> u16 {
-        let b = self.buffer.as_ref();
-        u16::from_be_bytes([b[r.start], b[r.start + 1]])
-    }
-
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        self.be16(field::SRC_PORT)
+        read_u16(self.buffer.as_ref(), field::SRC_PORT)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        self.be16(field::DST_PORT)
+        read_u16(self.buffer.as_ref(), field::DST_PORT)
     }
 
     /// Length field: header plus payload.
     #[inline]
     pub fn len(&self) -> u16 {
-        self.be16(field::LENGTH)
+        read_u16(self.buffer.as_ref(), field::LENGTH)
     }
 
     /// Whether the payload is empty (length field 8).
@@ -109,7 +105,7 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Checksum field (0: none).
     #[inline]
     pub fn checksum(&self) -> u16 {
-        self.be16(field::CHECKSUM)
+        read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// The payload, up to the length field.
@@ -148,26 +144,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     /// Set the source port.
     #[inline]
     pub fn set_src_port(&mut self, p: u16) {
-        self.buffer.as_mut()[field::SRC_PORT].copy_from_slice(&p.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::SRC_PORT, p);
     }
 
     /// Set the destination port.
     #[inline]
     pub fn set_dst_port(&mut self, p: u16) {
-        self.buffer.as_mut()[field::DST_PORT].copy_from_slice(&p.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::DST_PORT, p);
     }
 
     /// Set the length field. A value past the buffer makes
     /// [`payload`](UdpPacket::payload) panic.
     #[inline]
     pub fn set_len(&mut self, len: u16) {
-        self.buffer.as_mut()[field::LENGTH].copy_from_slice(&len.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::LENGTH, len);
     }
 
     /// Set the checksum field.
     #[inline]
     pub fn set_checksum(&mut self, c: u16) {
-        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::CHECKSUM, c);
     }
 
     /// Compute and store the checksum.

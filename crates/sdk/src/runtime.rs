@@ -12,27 +12,25 @@ mod peer_tests;
 mod process;
 mod start;
 
-use process::*;
+use process::Work;
 pub use process::{TxStage, VrCounters, process_slots};
 pub use start::{CtrlSocket, Handshake, handshake, main, run};
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use vrhost_shm::fdpass::{FdPassError, recv_with_fds, send_with_fds};
-use vrhost_shm::layout::VR_COUNTERS;
+use vrhost_shm::fdpass::FdPassError;
 use vrhost_shm::{
-    Consumer, Doorbell, LAYOUT_VERSION, Producer, Region, RegionError, RingError, RingId,
-    SlotState, cancel_sleep, needs_kick, prepare_sleep,
+    Consumer, Doorbell, Producer, Region, RegionError, RingError, RingId, cancel_sleep, needs_kick,
+    prepare_sleep,
 };
 
 use self::ctrl::{Ctrl, CtrlChannel, LOOK_ROUNDS};
-use crate::DropReason;
 use crate::backoff::{Backoff, Idle};
 use crate::peer::{MSG_WORDS, PeerCounters, Peers};
-use crate::proto::{CTRL_FD_ENV, Hello, MAX_MSG, PollConfig, VrReply, counter};
-use crate::sdk::{Packet, Verdict, Vr};
+use crate::proto::{PollConfig, counter};
+use crate::sdk::Vr;
 
 /// Packets taken from one rx ring at a time.
 pub const BATCH: usize = 64;
@@ -389,6 +387,8 @@ impl Instance {
 mod tests {
     use vrhost_shm::RegionConfig;
 
+    use crate::sdk::{Packet, Verdict};
+
     use super::start::task_name;
     use super::*;
 
@@ -404,15 +404,6 @@ mod tests {
         for n in ["x", "a-very-long-tenant-name", "ééééééééé"] {
             assert!(name(n, 65535).len() <= 15);
         }
-    }
-
-    fn fill(region: &Region, slot: u32, frame: &[u8]) {
-        let h = region.layout().cfg.headroom;
-        assert!(region.write_slot(slot, h, frame));
-        region
-            .meta(slot)
-            .unwrap()
-            .set_extent(h as u16, frame.len() as u16);
     }
 
     /// A VR with its own counters and the default burst hook.
@@ -433,7 +424,7 @@ mod tests {
     fn default_burst_calls_process() {
         let region = Region::create("rt3", RegionConfig::default()).unwrap();
         for s in 0..5 {
-            fill(&region, s, &[0; 60]);
+            assert!(region.put_frame(s, &[0; 60]));
         }
         let mut vr = Counting(0);
         let mut stage = TxStage::new(2);

@@ -22,22 +22,29 @@ const NOT_IN_A_VR: [&str; 10] = [
     "vrhost-router",
 ];
 
-/// The package names in `cargo tree -e normal -p <package>`.
-fn normal_deps(package: &str) -> BTreeSet<String> {
+/// The standard output of `cargo ARGS`, run in this crate's directory by
+/// the cargo running the tests; panics with cargo's error output if it fails.
+fn cargo(args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO"))
-        .args([
-            "tree", "-e", "normal", "--prefix", "none", "--format", "{p}",
-        ])
-        .args(["-p", package])
+        .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("cargo tree runs");
+        .expect("cargo runs");
     assert!(
         out.status.success(),
-        "cargo tree -p {package}: {}",
+        "cargo {}: {}",
+        args.join(" "),
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
+    out.stdout
+}
+
+/// The package names in `cargo tree -e normal -p <package>`.
+fn normal_deps(package: &str) -> BTreeSet<String> {
+    let tree = cargo(&[
+        "tree", "-e", "normal", "--prefix", "none", "--format", "{p}", "-p", package,
+    ]);
+    String::from_utf8(tree)
         .unwrap()
         .lines()
         .filter_map(|l| l.split_whitespace().next())
@@ -60,17 +67,8 @@ fn the_sdk_links_no_bench_or_cli_crate() {
 
 #[test]
 fn no_library_depends_on_anyhow() {
-    let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--no-deps", "--format-version", "1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let metadata = cargo(&["metadata", "--no-deps", "--format-version", "1"]);
+    let meta: serde_json::Value = serde_json::from_slice(&metadata).unwrap();
     let packages = meta["packages"].as_array().unwrap();
     let libs: Vec<&serde_json::Value> = packages
         .iter()

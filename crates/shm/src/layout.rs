@@ -480,42 +480,17 @@ mod tests {
 
     #[test]
     fn out_of_range_is_named() {
+        let default_but = |change: fn(&mut RegionConfig)| {
+            let mut cfg = RegionConfig::default();
+            change(&mut cfg);
+            cfg
+        };
         for (cfg, field) in [
-            (
-                RegionConfig {
-                    slot_count: 1,
-                    ..Default::default()
-                },
-                "slot_count",
-            ),
-            (
-                RegionConfig {
-                    slot_count: 65_537,
-                    ..Default::default()
-                },
-                "slot_count",
-            ),
-            (
-                RegionConfig {
-                    slot_bytes: 1000,
-                    ..Default::default()
-                },
-                "slot_bytes",
-            ),
-            (
-                RegionConfig {
-                    ring_entries: 3,
-                    ..Default::default()
-                },
-                "ring_entries",
-            ),
-            (
-                RegionConfig {
-                    vnic_count: 0,
-                    ..Default::default()
-                },
-                "vnic_count",
-            ),
+            (default_but(|c| c.slot_count = 1), "slot_count"),
+            (default_but(|c| c.slot_count = 65_537), "slot_count"),
+            (default_but(|c| c.slot_bytes = 1000), "slot_bytes"),
+            (default_but(|c| c.ring_entries = 3), "ring_entries"),
+            (default_but(|c| c.vnic_count = 0), "vnic_count"),
         ] {
             match Layout::new(cfg) {
                 Err(LayoutError::OutOfRange { field: f, .. }) => assert_eq!(f, field),

@@ -294,6 +294,27 @@ impl Region {
         true
     }
 
+    /// Copy `frame` into `slot` at the region's headroom and record its extent
+    /// in the slot's metadata (host, filling a slot it owns), as a VR expects
+    /// a received packet. The slot's state is left to the caller. Returns
+    /// false, writing nothing, if the slot index is bad or the frame does not
+    /// fit after the headroom.
+    #[inline]
+    pub fn put_frame(&self, slot: u32, frame: &[u8]) -> bool {
+        let headroom = self.layout.cfg.headroom;
+        let (Ok(offset), Ok(len)) = (u16::try_from(headroom), u16::try_from(frame.len())) else {
+            return false;
+        };
+        let Some(meta) = self.meta(slot) else {
+            return false;
+        };
+        if !self.write_slot(slot, headroom, frame) {
+            return false;
+        }
+        meta.set_extent(offset, len);
+        true
+    }
+
     /// The bytes `[offset, offset + len)` of `slot`, or `None` if they are not
     /// inside the slot.
     ///
@@ -339,6 +360,20 @@ impl Region {
 mod tests {
     use super::*;
     use crate::slot::SlotState;
+
+    #[test]
+    fn put_frame_writes_at_the_headroom_and_records_the_extent() {
+        let host = Region::create("pf", RegionConfig::default()).unwrap();
+        let h = host.layout().cfg.headroom;
+        assert!(host.put_frame(2, b"frame"));
+        assert_eq!(host.meta(2).unwrap().extent(), (h as u16, 5));
+        // SAFETY: test owns the slot; no concurrent writer.
+        assert_eq!(unsafe { host.slot_bytes_at(2, h, 5) }.unwrap(), b"frame");
+        let slot_bytes = host.layout().cfg.slot_bytes as usize;
+        assert!(!host.put_frame(3, &vec![0; slot_bytes - h as usize + 1]));
+        assert_eq!(host.meta(3).unwrap().extent(), (0, 0), "nothing written");
+        assert!(!host.put_frame(host.slot_count(), b"frame"));
+    }
 
     #[test]
     fn create_attach_share() {

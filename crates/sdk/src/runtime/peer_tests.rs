@@ -10,7 +10,7 @@ use vrhost_shm::{RegionConfig, RingMem};
 
 use super::*;
 use crate::peer::{MAX_PAYLOAD, PeerDest, Peers, decode_to, encode_from};
-use crate::sdk::Packet;
+use crate::sdk::{Packet, Verdict};
 
 /// Logs its calls; answers each message with "ack " and the message.
 #[derive(Default)]
@@ -92,8 +92,8 @@ fn hook_runs_before_packets_and_messages_arrive() {
     let mut ctrl_in = ring(&region, RingId::CtrlIn).producer();
     let mut ctrl_out = ring(&region, RingId::CtrlOut).consumer();
     let mut rx = ring(&region, RingId::Rx(0)).producer();
-    assert!(region.write_slot(3, 128, &[0; 60]));
-    region.meta(3).unwrap().set_extent(128, 60);
+    // At the default headroom, 128.
+    assert!(region.put_frame(3, &[0; 60]));
     rx.push(&[3]).unwrap();
     ctrl_in
         .push(&encode_from(1, b"10/8 via 1").unwrap())

@@ -2,7 +2,13 @@
 //! place and staged for its tx ring, shared with the host's in-process
 //! mode so both run literally the same code.
 
-use super::*;
+use vrhost_shm::layout::VR_COUNTERS;
+use vrhost_shm::{Region, SlotState};
+
+use super::BATCH;
+use crate::DropReason;
+use crate::proto::counter;
+use crate::sdk::{Packet, Verdict, Vr};
 
 /// Staged slot indexes per out vNIC, waiting for room in their tx ring;
 /// and the slots of the batch in hand.

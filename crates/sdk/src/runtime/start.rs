@@ -1,7 +1,15 @@
 //! A VR process's start: its handshake with the host over the control
 //! socket, its name and core, its panic report, and [`run`]/[`main`].
 
-use super::*;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use vrhost_shm::fdpass::{recv_with_fds, send_with_fds};
+use vrhost_shm::{Doorbell, LAYOUT_VERSION, Region};
+
+use super::{Instance, RuntimeError};
+use crate::proto::{CTRL_FD_ENV, Hello, MAX_MSG, VrReply};
+use crate::sdk::Vr;
 
 pub(super) fn pin_to(cpu: usize) -> Result<(), RuntimeError> {
     let mut set = rustix::thread::CpuSet::new();

@@ -1,0 +1,30 @@
+//! Real packets that several modules' tests read, each written down once.
+
+/// An ARP request as captured (no FCS): who has 192.168.1.1? Tell
+/// 192.168.1.100; from 00:1b:21:3a:4f:5e to broadcast.
+pub(crate) const ARP_REQUEST_FRAME: [u8; 42] = [
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0x08, 0x06, // eth
+    0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x00, 0x1b, 0x21, 0x3a, 0x4f, 0x5e, 0xc0, 0xa8,
+    0x01, 0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xa8, 0x01, 0x01, // arp
+];
+
+/// The ARP packet of [`ARP_REQUEST_FRAME`]: its bytes after the 14-byte
+/// Ethernet header.
+pub(crate) const ARP_REQUEST: [u8; 28] = {
+    let mut arp = [0u8; 28];
+    let mut i = 0;
+    // A loop because slices cannot be copied into arrays in a const.
+    while i < arp.len() {
+        arp[i] = ARP_REQUEST_FRAME[14 + i];
+        i += 1;
+    }
+    arp
+};
+
+/// A real IPv4 header (Wikipedia's worked checksum example): a UDP DNS
+/// query, 192.168.0.1 -> 192.168.0.199, total length 0x73, DF, TTL 64; its
+/// checksum b861 is correct.
+pub(crate) const IPV4_HEADER: [u8; 20] = [
+    0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01,
+    0xc0, 0xa8, 0x00, 0xc7,
+];
