@@ -70,13 +70,14 @@
               atomics on its status words"
 )]
 
-use std::cell::Cell;
 use std::ffi::c_int;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use self::ring::{RxRing, TxRing, h3};
-use crate::packet_sys::{self as sys, ETH_HLEN, Mapping, SysError, VLAN_HLEN, ifname_bytes};
+use crate::packet_sys::{
+    self as sys, ETH_HLEN, KernelDrops, Mapping, SysError, VLAN_HLEN, ifname_bytes,
+};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// `TPACKET_V2` (libc has it only as an enum variant).
@@ -250,9 +251,7 @@ pub struct AfPacketPort {
     /// Consecutive empty rx bursts.
     empty_polls: u32,
     stats: PortStats,
-    /// Kernel drops read so far (`PACKET_STATISTICS` clears on read, and
-    /// `stats` takes `&self`).
-    kernel_drops: Cell<u64>,
+    kernel_drops: KernelDrops,
     // The rings point into these mappings: declared after the rings, so
     // dropped after them; the sockets close last.
     _rx_map: Mapping,
@@ -265,7 +264,7 @@ pub struct AfPacketPort {
 // pointers lead only into those mappings, which no other Rust value
 // references once the port's borrows end, and the kernel's side of the
 // rings does not care which thread uses them. Moving the port moves all of
-// it. (`Cell` keeps it `!Sync`: one thread at a time.)
+// it. (`KernelDrops`' `Cell` keeps it `!Sync`: one thread at a time.)
 unsafe impl Send for AfPacketPort {}
 
 impl AfPacketPort {
@@ -315,7 +314,7 @@ impl AfPacketPort {
             mtu_frame: mtu as usize + ETH_HLEN,
             empty_polls: 0,
             stats: PortStats::default(),
-            kernel_drops: Cell::new(0),
+            kernel_drops: KernelDrops::default(),
             _rx_map: mapped.rx_map,
             _tx_map: mapped.tx_map,
             fd,
@@ -606,11 +605,7 @@ impl Port for AfPacketPort {
     /// The counters, with the kernel's drops (read from
     /// `PACKET_STATISTICS`, one system call) added to `rx_dropped`.
     fn stats(&self) -> PortStats {
-        let d = self.kernel_drops.get() + sys::packet_drops(self.fd.as_fd());
-        self.kernel_drops.set(d);
-        let mut s = self.stats;
-        s.rx_dropped += d;
-        s
+        self.kernel_drops.add_to(self.fd.as_fd(), self.stats)
     }
 
     /// The socket: readable when the kernel has handed over a block.

@@ -19,10 +19,9 @@
 //!
 //! The module has no `unsafe`: its system calls go through `packet_sys`.
 
-use std::cell::Cell;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::packet_sys::{self as sys, ETH_HLEN, VLAN_HLEN, ifname_bytes};
+use crate::packet_sys::{self as sys, ETH_HLEN, KernelDrops, VLAN_HLEN, ifname_bytes};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// Most frames one `rx_burst` may return (the slots are preallocated).
@@ -82,7 +81,7 @@ pub struct SocketPort {
     /// MTU + 14, read at open.
     mtu_frame: usize,
     stats: PortStats,
-    kernel_drops: Cell<u64>,
+    kernel_drops: KernelDrops,
 }
 
 impl SocketPort {
@@ -140,7 +139,7 @@ impl SocketPort {
             max_frame: cfg.max_frame_bytes,
             mtu_frame: mtu as usize + ETH_HLEN,
             stats: PortStats::default(),
-            kernel_drops: Cell::new(0),
+            kernel_drops: KernelDrops::default(),
         })
     }
 
@@ -233,11 +232,7 @@ impl Port for SocketPort {
     /// The counters, with the kernel's drops (read from
     /// `PACKET_STATISTICS`, one system call) added to `rx_dropped`.
     fn stats(&self) -> PortStats {
-        let d = self.kernel_drops.get() + sys::packet_drops(self.fd.as_fd());
-        self.kernel_drops.set(d);
-        let mut s = self.stats;
-        s.rx_dropped += d;
-        s
+        self.kernel_drops.add_to(self.fd.as_fd(), self.stats)
     }
 
     /// The socket: readable when a frame is queued.
@@ -249,25 +244,20 @@ impl Port for SocketPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet_sys::test_lab;
+    use crate::conformance;
 
     /// The contract every port keeps, against the kernel: frames sent by a
     /// peer over veth, then the port as a sink.
     #[test]
     fn conformance() {
-        let (a, b) = test_lab::veth_pair();
+        let (a, b) = conformance::veth_pair();
         let open = |ns: &vrhost_lab::Netns, name: &'static str| {
             ns.run(|| SocketPort::open(name, SocketConfig::default()))
                 .unwrap()
                 .unwrap()
         };
         let (mut port, mut peer) = (open(&a, "c0"), open(&b, "c1"));
-        let frames = test_lab::frames();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        assert_eq!(peer.tx_burst(&refs), refs.len());
-        assert!(test_lab::readable(port.wait_fd().unwrap()));
-        crate::conformance::check_source(&mut port);
-        crate::conformance::check_sink(&mut port);
+        conformance::check_kernel_port(&mut port, &mut peer);
     }
 
     #[test]

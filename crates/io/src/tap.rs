@@ -223,7 +223,7 @@ impl Port for TapPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet_sys::test_lab;
+    use crate::conformance;
     use crate::socket::{SocketConfig, SocketPort};
 
     /// The contract every port keeps, against the kernel: frames sent out
@@ -231,7 +231,7 @@ mod tests {
     /// sink.
     #[test]
     fn conformance() {
-        let ns = test_lab::quiet_ns();
+        let ns = conformance::quiet_ns();
         let mut port = ns
             .run(|| TapPort::open("", TapConfig::default()))
             .unwrap()
@@ -243,12 +243,7 @@ mod tests {
             .run(|| SocketPort::open(&name, SocketConfig::default()))
             .unwrap()
             .unwrap();
-        let frames = test_lab::frames();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        assert_eq!(kernel.tx_burst(&refs), refs.len());
-        assert!(test_lab::readable(port.wait_fd().unwrap()));
-        crate::conformance::check_source(&mut port);
-        crate::conformance::check_sink(&mut port);
+        conformance::check_kernel_port(&mut port, &mut kernel);
     }
 
     #[test]
