@@ -88,6 +88,15 @@ fn open_tap(ns: &Netns, name: &str, cfg: TapConfig) -> TapPort {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The message of the error `open` must fail with, run in `ns`.
+fn open_error<P, E: std::fmt::Display>(
+    ns: &Netns,
+    open: impl FnOnce() -> Result<P, E> + Send,
+) -> String {
+    ns.run(move || open().map(drop).unwrap_err().to_string())
+        .unwrap()
+}
+
 /// A UDP/IPv4 frame of `len` bytes (64..=1518) carrying `seq` first in its
 /// payload.
 fn udp_ip(seq: u32, len: usize, dst: [u8; 6], src: [u8; 6], ips: (Ipv4Addr, Ipv4Addr)) -> Vec<u8> {
@@ -340,16 +349,22 @@ fn af_packet_counts_kernel_drops_of_a_full_ring() {
     };
     let mut rx = open_af(&l.a, "a0", cfg);
     let mut peer = open_af(&l.b, "b0", AfPacketConfig::default());
-    let frames: Vec<Vec<u8>> = (0..300).map(|i| udp(i, 64, MAC_A, MAC_B)).collect();
-    send_all(&mut peer, &frames);
-    let (got, s) = drain_counting(&mut rx, 300);
-    assert!(s.rx_dropped > 0, "{s:?}");
-    assert_eq!(s.rx_packets + s.rx_dropped, 300, "{s:?}");
-    assert_eq!(got, s.rx_packets);
+    counts_kernel_drops(&mut rx, &mut peer);
     // Once drained, the ring takes frames again.
     let f = udp(999, 64, MAC_A, MAC_B);
     send_all(&mut peer, std::slice::from_ref(&f));
     assert_frames_eq(&recv(&mut rx, 1), &[f]);
+}
+
+/// `peer` floods `rx` with 300 frames, more than it holds: every one is
+/// either received or counted as dropped, and some are dropped.
+fn counts_kernel_drops(rx: &mut dyn Port, peer: &mut dyn Port) {
+    let frames: Vec<Vec<u8>> = (0..300).map(|i| udp(i, 64, MAC_A, MAC_B)).collect();
+    send_all(peer, &frames);
+    let (got, s) = drain_counting(rx, 300);
+    assert!(s.rx_dropped > 0, "{s:?}");
+    assert_eq!(s.rx_packets + s.rx_dropped, 300, "{s:?}");
+    assert_eq!(got, s.rx_packets);
 }
 
 /// Read `p` until received + dropped reaches `total` and a burst comes
@@ -459,15 +474,7 @@ fn af_packet_runts_and_oversize_frames() {
 #[test]
 fn af_packet_errors_name_the_interface() {
     let ns = quiet_ns();
-    let open = |name: &'static str, cfg| {
-        ns.run(move || {
-            AfPacketPort::open(name, cfg)
-                .map(drop)
-                .unwrap_err()
-                .to_string()
-        })
-        .unwrap()
-    };
+    let open = |name: &'static str, cfg| open_error(&ns, move || AfPacketPort::open(name, cfg));
     assert_eq!(
         open("nosuch0", AfPacketConfig::default()),
         "interface \"nosuch0\": no such device"
@@ -567,12 +574,7 @@ fn socket_counts_kernel_drops_of_a_full_buffer() {
     };
     let mut rx = open_sock(&l.a, "a0", cfg);
     let mut peer = open_af(&l.b, "b0", AfPacketConfig::default());
-    let frames: Vec<Vec<u8>> = (0..300).map(|i| udp(i, 64, MAC_A, MAC_B)).collect();
-    send_all(&mut peer, &frames);
-    let (got, s) = drain_counting(&mut rx, 300);
-    assert!(s.rx_dropped > 0, "{s:?}");
-    assert_eq!(s.rx_packets + s.rx_dropped, 300, "{s:?}");
-    assert_eq!(got, s.rx_packets);
+    counts_kernel_drops(&mut rx, &mut peer);
 }
 
 #[test]
@@ -598,15 +600,7 @@ fn socket_runts_and_oversize_frames() {
 #[test]
 fn socket_errors_name_the_interface() {
     let ns = quiet_ns();
-    let open = |name: &'static str, cfg| {
-        ns.run(move || {
-            SocketPort::open(name, cfg)
-                .map(drop)
-                .unwrap_err()
-                .to_string()
-        })
-        .unwrap()
-    };
+    let open = |name: &'static str, cfg| open_error(&ns, move || SocketPort::open(name, cfg));
     assert_eq!(
         open("nosuch0", SocketConfig::default()),
         "interface \"nosuch0\": no such device"
@@ -632,13 +626,19 @@ fn socket_errors_name_the_interface() {
 /// socket on it standing for the kernel's side of the link.
 fn tap_lab(cfg: TapConfig) -> (Netns, TapPort, SocketPort) {
     let ns = quiet_ns();
-    let tap = open_tap(&ns, "vt0", cfg);
+    let tap = tap_up(&ns, cfg);
     assert_eq!(tap.ifname(), "vt0");
+    let kernel_side = open_sock(&ns, "vt0", SocketConfig::default());
+    (ns, tap, kernel_side)
+}
+
+/// A port on TAP device `vt0` in `ns`, with MAC_TAP, up.
+fn tap_up(ns: &Netns, cfg: TapConfig) -> TapPort {
+    let tap = open_tap(ns, "vt0", cfg);
     ns.ip(&["link", "set", "vt0", "address", &mac_str(MAC_TAP)])
         .unwrap();
     ns.ip(&["link", "set", "vt0", "up"]).unwrap();
-    let kernel_side = open_sock(&ns, "vt0", SocketConfig::default());
-    (ns, tap, kernel_side)
+    tap
 }
 
 #[test]
@@ -762,15 +762,8 @@ fn tap_answers_the_kernels_arp_and_ping() {
 #[test]
 fn tap_errors_name_the_interface() {
     let ns = quiet_ns();
-    let open = |name: &'static str| {
-        ns.run(move || {
-            TapPort::open(name, TapConfig::default())
-                .map(drop)
-                .unwrap_err()
-                .to_string()
-        })
-        .unwrap()
-    };
+    let open =
+        |name: &'static str| open_error(&ns, move || TapPort::open(name, TapConfig::default()));
     assert_eq!(
         open("lo"),
         "interface \"lo\": exists and is not a single-queue TAP device"
@@ -809,6 +802,20 @@ fn tap_errors_name_the_interface() {
 
 // --- throughput sanity ----------------------------------------------------
 
+/// Read bursts of 32 from `p` until one comes back empty; returns how many
+/// frames came.
+fn read_until_empty(p: &mut dyn Port) -> usize {
+    let mut got = 0;
+    loop {
+        let mut out: [&[u8]; 32] = [&[]; 32];
+        let k = p.rx_burst(&mut out);
+        if k == 0 {
+            return got;
+        }
+        got += k;
+    }
+}
+
 fn pps(n: usize, t: Duration) -> String {
     format!("{:.3} Mpps", n as f64 / t.as_secs_f64() / 1e6)
 }
@@ -839,14 +846,7 @@ fn pps_sanity() {
         let (mut t_tx, mut t_rx, mut got) = (Duration::ZERO, Duration::ZERO, 0);
         let mut drain = |rx: &mut AfPacketPort| {
             let t = Instant::now();
-            loop {
-                let mut out: [&[u8]; 32] = [&[]; 32];
-                let k = rx.rx_burst(&mut out);
-                if k == 0 {
-                    break;
-                }
-                got += k;
-            }
+            got += read_until_empty(rx);
             t_rx += t.elapsed();
         };
         for round in refs.chunks(256) {
@@ -891,14 +891,7 @@ fn pps_sanity() {
             tx.tx_burst(burst);
         }
         let t1 = Instant::now();
-        loop {
-            let mut out: [&[u8]; 32] = [&[]; 32];
-            let k = rx.rx_burst(&mut out);
-            if k == 0 {
-                break;
-            }
-            got += k;
-        }
+        got += read_until_empty(&mut rx);
         t_tx += t1 - t0;
         t_rx += t1.elapsed();
     }
@@ -924,10 +917,7 @@ fn pps_sanity() {
     ] {
         ns.sysctl(k, v).unwrap();
     }
-    let mut tap = open_tap(&ns, "vt0", TapConfig::default());
-    ns.ip(&["link", "set", "vt0", "address", &mac_str(MAC_TAP)])
-        .unwrap();
-    ns.ip(&["link", "set", "vt0", "up"]).unwrap();
+    let mut tap = tap_up(&ns, TapConfig::default());
     ns.ip(&["addr", "add", "10.77.0.1/24", "dev", "vt0"])
         .unwrap();
     ns.ip(&[
