@@ -179,6 +179,18 @@ fn send_all(p: &mut dyn Port, frames: &[Vec<u8>]) {
     }
 }
 
+/// Send `frames` from `from` to `to`, `chunk` at a time, each chunk
+/// received before the next is sent; all must arrive, in order.
+#[track_caller]
+fn relay_in_chunks(from: &mut dyn Port, to: &mut dyn Port, frames: &[Vec<u8>], chunk: usize) {
+    let mut got = Vec::new();
+    for chunk in frames.chunks(chunk) {
+        send_all(from, chunk);
+        got.extend(recv(to, chunk.len()));
+    }
+    assert_frames_eq(&got, frames);
+}
+
 /// Whether `fd` is ready (readable or in error) within `timeout`.
 fn ready(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     let ts = Timespec {
@@ -277,12 +289,7 @@ fn af_packet_sends(version: TxVersion) {
     let mut tx = open_af(&l.a, "a0", cfg);
     let mut peer = open_sock(&l.b, "b0", SocketConfig::default());
     let frames = mixed(1000, MAC_B, MAC_A);
-    let mut got = Vec::new();
-    for chunk in frames.chunks(100) {
-        send_all(&mut tx, chunk);
-        got.extend(recv(&mut peer, chunk.len()));
-    }
-    assert_frames_eq(&got, &frames);
+    relay_in_chunks(&mut tx, &mut peer, &frames, 100);
     let s = tx.stats();
     assert_eq!(
         (s.tx_packets, s.tx_bytes, s.tx_dropped),
@@ -328,14 +335,9 @@ fn af_packet_ring_wraps_many_times() {
     let frames: Vec<Vec<u8>> = (0..2000)
         .map(|i| udp(i, 64 + (i as usize % 200), MAC_A, MAC_B))
         .collect();
-    let mut got = Vec::new();
     // 8 frames fill the tx ring: each burst of 32 kicks it on the way.
-    for chunk in frames.chunks(32) {
-        send_all(&mut tx, chunk);
-        got.extend(recv(&mut rx, chunk.len()));
-    }
+    relay_in_chunks(&mut tx, &mut rx, &frames, 32);
     assert_eq!((rx.stats().rx_dropped, tx.stats().tx_dropped), (0, 0));
-    assert_frames_eq(&got, &frames);
 }
 
 #[test]
@@ -533,12 +535,7 @@ fn socket_receives_what_the_peer_sends() {
     let mut rx = open_sock(&l.a, "a0", SocketConfig::default());
     let mut peer = open_af(&l.b, "b0", AfPacketConfig::default());
     let frames = mixed(300, MAC_A, MAC_B);
-    let mut got = Vec::new();
-    for chunk in frames.chunks(50) {
-        send_all(&mut peer, chunk);
-        got.extend(recv(&mut rx, chunk.len()));
-    }
-    assert_frames_eq(&got, &frames);
+    relay_in_chunks(&mut peer, &mut rx, &frames, 50);
     let s = rx.stats();
     assert_eq!(
         (s.rx_packets, s.rx_bytes, s.rx_dropped),
@@ -650,12 +647,7 @@ fn tap_frames_both_ways() {
     assert_frames_eq(&recv(&mut tap, out.len()), &out);
     // From the port: into the interface.
     let inn = mixed(300, MAC_TAP, MAC_PEER);
-    let mut got = Vec::new();
-    for chunk in inn.chunks(50) {
-        send_all(&mut tap, chunk);
-        got.extend(recv(&mut kernel, chunk.len()));
-    }
-    assert_frames_eq(&got, &inn);
+    relay_in_chunks(&mut tap, &mut kernel, &inn, 50);
     let s = tap.stats();
     assert_eq!(
         (s.rx_packets, s.rx_bytes, s.tx_packets, s.tx_bytes),
