@@ -75,9 +75,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use self::ring::{RxRing, TxRing, h3};
-use crate::packet_sys::{
-    self as sys, ETH_HLEN, KernelDrops, Mapping, SysError, VLAN_HLEN, ifname_bytes,
-};
+use crate::packet_sys::{self as sys, ETH_HLEN, KernelDrops, Mapping, SysError, ifname_bytes};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// `TPACKET_V2` (libc has it only as an enum variant).
@@ -336,12 +334,10 @@ impl AfPacketPort {
         self.tx_fd.as_ref().unwrap_or(&self.fd).as_fd()
     }
 
-    /// The largest frame the interface takes: its MTU plus the Ethernet
-    /// header, plus 4 bytes for an 802.1Q-tagged frame (the kernel's rule).
+    /// The largest frame `f` may be: what the interface takes (see
+    /// [`sys::tx_limit`]), at most what the ring takes.
     fn tx_limit(&self, f: &[u8]) -> usize {
-        let tagged = f.len() >= ETH_HLEN && f[12..14] == [0x81, 0x00];
-        let mtu = self.mtu_frame + if tagged { VLAN_HLEN } else { 0 };
-        mtu.min(self.max_frame)
+        sys::tx_limit(f, self.mtu_frame, self.max_frame)
     }
 
     /// One `sendto`: the kernel sends every marked frame.

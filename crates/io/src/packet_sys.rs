@@ -350,6 +350,15 @@ fn io_result(ret: isize) -> io::Result<usize> {
     }
 }
 
+/// The largest frame an interface with MTU frame `mtu_frame` (MTU + 14)
+/// takes: 4 bytes more for an 802.1Q-tagged frame (the kernel's rule); and
+/// at most `max_frame`, the driver's own limit.
+pub(crate) fn tx_limit(frame: &[u8], mtu_frame: usize, max_frame: usize) -> usize {
+    let tagged = frame.len() >= ETH_HLEN && frame[12..14] == [0x81, 0x00];
+    let mtu = mtu_frame + if tagged { VLAN_HLEN } else { 0 };
+    mtu.min(max_frame)
+}
+
 /// Whether an error from a non-blocking call means "try again later".
 pub(crate) fn is_transient(e: &io::Error) -> bool {
     matches!(

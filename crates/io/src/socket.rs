@@ -205,10 +205,7 @@ impl Port for SocketPort {
         let mut sent = 0;
         let mut stop = false;
         for f in frames {
-            let tagged = f.len() >= ETH_HLEN && f[12..14] == [0x81, 0x00];
-            let limit = self
-                .max_frame
-                .min(self.mtu_frame + if tagged { VLAN_HLEN } else { 0 });
+            let limit = sys::tx_limit(f, self.mtu_frame, self.max_frame);
             if stop || f.len() < ETH_HLEN || f.len() > limit {
                 self.stats.tx_dropped += 1;
                 continue;
