@@ -22,6 +22,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::packet_sys::{self as sys, ETH_HLEN, KernelDrops, VLAN_HLEN, ifname_bytes};
+use crate::per_frame::{SendOutcome, hand_out, send_each};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// Most frames one `rx_burst` may return (the slots are preallocated).
@@ -188,13 +189,8 @@ impl Port for SocketPort {
             self.spans[n] = span;
             n += 1;
         }
-        let bufs: &'a [u8] = &self.bufs;
-        for (o, &(at, len)) in out.iter_mut().zip(&self.spans[..n]) {
-            *o = &bufs[at..at + len];
-            self.stats.rx_bytes += len as u64;
-        }
-        self.stats.rx_packets += n as u64;
-        n
+        let spans = self.spans[..n].iter().copied();
+        hand_out(&self.bufs, spans, out, &mut self.stats)
     }
 
     /// One `send` per frame. Frames shorter than 14 bytes or longer than
@@ -202,28 +198,18 @@ impl Port for SocketPort {
     /// call; after an error saying the socket or link is busy or gone, the
     /// rest of the burst is refused too.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
-        let mut sent = 0;
-        let mut stop = false;
-        for f in frames {
-            let limit = sys::tx_limit(f, self.mtu_frame, self.max_frame);
-            if stop || f.len() < ETH_HLEN || f.len() > limit {
-                self.stats.tx_dropped += 1;
-                continue;
+        let (fd, mtu_frame, max_frame) = (self.fd.as_fd(), self.mtu_frame, self.max_frame);
+        let limit = |f: &[u8]| sys::tx_limit(f, mtu_frame, max_frame);
+        send_each(frames, &mut self.stats, limit, |f| match sys::send(fd, f) {
+            Ok(_) => SendOutcome::Sent,
+            Err(e)
+                if sys::is_transient(&e)
+                    || matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO)) =>
+            {
+                SendOutcome::Stop
             }
-            match sys::send(self.fd.as_fd(), f) {
-                Ok(_) => {
-                    sent += 1;
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += f.len() as u64;
-                }
-                Err(e) => {
-                    self.stats.tx_dropped += 1;
-                    stop = sys::is_transient(&e)
-                        || matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO));
-                }
-            }
-        }
-        sent
+            Err(_) => SendOutcome::Dropped,
+        })
     }
 
     /// The counters, with the kernel's drops (read from

@@ -27,6 +27,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::packet_sys::{self as sys, ETH_HLEN, SysError, ifname_bytes};
+use crate::per_frame::{SendOutcome, hand_out, send_each};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// Most frames one `rx_burst` may return (the slots are preallocated).
@@ -174,40 +175,29 @@ impl Port for TapPort {
             self.lens[n] = len;
             n += 1;
         }
-        let bufs: &'a [u8] = &self.bufs;
-        for (i, (o, &len)) in out.iter_mut().zip(&self.lens[..n]).enumerate() {
-            *o = &bufs[i * slot..i * slot + len];
-            self.stats.rx_bytes += len as u64;
-        }
-        self.stats.rx_packets += n as u64;
-        n
+        let spans = self.lens[..n]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| (i * slot, len));
+        hand_out(&self.bufs, spans, out, &mut self.stats)
     }
 
     /// One `write` per frame. Frames shorter than 14 bytes or longer than
     /// `max_frame_bytes` are refused without a call; after a "try again"
     /// error the rest of the burst is refused too.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
-        let mut sent = 0;
-        let mut stop = false;
-        for f in frames {
-            if stop || f.len() < ETH_HLEN || f.len() > self.max_frame {
-                self.stats.tx_dropped += 1;
-                continue;
-            }
-            match sys::write(self.fd.as_fd(), f) {
-                Ok(n) if n == f.len() => {
-                    sent += 1;
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += f.len() as u64;
-                }
-                Ok(_) => self.stats.tx_dropped += 1,
-                Err(e) => {
-                    self.stats.tx_dropped += 1;
-                    stop = sys::is_transient(&e);
-                }
-            }
-        }
-        sent
+        let (fd, max_frame) = (self.fd.as_fd(), self.max_frame);
+        send_each(
+            frames,
+            &mut self.stats,
+            |_| max_frame,
+            |f| match sys::write(fd, f) {
+                Ok(n) if n == f.len() => SendOutcome::Sent,
+                Ok(_) => SendOutcome::Dropped,
+                Err(e) if sys::is_transient(&e) => SendOutcome::Stop,
+                Err(_) => SendOutcome::Dropped,
+            },
+        )
     }
 
     fn stats(&self) -> PortStats {
