@@ -9,6 +9,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use vrhost_lab::{Netns, veth};
 
 use crate::Port;
+use crate::socket::{SocketConfig, SocketPort};
 
 /// A source: an empty `out` gives 0; the stats count exactly the frames
 /// and bytes handed out; frames are non-empty.
@@ -79,6 +80,21 @@ pub(crate) fn check_kernel_port(port: &mut dyn Port, peer: &mut dyn Port) {
     assert!(readable(port.wait_fd().unwrap()));
     check_source(port);
     check_sink(port);
+}
+
+/// The port `open` makes when run in `ns` (drivers look interfaces up in
+/// the calling thread's namespace).
+pub(crate) fn open_in<P: Send, E: Send + std::fmt::Debug>(
+    ns: &Netns,
+    open: impl FnOnce() -> Result<P, E> + Send,
+) -> P {
+    ns.run(open).unwrap().unwrap()
+}
+
+/// A default [`SocketPort`] on interface `ifname` of `ns`: the peer that
+/// sends a port under test its frames.
+pub(crate) fn socket_on(ns: &Netns, ifname: &str) -> SocketPort {
+    open_in(ns, || SocketPort::open(ifname, SocketConfig::default()))
 }
 
 /// A namespace whose interfaces send nothing on their own (no IPv6).

@@ -234,12 +234,10 @@ mod tests {
     #[test]
     fn conformance() {
         let (a, b) = conformance::veth_pair();
-        let open = |ns: &vrhost_lab::Netns, name: &'static str| {
-            ns.run(|| SocketPort::open(name, SocketConfig::default()))
-                .unwrap()
-                .unwrap()
-        };
-        let (mut port, mut peer) = (open(&a, "c0"), open(&b, "c1"));
+        let (mut port, mut peer) = (
+            conformance::socket_on(&a, "c0"),
+            conformance::socket_on(&b, "c1"),
+        );
         conformance::check_kernel_port(&mut port, &mut peer);
     }
 

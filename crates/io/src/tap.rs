@@ -214,7 +214,6 @@ impl Port for TapPort {
 mod tests {
     use super::*;
     use crate::conformance;
-    use crate::socket::{SocketConfig, SocketPort};
 
     /// The contract every port keeps, against the kernel: frames sent out
     /// of the interface (by a packet socket on it), then the port as a
@@ -222,17 +221,11 @@ mod tests {
     #[test]
     fn conformance() {
         let ns = conformance::quiet_ns();
-        let mut port = ns
-            .run(|| TapPort::open("", TapConfig::default()))
-            .unwrap()
-            .unwrap();
+        let mut port = conformance::open_in(&ns, || TapPort::open("", TapConfig::default()));
         let name = port.ifname().to_owned();
         assert!(name.starts_with("tap"), "{name}");
         ns.ip(&["link", "set", &name, "up"]).unwrap();
-        let mut kernel = ns
-            .run(|| SocketPort::open(&name, SocketConfig::default()))
-            .unwrap()
-            .unwrap();
+        let mut kernel = conformance::socket_on(&ns, &name);
         conformance::check_kernel_port(&mut port, &mut kernel);
     }
 

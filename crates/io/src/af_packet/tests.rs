@@ -437,18 +437,14 @@ proptest! {
 #[test]
 fn conformance() {
     use crate::conformance;
-    use crate::socket::{SocketConfig, SocketPort};
     for version in [TxVersion::V3, TxVersion::V2] {
         let (a, b) = conformance::veth_pair();
         let cfg = AfPacketConfig {
             tx_version: version,
             ..AfPacketConfig::default()
         };
-        let mut port = a.run(|| AfPacketPort::open("c0", cfg)).unwrap().unwrap();
-        let mut peer = b
-            .run(|| SocketPort::open("c1", SocketConfig::default()))
-            .unwrap()
-            .unwrap();
+        let mut port = conformance::open_in(&a, || AfPacketPort::open("c0", cfg));
+        let mut peer = conformance::socket_on(&b, "c1");
         conformance::check_kernel_port(&mut port, &mut peer);
     }
 }
