@@ -401,53 +401,17 @@ impl AfXdpPort {
             })?,
         };
 
-        let mut bpf = EbpfLoader::new()
-            .map_max_entries(XSK_MAP, queues)
-            .load(XDP_OBJECT)
-            .map_err(|e| AfXdpError::Load {
-                ifname: name.clone(),
-                source: Box::new(e),
-            })?;
-        let load_err = |e: ProgramError| AfXdpError::Load {
-            ifname: name.clone(),
-            source: Box::new(e.into()),
-        };
-        let prog: &mut Xdp = bpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| {
-                load_err(ProgramError::InvalidName {
-                    name: PROGRAM.into(),
-                })
-            })?
-            .try_into()
-            .map_err(load_err)?;
-        prog.load().map_err(load_err)?;
-        let prog_fd = prog.fd().map_err(load_err)?.as_fd();
+        let mut bpf = load_program(ifname, queues)?;
+        let prog_fd = program_fd(&mut bpf, ifname)?;
         let (link, attach) = attach(prog_fd, ifindex, cfg.attach, &name)?;
-
-        let map_err = |e: aya::maps::MapError| AfXdpError::Map {
-            ifname: name.clone(),
-            source: Box::new(e),
-        };
-        let missing = |m: &str| aya::maps::MapError::InvalidName {
-            name: m.to_string(),
-        };
-        let mut xsks: XskMap<MapData> = bpf
-            .take_map(XSK_MAP)
-            .ok_or_else(|| map_err(missing(XSK_MAP)))?
-            .try_into()
-            .map_err(map_err)?;
-        let counter: PerCpuArray<MapData, u64> = bpf
-            .take_map(COUNTER_MAP)
-            .ok_or_else(|| map_err(missing(COUNTER_MAP)))?
-            .try_into()
-            .map_err(map_err)?;
+        let (mut xsks, counter) = take_maps(&mut bpf, ifname)?;
 
         let mut socks = Vec::with_capacity(queues as usize);
         let mut whole_ring = true;
         for q in 0..queues {
             let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach)?;
-            xsks.set(q, s.fd.as_raw_fd(), 0).map_err(map_err)?;
+            xsks.set(q, s.fd.as_raw_fd(), 0)
+                .map_err(|e| map_error(ifname, e))?;
             whole_ring &= w;
             socks.push(s);
         }
@@ -596,6 +560,66 @@ impl AfXdpPort {
             }
             r => r,
         }
+    }
+}
+
+/// The XDP program and its maps, loaded into the kernel with an XSKMAP of
+/// `queues` entries (not yet attached).
+fn load_program(ifname: &str, queues: u32) -> Result<Ebpf, AfXdpError> {
+    EbpfLoader::new()
+        .map_max_entries(XSK_MAP, queues)
+        .load(XDP_OBJECT)
+        .map_err(|e| AfXdpError::Load {
+            ifname: ifname.to_string(),
+            source: Box::new(e),
+        })
+}
+
+/// The descriptor of `bpf`'s XDP program, verified and loaded.
+fn program_fd<'a>(bpf: &'a mut Ebpf, ifname: &str) -> Result<BorrowedFd<'a>, AfXdpError> {
+    let load_err = |e: ProgramError| AfXdpError::Load {
+        ifname: ifname.to_string(),
+        source: Box::new(e.into()),
+    };
+    let prog: &mut Xdp = bpf
+        .program_mut(PROGRAM)
+        .ok_or_else(|| {
+            load_err(ProgramError::InvalidName {
+                name: PROGRAM.into(),
+            })
+        })?
+        .try_into()
+        .map_err(load_err)?;
+    prog.load().map_err(load_err)?;
+    Ok(prog.fd().map_err(load_err)?.as_fd())
+}
+
+/// The program's XSKMAP and per-CPU redirect counter, taken out of `bpf`.
+fn take_maps(
+    bpf: &mut Ebpf,
+    ifname: &str,
+) -> Result<(XskMap<MapData>, PerCpuArray<MapData, u64>), AfXdpError> {
+    let missing = |m: &str| aya::maps::MapError::InvalidName {
+        name: m.to_string(),
+    };
+    let xsks: XskMap<MapData> = bpf
+        .take_map(XSK_MAP)
+        .ok_or_else(|| missing(XSK_MAP))
+        .and_then(TryInto::try_into)
+        .map_err(|e| map_error(ifname, e))?;
+    let counter: PerCpuArray<MapData, u64> = bpf
+        .take_map(COUNTER_MAP)
+        .ok_or_else(|| missing(COUNTER_MAP))
+        .and_then(TryInto::try_into)
+        .map_err(|e| map_error(ifname, e))?;
+    Ok((xsks, counter))
+}
+
+/// [`AfXdpError::Map`] for interface `ifname`.
+fn map_error(ifname: &str, e: aya::maps::MapError) -> AfXdpError {
+    AfXdpError::Map {
+        ifname: ifname.to_string(),
+        source: Box::new(e),
     }
 }
 
