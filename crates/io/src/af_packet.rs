@@ -400,7 +400,8 @@ impl MappedRings {
     }
 }
 
-/// `PACKET_VERSION`: the socket's ring format, `TPACKET_V3` or `TPACKET_V2`.
+/// `PACKET_VERSION`: the format of the socket's rings, one of the two
+/// [`TxVersion`] names (the receiving socket is always `TPACKET_V3`).
 fn set_version(fd: BorrowedFd<'_>, version: TxVersion) -> Result<(), SysError> {
     let (v, call) = match version {
         TxVersion::V3 => (TPACKET_V3, "setsockopt(PACKET_VERSION, TPACKET_V3)"),
@@ -421,22 +422,14 @@ fn set_rx_ring(fd: BorrowedFd<'_>, geo: &Geometry, cfg: &AfPacketConfig) -> Resu
         tp_sizeof_priv: 0,
         tp_feature_req_word: 0,
     };
-    set_ring(fd, libc::PACKET_RX_RING, &req, "setsockopt(PACKET_RX_RING)")
+    let call = "setsockopt(PACKET_RX_RING)";
+    sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, call)
 }
 
 /// `PACKET_TX_RING` with `req`, a `tpacket_req3` or a `tpacket_req`.
 fn set_tx_ring<T: Copy>(fd: BorrowedFd<'_>, req: &T) -> Result<(), SysError> {
-    set_ring(fd, libc::PACKET_TX_RING, req, "setsockopt(PACKET_TX_RING)")
-}
-
-/// A `SOL_PACKET` ring request.
-fn set_ring<T: Copy>(
-    fd: BorrowedFd<'_>,
-    opt: c_int,
-    req: &T,
-    call: &'static str,
-) -> Result<(), SysError> {
-    sys::setsockopt(fd, libc::SOL_PACKET, opt, req, call)
+    let call = "setsockopt(PACKET_TX_RING)";
+    sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_TX_RING, req, call)
 }
 
 /// Frames in the tx ring of `geo`.
