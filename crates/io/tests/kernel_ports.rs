@@ -824,10 +824,18 @@ fn pps_sanity() {
     let frames: Vec<Vec<u8>> = (0..n).map(|i| udp(i as u32, 64, MAC_A, MAC_B)).collect();
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
 
-    // AF_PACKET -> AF_PACKET, the two tx ring versions alternated, rounds
-    // of 256 frames sent then read, as a worker does. On veth the
-    // receiver's ring is filled inside the sender's sendto, so the tx time
-    // is the whole kernel path; the rx time is the ring walk.
+    pps_af_packet(&l, &refs);
+    pps_socket(&l, &refs);
+    drop(l);
+    pps_tap_forwarding(n);
+}
+
+/// AF_PACKET -> AF_PACKET, the two tx ring versions alternated, rounds of 256
+/// frames sent then read, as a worker does. On veth the receiver's ring is
+/// filled inside the sender's sendto, so the tx time is the whole kernel path;
+/// the rx time is the ring walk.
+fn pps_af_packet(l: &Pair, refs: &[&[u8]]) {
+    let n = refs.len();
     for version in [TxVersion::V3, TxVersion::V2, TxVersion::V3, TxVersion::V2] {
         let mut rx = open_af(&l.a, "a0", AfPacketConfig::default());
         let cfg = AfPacketConfig {
@@ -864,9 +872,12 @@ fn pps_sanity() {
         );
         assert_eq!(got as u64 + s.rx_dropped + tx.stats().tx_dropped, n as u64);
     }
+}
 
-    // Raw socket -> raw socket: one system call per frame each way,
-    // interleaved so the receive buffer never overflows.
+/// Raw socket -> raw socket: one system call per frame each way, interleaved so
+/// the receive buffer never overflows.
+fn pps_socket(l: &Pair, refs: &[&[u8]]) {
+    let n = refs.len();
     let mut rx = open_sock(
         &l.a,
         "a0",
@@ -896,9 +907,10 @@ fn pps_sanity() {
         s.rx_dropped
     );
     assert_eq!(got as u64 + s.rx_dropped + tx.stats().tx_dropped, n as u64);
-    drop(l);
+}
 
-    // TAP -> kernel IPv4 forwarding -> TAP, 32 frames at a time.
+/// TAP -> kernel IPv4 forwarding -> TAP, 32 frames at a time.
+fn pps_tap_forwarding(n: usize) {
     let ns = quiet_ns();
     for (k, v) in [
         ("net.ipv4.ip_forward", "1"),
