@@ -70,13 +70,12 @@
               atomics on its status words"
 )]
 
-use std::cell::Cell;
 use std::ffi::c_int;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use self::ring::{RxRing, TxRing, h3};
-use crate::packet_sys::{self as sys, ETH_HLEN, Mapping, SysError, VLAN_HLEN, ifname_bytes};
+use crate::packet_sys::{self as sys, ETH_HLEN, KernelDrops, Mapping, SysError, ifname_bytes};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// `TPACKET_V2` (libc has it only as an enum variant).
@@ -250,9 +249,7 @@ pub struct AfPacketPort {
     /// Consecutive empty rx bursts.
     empty_polls: u32,
     stats: PortStats,
-    /// Kernel drops read so far (`PACKET_STATISTICS` clears on read, and
-    /// `stats` takes `&self`).
-    kernel_drops: Cell<u64>,
+    kernel_drops: KernelDrops,
     // The rings point into these mappings: declared after the rings, so
     // dropped after them; the sockets close last.
     _rx_map: Mapping,
@@ -265,7 +262,7 @@ pub struct AfPacketPort {
 // pointers lead only into those mappings, which no other Rust value
 // references once the port's borrows end, and the kernel's side of the
 // rings does not care which thread uses them. Moving the port moves all of
-// it. (`Cell` keeps it `!Sync`: one thread at a time.)
+// it. (`KernelDrops`' `Cell` keeps it `!Sync`: one thread at a time.)
 unsafe impl Send for AfPacketPort {}
 
 impl AfPacketPort {
@@ -286,137 +283,22 @@ impl AfPacketPort {
         let fd = sys::packet_socket().map_err(err)?;
         let ifindex = sys::prepare_packet_socket(fd.as_fd(), &cname).map_err(err)?;
         let mtu = sys::mtu(fd.as_fd(), &cname).map_err(err)?;
-
-        sys::setsockopt_int(
-            fd.as_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_VERSION,
-            TPACKET_V3,
-            "setsockopt(PACKET_VERSION, TPACKET_V3)",
-        )
+        set_version(fd.as_fd(), TxVersion::V3).map_err(err)?;
+        let mapped = match cfg.tx_version {
+            TxVersion::V3 => map_v3_rings(fd.as_fd(), &geo, &cfg),
+            TxVersion::V2 => map_v2_rings(fd.as_fd(), ifindex, &geo, &cfg),
+        }
         .map_err(err)?;
-        let rx_req = libc::tpacket_req3 {
-            tp_block_size: geo.rx_block as u32,
-            tp_block_nr: geo.rx_blocks as u32,
-            tp_frame_size: geo.frame as u32,
-            tp_frame_nr: (geo.rx_blocks * (geo.rx_block / geo.frame)) as u32,
-            tp_retire_blk_tov: cfg.block_timeout_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        let tx_frame_nr = (geo.tx_blocks * geo.tx_frames_per_block()) as u32;
-
-        let (tx_fd, rx_map, tx_map, tx_base) = match cfg.tx_version {
-            TxVersion::V3 => {
-                // PACKET_LOSS must precede the rings.
-                set_tx_options(fd.as_fd(), &cfg).map_err(err)?;
-                sys::setsockopt(
-                    fd.as_fd(),
-                    libc::SOL_PACKET,
-                    libc::PACKET_RX_RING,
-                    &rx_req,
-                    "setsockopt(PACKET_RX_RING)",
-                )
-                .map_err(err)?;
-                let tx_req = libc::tpacket_req3 {
-                    tp_block_size: geo.tx_block as u32,
-                    tp_block_nr: geo.tx_blocks as u32,
-                    tp_frame_size: geo.frame as u32,
-                    tp_frame_nr: tx_frame_nr,
-                    tp_retire_blk_tov: 0,
-                    tp_sizeof_priv: 0,
-                    tp_feature_req_word: 0,
-                };
-                sys::setsockopt(
-                    fd.as_fd(),
-                    libc::SOL_PACKET,
-                    libc::PACKET_TX_RING,
-                    &tx_req,
-                    "setsockopt(PACKET_TX_RING)",
-                )
-                .map_err(err)?;
-                // One mapping: the rx ring, then the tx ring.
-                let map = Mapping::map(fd.as_fd(), geo.rx_bytes() + geo.tx_bytes()).map_err(err)?;
-                // SAFETY: the mapping is rx_bytes + tx_bytes long; the tx
-                // ring starts right after the rx ring.
-                let tx_base = unsafe { map.ptr().add(geo.rx_bytes()) };
-                (None, map, None, tx_base)
-            }
-            TxVersion::V2 => {
-                sys::setsockopt(
-                    fd.as_fd(),
-                    libc::SOL_PACKET,
-                    libc::PACKET_RX_RING,
-                    &rx_req,
-                    "setsockopt(PACKET_RX_RING)",
-                )
-                .map_err(err)?;
-                let rx_map = Mapping::map(fd.as_fd(), geo.rx_bytes()).map_err(err)?;
-                let tfd = sys::packet_socket().map_err(err)?;
-                sys::setsockopt_int(
-                    tfd.as_fd(),
-                    libc::SOL_PACKET,
-                    libc::PACKET_VERSION,
-                    TPACKET_V2,
-                    "setsockopt(PACKET_VERSION, TPACKET_V2)",
-                )
-                .map_err(err)?;
-                set_tx_options(tfd.as_fd(), &cfg).map_err(err)?;
-                let tx_req = libc::tpacket_req {
-                    tp_block_size: geo.tx_block as u32,
-                    tp_block_nr: geo.tx_blocks as u32,
-                    tp_frame_size: geo.frame as u32,
-                    tp_frame_nr: tx_frame_nr,
-                };
-                sys::setsockopt(
-                    tfd.as_fd(),
-                    libc::SOL_PACKET,
-                    libc::PACKET_TX_RING,
-                    &tx_req,
-                    "setsockopt(PACKET_TX_RING)",
-                )
-                .map_err(err)?;
-                let tx_map = Mapping::map(tfd.as_fd(), geo.tx_bytes()).map_err(err)?;
-                // Protocol 0: bound to the interface for sending, receives
-                // nothing.
-                sys::bind_packet(tfd.as_fd(), ifindex, 0).map_err(err)?;
-                let tx_base = tx_map.ptr();
-                (Some(tfd), rx_map, Some(tx_map), tx_base)
-            }
-        };
         // Room in the send buffer for a whole tx ring in flight (best
         // effort: the ring, not the buffer, should be the limit).
         let _ = sys::set_buffer(
-            tx_fd.as_ref().unwrap_or(&fd).as_fd(),
+            mapped.tx_fd.as_ref().unwrap_or(&fd).as_fd(),
             libc::SO_SNDBUFFORCE,
             libc::SO_SNDBUF,
             geo.tx_bytes() * 2,
             "setsockopt(SO_SNDBUF)",
         );
-
-        // SAFETY: the rx ring is the first rx_bytes of a live mapping that
-        // the port keeps (and drops after the ring), page aligned; the
-        // kernel laid it out as rx_blocks blocks of rx_block bytes.
-        let rx = unsafe {
-            RxRing::new(
-                rx_map.ptr(),
-                geo.rx_block,
-                geo.rx_blocks,
-                cfg.max_frame_len(),
-            )
-        };
-        // SAFETY: the tx ring is tx_bytes at `tx_base` inside a live mapping
-        // the port keeps; the kernel laid it out as tx_blocks blocks of
-        // tx_block bytes, each holding tx_block / frame frames.
-        let tx = unsafe {
-            TxRing::new(
-                tx_base,
-                geo.tx_block,
-                geo.tx_blocks,
-                geo.frame,
-                cfg.tx_version,
-            )
-        };
+        let (rx, tx) = mapped.rings(&geo, &cfg);
 
         // Last: start receiving.
         sys::bind_packet(fd.as_fd(), ifindex, libc::ETH_P_ALL as u16).map_err(err)?;
@@ -430,11 +312,11 @@ impl AfPacketPort {
             mtu_frame: mtu as usize + ETH_HLEN,
             empty_polls: 0,
             stats: PortStats::default(),
-            kernel_drops: Cell::new(0),
-            _rx_map: rx_map,
-            _tx_map: tx_map,
+            kernel_drops: KernelDrops::default(),
+            _rx_map: mapped.rx_map,
+            _tx_map: mapped.tx_map,
             fd,
-            tx_fd,
+            tx_fd: mapped.tx_fd,
         })
     }
 
@@ -452,12 +334,10 @@ impl AfPacketPort {
         self.tx_fd.as_ref().unwrap_or(&self.fd).as_fd()
     }
 
-    /// The largest frame the interface takes: its MTU plus the Ethernet
-    /// header, plus 4 bytes for an 802.1Q-tagged frame (the kernel's rule).
+    /// The largest frame `f` may be: what the interface takes (see
+    /// [`sys::tx_limit`]), at most what the ring takes.
     fn tx_limit(&self, f: &[u8]) -> usize {
-        let tagged = f.len() >= ETH_HLEN && f[12..14] == [0x81, 0x00];
-        let mtu = self.mtu_frame + if tagged { VLAN_HLEN } else { 0 };
-        mtu.min(self.max_frame)
+        sys::tx_limit(f, self.mtu_frame, self.max_frame)
     }
 
     /// One `sendto`: the kernel sends every marked frame.
@@ -477,6 +357,152 @@ impl AfPacketPort {
     }
 }
 
+/// The rings set up and mapped by [`map_v3_rings`] or [`map_v2_rings`],
+/// before the port's ring views are made over them.
+struct MappedRings {
+    /// The send-only socket of a V2 tx ring.
+    tx_fd: Option<OwnedFd>,
+    /// The rx ring's mapping (with a V3 tx ring right after it).
+    rx_map: Mapping,
+    /// A V2 tx ring's own mapping.
+    tx_map: Option<Mapping>,
+    /// Where the tx ring starts, inside `rx_map` or `tx_map`.
+    tx_base: *mut u8,
+}
+
+impl MappedRings {
+    /// The port's views of the rx and tx rings.
+    fn rings(&self, geo: &Geometry, cfg: &AfPacketConfig) -> (RxRing, TxRing) {
+        // SAFETY: the rx ring is the first rx_bytes of a live mapping that
+        // the port keeps (and drops after the ring), page aligned; the
+        // kernel laid it out as rx_blocks blocks of rx_block bytes.
+        let rx = unsafe {
+            RxRing::new(
+                self.rx_map.ptr(),
+                geo.rx_block,
+                geo.rx_blocks,
+                cfg.max_frame_len(),
+            )
+        };
+        // SAFETY: the tx ring is tx_bytes at `tx_base` inside a live mapping
+        // the port keeps; the kernel laid it out as tx_blocks blocks of
+        // tx_block bytes, each holding tx_block / frame frames.
+        let tx = unsafe {
+            TxRing::new(
+                self.tx_base,
+                geo.tx_block,
+                geo.tx_blocks,
+                geo.frame,
+                cfg.tx_version,
+            )
+        };
+        (rx, tx)
+    }
+}
+
+/// `PACKET_VERSION`: the format of the socket's rings, one of the two
+/// [`TxVersion`] names (the receiving socket is always `TPACKET_V3`).
+fn set_version(fd: BorrowedFd<'_>, version: TxVersion) -> Result<(), SysError> {
+    let (v, call) = match version {
+        TxVersion::V3 => (TPACKET_V3, "setsockopt(PACKET_VERSION, TPACKET_V3)"),
+        TxVersion::V2 => (TPACKET_V2, "setsockopt(PACKET_VERSION, TPACKET_V2)"),
+    };
+    sys::setsockopt_int(fd, libc::SOL_PACKET, libc::PACKET_VERSION, v, call)
+}
+
+/// `PACKET_RX_RING`: the `TPACKET_V3` rx ring of `geo`, blocks retired
+/// after the config's timeout.
+fn set_rx_ring(fd: BorrowedFd<'_>, geo: &Geometry, cfg: &AfPacketConfig) -> Result<(), SysError> {
+    let req = libc::tpacket_req3 {
+        tp_block_size: geo.rx_block as u32,
+        tp_block_nr: geo.rx_blocks as u32,
+        tp_frame_size: geo.frame as u32,
+        tp_frame_nr: (geo.rx_blocks * (geo.rx_block / geo.frame)) as u32,
+        tp_retire_blk_tov: cfg.block_timeout_ms,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    let call = "setsockopt(PACKET_RX_RING)";
+    sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req, call)
+}
+
+/// `PACKET_TX_RING` with `req`, a `tpacket_req3` or a `tpacket_req`.
+fn set_tx_ring<T: Copy>(fd: BorrowedFd<'_>, req: &T) -> Result<(), SysError> {
+    let call = "setsockopt(PACKET_TX_RING)";
+    sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_TX_RING, req, call)
+}
+
+/// Frames in the tx ring of `geo`.
+fn tx_frame_nr(geo: &Geometry) -> u32 {
+    (geo.tx_blocks * geo.tx_frames_per_block()) as u32
+}
+
+/// V3 tx: both rings on the receiving socket `fd` (already `TPACKET_V3`),
+/// in one mapping, the tx ring right after the rx ring.
+fn map_v3_rings(
+    fd: BorrowedFd<'_>,
+    geo: &Geometry,
+    cfg: &AfPacketConfig,
+) -> Result<MappedRings, SysError> {
+    // PACKET_LOSS must precede the rings.
+    set_tx_options(fd, cfg)?;
+    set_rx_ring(fd, geo, cfg)?;
+    let tx_req = libc::tpacket_req3 {
+        tp_block_size: geo.tx_block as u32,
+        tp_block_nr: geo.tx_blocks as u32,
+        tp_frame_size: geo.frame as u32,
+        tp_frame_nr: tx_frame_nr(geo),
+        tp_retire_blk_tov: 0,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    set_tx_ring(fd, &tx_req)?;
+    // One mapping: the rx ring, then the tx ring.
+    let map = Mapping::map(fd, geo.rx_bytes() + geo.tx_bytes())?;
+    // SAFETY: the mapping is rx_bytes + tx_bytes long; the tx ring starts
+    // right after the rx ring.
+    let tx_base = unsafe { map.ptr().add(geo.rx_bytes()) };
+    Ok(MappedRings {
+        tx_fd: None,
+        rx_map: map,
+        tx_map: None,
+        tx_base,
+    })
+}
+
+/// V2 tx: the rx ring on `fd`, the tx ring on a second, send-only
+/// `TPACKET_V2` socket bound to interface `ifindex`, each in its own mapping.
+fn map_v2_rings(
+    fd: BorrowedFd<'_>,
+    ifindex: c_int,
+    geo: &Geometry,
+    cfg: &AfPacketConfig,
+) -> Result<MappedRings, SysError> {
+    set_rx_ring(fd, geo, cfg)?;
+    let rx_map = Mapping::map(fd, geo.rx_bytes())?;
+    let tfd = sys::packet_socket()?;
+    set_version(tfd.as_fd(), TxVersion::V2)?;
+    set_tx_options(tfd.as_fd(), cfg)?;
+    let tx_req = libc::tpacket_req {
+        tp_block_size: geo.tx_block as u32,
+        tp_block_nr: geo.tx_blocks as u32,
+        tp_frame_size: geo.frame as u32,
+        tp_frame_nr: tx_frame_nr(geo),
+    };
+    set_tx_ring(tfd.as_fd(), &tx_req)?;
+    let tx_map = Mapping::map(tfd.as_fd(), geo.tx_bytes())?;
+    // Protocol 0: bound to the interface for sending, receives nothing.
+    sys::bind_packet(tfd.as_fd(), ifindex, 0)?;
+    let tx_base = tx_map.ptr();
+    Ok(MappedRings {
+        tx_fd: Some(tfd),
+        rx_map,
+        tx_map: Some(tx_map),
+        tx_base,
+    })
+}
+
+/// `PACKET_LOSS`, and `PACKET_QDISC_BYPASS` if the config asks for it.
 fn set_tx_options(fd: BorrowedFd<'_>, cfg: &AfPacketConfig) -> Result<(), SysError> {
     sys::setsockopt_int(
         fd,
@@ -568,11 +594,7 @@ impl Port for AfPacketPort {
     /// The counters, with the kernel's drops (read from
     /// `PACKET_STATISTICS`, one system call) added to `rx_dropped`.
     fn stats(&self) -> PortStats {
-        let d = self.kernel_drops.get() + sys::packet_drops(self.fd.as_fd());
-        self.kernel_drops.set(d);
-        let mut s = self.stats;
-        s.rx_dropped += d;
-        s
+        self.kernel_drops.add_to(self.fd.as_fd(), self.stats)
     }
 
     /// The socket: readable when the kernel has handed over a block.

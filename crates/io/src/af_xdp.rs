@@ -105,7 +105,20 @@ struct Socket {
     kernel: XdpStatistics,
 }
 
+/// A failed step of a queue's setup: the step (`socket(AF_XDP)`,
+/// `setsockopt(XDP_UMEM_REG)`, ...) and its OS error, for
+/// [`AfXdpError::Socket`].
+type StepResult<T> = Result<T, (&'static str, io::Error)>;
+
+/// `r` with its error named after `step`.
+fn step<T>(r: io::Result<T>, step: &'static str) -> StepResult<T> {
+    r.map_err(|e| (step, e))
+}
+
 impl Socket {
+    /// Open the socket of rx queue `queue` of interface `ifindex`: UMEM,
+    /// rings, bind, options. Also returns whether one copy-mode `sendto`
+    /// moves the whole tx ring.
     fn open(
         ifname: &str,
         ifindex: u32,
@@ -113,119 +126,23 @@ impl Socket {
         cfg: &AfXdpConfig,
         attach: AttachMode,
     ) -> Result<(Socket, bool), AfXdpError> {
-        let step = |step: &'static str| {
-            let ifname = ifname.to_string();
-            move |source| AfXdpError::Socket {
-                ifname,
-                queue,
-                step,
-                source,
-            }
+        let socket_err = |(step, source)| AfXdpError::Socket {
+            ifname: ifname.to_string(),
+            queue,
+            step,
+            source,
         };
-        let fd = sys::xsk_socket().map_err(step("socket(AF_XDP)"))?;
-        let umem_len = cfg.frames as usize * cfg.frame_size as usize;
-        let umem = Mmap::anonymous(umem_len).map_err(step("mmap UMEM"))?;
-        let reg = sys::XdpUmemReg {
-            addr: umem.ptr() as u64,
-            len: umem_len as u64,
-            chunk_size: cfg.frame_size,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        sys::set_opt(fd.as_fd(), sys::XDP_UMEM_REG, &reg)
-            .map_err(step("setsockopt(XDP_UMEM_REG)"))?;
-        let entries = cfg.ring_size as i32;
-        for (opt, name) in [
-            (sys::XDP_UMEM_FILL_RING, "setsockopt(XDP_UMEM_FILL_RING)"),
-            (
-                sys::XDP_UMEM_COMPLETION_RING,
-                "setsockopt(XDP_UMEM_COMPLETION_RING)",
-            ),
-            (sys::XDP_RX_RING, "setsockopt(XDP_RX_RING)"),
-            (sys::XDP_TX_RING, "setsockopt(XDP_TX_RING)"),
-        ] {
-            sys::set_opt(fd.as_fd(), opt, &entries).map_err(step(name))?;
-        }
-        let (off, len) = sys::get_opt::<sys::XdpMmapOffsets>(fd.as_fd(), sys::XDP_MMAP_OFFSETS)
-            .map_err(step("getsockopt(XDP_MMAP_OFFSETS)"))?;
-        if len < size_of::<sys::XdpMmapOffsets>() {
-            return Err(step("getsockopt(XDP_MMAP_OFFSETS)")(io::Error::other(
-                "kernel without ring flags (before 5.4)",
-            )));
-        }
-        let n = cfg.ring_size as usize;
-        let map = |o: &sys::XdpRingOffset, entry: usize, pgoff: i64, name: &'static str| {
-            Mmap::ring(fd.as_fd(), o.desc as usize + n * entry, pgoff).map_err(step(name))
-        };
-        let fill_map = map(&off.fr, 8, sys::XDP_UMEM_PGOFF_FILL_RING, "mmap fill ring")?;
-        let comp_map = map(
-            &off.cr,
-            8,
-            sys::XDP_UMEM_PGOFF_COMPLETION_RING,
-            "mmap completion ring",
-        )?;
-        let rx_map = map(
-            &off.rx,
-            size_of::<XdpDesc>(),
-            sys::XDP_PGOFF_RX_RING,
-            "mmap rx ring",
-        )?;
-        let tx_map = map(
-            &off.tx,
-            size_of::<XdpDesc>(),
-            sys::XDP_PGOFF_TX_RING,
-            "mmap tx ring",
-        )?;
-        let bad_layout =
-            || step("XDP_MMAP_OFFSETS")(io::Error::other("ring offsets outside the mapping"));
-        let fill =
-            RingMem::<u64>::in_mapping(fill_map.ptr(), fill_map.len(), &off.fr, cfg.ring_size)
-                .ok_or_else(bad_layout)?;
-        let comp =
-            RingMem::<u64>::in_mapping(comp_map.ptr(), comp_map.len(), &off.cr, cfg.ring_size)
-                .ok_or_else(bad_layout)?;
-        let rx = RingMem::<XdpDesc>::in_mapping(rx_map.ptr(), rx_map.len(), &off.rx, cfg.ring_size)
-            .ok_or_else(bad_layout)?;
-        let tx = RingMem::<XdpDesc>::in_mapping(tx_map.ptr(), tx_map.len(), &off.tx, cfg.ring_size)
-            .ok_or_else(bad_layout)?;
-
-        let mut flags = if cfg.need_wakeup {
-            sys::XDP_USE_NEED_WAKEUP
-        } else {
-            0
-        };
-        let mode = match (cfg.bind, attach) {
-            (Some(BindMode::ZeroCopy), _) => {
-                flags |= sys::XDP_ZEROCOPY;
-                "zero-copy"
-            }
-            // Zero-copy frames only flow through a driver's own XDP hook.
-            (Some(BindMode::Copy), _) | (None, AttachMode::Generic) => {
-                flags |= sys::XDP_COPY;
-                "copy"
-            }
-            // Neither flag: the kernel tries zero-copy and falls back to
-            // copy by itself (xp_assign_dev); XDP_OPTIONS tells which.
-            (None, AttachMode::Native) => "auto",
-        };
+        let fd = step(sys::xsk_socket(), "socket(AF_XDP)").map_err(socket_err)?;
+        let umem = register_umem(fd.as_fd(), cfg).map_err(socket_err)?;
+        let maps = RingMaps::create(fd.as_fd(), cfg).map_err(socket_err)?;
+        let (flags, mode) = bind_flags(cfg, attach);
         bind_retrying(fd.as_fd(), ifindex, queue, flags).map_err(|source| AfXdpError::Bind {
             ifname: ifname.to_string(),
             queue,
             mode,
             source,
         })?;
-        let (opts, _) = sys::get_opt::<sys::XdpOptions>(fd.as_fd(), sys::XDP_OPTIONS)
-            .map_err(step("getsockopt(XDP_OPTIONS)"))?;
-        let zero_copy = opts.flags & sys::XDP_OPTIONS_ZEROCOPY != 0;
-        // Let one copy-mode sendto move the whole ring (kernel 6.16+; older
-        // kernels move 32 per call and refuse the option).
-        let whole_ring = !zero_copy
-            && sys::set_opt(fd.as_fd(), sys::XDP_MAX_TX_SKB_BUDGET, &cfg.ring_size).is_ok();
-        // Copy-mode tx charges each in-flight skb to the socket's send
-        // buffer; a full one makes sendto stop early (EAGAIN). Raising it
-        // needs CAP_NET_ADMIN: best effort.
-        let _ = sys::set_sol_socket_int(fd.as_fd(), libc::SO_SNDBUFFORCE, 4 << 20);
+        let (zero_copy, whole_ring) = tune_bound(fd.as_fd(), cfg).map_err(socket_err)?;
 
         // SAFETY: the UMEM and ring mappings are moved into the returned
         // Socket next to the queue and dropped after it (field order); the
@@ -238,15 +155,15 @@ impl Socket {
                 cfg.frame_size,
                 cfg.frames,
                 cfg.rx_frames(),
-                fill,
-                comp,
-                rx,
-                tx,
+                maps.fill.1,
+                maps.comp.1,
+                maps.rx.1,
+                maps.tx.1,
             )
         };
         let s = Socket {
             q,
-            _rings: [fill_map, comp_map, rx_map, tx_map],
+            _rings: [maps.fill.0, maps.comp.0, maps.rx.0, maps.tx.0],
             fd,
             _umem: umem,
             zero_copy,
@@ -260,6 +177,144 @@ impl Socket {
         self.kernel = s;
         Ok(())
     }
+}
+
+/// The UMEM: an anonymous mapping of `frames * frame_size` bytes,
+/// registered with the socket (`XDP_UMEM_REG`).
+fn register_umem(fd: BorrowedFd<'_>, cfg: &AfXdpConfig) -> StepResult<Mmap> {
+    let umem_len = cfg.frames as usize * cfg.frame_size as usize;
+    let umem = step(Mmap::anonymous(umem_len), "mmap UMEM")?;
+    let reg = sys::XdpUmemReg {
+        addr: umem.ptr() as u64,
+        len: umem_len as u64,
+        chunk_size: cfg.frame_size,
+        headroom: 0,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    step(
+        sys::set_opt(fd, sys::XDP_UMEM_REG, &reg),
+        "setsockopt(XDP_UMEM_REG)",
+    )?;
+    Ok(umem)
+}
+
+/// The socket's four rings, each a mapping and its checked layout.
+struct RingMaps {
+    fill: (Mmap, RingMem<u64>),
+    comp: (Mmap, RingMem<u64>),
+    rx: (Mmap, RingMem<XdpDesc>),
+    tx: (Mmap, RingMem<XdpDesc>),
+}
+
+impl RingMaps {
+    /// Size the four rings (`ring_size` entries each), map them where
+    /// `XDP_MMAP_OFFSETS` says, and check each layout against its mapping.
+    fn create(fd: BorrowedFd<'_>, cfg: &AfXdpConfig) -> StepResult<RingMaps> {
+        let entries = cfg.ring_size as i32;
+        for (opt, name) in [
+            (sys::XDP_UMEM_FILL_RING, "setsockopt(XDP_UMEM_FILL_RING)"),
+            (
+                sys::XDP_UMEM_COMPLETION_RING,
+                "setsockopt(XDP_UMEM_COMPLETION_RING)",
+            ),
+            (sys::XDP_RX_RING, "setsockopt(XDP_RX_RING)"),
+            (sys::XDP_TX_RING, "setsockopt(XDP_TX_RING)"),
+        ] {
+            step(sys::set_opt(fd, opt, &entries), name)?;
+        }
+        let (off, len) = step(
+            sys::get_opt::<sys::XdpMmapOffsets>(fd, sys::XDP_MMAP_OFFSETS),
+            "getsockopt(XDP_MMAP_OFFSETS)",
+        )?;
+        if len < size_of::<sys::XdpMmapOffsets>() {
+            return Err((
+                "getsockopt(XDP_MMAP_OFFSETS)",
+                io::Error::other("kernel without ring flags (before 5.4)"),
+            ));
+        }
+        let map = |o: &sys::XdpRingOffset, entry: usize, pgoff: i64, name: &'static str| {
+            let len = o.desc as usize + cfg.ring_size as usize * entry;
+            step(Mmap::ring(fd, len, pgoff), name)
+        };
+        let fill = map(&off.fr, 8, sys::XDP_UMEM_PGOFF_FILL_RING, "mmap fill ring")?;
+        let comp = map(
+            &off.cr,
+            8,
+            sys::XDP_UMEM_PGOFF_COMPLETION_RING,
+            "mmap completion ring",
+        )?;
+        let desc = size_of::<XdpDesc>();
+        let rx = map(&off.rx, desc, sys::XDP_PGOFF_RX_RING, "mmap rx ring")?;
+        let tx = map(&off.tx, desc, sys::XDP_PGOFF_TX_RING, "mmap tx ring")?;
+        Ok(RingMaps {
+            fill: with_layout(fill, &off.fr, cfg.ring_size)?,
+            comp: with_layout(comp, &off.cr, cfg.ring_size)?,
+            rx: with_layout(rx, &off.rx, cfg.ring_size)?,
+            tx: with_layout(tx, &off.tx, cfg.ring_size)?,
+        })
+    }
+}
+
+/// The ring of `size` entries at offsets `off` of `map`, checked to lie
+/// inside it.
+fn with_layout<T>(
+    map: Mmap,
+    off: &sys::XdpRingOffset,
+    size: u32,
+) -> StepResult<(Mmap, RingMem<T>)> {
+    match RingMem::<T>::in_mapping(map.ptr(), map.len(), off, size) {
+        Some(ring) => Ok((map, ring)),
+        None => Err((
+            "XDP_MMAP_OFFSETS",
+            io::Error::other("ring offsets outside the mapping"),
+        )),
+    }
+}
+
+/// The `bind` flags for the config's bind mode and the attach obtained,
+/// and the mode's name for [`AfXdpError::Bind`].
+fn bind_flags(cfg: &AfXdpConfig, attach: AttachMode) -> (u16, &'static str) {
+    let mut flags = if cfg.need_wakeup {
+        sys::XDP_USE_NEED_WAKEUP
+    } else {
+        0
+    };
+    let mode = match (cfg.bind, attach) {
+        (Some(BindMode::ZeroCopy), _) => {
+            flags |= sys::XDP_ZEROCOPY;
+            "zero-copy"
+        }
+        // Zero-copy frames only flow through a driver's own XDP hook.
+        (Some(BindMode::Copy), _) | (None, AttachMode::Generic) => {
+            flags |= sys::XDP_COPY;
+            "copy"
+        }
+        // Neither flag: the kernel tries zero-copy and falls back to
+        // copy by itself (xp_assign_dev); XDP_OPTIONS tells which.
+        (None, AttachMode::Native) => "auto",
+    };
+    (flags, mode)
+}
+
+/// After `bind`: whether the socket is zero-copy (`XDP_OPTIONS`), and
+/// whether one copy-mode `sendto` moves the whole tx ring; raises the send
+/// buffer (best effort).
+fn tune_bound(fd: BorrowedFd<'_>, cfg: &AfXdpConfig) -> StepResult<(bool, bool)> {
+    let (opts, _) = step(
+        sys::get_opt::<sys::XdpOptions>(fd, sys::XDP_OPTIONS),
+        "getsockopt(XDP_OPTIONS)",
+    )?;
+    let zero_copy = opts.flags & sys::XDP_OPTIONS_ZEROCOPY != 0;
+    // Let one copy-mode sendto move the whole ring (kernel 6.16+; older
+    // kernels move 32 per call and refuse the option).
+    let whole_ring =
+        !zero_copy && sys::set_opt(fd, sys::XDP_MAX_TX_SKB_BUDGET, &cfg.ring_size).is_ok();
+    // Copy-mode tx charges each in-flight skb to the socket's send
+    // buffer; a full one makes sendto stop early (EAGAIN). Raising it
+    // needs CAP_NET_ADMIN: best effort.
+    let _ = sys::set_sol_socket_int(fd, libc::SO_SNDBUFFORCE, 4 << 20);
+    Ok((zero_copy, whole_ring))
 }
 
 /// How long `bind` retries on `EBUSY`.
@@ -346,53 +401,17 @@ impl AfXdpPort {
             })?,
         };
 
-        let mut bpf = EbpfLoader::new()
-            .map_max_entries(XSK_MAP, queues)
-            .load(XDP_OBJECT)
-            .map_err(|e| AfXdpError::Load {
-                ifname: name.clone(),
-                source: Box::new(e),
-            })?;
-        let load_err = |e: ProgramError| AfXdpError::Load {
-            ifname: name.clone(),
-            source: Box::new(e.into()),
-        };
-        let prog: &mut Xdp = bpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| {
-                load_err(ProgramError::InvalidName {
-                    name: PROGRAM.into(),
-                })
-            })?
-            .try_into()
-            .map_err(load_err)?;
-        prog.load().map_err(load_err)?;
-        let prog_fd = prog.fd().map_err(load_err)?.as_fd();
+        let mut bpf = load_program(ifname, queues)?;
+        let prog_fd = program_fd(&mut bpf, ifname)?;
         let (link, attach) = attach(prog_fd, ifindex, cfg.attach, &name)?;
-
-        let map_err = |e: aya::maps::MapError| AfXdpError::Map {
-            ifname: name.clone(),
-            source: Box::new(e),
-        };
-        let missing = |m: &str| aya::maps::MapError::InvalidName {
-            name: m.to_string(),
-        };
-        let mut xsks: XskMap<MapData> = bpf
-            .take_map(XSK_MAP)
-            .ok_or_else(|| map_err(missing(XSK_MAP)))?
-            .try_into()
-            .map_err(map_err)?;
-        let counter: PerCpuArray<MapData, u64> = bpf
-            .take_map(COUNTER_MAP)
-            .ok_or_else(|| map_err(missing(COUNTER_MAP)))?
-            .try_into()
-            .map_err(map_err)?;
+        let (mut xsks, counter) = take_maps(&mut bpf, ifname)?;
 
         let mut socks = Vec::with_capacity(queues as usize);
         let mut whole_ring = true;
         for q in 0..queues {
             let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach)?;
-            xsks.set(q, s.fd.as_raw_fd(), 0).map_err(map_err)?;
+            xsks.set(q, s.fd.as_raw_fd(), 0)
+                .map_err(|e| map_error(ifname, e))?;
             whole_ring &= w;
             socks.push(s);
         }
@@ -541,6 +560,66 @@ impl AfXdpPort {
             }
             r => r,
         }
+    }
+}
+
+/// The XDP program and its maps, loaded into the kernel with an XSKMAP of
+/// `queues` entries (not yet attached).
+fn load_program(ifname: &str, queues: u32) -> Result<Ebpf, AfXdpError> {
+    EbpfLoader::new()
+        .map_max_entries(XSK_MAP, queues)
+        .load(XDP_OBJECT)
+        .map_err(|e| AfXdpError::Load {
+            ifname: ifname.to_string(),
+            source: Box::new(e),
+        })
+}
+
+/// The descriptor of `bpf`'s XDP program, verified and loaded.
+fn program_fd<'a>(bpf: &'a mut Ebpf, ifname: &str) -> Result<BorrowedFd<'a>, AfXdpError> {
+    let load_err = |e: ProgramError| AfXdpError::Load {
+        ifname: ifname.to_string(),
+        source: Box::new(e.into()),
+    };
+    let prog: &mut Xdp = bpf
+        .program_mut(PROGRAM)
+        .ok_or_else(|| {
+            load_err(ProgramError::InvalidName {
+                name: PROGRAM.into(),
+            })
+        })?
+        .try_into()
+        .map_err(load_err)?;
+    prog.load().map_err(load_err)?;
+    Ok(prog.fd().map_err(load_err)?.as_fd())
+}
+
+/// The program's XSKMAP and per-CPU redirect counter, taken out of `bpf`.
+fn take_maps(
+    bpf: &mut Ebpf,
+    ifname: &str,
+) -> Result<(XskMap<MapData>, PerCpuArray<MapData, u64>), AfXdpError> {
+    let missing = |m: &str| aya::maps::MapError::InvalidName {
+        name: m.to_string(),
+    };
+    let xsks: XskMap<MapData> = bpf
+        .take_map(XSK_MAP)
+        .ok_or_else(|| missing(XSK_MAP))
+        .and_then(TryInto::try_into)
+        .map_err(|e| map_error(ifname, e))?;
+    let counter: PerCpuArray<MapData, u64> = bpf
+        .take_map(COUNTER_MAP)
+        .ok_or_else(|| missing(COUNTER_MAP))
+        .and_then(TryInto::try_into)
+        .map_err(|e| map_error(ifname, e))?;
+    Ok((xsks, counter))
+}
+
+/// [`AfXdpError::Map`] for interface `ifname`.
+fn map_error(ifname: &str, e: aya::maps::MapError) -> AfXdpError {
+    AfXdpError::Map {
+        ifname: ifname.to_string(),
+        source: Box::new(e),
     }
 }
 

@@ -33,6 +33,7 @@ pub mod null;
 pub mod order;
 mod packet_sys;
 pub mod pcap;
+mod per_frame;
 pub mod socket;
 pub mod tap;
 

@@ -36,6 +36,15 @@ impl SinkCounters {
         // Relaxed: as `packets`.
         self.bytes.load(Ordering::Relaxed)
     }
+
+    /// Publish a sink's running totals: `tx_packets` and `tx_bytes` of
+    /// `stats`. Only the sink's worker calls it.
+    pub(crate) fn publish(&self, stats: &PortStats) {
+        // Relaxed: single writer, monotonic totals read for display (see
+        // the type docs).
+        self.packets.store(stats.tx_packets, Ordering::Relaxed);
+        self.bytes.store(stats.tx_bytes, Ordering::Relaxed);
+    }
 }
 
 /// The counting sink. See the [module docs](self).
@@ -79,14 +88,7 @@ impl Port for NullPort {
         }
         self.stats.tx_packets += frames.len() as u64;
         self.stats.tx_bytes += frames.iter().map(|f| f.len() as u64).sum::<u64>();
-        // Relaxed: single writer, monotonic totals read for display; see
-        // `SinkCounters`.
-        self.shared
-            .packets
-            .store(self.stats.tx_packets, Ordering::Relaxed);
-        self.shared
-            .bytes
-            .store(self.stats.tx_bytes, Ordering::Relaxed);
+        self.shared.publish(&self.stats);
         frames.len()
     }
 

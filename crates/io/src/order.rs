@@ -37,6 +37,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::null::SinkCounters;
 use crate::{Port, PortStats};
 
 /// Flows an [`OrderSink::new`] sink tracks.
@@ -90,8 +91,9 @@ const USED: u64 = 1 << 63;
 /// joined (the join orders everything).
 #[derive(Debug, Default)]
 pub struct OrderCounters {
-    packets: AtomicU64,
-    bytes: AtomicU64,
+    /// Frames and bytes, kept as a [`NullPort`](crate::null::NullPort)
+    /// keeps them.
+    sink: SinkCounters,
     reordered: AtomicU64,
     duplicate: AtomicU64,
     unsequenced: AtomicU64,
@@ -102,43 +104,41 @@ pub struct OrderCounters {
 impl OrderCounters {
     /// Frames received by the sink so far (every one, checked or not).
     pub fn packets(&self) -> u64 {
-        // Relaxed: a monotonic counter read for display (see the type docs).
-        self.packets.load(Ordering::Relaxed)
+        self.sink.packets()
     }
 
     /// Bytes of those frames.
     pub fn bytes(&self) -> u64 {
-        // Relaxed: as `packets`.
-        self.bytes.load(Ordering::Relaxed)
+        self.sink.bytes()
     }
 
     /// Frames whose number was below the highest seen in their flow.
     pub fn reordered(&self) -> u64 {
-        // Relaxed: as `packets`.
+        // Relaxed: a monotonic counter read for display (see the type docs).
         self.reordered.load(Ordering::Relaxed)
     }
 
     /// Frames whose number equalled the highest seen in their flow.
     pub fn duplicate(&self) -> u64 {
-        // Relaxed: as `packets`.
+        // Relaxed: as `reordered`.
         self.duplicate.load(Ordering::Relaxed)
     }
 
     /// Frames that are not IPv4 + UDP with a number (not checked).
     pub fn unsequenced(&self) -> u64 {
-        // Relaxed: as `packets`.
+        // Relaxed: as `reordered`.
         self.unsequenced.load(Ordering::Relaxed)
     }
 
     /// Frames of new flows met when the flow table was full (not checked).
     pub fn untracked(&self) -> u64 {
-        // Relaxed: as `packets`.
+        // Relaxed: as `reordered`.
         self.untracked.load(Ordering::Relaxed)
     }
 
     /// Flows in the table.
     pub fn flows(&self) -> u64 {
-        // Relaxed: as `packets`.
+        // Relaxed: as `reordered`.
         self.flows.load(Ordering::Relaxed)
     }
 }
@@ -254,8 +254,7 @@ impl OrderSink {
         // Relaxed (every store): single writer, monotonic totals read for
         // display; see `OrderCounters`.
         let s = &self.shared;
-        s.packets.store(self.stats.tx_packets, Ordering::Relaxed);
-        s.bytes.store(self.stats.tx_bytes, Ordering::Relaxed);
+        s.sink.publish(&self.stats);
         s.reordered.store(self.totals.reordered, Ordering::Relaxed);
         s.duplicate.store(self.totals.duplicate, Ordering::Relaxed);
         s.unsequenced

@@ -15,6 +15,7 @@
     reason = "system calls on packet sockets and /dev/net/tun: raw libc with pointers to locals"
 )]
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::io;
 use std::mem::size_of;
@@ -273,6 +274,27 @@ pub(crate) fn prepare_packet_socket(
     Ok(ifindex)
 }
 
+/// A packet socket's kernel drops read so far: `PACKET_STATISTICS` clears
+/// on read, and [`Port::stats`](crate::Port::stats) takes `&self`. (The
+/// `Cell` keeps a port holding it `!Sync`: one thread at a time.)
+#[derive(Debug, Default)]
+pub(crate) struct KernelDrops(Cell<u64>);
+
+impl KernelDrops {
+    /// `stats` with the drops of socket `fd` so far added to `rx_dropped`
+    /// (one system call).
+    pub(crate) fn add_to(
+        &self,
+        fd: BorrowedFd<'_>,
+        mut stats: crate::PortStats,
+    ) -> crate::PortStats {
+        let d = self.0.get() + packet_drops(fd);
+        self.0.set(d);
+        stats.rx_dropped += d;
+        stats
+    }
+}
+
 /// Frames the kernel dropped for this socket since the last call (a full
 /// ring or receive buffer). `PACKET_STATISTICS` clears on read, so the
 /// caller accumulates. 0 if the call fails.
@@ -326,6 +348,15 @@ fn io_result(ret: isize) -> io::Result<usize> {
     } else {
         Ok(ret as usize)
     }
+}
+
+/// The largest frame an interface with MTU frame `mtu_frame` (MTU + 14)
+/// takes: 4 bytes more for an 802.1Q-tagged frame (the kernel's rule); and
+/// at most `max_frame`, the driver's own limit.
+pub(crate) fn tx_limit(frame: &[u8], mtu_frame: usize, max_frame: usize) -> usize {
+    let tagged = frame.len() >= ETH_HLEN && frame[12..14] == [0x81, 0x00];
+    let mtu = mtu_frame + if tagged { VLAN_HLEN } else { 0 };
+    mtu.min(max_frame)
 }
 
 /// Whether an error from a non-blocking call means "try again later".
@@ -566,56 +597,6 @@ impl Drop for Mapping {
         unsafe {
             libc::munmap(self.ptr.as_ptr().cast::<c_void>(), self.len);
         }
-    }
-}
-
-/// Throwaway namespaces for the drivers' unit tests that need a kernel
-/// (run as root).
-#[cfg(test)]
-pub(crate) mod test_lab {
-    use std::os::fd::BorrowedFd;
-    use std::time::Duration;
-
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    use vrhost_lab::{Netns, veth};
-
-    /// A namespace whose interfaces send nothing on their own (no IPv6).
-    pub(crate) fn quiet_ns() -> Netns {
-        let ns = Netns::unique("vrh-iou").expect("create a network namespace (run as root)");
-        ns.sysctl("net.ipv6.conf.all.disable_ipv6", "1").unwrap();
-        ns.sysctl("net.ipv6.conf.default.disable_ipv6", "1")
-            .unwrap();
-        ns
-    }
-
-    /// Two quiet namespaces joined by a veth pair, `c0` in the first and
-    /// `c1` in the second.
-    pub(crate) fn veth_pair() -> (Netns, Netns) {
-        let (a, b) = (quiet_ns(), quiet_ns());
-        veth(&a, "c0", None, &b, "c1", None).unwrap();
-        (a, b)
-    }
-
-    /// Whether `fd` becomes ready within 10 s.
-    pub(crate) fn readable(fd: BorrowedFd<'_>) -> bool {
-        let t = Duration::from_secs(10);
-        let ts = Timespec {
-            tv_sec: t.as_secs() as i64,
-            tv_nsec: 0,
-        };
-        let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
-        poll(&mut fds, Some(&ts)).unwrap() > 0
-    }
-
-    /// 40 frames for a source port to hand out in `check_source`.
-    pub(crate) fn frames() -> Vec<Vec<u8>> {
-        (0..40u8)
-            .map(|i| {
-                let mut f = vec![i; 60 + usize::from(i)];
-                f[12..14].copy_from_slice(&[0x88, 0xb5]);
-                f
-            })
-            .collect()
     }
 }
 

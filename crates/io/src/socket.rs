@@ -19,10 +19,10 @@
 //!
 //! The module has no `unsafe`: its system calls go through `packet_sys`.
 
-use std::cell::Cell;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::packet_sys::{self as sys, ETH_HLEN, VLAN_HLEN, ifname_bytes};
+use crate::packet_sys::{self as sys, ETH_HLEN, KernelDrops, VLAN_HLEN, ifname_bytes};
+use crate::per_frame::{SendOutcome, hand_out, send_each};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// Most frames one `rx_burst` may return (the slots are preallocated).
@@ -82,7 +82,7 @@ pub struct SocketPort {
     /// MTU + 14, read at open.
     mtu_frame: usize,
     stats: PortStats,
-    kernel_drops: Cell<u64>,
+    kernel_drops: KernelDrops,
 }
 
 impl SocketPort {
@@ -140,7 +140,7 @@ impl SocketPort {
             max_frame: cfg.max_frame_bytes,
             mtu_frame: mtu as usize + ETH_HLEN,
             stats: PortStats::default(),
-            kernel_drops: Cell::new(0),
+            kernel_drops: KernelDrops::default(),
         })
     }
 
@@ -189,13 +189,8 @@ impl Port for SocketPort {
             self.spans[n] = span;
             n += 1;
         }
-        let bufs: &'a [u8] = &self.bufs;
-        for (o, &(at, len)) in out.iter_mut().zip(&self.spans[..n]) {
-            *o = &bufs[at..at + len];
-            self.stats.rx_bytes += len as u64;
-        }
-        self.stats.rx_packets += n as u64;
-        n
+        let spans = self.spans[..n].iter().copied();
+        hand_out(&self.bufs, spans, out, &mut self.stats)
     }
 
     /// One `send` per frame. Frames shorter than 14 bytes or longer than
@@ -203,41 +198,24 @@ impl Port for SocketPort {
     /// call; after an error saying the socket or link is busy or gone, the
     /// rest of the burst is refused too.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
-        let mut sent = 0;
-        let mut stop = false;
-        for f in frames {
-            let tagged = f.len() >= ETH_HLEN && f[12..14] == [0x81, 0x00];
-            let limit = self
-                .max_frame
-                .min(self.mtu_frame + if tagged { VLAN_HLEN } else { 0 });
-            if stop || f.len() < ETH_HLEN || f.len() > limit {
-                self.stats.tx_dropped += 1;
-                continue;
+        let (fd, mtu_frame, max_frame) = (self.fd.as_fd(), self.mtu_frame, self.max_frame);
+        let limit = |f: &[u8]| sys::tx_limit(f, mtu_frame, max_frame);
+        send_each(frames, &mut self.stats, limit, |f| match sys::send(fd, f) {
+            Ok(_) => SendOutcome::Sent,
+            Err(e)
+                if sys::is_transient(&e)
+                    || matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO)) =>
+            {
+                SendOutcome::Stop
             }
-            match sys::send(self.fd.as_fd(), f) {
-                Ok(_) => {
-                    sent += 1;
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += f.len() as u64;
-                }
-                Err(e) => {
-                    self.stats.tx_dropped += 1;
-                    stop = sys::is_transient(&e)
-                        || matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO));
-                }
-            }
-        }
-        sent
+            Err(_) => SendOutcome::Dropped,
+        })
     }
 
     /// The counters, with the kernel's drops (read from
     /// `PACKET_STATISTICS`, one system call) added to `rx_dropped`.
     fn stats(&self) -> PortStats {
-        let d = self.kernel_drops.get() + sys::packet_drops(self.fd.as_fd());
-        self.kernel_drops.set(d);
-        let mut s = self.stats;
-        s.rx_dropped += d;
-        s
+        self.kernel_drops.add_to(self.fd.as_fd(), self.stats)
     }
 
     /// The socket: readable when a frame is queued.
@@ -249,25 +227,18 @@ impl Port for SocketPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet_sys::test_lab;
+    use crate::conformance;
 
     /// The contract every port keeps, against the kernel: frames sent by a
     /// peer over veth, then the port as a sink.
     #[test]
     fn conformance() {
-        let (a, b) = test_lab::veth_pair();
-        let open = |ns: &vrhost_lab::Netns, name: &'static str| {
-            ns.run(|| SocketPort::open(name, SocketConfig::default()))
-                .unwrap()
-                .unwrap()
-        };
-        let (mut port, mut peer) = (open(&a, "c0"), open(&b, "c1"));
-        let frames = test_lab::frames();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        assert_eq!(peer.tx_burst(&refs), refs.len());
-        assert!(test_lab::readable(port.wait_fd().unwrap()));
-        crate::conformance::check_source(&mut port);
-        crate::conformance::check_sink(&mut port);
+        let (a, b) = conformance::veth_pair();
+        let (mut port, mut peer) = (
+            conformance::socket_on(&a, "c0"),
+            conformance::socket_on(&b, "c1"),
+        );
+        conformance::check_kernel_port(&mut port, &mut peer);
     }
 
     #[test]

@@ -27,6 +27,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::packet_sys::{self as sys, ETH_HLEN, SysError, ifname_bytes};
+use crate::per_frame::{SendOutcome, hand_out, send_each};
 use crate::{Driver, Port, PortError, PortStats};
 
 /// Most frames one `rx_burst` may return (the slots are preallocated).
@@ -174,40 +175,29 @@ impl Port for TapPort {
             self.lens[n] = len;
             n += 1;
         }
-        let bufs: &'a [u8] = &self.bufs;
-        for (i, (o, &len)) in out.iter_mut().zip(&self.lens[..n]).enumerate() {
-            *o = &bufs[i * slot..i * slot + len];
-            self.stats.rx_bytes += len as u64;
-        }
-        self.stats.rx_packets += n as u64;
-        n
+        let spans = self.lens[..n]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| (i * slot, len));
+        hand_out(&self.bufs, spans, out, &mut self.stats)
     }
 
     /// One `write` per frame. Frames shorter than 14 bytes or longer than
     /// `max_frame_bytes` are refused without a call; after a "try again"
     /// error the rest of the burst is refused too.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
-        let mut sent = 0;
-        let mut stop = false;
-        for f in frames {
-            if stop || f.len() < ETH_HLEN || f.len() > self.max_frame {
-                self.stats.tx_dropped += 1;
-                continue;
-            }
-            match sys::write(self.fd.as_fd(), f) {
-                Ok(n) if n == f.len() => {
-                    sent += 1;
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += f.len() as u64;
-                }
-                Ok(_) => self.stats.tx_dropped += 1,
-                Err(e) => {
-                    self.stats.tx_dropped += 1;
-                    stop = sys::is_transient(&e);
-                }
-            }
-        }
-        sent
+        let (fd, max_frame) = (self.fd.as_fd(), self.max_frame);
+        send_each(
+            frames,
+            &mut self.stats,
+            |_| max_frame,
+            |f| match sys::write(fd, f) {
+                Ok(n) if n == f.len() => SendOutcome::Sent,
+                Ok(_) => SendOutcome::Dropped,
+                Err(e) if sys::is_transient(&e) => SendOutcome::Stop,
+                Err(_) => SendOutcome::Dropped,
+            },
+        )
     }
 
     fn stats(&self) -> PortStats {
@@ -223,32 +213,20 @@ impl Port for TapPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet_sys::test_lab;
-    use crate::socket::{SocketConfig, SocketPort};
+    use crate::conformance;
 
     /// The contract every port keeps, against the kernel: frames sent out
     /// of the interface (by a packet socket on it), then the port as a
     /// sink.
     #[test]
     fn conformance() {
-        let ns = test_lab::quiet_ns();
-        let mut port = ns
-            .run(|| TapPort::open("", TapConfig::default()))
-            .unwrap()
-            .unwrap();
+        let ns = conformance::quiet_ns();
+        let mut port = conformance::open_in(&ns, || TapPort::open("", TapConfig::default()));
         let name = port.ifname().to_owned();
         assert!(name.starts_with("tap"), "{name}");
         ns.ip(&["link", "set", &name, "up"]).unwrap();
-        let mut kernel = ns
-            .run(|| SocketPort::open(&name, SocketConfig::default()))
-            .unwrap()
-            .unwrap();
-        let frames = test_lab::frames();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        assert_eq!(kernel.tx_burst(&refs), refs.len());
-        assert!(test_lab::readable(port.wait_fd().unwrap()));
-        crate::conformance::check_source(&mut port);
-        crate::conformance::check_sink(&mut port);
+        let mut kernel = conformance::socket_on(&ns, &name);
+        conformance::check_kernel_port(&mut port, &mut kernel);
     }
 
     #[test]

@@ -88,6 +88,15 @@ fn open_tap(ns: &Netns, name: &str, cfg: TapConfig) -> TapPort {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The message of the error `open` must fail with, run in `ns`.
+fn open_error<P, E: std::fmt::Display>(
+    ns: &Netns,
+    open: impl FnOnce() -> Result<P, E> + Send,
+) -> String {
+    ns.run(move || open().map(drop).unwrap_err().to_string())
+        .unwrap()
+}
+
 /// A UDP/IPv4 frame of `len` bytes (64..=1518) carrying `seq` first in its
 /// payload.
 fn udp_ip(seq: u32, len: usize, dst: [u8; 6], src: [u8; 6], ips: (Ipv4Addr, Ipv4Addr)) -> Vec<u8> {
@@ -168,6 +177,18 @@ fn send_all(p: &mut dyn Port, frames: &[Vec<u8>]) {
         );
         p.flush().unwrap();
     }
+}
+
+/// Send `frames` from `from` to `to`, `chunk` at a time, each chunk
+/// received before the next is sent; all must arrive, in order.
+#[track_caller]
+fn relay_in_chunks(from: &mut dyn Port, to: &mut dyn Port, frames: &[Vec<u8>], chunk: usize) {
+    let mut got = Vec::new();
+    for chunk in frames.chunks(chunk) {
+        send_all(from, chunk);
+        got.extend(recv(to, chunk.len()));
+    }
+    assert_frames_eq(&got, frames);
 }
 
 /// Whether `fd` is ready (readable or in error) within `timeout`.
@@ -268,12 +289,7 @@ fn af_packet_sends(version: TxVersion) {
     let mut tx = open_af(&l.a, "a0", cfg);
     let mut peer = open_sock(&l.b, "b0", SocketConfig::default());
     let frames = mixed(1000, MAC_B, MAC_A);
-    let mut got = Vec::new();
-    for chunk in frames.chunks(100) {
-        send_all(&mut tx, chunk);
-        got.extend(recv(&mut peer, chunk.len()));
-    }
-    assert_frames_eq(&got, &frames);
+    relay_in_chunks(&mut tx, &mut peer, &frames, 100);
     let s = tx.stats();
     assert_eq!(
         (s.tx_packets, s.tx_bytes, s.tx_dropped),
@@ -319,14 +335,9 @@ fn af_packet_ring_wraps_many_times() {
     let frames: Vec<Vec<u8>> = (0..2000)
         .map(|i| udp(i, 64 + (i as usize % 200), MAC_A, MAC_B))
         .collect();
-    let mut got = Vec::new();
     // 8 frames fill the tx ring: each burst of 32 kicks it on the way.
-    for chunk in frames.chunks(32) {
-        send_all(&mut tx, chunk);
-        got.extend(recv(&mut rx, chunk.len()));
-    }
+    relay_in_chunks(&mut tx, &mut rx, &frames, 32);
     assert_eq!((rx.stats().rx_dropped, tx.stats().tx_dropped), (0, 0));
-    assert_frames_eq(&got, &frames);
 }
 
 #[test]
@@ -340,16 +351,22 @@ fn af_packet_counts_kernel_drops_of_a_full_ring() {
     };
     let mut rx = open_af(&l.a, "a0", cfg);
     let mut peer = open_af(&l.b, "b0", AfPacketConfig::default());
-    let frames: Vec<Vec<u8>> = (0..300).map(|i| udp(i, 64, MAC_A, MAC_B)).collect();
-    send_all(&mut peer, &frames);
-    let (got, s) = drain_counting(&mut rx, 300);
-    assert!(s.rx_dropped > 0, "{s:?}");
-    assert_eq!(s.rx_packets + s.rx_dropped, 300, "{s:?}");
-    assert_eq!(got, s.rx_packets);
+    counts_kernel_drops(&mut rx, &mut peer);
     // Once drained, the ring takes frames again.
     let f = udp(999, 64, MAC_A, MAC_B);
     send_all(&mut peer, std::slice::from_ref(&f));
     assert_frames_eq(&recv(&mut rx, 1), &[f]);
+}
+
+/// `peer` floods `rx` with 300 frames, more than it holds: every one is
+/// either received or counted as dropped, and some are dropped.
+fn counts_kernel_drops(rx: &mut dyn Port, peer: &mut dyn Port) {
+    let frames: Vec<Vec<u8>> = (0..300).map(|i| udp(i, 64, MAC_A, MAC_B)).collect();
+    send_all(peer, &frames);
+    let (got, s) = drain_counting(rx, 300);
+    assert!(s.rx_dropped > 0, "{s:?}");
+    assert_eq!(s.rx_packets + s.rx_dropped, 300, "{s:?}");
+    assert_eq!(got, s.rx_packets);
 }
 
 /// Read `p` until received + dropped reaches `total` and a burst comes
@@ -459,15 +476,7 @@ fn af_packet_runts_and_oversize_frames() {
 #[test]
 fn af_packet_errors_name_the_interface() {
     let ns = quiet_ns();
-    let open = |name: &'static str, cfg| {
-        ns.run(move || {
-            AfPacketPort::open(name, cfg)
-                .map(drop)
-                .unwrap_err()
-                .to_string()
-        })
-        .unwrap()
-    };
+    let open = |name: &'static str, cfg| open_error(&ns, move || AfPacketPort::open(name, cfg));
     assert_eq!(
         open("nosuch0", AfPacketConfig::default()),
         "interface \"nosuch0\": no such device"
@@ -526,12 +535,7 @@ fn socket_receives_what_the_peer_sends() {
     let mut rx = open_sock(&l.a, "a0", SocketConfig::default());
     let mut peer = open_af(&l.b, "b0", AfPacketConfig::default());
     let frames = mixed(300, MAC_A, MAC_B);
-    let mut got = Vec::new();
-    for chunk in frames.chunks(50) {
-        send_all(&mut peer, chunk);
-        got.extend(recv(&mut rx, chunk.len()));
-    }
-    assert_frames_eq(&got, &frames);
+    relay_in_chunks(&mut peer, &mut rx, &frames, 50);
     let s = rx.stats();
     assert_eq!(
         (s.rx_packets, s.rx_bytes, s.rx_dropped),
@@ -567,12 +571,7 @@ fn socket_counts_kernel_drops_of_a_full_buffer() {
     };
     let mut rx = open_sock(&l.a, "a0", cfg);
     let mut peer = open_af(&l.b, "b0", AfPacketConfig::default());
-    let frames: Vec<Vec<u8>> = (0..300).map(|i| udp(i, 64, MAC_A, MAC_B)).collect();
-    send_all(&mut peer, &frames);
-    let (got, s) = drain_counting(&mut rx, 300);
-    assert!(s.rx_dropped > 0, "{s:?}");
-    assert_eq!(s.rx_packets + s.rx_dropped, 300, "{s:?}");
-    assert_eq!(got, s.rx_packets);
+    counts_kernel_drops(&mut rx, &mut peer);
 }
 
 #[test]
@@ -598,15 +597,7 @@ fn socket_runts_and_oversize_frames() {
 #[test]
 fn socket_errors_name_the_interface() {
     let ns = quiet_ns();
-    let open = |name: &'static str, cfg| {
-        ns.run(move || {
-            SocketPort::open(name, cfg)
-                .map(drop)
-                .unwrap_err()
-                .to_string()
-        })
-        .unwrap()
-    };
+    let open = |name: &'static str, cfg| open_error(&ns, move || SocketPort::open(name, cfg));
     assert_eq!(
         open("nosuch0", SocketConfig::default()),
         "interface \"nosuch0\": no such device"
@@ -632,13 +623,19 @@ fn socket_errors_name_the_interface() {
 /// socket on it standing for the kernel's side of the link.
 fn tap_lab(cfg: TapConfig) -> (Netns, TapPort, SocketPort) {
     let ns = quiet_ns();
-    let tap = open_tap(&ns, "vt0", cfg);
+    let tap = tap_up(&ns, cfg);
     assert_eq!(tap.ifname(), "vt0");
+    let kernel_side = open_sock(&ns, "vt0", SocketConfig::default());
+    (ns, tap, kernel_side)
+}
+
+/// A port on TAP device `vt0` in `ns`, with MAC_TAP, up.
+fn tap_up(ns: &Netns, cfg: TapConfig) -> TapPort {
+    let tap = open_tap(ns, "vt0", cfg);
     ns.ip(&["link", "set", "vt0", "address", &mac_str(MAC_TAP)])
         .unwrap();
     ns.ip(&["link", "set", "vt0", "up"]).unwrap();
-    let kernel_side = open_sock(&ns, "vt0", SocketConfig::default());
-    (ns, tap, kernel_side)
+    tap
 }
 
 #[test]
@@ -650,12 +647,7 @@ fn tap_frames_both_ways() {
     assert_frames_eq(&recv(&mut tap, out.len()), &out);
     // From the port: into the interface.
     let inn = mixed(300, MAC_TAP, MAC_PEER);
-    let mut got = Vec::new();
-    for chunk in inn.chunks(50) {
-        send_all(&mut tap, chunk);
-        got.extend(recv(&mut kernel, chunk.len()));
-    }
-    assert_frames_eq(&got, &inn);
+    relay_in_chunks(&mut tap, &mut kernel, &inn, 50);
     let s = tap.stats();
     assert_eq!(
         (s.rx_packets, s.rx_bytes, s.tx_packets, s.tx_bytes),
@@ -762,15 +754,8 @@ fn tap_answers_the_kernels_arp_and_ping() {
 #[test]
 fn tap_errors_name_the_interface() {
     let ns = quiet_ns();
-    let open = |name: &'static str| {
-        ns.run(move || {
-            TapPort::open(name, TapConfig::default())
-                .map(drop)
-                .unwrap_err()
-                .to_string()
-        })
-        .unwrap()
-    };
+    let open =
+        |name: &'static str| open_error(&ns, move || TapPort::open(name, TapConfig::default()));
     assert_eq!(
         open("lo"),
         "interface \"lo\": exists and is not a single-queue TAP device"
@@ -809,6 +794,20 @@ fn tap_errors_name_the_interface() {
 
 // --- throughput sanity ----------------------------------------------------
 
+/// Read bursts of 32 from `p` until one comes back empty; returns how many
+/// frames came.
+fn read_until_empty(p: &mut dyn Port) -> usize {
+    let mut got = 0;
+    loop {
+        let mut out: [&[u8]; 32] = [&[]; 32];
+        let k = p.rx_burst(&mut out);
+        if k == 0 {
+            return got;
+        }
+        got += k;
+    }
+}
+
 fn pps(n: usize, t: Duration) -> String {
     format!("{:.3} Mpps", n as f64 / t.as_secs_f64() / 1e6)
 }
@@ -825,10 +824,18 @@ fn pps_sanity() {
     let frames: Vec<Vec<u8>> = (0..n).map(|i| udp(i as u32, 64, MAC_A, MAC_B)).collect();
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
 
-    // AF_PACKET -> AF_PACKET, the two tx ring versions alternated, rounds
-    // of 256 frames sent then read, as a worker does. On veth the
-    // receiver's ring is filled inside the sender's sendto, so the tx time
-    // is the whole kernel path; the rx time is the ring walk.
+    pps_af_packet(&l, &refs);
+    pps_socket(&l, &refs);
+    drop(l);
+    pps_tap_forwarding(n);
+}
+
+/// AF_PACKET -> AF_PACKET, the two tx ring versions alternated, rounds of 256
+/// frames sent then read, as a worker does. On veth the receiver's ring is
+/// filled inside the sender's sendto, so the tx time is the whole kernel path;
+/// the rx time is the ring walk.
+fn pps_af_packet(l: &Pair, refs: &[&[u8]]) {
+    let n = refs.len();
     for version in [TxVersion::V3, TxVersion::V2, TxVersion::V3, TxVersion::V2] {
         let mut rx = open_af(&l.a, "a0", AfPacketConfig::default());
         let cfg = AfPacketConfig {
@@ -839,14 +846,7 @@ fn pps_sanity() {
         let (mut t_tx, mut t_rx, mut got) = (Duration::ZERO, Duration::ZERO, 0);
         let mut drain = |rx: &mut AfPacketPort| {
             let t = Instant::now();
-            loop {
-                let mut out: [&[u8]; 32] = [&[]; 32];
-                let k = rx.rx_burst(&mut out);
-                if k == 0 {
-                    break;
-                }
-                got += k;
-            }
+            got += read_until_empty(rx);
             t_rx += t.elapsed();
         };
         for round in refs.chunks(256) {
@@ -872,9 +872,12 @@ fn pps_sanity() {
         );
         assert_eq!(got as u64 + s.rx_dropped + tx.stats().tx_dropped, n as u64);
     }
+}
 
-    // Raw socket -> raw socket: one system call per frame each way,
-    // interleaved so the receive buffer never overflows.
+/// Raw socket -> raw socket: one system call per frame each way, interleaved so
+/// the receive buffer never overflows.
+fn pps_socket(l: &Pair, refs: &[&[u8]]) {
+    let n = refs.len();
     let mut rx = open_sock(
         &l.a,
         "a0",
@@ -891,14 +894,7 @@ fn pps_sanity() {
             tx.tx_burst(burst);
         }
         let t1 = Instant::now();
-        loop {
-            let mut out: [&[u8]; 32] = [&[]; 32];
-            let k = rx.rx_burst(&mut out);
-            if k == 0 {
-                break;
-            }
-            got += k;
-        }
+        got += read_until_empty(&mut rx);
         t_tx += t1 - t0;
         t_rx += t1.elapsed();
     }
@@ -911,9 +907,10 @@ fn pps_sanity() {
         s.rx_dropped
     );
     assert_eq!(got as u64 + s.rx_dropped + tx.stats().tx_dropped, n as u64);
-    drop(l);
+}
 
-    // TAP -> kernel IPv4 forwarding -> TAP, 32 frames at a time.
+/// TAP -> kernel IPv4 forwarding -> TAP, 32 frames at a time.
+fn pps_tap_forwarding(n: usize) {
     let ns = quiet_ns();
     for (k, v) in [
         ("net.ipv4.ip_forward", "1"),
@@ -924,10 +921,7 @@ fn pps_sanity() {
     ] {
         ns.sysctl(k, v).unwrap();
     }
-    let mut tap = open_tap(&ns, "vt0", TapConfig::default());
-    ns.ip(&["link", "set", "vt0", "address", &mac_str(MAC_TAP)])
-        .unwrap();
-    ns.ip(&["link", "set", "vt0", "up"]).unwrap();
+    let mut tap = tap_up(&ns, TapConfig::default());
     ns.ip(&["addr", "add", "10.77.0.1/24", "dev", "vt0"])
         .unwrap();
     ns.ip(&[

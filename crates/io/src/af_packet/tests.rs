@@ -436,24 +436,15 @@ proptest! {
 /// peer over veth, then the port as a sink.
 #[test]
 fn conformance() {
-    use crate::packet_sys::test_lab;
-    use crate::socket::{SocketConfig, SocketPort};
+    use crate::conformance;
     for version in [TxVersion::V3, TxVersion::V2] {
-        let (a, b) = test_lab::veth_pair();
+        let (a, b) = conformance::veth_pair();
         let cfg = AfPacketConfig {
             tx_version: version,
             ..AfPacketConfig::default()
         };
-        let mut port = a.run(|| AfPacketPort::open("c0", cfg)).unwrap().unwrap();
-        let mut peer = b
-            .run(|| SocketPort::open("c1", SocketConfig::default()))
-            .unwrap()
-            .unwrap();
-        let frames = test_lab::frames();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        assert_eq!(peer.tx_burst(&refs), refs.len());
-        assert!(test_lab::readable(port.wait_fd().unwrap()));
-        crate::conformance::check_source(&mut port);
-        crate::conformance::check_sink(&mut port);
+        let mut port = conformance::open_in(&a, || AfPacketPort::open("c0", cfg));
+        let mut peer = conformance::socket_on(&b, "c1");
+        conformance::check_kernel_port(&mut port, &mut peer);
     }
 }

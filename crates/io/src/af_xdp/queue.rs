@@ -450,11 +450,7 @@ mod tests {
             for (a, f) in addrs.iter().zip(frames) {
                 let at = (*a + 256) as usize;
                 self.umem[at..at + f.len()].copy_from_slice(f);
-                descs.push(XdpDesc {
-                    addr: *a + 256,
-                    len: f.len() as u32,
-                    options: 0,
-                });
+                descs.push(desc(*a + 256, f.len() as u32, 0));
             }
             self.rx.kernel_put(&descs);
             rest
@@ -478,6 +474,11 @@ mod tests {
 
     fn total(c: FrameCounts) -> u32 {
         c.free + c.fill + c.rx_held + c.tx
+    }
+
+    /// The descriptor the kernel would write for `len` bytes at `addr`.
+    fn desc(addr: u64, len: u32, options: u32) -> XdpDesc {
+        XdpDesc { addr, len, options }
     }
 
     #[test]
@@ -506,51 +507,19 @@ mod tests {
         let addrs = r.fill.kernel_take();
         let bad = [
             // Past the UMEM.
-            XdpDesc {
-                addr: 16 * u64::from(FS),
-                len: 64,
-                options: 0,
-            },
-            XdpDesc {
-                addr: u64::MAX,
-                len: 64,
-                options: 0,
-            },
+            desc(16 * u64::from(FS), 64, 0),
+            desc(u64::MAX, 64, 0),
             // A frame the kernel does not hold (on the free stack).
-            XdpDesc {
-                addr: 15 * u64::from(FS),
-                len: 64,
-                options: 0,
-            },
+            desc(15 * u64::from(FS), 64, 0),
             // Bytes past the end of the frame.
-            XdpDesc {
-                addr: addrs[0] + 256,
-                len: FS,
-                options: 0,
-            },
+            desc(addrs[0] + 256, FS, 0),
             // Runt.
-            XdpDesc {
-                addr: addrs[1] + 256,
-                len: 3,
-                options: 0,
-            },
+            desc(addrs[1] + 256, 3, 0),
             // Multi-buffer, never asked for.
-            XdpDesc {
-                addr: addrs[2] + 256,
-                len: 64,
-                options: XDP_PKT_CONTD,
-            },
+            desc(addrs[2] + 256, 64, XDP_PKT_CONTD),
             // Twice the same frame: the second is refused.
-            XdpDesc {
-                addr: addrs[3] + 256,
-                len: 64,
-                options: 0,
-            },
-            XdpDesc {
-                addr: addrs[3] + 256,
-                len: 64,
-                options: 0,
-            },
+            desc(addrs[3] + 256, 64, 0),
+            desc(addrs[3] + 256, 64, 0),
         ];
         r.rx.kernel_put(&bad);
         let got = r.receive_all();

@@ -102,6 +102,18 @@ impl<T: Copy> Ring<T> {
         unsafe { &*self.mem.flags }
     }
 
+    /// Whether the ring's flags word asks for a system call.
+    fn needs_wakeup(&self) -> bool {
+        // SeqCst fence: the producer store of `submit` must be globally
+        // visible before we read the flag, or we could read a stale "no
+        // wakeup needed" while the kernel, having just set it, reads our
+        // stale producer index and goes to sleep (the Dekker pattern: the
+        // kernel side sets the flag, then looks at the ring again).
+        fence(Ordering::SeqCst);
+        // Relaxed: the fence above orders it; the flag carries no data.
+        self.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
     fn read(&self, index: u32) -> T {
         let slot = (index & self.mask) as usize;
         // SAFETY: `slot < size` and `desc` points to `size` entries (`new`'s
@@ -199,14 +211,7 @@ impl<T: Copy> ProdRing<T> {
     /// Whether the kernel asks for a system call to make progress on this
     /// ring.
     pub(super) fn needs_wakeup(&self) -> bool {
-        // SeqCst fence: the producer store of `submit` must be globally
-        // visible before we read the flag, or we could read a stale "no
-        // wakeup needed" while the kernel, having just set it, reads our
-        // stale producer index and goes to sleep (the Dekker pattern: the
-        // kernel side sets the flag, then looks at the ring again).
-        fence(Ordering::SeqCst);
-        // Relaxed: the fence above orders it; the flag carries no data.
-        self.ring.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+        self.ring.needs_wakeup()
     }
 
     /// Kernel consumer indexes refused.
@@ -287,8 +292,7 @@ impl<T: Copy> ConsRing<T> {
     /// symmetry in tests).
     #[cfg(test)]
     pub(super) fn needs_wakeup(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.ring.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+        self.ring.needs_wakeup()
     }
 
     /// Kernel producer indexes refused.

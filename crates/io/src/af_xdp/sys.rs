@@ -152,6 +152,11 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// `-1` from a libc call returning a length: errno as an error.
+fn check_len(ret: isize) -> io::Result<usize> {
+    usize::try_from(ret).map_err(|_| io::Error::last_os_error())
+}
+
 /// A new `AF_XDP` socket (close-on-exec).
 pub(super) fn xsk_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) takes no pointers; a non-negative return is a new
@@ -253,11 +258,7 @@ pub(super) fn kick_tx(fd: BorrowedFd<'_>) -> io::Result<()> {
             0,
         )
     };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    check_len(r).map(drop)
 }
 
 /// Wake the rx path of a zero-copy driver: `recvfrom(fd, NULL, 0,
@@ -275,11 +276,7 @@ pub(super) fn kick_rx(fd: BorrowedFd<'_>) -> io::Result<()> {
             std::ptr::null_mut(),
         )
     };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    check_len(r).map(drop)
 }
 
 /// A memory mapping, unmapped on drop.

@@ -59,6 +59,14 @@ fn write(path: &Path, frames: &[Vec<u8>]) {
     );
 }
 
+/// A temporary pcap file `name` holding [`frames`], and those frames.
+fn written(name: &str) -> (Tmp, Vec<Vec<u8>>) {
+    let t = Tmp::new(name);
+    let fs = frames();
+    write(&t.0, &fs);
+    (t, fs)
+}
+
 fn read_all(p: &mut PcapRxPort, burst: usize, max: usize) -> Vec<Vec<u8>> {
     let mut all = Vec::new();
     while all.len() < max {
@@ -74,9 +82,7 @@ fn read_all(p: &mut PcapRxPort, burst: usize, max: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn roundtrip() {
-    let t = Tmp::new("roundtrip");
-    let fs = frames();
-    write(&t.0, &fs);
+    let (t, fs) = written("roundtrip");
     let mut rx = PcapRxPort::open(&t.0, Some(1)).unwrap();
     assert_eq!(rx.frame_count(), fs.len());
     assert_eq!(read_all(&mut rx, 7, usize::MAX), fs);
@@ -88,9 +94,7 @@ fn roundtrip() {
 
 #[test]
 fn loops() {
-    let t = Tmp::new("loops");
-    let fs = frames();
-    write(&t.0, &fs);
+    let (t, fs) = written("loops");
     let mut rx = PcapRxPort::open(&t.0, Some(3)).unwrap();
     let got = read_all(&mut rx, 32, usize::MAX);
     assert_eq!(got.len(), 3 * fs.len());
@@ -273,9 +277,7 @@ fn tcpdump_reads_tx_file() {
         return;
     };
     assert!(out.status.success());
-    let t = Tmp::new("tcpdump");
-    let fs = frames();
-    write(&t.0, &fs);
+    let (t, fs) = written("tcpdump");
     let out = Command::new("tcpdump")
         .args(["-r"])
         .arg(&t.0)
