@@ -257,7 +257,9 @@ impl Layout {
             "headroom",
             c.headroom.into(),
             // Checked: a header read from shared memory may hold any value.
-            c.headroom.checked_add(64).is_some_and(|end| end <= c.slot_bytes),
+            c.headroom
+                .checked_add(64)
+                .is_some_and(|end| end <= c.slot_bytes),
             "at most slot_bytes - 64",
         )?;
         range(

@@ -143,8 +143,16 @@ impl RingMem {
         }
     }
 
-    /// The consumer side, starting at `tail` with `prod` last seen.
+    /// The consumer side, starting at `tail` with `prod` last seen. A
+    /// `prod` more than a ring ahead of `tail` (indexes a hostile peer
+    /// wrote) is not taken as seen: the first [`Consumer::pop`] reads the
+    /// index again and names it.
     pub fn consumer_at(self, tail: u32, prod: u32) -> Consumer {
+        let prod = if prod.wrapping_sub(tail) > self.size() {
+            tail
+        } else {
+            prod
+        };
         Consumer {
             mem: self,
             tail,
@@ -214,7 +222,12 @@ impl Producer {
         // Acquire: pairs with the consumer's Release store of `cons`, so its
         // reads of the entries we are about to overwrite are done.
         let seen = self.mem.cons().load(Ordering::Acquire);
-        if seen.wrapping_sub(self.cons) > self.head.wrapping_sub(self.cons) {
+        // Bad: behind the index last seen, past our head, or more than a
+        // ring behind our head (possible only for a producer resumed from
+        // indexes in memory, `producer_at`).
+        if seen.wrapping_sub(self.cons) > self.head.wrapping_sub(self.cons)
+            || self.head.wrapping_sub(seen) > self.mem.size()
+        {
             return Err(RingError::BadConsumerIndex {
                 seen,
                 last: self.cons,
@@ -226,9 +239,14 @@ impl Producer {
     }
 
     /// Free entries by the consumer index last validated, without reading
-    /// shared memory. A lower bound of [`Producer::free`].
+    /// shared memory. A lower bound of [`Producer::free`]. Saturating: a
+    /// producer resumed by [`RingMem::producer_at`] from indexes a hostile
+    /// peer wrote may start more than a ring apart; it then sees no room,
+    /// and [`Producer::free`] names the bad index.
     pub fn free_cached(&self) -> u32 {
-        self.mem.size() - self.head.wrapping_sub(self.cons)
+        self.mem
+            .size()
+            .saturating_sub(self.head.wrapping_sub(self.cons))
     }
 
     /// Enqueue as many of `items` as fit and publish them with one store;
@@ -385,6 +403,36 @@ mod tests {
         let mut out = [0u32; 8];
         assert_eq!(c.pop(&mut out).unwrap(), 8);
         assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn producer_resumed_from_hostile_indexes_errs_not_panics() {
+        let mem = heap_ring(8);
+        // Written by a hostile peer: head more than a ring ahead of cons.
+        mem.prod().store(100, Ordering::Relaxed);
+        mem.cons().store(3, Ordering::Relaxed);
+        let (head, cons) = mem.indexes();
+        let mut p = mem.producer_at(head, cons);
+        assert_eq!(p.free_cached(), 0);
+        assert!(matches!(
+            p.push(&[1]),
+            Err(RingError::BadConsumerIndex { .. })
+        ));
+    }
+
+    #[test]
+    fn consumer_resumed_from_hostile_indexes_errs_not_reads() {
+        let mem = heap_ring(8);
+        mem.prod().store(100, Ordering::Relaxed);
+        mem.cons().store(3, Ordering::Relaxed);
+        let (prod, tail) = mem.indexes();
+        let mut c = mem.consumer_at(tail, prod);
+        assert_eq!(c.ready_cached(), 0);
+        let mut out = [0u32; 4];
+        assert!(matches!(
+            c.pop(&mut out),
+            Err(RingError::BadProducerIndex { .. })
+        ));
     }
 
     #[test]
