@@ -766,38 +766,18 @@ fn a_daemon_started_by_ip_netns_exec_confines_its_vrs() {
         return;
     }
     let ns = Netns::new("nsx");
-    let config = r#"
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17"]
-pps = 1000
-limit = 1000
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "limited"
-slots = 256
-memory = "64M"
-cpu_quota = 0.5
-vnics = [
-  { port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] },
-  { port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] },
-]
-[vrs.router]
-routes = [{ prefix = "10.1.0.0/16", via = "10.9.1.2" }]
-neighbours = [{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "limited"
-"#;
-    let d = common::Daemon::start_under("nsexec", config, &["ip", "netns", "exec", &ns.0]);
+    let limited = vrhost_api::VrSpec {
+        slots: Some(256),
+        memory: Some("64M".into()),
+        cpu_quota: Some(0.5),
+        ..common::config::router("limited", 1)
+    };
+    let config = common::Lab::ports()
+        .with_vr(limited, 1)
+        .paced(1000)
+        .limit(1000)
+        .to_toml();
+    let d = common::Daemon::start_under("nsexec", &config, &["ip", "netns", "exec", &ns.0]);
     // It runs in the namespace.
     let netns_of = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
     let named = std::fs::metadata(format!("/run/netns/{}", ns.0)).unwrap();

@@ -9,6 +9,8 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use vrhost_api::VrSpec;
+
 use vrhost_host::balance::Policy;
 use vrhost_host::{
     Backend, Classifier, InstanceState, Match, Rule, VrCommand, VrPath, VrProcess, Worker,
@@ -167,9 +169,13 @@ fn instances_share_survive_a_crash_grow_and_retire_without_losing_a_frame() {
 #[test]
 fn the_daemon_runs_the_instances_its_config_asks_for() {
     let cpus = vrhost_host::cpu::cpus();
-    let pin = if cpus >= 2 { "cpus = [1, 0]" } else { "" };
-    let fields = format!("instances = 2\nbalance = \"rr\"\n{pin}");
-    let config = one_vr_config(100_000, 2_000_000, &fields);
+    let config = one_vr_config(100_000, 2_000_000, |a| {
+        a.instances = Some(2);
+        a.balance = Some("rr".into());
+        if cpus >= 2 {
+            a.cpus = Some(vec![1, 0]);
+        }
+    });
     let d = common::Daemon::start("instances", &config);
     // Frames an instance was given are counted as forwarded only once it
     // hands them back, so wait for both counts rather than sample one.
@@ -206,41 +212,17 @@ fn the_daemon_runs_the_instances_its_config_asks_for() {
     assert!(text.contains("vrhost_vr_arrival_pps{vr=\"a\"}"), "{text}");
 }
 
-/// A VR generating `pps` frames/s from `limit` frames on, to a null port,
-/// with `fields` added to its `[[vrs]]` table.
-fn one_vr_config(pps: u64, limit: u64, fields: &str) -> String {
-    format!(
-        r#"
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17"]
-pps = {pps}
-limit = {limit}
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "a"
-slots = 1024
-{fields}
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
-neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-"#
-    )
+/// VR a (1024 slots) given `pps` frames/s, `limit` frames in all, to a
+/// null port, changed by `edit`.
+fn one_vr_config(pps: u64, limit: u64, edit: impl FnOnce(&mut VrSpec)) -> String {
+    common::Lab::one_vr()
+        .paced(pps)
+        .limit(limit)
+        .edit_vr("a", |a| {
+            a.slots = Some(1024);
+            edit(a);
+        })
+        .to_toml()
 }
 
 /// Frames VR `a` did not take at its ingress (counted, by reason).
@@ -279,8 +261,10 @@ fn the_daemon_scales_a_vr_with_its_load() {
         return;
     }
     // 3 s of traffic at 5 x the threshold, then none.
-    let scale = "scale = { up_pps = 10000, down_pps = 5000, period_ms = 200, max = 2 }";
-    let d = common::Daemon::start("scale", &one_vr_config(50_000, 150_000, scale));
+    let scale =
+        serde_json::json!({ "up_pps": 10000, "down_pps": 5000, "period_ms": 200, "max": 2 });
+    let config = one_vr_config(50_000, 150_000, |a| a.scale = Some(scale));
+    let d = common::Daemon::start("scale", &config);
     let s = d.wait_for("a second instance", Duration::from_secs(30), |s| {
         running(s).len() == 2 && common::count(s, "a", "instances_added") == 1
     });
@@ -322,10 +306,8 @@ fn the_daemon_starts_a_fixed_vrs_instance_again_where_one_exited() {
         eprintln!("skipped: one CPU, no second core for an instance");
         return;
     }
-    let d = common::Daemon::start(
-        "fixed",
-        &one_vr_config(20_000, 100_000_000, "instances = 2"),
-    );
+    let config = one_vr_config(20_000, 100_000_000, |a| a.instances = Some(2));
+    let d = common::Daemon::start("fixed", &config);
     let s = d.wait_for("two instances", Duration::from_secs(30), |s| {
         running(s).len() == 2
     });
@@ -357,31 +339,38 @@ fn an_apply_changes_a_vrs_instances_in_place() {
         eprintln!("skipped: one CPU, no second core for an instance");
         return;
     }
-    let config = |fields: &str| one_vr_config(20_000, 100_000_000, fields);
-    let d = common::Daemon::start("rescale", &config("instances = 2"));
+    // VR a with `instances`, `balance` and `cpus` as given.
+    let config = |instances: u16, balance: Option<&str>, cpus: Option<Vec<u32>>| {
+        one_vr_config(20_000, 100_000_000, |a| {
+            a.instances = Some(instances);
+            a.balance = balance.map(String::from);
+            a.cpus = cpus;
+        })
+    };
+    let d = common::Daemon::start("rescale", &config(2, None, None));
     let s = d.wait_for("two instances", Duration::from_secs(30), |s| {
         running(s).len() == 2
     });
     let first = running(&s)[0];
     let dir = common::TempDir::new("rescale-cfg");
-    let apply = |fields: &str| {
+    let apply = |config: String| {
         let f = dir.path().join("v.toml");
-        std::fs::write(&f, config(fields)).unwrap();
+        std::fs::write(&f, config).unwrap();
         d.json(&["apply", f.to_str().unwrap()])
     };
-    let r = apply("instances = 1\nbalance = \"rr\"");
+    let r = apply(config(1, Some("rr"), None));
     assert_eq!(r["rescaled"], serde_json::json!(["a"]), "{r:#}");
     assert_eq!(r["restarted"], serde_json::json!([]), "{r:#}");
     d.wait_for("one instance", Duration::from_secs(30), |s| {
         running(s).len() == 1 && common::count(s, "a", "instances_retired") == 1
     });
-    let r = apply("instances = 2\nbalance = \"rr\"");
+    let r = apply(config(2, Some("rr"), None));
     assert_eq!(r["rescaled"], serde_json::json!(["a"]), "{r:#}");
     let s = d.wait_for("two instances again", Duration::from_secs(30), |s| {
         running(s).len() == 2 && common::count(s, "a", "instances_added") == 1
     });
     assert_eq!(running(&s)[0], first, "instance 0 went on in its process");
-    let r = apply("instances = 2\ncpus = [1, 0]");
+    let r = apply(config(2, None, Some(vec![1, 0])));
     assert_eq!(
         r["restarted"],
         serde_json::json!(["a"]),
