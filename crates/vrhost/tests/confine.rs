@@ -16,15 +16,12 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::datapath::{router_cmd, router_path, run_until, two_tenant_worker};
 use serde_json::{Value, json};
 use vrhost_host::confine::{Confine, Ids};
 use vrhost_host::spawn::SpawnError;
-use vrhost_host::{Backend, Classifier, Hurry, Match, Rule, VrCommand, VrPath, VrProcess, Worker};
-use vrhost_io::Port;
-use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
-use vrhost_io::null::NullPort;
+use vrhost_host::{Hurry, VrCommand, VrProcess};
 use vrhost_proto::PollConfig;
-use vrhost_router::RouterConfig;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
 
 fn is_root() -> bool {
@@ -51,6 +48,34 @@ impl TestDir {
 impl Drop for TestDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A unix socket and a loopback TCP listener of the host: what a VR must
+/// not reach.
+struct HostSockets {
+    /// The unix socket, in a root-only directory.
+    sock: PathBuf,
+    /// The TCP listener's address.
+    tcp_addr: String,
+    _unix: UnixListener,
+    _tcp: TcpListener,
+    _dir: TestDir,
+}
+
+impl HostSockets {
+    fn new(tag: &str) -> Self {
+        let dir = TestDir::new(tag);
+        let sock = dir.0.join("api.sock");
+        let unix = UnixListener::bind(&sock).unwrap();
+        let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        Self {
+            sock,
+            tcp_addr: tcp.local_addr().unwrap().to_string(),
+            _unix: unix,
+            _tcp: tcp,
+            _dir: dir,
+        }
     }
 }
 
@@ -138,12 +163,9 @@ fn a_confined_vr_reaches_nothing_but_its_own() {
     if !is_root() {
         return;
     }
-    let dir = TestDir::new("host-sockets");
-    let sock = dir.0.join("api.sock");
-    let _unix = UnixListener::bind(&sock).unwrap();
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let tcp_addr = tcp.local_addr().unwrap().to_string();
+    let host_sockets = HostSockets::new("host-sockets");
+    let (sock, tcp_addr) = (&host_sockets.sock, &host_sockets.tcp_addr);
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)).unwrap();
 
     let bell = Doorbell::new().unwrap();
     let (ra, rb) = (region("probe-a"), region("probe-b"));
@@ -183,7 +205,7 @@ fn a_confined_vr_reaches_nothing_but_its_own() {
         errno_of(&rep, "unix", sock.to_str().unwrap()),
         libc::EPERM as i64
     );
-    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), libc::EPERM as i64);
+    assert_eq!(errno_of(&rep, "tcp", tcp_addr), libc::EPERM as i64);
 
     // Descriptors: stdio, the control socket, then the hello's region and
     // two doorbells; nothing of the host's.
@@ -280,11 +302,8 @@ fn each_wall_holds_without_the_filter() {
     if !is_root() {
         return;
     }
-    let dir = TestDir::new("walls");
-    let sock = dir.0.join("api.sock");
-    let _unix = UnixListener::bind(&sock).unwrap();
-    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let tcp_addr = tcp.local_addr().unwrap().to_string();
+    let host_sockets = HostSockets::new("walls");
+    let (sock, tcp_addr) = (&host_sockets.sock, &host_sockets.tcp_addr);
     let no_filter = Confine {
         seccomp: false,
         no_new_privs: false,
@@ -314,7 +333,7 @@ fn each_wall_holds_without_the_filter() {
         errno_of(&rep, "unix", sock.to_str().unwrap()),
         libc::EACCES as i64
     );
-    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), libc::ENETUNREACH as i64);
+    assert_eq!(errno_of(&rep, "tcp", tcp_addr), libc::ENETUNREACH as i64);
 
     // And an unconfined VR does reach them (the probe sees what it claims).
     let mut free = Procs::default();
@@ -324,7 +343,7 @@ fn each_wall_holds_without_the_filter() {
     free.0.push(p);
     let rep = ask(&free.0[0], json!({"unix": [&sock], "tcp": [&tcp_addr]}));
     assert_eq!(errno_of(&rep, "unix", sock.to_str().unwrap()), 0);
-    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), 0);
+    assert_eq!(errno_of(&rep, "tcp", tcp_addr), 0);
 }
 
 /// The limits are enforced, not only written: a VR held to half a core
@@ -369,20 +388,6 @@ fn the_cgroup_limits_hold() {
     );
 }
 
-fn router_cmd(config: RouterConfig, confine: Confine) -> VrCommand {
-    VrCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
-        args: vec!["vr-run".into()],
-        cpu: None,
-        poll: PollConfig::default(),
-        config: serde_json::to_value(config).unwrap(),
-        ready_timeout: Duration::from_secs(30),
-        idle_start: Duration::ZERO,
-        confine,
-        hurry: Default::default(),
-    }
-}
-
 /// The built-in router forwards as before when confined (two tenants, a
 /// generator and a sink in memory).
 #[test]
@@ -390,72 +395,25 @@ fn a_confined_router_forwards() {
     if !is_root() {
         return;
     }
-    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
-    let rules: Vec<Rule> = (0..2)
-        .map(|i| Rule {
-            m: Match {
-                src: Some((srcs[i], 32)),
-                ..Match::default()
-            },
-            vr: i,
-            vnic: 0,
-        })
-        .collect();
-    let generator = MemPort::new(
-        "mem0",
-        MemPortConfig {
-            frame_bytes: 64,
-            dst: DstMode::Fixed(Ipv4Addr::new(10, 1, 1, 1)),
-            src_ips: srcs,
-            ..MemPortConfig::default()
-        },
-    )
-    .unwrap();
-    let ports: Vec<Box<dyn Port>> = vec![Box::new(generator), Box::new(NullPort::new("null"))];
-    let mut worker = Worker::new(
-        ports,
-        Classifier::new(&rules).unwrap(),
-        PollConfig::default(),
-    )
-    .unwrap();
+    let mut worker = two_tenant_worker();
     let confine = Confine {
         cpu_quota: Some(1.0),
         memory: Some(256 << 20),
         ..Confine::strict()
     };
     for name in ["conf-a", "conf-b"] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let cmd = router_cmd(common::router_config(), confine.clone());
-        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &cmd).unwrap();
-        assert!(!p.cgroups().is_empty());
-        worker.add_vr(VrPath::new(
-            name,
-            region,
-            vec![0, 1],
-            Backend::Process(vec![p]),
-            vec![bell],
-        ));
+        let cmd = router_cmd(&common::router_config(), confine.clone());
+        let path = router_path(&worker, name, 256, &cmd);
+        assert!(!path.processes()[0].cgroups().is_empty());
+        worker.add_vr(path);
     }
     let (sa, sb) = (
         worker.vrs()[0].stats().clone(),
         worker.vrs()[1].stats().clone(),
     );
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(20)
-        && !(sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000)
-    {
-        if worker.poll_once() == 0 {
-            std::thread::yield_now();
-        }
-    }
+    run_until(&mut worker, Duration::from_secs(20), |_| {
+        sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000
+    });
     let (a, b) = (sa.tx_packets.get(), sb.tx_packets.get());
     worker.shutdown();
     assert!(a > 10_000 && b > 10_000, "both forward: {a} {b}");
@@ -490,7 +448,7 @@ fn a_confined_router_loads_a_real_route_file() {
             memory: Some(512 << 20),
             ..Confine::strict()
         };
-        let cmd = router_cmd(cfg, confine);
+        let cmd = router_cmd(&cfg, confine);
         let (p, _bell) = VrProcess::start("real-routes", 0, &r, &bell, &cmd)
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         procs.0.push(p);
@@ -563,7 +521,7 @@ fn confinement_failures_are_clear() {
         0,
         &r,
         &bell,
-        &router_cmd(cfg, Confine::strict()),
+        &router_cmd(&cfg, Confine::strict()),
     )
     .map(drop)
     .unwrap_err();

@@ -10,12 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::datapath::{region, router_path, run_until, two_tenant_worker};
 use vrhost_host::{
     Backend, Classifier, Match, Rule, Violation, VrCommand, VrPath, VrProcess, Worker,
 };
 use vrhost_io::Port;
-use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
-use vrhost_io::null::NullPort;
 use vrhost_io::pcap::{PcapRxPort, PcapTxPort};
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
@@ -24,18 +23,9 @@ use vrhost_proto::{PollConfig, counter};
 use vrhost_sdk::DropReason;
 use vrhost_shm::{Region, RegionConfig, RingId, SlotState};
 
+/// The built-in router on the tests' config, unconfined.
 fn router_cmd() -> VrCommand {
-    VrCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
-        args: vec!["vr-run".into()],
-        cpu: None,
-        poll: PollConfig::default(),
-        config: serde_json::to_value(common::router_config()).unwrap(),
-        ready_timeout: Duration::from_secs(30),
-        idle_start: Duration::ZERO,
-        confine: vrhost_host::Confine::default(),
-        hurry: Default::default(),
-    }
+    common::datapath::router_cmd(&common::router_config(), vrhost_host::Confine::default())
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -90,16 +80,6 @@ fn one_rule_to(vr: usize) -> Classifier {
         vnic: 0,
     }])
     .unwrap()
-}
-
-/// Run the worker until `done` says so or the deadline passes.
-fn run_until(worker: &mut Worker, deadline: Duration, mut done: impl FnMut(&Worker) -> bool) {
-    let t = Instant::now();
-    while t.elapsed() < deadline && !done(worker) {
-        if worker.poll_once() == 0 {
-            std::thread::yield_now();
-        }
-    }
 }
 
 /// Frames through a router VR process: forwarded ones have TTL - 1, a valid
@@ -201,68 +181,14 @@ fn router_vr_forwards_and_counts_bad_frames() {
     let _ = std::fs::remove_file(&out);
 }
 
-fn mem_port(srcs: Vec<Ipv4Addr>) -> MemPort {
-    MemPort::new(
-        "mem0",
-        MemPortConfig {
-            frame_bytes: 64,
-            dst: DstMode::Fixed(Ipv4Addr::new(10, 1, 1, 1)),
-            src_ips: srcs,
-            ..MemPortConfig::default()
-        },
-    )
-    .unwrap()
-}
-
-/// A worker over a generator of two tenants' traffic (told apart by
-/// source address, tenant `i` to VR `i`) and a counting sink.
-fn two_tenant_worker() -> Worker {
-    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
-    let rules: Vec<Rule> = (0..2)
-        .map(|i| Rule {
-            m: Match {
-                src: Some((srcs[i], 32)),
-                ..Match::default()
-            },
-            vr: i,
-            vnic: 0,
-        })
-        .collect();
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(mem_port(srcs.clone())),
-        Box::new(NullPort::new("null")),
-    ];
-    Worker::new(
-        ports,
-        Classifier::new(&rules).unwrap(),
-        PollConfig::default(),
-    )
-    .unwrap()
-}
-
 /// A VR killed with SIGKILL under load: the host notices, takes back every
 /// slot, and the other VR keeps forwarding.
 #[test]
 fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
     let mut worker = two_tenant_worker();
     for name in ["a", "b"] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
-        worker.add_vr(VrPath::new(
-            name,
-            region,
-            vec![0, 1],
-            Backend::Process(vec![p]),
-            vec![bell],
-        ));
+        let path = router_path(&worker, name, 256, &router_cmd());
+        worker.add_vr(path);
     }
     let (sa, sb) = (
         worker.vrs()[0].stats().clone(),
@@ -303,22 +229,10 @@ fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
 #[test]
 fn hostile_vr_is_contained() {
     let mut worker = two_tenant_worker();
-    let cfg = RegionConfig {
-        slot_count: 128,
-        ring_entries: 128,
-        ..Default::default()
-    };
-    let honest = Region::create("honest", cfg).unwrap();
-    let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "honest",
-        honest,
-        vec![0, 1],
-        Backend::Process(vec![p]),
-        vec![bell],
-    ));
+    let honest = router_path(&worker, "honest", 128, &router_cmd());
+    worker.add_vr(honest);
     // The hostile VR: a thread that maps the region and scribbles on it.
-    let evil = Region::create("evil", cfg).unwrap();
+    let evil = region("evil", 128);
     let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
     worker.add_vr(VrPath::new(
         "evil",
@@ -433,21 +347,9 @@ fn hostile_vr_is_contained() {
 #[test]
 fn hostile_vr_is_quarantined() {
     let mut worker = two_tenant_worker();
-    let cfg = RegionConfig {
-        slot_count: 128,
-        ring_entries: 128,
-        ..Default::default()
-    };
-    let honest = Region::create("honest", cfg).unwrap();
-    let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "honest",
-        honest,
-        vec![0, 1],
-        Backend::Process(vec![p]),
-        vec![bell],
-    ));
-    let evil = Region::create("evil", cfg).unwrap();
+    let honest = router_path(&worker, "honest", 128, &router_cmd());
+    worker.add_vr(honest);
+    let evil = region("evil", 128);
     let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
     let mut path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
     path.set_guard(vrhost_host::Guard {
@@ -509,23 +411,7 @@ fn rate_limit_admits_at_most_the_bucket() {
     let mut worker = two_tenant_worker();
     let mut stats = Vec::new();
     for (name, rate) in [("limited", Some(2000u64)), ("free", None)] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
-        let mut path = VrPath::new(
-            name,
-            region,
-            vec![0, 1],
-            Backend::Process(vec![p]),
-            vec![bell],
-        );
+        let mut path = router_path(&worker, name, 256, &router_cmd());
         path.set_sched(vrhost_host::Sched {
             rate_pps: rate,
             rate_burst: 100,

@@ -6,9 +6,9 @@
 mod common;
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::datapath::run_until;
 use vrhost_api::VrSpec;
 
 use vrhost_host::balance::Policy;
@@ -26,27 +26,22 @@ fn router_cmd() -> VrCommand {
     router_cmd_with(&common::router_config())
 }
 
+/// The built-in router on `cfg`, polling as a VR beside the worker does.
 fn router_cmd_with(cfg: &vrhost_router::RouterConfig) -> VrCommand {
     VrCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
-        args: vec!["vr-run".into()],
-        cpu: None,
         poll: PollConfig::default().beside_worker(),
-        config: serde_json::to_value(cfg).unwrap(),
-        ready_timeout: Duration::from_secs(30),
-        idle_start: Duration::ZERO,
-        confine: vrhost_host::Confine::default(),
-        hurry: Default::default(),
+        ..common::datapath::router_cmd(cfg, vrhost_host::Confine::default())
     }
 }
 
-fn run_until(worker: &mut Worker, deadline: Duration, mut done: impl FnMut(&Worker) -> bool) {
-    let t = Instant::now();
-    while t.elapsed() < deadline && !done(worker) {
-        if worker.poll_once() == 0 {
-            std::thread::yield_now();
-        }
+/// Whether the host has a second core for an instance (a test without
+/// one says it skipped).
+fn second_core() -> bool {
+    let two = vrhost_host::cpu::cpus() >= 2;
+    if !two {
+        eprintln!("skipped: one CPU, no second core for an instance");
     }
+    two
 }
 
 #[test]
@@ -255,9 +250,7 @@ fn running(s: &serde_json::Value) -> Vec<(u64, u64, Option<u64>)> {
 /// given to the VR comes out or is counted.
 #[test]
 fn the_daemon_scales_a_vr_with_its_load() {
-    let cpus = vrhost_host::cpu::cpus();
-    if cpus < 2 {
-        eprintln!("skipped: one CPU, no second core for an instance");
+    if !second_core() {
         return;
     }
     // 3 s of traffic at 5 x the threshold, then none.
@@ -301,9 +294,7 @@ fn the_daemon_scales_a_vr_with_its_load() {
 /// budget; an instance killed is started again beside the other.
 #[test]
 fn the_daemon_starts_a_fixed_vrs_instance_again_where_one_exited() {
-    let cpus = vrhost_host::cpu::cpus();
-    if cpus < 2 {
-        eprintln!("skipped: one CPU, no second core for an instance");
+    if !second_core() {
         return;
     }
     let config = one_vr_config(20_000, 100_000_000, |a| a.instances = Some(2));
@@ -335,8 +326,7 @@ fn the_daemon_starts_a_fixed_vrs_instance_again_where_one_exited() {
 /// the first one, which keeps forwarding in the same process.
 #[test]
 fn an_apply_changes_a_vrs_instances_in_place() {
-    if vrhost_host::cpu::cpus() < 2 {
-        eprintln!("skipped: one CPU, no second core for an instance");
+    if !second_core() {
         return;
     }
     // VR a with `instances`, `balance` and `cpus` as given.

@@ -1,6 +1,7 @@
 //! The integration tests' kit: a real `vrhost daemon` ([`daemon`]), the
-//! configs it is started on ([`config`]), temporary directories, the
-//! tests' VR program and readers of the daemon's stats.
+//! configs it is started on ([`config`]), an in-process data path
+//! ([`datapath`]), temporary directories, the tests' VR program and
+//! readers of the daemon's stats.
 
 #![allow(
     dead_code,
@@ -10,6 +11,7 @@
 
 pub mod config;
 pub mod daemon;
+pub mod datapath;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
