@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::daemon::run;
-use common::{Daemon, Lab, TempDir, vr};
+use common::{Daemon, Lab, TempDir, vr, wait_drained};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
@@ -659,21 +659,9 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
 
     // The VRs nobody touched lost nothing: once the generator is done and
     // the rings are empty, everything given to them came out.
-    let t = Instant::now();
-    let s = loop {
-        let s = api.ok("GET", "/v1/stats", "/v1/stats", None, 200);
-        let gen_done = s["ports"][0]["rx_packets"].as_u64() == Some(FRAMES);
-        let a = &vr(&s, "a")["stats"];
-        let b = &vr(&s, "b")["stats"];
-        if gen_done && a["rx_packets"] == a["tx_packets"] && b["rx_packets"] == b["tx_packets"] {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "generator never finished: {s}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = wait_drained(&["a", "b"], FRAMES, || {
+        api.ok("GET", "/v1/stats", "/v1/stats", None, 200)
+    });
     // Everything the VRs accepted came out (the loop above waited for
     // rx == tx), nothing was dropped inside or at the out port, and every
     // generated frame is accounted for. Frames the host could not hand to

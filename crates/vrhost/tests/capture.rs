@@ -12,7 +12,7 @@ use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, Lab, vr_stats};
+use common::{Daemon, Lab, vr_stats, wait_drained};
 use serde_json::Value;
 
 /// Frames the generator sends in all (at `PPS`, about 10 s).
@@ -323,20 +323,7 @@ fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let s = loop {
-        let s = d.stats();
-        let gen_done = n(&s["ports"][0]["rx_packets"]) == FRAMES;
-        let (a, b) = (vr_stats(&s, "a"), vr_stats(&s, "b"));
-        if gen_done && a["rx_packets"] == a["tx_packets"] && b["rx_packets"] == b["tx_packets"] {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "generator never finished: {s}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = wait_drained(&["a", "b"], FRAMES, || d.stats());
     // Ctrl-C: the client prints its summary and exits.
     let st = Command::new("kill")
         .args(["-INT", &all_b.id().to_string()])

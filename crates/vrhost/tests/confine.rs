@@ -16,7 +16,7 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::datapath::{router_cmd, router_path, run_until, two_tenant_worker};
+use common::datapath::{router_cmd, router_path, run_until_both_forward, two_tenant_worker};
 use serde_json::{Value, json};
 use vrhost_host::confine::{Confine, Ids};
 use vrhost_host::spawn::SpawnError;
@@ -407,13 +407,7 @@ fn a_confined_router_forwards() {
         assert!(!path.processes()[0].cgroups().is_empty());
         worker.add_vr(path);
     }
-    let (sa, sb) = (
-        worker.vrs()[0].stats().clone(),
-        worker.vrs()[1].stats().clone(),
-    );
-    run_until(&mut worker, Duration::from_secs(20), |_| {
-        sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000
-    });
+    let (sa, sb) = run_until_both_forward(&mut worker, 10_000);
     let (a, b) = (sa.tx_packets.get(), sb.tx_packets.get());
     worker.shutdown();
     assert!(a > 10_000 && b > 10_000, "both forward: {a} {b}");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::datapath::{region, router_path, run_until, two_tenant_worker};
+use common::datapath::{region, router_path, run_until, run_until_both_forward, two_tenant_worker};
 use vrhost_host::{
     Backend, Classifier, Match, Rule, Violation, VrCommand, VrPath, VrProcess, Worker,
 };
@@ -190,13 +190,7 @@ fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
         let path = router_path(&worker, name, 256, &router_cmd());
         worker.add_vr(path);
     }
-    let (sa, sb) = (
-        worker.vrs()[0].stats().clone(),
-        worker.vrs()[1].stats().clone(),
-    );
-    run_until(&mut worker, Duration::from_secs(20), |_| {
-        sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000
-    });
+    let (sa, sb) = run_until_both_forward(&mut worker, 10_000);
     assert!(
         sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000,
         "both forward"
@@ -223,24 +217,26 @@ fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
     worker.shutdown();
 }
 
+/// A [`two_tenant_worker`] with the honest router VR (VR 0); the path of
+/// the hostile VR beside it (VR 1, not added yet), which the test plays:
+/// a thread that maps its region (the view returned) and scribbles on it.
+fn honest_and_evil() -> (Worker, VrPath, Region) {
+    let mut worker = two_tenant_worker();
+    let honest = router_path(&worker, "honest", 128, &router_cmd());
+    worker.add_vr(honest);
+    let evil = region("evil", 128);
+    let view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
+    let path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
+    (worker, path, view)
+}
+
 /// A hostile "VR" (a thread writing garbage into its region while the host
 /// forwards): every violation is counted, nothing escapes the region, the
 /// honest VR beside it forwards everything, and the slot accounting holds.
 #[test]
 fn hostile_vr_is_contained() {
-    let mut worker = two_tenant_worker();
-    let honest = router_path(&worker, "honest", 128, &router_cmd());
-    worker.add_vr(honest);
-    // The hostile VR: a thread that maps the region and scribbles on it.
-    let evil = region("evil", 128);
-    let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
-    worker.add_vr(VrPath::new(
-        "evil",
-        evil,
-        vec![0, 1],
-        Backend::External,
-        vec![],
-    ));
+    let (mut worker, evil, evil_view) = honest_and_evil();
+    worker.add_vr(evil);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let scribbler = std::thread::spawn(move || {
@@ -346,12 +342,7 @@ fn hostile_vr_is_contained() {
 /// its slots taken back, counted; the honest VR beside it keeps forwarding.
 #[test]
 fn hostile_vr_is_quarantined() {
-    let mut worker = two_tenant_worker();
-    let honest = router_path(&worker, "honest", 128, &router_cmd());
-    worker.add_vr(honest);
-    let evil = region("evil", 128);
-    let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
-    let mut path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
+    let (mut worker, mut path, evil_view) = honest_and_evil();
     path.set_guard(vrhost_host::Guard {
         quarantine_after: Some(500),
         watchdog: None,

@@ -53,15 +53,7 @@ fn signal(pid: u32, sig: &str) {
 /// Start the daemon, give b its API route, and wait until both forward.
 fn start(tag: &str, watchdog_ms: u64) -> Daemon {
     let d = Daemon::start(tag, &config(watchdog_ms).to_toml());
-    let out = d
-        .cli(&["route", "add", "b", "10.2.128.0/17", "via", "10.9.2.2"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    d.ok(&["route", "add", "b", "10.2.128.0/17", "via", "10.9.2.2"]);
     d.wait_for("both VRs forwarding", Duration::from_secs(30), |s| {
         count(s, "a", "tx_packets") > 1000 && count(s, "b", "tx_packets") > 1000
     });
@@ -194,13 +186,7 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
     let s = finish_and_check_a(&d);
     // The operator's restart, from the CLI (as for a quarantined VR).
     let before = pid(&s, "p");
-    let out = d.cli(&["vr", "restart", "p"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "restarted VR p\n");
+    assert_eq!(d.ok(&["vr", "restart", "p"]), "restarted VR p\n");
     let out = d.cli(&["vr", "restart", "nosuch"]).output().unwrap();
     assert!(!out.status.success());
     let s = d.stats();
@@ -232,15 +218,7 @@ fn vr_added_through_the_api_outlives_the_api_thread_that_started_it() {
     let d = Daemon::start("recovery-api-add", &a.to_toml());
     let file = d.dir().join("b.toml");
     std::fs::write(&file, b_file()).unwrap();
-    let out = d
-        .cli(&["vr", "add", file.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    d.ok(&["vr", "add", file.to_str().unwrap()]);
     let s = d.wait_for("b forwarding", Duration::from_secs(30), |s| {
         count(s, "b", "tx_packets") > 100
     });

@@ -152,6 +152,14 @@ impl Daemon {
         run(&self.sock, args)
     }
 
+    /// Run `vrhost ARGS --api SOCK`, which must succeed; returns its
+    /// stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args);
+        assert!(ok, "vrhost {args:?}: {err}");
+        out
+    }
+
     /// `vrhost ARGS -o json`, which must succeed.
     pub fn json(&self, args: &[&str]) -> Value {
         let out = self.cli(args).args(["-o", "json"]).output().unwrap();

@@ -4,10 +4,11 @@
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrhost_host::{
-    Backend, Classifier, Confine, Match, Rule, VrCommand, VrPath, VrProcess, Worker,
+    Backend, Classifier, Confine, Match, Rule, VrCommand, VrPath, VrProcess, VrStats, Worker,
 };
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
@@ -110,4 +111,18 @@ pub fn run_until(worker: &mut Worker, deadline: Duration, mut done: impl FnMut(&
             std::thread::yield_now();
         }
     }
+}
+
+/// Run the worker until its VRs 0 and 1 have each sent more than `frames`
+/// (up to 20 s, a bound against a hung test, not a speed limit); returns
+/// their stats, for the test to check.
+pub fn run_until_both_forward(worker: &mut Worker, frames: u64) -> (Arc<VrStats>, Arc<VrStats>) {
+    let (sa, sb) = (
+        worker.vrs()[0].stats().clone(),
+        worker.vrs()[1].stats().clone(),
+    );
+    run_until(worker, Duration::from_secs(20), |_| {
+        sa.tx_packets.get() > frames && sb.tx_packets.get() > frames
+    });
+    (sa, sb)
 }

@@ -14,7 +14,7 @@ pub mod daemon;
 pub mod datapath;
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use vrhost_router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
@@ -78,6 +78,29 @@ pub fn vr<'a>(stats: &'a Value, name: &str) -> &'a Value {
 /// The counters of the VR named `name` in a stats document.
 pub fn vr_stats<'a>(stats: &'a Value, name: &str) -> &'a Value {
     &vr(stats, name)["stats"]
+}
+
+/// Poll `stats` until the generator (port 0) has sent `frames` and each VR
+/// of `vrs` has sent every frame it was given (up to 60 s, a bound against
+/// a hung test, not a speed limit); returns those stats.
+pub fn wait_drained(vrs: &[&str], frames: u64, mut stats: impl FnMut() -> Value) -> Value {
+    let t = Instant::now();
+    loop {
+        let s = stats();
+        let gen_done = s["ports"][0]["rx_packets"].as_u64() == Some(frames);
+        let drained = vrs.iter().all(|name| {
+            let v = vr_stats(&s, name);
+            v["rx_packets"] == v["tx_packets"]
+        });
+        if gen_done && drained {
+            return s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "generator never finished: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// A counter of a VR's stats.
