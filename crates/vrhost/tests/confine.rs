@@ -117,6 +117,33 @@ fn region(name: &str) -> Region {
     .unwrap()
 }
 
+/// One probe VR under `confine`, in a region of its own; stopped on drop.
+struct Probe {
+    _vr_bell: Doorbell,
+    procs: Procs,
+    _region: Region,
+    _bell: Doorbell,
+}
+
+impl Probe {
+    fn start(name: &str, confine: Confine) -> Self {
+        let bell = Doorbell::new().unwrap();
+        let region = region(name);
+        let (p, vr_bell) = VrProcess::start(name, 0, &region, &bell, &probe_cmd(confine)).unwrap();
+        Self {
+            _vr_bell: vr_bell,
+            procs: Procs(vec![p]),
+            _region: region,
+            _bell: bell,
+        }
+    }
+
+    /// Its process.
+    fn process(&mut self) -> &mut VrProcess {
+        &mut self.procs.0[0]
+    }
+}
+
 fn ask(p: &VrProcess, req: Value) -> Value {
     p.control()
         .unwrap()
@@ -354,12 +381,9 @@ fn the_cgroup_limits_hold() {
     if !is_root() {
         return;
     }
-    let bell = Doorbell::new().unwrap();
-    let r = region("limits");
-    let mut procs = Procs::default();
-    let (p, _bell) = VrProcess::start("limits", 0, &r, &bell, &probe_cmd(limited())).unwrap();
-    procs.0.push(p);
-    let rep = ask(&procs.0[0], json!({"spin_ms": 1000}));
+    let mut probe = Probe::start("limits", limited());
+    let p = probe.process();
+    let rep = ask(p, json!({"spin_ms": 1000}));
     let (cpu, wall) = (
         rep["spin"]["cpu_ms"].as_u64().unwrap(),
         rep["spin"]["wall_ms"].as_u64().unwrap(),
@@ -369,23 +393,19 @@ fn the_cgroup_limits_hold() {
         "half a core: {cpu} ms of CPU in {wall} ms"
     );
     // Within the limit: fine.
-    ask(&procs.0[0], json!({"alloc": 16u64 << 20}));
+    ask(p, json!({"alloc": 16u64 << 20}));
     // Past it: the kernel kills it.
-    let e = procs.0[0]
+    let e = p
         .control()
         .unwrap()
         .request(&json!({"alloc": 128u64 << 20}), Duration::from_secs(20));
     assert!(e.is_err(), "allocated past its limit: {e:?}");
     let t = Instant::now();
-    while !procs.0[0].has_exited() && t.elapsed() < Duration::from_secs(10) {
+    while !p.has_exited() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(procs.0[0].has_exited());
-    assert!(
-        procs.0[0].exit_status().contains("SIGKILL"),
-        "{}",
-        procs.0[0].exit_status()
-    );
+    assert!(p.has_exited());
+    assert!(p.exit_status().contains("SIGKILL"), "{}", p.exit_status());
 }
 
 /// The built-in router forwards as before when confined (two tenants, a
@@ -661,9 +681,6 @@ fn a_vr_runs_as_its_own_user() {
     if !is_root() {
         return;
     }
-    let bell = Doorbell::new().unwrap();
-    let r = region("own-user");
-    let mut procs = Procs::default();
     let c = Confine {
         user: Some(Ids {
             uid: 4_000_123,
@@ -671,12 +688,8 @@ fn a_vr_runs_as_its_own_user() {
         }),
         ..Confine::strict()
     };
-    procs.0.push(
-        VrProcess::start("own-user", 0, &r, &bell, &probe_cmd(c))
-            .unwrap()
-            .0,
-    );
-    let rep = ask(&procs.0[0], json!({}));
+    let mut probe = Probe::start("own-user", c);
+    let rep = ask(probe.process(), json!({}));
     assert_eq!(rep["status"]["Uid"], "4000123 4000123 4000123 4000123");
     assert_eq!(rep["status"]["Gid"], "4000124 4000124 4000124 4000124");
 }

@@ -21,7 +21,7 @@ use vrhost_packet::build::UdpFrameSpec;
 use vrhost_packet::ipv4::Ipv4Packet;
 use vrhost_proto::{PollConfig, counter};
 use vrhost_sdk::DropReason;
-use vrhost_shm::{Region, RegionConfig, RingId, SlotState};
+use vrhost_shm::{Region, RingId, SlotState};
 
 /// The built-in router on the tests' config, unconfined.
 fn router_cmd() -> VrCommand {
@@ -131,15 +131,7 @@ fn router_vr_forwards_and_counts_bad_frames() {
     let mut worker = Worker::new(ports, one_rule_to(0), PollConfig::default()).unwrap();
     // Room for every frame at once: the pcap port reads as fast as it can,
     // and a full pool would (rightly) drop at ingress.
-    let region = Region::create(
-        "t1",
-        RegionConfig {
-            slot_count: 256,
-            ring_entries: 256,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let region = region("t1", 256);
     let (proc_, bell) = VrProcess::start("t1", 0, &region, worker.bell(), &router_cmd()).unwrap();
     worker.add_vr(VrPath::new(
         "t1",
