@@ -121,7 +121,8 @@ fn region(name: &str) -> Region {
 struct Probe {
     _vr_bell: Doorbell,
     procs: Procs,
-    _region: Region,
+    /// Its region (the host's mapping).
+    region: Region,
     _bell: Doorbell,
 }
 
@@ -133,13 +134,18 @@ impl Probe {
         Self {
             _vr_bell: vr_bell,
             procs: Procs(vec![p]),
-            _region: region,
+            region,
             _bell: bell,
         }
     }
 
     /// Its process.
-    fn process(&mut self) -> &mut VrProcess {
+    fn process(&self) -> &VrProcess {
+        &self.procs.0[0]
+    }
+
+    /// Its process, to ask how it ended.
+    fn process_mut(&mut self) -> &mut VrProcess {
         &mut self.procs.0[0]
     }
 }
@@ -194,14 +200,12 @@ fn a_confined_vr_reaches_nothing_but_its_own() {
     let (sock, tcp_addr) = (&host_sockets.sock, &host_sockets.tcp_addr);
     std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)).unwrap();
 
-    let bell = Doorbell::new().unwrap();
-    let (ra, rb) = (region("probe-a"), region("probe-b"));
-    let mut procs = Procs::default();
-    for (name, r) in [("probe-a", &ra), ("probe-b", &rb)] {
-        let (p, _bell) = VrProcess::start(name, 0, r, &bell, &probe_cmd(limited())).unwrap();
-        procs.0.push(p);
-    }
-    let (a, b) = (&procs.0[0], &procs.0[1]);
+    let probes = [
+        Probe::start("probe-a", limited()),
+        Probe::start("probe-b", limited()),
+    ];
+    let (ra, rb) = (&probes[0].region, &probes[1].region);
+    let (a, b) = (probes[0].process(), probes[1].process());
     let rep_b = ask(b, json!({}));
     let host = std::process::id();
     let opens = [
@@ -313,7 +317,7 @@ fn a_confined_vr_reaches_nothing_but_its_own() {
     for ctl in ["cpu", "cpuset", "memory"] {
         assert!(joined.contains(ctl), "a {ctl} cgroup in {joined}");
     }
-    drop(procs);
+    drop(probes);
     for d in &dirs {
         assert!(!d.exists(), "{} removed with the VR", d.display());
     }
@@ -336,15 +340,12 @@ fn each_wall_holds_without_the_filter() {
         no_new_privs: false,
         ..Confine::strict()
     };
-    let bell = Doorbell::new().unwrap();
-    let (ra, rb) = (region("walls-a"), region("walls-b"));
-    let mut procs = Procs::default();
-    for (name, r) in [("walls-a", &ra), ("walls-b", &rb)] {
-        let (p, _bell) =
-            VrProcess::start(name, 0, r, &bell, &probe_cmd(no_filter.clone())).unwrap();
-        procs.0.push(p);
-    }
-    let (a, b) = (&procs.0[0], &procs.0[1]);
+    let probes = [
+        Probe::start("walls-a", no_filter.clone()),
+        Probe::start("walls-b", no_filter),
+    ];
+    let ra = &probes[0].region;
+    let (a, b) = (probes[0].process(), probes[1].process());
     let rep_b = ask(b, json!({}));
     let other = format!("/proc/{}/fd/{}", b.pid(), region_fd(&rep_b));
     let host = format!("/proc/{}/fd/{}", std::process::id(), ra.fd().as_raw_fd());
@@ -363,12 +364,8 @@ fn each_wall_holds_without_the_filter() {
     assert_eq!(errno_of(&rep, "tcp", tcp_addr), libc::ENETUNREACH as i64);
 
     // And an unconfined VR does reach them (the probe sees what it claims).
-    let mut free = Procs::default();
-    let rc = region("walls-free");
-    let (p, _bell) =
-        VrProcess::start("walls-free", 0, &rc, &bell, &probe_cmd(Confine::default())).unwrap();
-    free.0.push(p);
-    let rep = ask(&free.0[0], json!({"unix": [&sock], "tcp": [&tcp_addr]}));
+    let free = Probe::start("walls-free", Confine::default());
+    let rep = ask(free.process(), json!({"unix": [&sock], "tcp": [&tcp_addr]}));
     assert_eq!(errno_of(&rep, "unix", sock.to_str().unwrap()), 0);
     assert_eq!(errno_of(&rep, "tcp", tcp_addr), 0);
 }
@@ -382,7 +379,7 @@ fn the_cgroup_limits_hold() {
         return;
     }
     let mut probe = Probe::start("limits", limited());
-    let p = probe.process();
+    let p = probe.process_mut();
     let rep = ask(p, json!({"spin_ms": 1000}));
     let (cpu, wall) = (
         rep["spin"]["cpu_ms"].as_u64().unwrap(),
@@ -688,7 +685,7 @@ fn a_vr_runs_as_its_own_user() {
         }),
         ..Confine::strict()
     };
-    let mut probe = Probe::start("own-user", c);
+    let probe = Probe::start("own-user", c);
     let rep = ask(probe.process(), json!({}));
     assert_eq!(rep["status"]["Uid"], "4000123 4000123 4000123 4000123");
     assert_eq!(rep["status"]["Gid"], "4000124 4000124 4000124 4000124");
