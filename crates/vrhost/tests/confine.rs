@@ -732,7 +732,7 @@ fn a_daemon_started_by_ip_netns_exec_confines_its_vrs() {
         slots: Some(256),
         memory: Some("64M".into()),
         cpu_quota: Some(0.5),
-        ..common::config::router("limited", 1)
+        ..common::Lab::router("limited", 1)
     };
     let config = common::Lab::ports()
         .with_vr(limited, 1)

@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, Lab, TempDir, config, count, vr};
+use common::{Daemon, Lab, TempDir, count, vr};
 use serde_json::{Value, json};
 use vrhost_api::VrSpec;
 
@@ -28,7 +28,7 @@ const PPS: u64 = 5_000;
 fn config(report: &std::path::Path) -> String {
     let evil = VrSpec {
         quarantine_after: Some(0),
-        ..config::testvr(
+        ..Lab::program(
             "evil",
             "vr-hostile",
             128,

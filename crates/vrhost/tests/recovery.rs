@@ -17,7 +17,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Daemon, Lab, config, count, vr};
+use common::{Daemon, Lab, count, vr};
 use serde_json::{Value, json};
 use vrhost_api::Rule;
 
@@ -147,7 +147,7 @@ const PANIC_AT: u64 = 3000;
 /// a as above, and p, the probe VR (a bridge) told to panic on its
 /// `PANIC_AT`-th frame.
 fn panic_config() -> String {
-    let p = config::testvr("p", "vr-probe", 256, json!({ "panic_at": PANIC_AT }));
+    let p = Lab::program("p", "vr-probe", 256, json!({ "panic_at": PANIC_AT }));
     config(0).without_vr("b").with_vr(p, 2).to_toml()
 }
 
@@ -197,7 +197,7 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
 /// VR b of [`config`], as a `vrhost vr add` file, with its rule and the
 /// route the generator's frames for it need.
 fn b_file() -> String {
-    let mut b = config::router("b", 2);
+    let mut b = Lab::router("b", 2);
     b.rules = vec![Rule {
         port: Some("gen".into()),
         dst: Some("10.2.0.0/16".into()),

@@ -94,12 +94,12 @@ impl Lab {
 
     /// Router VR `a` on network 1.
     pub fn one_vr() -> Self {
-        Self::ports().with_vr(router("a", 1), 1)
+        Self::ports().with_vr(Self::router("a", 1), 1)
     }
 
     /// Router VRs `a` on network 1 and `b` on network 2.
     pub fn two_vrs() -> Self {
-        Self::one_vr().with_vr(router("b", 2), 2)
+        Self::one_vr().with_vr(Self::router("b", 2), 2)
     }
 
     /// `vr` added on network `net`: its rule, and the generator's frames to
@@ -166,53 +166,53 @@ impl Lab {
     fn traffic(&mut self) -> &mut Traffic {
         self.ports[0].traffic.as_mut().unwrap()
     }
-}
 
-/// Router VR `name` on network `net` (see the module doc), 512 slots: its
-/// vNIC 1 is 10.9.`net`.1/24 on `out`, and its one route, 10.`net`.0.0/16,
-/// goes via 10.9.`net`.2. MACs: 02:00:00:0X:0V:01 for vNIC V, X =
-/// 9 + `net` (a: 0a, b: 0b); the next hop's 02:00:00:00:99:0(`net`+1).
-pub fn router(name: &str, net: u8) -> VrSpec {
-    let x = 9 + net;
-    VrSpec {
-        name: name.into(),
-        slots: Some(512),
-        vnics: vec![
-            Vnic {
-                port: "gen".into(),
-                mac: Some(format!("02:00:00:{x:02x}:00:01")),
-                addrs: vec![format!("10.{net}.0.1/24")],
-            },
-            Vnic {
-                port: "out".into(),
-                mac: Some(format!("02:00:00:{x:02x}:01:01")),
-                addrs: vec![format!("10.9.{net}.1/24")],
-            },
-        ],
-        router: Some(json!({
-            "routes": [{ "prefix": format!("10.{net}.0.0/16"), "via": format!("10.9.{net}.2") }],
-            "neighbours": [{ "ip": format!("10.9.{net}.2"), "mac": format!("02:00:00:00:99:{:02x}", net + 1) }],
-        })),
-        ..VrSpec::default()
+    /// Router VR `name` on network `net` (see the module doc), 512 slots: its
+    /// vNIC 1 is 10.9.`net`.1/24 on `out`, and its one route, 10.`net`.0.0/16,
+    /// goes via 10.9.`net`.2. MACs: 02:00:00:0X:0V:01 for vNIC V, X =
+    /// 9 + `net` (a: 0a, b: 0b); the next hop's 02:00:00:00:99:0(`net`+1).
+    pub fn router(name: &str, net: u8) -> VrSpec {
+        let x = 9 + net;
+        VrSpec {
+            name: name.into(),
+            slots: Some(512),
+            vnics: vec![
+                Vnic {
+                    port: "gen".into(),
+                    mac: Some(format!("02:00:00:{x:02x}:00:01")),
+                    addrs: vec![format!("10.{net}.0.1/24")],
+                },
+                Vnic {
+                    port: "out".into(),
+                    mac: Some(format!("02:00:00:{x:02x}:01:01")),
+                    addrs: vec![format!("10.9.{net}.1/24")],
+                },
+            ],
+            router: Some(json!({
+                "routes": [{ "prefix": format!("10.{net}.0.0/16"), "via": format!("10.9.{net}.2") }],
+                "neighbours": [{ "ip": format!("10.9.{net}.2"), "mac": format!("02:00:00:00:99:{:02x}", net + 1) }],
+            })),
+            ..VrSpec::default()
+        }
     }
-}
 
-/// A VR running `vrhost-testvr ARG` with vNICs on `gen` and `out`, and
-/// `config` as its own config.
-pub fn testvr(name: &str, arg: &str, slots: u32, config: Value) -> VrSpec {
-    VrSpec {
-        name: name.into(),
-        kind: Some("program".into()),
-        program: Some(super::testvr().display().to_string()),
-        args: vec![arg.into()],
-        slots: Some(slots),
-        vnics: ["gen", "out"]
-            .map(|port| Vnic {
-                port: port.into(),
-                ..Vnic::default()
-            })
-            .into(),
-        config: Some(config),
-        ..VrSpec::default()
+    /// A VR running `vrhost-testvr ARG` with vNICs on `gen` and `out`, and
+    /// `config` as its own config.
+    pub fn program(name: &str, arg: &str, slots: u32, config: Value) -> VrSpec {
+        VrSpec {
+            name: name.into(),
+            kind: Some("program".into()),
+            program: Some(super::testvr().display().to_string()),
+            args: vec![arg.into()],
+            slots: Some(slots),
+            vnics: ["gen", "out"]
+                .map(|port| Vnic {
+                    port: port.into(),
+                    ..Vnic::default()
+                })
+                .into(),
+            config: Some(config),
+            ..VrSpec::default()
+        }
     }
 }
