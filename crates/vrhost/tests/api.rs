@@ -6,11 +6,14 @@
 //! `promtool check metrics`, and the VRs a change does not touch lose no
 //! packet while VRs are added, changed and removed beside them.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::daemon::run;
+use common::{Daemon, Lab, TempDir, vr, wait_drained};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
@@ -19,102 +22,94 @@ use serde_json::{Value, json};
 const FRAMES: u64 = 60_000;
 const PPS: u64 = 10_000;
 
-fn config(dir: &Path) -> PathBuf {
-    let src = format!(
-        r#"
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17", "10.2.128.0/17"]
-pps = {PPS}
-limit = {FRAMES}
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "a"
-slots = 512
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
-neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
-
-[[vrs]]
-name = "b"
-slots = 512
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0b:01:01", addrs = ["10.9.2.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.2.0.0/16", via = "10.9.2.2" }}]
-neighbours = [{{ ip = "10.9.2.2", mac = "02:00:00:00:99:03" }}]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-
-[[rules]]
-port = "gen"
-dst = "10.2.0.0/16"
-vr = "b"
-"#
-    );
-    let p = dir.join("daemon.toml");
-    std::fs::write(&p, src).unwrap();
-    p
+/// VRs a and b, paced.
+fn config() -> String {
+    Lab::two_vrs().paced(PPS).limit(FRAMES).to_toml()
 }
 
-/// The daemon, killed when dropped.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
+/// Where an [`Http`] client connects.
+enum Target {
+    /// The daemon's API socket.
+    Unix(PathBuf),
+    /// Its API on 127.0.0.1 at this port.
+    Tcp(u16),
+}
+
+/// `req` on a new HTTP/1 connection over `stream`.
+async fn exchange<S>(
+    stream: S,
+    req: hyper::Request<Full<Bytes>>,
+) -> hyper::Result<hyper::Response<hyper::body::Incoming>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    send.send_request(req).await
+}
+
+/// An HTTP/1 client of the daemon's API, a connection per request.
+struct Http {
+    to: Target,
     rt: tokio::runtime::Runtime,
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    fn start(dir: &Path) -> Self {
-        let sock = dir.join("api.sock");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vrhost"))
-            .args(["daemon", "--stats-secs", "0", "--api"])
-            .arg(&sock)
-            .arg("--config")
-            .arg(config(dir))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("daemon: {l}");
-                if l.starts_with("vrhost daemon:") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("the daemon did not start");
+impl Http {
+    fn new(to: Target) -> Self {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        Self { child, sock, rt }
+        Self { to, rt }
+    }
+
+    /// One request with `headers`; returns status, Content-Type and body
+    /// bytes.
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> (u16, String, Vec<u8>) {
+        self.rt.block_on(async {
+            let host = match &self.to {
+                Target::Unix(_) => "localhost".to_string(),
+                Target::Tcp(port) => format!("127.0.0.1:{port}"),
+            };
+            let mut req = hyper::Request::builder()
+                .method(method)
+                .uri(format!("http://{host}{path}"));
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            let req = req
+                .body(Full::new(Bytes::from(body.unwrap_or_default())))
+                .unwrap();
+            let resp = match &self.to {
+                Target::Unix(sock) => {
+                    exchange(tokio::net::UnixStream::connect(sock).await.unwrap(), req).await
+                }
+                Target::Tcp(port) => {
+                    let s = tokio::net::TcpStream::connect(("127.0.0.1", *port));
+                    exchange(s.await.unwrap(), req).await
+                }
+            };
+            // A server that refuses a huge body may answer and close
+            // before the client has written it all: status 0.
+            let Ok(resp) = resp else {
+                return (0, String::new(), Vec::new());
+            };
+            let status = resp.status().as_u16();
+            let ct = resp
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            (status, ct, bytes.to_vec())
+        })
     }
 
     /// One request; returns status and body bytes.
@@ -132,36 +127,11 @@ impl Daemon {
         content_type: Option<&str>,
         body: Option<Vec<u8>>,
     ) -> (u16, String, Vec<u8>) {
-        self.rt.block_on(async {
-            let s = tokio::net::UnixStream::connect(&self.sock).await.unwrap();
-            let (mut send, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(s))
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
-            let mut req = hyper::Request::builder()
-                .method(method)
-                .uri(format!("http://localhost{path}"));
-            if let Some(t) = content_type {
-                req = req.header("content-type", t);
-            }
-            let req = req
-                .body(Full::new(Bytes::from(body.unwrap_or_default())))
-                .unwrap();
-            // A server that refuses a huge body may answer and close
-            // before the client has written it all: status 0.
-            let Ok(resp) = send.send_request(req).await else {
-                return (0, String::new(), Vec::new());
-            };
-            let status = resp.status().as_u16();
-            let ct = resp
-                .headers()
-                .get("content-type")
-                .map(|v| v.to_str().unwrap().to_string())
-                .unwrap_or_default();
-            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-            (status, ct, bytes.to_vec())
-        })
+        let headers: Vec<_> = content_type
+            .map(|t| ("content-type", t))
+            .into_iter()
+            .collect();
+        self.send(method, path, &headers, body)
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -231,14 +201,14 @@ impl Contract {
 
 /// A request and the documented path template it exercises.
 struct Api<'a> {
-    d: &'a Daemon,
+    http: &'a Http,
     c: &'a Contract,
     hit: std::cell::RefCell<std::collections::BTreeSet<(String, String)>>,
 }
 
 impl Api<'_> {
     fn call(&self, method: &str, template: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let (st, v) = self.d.call(method, path, body);
+        let (st, v) = self.http.call(method, path, body);
         let m = method.to_lowercase();
         self.c.check(template, &m, st, &v);
         self.hit.borrow_mut().insert((m, template.to_string()));
@@ -270,22 +240,13 @@ impl Api<'_> {
     }
 }
 
-fn vr<'a>(stats: &'a Value, name: &str) -> &'a Value {
-    stats["vrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == name)
-        .unwrap_or_else(|| panic!("no VR {name} in {stats}"))
-}
-
 #[test]
 fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
-    let dir = tempdir("contract");
-    let d = Daemon::start(&dir);
+    let d = Daemon::start("api-contract", &config());
+    let http = Http::new(Target::Unix(d.sock.clone()));
     let c = Contract::load();
     let api = Api {
-        d: &d,
+        http: &http,
         c: &c,
         hit: Default::default(),
     };
@@ -609,20 +570,20 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
         api.refused(m, t, p, b, want);
     }
     // A huge body.
-    let (st, v) = d.raw("POST", "/v1/vrs", Some(vec![b' '; 4 << 20]));
+    let (st, v) = http.raw("POST", "/v1/vrs", Some(vec![b' '; 4 << 20]));
     assert!(st == 413 || st == 0, "{st} {}", String::from_utf8_lossy(&v));
-    let (st, v) = d.raw("POST", "/v1/vrs", Some(vec![b' '; (1 << 20) + 10]));
+    let (st, v) = http.raw("POST", "/v1/vrs", Some(vec![b' '; (1 << 20) + 10]));
     assert!(st == 413 || st == 0, "{st} {}", String::from_utf8_lossy(&v));
-    let (st, _) = d.raw("POST", "/v1/vrs", Some(b"{\"name\": \"\xff\"}".to_vec()));
+    let (st, _) = http.raw("POST", "/v1/vrs", Some(b"{\"name\": \"\xff\"}".to_vec()));
     assert_eq!(st, 400);
     let after = api.ok("GET", "/v1/config", "/v1/config", None, 200);
     assert_eq!(before, after, "refused requests changed the config");
-    contract_slips(&d, &api);
+    contract_slips(&http, &api);
     let after = api.ok("GET", "/v1/config", "/v1/config", None, 200);
     assert_eq!(before["toml"], after["toml"]);
 
     // Apply the whole file: dry run, then for real; c goes away.
-    let file = std::fs::read_to_string(dir.join("daemon.toml")).unwrap();
+    let file = std::fs::read_to_string(d.config_file()).unwrap();
     let r = api.ok(
         "POST",
         "/v1/apply",
@@ -656,7 +617,7 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
     api.ok("DELETE", "/v1/vrs/{name}", "/v1/vrs/c", None, 204);
 
     // Metrics: a real parser accepts them.
-    let (st, m) = d.raw("GET", "/metrics", None);
+    let (st, m) = http.raw("GET", "/metrics", None);
     assert_eq!(st, 200);
     api.hit
         .borrow_mut()
@@ -664,7 +625,7 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
     let m = String::from_utf8(m).unwrap();
     assert!(m.contains("vrhost_vr_tx_packets_total{vr=\"a\"}"), "{m}");
     promtool_check(&m);
-    let (st, ct, doc) = d.typed("GET", "/v1/openapi.yaml", None, None);
+    let (st, ct, doc) = http.typed("GET", "/v1/openapi.yaml", None, None);
     assert_eq!(st, 200);
     assert_eq!(ct, "application/yaml");
     let doc: Value = serde_yaml::from_slice(&doc).unwrap();
@@ -698,21 +659,9 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
 
     // The VRs nobody touched lost nothing: once the generator is done and
     // the rings are empty, everything given to them came out.
-    let t = Instant::now();
-    let s = loop {
-        let s = api.ok("GET", "/v1/stats", "/v1/stats", None, 200);
-        let gen_done = s["ports"][0]["rx_packets"].as_u64() == Some(FRAMES);
-        let a = &vr(&s, "a")["stats"];
-        let b = &vr(&s, "b")["stats"];
-        if gen_done && a["rx_packets"] == a["tx_packets"] && b["rx_packets"] == b["tx_packets"] {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "generator never finished: {s}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = wait_drained(&["a", "b"], FRAMES, || {
+        api.ok("GET", "/v1/stats", "/v1/stats", None, 200)
+    });
     // Everything the VRs accepted came out (the loop above waited for
     // rx == tx), nothing was dropped inside or at the out port, and every
     // generated frame is accounted for. Frames the host could not hand to
@@ -740,14 +689,12 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
     }
     // The generator sends only to a's and b's prefixes.
     assert_eq!(total, FRAMES, "{s}");
-    drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The slips of issue 25: each refused with a 4xx whose message names the
 /// JSON field (never the daemon's TOML rendering or a host path), or taken
 /// as the document says. Leaves the config as it found it.
-fn contract_slips(d: &Daemon, api: &Api) {
+fn contract_slips(http: &Http, api: &Api) {
     // A body that is not sent as JSON is refused, whatever it holds (an
     // apply of `{"toml": ""}` as text/plain wiped the config).
     for ct in [
@@ -756,13 +703,13 @@ fn contract_slips(d: &Daemon, api: &Api) {
         Some("application/x-www-form-urlencoded"),
         None,
     ] {
-        let (st, _, b) = d.typed("POST", "/v1/apply", ct, Some(br#"{"toml":""}"#.to_vec()));
+        let (st, _, b) = http.typed("POST", "/v1/apply", ct, Some(br#"{"toml":""}"#.to_vec()));
         let v: Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(st, 415, "{ct:?}: {v}");
         assert_eq!(v["error"]["code"], "unsupported_media_type", "{v}");
         api.c.check("/v1/apply", "post", st, &v);
     }
-    let (st, _, _) = d.typed(
+    let (st, _, _) = http.typed(
         "POST",
         "/v1/apply",
         Some("application/json; charset=utf-8"),
@@ -925,8 +872,9 @@ fn refused_with(
 /// refuses to serve TCP at all.
 #[test]
 fn tcp_needs_a_bearer_token() {
-    let dir = tempdir("tcp");
-    let cfg = config(&dir);
+    let dir = TempDir::new("api-tcp-refused");
+    let cfg = dir.path().join("daemon.toml");
+    std::fs::write(&cfg, config()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
         .args([
             "daemon",
@@ -945,67 +893,21 @@ fn tcp_needs_a_bearer_token() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let token = dir.join("token");
-    std::fs::write(&token, "s3cret-token-of-enough-length\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vrhost"))
-        .args(["daemon", "--stats-secs", "0", "--api", "none", "--api-tcp"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--token-file")
-        .arg(&token)
-        .arg("--config")
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(err).lines();
-    assert!(
-        lines
-            .by_ref()
-            .map_while(Result::ok)
-            .any(|l| l.starts_with("vrhost daemon:")),
-        "the daemon did not start"
-    );
-    std::thread::spawn(move || lines.for_each(drop));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    const TOKEN: &str = "s3cret-token-of-enough-length";
+    let d = Daemon::start_tcp("api-tcp", &config(), TOKEN);
+    let port = d.tcp_port.unwrap();
+    let http = Http::new(Target::Tcp(port));
     let get = |auth: Option<&str>| -> (u16, String) {
-        rt.block_on(async {
-            let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .unwrap();
-            let (mut send, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(s))
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
-            let mut req =
-                hyper::Request::builder().uri(format!("http://127.0.0.1:{port}/v1/health"));
-            if let Some(a) = auth {
-                req = req.header("authorization", a);
-            }
-            let resp = send
-                .send_request(req.body(Full::new(Bytes::new())).unwrap())
-                .await
-                .unwrap();
-            let st = resp.status().as_u16();
-            let b = resp.into_body().collect().await.unwrap().to_bytes();
-            (st, String::from_utf8_lossy(&b).into_owned())
-        })
+        let headers: Vec<_> = auth.map(|a| ("authorization", a)).into_iter().collect();
+        let (st, _, b) = http.send("GET", "/v1/health", &headers, None);
+        (st, String::from_utf8_lossy(&b).into_owned())
     };
     let (st, body) = get(None);
     assert_eq!(st, 401, "{body}");
     assert!(body.contains("unauthorized"), "{body}");
     let (st, body) = get(Some("Bearer wrong"));
     assert_eq!(st, 401, "{body}");
-    let (st, body) = get(Some("Bearer s3cret-token-of-enough-length"));
+    let (st, body) = get(Some(&format!("Bearer {TOKEN}")));
     assert_eq!(st, 200, "{body}");
     // The CLI takes the address as --api-tcp does, with or without the
     // scheme.
@@ -1014,13 +916,7 @@ fn tcp_needs_a_bearer_token() {
         format!("http://127.0.0.1:{port}"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
-            .args([
-                "health",
-                "--api",
-                &api,
-                "--token",
-                "s3cret-token-of-enough-length",
-            ])
+            .args(["health", "--api", &api, "--token", TOKEN])
             .output()
             .unwrap();
         assert!(
@@ -1029,9 +925,6 @@ fn tcp_needs_a_bearer_token() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn promtool_check(text: &str) {
@@ -1053,52 +946,29 @@ fn promtool_check(text: &str) {
     );
 }
 
-fn tempdir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vrhost-api-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// `vrhost ARGS --api SOCK`: exit status, stdout, stderr.
-fn cli(sock: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
-        .args(args)
-        .arg("--api")
-        .arg(sock)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// The CLI is a client of the API: tables, `-o json`, route import in
 /// bulk, and a non-zero exit with the daemon's message on a refusal.
 #[test]
 fn cli_drives_a_running_daemon() {
-    let dir = tempdir("cli");
-    let d = Daemon::start(&dir);
+    let d = Daemon::start("api-cli", &config());
     let s = d.sock.clone();
 
-    let (ok, out, err) = cli(&s, &["vr", "list"]);
+    let (ok, out, err) = run(&s, &["vr", "list"]);
     assert!(ok, "{err}");
     assert!(
         out.lines().any(|l| l.starts_with("a ")) && out.lines().any(|l| l.starts_with("b ")),
         "{out}"
     );
-    let (ok, _, err) = cli(&s, &["vr", "show", "nosuch"]);
+    let (ok, _, err) = run(&s, &["vr", "show", "nosuch"]);
     assert!(!ok);
     assert!(err.contains("no VR") && err.contains("not_found"), "{err}");
 
-    let (ok, _, err) = cli(
+    let (ok, _, err) = run(
         &s,
         &["route", "add", "a", "192.0.2.0/24", "via", "10.9.1.2"],
     );
     assert!(ok, "{err}");
-    let (ok, _, err) = cli(
+    let (ok, _, err) = run(
         &s,
         &["route", "add", "a", "198.51.100.0/24", "via", "10.77.0.1"],
     );
@@ -1106,7 +976,7 @@ fn cli_drives_a_running_daemon() {
     assert!(err.contains("no connected subnet"), "{err}");
 
     // A route file of 25,000 routes, in three bulk requests.
-    let file = dir.join("routes.txt");
+    let file = d.dir().join("routes.txt");
     let text: String = (0..25_000u32)
         .map(|i| {
             format!(
@@ -1118,7 +988,7 @@ fn cli_drives_a_running_daemon() {
         })
         .collect();
     std::fs::write(&file, text).unwrap();
-    let (ok, out, err) = cli(
+    let (ok, out, err) = run(
         &s,
         &[
             "route",
@@ -1137,36 +1007,31 @@ fn cli_drives_a_running_daemon() {
     assert_eq!(r["api_routes"], 25_001, "{r}");
     assert!(r["routes_per_second"].as_f64().unwrap() > 0.0, "{r}");
 
-    let (ok, out, err) = cli(&s, &["route", "list", "a", "-o", "json", "--limit", "3"]);
+    let (ok, out, err) = run(&s, &["route", "list", "a", "-o", "json", "--limit", "3"]);
     assert!(ok, "{err}");
     let page: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(page["total"], 25_001);
-    let (ok, _, err) = cli(&s, &["route", "del", "a", "192.0.2.0/24"]);
+    let (ok, _, err) = run(&s, &["route", "del", "a", "192.0.2.0/24"]);
     assert!(ok, "{err}");
 
-    let (ok, out, err) = cli(&s, &["stats", "-o", "json"]);
+    let (ok, out, err) = run(&s, &["stats", "-o", "json"]);
     assert!(ok, "{err}");
     let st: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(st["vrs"].as_array().unwrap().len(), 2);
-    let (ok, out, err) = cli(
+    let (ok, out, err) = run(
         &s,
-        &[
-            "apply",
-            dir.join("daemon.toml").to_str().unwrap(),
-            "--dry-run",
-        ],
+        &["apply", d.config_file().to_str().unwrap(), "--dry-run"],
     );
     assert!(ok, "{err}");
     assert!(out.contains('a') && out.contains('b'), "{out}");
-    let (ok, out, _) = cli(&s, &["top", "--once"]);
+    let (ok, out, _) = run(&s, &["top", "--once"]);
     assert!(ok);
     assert!(out.contains('a'), "{out}");
     drop(d);
-    let (ok, _, err) = cli(&s, &["health"]);
+    let (ok, _, err) = run(&s, &["health"]);
     assert!(!ok);
     assert!(
         err.contains("not running") || err.contains("nothing listens"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

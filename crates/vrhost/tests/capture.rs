@@ -6,143 +6,27 @@
 //! captured one is not touched. What a full-rate capture costs the VR
 //! beside it is measured by `vrhost bench capture`.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{Daemon, Lab, vr_stats, wait_drained};
 use serde_json::Value;
 
 /// Frames the generator sends in all (at `PPS`, about 10 s).
 const FRAMES: u64 = 100_000;
 const PPS: u64 = 10_000;
 
-/// Two router VRs: a gets 10.1.128.0/17, b 10.2.128.0/17. `pps` None: as
-/// fast as the worker takes frames.
-fn config(dir: &Path, pps: Option<u64>, limit: Option<u64>) -> PathBuf {
-    let pace = pps.map_or(String::new(), |p| format!("pps = {p}\n"));
-    let limit = limit.map_or(String::new(), |l| format!("limit = {l}\n"));
-    let src = format!(
-        r#"
-[host]
-cpu = 1
-
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17", "10.2.128.0/17"]
-{pace}{limit}
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "a"
-slots = 512
-cpu = 0
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
-neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
-
-[[vrs]]
-name = "b"
-slots = 512
-cpu = 0
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0b:01:01", addrs = ["10.9.2.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.2.0.0/16", via = "10.9.2.2" }}]
-neighbours = [{{ ip = "10.9.2.2", mac = "02:00:00:00:99:03" }}]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-
-[[rules]]
-port = "gen"
-dst = "10.2.0.0/16"
-vr = "b"
-"#
-    );
-    let p = dir.join("daemon.toml");
-    std::fs::write(&p, src).unwrap();
-    p
-}
-
-/// The daemon, killed when dropped.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Two router VRs: a gets 10.1.128.0/17, b 10.2.128.0/17, both on core 0,
+/// the host worker on core 1.
+fn config() -> String {
+    let mut lab = Lab::two_vrs().paced(PPS).limit(FRAMES).with_host_cpu(1);
+    for vr in &mut lab.vrs {
+        vr.cpu = Some(0);
     }
-}
-
-impl Daemon {
-    fn start(dir: &Path, pps: Option<u64>, limit: Option<u64>) -> Self {
-        let sock = dir.join("api.sock");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vrhost"))
-            .args(["daemon", "--stats-secs", "0", "--api"])
-            .arg(&sock)
-            .arg("--config")
-            .arg(config(dir, pps, limit))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("daemon: {l}");
-                if l.starts_with("vrhost daemon:") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("the daemon did not start");
-        Self { child, sock }
-    }
-
-    /// `vrhost ARGS --api SOCK`, not yet started.
-    fn cli(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_vrhost"));
-        c.args(args).arg("--api").arg(&self.sock);
-        c
-    }
-
-    fn stats(&self) -> Value {
-        let out = self.cli(&["stats", "-o", "json"]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-fn vr<'a>(stats: &'a Value, name: &str) -> &'a Value {
-    stats["vrs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == name)
-        .map(|v| &v["stats"])
-        .unwrap_or_else(|| panic!("no VR {name} in {stats}"))
+    lab.to_toml()
 }
 
 fn n(v: &Value) -> u64 {
@@ -199,12 +83,12 @@ fn dst(line: &str) -> std::net::Ipv4Addr {
 
 #[test]
 fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
-    let dir = tempdir("capture");
-    let d = Daemon::start(&dir, Some(PPS), Some(FRAMES));
+    let d = Daemon::start("capture", &config());
+    let dir = d.dir().to_path_buf();
     let t = Instant::now();
     loop {
         let s = d.stats();
-        if n(&vr(&s, "a")["tx_packets"]) > 100 && n(&vr(&s, "b")["tx_packets"]) > 100 {
+        if n(&vr_stats(&s, "a")["tx_packets"]) > 100 && n(&vr_stats(&s, "b")["tx_packets"]) > 100 {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(30), "no traffic: {s}");
@@ -439,20 +323,7 @@ fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let s = loop {
-        let s = d.stats();
-        let gen_done = n(&s["ports"][0]["rx_packets"]) == FRAMES;
-        let (a, b) = (vr(&s, "a"), vr(&s, "b"));
-        if gen_done && a["rx_packets"] == a["tx_packets"] && b["rx_packets"] == b["tx_packets"] {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "generator never finished: {s}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let s = wait_drained(&["a", "b"], FRAMES, || d.stats());
     // Ctrl-C: the client prints its summary and exits.
     let st = Command::new("kill")
         .args(["-INT", &all_b.id().to_string()])
@@ -468,7 +339,7 @@ fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
     };
     let written = count(" frames captured");
     let not_kept = count(" frames of b not kept by the daemon (no free capture buffer)");
-    let (b0, b1) = (vr(&before, "b"), vr(&s, "b"));
+    let (b0, b1) = (vr_stats(&before, "b"), vr_stats(&s, "b"));
     let offered = 2 * (n(&b1["tx_packets"]) - n(&b0["tx_packets"]));
     assert!(written > 0, "the capture of b wrote nothing: {err}");
     assert_eq!(
@@ -480,25 +351,16 @@ fn capture_filters_counts_detaches_and_leaves_the_other_vr_alone() {
         written + not_kept <= offered,
         "{written} written + {not_kept} not kept > {offered} frames of b in and out"
     );
-    let (a0, a1) = (vr(&before, "a"), vr(&s, "a"));
+    let (a0, a1) = (vr_stats(&before, "a"), vr_stats(&s, "a"));
     assert!(
         n(&a1["tx_packets"]) > n(&a0["tx_packets"]),
         "a forwarded during b's capture"
     );
     let mut total = 0;
     for name in ["a", "b"] {
-        let st = vr(&s, name);
+        let st = vr_stats(&s, name);
         assert_eq!(drops(st), 0, "VR {name} dropped frames: {st}");
         total += n(&st["tx_packets"]);
     }
     assert_eq!(total, FRAMES, "{s}");
-    drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn tempdir(what: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("vrhost-{what}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }

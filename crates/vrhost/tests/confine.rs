@@ -16,15 +16,12 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::datapath::{router_cmd, router_path, run_until_both_forward, two_tenant_worker};
 use serde_json::{Value, json};
 use vrhost_host::confine::{Confine, Ids};
 use vrhost_host::spawn::SpawnError;
-use vrhost_host::{Backend, Classifier, Hurry, Match, Rule, VrCommand, VrPath, VrProcess, Worker};
-use vrhost_io::Port;
-use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
-use vrhost_io::null::NullPort;
+use vrhost_host::{Hurry, VrCommand, VrProcess};
 use vrhost_proto::PollConfig;
-use vrhost_router::RouterConfig;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
 
 fn is_root() -> bool {
@@ -51,6 +48,34 @@ impl TestDir {
 impl Drop for TestDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A unix socket and a loopback TCP listener of the host: what a VR must
+/// not reach.
+struct HostSockets {
+    /// The unix socket, in a root-only directory.
+    sock: PathBuf,
+    /// The TCP listener's address.
+    tcp_addr: String,
+    _unix: UnixListener,
+    _tcp: TcpListener,
+    _dir: TestDir,
+}
+
+impl HostSockets {
+    fn new(tag: &str) -> Self {
+        let dir = TestDir::new(tag);
+        let sock = dir.0.join("api.sock");
+        let unix = UnixListener::bind(&sock).unwrap();
+        let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        Self {
+            sock,
+            tcp_addr: tcp.local_addr().unwrap().to_string(),
+            _unix: unix,
+            _tcp: tcp,
+            _dir: dir,
+        }
     }
 }
 
@@ -90,6 +115,39 @@ fn region(name: &str) -> Region {
         },
     )
     .unwrap()
+}
+
+/// One probe VR under `confine`, in a region of its own; stopped on drop.
+struct Probe {
+    _vr_bell: Doorbell,
+    procs: Procs,
+    /// Its region (the host's mapping).
+    region: Region,
+    _bell: Doorbell,
+}
+
+impl Probe {
+    fn start(name: &str, confine: Confine) -> Self {
+        let bell = Doorbell::new().unwrap();
+        let region = region(name);
+        let (p, vr_bell) = VrProcess::start(name, 0, &region, &bell, &probe_cmd(confine)).unwrap();
+        Self {
+            _vr_bell: vr_bell,
+            procs: Procs(vec![p]),
+            region,
+            _bell: bell,
+        }
+    }
+
+    /// Its process.
+    fn process(&self) -> &VrProcess {
+        &self.procs.0[0]
+    }
+
+    /// Its process, to ask how it ended.
+    fn process_mut(&mut self) -> &mut VrProcess {
+        &mut self.procs.0[0]
+    }
 }
 
 fn ask(p: &VrProcess, req: Value) -> Value {
@@ -138,21 +196,16 @@ fn a_confined_vr_reaches_nothing_but_its_own() {
     if !is_root() {
         return;
     }
-    let dir = TestDir::new("host-sockets");
-    let sock = dir.0.join("api.sock");
-    let _unix = UnixListener::bind(&sock).unwrap();
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let tcp_addr = tcp.local_addr().unwrap().to_string();
+    let host_sockets = HostSockets::new("host-sockets");
+    let (sock, tcp_addr) = (&host_sockets.sock, &host_sockets.tcp_addr);
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)).unwrap();
 
-    let bell = Doorbell::new().unwrap();
-    let (ra, rb) = (region("probe-a"), region("probe-b"));
-    let mut procs = Procs::default();
-    for (name, r) in [("probe-a", &ra), ("probe-b", &rb)] {
-        let (p, _bell) = VrProcess::start(name, 0, r, &bell, &probe_cmd(limited())).unwrap();
-        procs.0.push(p);
-    }
-    let (a, b) = (&procs.0[0], &procs.0[1]);
+    let probes = [
+        Probe::start("probe-a", limited()),
+        Probe::start("probe-b", limited()),
+    ];
+    let (ra, rb) = (&probes[0].region, &probes[1].region);
+    let (a, b) = (probes[0].process(), probes[1].process());
     let rep_b = ask(b, json!({}));
     let host = std::process::id();
     let opens = [
@@ -183,7 +236,7 @@ fn a_confined_vr_reaches_nothing_but_its_own() {
         errno_of(&rep, "unix", sock.to_str().unwrap()),
         libc::EPERM as i64
     );
-    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), libc::EPERM as i64);
+    assert_eq!(errno_of(&rep, "tcp", tcp_addr), libc::EPERM as i64);
 
     // Descriptors: stdio, the control socket, then the hello's region and
     // two doorbells; nothing of the host's.
@@ -264,7 +317,7 @@ fn a_confined_vr_reaches_nothing_but_its_own() {
     for ctl in ["cpu", "cpuset", "memory"] {
         assert!(joined.contains(ctl), "a {ctl} cgroup in {joined}");
     }
-    drop(procs);
+    drop(probes);
     for d in &dirs {
         assert!(!d.exists(), "{} removed with the VR", d.display());
     }
@@ -280,25 +333,19 @@ fn each_wall_holds_without_the_filter() {
     if !is_root() {
         return;
     }
-    let dir = TestDir::new("walls");
-    let sock = dir.0.join("api.sock");
-    let _unix = UnixListener::bind(&sock).unwrap();
-    let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let tcp_addr = tcp.local_addr().unwrap().to_string();
+    let host_sockets = HostSockets::new("walls");
+    let (sock, tcp_addr) = (&host_sockets.sock, &host_sockets.tcp_addr);
     let no_filter = Confine {
         seccomp: false,
         no_new_privs: false,
         ..Confine::strict()
     };
-    let bell = Doorbell::new().unwrap();
-    let (ra, rb) = (region("walls-a"), region("walls-b"));
-    let mut procs = Procs::default();
-    for (name, r) in [("walls-a", &ra), ("walls-b", &rb)] {
-        let (p, _bell) =
-            VrProcess::start(name, 0, r, &bell, &probe_cmd(no_filter.clone())).unwrap();
-        procs.0.push(p);
-    }
-    let (a, b) = (&procs.0[0], &procs.0[1]);
+    let probes = [
+        Probe::start("walls-a", no_filter.clone()),
+        Probe::start("walls-b", no_filter),
+    ];
+    let ra = &probes[0].region;
+    let (a, b) = (probes[0].process(), probes[1].process());
     let rep_b = ask(b, json!({}));
     let other = format!("/proc/{}/fd/{}", b.pid(), region_fd(&rep_b));
     let host = format!("/proc/{}/fd/{}", std::process::id(), ra.fd().as_raw_fd());
@@ -314,17 +361,13 @@ fn each_wall_holds_without_the_filter() {
         errno_of(&rep, "unix", sock.to_str().unwrap()),
         libc::EACCES as i64
     );
-    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), libc::ENETUNREACH as i64);
+    assert_eq!(errno_of(&rep, "tcp", tcp_addr), libc::ENETUNREACH as i64);
 
     // And an unconfined VR does reach them (the probe sees what it claims).
-    let mut free = Procs::default();
-    let rc = region("walls-free");
-    let (p, _bell) =
-        VrProcess::start("walls-free", 0, &rc, &bell, &probe_cmd(Confine::default())).unwrap();
-    free.0.push(p);
-    let rep = ask(&free.0[0], json!({"unix": [&sock], "tcp": [&tcp_addr]}));
+    let free = Probe::start("walls-free", Confine::default());
+    let rep = ask(free.process(), json!({"unix": [&sock], "tcp": [&tcp_addr]}));
     assert_eq!(errno_of(&rep, "unix", sock.to_str().unwrap()), 0);
-    assert_eq!(errno_of(&rep, "tcp", &tcp_addr), 0);
+    assert_eq!(errno_of(&rep, "tcp", tcp_addr), 0);
 }
 
 /// The limits are enforced, not only written: a VR held to half a core
@@ -335,12 +378,9 @@ fn the_cgroup_limits_hold() {
     if !is_root() {
         return;
     }
-    let bell = Doorbell::new().unwrap();
-    let r = region("limits");
-    let mut procs = Procs::default();
-    let (p, _bell) = VrProcess::start("limits", 0, &r, &bell, &probe_cmd(limited())).unwrap();
-    procs.0.push(p);
-    let rep = ask(&procs.0[0], json!({"spin_ms": 1000}));
+    let mut probe = Probe::start("limits", limited());
+    let p = probe.process_mut();
+    let rep = ask(p, json!({"spin_ms": 1000}));
     let (cpu, wall) = (
         rep["spin"]["cpu_ms"].as_u64().unwrap(),
         rep["spin"]["wall_ms"].as_u64().unwrap(),
@@ -350,37 +390,19 @@ fn the_cgroup_limits_hold() {
         "half a core: {cpu} ms of CPU in {wall} ms"
     );
     // Within the limit: fine.
-    ask(&procs.0[0], json!({"alloc": 16u64 << 20}));
+    ask(p, json!({"alloc": 16u64 << 20}));
     // Past it: the kernel kills it.
-    let e = procs.0[0]
+    let e = p
         .control()
         .unwrap()
         .request(&json!({"alloc": 128u64 << 20}), Duration::from_secs(20));
     assert!(e.is_err(), "allocated past its limit: {e:?}");
     let t = Instant::now();
-    while !procs.0[0].has_exited() && t.elapsed() < Duration::from_secs(10) {
+    while !p.has_exited() && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(procs.0[0].has_exited());
-    assert!(
-        procs.0[0].exit_status().contains("SIGKILL"),
-        "{}",
-        procs.0[0].exit_status()
-    );
-}
-
-fn router_cmd(config: RouterConfig, confine: Confine) -> VrCommand {
-    VrCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
-        args: vec!["vr-run".into()],
-        cpu: None,
-        poll: PollConfig::default(),
-        config: serde_json::to_value(config).unwrap(),
-        ready_timeout: Duration::from_secs(30),
-        idle_start: Duration::ZERO,
-        confine,
-        hurry: Default::default(),
-    }
+    assert!(p.has_exited());
+    assert!(p.exit_status().contains("SIGKILL"), "{}", p.exit_status());
 }
 
 /// The built-in router forwards as before when confined (two tenants, a
@@ -390,72 +412,19 @@ fn a_confined_router_forwards() {
     if !is_root() {
         return;
     }
-    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
-    let rules: Vec<Rule> = (0..2)
-        .map(|i| Rule {
-            m: Match {
-                src: Some((srcs[i], 32)),
-                ..Match::default()
-            },
-            vr: i,
-            vnic: 0,
-        })
-        .collect();
-    let generator = MemPort::new(
-        "mem0",
-        MemPortConfig {
-            frame_bytes: 64,
-            dst: DstMode::Fixed(Ipv4Addr::new(10, 1, 1, 1)),
-            src_ips: srcs,
-            ..MemPortConfig::default()
-        },
-    )
-    .unwrap();
-    let ports: Vec<Box<dyn Port>> = vec![Box::new(generator), Box::new(NullPort::new("null"))];
-    let mut worker = Worker::new(
-        ports,
-        Classifier::new(&rules).unwrap(),
-        PollConfig::default(),
-    )
-    .unwrap();
+    let mut worker = two_tenant_worker();
     let confine = Confine {
         cpu_quota: Some(1.0),
         memory: Some(256 << 20),
         ..Confine::strict()
     };
     for name in ["conf-a", "conf-b"] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let cmd = router_cmd(common::router_config(), confine.clone());
-        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &cmd).unwrap();
-        assert!(!p.cgroups().is_empty());
-        worker.add_vr(VrPath::new(
-            name,
-            region,
-            vec![0, 1],
-            Backend::Process(vec![p]),
-            vec![bell],
-        ));
+        let cmd = router_cmd(&common::router_config(), confine.clone());
+        let path = router_path(&worker, name, 256, &cmd);
+        assert!(!path.processes()[0].cgroups().is_empty());
+        worker.add_vr(path);
     }
-    let (sa, sb) = (
-        worker.vrs()[0].stats().clone(),
-        worker.vrs()[1].stats().clone(),
-    );
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(20)
-        && !(sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000)
-    {
-        if worker.poll_once() == 0 {
-            std::thread::yield_now();
-        }
-    }
+    let (sa, sb) = run_until_both_forward(&mut worker, 10_000);
     let (a, b) = (sa.tx_packets.get(), sb.tx_packets.get());
     worker.shutdown();
     assert!(a > 10_000 && b > 10_000, "both forward: {a} {b}");
@@ -490,7 +459,7 @@ fn a_confined_router_loads_a_real_route_file() {
             memory: Some(512 << 20),
             ..Confine::strict()
         };
-        let cmd = router_cmd(cfg, confine);
+        let cmd = router_cmd(&cfg, confine);
         let (p, _bell) = VrProcess::start("real-routes", 0, &r, &bell, &cmd)
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         procs.0.push(p);
@@ -563,7 +532,7 @@ fn confinement_failures_are_clear() {
         0,
         &r,
         &bell,
-        &router_cmd(cfg, Confine::strict()),
+        &router_cmd(&cfg, Confine::strict()),
     )
     .map(drop)
     .unwrap_err();
@@ -709,9 +678,6 @@ fn a_vr_runs_as_its_own_user() {
     if !is_root() {
         return;
     }
-    let bell = Doorbell::new().unwrap();
-    let r = region("own-user");
-    let mut procs = Procs::default();
     let c = Confine {
         user: Some(Ids {
             uid: 4_000_123,
@@ -719,12 +685,8 @@ fn a_vr_runs_as_its_own_user() {
         }),
         ..Confine::strict()
     };
-    procs.0.push(
-        VrProcess::start("own-user", 0, &r, &bell, &probe_cmd(c))
-            .unwrap()
-            .0,
-    );
-    let rep = ask(&procs.0[0], json!({}));
+    let probe = Probe::start("own-user", c);
+    let rep = ask(probe.process(), json!({}));
     assert_eq!(rep["status"]["Uid"], "4000123 4000123 4000123 4000123");
     assert_eq!(rep["status"]["Gid"], "4000124 4000124 4000124 4000124");
 }
@@ -766,38 +728,18 @@ fn a_daemon_started_by_ip_netns_exec_confines_its_vrs() {
         return;
     }
     let ns = Netns::new("nsx");
-    let config = r#"
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17"]
-pps = 1000
-limit = 1000
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "limited"
-slots = 256
-memory = "64M"
-cpu_quota = 0.5
-vnics = [
-  { port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] },
-  { port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] },
-]
-[vrs.router]
-routes = [{ prefix = "10.1.0.0/16", via = "10.9.1.2" }]
-neighbours = [{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "limited"
-"#;
-    let d = common::Daemon::start_under("nsexec", config, &["ip", "netns", "exec", &ns.0]);
+    let limited = vrhost_api::VrSpec {
+        slots: Some(256),
+        memory: Some("64M".into()),
+        cpu_quota: Some(0.5),
+        ..common::Lab::router("limited", 1)
+    };
+    let config = common::Lab::ports()
+        .with_vr(limited, 1)
+        .paced(1000)
+        .limit(1000)
+        .to_toml();
+    let d = common::Daemon::start_under("nsexec", &config, &["ip", "netns", "exec", &ns.0]);
     // It runs in the namespace.
     let netns_of = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
     let named = std::fs::metadata(format!("/run/netns/{}", ns.0)).unwrap();

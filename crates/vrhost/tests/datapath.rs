@@ -10,32 +10,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::datapath::{region, router_path, run_until, run_until_both_forward, two_tenant_worker};
 use vrhost_host::{
     Backend, Classifier, Match, Rule, Violation, VrCommand, VrPath, VrProcess, Worker,
 };
 use vrhost_io::Port;
-use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
-use vrhost_io::null::NullPort;
 use vrhost_io::pcap::{PcapRxPort, PcapTxPort};
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
 use vrhost_packet::ipv4::Ipv4Packet;
 use vrhost_proto::{PollConfig, counter};
 use vrhost_sdk::DropReason;
-use vrhost_shm::{Region, RegionConfig, RingId, SlotState};
+use vrhost_shm::{Region, RingId, SlotState};
 
+/// The built-in router on the tests' config, unconfined.
 fn router_cmd() -> VrCommand {
-    VrCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
-        args: vec!["vr-run".into()],
-        cpu: None,
-        poll: PollConfig::default(),
-        config: serde_json::to_value(common::router_config()).unwrap(),
-        ready_timeout: Duration::from_secs(30),
-        idle_start: Duration::ZERO,
-        confine: vrhost_host::Confine::default(),
-        hurry: Default::default(),
-    }
+    common::datapath::router_cmd(&common::router_config(), vrhost_host::Confine::default())
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -92,16 +82,6 @@ fn one_rule_to(vr: usize) -> Classifier {
     .unwrap()
 }
 
-/// Run the worker until `done` says so or the deadline passes.
-fn run_until(worker: &mut Worker, deadline: Duration, mut done: impl FnMut(&Worker) -> bool) {
-    let t = Instant::now();
-    while t.elapsed() < deadline && !done(worker) {
-        if worker.poll_once() == 0 {
-            std::thread::yield_now();
-        }
-    }
-}
-
 /// Frames through a router VR process: forwarded ones have TTL - 1, a valid
 /// checksum and rewritten MACs; bad ones are counted drops by reason.
 #[test]
@@ -151,15 +131,7 @@ fn router_vr_forwards_and_counts_bad_frames() {
     let mut worker = Worker::new(ports, one_rule_to(0), PollConfig::default()).unwrap();
     // Room for every frame at once: the pcap port reads as fast as it can,
     // and a full pool would (rightly) drop at ingress.
-    let region = Region::create(
-        "t1",
-        RegionConfig {
-            slot_count: 256,
-            ring_entries: 256,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let region = region("t1", 256);
     let (proc_, bell) = VrProcess::start("t1", 0, &region, worker.bell(), &router_cmd()).unwrap();
     worker.add_vr(VrPath::new(
         "t1",
@@ -201,76 +173,16 @@ fn router_vr_forwards_and_counts_bad_frames() {
     let _ = std::fs::remove_file(&out);
 }
 
-fn mem_port(srcs: Vec<Ipv4Addr>) -> MemPort {
-    MemPort::new(
-        "mem0",
-        MemPortConfig {
-            frame_bytes: 64,
-            dst: DstMode::Fixed(Ipv4Addr::new(10, 1, 1, 1)),
-            src_ips: srcs,
-            ..MemPortConfig::default()
-        },
-    )
-    .unwrap()
-}
-
-/// A worker over a generator of two tenants' traffic (told apart by
-/// source address, tenant `i` to VR `i`) and a counting sink.
-fn two_tenant_worker() -> Worker {
-    let srcs = vec![Ipv4Addr::new(192, 168, 0, 1), Ipv4Addr::new(192, 168, 0, 2)];
-    let rules: Vec<Rule> = (0..2)
-        .map(|i| Rule {
-            m: Match {
-                src: Some((srcs[i], 32)),
-                ..Match::default()
-            },
-            vr: i,
-            vnic: 0,
-        })
-        .collect();
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(mem_port(srcs.clone())),
-        Box::new(NullPort::new("null")),
-    ];
-    Worker::new(
-        ports,
-        Classifier::new(&rules).unwrap(),
-        PollConfig::default(),
-    )
-    .unwrap()
-}
-
 /// A VR killed with SIGKILL under load: the host notices, takes back every
 /// slot, and the other VR keeps forwarding.
 #[test]
 fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
     let mut worker = two_tenant_worker();
     for name in ["a", "b"] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
-        worker.add_vr(VrPath::new(
-            name,
-            region,
-            vec![0, 1],
-            Backend::Process(vec![p]),
-            vec![bell],
-        ));
+        let path = router_path(&worker, name, 256, &router_cmd());
+        worker.add_vr(path);
     }
-    let (sa, sb) = (
-        worker.vrs()[0].stats().clone(),
-        worker.vrs()[1].stats().clone(),
-    );
-    run_until(&mut worker, Duration::from_secs(20), |_| {
-        sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000
-    });
+    let (sa, sb) = run_until_both_forward(&mut worker, 10_000);
     assert!(
         sa.tx_packets.get() > 10_000 && sb.tx_packets.get() > 10_000,
         "both forward"
@@ -297,36 +209,26 @@ fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
     worker.shutdown();
 }
 
+/// A [`two_tenant_worker`] with the honest router VR (VR 0); the path of
+/// the hostile VR beside it (VR 1, not added yet), which the test plays:
+/// a thread that maps its region (the view returned) and scribbles on it.
+fn honest_and_evil() -> (Worker, VrPath, Region) {
+    let mut worker = two_tenant_worker();
+    let honest = router_path(&worker, "honest", 128, &router_cmd());
+    worker.add_vr(honest);
+    let evil = region("evil", 128);
+    let view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
+    let path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
+    (worker, path, view)
+}
+
 /// A hostile "VR" (a thread writing garbage into its region while the host
 /// forwards): every violation is counted, nothing escapes the region, the
 /// honest VR beside it forwards everything, and the slot accounting holds.
 #[test]
 fn hostile_vr_is_contained() {
-    let mut worker = two_tenant_worker();
-    let cfg = RegionConfig {
-        slot_count: 128,
-        ring_entries: 128,
-        ..Default::default()
-    };
-    let honest = Region::create("honest", cfg).unwrap();
-    let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "honest",
-        honest,
-        vec![0, 1],
-        Backend::Process(vec![p]),
-        vec![bell],
-    ));
-    // The hostile VR: a thread that maps the region and scribbles on it.
-    let evil = Region::create("evil", cfg).unwrap();
-    let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
-    worker.add_vr(VrPath::new(
-        "evil",
-        evil,
-        vec![0, 1],
-        Backend::External,
-        vec![],
-    ));
+    let (mut worker, evil, evil_view) = honest_and_evil();
+    worker.add_vr(evil);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let scribbler = std::thread::spawn(move || {
@@ -432,24 +334,7 @@ fn hostile_vr_is_contained() {
 /// its slots taken back, counted; the honest VR beside it keeps forwarding.
 #[test]
 fn hostile_vr_is_quarantined() {
-    let mut worker = two_tenant_worker();
-    let cfg = RegionConfig {
-        slot_count: 128,
-        ring_entries: 128,
-        ..Default::default()
-    };
-    let honest = Region::create("honest", cfg).unwrap();
-    let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "honest",
-        honest,
-        vec![0, 1],
-        Backend::Process(vec![p]),
-        vec![bell],
-    ));
-    let evil = Region::create("evil", cfg).unwrap();
-    let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
-    let mut path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
+    let (mut worker, mut path, evil_view) = honest_and_evil();
     path.set_guard(vrhost_host::Guard {
         quarantine_after: Some(500),
         watchdog: None,
@@ -509,23 +394,7 @@ fn rate_limit_admits_at_most_the_bucket() {
     let mut worker = two_tenant_worker();
     let mut stats = Vec::new();
     for (name, rate) in [("limited", Some(2000u64)), ("free", None)] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
-        let mut path = VrPath::new(
-            name,
-            region,
-            vec![0, 1],
-            Backend::Process(vec![p]),
-            vec![bell],
-        );
+        let mut path = router_path(&worker, name, 256, &router_cmd());
         path.set_sched(vrhost_host::Sched {
             rate_pps: rate,
             rate_burst: 100,

@@ -15,65 +15,31 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, TempDir, count, vr};
-use serde_json::Value;
+use common::{Daemon, Lab, TempDir, count, vr};
+use serde_json::{Value, json};
+use vrhost_api::VrSpec;
 
 /// Frames the generator sends in all, at `PPS` (half to each VR).
 const FRAMES: u64 = 20_000;
 const PPS: u64 = 5_000;
 
+/// VR a on network 1 and the hostile VR `evil` on network 4 (quarantine
+/// off), which writes its report to `report`; paced.
 fn config(report: &std::path::Path) -> String {
-    let q = |s: &str| toml::Value::String(s.to_string()).to_string();
-    let exe = q(&common::testvr().display().to_string());
-    let report = q(&report.display().to_string());
-    format!(
-        r#"
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17", "10.4.128.0/17"]
-pps = {PPS}
-limit = {FRAMES}
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "a"
-slots = 512
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
-neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
-
-[[vrs]]
-name = "evil"
-kind = "program"
-program = {exe}
-args = ["vr-hostile"]
-slots = 128
-quarantine_after = 0
-vnics = [{{ port = "gen" }}, {{ port = "out" }}]
-[vrs.config]
-seed = 7
-report_file = {report}
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-
-[[rules]]
-port = "gen"
-dst = "10.4.0.0/16"
-vr = "evil"
-"#
-    )
+    let evil = VrSpec {
+        quarantine_after: Some(0),
+        ..Lab::program(
+            "evil",
+            "vr-hostile",
+            128,
+            json!({ "seed": 7, "report_file": report.display().to_string() }),
+        )
+    };
+    Lab::one_vr()
+        .with_vr(evil, 4)
+        .paced(PPS)
+        .limit(FRAMES)
+        .to_toml()
 }
 
 fn map(stats: &Value, name: &str, field: &str) -> serde_json::Map<String, Value> {

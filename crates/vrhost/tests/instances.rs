@@ -6,8 +6,10 @@
 mod common;
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use common::datapath::run_until;
+use vrhost_api::VrSpec;
 
 use vrhost_host::balance::Policy;
 use vrhost_host::{
@@ -24,27 +26,22 @@ fn router_cmd() -> VrCommand {
     router_cmd_with(&common::router_config())
 }
 
+/// The built-in router on `cfg`, polling as a VR beside the worker does.
 fn router_cmd_with(cfg: &vrhost_router::RouterConfig) -> VrCommand {
     VrCommand {
-        program: PathBuf::from(env!("CARGO_BIN_EXE_vrhost")),
-        args: vec!["vr-run".into()],
-        cpu: None,
         poll: PollConfig::default().beside_worker(),
-        config: serde_json::to_value(cfg).unwrap(),
-        ready_timeout: Duration::from_secs(30),
-        idle_start: Duration::ZERO,
-        confine: vrhost_host::Confine::default(),
-        hurry: Default::default(),
+        ..common::datapath::router_cmd(cfg, vrhost_host::Confine::default())
     }
 }
 
-fn run_until(worker: &mut Worker, deadline: Duration, mut done: impl FnMut(&Worker) -> bool) {
-    let t = Instant::now();
-    while t.elapsed() < deadline && !done(worker) {
-        if worker.poll_once() == 0 {
-            std::thread::yield_now();
-        }
+/// Whether the host has a second core for an instance (a test without
+/// one says it skipped).
+fn second_core() -> bool {
+    let two = vrhost_host::cpu::cpus() >= 2;
+    if !two {
+        eprintln!("skipped: one CPU, no second core for an instance");
     }
+    two
 }
 
 #[test]
@@ -167,9 +164,13 @@ fn instances_share_survive_a_crash_grow_and_retire_without_losing_a_frame() {
 #[test]
 fn the_daemon_runs_the_instances_its_config_asks_for() {
     let cpus = vrhost_host::cpu::cpus();
-    let pin = if cpus >= 2 { "cpus = [1, 0]" } else { "" };
-    let fields = format!("instances = 2\nbalance = \"rr\"\n{pin}");
-    let config = one_vr_config(100_000, 2_000_000, &fields);
+    let config = one_vr_config(100_000, 2_000_000, |a| {
+        a.instances = Some(2);
+        a.balance = Some("rr".into());
+        if cpus >= 2 {
+            a.cpus = Some(vec![1, 0]);
+        }
+    });
     let d = common::Daemon::start("instances", &config);
     // Frames an instance was given are counted as forwarded only once it
     // hands them back, so wait for both counts rather than sample one.
@@ -206,41 +207,17 @@ fn the_daemon_runs_the_instances_its_config_asks_for() {
     assert!(text.contains("vrhost_vr_arrival_pps{vr=\"a\"}"), "{text}");
 }
 
-/// A VR generating `pps` frames/s from `limit` frames on, to a null port,
-/// with `fields` added to its `[[vrs]]` table.
-fn one_vr_config(pps: u64, limit: u64, fields: &str) -> String {
-    format!(
-        r#"
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17"]
-pps = {pps}
-limit = {limit}
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "a"
-slots = 1024
-{fields}
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
-neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-"#
-    )
+/// VR a (1024 slots) given `pps` frames/s, `limit` frames in all, to a
+/// null port, changed by `edit`.
+fn one_vr_config(pps: u64, limit: u64, edit: impl FnOnce(&mut VrSpec)) -> String {
+    common::Lab::one_vr()
+        .paced(pps)
+        .limit(limit)
+        .edit_vr("a", |a| {
+            a.slots = Some(1024);
+            edit(a);
+        })
+        .to_toml()
 }
 
 /// Frames VR `a` did not take at its ingress (counted, by reason).
@@ -273,14 +250,14 @@ fn running(s: &serde_json::Value) -> Vec<(u64, u64, Option<u64>)> {
 /// given to the VR comes out or is counted.
 #[test]
 fn the_daemon_scales_a_vr_with_its_load() {
-    let cpus = vrhost_host::cpu::cpus();
-    if cpus < 2 {
-        eprintln!("skipped: one CPU, no second core for an instance");
+    if !second_core() {
         return;
     }
     // 3 s of traffic at 5 x the threshold, then none.
-    let scale = "scale = { up_pps = 10000, down_pps = 5000, period_ms = 200, max = 2 }";
-    let d = common::Daemon::start("scale", &one_vr_config(50_000, 150_000, scale));
+    let scale =
+        serde_json::json!({ "up_pps": 10000, "down_pps": 5000, "period_ms": 200, "max": 2 });
+    let config = one_vr_config(50_000, 150_000, |a| a.scale = Some(scale));
+    let d = common::Daemon::start("scale", &config);
     let s = d.wait_for("a second instance", Duration::from_secs(30), |s| {
         running(s).len() == 2 && common::count(s, "a", "instances_added") == 1
     });
@@ -317,15 +294,11 @@ fn the_daemon_scales_a_vr_with_its_load() {
 /// budget; an instance killed is started again beside the other.
 #[test]
 fn the_daemon_starts_a_fixed_vrs_instance_again_where_one_exited() {
-    let cpus = vrhost_host::cpu::cpus();
-    if cpus < 2 {
-        eprintln!("skipped: one CPU, no second core for an instance");
+    if !second_core() {
         return;
     }
-    let d = common::Daemon::start(
-        "fixed",
-        &one_vr_config(20_000, 100_000_000, "instances = 2"),
-    );
+    let config = one_vr_config(20_000, 100_000_000, |a| a.instances = Some(2));
+    let d = common::Daemon::start("fixed", &config);
     let s = d.wait_for("two instances", Duration::from_secs(30), |s| {
         running(s).len() == 2
     });
@@ -353,35 +326,41 @@ fn the_daemon_starts_a_fixed_vrs_instance_again_where_one_exited() {
 /// the first one, which keeps forwarding in the same process.
 #[test]
 fn an_apply_changes_a_vrs_instances_in_place() {
-    if vrhost_host::cpu::cpus() < 2 {
-        eprintln!("skipped: one CPU, no second core for an instance");
+    if !second_core() {
         return;
     }
-    let config = |fields: &str| one_vr_config(20_000, 100_000_000, fields);
-    let d = common::Daemon::start("rescale", &config("instances = 2"));
+    // VR a with `instances`, `balance` and `cpus` as given.
+    let config = |instances: u16, balance: Option<&str>, cpus: Option<Vec<u32>>| {
+        one_vr_config(20_000, 100_000_000, |a| {
+            a.instances = Some(instances);
+            a.balance = balance.map(String::from);
+            a.cpus = cpus;
+        })
+    };
+    let d = common::Daemon::start("rescale", &config(2, None, None));
     let s = d.wait_for("two instances", Duration::from_secs(30), |s| {
         running(s).len() == 2
     });
     let first = running(&s)[0];
     let dir = common::TempDir::new("rescale-cfg");
-    let apply = |fields: &str| {
+    let apply = |config: String| {
         let f = dir.path().join("v.toml");
-        std::fs::write(&f, config(fields)).unwrap();
+        std::fs::write(&f, config).unwrap();
         d.json(&["apply", f.to_str().unwrap()])
     };
-    let r = apply("instances = 1\nbalance = \"rr\"");
+    let r = apply(config(1, Some("rr"), None));
     assert_eq!(r["rescaled"], serde_json::json!(["a"]), "{r:#}");
     assert_eq!(r["restarted"], serde_json::json!([]), "{r:#}");
     d.wait_for("one instance", Duration::from_secs(30), |s| {
         running(s).len() == 1 && common::count(s, "a", "instances_retired") == 1
     });
-    let r = apply("instances = 2\nbalance = \"rr\"");
+    let r = apply(config(2, Some("rr"), None));
     assert_eq!(r["rescaled"], serde_json::json!(["a"]), "{r:#}");
     let s = d.wait_for("two instances again", Duration::from_secs(30), |s| {
         running(s).len() == 2 && common::count(s, "a", "instances_added") == 1
     });
     assert_eq!(running(&s)[0], first, "instance 0 went on in its process");
-    let r = apply("instances = 2\ncpus = [1, 0]");
+    let r = apply(config(2, None, Some(vec![1, 0])));
     assert_eq!(
         r["restarted"],
         serde_json::json!(["a"]),

@@ -17,66 +17,25 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Daemon, count, vr};
-use serde_json::Value;
+use common::{Daemon, Lab, count, vr};
+use serde_json::{Value, json};
+use vrhost_api::Rule;
 
 /// Frames the generator sends in all, at `PPS`.
 const FRAMES: u64 = 160_000;
 const PPS: u64 = 20_000;
 
-/// VR b's config routes cover only 10.2.0.0/17; the generator's frames for
-/// b go to 10.2.128.0/17, which the test adds through the API.
-fn config(watchdog_ms: u64) -> String {
-    format!(
-        r#"
-[host]
-watchdog_ms = {watchdog_ms}
-
-[[ports]]
-name = "gen"
-driver = "mem"
-[ports.traffic]
-dst = ["10.1.128.0/17", "10.2.128.0/17"]
-pps = {PPS}
-limit = {FRAMES}
-
-[[ports]]
-name = "out"
-driver = "null"
-
-[[vrs]]
-name = "a"
-slots = 512
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0a:00:01", addrs = ["10.1.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0a:01:01", addrs = ["10.9.1.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.1.0.0/16", via = "10.9.1.2" }}]
-neighbours = [{{ ip = "10.9.1.2", mac = "02:00:00:00:99:02" }}]
-
-[[vrs]]
-name = "b"
-slots = 512
-vnics = [
-  {{ port = "gen", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] }},
-  {{ port = "out", mac = "02:00:00:0b:01:01", addrs = ["10.9.2.1/24"] }},
-]
-[vrs.router]
-routes = [{{ prefix = "10.2.0.0/17", via = "10.9.2.2" }}]
-neighbours = [{{ ip = "10.9.2.2", mac = "02:00:00:00:99:03" }}]
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-
-[[rules]]
-port = "gen"
-dst = "10.2.0.0/16"
-vr = "b"
-"#
-    )
+/// VRs a and b, paced; the host's watchdog at `watchdog_ms` (0: off). VR
+/// b's config routes cover only 10.2.0.0/17; the generator's frames for b
+/// go to 10.2.128.0/17, which the test adds through the API.
+fn config(watchdog_ms: u64) -> Lab {
+    Lab::two_vrs()
+        .paced(PPS)
+        .limit(FRAMES)
+        .with_watchdog_ms(watchdog_ms)
+        .edit_vr("b", |b| {
+            b.router.as_mut().unwrap()["routes"][0]["prefix"] = "10.2.0.0/17".into();
+        })
 }
 
 fn pid(stats: &Value, name: &str) -> u32 {
@@ -93,16 +52,8 @@ fn signal(pid: u32, sig: &str) {
 
 /// Start the daemon, give b its API route, and wait until both forward.
 fn start(tag: &str, watchdog_ms: u64) -> Daemon {
-    let d = Daemon::start(tag, &config(watchdog_ms));
-    let out = d
-        .cli(&["route", "add", "b", "10.2.128.0/17", "via", "10.9.2.2"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let d = Daemon::start(tag, &config(watchdog_ms).to_toml());
+    d.ok(&["route", "add", "b", "10.2.128.0/17", "via", "10.9.2.2"]);
     d.wait_for("both VRs forwarding", Duration::from_secs(30), |s| {
         count(s, "a", "tx_packets") > 1000 && count(s, "b", "tx_packets") > 1000
     });
@@ -196,32 +147,8 @@ const PANIC_AT: u64 = 3000;
 /// a as above, and p, the probe VR (a bridge) told to panic on its
 /// `PANIC_AT`-th frame.
 fn panic_config() -> String {
-    let a = config(0);
-    let a = &a[..a.find("[[vrs]]\nname = \"b\"").unwrap()];
-    format!(
-        r#"{a}
-[[vrs]]
-name = "p"
-kind = "program"
-program = "{exe}"
-args = ["vr-probe"]
-slots = 256
-vnics = [{{ port = "gen" }}, {{ port = "out" }}]
-[vrs.config]
-panic_at = {PANIC_AT}
-
-[[rules]]
-port = "gen"
-dst = "10.1.0.0/16"
-vr = "a"
-
-[[rules]]
-port = "gen"
-dst = "10.2.0.0/16"
-vr = "p"
-"#,
-        exe = common::testvr().display(),
-    )
+    let p = Lab::program("p", "vr-probe", 256, json!({ "panic_at": PANIC_AT }));
+    config(0).without_vr("b").with_vr(p, 2).to_toml()
 }
 
 #[test]
@@ -259,13 +186,7 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
     let s = finish_and_check_a(&d);
     // The operator's restart, from the CLI (as for a quarantined VR).
     let before = pid(&s, "p");
-    let out = d.cli(&["vr", "restart", "p"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "restarted VR p\n");
+    assert_eq!(d.ok(&["vr", "restart", "p"]), "restarted VR p\n");
     let out = d.cli(&["vr", "restart", "nosuch"]).output().unwrap();
     assert!(!out.status.success());
     let s = d.stats();
@@ -275,18 +196,15 @@ fn panicking_vr_is_restarted_and_the_host_says_why() {
 
 /// VR b of [`config`], as a `vrhost vr add` file, with its rule and the
 /// route the generator's frames for it need.
-const B_FILE: &str = r#"
-name = "b"
-slots = 512
-vnics = [
-  { port = "gen", mac = "02:00:00:0b:00:01", addrs = ["10.2.0.1/24"] },
-  { port = "out", mac = "02:00:00:0b:01:01", addrs = ["10.9.2.1/24"] },
-]
-rules = [{ port = "gen", dst = "10.2.0.0/16" }]
-[router]
-routes = [{ prefix = "10.2.0.0/16", via = "10.9.2.2" }]
-neighbours = [{ ip = "10.9.2.2", mac = "02:00:00:00:99:03" }]
-"#;
+fn b_file() -> String {
+    let mut b = Lab::router("b", 2);
+    b.rules = vec![Rule {
+        port: Some("gen".into()),
+        dst: Some("10.2.0.0/16".into()),
+        ..Rule::default()
+    }];
+    toml::to_string(&b).unwrap()
+}
 
 /// Seconds with no API traffic after b is added: more than the 10 s after
 /// which tokio ends an idle `spawn_blocking` thread, the thread the API
@@ -296,24 +214,11 @@ const QUIET_S: u64 = 13;
 #[test]
 fn vr_added_through_the_api_outlives_the_api_thread_that_started_it() {
     // The generator sends for 50 s, past the quiet and the waits.
-    let a = config(0).replace(&format!("limit = {FRAMES}"), "limit = 1000000");
-    let a = &a[..a.find("[[vrs]]\nname = \"b\"").unwrap()];
-    let d = Daemon::start(
-        "recovery-api-add",
-        &format!("{a}\n[[rules]]\nport = \"gen\"\ndst = \"10.1.0.0/16\"\nvr = \"a\"\n"),
-    );
-    let file = std::env::temp_dir().join(format!("vrhost-b-{}.toml", std::process::id()));
-    std::fs::write(&file, B_FILE).unwrap();
-    let out = d
-        .cli(&["vr", "add", file.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&file);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let a = config(0).limit(1_000_000).without_vr("b");
+    let d = Daemon::start("recovery-api-add", &a.to_toml());
+    let file = d.dir().join("b.toml");
+    std::fs::write(&file, b_file()).unwrap();
+    d.ok(&["vr", "add", file.to_str().unwrap()]);
     let s = d.wait_for("b forwarding", Duration::from_secs(30), |s| {
         count(s, "b", "tx_packets") > 100
     });

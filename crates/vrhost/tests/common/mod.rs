@@ -1,20 +1,26 @@
-//! A real `vrhost daemon` for integration tests: started on a config text
-//! with its own API socket in its own directory, killed when dropped, and
-//! reached through the `vrhost` CLI.
+//! The integration tests' kit: a real `vrhost daemon` ([`daemon`]), the
+//! configs it is started on ([`config`]), an in-process data path
+//! ([`datapath`]), temporary directories, the tests' VR program and
+//! readers of the daemon's stats.
 
 #![allow(
     dead_code,
+    unused_imports,
     reason = "each test binary includes this module and uses a part of it"
 )]
 
-use std::io::{BufRead, BufReader};
+pub mod config;
+pub mod daemon;
+pub mod datapath;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use vrhost_router::{NextHopConfig, RouteConfig, RouterConfig, VnicConfig};
+
+pub use config::Lab;
+pub use daemon::Daemon;
 
 /// The `vrhost-testvr` program (the tests' VRs: probe, hostile), beside
 /// the `vrhost` binary under test.
@@ -59,125 +65,6 @@ impl Drop for TempDir {
     }
 }
 
-/// The daemon, killed when dropped.
-pub struct Daemon {
-    pub child: Child,
-    pub sock: PathBuf,
-    /// Every line it has logged so far.
-    pub log: Arc<Mutex<Vec<String>>>,
-    _dir: TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    /// Start `vrhost daemon` on `config` (TOML text) and wait for its
-    /// readiness line; its log goes to the test's stderr.
-    pub fn start(tag: &str, config: &str) -> Self {
-        Self::start_under(tag, config, &[])
-    }
-
-    /// As [`Daemon::start`], but started by the command `wrapper` (such as
-    /// `ip netns exec NS`), which is given the daemon's command line.
-    pub fn start_under(tag: &str, config: &str, wrapper: &[&str]) -> Self {
-        let dir = TempDir::new(tag);
-        let sock = dir.path().join("api.sock");
-        let cfg = dir.path().join("daemon.toml");
-        std::fs::write(&cfg, config).unwrap();
-        let exe = env!("CARGO_BIN_EXE_vrhost");
-        let mut cmd = match wrapper.split_first() {
-            None => Command::new(exe),
-            Some((w, args)) => {
-                let mut c = Command::new(w);
-                c.args(args).arg(exe);
-                c
-            }
-        };
-        let mut child = cmd
-            .args(["daemon", "--stats-secs", "0", "--api"])
-            .arg(&sock)
-            .arg("--config")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let err = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let lines = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("daemon: {l}");
-                if l.starts_with("vrhost daemon:") {
-                    let _ = tx.send(());
-                }
-                lines.lock().unwrap().push(l);
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("the daemon did not start");
-        Self {
-            child,
-            sock,
-            log,
-            _dir: dir,
-        }
-    }
-
-    /// The first line of its log that contains every one of `words`.
-    pub fn logged(&self, words: &[&str]) -> Option<String> {
-        self.log
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|l| words.iter().all(|w| l.contains(w)))
-            .cloned()
-    }
-
-    /// `vrhost ARGS --api SOCK`, not yet started.
-    pub fn cli(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_vrhost"));
-        c.args(args).arg("--api").arg(&self.sock);
-        c
-    }
-
-    /// `vrhost ARGS -o json`, which must succeed.
-    pub fn json(&self, args: &[&str]) -> Value {
-        let out = self.cli(args).args(["-o", "json"]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "vrhost {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    /// `/v1/stats`.
-    pub fn stats(&self) -> Value {
-        self.json(&["stats"])
-    }
-
-    /// Poll the stats until `f` holds (up to `within`, a bound against a
-    /// hung test, not a speed limit); returns the stats that satisfied it.
-    pub fn wait_for(&self, what: &str, within: Duration, f: impl Fn(&Value) -> bool) -> Value {
-        let t = Instant::now();
-        loop {
-            let s = self.stats();
-            if f(&s) {
-                return s;
-            }
-            assert!(t.elapsed() < within, "waited {within:?} for {what}: {s:#}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
 /// The VR named `name` in a stats document.
 pub fn vr<'a>(stats: &'a Value, name: &str) -> &'a Value {
     stats["vrs"]
@@ -188,9 +75,37 @@ pub fn vr<'a>(stats: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no VR {name} in {stats:#}"))
 }
 
+/// The counters of the VR named `name` in a stats document.
+pub fn vr_stats<'a>(stats: &'a Value, name: &str) -> &'a Value {
+    &vr(stats, name)["stats"]
+}
+
+/// Poll `stats` until the generator (port 0) has sent `frames` and each VR
+/// of `vrs` has sent every frame it was given (up to 60 s, a bound against
+/// a hung test, not a speed limit); returns those stats.
+pub fn wait_drained(vrs: &[&str], frames: u64, mut stats: impl FnMut() -> Value) -> Value {
+    let t = Instant::now();
+    loop {
+        let s = stats();
+        let gen_done = s["ports"][0]["rx_packets"].as_u64() == Some(frames);
+        let drained = vrs.iter().all(|name| {
+            let v = vr_stats(&s, name);
+            v["rx_packets"] == v["tx_packets"]
+        });
+        if gen_done && drained {
+            return s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "generator never finished: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A counter of a VR's stats.
 pub fn count(stats: &Value, vr_name: &str, field: &str) -> u64 {
-    vr(stats, vr_name)["stats"][field]
+    vr_stats(stats, vr_name)[field]
         .as_u64()
         .unwrap_or_else(|| panic!("no counter {field}"))
 }
