@@ -139,6 +139,9 @@ pub struct TapReader {
     id: u64,
     free: rtrb::Producer<Record>,
     full: rtrb::Consumer<Record>,
+    /// Records read, between leaving the full queue and going back to the
+    /// free one (capacity: every buffer; never grows).
+    held: Vec<Record>,
 }
 
 /// A new tap and its reader, with every buffer allocated here (on the
@@ -171,6 +174,7 @@ pub fn tap(cfg: &TapConfig) -> (Tap, TapReader) {
             id,
             free: free_tx,
             full: full_rx,
+            held: Vec::with_capacity(entries),
         },
     )
 }
@@ -303,11 +307,19 @@ impl TapReader {
         let Ok(chunk) = self.full.read_chunk(n) else {
             return 0;
         };
+        // Out of the full queue first: its places are released when the
+        // chunk's iterator is dropped, at the end of `extend`. Only then
+        // may the worker see the buffers again, so the full queue has a
+        // place for every buffer it can fill. (Written back in one go, the
+        // free queue's commit came first and, in that gap, a worker could
+        // fill a buffer and find no place for it.)
+        self.held.extend(chunk.into_iter().inspect(|r| f(r)));
         // The n records are out of the free queue, so it has room for them.
         match self.free.write_chunk_uninit(n) {
-            Ok(back) => back.fill_from_iter(chunk.into_iter().inspect(|r| f(r))),
+            Ok(back) => back.fill_from_iter(self.held.drain(..)),
             Err(_) => {
                 debug_assert!(false, "the free queue has room for every buffer");
+                self.held.clear();
                 0
             }
         }
@@ -345,6 +357,44 @@ mod tests {
             ))
         });
         out
+    }
+
+    /// The reader gives buffers back only after it has released their
+    /// places in the full queue: else the worker can take one back, fill
+    /// it and find the full queue without room for it (which lost the
+    /// buffer for the rest of the capture).
+    #[test]
+    fn no_buffer_is_lost_while_reader_and_worker_race() {
+        const ENTRIES: usize = 4;
+        let (mut t, mut r) = tap(&TapConfig {
+            entries: ENTRIES,
+            ..TapConfig::default()
+        });
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    r.read(usize::MAX, |_| {});
+                }
+                r
+            })
+        };
+        for i in 0..200_000u32 {
+            for _ in 0..3 {
+                t.copy(Direction::In, 0, &frame(60, i as u8));
+            }
+            t.end_burst();
+        }
+        stop.store(true, Ordering::Relaxed);
+        let mut r = reader.join().expect("the reader thread");
+        drain(&mut r);
+        // Every buffer came back: one burst can copy ENTRIES frames again.
+        let ok = (0..ENTRIES as u8 + 2)
+            .filter(|i| t.copy(Direction::In, 0, &frame(60, *i)))
+            .count();
+        t.end_burst();
+        assert_eq!(ok, ENTRIES, "buffers lost");
     }
 
     #[test]
