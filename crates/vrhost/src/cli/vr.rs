@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use hyper::Method;
 use serde_json::{Map, Value};
 
-use super::api::{InstanceStatus, VrStatus};
+use super::api::{InstanceStatus, VrStats, VrStatus};
 use super::client::encode;
 use super::output::{Col, Table, bytes, list, map_list, opt};
 use super::{ApiArgs, emit, emit_json_or, one_shot};
@@ -186,11 +186,40 @@ pub fn list_table(vrs: &[VrStatus]) -> Table {
 
 /// `vr show`: the definition, then the counters, for a person.
 pub fn show(v: &VrStatus) -> String {
+    let mut o = definition(v);
+    let _ = writeln!(o, "\nvNICs:");
+    indent(&mut o, &vnics_table(v).render());
+
+    if !v.spec.rules.is_empty() {
+        let _ = writeln!(o, "\nrules:");
+        indent(&mut o, &super::rule::table(&v.spec.rules).render());
+    }
+
+    for (label, table) in [("router", &v.spec.router), ("config", &v.spec.config)] {
+        if let Some(t) = table.as_ref().filter(|t| !is_empty_table(t)) {
+            let _ = writeln!(o, "\n{label}:");
+            indent(&mut o, &as_toml(t));
+        }
+    }
+
+    let _ = writeln!(o, "\ncounters:");
+    indent(&mut o, &counters(&v.stats));
+
+    let _ = writeln!(o, "\ninstances:");
+    indent(&mut o, &instances_table(&v.instances).render());
+    o
+}
+
+/// `key:` padded to `width`, then the value, as one line of `vr show`.
+fn field(o: &mut String, width: usize, key: &str, value: &str) {
+    let _ = writeln!(o, "{:<width$}{value}", format!("{key}:"));
+}
+
+/// The head of `vr show`: name, kind, state, program, pool, CPU, routes.
+fn definition(v: &VrStatus) -> String {
     let s = &v.stats;
     let mut o = String::new();
-    let kv = |o: &mut String, k: &str, val: &str| {
-        let _ = writeln!(o, "{:<12}{val}", format!("{k}:"));
-    };
+    let kv = |o: &mut String, k: &str, val: &str| field(o, 12, k, val);
     kv(&mut o, "name", &v.name);
     kv(&mut o, "kind", &v.kind);
     kv(&mut o, "state", &v.state);
@@ -217,8 +246,11 @@ pub fn show(v: &VrStatus) -> String {
     );
     kv(&mut o, "cpu", &opt(v.spec.cpu));
     kv(&mut o, "api routes", &v.api_routes.to_string());
+    o
+}
 
-    let _ = writeln!(o, "\nvNICs:");
+/// A VR's vNICs: the definition and the counters of each.
+fn vnics_table(v: &VrStatus) -> Table {
     let mut t = Table::new(&[
         Col::r("INDEX"),
         Col::l("PORT"),
@@ -230,7 +262,7 @@ pub fn show(v: &VrStatus) -> String {
         Col::r("TX-BYTES"),
     ]);
     for (i, n) in v.spec.vnics.iter().enumerate() {
-        let st = s.vnics.iter().find(|x| x.index as usize == i);
+        let st = v.stats.vnics.iter().find(|x| x.index as usize == i);
         t.row([
             i.to_string(),
             n.port.clone(),
@@ -242,49 +274,37 @@ pub fn show(v: &VrStatus) -> String {
             opt(st.map(|x| bytes(x.tx_bytes))),
         ]);
     }
-    indent(&mut o, &t.render());
+    t
+}
 
-    if !v.spec.rules.is_empty() {
-        let _ = writeln!(o, "\nrules:");
-        indent(&mut o, &super::rule::table(&v.spec.rules).render());
-    }
-
-    for (label, table) in [("router", &v.spec.router), ("config", &v.spec.config)] {
-        if let Some(t) = table.as_ref().filter(|t| !is_empty_table(t)) {
-            let _ = writeln!(o, "\n{label}:");
-            indent(&mut o, &as_toml(t));
-        }
-    }
-
-    let _ = writeln!(o, "\ncounters:");
+/// The `counters:` part of `vr show`.
+fn counters(s: &VrStats) -> String {
     let mut c = String::new();
-    let kv2 = |o: &mut String, k: &str, val: String| {
-        let _ = writeln!(o, "{:<16}{val}", format!("{k}:"));
-    };
-    kv2(
+    let kv = |o: &mut String, k: &str, val: String| field(o, 16, k, &val);
+    kv(
         &mut c,
         "rx",
         format!("{} packets, {}", s.rx_packets, bytes(s.rx_bytes)),
     );
-    kv2(
+    kv(
         &mut c,
         "tx",
         format!("{} packets, {}", s.tx_packets, bytes(s.tx_bytes)),
     );
-    kv2(&mut c, "ingress drops", map_list(&s.ingress_drops));
-    kv2(
+    kv(&mut c, "ingress drops", map_list(&s.ingress_drops));
+    kv(
         &mut c,
         "vr drops",
         format!("{} ({})", s.vr_dropped, map_list(&s.vr_drops)),
     );
-    kv2(&mut c, "port drops", s.port_dropped.to_string());
-    kv2(&mut c, "violations", map_list(&s.violations));
-    kv2(
+    kv(&mut c, "port drops", s.port_dropped.to_string());
+    kv(&mut c, "violations", map_list(&s.violations));
+    kv(
         &mut c,
         "exits",
         format!("{} (slots reclaimed: {})", s.exits, s.reclaimed),
     );
-    kv2(
+    kv(
         &mut c,
         "restarts",
         format!(
@@ -292,9 +312,9 @@ pub fn show(v: &VrStatus) -> String {
             s.restarts, s.hangs, s.quarantines, s.last_recovery_ms
         ),
     );
-    kv2(&mut c, "kicks", s.kicks.to_string());
-    kv2(&mut c, "arrival", format!("{} frames/s", s.arrival_pps));
-    kv2(
+    kv(&mut c, "kicks", s.kicks.to_string());
+    kv(&mut c, "arrival", format!("{} frames/s", s.arrival_pps));
+    kv(
         &mut c,
         "instances",
         format!(
@@ -302,12 +322,8 @@ pub fn show(v: &VrStatus) -> String {
             s.instances_added, s.instances_retired, s.instances_refused, s.instance_exits
         ),
     );
-    kv2(&mut c, "capture drops", s.capture_dropped.to_string());
-    indent(&mut o, &c);
-
-    let _ = writeln!(o, "\ninstances:");
-    indent(&mut o, &instances_table(&v.instances).render());
-    o
+    kv(&mut c, "capture drops", s.capture_dropped.to_string());
+    c
 }
 
 /// A VR's processes.
@@ -452,6 +468,57 @@ mod tests {
             "NAME      STATE    KIND    VNICS      RX      TX  DROPS  ROUTES  CPU  PIDS\n\
              tenant-a  running  router      2  600000  590000     13       2  1    4242\n"
         );
+    }
+
+    #[test]
+    fn show_text_from_fixture() {
+        let v: VrStatus = serde_json::from_str(fixtures::VR_STATUS).unwrap();
+        let want = "\
+name:       tenant-a
+kind:       router
+state:      running
+pool:       1024 slots, 768 free
+cpu:        -
+api routes: 2
+
+vNICs:
+  INDEX  PORT  MAC                ADDRS        RX-PKTS  RX-BYTES  TX-PKTS  TX-BYTES
+      0  p0    02:00:00:0a:00:01  10.1.0.1/24   400000  24.4 MiB   190000  11.6 MiB
+      1  p1    02:00:00:0a:01:01  10.1.1.1/24   200000  12.2 MiB   400000  24.4 MiB
+
+rules:
+  INDEX  PORT  DST          SRC  DST-MAC  VLAN  PROTO  UDP-DPORT  VR        VNIC
+      0  p0    10.1.0.0/16  -    -           -      -          -  tenant-a     0
+
+router:
+  [[routes]]
+  prefix = \"0.0.0.0/0\"
+  via = \"10.1.1.2\"
+
+counters:
+  rx:             600000 packets, 36.6 MiB
+  tx:             590000 packets, 36.0 MiB
+  ingress drops:  pool_full=5
+  vr drops:       7 (no_route=7)
+  port drops:     1
+  violations:     -
+  exits:          0 (slots reclaimed: 0)
+  restarts:       0 (hangs 0, quarantines 0, last recovery 0.0 ms)
+  kicks:          900
+  arrival:        0 frames/s
+  instances:      added 0, retired 0, refused 0, exited 0
+  capture drops:  0
+
+instances:
+  INDEX   PID  CPU  RUNNING  CPU-S  SLEEPS  HEARTBEAT  RX-FILL  TX-FILL
+      0  4242    1  yes      50.00      10     123456       12        3
+";
+        let got = show(&v);
+        assert_eq!(got, want, "got:\n{got}");
+        let mut with_program = v.clone();
+        with_program.spec.program = Some("/bin/vr".into());
+        with_program.spec.args = vec!["-q".into(), "x".into()];
+        assert!(show(&with_program).contains("\nprogram:    /bin/vr -q x\npool:"));
     }
 
     #[test]
