@@ -323,7 +323,8 @@ mod tests {
     use ratatui::crossterm::event::{KeyCode, KeyModifiers};
 
     use super::*;
-    use crate::cli::top::rates::tests::{fixture, one_second_later};
+    use crate::cli::top::app::tests::app;
+    use crate::cli::top::rates::tests::fixture;
 
     fn screen(app: &App, w: u16, h: u16) -> Vec<String> {
         let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
@@ -338,16 +339,6 @@ mod tests {
                     .to_owned()
             })
             .collect()
-    }
-
-    fn app() -> App {
-        let mut app = App::new(Duration::from_secs(1), "/run/vrhost/api.sock".into());
-        let t0 = Instant::now();
-        let a = fixture();
-        let b = one_second_later(&a);
-        app.update(a, t0);
-        app.update(b, t0 + Duration::from_secs(1));
-        app
     }
 
     #[test]
