@@ -226,21 +226,15 @@ fn result_line(r: &RouteResult) -> String {
 
 /// Routes as a table.
 pub fn table(routes: &[Route]) -> Table {
-    let mut t = Table::new(&[
-        Col::l("PREFIX"),
-        Col::l("VIA"),
-        Col::r("VNIC"),
-        Col::r("NEXTHOP"),
-    ]);
-    for r in routes {
-        t.row([
-            r.prefix.clone(),
-            opt(r.via.as_deref()),
-            opt(r.vnic),
-            opt(r.nexthop),
-        ]);
-    }
-    t
+    Table::of(
+        routes,
+        &[
+            (Col::l("PREFIX"), &|r| r.prefix.clone()),
+            (Col::l("VIA"), &|r| opt(r.via.as_deref())),
+            (Col::r("VNIC"), &|r| opt(r.vnic)),
+            (Col::r("NEXTHOP"), &|r| opt(r.nexthop)),
+        ],
+    )
 }
 
 /// `via ADDR [dev VNIC]` or `nexthop N` after the prefix (`vnic` is a

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use hyper::Method;
 use serde_json::{Map, Value};
 
-use super::api::{InstanceStatus, VrStats, VrStatus};
+use super::api::{InstanceStatus, Vnic, VnicStats, VrStats, VrStatus};
 use super::client::encode;
 use super::output::{Col, Table, bytes, list, map_list, opt};
 use super::{ApiArgs, emit, emit_json_or, one_shot};
@@ -155,33 +155,25 @@ fn pids_note(instances: &[InstanceStatus]) -> String {
 
 /// The `vr list` table.
 pub fn list_table(vrs: &[VrStatus]) -> Table {
-    let mut t = Table::new(&[
-        Col::l("NAME"),
-        Col::l("STATE"),
-        Col::l("KIND"),
-        Col::r("VNICS"),
-        Col::r("RX"),
-        Col::r("TX"),
-        Col::r("DROPS"),
-        Col::r("ROUTES"),
-        Col::l("CPU"),
-        Col::l("PIDS"),
-    ]);
-    for v in vrs {
-        t.row([
-            v.name.clone(),
-            v.state.clone(),
-            v.kind.clone(),
-            v.spec.vnics.len().to_string(),
-            v.stats.rx_packets.to_string(),
-            v.stats.tx_packets.to_string(),
-            v.stats.drops().to_string(),
-            v.api_routes.to_string(),
-            list(v.instances.iter().filter_map(|i| i.cpu)),
-            list(v.instances.iter().filter_map(|i| i.pid)),
-        ]);
-    }
-    t
+    Table::of(
+        vrs,
+        &[
+            (Col::l("NAME"), &|v| v.name.clone()),
+            (Col::l("STATE"), &|v| v.state.clone()),
+            (Col::l("KIND"), &|v| v.kind.clone()),
+            (Col::r("VNICS"), &|v| v.spec.vnics.len().to_string()),
+            (Col::r("RX"), &|v| v.stats.rx_packets.to_string()),
+            (Col::r("TX"), &|v| v.stats.tx_packets.to_string()),
+            (Col::r("DROPS"), &|v| v.stats.drops().to_string()),
+            (Col::r("ROUTES"), &|v| v.api_routes.to_string()),
+            (Col::l("CPU"), &|v| {
+                list(v.instances.iter().filter_map(|i| i.cpu))
+            }),
+            (Col::l("PIDS"), &|v| {
+                list(v.instances.iter().filter_map(|i| i.pid))
+            }),
+        ],
+    )
 }
 
 /// `vr show`: the definition, then the counters, for a person.
@@ -251,30 +243,35 @@ fn definition(v: &VrStatus) -> String {
 
 /// A VR's vNICs: the definition and the counters of each.
 fn vnics_table(v: &VrStatus) -> Table {
-    let mut t = Table::new(&[
-        Col::r("INDEX"),
-        Col::l("PORT"),
-        Col::l("MAC"),
-        Col::l("ADDRS"),
-        Col::r("RX-PKTS"),
-        Col::r("RX-BYTES"),
-        Col::r("TX-PKTS"),
-        Col::r("TX-BYTES"),
-    ]);
-    for (i, n) in v.spec.vnics.iter().enumerate() {
-        let st = v.stats.vnics.iter().find(|x| x.index as usize == i);
-        t.row([
-            i.to_string(),
-            n.port.clone(),
-            opt(n.mac.as_deref()),
-            list(&n.addrs),
-            opt(st.map(|x| x.rx_packets)),
-            opt(st.map(|x| bytes(x.rx_bytes))),
-            opt(st.map(|x| x.tx_packets)),
-            opt(st.map(|x| bytes(x.tx_bytes))),
-        ]);
-    }
-    t
+    // Each vNIC's definition with its counters, if the VR reports them.
+    let vnics: Vec<(usize, &Vnic, Option<&VnicStats>)> = v
+        .spec
+        .vnics
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i, n, v.stats.vnics.iter().find(|x| x.index as usize == i)))
+        .collect();
+    Table::of(
+        &vnics,
+        &[
+            (Col::r("INDEX"), &|(i, _, _)| i.to_string()),
+            (Col::l("PORT"), &|(_, n, _)| n.port.clone()),
+            (Col::l("MAC"), &|(_, n, _)| opt(n.mac.as_deref())),
+            (Col::l("ADDRS"), &|(_, n, _)| list(&n.addrs)),
+            (Col::r("RX-PKTS"), &|(_, _, st)| {
+                opt(st.map(|x| x.rx_packets))
+            }),
+            (Col::r("RX-BYTES"), &|(_, _, st)| {
+                opt(st.map(|x| bytes(x.rx_bytes)))
+            }),
+            (Col::r("TX-PKTS"), &|(_, _, st)| {
+                opt(st.map(|x| x.tx_packets))
+            }),
+            (Col::r("TX-BYTES"), &|(_, _, st)| {
+                opt(st.map(|x| bytes(x.tx_bytes)))
+            }),
+        ],
+    )
 }
 
 /// The `counters:` part of `vr show`.
@@ -328,31 +325,22 @@ fn counters(s: &VrStats) -> String {
 
 /// A VR's processes.
 pub fn instances_table(instances: &[InstanceStatus]) -> Table {
-    let mut t = Table::new(&[
-        Col::r("INDEX"),
-        Col::r("PID"),
-        Col::r("CPU"),
-        Col::l("RUNNING"),
-        Col::r("CPU-S"),
-        Col::r("SLEEPS"),
-        Col::r("HEARTBEAT"),
-        Col::r("RX-FILL"),
-        Col::r("TX-FILL"),
-    ]);
-    for i in instances {
-        t.row([
-            i.index.to_string(),
-            opt(i.pid),
-            opt(i.cpu),
-            if i.running { "yes" } else { "no" }.to_owned(),
-            format!("{:.2}", i.cpu_seconds),
-            i.sleeps.to_string(),
-            i.heartbeat.to_string(),
-            i.rx_ring_fill.to_string(),
-            i.tx_ring_fill.to_string(),
-        ]);
-    }
-    t
+    Table::of(
+        instances,
+        &[
+            (Col::r("INDEX"), &|i| i.index.to_string()),
+            (Col::r("PID"), &|i| opt(i.pid)),
+            (Col::r("CPU"), &|i| opt(i.cpu)),
+            (Col::l("RUNNING"), &|i| {
+                if i.running { "yes" } else { "no" }.to_owned()
+            }),
+            (Col::r("CPU-S"), &|i| format!("{:.2}", i.cpu_seconds)),
+            (Col::r("SLEEPS"), &|i| i.sleeps.to_string()),
+            (Col::r("HEARTBEAT"), &|i| i.heartbeat.to_string()),
+            (Col::r("RX-FILL"), &|i| i.rx_ring_fill.to_string()),
+            (Col::r("TX-FILL"), &|i| i.tx_ring_fill.to_string()),
+        ],
+    )
 }
 
 fn indent(o: &mut String, text: &str) {

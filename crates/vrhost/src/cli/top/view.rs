@@ -212,25 +212,18 @@ fn drop_text(d: &DropView) -> String {
 pub fn detail_lines(v: &VrView) -> Vec<Line<'static>> {
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines = Vec::new();
-    let mut t = output::Table::new(&[
-        Col::r("VNIC"),
-        Col::l("PORT"),
-        Col::r("RX-PPS"),
-        Col::r("TX-PPS"),
-        Col::r("RX-BIT/S"),
-        Col::r("TX-BIT/S"),
-    ]);
-    for n in &v.vnics {
-        t.row([
-            n.index.to_string(),
-            n.port.clone(),
-            rate(n.rx_pps),
-            rate(n.tx_pps),
-            rate(n.rx_bps),
-            rate(n.tx_bps),
-        ]);
-    }
-    push_table(&mut lines, &t, bold);
+    let vnics = output::Table::of(
+        &v.vnics,
+        &[
+            (Col::r("VNIC"), &|n| n.index.to_string()),
+            (Col::l("PORT"), &|n| n.port.clone()),
+            (Col::r("RX-PPS"), &|n| rate(n.rx_pps)),
+            (Col::r("TX-PPS"), &|n| rate(n.tx_pps)),
+            (Col::r("RX-BIT/S"), &|n| rate(n.rx_bps)),
+            (Col::r("TX-BIT/S"), &|n| rate(n.tx_bps)),
+        ],
+    );
+    push_table(&mut lines, &vnics, bold);
 
     let drops: Vec<String> = v
         .drops
@@ -257,31 +250,23 @@ pub fn detail_lines(v: &VrView) -> Vec<Line<'static>> {
         Span::raw(format!("   exits {}", v.exits)),
     ]));
 
-    let mut t = output::Table::new(&[
-        Col::r("INST"),
-        Col::r("PID"),
-        Col::r("CORE"),
-        Col::l("STATE"),
-        Col::r("CPU%"),
-        Col::r("SLEEPS/S"),
-        Col::r("HEARTBEAT"),
-        Col::r("RX-FILL"),
-        Col::r("TX-FILL"),
-    ]);
-    for i in &v.instances {
-        t.row([
-            i.index.to_string(),
-            output::opt(i.pid),
-            output::opt(i.core),
-            if i.running { "running" } else { "stopped" }.to_owned(),
-            pct(i.cpu_pct),
-            rate(i.sleeps_ps),
-            i.heartbeat.to_string(),
-            i.rx_fill.to_string(),
-            i.tx_fill.to_string(),
-        ]);
-    }
-    push_table(&mut lines, &t, bold);
+    let instances = output::Table::of(
+        &v.instances,
+        &[
+            (Col::r("INST"), &|i| i.index.to_string()),
+            (Col::r("PID"), &|i| output::opt(i.pid)),
+            (Col::r("CORE"), &|i| output::opt(i.core)),
+            (Col::l("STATE"), &|i| {
+                if i.running { "running" } else { "stopped" }.to_owned()
+            }),
+            (Col::r("CPU%"), &|i| pct(i.cpu_pct)),
+            (Col::r("SLEEPS/S"), &|i| rate(i.sleeps_ps)),
+            (Col::r("HEARTBEAT"), &|i| i.heartbeat.to_string()),
+            (Col::r("RX-FILL"), &|i| i.rx_fill.to_string()),
+            (Col::r("TX-FILL"), &|i| i.tx_fill.to_string()),
+        ],
+    );
+    push_table(&mut lines, &instances, bold);
     lines
 }
 
