@@ -177,6 +177,16 @@ pub fn si(x: f64) -> String {
     format!("{v:.digits$}{unit}")
 }
 
+/// A rate as [`si`], or `-` for none (no interval yet).
+pub fn rate(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".to_owned(), si)
+}
+
+/// A percentage with one decimal (`12.5`), or `-` for none.
+pub fn pct(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".to_owned(), |x| format!("{x:.1}"))
+}
+
 /// Bytes with a binary suffix: `512 B`, `1.5 KiB`, `38.4 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];

@@ -10,17 +10,9 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
 
 use super::app::{App, SortKey};
 use super::rates::{DropView, VrView};
-use crate::cli::output::{self, Col, duration, list, si};
+use crate::cli::output::{self, Col, duration, list, pct, rate};
 
 /// A rate, or `-` before there are two snapshots.
-fn rate(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".to_owned(), si)
-}
-
-fn pct(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".to_owned(), |x| format!("{x:.1}"))
-}
-
 /// Draw the whole screen.
 pub fn render(app: &App, f: &mut Frame) {
     let [header, body, footer] = Layout::vertical([
