@@ -6,7 +6,7 @@ use hyper::Method;
 use super::api::Rule;
 use super::client::Answer;
 use super::output::{Col, Table, opt};
-use super::{ApiArgs, emit, emit_json_or, one_shot};
+use super::{ApiArgs, emit, emit_deleted, one_shot};
 
 /// `vrhost rule ...`.
 #[derive(Debug, Clone, clap::Args)]
@@ -120,12 +120,7 @@ pub fn run(args: &RuleArgs) -> Result<()> {
         }
         RuleCmd::Del { index } => {
             let a = c.call(Method::DELETE, &format!("/v1/rules/{index}"), None::<&()>)?;
-            if api.json() {
-                emit_json_or(&a, serde_json::json!({ "deleted": index }))?;
-            } else {
-                println!("deleted rule {index}");
-            }
-            Ok(())
+            emit_deleted(api, &a, "rule", index)
         }
     }
 }

@@ -8,9 +8,9 @@ use hyper::Method;
 use serde_json::{Map, Value};
 
 use super::api::{InstanceStatus, Vnic, VnicStats, VrStats, VrStatus};
-use super::client::encode;
+use super::client::{Answer, encode};
 use super::output::{Col, Table, bytes, list, map_list, opt};
-use super::{ApiArgs, emit, emit_json_or, one_shot};
+use super::{ApiArgs, emit, emit_deleted, one_shot};
 
 /// `vrhost vr ...`.
 #[derive(Debug, Clone, clap::Args)]
@@ -86,32 +86,14 @@ pub fn run(args: &VrArgs) -> Result<()> {
         VrCmd::Add { file } => {
             let spec = read_vr_file(file)?;
             let a = c.call(Method::POST, "/v1/vrs", Some(&spec))?;
-            emit(api, &a, |a| {
-                let vr: VrStatus = a.decode()?;
-                println!(
-                    "added VR {} ({}{})",
-                    vr.name,
-                    vr.state,
-                    pids_note(&vr.instances)
-                );
-                Ok(())
-            })
+            emit(api, &a, |a| say_vr("added", a))
         }
         VrCmd::Replace { file } => {
             let spec = read_vr_file(file)?;
             let name = spec["name"].as_str().unwrap_or_default();
             let path = format!("/v1/vrs/{}", encode(name));
             let a = c.call(Method::PUT, &path, Some(&spec))?;
-            emit(api, &a, |a| {
-                let vr: VrStatus = a.decode()?;
-                println!(
-                    "replaced VR {} ({}{})",
-                    vr.name,
-                    vr.state,
-                    pids_note(&vr.instances)
-                );
-                Ok(())
-            })
+            emit(api, &a, |a| say_vr("replaced", a))
         }
         VrCmd::Restart { name } => {
             let a = c.call(
@@ -130,14 +112,21 @@ pub fn run(args: &VrArgs) -> Result<()> {
                 &format!("/v1/vrs/{}", encode(name)),
                 None::<&()>,
             )?;
-            if api.json() {
-                emit_json_or(&a, serde_json::json!({ "deleted": name }))?;
-            } else {
-                println!("deleted VR {name}");
-            }
-            Ok(())
+            emit_deleted(api, &a, "VR", name)
         }
     }
+}
+
+/// `VERB VR NAME (STATE, pid N)` of the VR in the answer.
+fn say_vr(verb: &str, a: &Answer) -> Result<()> {
+    let vr: VrStatus = a.decode()?;
+    println!(
+        "{verb} VR {} ({}{})",
+        vr.name,
+        vr.state,
+        pids_note(&vr.instances)
+    );
+    Ok(())
 }
 
 fn pids_note(instances: &[InstanceStatus]) -> String {
