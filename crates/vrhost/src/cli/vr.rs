@@ -76,8 +76,7 @@ pub fn run(args: &VrArgs) -> Result<()> {
             })
         }
         VrCmd::Show { name } => {
-            let path = format!("/v1/vrs/{}", encode(name));
-            let a = c.get(&path)?;
+            let a = c.get(&vr_path(name))?;
             emit(api, &a, |a| {
                 let vr: VrStatus = a.decode()?;
                 Ok(super::output::out(&show(&vr))?)
@@ -91,30 +90,27 @@ pub fn run(args: &VrArgs) -> Result<()> {
         VrCmd::Replace { file } => {
             let spec = read_vr_file(file)?;
             let name = spec["name"].as_str().unwrap_or_default();
-            let path = format!("/v1/vrs/{}", encode(name));
-            let a = c.call(Method::PUT, &path, Some(&spec))?;
+            let a = c.call(Method::PUT, &vr_path(name), Some(&spec))?;
             emit(api, &a, |a| say_vr("replaced", a))
         }
         VrCmd::Restart { name } => {
-            let a = c.call(
-                Method::POST,
-                &format!("/v1/vrs/{}/restart", encode(name)),
-                None::<&()>,
-            )?;
+            let path = format!("{}/restart", vr_path(name));
+            let a = c.call(Method::POST, &path, None::<&()>)?;
             emit(api, &a, |_| {
                 println!("restarted VR {name}");
                 Ok(())
             })
         }
         VrCmd::Del { name } => {
-            let a = c.call(
-                Method::DELETE,
-                &format!("/v1/vrs/{}", encode(name)),
-                None::<&()>,
-            )?;
+            let a = c.call(Method::DELETE, &vr_path(name), None::<&()>)?;
             emit_deleted(api, &a, "VR", name)
         }
     }
+}
+
+/// The API's resource of the VR `name`.
+fn vr_path(name: &str) -> String {
+    format!("/v1/vrs/{}", encode(name))
 }
 
 /// `VERB VR NAME (STATE, pid N)` of the VR in the answer.
@@ -191,43 +187,45 @@ pub fn show(v: &VrStatus) -> String {
     o
 }
 
-/// `key:` padded to `width`, then the value, as one line of `vr show`.
-fn field(o: &mut String, width: usize, key: &str, value: &str) {
-    let _ = writeln!(o, "{:<width$}{value}", format!("{key}:"));
+/// `key:` padded to `width`, then the value, a line each (a part of `vr
+/// show`).
+fn fields(width: usize, lines: &[(&str, String)]) -> String {
+    let mut o = String::new();
+    for (key, value) in lines {
+        let _ = writeln!(o, "{:<width$}{value}", format!("{key}:"));
+    }
+    o
 }
 
 /// The head of `vr show`: name, kind, state, program, pool, CPU, routes.
 fn definition(v: &VrStatus) -> String {
     let s = &v.stats;
-    let mut o = String::new();
-    let kv = |o: &mut String, k: &str, val: &str| field(o, 12, k, val);
-    kv(&mut o, "name", &v.name);
-    kv(&mut o, "kind", &v.kind);
-    kv(&mut o, "state", &v.state);
-    if let Some(p) = &v.spec.program {
+    // The program and its arguments, if it is not the built-in router.
+    let program = v.spec.program.as_ref().map(|p| {
         let mut cmd = p.clone();
         for a in &v.spec.args {
             cmd.push(' ');
             cmd.push_str(a);
         }
-        kv(&mut o, "program", &cmd);
-    }
-    kv(
-        &mut o,
-        "pool",
-        &format!(
-            "{} slots, {} free",
-            if s.pool_slots > 0 {
-                s.pool_slots
-            } else {
-                u64::from(v.spec.slots.unwrap_or(0))
-            },
-            s.free_slots
-        ),
-    );
-    kv(&mut o, "cpu", &opt(v.spec.cpu));
-    kv(&mut o, "api routes", &v.api_routes.to_string());
-    o
+        cmd
+    });
+    let pool_slots = if s.pool_slots > 0 {
+        s.pool_slots
+    } else {
+        u64::from(v.spec.slots.unwrap_or(0))
+    };
+    let mut lines = vec![
+        ("name", v.name.clone()),
+        ("kind", v.kind.clone()),
+        ("state", v.state.clone()),
+    ];
+    lines.extend(program.map(|cmd| ("program", cmd)));
+    lines.extend([
+        ("pool", format!("{pool_slots} slots, {} free", s.free_slots)),
+        ("cpu", opt(v.spec.cpu)),
+        ("api routes", v.api_routes.to_string()),
+    ]);
+    fields(12, &lines)
 }
 
 /// A VR's vNICs: the definition and the counters of each.
@@ -265,51 +263,47 @@ fn vnics_table(v: &VrStatus) -> Table {
 
 /// The `counters:` part of `vr show`.
 fn counters(s: &VrStats) -> String {
-    let mut c = String::new();
-    let kv = |o: &mut String, k: &str, val: String| field(o, 16, k, &val);
-    kv(
-        &mut c,
-        "rx",
-        format!("{} packets, {}", s.rx_packets, bytes(s.rx_bytes)),
-    );
-    kv(
-        &mut c,
-        "tx",
-        format!("{} packets, {}", s.tx_packets, bytes(s.tx_bytes)),
-    );
-    kv(&mut c, "ingress drops", map_list(&s.ingress_drops));
-    kv(
-        &mut c,
-        "vr drops",
-        format!("{} ({})", s.vr_dropped, map_list(&s.vr_drops)),
-    );
-    kv(&mut c, "port drops", s.port_dropped.to_string());
-    kv(&mut c, "violations", map_list(&s.violations));
-    kv(
-        &mut c,
-        "exits",
-        format!("{} (slots reclaimed: {})", s.exits, s.reclaimed),
-    );
-    kv(
-        &mut c,
-        "restarts",
-        format!(
-            "{} (hangs {}, quarantines {}, last recovery {:.1} ms)",
-            s.restarts, s.hangs, s.quarantines, s.last_recovery_ms
-        ),
-    );
-    kv(&mut c, "kicks", s.kicks.to_string());
-    kv(&mut c, "arrival", format!("{} frames/s", s.arrival_pps));
-    kv(
-        &mut c,
-        "instances",
-        format!(
-            "added {}, retired {}, refused {}, exited {}",
-            s.instances_added, s.instances_retired, s.instances_refused, s.instance_exits
-        ),
-    );
-    kv(&mut c, "capture drops", s.capture_dropped.to_string());
-    c
+    fields(
+        16,
+        &[
+            (
+                "rx",
+                format!("{} packets, {}", s.rx_packets, bytes(s.rx_bytes)),
+            ),
+            (
+                "tx",
+                format!("{} packets, {}", s.tx_packets, bytes(s.tx_bytes)),
+            ),
+            ("ingress drops", map_list(&s.ingress_drops)),
+            (
+                "vr drops",
+                format!("{} ({})", s.vr_dropped, map_list(&s.vr_drops)),
+            ),
+            ("port drops", s.port_dropped.to_string()),
+            ("violations", map_list(&s.violations)),
+            (
+                "exits",
+                format!("{} (slots reclaimed: {})", s.exits, s.reclaimed),
+            ),
+            (
+                "restarts",
+                format!(
+                    "{} (hangs {}, quarantines {}, last recovery {:.1} ms)",
+                    s.restarts, s.hangs, s.quarantines, s.last_recovery_ms
+                ),
+            ),
+            ("kicks", s.kicks.to_string()),
+            ("arrival", format!("{} frames/s", s.arrival_pps)),
+            (
+                "instances",
+                format!(
+                    "added {}, retired {}, refused {}, exited {}",
+                    s.instances_added, s.instances_retired, s.instances_refused, s.instance_exits
+                ),
+            ),
+            ("capture drops", s.capture_dropped.to_string()),
+        ],
+    )
 }
 
 /// A VR's processes.
