@@ -556,20 +556,11 @@ instances:
     fn vr_file_json_and_refusals() {
         let v = parse_vr(r#"{"name": "x", "vnics": [{"port": "p0"}]}"#, true).unwrap();
         assert_eq!(v["vnics"][0]["port"], "p0");
+        let refusal = |toml: &str| parse_vr(toml, false).unwrap_err().to_string();
         let two = "[[vrs]]\nname = \"a\"\nvnics = []\n[[vrs]]\nname = \"b\"\nvnics = []\n";
-        assert!(
-            parse_vr(two, false)
-                .unwrap_err()
-                .to_string()
-                .contains("holds 2 VRs")
-        );
+        assert!(refusal(two).contains("holds 2 VRs"));
         let with_ports = "[[ports]]\nname = \"p0\"\n[[vrs]]\nname = \"a\"\nvnics = []\n";
-        assert!(
-            parse_vr(with_ports, false)
-                .unwrap_err()
-                .to_string()
-                .contains("\"ports\"")
-        );
+        assert!(refusal(with_ports).contains("\"ports\""));
         assert!(parse_vr("slots = 3", false).is_err());
         assert!(parse_vr("name = ", false).is_err());
     }
