@@ -47,7 +47,6 @@ pub fn render(app: &App, f: &mut Frame) {
 
 fn header_lines(app: &App) -> Vec<Line<'static>> {
     let h = &app.host;
-    let bold = Style::new().add_modifier(Modifier::BOLD);
     let ingress = h
         .ingress_drops
         .iter()
@@ -55,9 +54,9 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
         .map(|d| format!("{} {}", d.reason, rate(d.per_s)))
         .collect::<Vec<_>>();
     vec![
-        Line::from(vec![
-            Span::styled("vrhost top", bold),
-            Span::raw(format!(
+        labelled(
+            "vrhost top",
+            format!(
                 "  {}  up {}  generation {}  VRs {}/{} running  every {:.1} s",
                 app.api,
                 duration(h.uptime_s),
@@ -65,11 +64,11 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
                 h.vrs_running,
                 h.vrs,
                 app.interval.as_secs_f64(),
-            )),
-        ]),
-        Line::from(vec![
-            Span::styled("host  ", bold),
-            Span::raw(format!(
+            ),
+        ),
+        labelled(
+            "host  ",
+            format!(
                 "rx {} pps  ingress drops {}/s{}  worker CPU {}%  VR restarts {}  slot violations {}",
                 rate(h.rx_pps),
                 rate(h.ingress_drops_ps),
@@ -81,19 +80,19 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
                 pct(h.worker_cpu_pct),
                 h.vr_restarts,
                 h.slot_violations,
-            )),
-        ]),
-        Line::from(vec![
-            Span::styled("ports ", bold),
-            Span::raw(format!(
+            ),
+        ),
+        labelled(
+            "ports ",
+            format!(
                 "rx {} pps {} bit/s  tx {} pps {} bit/s  drops {}/s",
                 rate(h.ports_rx_pps),
                 rate(h.ports_rx_bps),
                 rate(h.ports_tx_pps),
                 rate(h.ports_tx_bps),
                 rate(h.ports_drops_ps),
-            )),
-        ]),
+            ),
+        ),
     ]
 }
 
@@ -223,14 +222,14 @@ pub fn detail_lines(v: &VrView) -> Vec<Line<'static>> {
         .filter(|d| d.total > 0)
         .map(drop_text)
         .collect();
-    lines.push(Line::from(vec![
-        Span::styled("drops  ", bold),
-        Span::raw(if drops.is_empty() {
+    lines.push(labelled(
+        "drops  ",
+        if drops.is_empty() {
             "none".to_owned()
         } else {
             drops.join(" | ")
-        }),
-    ]));
+        },
+    ));
     let viol = output::map_list(&v.violations);
     lines.push(Line::from(vec![
         Span::styled("violations  ", bold),
@@ -260,6 +259,12 @@ pub fn detail_lines(v: &VrView) -> Vec<Line<'static>> {
     );
     push_table(&mut lines, &instances, bold);
     lines
+}
+
+/// A line of a bold label, then plain text.
+fn labelled(label: &'static str, text: String) -> Line<'static> {
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    Line::from(vec![Span::styled(label, bold), Span::raw(text)])
 }
 
 fn push_table(lines: &mut Vec<Line<'static>>, t: &output::Table, header: Style) {
