@@ -239,125 +239,149 @@ fn fds() -> BTreeMap<String, String> {
     out
 }
 
-/// System calls a VR has no business making.
+/// A system call a VR has no business making: its errno (0: it worked).
+type SyscallProbe = fn() -> i32;
+
+/// System calls a VR has no business making: each probe's name and its
+/// errno (0: it worked).
 fn syscalls() -> Value {
-    let mut out = BTreeMap::new();
-    // SAFETY (for each block below): plain system calls with constant or
-    // local arguments; descriptors they return are closed at once; a forked
-    // child exits at once; the pids named do not exist.
-    let socket = |domain| {
-        // SAFETY: see above.
-        let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        if fd >= 0 {
-            // SAFETY: we own `fd`.
-            unsafe { libc::close(fd) };
-        }
-        rc(fd.into())
-    };
-    out.insert("socket_inet", socket(libc::AF_INET));
-    out.insert("socket_unix", socket(libc::AF_UNIX));
-    // SAFETY: see above.
-    out.insert(
-        "ptrace_peek_host",
-        rc(unsafe { libc::ptrace(libc::PTRACE_PEEKDATA, libc::getppid(), 0usize, 0usize) }),
-    );
+    // In this order: the last, if it worked, would change this process.
+    let probes: &[(&str, SyscallProbe)] = &[
+        ("socket_inet", || socket(libc::AF_INET)),
+        ("socket_unix", || socket(libc::AF_UNIX)),
+        ("ptrace_peek_host", ptrace_peek_host),
+        ("mount", mount),
+        ("setuid_0", setuid_0),
+        ("kill_other", kill_other),
+        ("prlimit_other", prlimit_other),
+        ("setaffinity_other", setaffinity_other),
+        ("getaffinity_self", getaffinity_self),
+        ("mlock", mlock),
+        ("memfd_create", memfd_create),
+        ("fork", fork),
+        ("thread", thread),
+        ("unshare_user", unshare_user),
+    ];
+    let out: BTreeMap<&str, i32> = probes
+        .iter()
+        .map(|&(name, probe)| (name, probe()))
+        .collect();
+    json!(out)
+}
+
+fn socket(domain: libc::c_int) -> i32 {
+    // SAFETY: a plain system call with constant arguments.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd >= 0 {
+        // SAFETY: we own `fd`.
+        unsafe { libc::close(fd) };
+    }
+    rc(fd.into())
+}
+
+fn ptrace_peek_host() -> i32 {
+    // SAFETY: a plain system call; it reads (at most) a word of the parent.
+    rc(unsafe { libc::ptrace(libc::PTRACE_PEEKDATA, libc::getppid(), 0usize, 0usize) })
+}
+
+fn mount() -> i32 {
     let target = c"/nonexistent-vrhost-probe";
-    // SAFETY: see above (the target does not exist).
-    out.insert(
-        "mount",
-        rc(unsafe {
-            libc::mount(
-                c"none".as_ptr(),
-                target.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        }
-        .into()),
-    );
-    // SAFETY: see above.
-    out.insert(
-        "setuid_0",
-        rc(unsafe { libc::syscall(libc::SYS_setuid, 0) }),
-    );
-    // SAFETY: see above.
-    out.insert("kill_other", rc(unsafe { libc::kill(NO_PID, 0) }.into()));
+    // SAFETY: constant C strings; the target does not exist.
+    rc(unsafe {
+        libc::mount(
+            c"none".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    }
+    .into())
+}
+
+fn setuid_0() -> i32 {
+    // SAFETY: a plain system call with a constant argument.
+    rc(unsafe { libc::syscall(libc::SYS_setuid, 0) })
+}
+
+fn kill_other() -> i32 {
+    // SAFETY: signal 0 (a check only) to a pid that does not exist.
+    rc(unsafe { libc::kill(NO_PID, 0) }.into())
+}
+
+fn prlimit_other() -> i32 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: see above; `lim` is ours.
-    out.insert(
-        "prlimit_other",
-        rc(
-            unsafe { libc::prlimit(NO_PID, libc::RLIMIT_NOFILE, std::ptr::null(), &mut lim) }
-                .into(),
-        ),
-    );
-    // SAFETY: see above; a zeroed cpu_set_t is valid.
+    // SAFETY: a pid that does not exist; `lim` is ours.
+    rc(unsafe { libc::prlimit(NO_PID, libc::RLIMIT_NOFILE, std::ptr::null(), &mut lim) }.into())
+}
+
+fn setaffinity_other() -> i32 {
+    // SAFETY: a zeroed cpu_set_t is valid.
+    let set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a pid that does not exist; `set` is ours and its size is given.
+    rc(unsafe { libc::sched_setaffinity(NO_PID, std::mem::size_of_val(&set), &set) }.into())
+}
+
+fn getaffinity_self() -> i32 {
+    // SAFETY: a zeroed cpu_set_t is valid.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: see above; `set` is ours and its size is given.
-    out.insert(
-        "setaffinity_other",
-        rc(unsafe { libc::sched_setaffinity(NO_PID, std::mem::size_of_val(&set), &set) }.into()),
-    );
-    // SAFETY: see above; `set` is ours.
-    out.insert(
-        "getaffinity_self",
-        rc(unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) }.into()),
-    );
+    // SAFETY: `set` is ours and its size is given.
+    rc(unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) }.into())
+}
+
+fn mlock() -> i32 {
     let page = vec![0u8; 4096];
     // SAFETY: locks (then unlocks) our own buffer.
-    out.insert(
-        "mlock",
-        rc(unsafe {
-            let r = libc::mlock(page.as_ptr().cast(), page.len());
-            if r == 0 {
-                libc::munlock(page.as_ptr().cast(), page.len());
-            }
-            r
+    rc(unsafe {
+        let r = libc::mlock(page.as_ptr().cast(), page.len());
+        if r == 0 {
+            libc::munlock(page.as_ptr().cast(), page.len());
         }
-        .into()),
-    );
-    out.insert("memfd_create", {
-        // SAFETY: see above.
-        let fd = unsafe { libc::memfd_create(c"probe".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd >= 0 {
-            // SAFETY: we own `fd`.
-            unsafe { libc::close(fd) };
-        }
-        rc(fd.into())
-    });
-    out.insert("fork", {
-        // SAFETY: fork; the child only calls _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: in the child: leave at once.
-            unsafe { libc::_exit(0) };
-        }
-        if pid > 0 {
-            // SAFETY: reap our own child.
-            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-        }
-        rc(pid.into())
-    });
-    out.insert(
-        "thread",
-        errno(
-            std::thread::Builder::new()
-                .spawn(|| 42)
-                .and_then(|h| match h.join() {
-                    Ok(42) => Ok(()),
-                    _ => Err(std::io::Error::other("the thread failed")),
-                }),
-        ),
-    );
-    // Last: if it worked it would change this process.
-    // SAFETY: see above.
-    out.insert(
-        "unshare_user",
-        rc(unsafe { libc::unshare(libc::CLONE_NEWUSER) }.into()),
-    );
-    json!(out)
+        r
+    }
+    .into())
+}
+
+fn memfd_create() -> i32 {
+    // SAFETY: a constant C string and flags.
+    let fd = unsafe { libc::memfd_create(c"probe".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd >= 0 {
+        // SAFETY: we own `fd`.
+        unsafe { libc::close(fd) };
+    }
+    rc(fd.into())
+}
+
+fn fork() -> i32 {
+    // SAFETY: fork; the child only calls _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the child: leave at once.
+        unsafe { libc::_exit(0) };
+    }
+    if pid > 0 {
+        // SAFETY: reap our own child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
+    rc(pid.into())
+}
+
+fn thread() -> i32 {
+    errno(
+        std::thread::Builder::new()
+            .spawn(|| 42)
+            .and_then(|h| match h.join() {
+                Ok(42) => Ok(()),
+                _ => Err(std::io::Error::other("the thread failed")),
+            }),
+    )
+}
+
+fn unshare_user() -> i32 {
+    // SAFETY: a plain system call with a constant argument (if it worked it
+    // would only move this process into a new user namespace).
+    rc(unsafe { libc::unshare(libc::CLONE_NEWUSER) }.into())
 }

@@ -103,6 +103,20 @@ fn emit_json_or(a: &Answer, fallback: serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// Say that `what` `id` is deleted: with `-o json` the answer, or
+/// `{"deleted": id}` if it is empty; else `deleted WHAT ID`.
+fn emit_deleted<I>(api: &ApiArgs, a: &Answer, what: &str, id: &I) -> Result<()>
+where
+    I: std::fmt::Display + serde::Serialize,
+{
+    if api.json() {
+        emit_json_or(a, serde_json::json!({ "deleted": id }))
+    } else {
+        println!("deleted {what} {id}");
+        Ok(())
+    }
+}
+
 /// `vrhost completions SHELL`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompletionsArgs {

@@ -55,6 +55,9 @@ impl Col {
     }
 }
 
+/// A column of a table of `T`s: its header, and how a `T` fills its cell.
+pub type Column<'a, T> = (Col, &'a dyn Fn(&T) -> String);
+
 /// A text table: a header line, then rows, columns two spaces apart, no
 /// trailing blanks (as `ip -br` or `kubectl get`).
 #[derive(Debug, Clone)]
@@ -70,6 +73,17 @@ impl Table {
             cols: cols.to_vec(),
             rows: Vec::new(),
         }
+    }
+
+    /// A table with a row per item of `items`: each column is a header and
+    /// how an item fills that column's cell, side by side.
+    pub fn of<T>(items: &[T], cols: &[Column<'_, T>]) -> Self {
+        let header: Vec<Col> = cols.iter().map(|(c, _)| *c).collect();
+        let mut t = Table::new(&header);
+        for item in items {
+            t.row(cols.iter().map(|(_, cell)| cell(item)));
+        }
+        t
     }
 
     /// Add a row (missing cells are empty, extra ones dropped).
@@ -163,6 +177,16 @@ pub fn si(x: f64) -> String {
     format!("{v:.digits$}{unit}")
 }
 
+/// A rate as [`si`], or `-` for none (no interval yet).
+pub fn rate(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".to_owned(), si)
+}
+
+/// A percentage with one decimal (`12.5`), or `-` for none.
+pub fn pct(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".to_owned(), |x| format!("{x:.1}"))
+}
+
 /// Bytes with a binary suffix: `512 B`, `1.5 KiB`, `38.4 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
@@ -195,27 +219,27 @@ pub fn duration(secs: f64) -> String {
     }
 }
 
-/// `k=v, k=v` of a counter map, or `-`.
+/// `k=v, k=v` of a counter map (the non-zero ones), or `-`.
 pub fn map_list(m: &std::collections::BTreeMap<String, u64>) -> String {
-    let parts: Vec<String> = m
+    let parts = m
         .iter()
         .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    if parts.is_empty() {
-        "-".to_owned()
-    } else {
-        parts.join(", ")
-    }
+        .map(|(k, v)| format!("{k}={v}"));
+    join_or_dash(parts, ", ")
 }
 
 /// Items joined by commas, or `-`.
 pub fn list<T: ToString>(items: impl IntoIterator<Item = T>) -> String {
-    let v: Vec<String> = items.into_iter().map(|i| i.to_string()).collect();
-    if v.is_empty() {
+    join_or_dash(items.into_iter().map(|i| i.to_string()), ",")
+}
+
+/// `parts` joined by `sep`, or `-` if there are none.
+fn join_or_dash(parts: impl Iterator<Item = String>, sep: &str) -> String {
+    let parts: Vec<String> = parts.collect();
+    if parts.is_empty() {
         "-".to_owned()
     } else {
-        v.join(",")
+        parts.join(sep)
     }
 }
 
@@ -243,6 +267,18 @@ mod tests {
         t.row(["xyz"]);
         assert_eq!(t.render(), "A    B\né    1\nxyz\n");
         assert_eq!(Table::new(&[Col::l("A")]).render(), "A\n");
+    }
+
+    #[test]
+    fn table_of_items_puts_each_header_over_its_cells() {
+        let t = Table::of(
+            &[("a", 1), ("bb", 22)],
+            &[
+                (Col::l("NAME"), &|x| x.0.to_owned()),
+                (Col::r("N"), &|x| x.1.to_string()),
+            ],
+        );
+        assert_eq!(t.render(), "NAME   N\na      1\nbb    22\n");
     }
 
     #[test]

@@ -4,13 +4,13 @@
 //! import VR FILE` loads it into a VR in bulk requests.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use hyper::Method;
 use serde::Serialize;
-use vrhost_fib::import::{Format, ImportOptions, Progress, RouteSet, read_routes};
+use vrhost_fib::import::{Format, ImportOptions, Progress, ProgressFn, RouteSet, read_routes};
 
 use super::api::{Route, RouteBulk, RoutePage, RouteResult};
 use super::client::{Answer, Client, encode, with_query};
@@ -108,6 +108,17 @@ pub struct ImportArgs {
     /// Loading: routes per request.
     #[arg(long, default_value_t = DEFAULT_CHUNK, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub chunk: u64,
+}
+
+impl ImportArgs {
+    /// How to read the file: `--format`, `--keep-partial`, and `progress`.
+    fn read_options(&self, progress: Option<ProgressFn>) -> ImportOptions {
+        ImportOptions {
+            format: self.format,
+            keep_partial: self.keep_partial,
+            progress,
+        }
+    }
 }
 
 /// Run `vrhost route ...`.
@@ -215,21 +226,15 @@ fn result_line(r: &RouteResult) -> String {
 
 /// Routes as a table.
 pub fn table(routes: &[Route]) -> Table {
-    let mut t = Table::new(&[
-        Col::l("PREFIX"),
-        Col::l("VIA"),
-        Col::r("VNIC"),
-        Col::r("NEXTHOP"),
-    ]);
-    for r in routes {
-        t.row([
-            r.prefix.clone(),
-            opt(r.via.as_deref()),
-            opt(r.vnic),
-            opt(r.nexthop),
-        ]);
-    }
-    t
+    Table::of(
+        routes,
+        &[
+            (Col::l("PREFIX"), &|r| r.prefix.clone()),
+            (Col::l("VIA"), &|r| opt(r.via.as_deref())),
+            (Col::r("VNIC"), &|r| opt(r.vnic)),
+            (Col::r("NEXTHOP"), &|r| opt(r.nexthop)),
+        ],
+    )
 }
 
 /// `via ADDR [dev VNIC]` or `nexthop N` after the prefix (`vnic` is a
@@ -389,14 +394,8 @@ fn import(api: &ApiArgs, a: &ImportArgs) -> Result<()> {
                 );
             }
             // Local: read and measure, as before the API existed.
-            let local = crate::route_import::RouteImportArgs {
-                file: file.into(),
-                format: a.format,
-                keep_partial: a.keep_partial,
-                json,
-            };
-            return crate::route_import::run_route_import(&local, crate::progress_bar())
-                .map(|_| ());
+            let opts = a.read_options(crate::progress_bar());
+            return crate::route_import::run_route_import(Path::new(file), &opts, json).map(|_| ());
         }
         [vr, file] => (vr.as_str(), PathBuf::from(file)),
         _ => bail!("give [VR] FILE"),
@@ -409,14 +408,7 @@ fn import(api: &ApiArgs, a: &ImportArgs) -> Result<()> {
 
     let bar = crate::progress_bar();
     let t = Instant::now();
-    let set = read_routes(
-        &file,
-        &ImportOptions {
-            format: a.format,
-            keep_partial: a.keep_partial,
-            progress: bar.clone(),
-        },
-    );
+    let set = read_routes(&file, &a.read_options(bar.clone()));
     if bar.is_some() {
         eprintln!();
     }
@@ -573,16 +565,24 @@ mod tests {
         assert_eq!(bulk_chunks(&[], 10_000).count(), 0);
     }
 
-    #[test]
-    fn imported_routes_get_their_next_hop() {
-        let set = vrhost_fib::import::read_routes_from(
-            &b"1.0.0.0/24\t13335\n1.0.4.0/22\t56203\n2001:db8::/32\t1\n"[..],
+    /// The routes of a file's `text` in `format`.
+    fn read(text: &[u8], format: Format) -> RouteSet {
+        vrhost_fib::import::read_routes_from(
+            text,
             &ImportOptions {
-                format: Some(Format::Ipasn),
+                format: Some(format),
                 ..ImportOptions::default()
             },
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn imported_routes_get_their_next_hop() {
+        let set = read(
+            b"1.0.0.0/24\t13335\n1.0.4.0/22\t56203\n2001:db8::/32\t1\n",
+            Format::Ipasn,
+        );
         let (r, v6) = api_routes(&set, NextHopPolicy::AsnMod(2)).unwrap();
         assert_eq!(v6, 1);
         assert_eq!(r.len(), 2);
@@ -598,14 +598,7 @@ mod tests {
         // ipasn has no next hops.
         assert!(api_routes(&set, NextHopPolicy::FromFile).is_err());
 
-        let text = vrhost_fib::import::read_routes_from(
-            &b"192.0.2.0/24 10.1.1.2\n"[..],
-            &ImportOptions {
-                format: Some(Format::Text),
-                ..ImportOptions::default()
-            },
-        )
-        .unwrap();
+        let text = read(b"192.0.2.0/24 10.1.1.2\n", Format::Text);
         let (r, _) = api_routes(&text, NextHopPolicy::FromFile).unwrap();
         assert_eq!(r[0].via.as_deref(), Some("10.1.1.2"));
     }

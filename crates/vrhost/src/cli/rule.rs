@@ -6,7 +6,7 @@ use hyper::Method;
 use super::api::Rule;
 use super::client::Answer;
 use super::output::{Col, Table, opt};
-use super::{ApiArgs, emit, emit_json_or, one_shot};
+use super::{ApiArgs, emit, emit_deleted, one_shot};
 
 /// `vrhost rule ...`.
 #[derive(Debug, Clone, clap::Args)]
@@ -120,45 +120,36 @@ pub fn run(args: &RuleArgs) -> Result<()> {
         }
         RuleCmd::Del { index } => {
             let a = c.call(Method::DELETE, &format!("/v1/rules/{index}"), None::<&()>)?;
-            if api.json() {
-                emit_json_or(&a, serde_json::json!({ "deleted": index }))?;
-            } else {
-                println!("deleted rule {index}");
-            }
-            Ok(())
+            emit_deleted(api, &a, "rule", index)
         }
     }
 }
 
 /// Rules as a table, in match order.
 pub fn table(rules: &[Rule]) -> Table {
-    let mut t = Table::new(&[
-        Col::r("INDEX"),
-        Col::l("PORT"),
-        Col::l("DST"),
-        Col::l("SRC"),
-        Col::l("DST-MAC"),
-        Col::r("VLAN"),
-        Col::r("PROTO"),
-        Col::r("UDP-DPORT"),
-        Col::l("VR"),
-        Col::r("VNIC"),
-    ]);
-    for (i, r) in rules.iter().enumerate() {
-        t.row([
-            r.index.unwrap_or(i as u64).to_string(),
-            opt(r.port.as_deref()),
-            opt(r.dst.as_deref()),
-            opt(r.src.as_deref()),
-            opt(r.dst_mac.as_deref()),
-            opt(r.vlan),
-            opt(r.proto),
-            opt(r.udp_dport),
-            if r.vr.is_empty() { "-" } else { &r.vr }.to_owned(),
-            r.vnic.unwrap_or(0).to_string(),
-        ]);
-    }
-    t
+    // A rule from the API has its index; one from a file takes its place.
+    let rules: Vec<(u64, &Rule)> = rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.index.unwrap_or(i as u64), r))
+        .collect();
+    Table::of(
+        &rules,
+        &[
+            (Col::r("INDEX"), &|(i, _)| i.to_string()),
+            (Col::l("PORT"), &|(_, r)| opt(r.port.as_deref())),
+            (Col::l("DST"), &|(_, r)| opt(r.dst.as_deref())),
+            (Col::l("SRC"), &|(_, r)| opt(r.src.as_deref())),
+            (Col::l("DST-MAC"), &|(_, r)| opt(r.dst_mac.as_deref())),
+            (Col::r("VLAN"), &|(_, r)| opt(r.vlan)),
+            (Col::r("PROTO"), &|(_, r)| opt(r.proto)),
+            (Col::r("UDP-DPORT"), &|(_, r)| opt(r.udp_dport)),
+            (Col::l("VR"), &|(_, r)| {
+                if r.vr.is_empty() { "-" } else { &r.vr }.to_owned()
+            }),
+            (Col::r("VNIC"), &|(_, r)| r.vnic.unwrap_or(0).to_string()),
+        ],
+    )
 }
 
 #[cfg(test)]

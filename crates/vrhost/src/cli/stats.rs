@@ -79,65 +79,47 @@ pub fn render(s: &Stats) -> String {
     );
 
     let _ = writeln!(o, "\nports:");
-    let mut t = Table::new(&[
-        Col::l("NAME"),
-        Col::l("DRIVER"),
-        Col::l("INTERFACE"),
-        Col::r("RX-PKTS"),
-        Col::r("RX-BYTES"),
-        Col::r("RX-DROP"),
-        Col::r("TX-PKTS"),
-        Col::r("TX-BYTES"),
-        Col::r("TX-DROP"),
-    ]);
-    for p in &s.ports {
-        t.row([
-            p.name.clone(),
-            p.driver.clone(),
-            p.interface.clone(),
-            p.rx_packets.to_string(),
-            bytes(p.rx_bytes),
-            p.rx_dropped.to_string(),
-            p.tx_packets.to_string(),
-            bytes(p.tx_bytes),
-            p.tx_dropped.to_string(),
-        ]);
-    }
-    o.push_str(&t.render());
+    let ports = Table::of(
+        &s.ports,
+        &[
+            (Col::l("NAME"), &|p| p.name.clone()),
+            (Col::l("DRIVER"), &|p| p.driver.clone()),
+            (Col::l("INTERFACE"), &|p| p.interface.clone()),
+            (Col::r("RX-PKTS"), &|p| p.rx_packets.to_string()),
+            (Col::r("RX-BYTES"), &|p| bytes(p.rx_bytes)),
+            (Col::r("RX-DROP"), &|p| p.rx_dropped.to_string()),
+            (Col::r("TX-PKTS"), &|p| p.tx_packets.to_string()),
+            (Col::r("TX-BYTES"), &|p| bytes(p.tx_bytes)),
+            (Col::r("TX-DROP"), &|p| p.tx_dropped.to_string()),
+        ],
+    );
+    o.push_str(&ports.render());
 
     let _ = writeln!(o, "\nVRs:");
-    let mut t = Table::new(&[
-        Col::l("NAME"),
-        Col::l("STATE"),
-        Col::r("RX-PKTS"),
-        Col::r("RX-BYTES"),
-        Col::r("TX-PKTS"),
-        Col::r("TX-BYTES"),
-        Col::r("IN-DROP"),
-        Col::r("VR-DROP"),
-        Col::r("PORT-DROP"),
-        Col::r("VIOL"),
-        Col::r("POOL-FREE"),
-        Col::l("PIDS"),
-    ]);
-    for v in &s.vrs {
-        let st = &v.stats;
-        t.row([
-            v.name.clone(),
-            v.state.clone(),
-            st.rx_packets.to_string(),
-            bytes(st.rx_bytes),
-            st.tx_packets.to_string(),
-            bytes(st.tx_bytes),
-            st.ingress_drops.values().sum::<u64>().to_string(),
-            st.vr_dropped.to_string(),
-            st.port_dropped.to_string(),
-            st.violation_count().to_string(),
-            format!("{}/{}", st.free_slots, st.pool_slots),
-            list(v.instances.iter().filter_map(|i| i.pid)),
-        ]);
-    }
-    o.push_str(&t.render());
+    let vrs = Table::of(
+        &s.vrs,
+        &[
+            (Col::l("NAME"), &|v| v.name.clone()),
+            (Col::l("STATE"), &|v| v.state.clone()),
+            (Col::r("RX-PKTS"), &|v| v.stats.rx_packets.to_string()),
+            (Col::r("RX-BYTES"), &|v| bytes(v.stats.rx_bytes)),
+            (Col::r("TX-PKTS"), &|v| v.stats.tx_packets.to_string()),
+            (Col::r("TX-BYTES"), &|v| bytes(v.stats.tx_bytes)),
+            (Col::r("IN-DROP"), &|v| {
+                v.stats.ingress_drops.values().sum::<u64>().to_string()
+            }),
+            (Col::r("VR-DROP"), &|v| v.stats.vr_dropped.to_string()),
+            (Col::r("PORT-DROP"), &|v| v.stats.port_dropped.to_string()),
+            (Col::r("VIOL"), &|v| v.stats.violation_count().to_string()),
+            (Col::r("POOL-FREE"), &|v| {
+                format!("{}/{}", v.stats.free_slots, v.stats.pool_slots)
+            }),
+            (Col::l("PIDS"), &|v| {
+                list(v.instances.iter().filter_map(|i| i.pid))
+            }),
+        ],
+    );
+    o.push_str(&vrs.render());
     o
 }
 

@@ -7,10 +7,10 @@ use anyhow::{Context, Result, bail};
 use hyper::Method;
 use serde_json::{Map, Value};
 
-use super::api::{InstanceStatus, VrStatus};
-use super::client::encode;
+use super::api::{InstanceStatus, Vnic, VnicStats, VrStats, VrStatus};
+use super::client::{Answer, encode};
 use super::output::{Col, Table, bytes, list, map_list, opt};
-use super::{ApiArgs, emit, emit_json_or, one_shot};
+use super::{ApiArgs, emit, emit_deleted, one_shot};
 
 /// `vrhost vr ...`.
 #[derive(Debug, Clone, clap::Args)]
@@ -76,8 +76,7 @@ pub fn run(args: &VrArgs) -> Result<()> {
             })
         }
         VrCmd::Show { name } => {
-            let path = format!("/v1/vrs/{}", encode(name));
-            let a = c.get(&path)?;
+            let a = c.get(&vr_path(name))?;
             emit(api, &a, |a| {
                 let vr: VrStatus = a.decode()?;
                 Ok(super::output::out(&show(&vr))?)
@@ -86,58 +85,44 @@ pub fn run(args: &VrArgs) -> Result<()> {
         VrCmd::Add { file } => {
             let spec = read_vr_file(file)?;
             let a = c.call(Method::POST, "/v1/vrs", Some(&spec))?;
-            emit(api, &a, |a| {
-                let vr: VrStatus = a.decode()?;
-                println!(
-                    "added VR {} ({}{})",
-                    vr.name,
-                    vr.state,
-                    pids_note(&vr.instances)
-                );
-                Ok(())
-            })
+            emit(api, &a, |a| say_vr("added", a))
         }
         VrCmd::Replace { file } => {
             let spec = read_vr_file(file)?;
             let name = spec["name"].as_str().unwrap_or_default();
-            let path = format!("/v1/vrs/{}", encode(name));
-            let a = c.call(Method::PUT, &path, Some(&spec))?;
-            emit(api, &a, |a| {
-                let vr: VrStatus = a.decode()?;
-                println!(
-                    "replaced VR {} ({}{})",
-                    vr.name,
-                    vr.state,
-                    pids_note(&vr.instances)
-                );
-                Ok(())
-            })
+            let a = c.call(Method::PUT, &vr_path(name), Some(&spec))?;
+            emit(api, &a, |a| say_vr("replaced", a))
         }
         VrCmd::Restart { name } => {
-            let a = c.call(
-                Method::POST,
-                &format!("/v1/vrs/{}/restart", encode(name)),
-                None::<&()>,
-            )?;
+            let path = format!("{}/restart", vr_path(name));
+            let a = c.call(Method::POST, &path, None::<&()>)?;
             emit(api, &a, |_| {
                 println!("restarted VR {name}");
                 Ok(())
             })
         }
         VrCmd::Del { name } => {
-            let a = c.call(
-                Method::DELETE,
-                &format!("/v1/vrs/{}", encode(name)),
-                None::<&()>,
-            )?;
-            if api.json() {
-                emit_json_or(&a, serde_json::json!({ "deleted": name }))?;
-            } else {
-                println!("deleted VR {name}");
-            }
-            Ok(())
+            let a = c.call(Method::DELETE, &vr_path(name), None::<&()>)?;
+            emit_deleted(api, &a, "VR", name)
         }
     }
+}
+
+/// The API's resource of the VR `name`.
+fn vr_path(name: &str) -> String {
+    format!("/v1/vrs/{}", encode(name))
+}
+
+/// `VERB VR NAME (STATE, pid N)` of the VR in the answer.
+fn say_vr(verb: &str, a: &Answer) -> Result<()> {
+    let vr: VrStatus = a.decode()?;
+    println!(
+        "{verb} VR {} ({}{})",
+        vr.name,
+        vr.state,
+        pids_note(&vr.instances)
+    );
+    Ok(())
 }
 
 fn pids_note(instances: &[InstanceStatus]) -> String {
@@ -155,94 +140,32 @@ fn pids_note(instances: &[InstanceStatus]) -> String {
 
 /// The `vr list` table.
 pub fn list_table(vrs: &[VrStatus]) -> Table {
-    let mut t = Table::new(&[
-        Col::l("NAME"),
-        Col::l("STATE"),
-        Col::l("KIND"),
-        Col::r("VNICS"),
-        Col::r("RX"),
-        Col::r("TX"),
-        Col::r("DROPS"),
-        Col::r("ROUTES"),
-        Col::l("CPU"),
-        Col::l("PIDS"),
-    ]);
-    for v in vrs {
-        t.row([
-            v.name.clone(),
-            v.state.clone(),
-            v.kind.clone(),
-            v.spec.vnics.len().to_string(),
-            v.stats.rx_packets.to_string(),
-            v.stats.tx_packets.to_string(),
-            v.stats.drops().to_string(),
-            v.api_routes.to_string(),
-            list(v.instances.iter().filter_map(|i| i.cpu)),
-            list(v.instances.iter().filter_map(|i| i.pid)),
-        ]);
-    }
-    t
+    Table::of(
+        vrs,
+        &[
+            (Col::l("NAME"), &|v| v.name.clone()),
+            (Col::l("STATE"), &|v| v.state.clone()),
+            (Col::l("KIND"), &|v| v.kind.clone()),
+            (Col::r("VNICS"), &|v| v.spec.vnics.len().to_string()),
+            (Col::r("RX"), &|v| v.stats.rx_packets.to_string()),
+            (Col::r("TX"), &|v| v.stats.tx_packets.to_string()),
+            (Col::r("DROPS"), &|v| v.stats.drops().to_string()),
+            (Col::r("ROUTES"), &|v| v.api_routes.to_string()),
+            (Col::l("CPU"), &|v| {
+                list(v.instances.iter().filter_map(|i| i.cpu))
+            }),
+            (Col::l("PIDS"), &|v| {
+                list(v.instances.iter().filter_map(|i| i.pid))
+            }),
+        ],
+    )
 }
 
 /// `vr show`: the definition, then the counters, for a person.
 pub fn show(v: &VrStatus) -> String {
-    let s = &v.stats;
-    let mut o = String::new();
-    let kv = |o: &mut String, k: &str, val: &str| {
-        let _ = writeln!(o, "{:<12}{val}", format!("{k}:"));
-    };
-    kv(&mut o, "name", &v.name);
-    kv(&mut o, "kind", &v.kind);
-    kv(&mut o, "state", &v.state);
-    if let Some(p) = &v.spec.program {
-        let mut cmd = p.clone();
-        for a in &v.spec.args {
-            cmd.push(' ');
-            cmd.push_str(a);
-        }
-        kv(&mut o, "program", &cmd);
-    }
-    kv(
-        &mut o,
-        "pool",
-        &format!(
-            "{} slots, {} free",
-            if s.pool_slots > 0 {
-                s.pool_slots
-            } else {
-                u64::from(v.spec.slots.unwrap_or(0))
-            },
-            s.free_slots
-        ),
-    );
-    kv(&mut o, "cpu", &opt(v.spec.cpu));
-    kv(&mut o, "api routes", &v.api_routes.to_string());
-
+    let mut o = definition(v);
     let _ = writeln!(o, "\nvNICs:");
-    let mut t = Table::new(&[
-        Col::r("INDEX"),
-        Col::l("PORT"),
-        Col::l("MAC"),
-        Col::l("ADDRS"),
-        Col::r("RX-PKTS"),
-        Col::r("RX-BYTES"),
-        Col::r("TX-PKTS"),
-        Col::r("TX-BYTES"),
-    ]);
-    for (i, n) in v.spec.vnics.iter().enumerate() {
-        let st = s.vnics.iter().find(|x| x.index as usize == i);
-        t.row([
-            i.to_string(),
-            n.port.clone(),
-            opt(n.mac.as_deref()),
-            list(&n.addrs),
-            opt(st.map(|x| x.rx_packets)),
-            opt(st.map(|x| bytes(x.rx_bytes))),
-            opt(st.map(|x| x.tx_packets)),
-            opt(st.map(|x| bytes(x.tx_bytes))),
-        ]);
-    }
-    indent(&mut o, &t.render());
+    indent(&mut o, &vnics_table(v).render());
 
     if !v.spec.rules.is_empty() {
         let _ = writeln!(o, "\nrules:");
@@ -257,86 +180,150 @@ pub fn show(v: &VrStatus) -> String {
     }
 
     let _ = writeln!(o, "\ncounters:");
-    let mut c = String::new();
-    let kv2 = |o: &mut String, k: &str, val: String| {
-        let _ = writeln!(o, "{:<16}{val}", format!("{k}:"));
-    };
-    kv2(
-        &mut c,
-        "rx",
-        format!("{} packets, {}", s.rx_packets, bytes(s.rx_bytes)),
-    );
-    kv2(
-        &mut c,
-        "tx",
-        format!("{} packets, {}", s.tx_packets, bytes(s.tx_bytes)),
-    );
-    kv2(&mut c, "ingress drops", map_list(&s.ingress_drops));
-    kv2(
-        &mut c,
-        "vr drops",
-        format!("{} ({})", s.vr_dropped, map_list(&s.vr_drops)),
-    );
-    kv2(&mut c, "port drops", s.port_dropped.to_string());
-    kv2(&mut c, "violations", map_list(&s.violations));
-    kv2(
-        &mut c,
-        "exits",
-        format!("{} (slots reclaimed: {})", s.exits, s.reclaimed),
-    );
-    kv2(
-        &mut c,
-        "restarts",
-        format!(
-            "{} (hangs {}, quarantines {}, last recovery {:.1} ms)",
-            s.restarts, s.hangs, s.quarantines, s.last_recovery_ms
-        ),
-    );
-    kv2(&mut c, "kicks", s.kicks.to_string());
-    kv2(&mut c, "arrival", format!("{} frames/s", s.arrival_pps));
-    kv2(
-        &mut c,
-        "instances",
-        format!(
-            "added {}, retired {}, refused {}, exited {}",
-            s.instances_added, s.instances_retired, s.instances_refused, s.instance_exits
-        ),
-    );
-    kv2(&mut c, "capture drops", s.capture_dropped.to_string());
-    indent(&mut o, &c);
+    indent(&mut o, &counters(&v.stats));
 
     let _ = writeln!(o, "\ninstances:");
     indent(&mut o, &instances_table(&v.instances).render());
     o
 }
 
+/// `key:` padded to `width`, then the value, a line each (a part of `vr
+/// show`).
+fn fields(width: usize, lines: &[(&str, String)]) -> String {
+    let mut o = String::new();
+    for (key, value) in lines {
+        let _ = writeln!(o, "{:<width$}{value}", format!("{key}:"));
+    }
+    o
+}
+
+/// The head of `vr show`: name, kind, state, program, pool, CPU, routes.
+fn definition(v: &VrStatus) -> String {
+    let s = &v.stats;
+    // The program and its arguments, if it is not the built-in router.
+    let program = v.spec.program.as_ref().map(|p| {
+        let mut cmd = p.clone();
+        for a in &v.spec.args {
+            cmd.push(' ');
+            cmd.push_str(a);
+        }
+        cmd
+    });
+    let pool_slots = if s.pool_slots > 0 {
+        s.pool_slots
+    } else {
+        u64::from(v.spec.slots.unwrap_or(0))
+    };
+    let mut lines = vec![
+        ("name", v.name.clone()),
+        ("kind", v.kind.clone()),
+        ("state", v.state.clone()),
+    ];
+    lines.extend(program.map(|cmd| ("program", cmd)));
+    lines.extend([
+        ("pool", format!("{pool_slots} slots, {} free", s.free_slots)),
+        ("cpu", opt(v.spec.cpu)),
+        ("api routes", v.api_routes.to_string()),
+    ]);
+    fields(12, &lines)
+}
+
+/// A VR's vNICs: the definition and the counters of each.
+fn vnics_table(v: &VrStatus) -> Table {
+    // Each vNIC's definition with its counters, if the VR reports them.
+    let vnics: Vec<(usize, &Vnic, Option<&VnicStats>)> = v
+        .spec
+        .vnics
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i, n, v.stats.vnics.iter().find(|x| x.index as usize == i)))
+        .collect();
+    Table::of(
+        &vnics,
+        &[
+            (Col::r("INDEX"), &|(i, _, _)| i.to_string()),
+            (Col::l("PORT"), &|(_, n, _)| n.port.clone()),
+            (Col::l("MAC"), &|(_, n, _)| opt(n.mac.as_deref())),
+            (Col::l("ADDRS"), &|(_, n, _)| list(&n.addrs)),
+            (Col::r("RX-PKTS"), &|(_, _, st)| {
+                opt(st.map(|x| x.rx_packets))
+            }),
+            (Col::r("RX-BYTES"), &|(_, _, st)| {
+                opt(st.map(|x| bytes(x.rx_bytes)))
+            }),
+            (Col::r("TX-PKTS"), &|(_, _, st)| {
+                opt(st.map(|x| x.tx_packets))
+            }),
+            (Col::r("TX-BYTES"), &|(_, _, st)| {
+                opt(st.map(|x| bytes(x.tx_bytes)))
+            }),
+        ],
+    )
+}
+
+/// The `counters:` part of `vr show`.
+fn counters(s: &VrStats) -> String {
+    fields(
+        16,
+        &[
+            (
+                "rx",
+                format!("{} packets, {}", s.rx_packets, bytes(s.rx_bytes)),
+            ),
+            (
+                "tx",
+                format!("{} packets, {}", s.tx_packets, bytes(s.tx_bytes)),
+            ),
+            ("ingress drops", map_list(&s.ingress_drops)),
+            (
+                "vr drops",
+                format!("{} ({})", s.vr_dropped, map_list(&s.vr_drops)),
+            ),
+            ("port drops", s.port_dropped.to_string()),
+            ("violations", map_list(&s.violations)),
+            (
+                "exits",
+                format!("{} (slots reclaimed: {})", s.exits, s.reclaimed),
+            ),
+            (
+                "restarts",
+                format!(
+                    "{} (hangs {}, quarantines {}, last recovery {:.1} ms)",
+                    s.restarts, s.hangs, s.quarantines, s.last_recovery_ms
+                ),
+            ),
+            ("kicks", s.kicks.to_string()),
+            ("arrival", format!("{} frames/s", s.arrival_pps)),
+            (
+                "instances",
+                format!(
+                    "added {}, retired {}, refused {}, exited {}",
+                    s.instances_added, s.instances_retired, s.instances_refused, s.instance_exits
+                ),
+            ),
+            ("capture drops", s.capture_dropped.to_string()),
+        ],
+    )
+}
+
 /// A VR's processes.
 pub fn instances_table(instances: &[InstanceStatus]) -> Table {
-    let mut t = Table::new(&[
-        Col::r("INDEX"),
-        Col::r("PID"),
-        Col::r("CPU"),
-        Col::l("RUNNING"),
-        Col::r("CPU-S"),
-        Col::r("SLEEPS"),
-        Col::r("HEARTBEAT"),
-        Col::r("RX-FILL"),
-        Col::r("TX-FILL"),
-    ]);
-    for i in instances {
-        t.row([
-            i.index.to_string(),
-            opt(i.pid),
-            opt(i.cpu),
-            if i.running { "yes" } else { "no" }.to_owned(),
-            format!("{:.2}", i.cpu_seconds),
-            i.sleeps.to_string(),
-            i.heartbeat.to_string(),
-            i.rx_ring_fill.to_string(),
-            i.tx_ring_fill.to_string(),
-        ]);
-    }
-    t
+    Table::of(
+        instances,
+        &[
+            (Col::r("INDEX"), &|i| i.index.to_string()),
+            (Col::r("PID"), &|i| opt(i.pid)),
+            (Col::r("CPU"), &|i| opt(i.cpu)),
+            (Col::l("RUNNING"), &|i| {
+                if i.running { "yes" } else { "no" }.to_owned()
+            }),
+            (Col::r("CPU-S"), &|i| format!("{:.2}", i.cpu_seconds)),
+            (Col::r("SLEEPS"), &|i| i.sleeps.to_string()),
+            (Col::r("HEARTBEAT"), &|i| i.heartbeat.to_string()),
+            (Col::r("RX-FILL"), &|i| i.rx_ring_fill.to_string()),
+            (Col::r("TX-FILL"), &|i| i.tx_ring_fill.to_string()),
+        ],
+    )
 }
 
 fn indent(o: &mut String, text: &str) {
@@ -455,6 +442,57 @@ mod tests {
     }
 
     #[test]
+    fn show_text_from_fixture() {
+        let v: VrStatus = serde_json::from_str(fixtures::VR_STATUS).unwrap();
+        let want = "\
+name:       tenant-a
+kind:       router
+state:      running
+pool:       1024 slots, 768 free
+cpu:        -
+api routes: 2
+
+vNICs:
+  INDEX  PORT  MAC                ADDRS        RX-PKTS  RX-BYTES  TX-PKTS  TX-BYTES
+      0  p0    02:00:00:0a:00:01  10.1.0.1/24   400000  24.4 MiB   190000  11.6 MiB
+      1  p1    02:00:00:0a:01:01  10.1.1.1/24   200000  12.2 MiB   400000  24.4 MiB
+
+rules:
+  INDEX  PORT  DST          SRC  DST-MAC  VLAN  PROTO  UDP-DPORT  VR        VNIC
+      0  p0    10.1.0.0/16  -    -           -      -          -  tenant-a     0
+
+router:
+  [[routes]]
+  prefix = \"0.0.0.0/0\"
+  via = \"10.1.1.2\"
+
+counters:
+  rx:             600000 packets, 36.6 MiB
+  tx:             590000 packets, 36.0 MiB
+  ingress drops:  pool_full=5
+  vr drops:       7 (no_route=7)
+  port drops:     1
+  violations:     -
+  exits:          0 (slots reclaimed: 0)
+  restarts:       0 (hangs 0, quarantines 0, last recovery 0.0 ms)
+  kicks:          900
+  arrival:        0 frames/s
+  instances:      added 0, retired 0, refused 0, exited 0
+  capture drops:  0
+
+instances:
+  INDEX   PID  CPU  RUNNING  CPU-S  SLEEPS  HEARTBEAT  RX-FILL  TX-FILL
+      0  4242    1  yes      50.00      10     123456       12        3
+";
+        let got = show(&v);
+        assert_eq!(got, want, "got:\n{got}");
+        let mut with_program = v.clone();
+        with_program.spec.program = Some("/bin/vr".into());
+        with_program.spec.args = vec!["-q".into(), "x".into()];
+        assert!(show(&with_program).contains("\nprogram:    /bin/vr -q x\npool:"));
+    }
+
+    #[test]
     fn show_from_fixture() {
         let v: VrStatus = serde_json::from_str(fixtures::VR_STATUS).unwrap();
         let s = show(&v);
@@ -518,20 +556,11 @@ mod tests {
     fn vr_file_json_and_refusals() {
         let v = parse_vr(r#"{"name": "x", "vnics": [{"port": "p0"}]}"#, true).unwrap();
         assert_eq!(v["vnics"][0]["port"], "p0");
+        let refusal = |toml: &str| parse_vr(toml, false).unwrap_err().to_string();
         let two = "[[vrs]]\nname = \"a\"\nvnics = []\n[[vrs]]\nname = \"b\"\nvnics = []\n";
-        assert!(
-            parse_vr(two, false)
-                .unwrap_err()
-                .to_string()
-                .contains("holds 2 VRs")
-        );
+        assert!(refusal(two).contains("holds 2 VRs"));
         let with_ports = "[[ports]]\nname = \"p0\"\n[[vrs]]\nname = \"a\"\nvnics = []\n";
-        assert!(
-            parse_vr(with_ports, false)
-                .unwrap_err()
-                .to_string()
-                .contains("\"ports\"")
-        );
+        assert!(refusal(with_ports).contains("\"ports\""));
         assert!(parse_vr("slots = 3", false).is_err());
         assert!(parse_vr("name = ", false).is_err());
     }

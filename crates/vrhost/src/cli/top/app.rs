@@ -205,11 +205,12 @@ impl App {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cli::top::rates::tests::{fixture, one_second_later};
 
-    fn app() -> App {
+    /// An app that has seen the fixture, then the fixture one second later.
+    pub(crate) fn app() -> App {
         let mut app = App::new(Duration::from_secs(1), "/run/vrhost/api.sock".into());
         let t0 = Instant::now();
         let a = fixture();

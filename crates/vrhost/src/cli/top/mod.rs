@@ -24,7 +24,7 @@ use rates::{Sample, compute};
 use super::ApiArgs;
 use super::api::Stats;
 use super::client::Client;
-use super::output::{Col, Table};
+use super::output::{Col, Table, pct, rate};
 
 /// `vrhost top`.
 #[derive(Debug, Clone, clap::Args)]
@@ -132,18 +132,16 @@ fn once(args: &TopArgs, client: &Client, first: Sample, interval: Duration) -> R
         super::output::out(&(serde_json::to_string_pretty(&once)? + "\n"))?;
         return Ok(());
     }
-    let r = |x: Option<f64>| x.map_or_else(|| "-".to_owned(), super::output::si);
-    let p = |x: Option<f64>| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.1}"));
     println!(
         "host: rx {} pps, ingress drops {}/s, worker CPU {}%; ports: rx {} pps {} bit/s, tx {} pps {} bit/s, drops {}/s",
-        r(host.rx_pps),
-        r(host.ingress_drops_ps),
-        p(host.worker_cpu_pct),
-        r(host.ports_rx_pps),
-        r(host.ports_rx_bps),
-        r(host.ports_tx_pps),
-        r(host.ports_tx_bps),
-        r(host.ports_drops_ps),
+        rate(host.rx_pps),
+        rate(host.ingress_drops_ps),
+        pct(host.worker_cpu_pct),
+        rate(host.ports_rx_pps),
+        rate(host.ports_rx_bps),
+        rate(host.ports_tx_pps),
+        rate(host.ports_tx_bps),
+        rate(host.ports_drops_ps),
     );
     let cols: Vec<Col> = view::COLUMNS
         .iter()

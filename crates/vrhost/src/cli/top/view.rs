@@ -10,17 +10,9 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
 
 use super::app::{App, SortKey};
 use super::rates::{DropView, VrView};
-use crate::cli::output::{self, Col, duration, list, si};
+use crate::cli::output::{self, Col, duration, list, pct, rate};
 
 /// A rate, or `-` before there are two snapshots.
-fn rate(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".to_owned(), si)
-}
-
-fn pct(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".to_owned(), |x| format!("{x:.1}"))
-}
-
 /// Draw the whole screen.
 pub fn render(app: &App, f: &mut Frame) {
     let [header, body, footer] = Layout::vertical([
@@ -55,7 +47,6 @@ pub fn render(app: &App, f: &mut Frame) {
 
 fn header_lines(app: &App) -> Vec<Line<'static>> {
     let h = &app.host;
-    let bold = Style::new().add_modifier(Modifier::BOLD);
     let ingress = h
         .ingress_drops
         .iter()
@@ -63,9 +54,9 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
         .map(|d| format!("{} {}", d.reason, rate(d.per_s)))
         .collect::<Vec<_>>();
     vec![
-        Line::from(vec![
-            Span::styled("vrhost top", bold),
-            Span::raw(format!(
+        labelled(
+            "vrhost top",
+            format!(
                 "  {}  up {}  generation {}  VRs {}/{} running  every {:.1} s",
                 app.api,
                 duration(h.uptime_s),
@@ -73,11 +64,11 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
                 h.vrs_running,
                 h.vrs,
                 app.interval.as_secs_f64(),
-            )),
-        ]),
-        Line::from(vec![
-            Span::styled("host  ", bold),
-            Span::raw(format!(
+            ),
+        ),
+        labelled(
+            "host  ",
+            format!(
                 "rx {} pps  ingress drops {}/s{}  worker CPU {}%  VR restarts {}  slot violations {}",
                 rate(h.rx_pps),
                 rate(h.ingress_drops_ps),
@@ -89,19 +80,19 @@ fn header_lines(app: &App) -> Vec<Line<'static>> {
                 pct(h.worker_cpu_pct),
                 h.vr_restarts,
                 h.slot_violations,
-            )),
-        ]),
-        Line::from(vec![
-            Span::styled("ports ", bold),
-            Span::raw(format!(
+            ),
+        ),
+        labelled(
+            "ports ",
+            format!(
                 "rx {} pps {} bit/s  tx {} pps {} bit/s  drops {}/s",
                 rate(h.ports_rx_pps),
                 rate(h.ports_rx_bps),
                 rate(h.ports_tx_pps),
                 rate(h.ports_tx_bps),
                 rate(h.ports_drops_ps),
-            )),
-        ]),
+            ),
+        ),
     ]
 }
 
@@ -212,25 +203,18 @@ fn drop_text(d: &DropView) -> String {
 pub fn detail_lines(v: &VrView) -> Vec<Line<'static>> {
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines = Vec::new();
-    let mut t = output::Table::new(&[
-        Col::r("VNIC"),
-        Col::l("PORT"),
-        Col::r("RX-PPS"),
-        Col::r("TX-PPS"),
-        Col::r("RX-BIT/S"),
-        Col::r("TX-BIT/S"),
-    ]);
-    for n in &v.vnics {
-        t.row([
-            n.index.to_string(),
-            n.port.clone(),
-            rate(n.rx_pps),
-            rate(n.tx_pps),
-            rate(n.rx_bps),
-            rate(n.tx_bps),
-        ]);
-    }
-    push_table(&mut lines, &t, bold);
+    let vnics = output::Table::of(
+        &v.vnics,
+        &[
+            (Col::r("VNIC"), &|n| n.index.to_string()),
+            (Col::l("PORT"), &|n| n.port.clone()),
+            (Col::r("RX-PPS"), &|n| rate(n.rx_pps)),
+            (Col::r("TX-PPS"), &|n| rate(n.tx_pps)),
+            (Col::r("RX-BIT/S"), &|n| rate(n.rx_bps)),
+            (Col::r("TX-BIT/S"), &|n| rate(n.tx_bps)),
+        ],
+    );
+    push_table(&mut lines, &vnics, bold);
 
     let drops: Vec<String> = v
         .drops
@@ -238,14 +222,14 @@ pub fn detail_lines(v: &VrView) -> Vec<Line<'static>> {
         .filter(|d| d.total > 0)
         .map(drop_text)
         .collect();
-    lines.push(Line::from(vec![
-        Span::styled("drops  ", bold),
-        Span::raw(if drops.is_empty() {
+    lines.push(labelled(
+        "drops  ",
+        if drops.is_empty() {
             "none".to_owned()
         } else {
             drops.join(" | ")
-        }),
-    ]));
+        },
+    ));
     let viol = output::map_list(&v.violations);
     lines.push(Line::from(vec![
         Span::styled("violations  ", bold),
@@ -257,32 +241,30 @@ pub fn detail_lines(v: &VrView) -> Vec<Line<'static>> {
         Span::raw(format!("   exits {}", v.exits)),
     ]));
 
-    let mut t = output::Table::new(&[
-        Col::r("INST"),
-        Col::r("PID"),
-        Col::r("CORE"),
-        Col::l("STATE"),
-        Col::r("CPU%"),
-        Col::r("SLEEPS/S"),
-        Col::r("HEARTBEAT"),
-        Col::r("RX-FILL"),
-        Col::r("TX-FILL"),
-    ]);
-    for i in &v.instances {
-        t.row([
-            i.index.to_string(),
-            output::opt(i.pid),
-            output::opt(i.core),
-            if i.running { "running" } else { "stopped" }.to_owned(),
-            pct(i.cpu_pct),
-            rate(i.sleeps_ps),
-            i.heartbeat.to_string(),
-            i.rx_fill.to_string(),
-            i.tx_fill.to_string(),
-        ]);
-    }
-    push_table(&mut lines, &t, bold);
+    let instances = output::Table::of(
+        &v.instances,
+        &[
+            (Col::r("INST"), &|i| i.index.to_string()),
+            (Col::r("PID"), &|i| output::opt(i.pid)),
+            (Col::r("CORE"), &|i| output::opt(i.core)),
+            (Col::l("STATE"), &|i| {
+                if i.running { "running" } else { "stopped" }.to_owned()
+            }),
+            (Col::r("CPU%"), &|i| pct(i.cpu_pct)),
+            (Col::r("SLEEPS/S"), &|i| rate(i.sleeps_ps)),
+            (Col::r("HEARTBEAT"), &|i| i.heartbeat.to_string()),
+            (Col::r("RX-FILL"), &|i| i.rx_fill.to_string()),
+            (Col::r("TX-FILL"), &|i| i.tx_fill.to_string()),
+        ],
+    );
+    push_table(&mut lines, &instances, bold);
     lines
+}
+
+/// A line of a bold label, then plain text.
+fn labelled(label: &'static str, text: String) -> Line<'static> {
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    Line::from(vec![Span::styled(label, bold), Span::raw(text)])
 }
 
 fn push_table(lines: &mut Vec<Line<'static>>, t: &output::Table, header: Style) {
@@ -323,7 +305,8 @@ mod tests {
     use ratatui::crossterm::event::{KeyCode, KeyModifiers};
 
     use super::*;
-    use crate::cli::top::rates::tests::{fixture, one_second_later};
+    use crate::cli::top::app::tests::app;
+    use crate::cli::top::rates::tests::fixture;
 
     fn screen(app: &App, w: u16, h: u16) -> Vec<String> {
         let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
@@ -338,16 +321,6 @@ mod tests {
                     .to_owned()
             })
             .collect()
-    }
-
-    fn app() -> App {
-        let mut app = App::new(Duration::from_secs(1), "/run/vrhost/api.sock".into());
-        let t0 = Instant::now();
-        let a = fixture();
-        let b = one_second_later(&a);
-        app.update(a, t0);
-        app.update(b, t0 + Duration::from_secs(1));
-        app
     }
 
     #[test]
