@@ -24,7 +24,7 @@ use vrhost_client::Method;
 
 use crate::control::{config, lost, start, stats, u, vr, vr_name};
 use crate::machine::Machine;
-use crate::report::percentile;
+use crate::report::{mib, percentile};
 use vrhost_client::Client;
 
 /// Options of `vrhost bench soak`.
@@ -360,15 +360,15 @@ fn print_table(report: &Report) {
         "daemon RSS start / end / max",
         format!(
             "{:.1} / {:.1} / {:.1} MiB",
-            report.rss_start_bytes as f64 / 1048576.0,
-            report.rss_end_bytes as f64 / 1048576.0,
-            report.rss_max_bytes as f64 / 1048576.0
+            mib(report.rss_start_bytes),
+            mib(report.rss_end_bytes),
+            mib(report.rss_max_bytes)
         ),
     );
     let per_minute: Vec<String> = report
         .rss_minute_bytes
         .iter()
-        .map(|b| format!("{:.1}", *b as f64 / 1048576.0))
+        .map(|&b| format!("{:.1}", mib(b)))
         .collect();
     println!(
         "{:<28} {}",

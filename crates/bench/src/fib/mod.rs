@@ -28,6 +28,8 @@ use serde::Serialize;
 use vrhost_fib::import::{ImportError, ImportOptions, read_routes};
 use vrhost_fib::{Fib, FibReader, Key, NextHopId};
 
+use crate::report::{Column, heading, mib, opt, row};
+
 mod compare;
 
 use compare::*;
@@ -590,9 +592,18 @@ fn summarize(report: &mut BenchReport, family: &str, prefixes: usize) {
     }
 }
 
-fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map_or_else(|| "-".into(), |x| format!("{x:.prec$}"))
-}
+const RESULTS: [Column; 10] = [
+    Column::left("impl", 17),
+    Column::left("fam", 5),
+    Column::right("prefixes", 8),
+    Column::left("mode", 17),
+    Column::right("Mlookup/s", 9),
+    Column::right("ns/look", 8),
+    Column::right("build ms", 9),
+    Column::right("mem MiB", 10),
+    Column::right("updates/s", 11),
+    Column::right("slowdown", 9),
+];
 
 impl BenchReport {
     /// Print the results as a table.
@@ -609,24 +620,12 @@ impl BenchReport {
             "table {}  ({} random addresses per pass)",
             self.table, self.lookups
         );
-        println!(
-            "{:<17} {:<5} {:>8} {:<17} {:>9} {:>8} {:>9} {:>10} {:>11} {:>9}",
-            "impl",
-            "fam",
-            "prefixes",
-            "mode",
-            "Mlookup/s",
-            "ns/look",
-            "build ms",
-            "mem MiB",
-            "updates/s",
-            "slowdown"
-        );
+        println!("{}", heading(&RESULTS));
         for r in &self.results {
             let mem = r.mem_bytes.map(|b| {
                 format!(
                     "{:.1}{}",
-                    b as f64 / 1048576.0,
+                    mib(b as u64),
                     if r.mem_method.as_deref() == Some("rss") {
                         " rss"
                     } else {
@@ -634,19 +633,26 @@ impl BenchReport {
                     }
                 )
             });
+            let slowdown = r
+                .lookup_slowdown_pct
+                .map_or_else(|| "-".into(), |p| format!("{p:.1}%"));
             println!(
-                "{:<17} {:<5} {:>8} {:<17} {:>9} {:>8} {:>9} {:>10} {:>11} {:>9}",
-                r.impl_name,
-                r.family,
-                r.prefixes,
-                r.mode,
-                opt(r.mlookups_per_s, 1),
-                opt(r.ns_per_lookup, 1),
-                opt(r.build_ms, 0),
-                mem.unwrap_or_else(|| "-".into()),
-                opt(r.updates_per_s, 0),
-                r.lookup_slowdown_pct
-                    .map_or_else(|| "-".into(), |p| format!("{p:.1}%")),
+                "{}",
+                row(
+                    &RESULTS,
+                    &[
+                        &r.impl_name,
+                        &r.family,
+                        &r.prefixes,
+                        &r.mode,
+                        &opt(r.mlookups_per_s, 1),
+                        &opt(r.ns_per_lookup, 1),
+                        &opt(r.build_ms, 0),
+                        &mem.unwrap_or_else(|| "-".into()),
+                        &opt(r.updates_per_s, 0),
+                        &slowdown,
+                    ]
+                )
             );
         }
         for n in &self.notes {

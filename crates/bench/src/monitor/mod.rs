@@ -49,7 +49,7 @@ use vrhost_proto::PollConfig;
 use vrhost_shm::{Doorbell, Region, RegionConfig};
 
 use crate::machine::Machine;
-use crate::report::percentile;
+use crate::report::{opt, percentile};
 
 mod rig;
 
@@ -623,7 +623,6 @@ fn progress(args: &MonitorArgs, out: &[Rec]) {
 }
 
 fn line(r: &Rec) -> String {
-    let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
     match r.experiment {
         "realloc" => format!(
             "{:<8} {:<7} inst {} cores {}: worker {} us, gap {} us (before {} us), reaction {} us, spawn {} ms, dropped {}, lost {}",
