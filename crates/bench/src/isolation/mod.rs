@@ -67,22 +67,19 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::percentile;
 use vrhost_client::{Client, Endpoint};
 use vrhost_lab::Daemon;
-use vrhost_testvr::hostile::{Case, HostileReport};
+use vrhost_testvr::hostile::Case;
 
 mod hostile;
+mod kill;
 mod overload;
 mod table;
 
-use hostile::*;
-use overload::*;
-use table::*;
-
-mod kill;
-
-use kill::*;
+use hostile::hostile_run;
+use kill::kill_run;
+use overload::{fairness, overload, set_mode};
+use table::print_table;
 
 /// Options of `vrhost bench isolation`.
 #[derive(Debug, Clone, clap::Args)]
@@ -471,6 +468,18 @@ impl Running {
             .with_context(|| format!("{name}: start the daemon"))?;
         let client = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(30));
         Ok(Self { daemon, client })
+    }
+
+    /// Stop the daemon; whether it exited cleanly (its shutdown checks
+    /// every VR's slot accounting), saying why not on stderr.
+    fn stop_checked(self, what: &str) -> bool {
+        match self.daemon.stop() {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("bench isolation: {what}: {e:#}");
+                false
+            }
+        }
     }
 
     fn stats(&self) -> Result<Value> {
