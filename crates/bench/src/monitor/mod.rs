@@ -27,33 +27,23 @@
 //! machine may have fewer cores than instances, and then instances share
 //! cores (the table says how many cores were used).
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::{Context, Result, bail};
 use serde::Serialize;
-use vrhost_host::alloc::{DynamicPolicy, ScalePolicy, Scaler, Topology};
+use vrhost_host::alloc::{DynamicPolicy, ScalePolicy, Scaler};
 use vrhost_host::balance::Policy;
-use vrhost_host::{
-    Backend, Classifier, HostStats, Mailbox, Match, Rule, VrCommand, VrPath, VrProcess, VrStats,
-    Worker, cpu,
-};
-use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
-use vrhost_io::order::{OrderCounters, OrderSink};
-use vrhost_io::{Port, PortStats};
+use vrhost_host::cpu;
 use vrhost_proto::PollConfig;
-use vrhost_shm::{Doorbell, Region, RegionConfig};
 
 use crate::machine::Machine;
 use crate::report::{opt, percentile};
 
 mod rig;
 
-use rig::*;
+use rig::{Rig, SLOTS};
 
 /// One experiment of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
