@@ -18,7 +18,6 @@ mod cli;
 pub use cli::{BenchFibArgs, run_cli, run_cli_with};
 
 use std::hint::black_box;
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -32,7 +31,7 @@ use crate::report::{Column, heading, mib, opt, row};
 
 mod compare;
 
-use compare::*;
+use compare::{compare_v4, compare_v6};
 
 /// What to measure.
 #[derive(Debug, Clone)]
