@@ -14,9 +14,9 @@ use super::{
 /// What every compared crate of one address family is given: the table,
 /// the lookups and the updates, and where its structure is kept.
 struct Comparison<'a, K> {
-    /// Structures built, kept until the end of the run so that later
+    /// Structures built, kept until the comparison ends so that later
     /// builds' RSS growth is their own.
-    keep: &'a mut Vec<Box<dyn std::any::Any>>,
+    keep: Vec<Box<dyn std::any::Any>>,
     family: &'a str,
     opts: &'a BenchOptions,
     routes: &'a [KeyRoute<K>],
@@ -26,7 +26,27 @@ struct Comparison<'a, K> {
     rows: Vec<BenchResult>,
 }
 
-impl<K: Key> Comparison<'_, K> {
+impl<'a, K: Key> Comparison<'a, K> {
+    /// The comparison of one family's `routes` and lookups `addrs`, with an
+    /// update stream drawn from `rng`.
+    fn new(
+        family: &'a str,
+        opts: &'a BenchOptions,
+        routes: &'a [KeyRoute<K>],
+        addrs: &'a [K],
+        rng: &mut SmallRng,
+    ) -> Self {
+        Comparison {
+            keep: Vec::new(),
+            family,
+            opts,
+            routes,
+            addrs,
+            ops: update_stream(routes, opts.updates.min(routes.len() * 2), rng),
+            rows: Vec::new(),
+        }
+    }
+
     /// Build crate `name`'s structure with `build`, time single lookups
     /// with `look`, and updates with `update`.
     fn run<T: 'static>(
@@ -80,32 +100,43 @@ impl<K: Key> Comparison<'_, K> {
     }
 }
 
+/// prefix-trie's map of the routes, keyed by (prefix, length).
+fn prefix_trie_map<K: Key>(rs: &[KeyRoute<K>]) -> prefix_trie::PrefixMap<(K, u8), NextHopId>
+where
+    (K, u8): prefix_trie::Prefix,
+{
+    let mut m = prefix_trie::PrefixMap::new();
+    for &(p, l, n) in rs {
+        m.insert((p, l), n);
+    }
+    m
+}
+
+/// ip_network_table's table of the routes that `net` makes a network of.
+fn network_table<K: Key, N: Into<ip_network::IpNetwork>>(
+    rs: &[KeyRoute<K>],
+    net: impl Fn(K, u8) -> Option<N>,
+) -> ip_network_table::IpNetworkTable<NextHopId> {
+    let mut m = ip_network_table::IpNetworkTable::new();
+    for &(p, l, n) in rs {
+        if let Some(k) = net(p, l) {
+            m.insert(k, n);
+        }
+    }
+    m
+}
+
 pub(super) fn compare_v4(
-    keep: &mut Vec<Box<dyn std::any::Any>>,
     opts: &BenchOptions,
     routes: &[KeyRoute<u32>],
     addrs: &[u32],
     rng: &mut SmallRng,
 ) -> Vec<BenchResult> {
-    let mut c = Comparison {
-        keep,
-        family: "ipv4",
-        opts,
-        routes,
-        addrs,
-        ops: update_stream(routes, opts.updates.min(routes.len() * 2), rng),
-        rows: Vec::new(),
-    };
+    let mut c = Comparison::new("ipv4", opts, routes, addrs, rng);
     type Pt = prefix_trie::PrefixMap<(u32, u8), NextHopId>;
     c.run::<Pt>(
         "prefix-trie",
-        |rs| {
-            let mut m = Pt::new();
-            for &(p, l, n) in rs {
-                m.insert((p, l), n);
-            }
-            m
-        },
+        prefix_trie_map,
         |m, a| m.get_lpm(&(a, 32)).map(|(_, &n)| n),
         Some(&|m: &mut Pt, &(p, l, _): &KeyRoute<u32>| {
             if let Some(n) = m.remove(&(p, l)) {
@@ -117,15 +148,7 @@ pub(super) fn compare_v4(
     let net = |p: u32, l: u8| ip_network::Ipv4Network::new(Ipv4Addr::from(p), l).ok();
     c.run::<Int>(
         "ip_network_table",
-        |rs| {
-            let mut m = Int::new();
-            for &(p, l, n) in rs {
-                if let Some(k) = net(p, l) {
-                    m.insert(k, n);
-                }
-            }
-            m
-        },
+        |rs| network_table(rs, net),
         |m, a| m.longest_match_ipv4(Ipv4Addr::from(a)).map(|(_, &n)| n),
         Some(&|m: &mut Int, &(p, l, _): &KeyRoute<u32>| {
             if let Some(k) = net(p, l)
@@ -155,31 +178,16 @@ pub(super) fn compare_v4(
 }
 
 pub(super) fn compare_v6(
-    keep: &mut Vec<Box<dyn std::any::Any>>,
     opts: &BenchOptions,
     routes: &[KeyRoute<u128>],
     addrs: &[u128],
     rng: &mut SmallRng,
 ) -> Vec<BenchResult> {
-    let mut c = Comparison {
-        keep,
-        family: "ipv6",
-        opts,
-        routes,
-        addrs,
-        ops: update_stream(routes, opts.updates.min(routes.len() * 2), rng),
-        rows: Vec::new(),
-    };
+    let mut c = Comparison::new("ipv6", opts, routes, addrs, rng);
     type Pt = prefix_trie::PrefixMap<(u128, u8), NextHopId>;
     c.run::<Pt>(
         "prefix-trie",
-        |rs| {
-            let mut m = Pt::new();
-            for &(p, l, n) in rs {
-                m.insert((p, l), n);
-            }
-            m
-        },
+        prefix_trie_map,
         |m, a| m.get_lpm(&(a, 128)).map(|(_, &n)| n),
         None,
     );
@@ -187,15 +195,7 @@ pub(super) fn compare_v6(
     let net = |p: u128, l: u8| ip_network::Ipv6Network::new(Ipv6Addr::from(p), l).ok();
     c.run::<Int>(
         "ip_network_table",
-        |rs| {
-            let mut m = Int::new();
-            for &(p, l, n) in rs {
-                if let Some(k) = net(p, l) {
-                    m.insert(k, n);
-                }
-            }
-            m
-        },
+        |rs| network_table(rs, net),
         |m, a| m.longest_match_ipv6(Ipv6Addr::from(a)).map(|(_, &n)| n),
         None,
     );

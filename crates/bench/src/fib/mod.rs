@@ -510,10 +510,8 @@ fn bench_v4(
     );
     report.results.extend(rows);
     if !opts.only_vrhost {
-        let mut keep = Vec::new();
-        report
-            .results
-            .extend(compare_v4(&mut keep, opts, routes, addrs, &mut rng));
+        let rows = compare_v4(opts, routes, addrs, &mut rng);
+        report.results.extend(rows);
     }
     summarize(report, "ipv4", routes.len());
 }
@@ -528,10 +526,8 @@ fn bench_v6(
     let (rows, _fib) = bench_vrhost(opts, "ipv6", routes, addrs, &mut rng);
     report.results.extend(rows);
     if !opts.only_vrhost {
-        let mut keep = Vec::new();
-        report
-            .results
-            .extend(compare_v6(&mut keep, opts, routes, addrs, &mut rng));
+        let rows = compare_v6(opts, routes, addrs, &mut rng);
+        report.results.extend(rows);
     }
     summarize(report, "ipv6", routes.len());
 }
