@@ -445,7 +445,7 @@ fn control(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
     for (to, what) in [(0u16, "loopback"), (1, "peer")] {
         for (load, pps) in [("idle", 0.0), ("full", 5e6)] {
             let mut rig =
-                Rig::start_pinging(args, &[0, 0], Policy::Flow, pps, poll, (period_us, to))?;
+                Rig::start_many(args, 1, &[0, 0], Policy::Flow, pps, poll, (period_us, to))?;
             std::thread::sleep(Duration::from_secs_f64(args.warmup));
             latencies(&mut rig, to)?;
             let (fwd, _) = rig.window(args.seconds);

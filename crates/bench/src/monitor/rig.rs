@@ -227,24 +227,12 @@ impl Rig {
         pps: f64,
         poll: PollConfig,
     ) -> Result<Rig> {
-        Self::start_pinging(args, costs, policy, pps, poll, (0, 0))
+        Self::start_many(args, 1, costs, policy, pps, poll, (0, 0))
     }
 
-    /// [`Rig::start`], with instance 0 sending a control message to
-    /// instance `ping.1` every `ping.0` µs.
-    pub(super) fn start_pinging(
-        args: &MonitorArgs,
-        costs: &[u64],
-        policy: Policy,
-        pps: f64,
-        poll: PollConfig,
-        ping: (u32, u16),
-    ) -> Result<Rig> {
-        Self::start_many(args, 1, costs, policy, pps, poll, ping)
-    }
-
-    /// [`Rig::start_pinging`] with `vrs` VRs of the same instances, each
-    /// fed `pps / vrs` by its own generator.
+    /// [`Rig::start`] with `vrs` VRs of the same instances, each fed
+    /// `pps / vrs` by its own generator, and instance 0 of each VR sending
+    /// a control message to instance `ping.1` every `ping.0` µs (0: never).
     pub(super) fn start_many(
         args: &MonitorArgs,
         vrs: usize,
