@@ -5,22 +5,32 @@
 
 use std::fmt::Display;
 
-/// Write a report's JSON to `out` if given, then print the JSON (`json`)
-/// or the report's table.
+/// The options of a bench whose report goes through [`emit`].
+#[derive(Debug, Clone, clap::Args)]
+pub struct Output {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON to this file.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// Write a report's JSON to `output.out` if given, then print the JSON
+/// (`output.json`) or the report's table.
 ///
 /// # Errors
 /// The report does not serialize, or `out` cannot be written.
 pub fn emit<R: serde::Serialize>(
     report: &R,
-    json: bool,
-    out: Option<&std::path::Path>,
+    output: &Output,
     table: impl FnOnce(&R),
 ) -> crate::Result<()> {
     let text = serde_json::to_string_pretty(report)?;
-    if let Some(out) = out {
+    if let Some(out) = &output.out {
         std::fs::write(out, &text)?;
     }
-    if json {
+    if output.json {
         println!("{text}");
     } else {
         table(report);

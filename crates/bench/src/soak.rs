@@ -12,7 +12,6 @@
 //! the end, so every frame classified to an honest VR that did not come
 //! out of it is a lost frame.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::{Context, Result, bail};
@@ -54,12 +53,9 @@ pub struct SoakArgs {
     /// Seed of the random actions.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where the report goes: `--json`, `--out FILE`.
+    #[command(flatten)]
+    pub output: crate::report::Output,
 }
 
 /// The summary.
@@ -381,7 +377,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
     };
     r.daemon.stop()?;
     let _ = std::fs::remove_dir_all(&dir);
-    crate::report::emit(&report, args.json, args.out.as_deref(), print_table)
+    crate::report::emit(&report, &args.output, print_table)
 }
 
 fn print_table(report: &Report) {

@@ -133,12 +133,9 @@ pub struct IsolationArgs {
     /// are confined as the daemon does by default.
     #[arg(long)]
     pub unconfined: bool,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where the report goes: `--json`, `--out FILE`.
+    #[command(flatten)]
+    pub output: crate::report::Output,
     /// The test VR program (default: `vrhost-testvr` beside this
     /// executable, where `cargo build` puts it).
     #[arg(long, value_name = "PATH")]
@@ -656,7 +653,7 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
         machine: Machine::this(),
         results: result?,
     };
-    crate::report::emit(&report, args.json, args.out.as_deref(), |r| {
+    crate::report::emit(&report, &args.output, |r| {
         print_table(&r.results);
     })
 }
@@ -683,8 +680,10 @@ mod tests {
             slots: 512,
             seed: 1,
             unconfined: false,
-            json: false,
-            out: None,
+            output: crate::report::Output {
+                json: false,
+                out: None,
+            },
             // Any executable: the configs only name it.
             testvr: Some(std::env::current_exe().unwrap()),
         }
