@@ -29,8 +29,8 @@ fn exit(r: &Value) -> &'static str {
     }
 }
 
-/// `r`'s non-zero counters whose names start with `prefix`, as
-/// "name count, ...".
+/// `r`'s counters whose names start with `prefix` (only the non-zero ones
+/// if `nonzero`), as "name count, ..." without the prefix.
 fn counters(r: &Value, prefix: &str, nonzero: bool) -> String {
     let named: Vec<String> = r
         .as_object()
