@@ -134,12 +134,8 @@ pub fn heading(columns: &[Column]) -> String {
 }
 
 /// A line of a table: `cells[i]` written as `columns[i]` says, one space
-/// apart.
-///
-/// # Panics
-/// `cells` and `columns` are not as many.
-pub fn row(columns: &[Column], cells: &[&dyn Display]) -> String {
-    assert_eq!(columns.len(), cells.len(), "one cell per column");
+/// apart (one cell per column, as the types say).
+pub fn row<const N: usize>(columns: &[Column; N], cells: &[&dyn Display; N]) -> String {
     let cells: Vec<String> = columns.iter().zip(cells).map(|(c, v)| c.cell(*v)).collect();
     cells.join(" ")
 }
