@@ -37,12 +37,9 @@ pub struct CaptureArgs {
     /// Slots in each VR's pool.
     #[arg(long, default_value_t = 2048)]
     pub slots: u32,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where the report goes: `--json`, `--out FILE`.
+    #[command(flatten)]
+    pub output: crate::report::Output,
 }
 
 /// What a phase captures.
@@ -225,7 +222,7 @@ pub fn run(args: &CaptureArgs) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let result = measure(args, &dir);
     let _ = std::fs::remove_dir_all(&dir);
-    crate::report::emit(&result?, args.json, args.out.as_deref(), print_table)
+    crate::report::emit(&result?, &args.output, print_table)
 }
 
 fn measure(args: &CaptureArgs, dir: &Path) -> Result<Report> {

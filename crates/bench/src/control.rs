@@ -65,12 +65,9 @@ pub struct ControlArgs {
     /// Routes per bulk request.
     #[arg(long, default_value_t = 10_000)]
     pub chunk: usize,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where the report goes: `--json`, `--out FILE`.
+    #[command(flatten)]
+    pub output: crate::report::Output,
 }
 
 /// One paced run.
@@ -435,7 +432,7 @@ pub fn run(args: &ControlArgs) -> Result<()> {
         })
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    crate::report::emit(&result?, args.json, args.out.as_deref(), print_table)
+    crate::report::emit(&result?, &args.output, print_table)
 }
 
 fn print_table(report: &Report) {

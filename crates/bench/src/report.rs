@@ -1,23 +1,36 @@
 //! What every bench shares: its report written as JSON or a table
-//! ([`emit`]), the quantiles of its samples ([`percentile`]), and the test VR
-//! program it may start ([`testvr`]).
+//! ([`emit`]), the table's lines ([`Column`], [`heading`], [`row`],
+//! [`opt`], [`mib`]), the quantiles of its samples ([`percentile`]), and the
+//! test VR program it may start ([`testvr`]).
 
-/// Write a report's JSON to `out` if given, then print the JSON (`json`)
-/// or the report's table.
+use std::fmt::Display;
+
+/// The options of a bench whose report goes through [`emit`].
+#[derive(Debug, Clone, clap::Args)]
+pub struct Output {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON to this file.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// Write a report's JSON to `output.out` if given, then print the JSON
+/// (`output.json`) or the report's table.
 ///
 /// # Errors
 /// The report does not serialize, or `out` cannot be written.
 pub fn emit<R: serde::Serialize>(
     report: &R,
-    json: bool,
-    out: Option<&std::path::Path>,
+    output: &Output,
     table: impl FnOnce(&R),
 ) -> crate::Result<()> {
     let text = serde_json::to_string_pretty(report)?;
-    if let Some(out) = out {
+    if let Some(out) = &output.out {
         std::fs::write(out, &text)?;
     }
-    if json {
+    if output.json {
         println!("{text}");
     } else {
         table(report);
@@ -52,9 +65,112 @@ pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[i.min(last)])
 }
 
+/// A column of a bench's table: its heading, its width, its side, and the
+/// decimals of its numbers.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    heading: &'static str,
+    width: usize,
+    left: bool,
+    decimals: Option<usize>,
+}
+
+impl Column {
+    /// A column `width` wide, its cells on the left.
+    pub const fn left(heading: &'static str, width: usize) -> Self {
+        Column {
+            heading,
+            width,
+            left: true,
+            decimals: None,
+        }
+    }
+
+    /// A column `width` wide, its cells on the right.
+    pub const fn right(heading: &'static str, width: usize) -> Self {
+        Column {
+            heading,
+            width,
+            left: false,
+            decimals: None,
+        }
+    }
+
+    /// The same column, its numbers written with `decimals` decimals.
+    pub const fn decimals(self, decimals: usize) -> Self {
+        Column {
+            decimals: Some(decimals),
+            ..self
+        }
+    }
+
+    fn cell(&self, value: &dyn Display) -> String {
+        let width = self.width;
+        // The cell's own `Display` pads it: a `serde_json::Value` ignores
+        // width, as it did when each table wrote its own format string.
+        match (self.left, self.decimals) {
+            (true, None) => format!("{value:<width$}"),
+            (false, None) => format!("{value:>width$}"),
+            (true, Some(d)) => format!("{value:<width$.d$}"),
+            (false, Some(d)) => format!("{value:>width$.d$}"),
+        }
+    }
+}
+
+/// The heading line of a table: each column's heading in its width, one
+/// space apart.
+pub fn heading(columns: &[Column]) -> String {
+    let headings: Vec<String> = columns
+        .iter()
+        .map(|c| {
+            Column {
+                decimals: None,
+                ..*c
+            }
+            .cell(&c.heading)
+        })
+        .collect();
+    headings.join(" ")
+}
+
+/// A line of a table: `cells[i]` written as `columns[i]` says, one space
+/// apart (one cell per column, as the types say).
+pub fn row<const N: usize>(columns: &[Column; N], cells: &[&dyn Display; N]) -> String {
+    let cells: Vec<String> = columns.iter().zip(cells).map(|(c, v)| c.cell(*v)).collect();
+    cells.join(" ")
+}
+
+/// `v` with `decimals` decimals, or "-" if there is none.
+pub fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{x:.decimals$}"))
+}
+
+/// `bytes` in MiB.
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / 1048576.0
+}
+
 #[cfg(test)]
 mod tests {
-    use super::percentile;
+    use super::{Column, heading, opt, percentile, row};
+
+    #[test]
+    fn a_row_is_its_cells_in_their_columns() {
+        let columns = [
+            Column::left("run", 5),
+            Column::right("n", 4),
+            Column::right("rate", 7).decimals(1),
+        ];
+        assert_eq!(heading(&columns), "run      n    rate");
+        assert_eq!(row(&columns, &[&"a", &12, &2.26]), "a       12     2.3");
+        // A JSON value writes itself whole, without the column's width.
+        assert_eq!(
+            row(&columns, &[&serde_json::json!(true), &1, &0.0]),
+            "true    1     0.0"
+        );
+        assert_eq!(opt(None, 2), "-");
+        assert_eq!(opt(Some(1.0), 2), "1.00");
+    }
 
     #[test]
     fn percentile_is_the_nearest_rank() {

@@ -12,7 +12,6 @@
 //! the end, so every frame classified to an honest VR that did not come
 //! out of it is a lost frame.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::{Context, Result, bail};
@@ -24,7 +23,7 @@ use vrhost_client::Method;
 
 use crate::control::{config, lost, start, stats, u, vr, vr_name};
 use crate::machine::Machine;
-use crate::report::percentile;
+use crate::report::{mib, percentile};
 use vrhost_client::Client;
 
 /// Options of `vrhost bench soak`.
@@ -54,12 +53,9 @@ pub struct SoakArgs {
     /// Seed of the random actions.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where the report goes: `--json`, `--out FILE`.
+    #[command(flatten)]
+    pub output: crate::report::Output,
 }
 
 /// The summary.
@@ -182,6 +178,123 @@ pub(super) fn kill_and_time(client: &Client, name: &str) -> Result<Option<f64>> 
     Ok(None)
 }
 
+/// What the chaos VRs went through.
+#[derive(Debug, Default)]
+struct Chaos {
+    kills: u64,
+    api_restarts: u64,
+    removes: u64,
+    adds: u64,
+    not_recovered: u64,
+    /// Every kill's restart time, ms, in order.
+    restart_ms: Vec<f64>,
+}
+
+/// The checks made every second: slot accounting and the daemon's memory.
+#[derive(Debug, Default)]
+struct Checks {
+    checks: u64,
+    broken: u64,
+    rss_start: u64,
+    rss_max: u64,
+    rss_minutes: Vec<u64>,
+}
+
+impl Checks {
+    /// One check of the slot accounting invariant; returns the daemon's
+    /// health.
+    fn invariant(&mut self, client: &Client) -> Result<Value> {
+        let h: Value = client.get("/v1/health")?.decode()?;
+        self.checks += 1;
+        self.broken += h["slot_accounting"].as_array().map_or(0, Vec::len) as u64;
+        Ok(h)
+    }
+
+    /// The check made every second: the invariant, then the daemon's
+    /// resident memory (`pid`).
+    fn every_second(&mut self, client: &Client, pid: u32) -> Result<()> {
+        let broken = self.broken;
+        let h = self.invariant(client)?;
+        if self.broken > broken {
+            eprintln!("soak: slot accounting broken: {}", h["slot_accounting"]);
+        }
+        let rss = rss_bytes(pid);
+        if self.rss_start == 0 {
+            self.rss_start = rss;
+        }
+        self.rss_max = self.rss_max.max(rss);
+        if self.checks.is_multiple_of(60) {
+            self.rss_minutes.push(rss);
+        }
+        Ok(())
+    }
+}
+
+impl Chaos {
+    /// One random action on chaos VR `c` (`present[c]`: whether it is
+    /// there): add it if it was removed, else kill (60 %), restart through
+    /// the API (20 %) or remove it (20 %).
+    fn act(
+        &mut self,
+        args: &SoakArgs,
+        client: &Client,
+        rng: &mut SmallRng,
+        present: &mut [bool],
+        vr_cpu: usize,
+    ) -> Result<()> {
+        let c = rng.random_range(0..args.chaos);
+        let name = vr_name(args.honest + c);
+        let roll = rng.random::<f64>();
+        if !present[c] {
+            client.call(
+                Method::POST,
+                "/v1/vrs",
+                Some(&chaos_spec(args.honest + c, args.slots, vr_cpu)),
+            )?;
+            present[c] = true;
+            self.adds += 1;
+        } else if roll < 0.6 {
+            self.kills += 1;
+            match kill_and_time(client, &name)? {
+                Some(ms) => self.restart_ms.push(ms),
+                None => self.not_recovered += 1,
+            }
+        } else if roll < 0.8 {
+            client.call(
+                Method::POST,
+                &format!("/v1/vrs/{name}/restart"),
+                None::<&()>,
+            )?;
+            self.api_restarts += 1;
+        } else {
+            client.call(Method::DELETE, &format!("/v1/vrs/{name}"), None::<&()>)?;
+            present[c] = false;
+            self.removes += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Stats once the generator has sent its `limit` frames and the honest VRs
+/// have handed back what they hold (or after 10 s).
+fn settled(args: &SoakArgs, client: &Client, limit: u64) -> Result<Value> {
+    let t = Instant::now();
+    let mut s = stats(client)?;
+    while t.elapsed() < Duration::from_secs(10) {
+        let settled = u(&s["host"]["rx_packets"]) >= limit
+            && (0..args.honest).all(|i| {
+                let st = &vr(&s, &vr_name(i))["stats"];
+                u(&st["rx_packets"]) == u(&st["tx_packets"]) + u(&st["vr_dropped"])
+            });
+        if settled {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        s = stats(client)?;
+    }
+    Ok(s)
+}
+
 /// Run `vrhost bench soak`.
 ///
 /// # Errors
@@ -203,11 +316,8 @@ pub fn run(args: &SoakArgs) -> Result<()> {
     let vr_cpu = if args.cpu == 0 { 1 } else { 0 };
     let mut rng = SmallRng::seed_from_u64(args.seed);
     let mut present = vec![true; args.chaos];
-    let (mut kills, mut api_restarts, mut removes, mut adds, mut not_recovered) = (0, 0, 0, 0, 0);
-    let mut restart_ms = Vec::new();
-    let (mut checks, mut broken) = (0u64, 0u64);
-    let (mut rss_start, mut rss_max) = (0u64, 0u64);
-    let mut rss_minutes = Vec::new();
+    let mut chaos = Chaos::default();
+    let mut checks = Checks::default();
     let started = Instant::now();
     let mut next_check = started + Duration::from_secs(1);
     let mut next_action = started + Duration::from_secs_f64(args.every);
@@ -216,77 +326,19 @@ pub fn run(args: &SoakArgs) -> Result<()> {
         let now = Instant::now();
         if now >= next_check {
             next_check += Duration::from_secs(1);
-            let h: Value = r.client.get("/v1/health")?.decode()?;
-            checks += 1;
-            let errs = h["slot_accounting"].as_array().map_or(0, Vec::len) as u64;
-            if errs > 0 {
-                eprintln!("soak: slot accounting broken: {}", h["slot_accounting"]);
-            }
-            broken += errs;
-            let rss = rss_bytes(r.daemon.pid());
-            if rss_start == 0 {
-                rss_start = rss;
-            }
-            rss_max = rss_max.max(rss);
-            if checks % 60 == 0 {
-                rss_minutes.push(rss);
-            }
+            checks.every_second(&r.client, r.daemon.pid())?;
         }
         if now >= next_action && args.chaos > 0 {
             // Exponential gaps: actions come at random, sometimes close.
             let gap = -args.every * (1.0f64 - rng.random::<f64>()).ln();
             next_action = now + Duration::from_secs_f64(gap.min(5.0 * args.every));
-            let c = rng.random_range(0..args.chaos);
-            let name = vr_name(args.honest + c);
-            let roll = rng.random::<f64>();
-            if !present[c] {
-                r.client.call(
-                    Method::POST,
-                    "/v1/vrs",
-                    Some(&chaos_spec(args.honest + c, args.slots, vr_cpu)),
-                )?;
-                present[c] = true;
-                adds += 1;
-            } else if roll < 0.6 {
-                kills += 1;
-                match kill_and_time(&r.client, &name)? {
-                    Some(ms) => restart_ms.push(ms),
-                    None => not_recovered += 1,
-                }
-            } else if roll < 0.8 {
-                r.client.call(
-                    Method::POST,
-                    &format!("/v1/vrs/{name}/restart"),
-                    None::<&()>,
-                )?;
-                api_restarts += 1;
-            } else {
-                r.client
-                    .call(Method::DELETE, &format!("/v1/vrs/{name}"), None::<&()>)?;
-                present[c] = false;
-                removes += 1;
-            }
+            chaos.act(args, &r.client, &mut rng, &mut present, vr_cpu)?;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     // Let the generator finish and the VRs hand back what they hold.
-    let t = Instant::now();
-    let mut s = stats(&r.client)?;
-    while t.elapsed() < Duration::from_secs(10) {
-        let settled = u(&s["host"]["rx_packets"]) >= limit
-            && (0..args.honest).all(|i| {
-                let st = &vr(&s, &vr_name(i))["stats"];
-                u(&st["rx_packets"]) == u(&st["tx_packets"]) + u(&st["vr_dropped"])
-            });
-        if settled {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        s = stats(&r.client)?;
-    }
-    let h: Value = r.client.get("/v1/health")?.decode()?;
-    checks += 1;
-    broken += h["slot_accounting"].as_array().map_or(0, Vec::len) as u64;
+    let s = settled(args, &r.client, limit)?;
+    let h = checks.invariant(&r.client)?;
     let rss_end = rss_bytes(r.daemon.pid());
     let honest_lost = (0..args.honest).map(|i| lost(&s, &vr_name(i))).sum();
     let fwd = |range: std::ops::Range<usize>| -> u64 {
@@ -294,7 +346,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
             .map(|i| u(&vr(&s, &vr_name(i))["stats"]["tx_packets"]))
             .sum()
     };
-    let mut sorted = restart_ms.clone();
+    let mut sorted = chaos.restart_ms.clone();
     sorted.sort_by(f64::total_cmp);
     let report = Report {
         bench: "soak",
@@ -303,29 +355,29 @@ pub fn run(args: &SoakArgs) -> Result<()> {
         pps: args.pps,
         honest_vrs: args.honest,
         chaos_vrs: args.chaos,
-        checks,
-        invariant_violations: broken,
-        kills,
-        api_restarts,
-        removes,
-        adds,
-        kills_not_recovered: not_recovered,
+        checks: checks.checks,
+        invariant_violations: checks.broken,
+        kills: chaos.kills,
+        api_restarts: chaos.api_restarts,
+        removes: chaos.removes,
+        adds: chaos.adds,
+        kills_not_recovered: chaos.not_recovered,
         restart_ms_p50: percentile(&sorted, 0.5).unwrap_or(0.0),
         restart_ms_p99: percentile(&sorted, 0.99).unwrap_or(0.0),
         restart_ms_max: sorted.last().copied().unwrap_or(0.0),
-        restart_ms,
+        restart_ms: chaos.restart_ms,
         honest_lost,
         honest_forwarded: fwd(0..args.honest),
         chaos_forwarded: fwd(args.honest..total),
-        rss_start_bytes: rss_start,
+        rss_start_bytes: checks.rss_start,
         rss_end_bytes: rss_end,
-        rss_max_bytes: rss_max.max(rss_end),
-        rss_minute_bytes: rss_minutes,
+        rss_max_bytes: checks.rss_max.max(rss_end),
+        rss_minute_bytes: checks.rss_minutes,
         daemon_alive: h["status"].is_string(),
     };
     r.daemon.stop()?;
     let _ = std::fs::remove_dir_all(&dir);
-    crate::report::emit(&report, args.json, args.out.as_deref(), print_table)
+    crate::report::emit(&report, &args.output, print_table)
 }
 
 fn print_table(report: &Report) {
@@ -360,15 +412,15 @@ fn print_table(report: &Report) {
         "daemon RSS start / end / max",
         format!(
             "{:.1} / {:.1} / {:.1} MiB",
-            report.rss_start_bytes as f64 / 1048576.0,
-            report.rss_end_bytes as f64 / 1048576.0,
-            report.rss_max_bytes as f64 / 1048576.0
+            mib(report.rss_start_bytes),
+            mib(report.rss_end_bytes),
+            mib(report.rss_max_bytes)
         ),
     );
     let per_minute: Vec<String> = report
         .rss_minute_bytes
         .iter()
-        .map(|b| format!("{:.1}", *b as f64 / 1048576.0))
+        .map(|&b| format!("{:.1}", mib(b)))
         .collect();
     println!(
         "{:<28} {}",

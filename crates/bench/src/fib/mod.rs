@@ -18,7 +18,6 @@ mod cli;
 pub use cli::{BenchFibArgs, run_cli, run_cli_with};
 
 use std::hint::black_box;
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -28,9 +27,11 @@ use serde::Serialize;
 use vrhost_fib::import::{ImportError, ImportOptions, read_routes};
 use vrhost_fib::{Fib, FibReader, Key, NextHopId};
 
+use crate::report::{Column, heading, mib, opt, row};
+
 mod compare;
 
-use compare::*;
+use compare::{compare_v4, compare_v6};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -509,10 +510,8 @@ fn bench_v4(
     );
     report.results.extend(rows);
     if !opts.only_vrhost {
-        let mut keep = Vec::new();
-        report
-            .results
-            .extend(compare_v4(&mut keep, opts, routes, addrs, &mut rng));
+        let rows = compare_v4(opts, routes, addrs, &mut rng);
+        report.results.extend(rows);
     }
     summarize(report, "ipv4", routes.len());
 }
@@ -527,10 +526,8 @@ fn bench_v6(
     let (rows, _fib) = bench_vrhost(opts, "ipv6", routes, addrs, &mut rng);
     report.results.extend(rows);
     if !opts.only_vrhost {
-        let mut keep = Vec::new();
-        report
-            .results
-            .extend(compare_v6(&mut keep, opts, routes, addrs, &mut rng));
+        let rows = compare_v6(opts, routes, addrs, &mut rng);
+        report.results.extend(rows);
     }
     summarize(report, "ipv6", routes.len());
 }
@@ -590,9 +587,18 @@ fn summarize(report: &mut BenchReport, family: &str, prefixes: usize) {
     }
 }
 
-fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map_or_else(|| "-".into(), |x| format!("{x:.prec$}"))
-}
+const RESULTS: [Column; 10] = [
+    Column::left("impl", 17),
+    Column::left("fam", 5),
+    Column::right("prefixes", 8),
+    Column::left("mode", 17),
+    Column::right("Mlookup/s", 9),
+    Column::right("ns/look", 8),
+    Column::right("build ms", 9),
+    Column::right("mem MiB", 10),
+    Column::right("updates/s", 11),
+    Column::right("slowdown", 9),
+];
 
 impl BenchReport {
     /// Print the results as a table.
@@ -609,24 +615,12 @@ impl BenchReport {
             "table {}  ({} random addresses per pass)",
             self.table, self.lookups
         );
-        println!(
-            "{:<17} {:<5} {:>8} {:<17} {:>9} {:>8} {:>9} {:>10} {:>11} {:>9}",
-            "impl",
-            "fam",
-            "prefixes",
-            "mode",
-            "Mlookup/s",
-            "ns/look",
-            "build ms",
-            "mem MiB",
-            "updates/s",
-            "slowdown"
-        );
+        println!("{}", heading(&RESULTS));
         for r in &self.results {
             let mem = r.mem_bytes.map(|b| {
                 format!(
                     "{:.1}{}",
-                    b as f64 / 1048576.0,
+                    mib(b as u64),
                     if r.mem_method.as_deref() == Some("rss") {
                         " rss"
                     } else {
@@ -634,19 +628,26 @@ impl BenchReport {
                     }
                 )
             });
+            let slowdown = r
+                .lookup_slowdown_pct
+                .map_or_else(|| "-".into(), |p| format!("{p:.1}%"));
             println!(
-                "{:<17} {:<5} {:>8} {:<17} {:>9} {:>8} {:>9} {:>10} {:>11} {:>9}",
-                r.impl_name,
-                r.family,
-                r.prefixes,
-                r.mode,
-                opt(r.mlookups_per_s, 1),
-                opt(r.ns_per_lookup, 1),
-                opt(r.build_ms, 0),
-                mem.unwrap_or_else(|| "-".into()),
-                opt(r.updates_per_s, 0),
-                r.lookup_slowdown_pct
-                    .map_or_else(|| "-".into(), |p| format!("{p:.1}%")),
+                "{}",
+                row(
+                    &RESULTS,
+                    &[
+                        &r.impl_name,
+                        &r.family,
+                        &r.prefixes,
+                        &r.mode,
+                        &opt(r.mlookups_per_s, 1),
+                        &opt(r.ns_per_lookup, 1),
+                        &opt(r.build_ms, 0),
+                        &mem.unwrap_or_else(|| "-".into()),
+                        &opt(r.updates_per_s, 0),
+                        &slowdown,
+                    ]
+                )
             );
         }
         for n in &self.notes {

@@ -21,7 +21,6 @@
 //! frame (from /proc/stat). Then, without load: ping RTT (average, 99th
 //! percentile) and iperf3 TCP.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -31,14 +30,13 @@ use serde::Serialize;
 use vrhost_lab::{Lab, Netns};
 
 use crate::machine::Machine;
-use vrhost_client::{Client, Endpoint};
-use vrhost_lab::Daemon;
+use vrhost_client::Client;
 
 mod node;
 mod table;
 
-use node::*;
-use table::*;
+use node::{setup_node, xdp_sink_obj};
+use table::print_table;
 
 const GEN_MAC: &str = "02:00:00:00:00:10";
 const P0_MAC: &str = "02:00:00:00:01:01";

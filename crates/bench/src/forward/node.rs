@@ -1,6 +1,14 @@
 //! The vrhost node of the forwarding bench: its XDP sink, ports, NAPI threads and daemon config.
 
-use super::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use vrhost_client::{Client, Endpoint};
+use vrhost_lab::{Daemon, Lab};
+
+use super::{ForwardArgs, GEN_MAC, P0_MAC, P1_MAC, SINK_MAC, Table};
+use crate::{Context, Result, bail};
 
 /// The XDP sink object, written to a file `ip` can load.
 pub(super) fn xdp_sink_obj() -> Result<PathBuf> {
@@ -28,28 +36,19 @@ pub(super) fn setup_node(
     let _ = node.ip(&["route", "flush", "proto", "static"]);
     if fwd == "kernel" {
         node.sysctl("net.ipv4.ip_forward", "1")?;
-        node.ip(&[
-            "neigh",
-            "replace",
-            "10.1.1.2",
-            "lladdr",
-            SINK_MAC,
-            "dev",
-            "p1",
-            "nud",
-            "permanent",
-        ])?;
-        node.ip(&[
-            "neigh",
-            "replace",
-            "10.1.0.2",
-            "lladdr",
-            GEN_MAC,
-            "dev",
-            "p0",
-            "nud",
-            "permanent",
-        ])?;
+        for (ip, mac, dev) in [("10.1.1.2", SINK_MAC, "p1"), ("10.1.0.2", GEN_MAC, "p0")] {
+            node.ip(&[
+                "neigh",
+                "replace",
+                ip,
+                "lladdr",
+                mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ])?;
+        }
         node.exec(
             "sh",
             &[

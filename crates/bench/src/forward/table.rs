@@ -1,41 +1,47 @@
 //! The forwarding bench's table.
 
-use super::*;
+use super::Record;
+use crate::report::{Column, heading, opt, row};
+
+const FORWARDING: [Column; 11] = [
+    Column::left("forwarder", 10),
+    Column::right("bytes", 5),
+    Column::right("routes", 7),
+    Column::right("load", 5).decimals(2),
+    Column::right("offered", 11).decimals(0),
+    Column::right("forwarded", 11).decimals(0),
+    Column::right("loss%", 7).decimals(2),
+    Column::right("rtt avg", 8),
+    Column::right("rtt p99", 8),
+    Column::right("tcp", 7),
+    Column::right("cpu ns", 8),
+];
 
 pub(super) fn print_table(r: &[Record]) {
     println!(
-        "{:<10} {:>5} {:>7} {:>5} {:>11} {:>11} {:>7} {:>8} {:>8} {:>7} {:>8}  lost pps: to node / in / vr / out",
-        "forwarder",
-        "bytes",
-        "routes",
-        "load",
-        "offered",
-        "forwarded",
-        "loss%",
-        "rtt avg",
-        "rtt p99",
-        "tcp",
-        "cpu ns"
+        "{}  lost pps: to node / in / vr / out",
+        heading(&FORWARDING)
     );
-    let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
     for x in r {
+        let cells = row(
+            &FORWARDING,
+            &[
+                &x.forwarder,
+                &x.frame_bytes,
+                &x.routes,
+                &x.load,
+                &x.offered_pps,
+                &x.forwarded_pps,
+                &x.loss_pct,
+                &opt(x.rtt_us_avg, 0),
+                &opt(x.rtt_us_p99, 0),
+                &opt(x.tcp_gbps, 2),
+                &opt(x.cpu_ns_per_pkt, 0),
+            ],
+        );
         println!(
-            "{:<10} {:>5} {:>7} {:>5.2} {:>11.0} {:>11.0} {:>7.2} {:>8} {:>8} {:>7} {:>8}  {:.0} / {:.0} / {:.0} / {:.0}",
-            x.forwarder,
-            x.frame_bytes,
-            x.routes,
-            x.load,
-            x.offered_pps,
-            x.forwarded_pps,
-            x.loss_pct,
-            opt(x.rtt_us_avg, 0),
-            opt(x.rtt_us_p99, 0),
-            opt(x.tcp_gbps, 2),
-            opt(x.cpu_ns_per_pkt, 0),
-            x.lost.to_node_pps,
-            x.lost.node_in_pps,
-            x.lost.vr_pps,
-            x.lost.node_out_pps
+            "{cells}  {:.0} / {:.0} / {:.0} / {:.0}",
+            x.lost.to_node_pps, x.lost.node_in_pps, x.lost.vr_pps, x.lost.node_out_pps
         );
     }
 }

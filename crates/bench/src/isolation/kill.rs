@@ -1,6 +1,16 @@
 //! Kills under load: a VR killed and restarted while the others forward.
 
-use super::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{
+    Gen, IsolationArgs, KillRecord, Running, Tenant, capacity, classified, config, forwarded,
+    router, u, vr,
+};
+use crate::report::percentile;
+use crate::{Context, Result};
 
 /// The kill experiment (see the module doc).
 pub(super) fn kill_run(args: &IsolationArgs, dir: &Path) -> Result<KillRecord> {
@@ -36,13 +46,7 @@ pub(super) fn kill_run(args: &IsolationArgs, dir: &Path) -> Result<KillRecord> {
         .get("/v1/health")
         .and_then(|a| a.decode::<Value>())
         .is_ok_and(|h| h["slot_accounting"].as_array().is_some_and(Vec::is_empty));
-    let daemon_exit_ok = match r.daemon.stop() {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("bench isolation: kill: {e:#}");
-            false
-        }
-    };
+    let daemon_exit_ok = r.stop_checked("kill");
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let q = |p| percentile(&sorted, p).unwrap_or(0.0);

@@ -67,22 +67,19 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::machine::Machine;
-use crate::report::percentile;
 use vrhost_client::{Client, Endpoint};
 use vrhost_lab::Daemon;
-use vrhost_testvr::hostile::{Case, HostileReport};
+use vrhost_testvr::hostile::Case;
 
 mod hostile;
+mod kill;
 mod overload;
 mod table;
 
-use hostile::*;
-use overload::*;
-use table::*;
-
-mod kill;
-
-use kill::*;
+use hostile::hostile_run;
+use kill::kill_run;
+use overload::{fairness, overload, set_mode};
+use table::print_table;
 
 /// Options of `vrhost bench isolation`.
 #[derive(Debug, Clone, clap::Args)]
@@ -136,12 +133,9 @@ pub struct IsolationArgs {
     /// are confined as the daemon does by default.
     #[arg(long)]
     pub unconfined: bool,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where the report goes: `--json`, `--out FILE`.
+    #[command(flatten)]
+    pub output: crate::report::Output,
     /// The test VR program (default: `vrhost-testvr` beside this
     /// executable, where `cargo build` puts it).
     #[arg(long, value_name = "PATH")]
@@ -473,6 +467,18 @@ impl Running {
         Ok(Self { daemon, client })
     }
 
+    /// Stop the daemon; whether it exited cleanly (its shutdown checks
+    /// every VR's slot accounting), saying why not on stderr.
+    fn stop_checked(self, what: &str) -> bool {
+        match self.daemon.stop() {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("bench isolation: {what}: {e:#}");
+                false
+            }
+        }
+    }
+
     fn stats(&self) -> Result<Value> {
         Ok(self.client.get("/v1/stats")?.decode::<Value>()?)
     }
@@ -647,7 +653,7 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
         machine: Machine::this(),
         results: result?,
     };
-    crate::report::emit(&report, args.json, args.out.as_deref(), |r| {
+    crate::report::emit(&report, &args.output, |r| {
         print_table(&r.results);
     })
 }
@@ -674,8 +680,10 @@ mod tests {
             slots: 512,
             seed: 1,
             unconfined: false,
-            json: false,
-            out: None,
+            output: crate::report::Output {
+                json: false,
+                out: None,
+            },
             // Any executable: the configs only name it.
             testvr: Some(std::env::current_exe().unwrap()),
         }

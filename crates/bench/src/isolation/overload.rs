@@ -1,6 +1,16 @@
 //! The overload and fairness experiments.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::kill::INGRESS;
+use super::{
+    FairnessRecord, Gen, IsolationArgs, OverloadRecord, Running, Tenant, classified, config,
+    forwarded, port, rate, ratio, router, u, vr,
+};
+use crate::Result;
 
 pub(super) fn set_mode(p: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,22 @@
 //! Idle VRs: their CPU cost, and the first packet after idling against a bare wakeup.
 
-use super::*;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use vrhost_host::{Backend, VrPath, VrProcess, Worker, cpu};
+use vrhost_io::Port;
+use vrhost_proto::PollConfig;
+use vrhost_shm::{Doorbell, Region};
+
+use super::{
+    GEN_MAC, IdleRecord, MemoryArgs, Record, Table, region_cfg, rules, tenant_src,
+    thread_cpu_ns_of, vr_command,
+};
+use crate::probe::ProbePort;
+use crate::report::percentile;
+use crate::{Result, bail};
 
 /// Ten idle VRs: the CPU they and the host use without traffic, then the
 /// latency of a single packet sent after an idle period.

@@ -34,18 +34,16 @@ use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::{NullPort, SinkCounters};
 use vrhost_proto::PollConfig;
 use vrhost_router::{NextHopConfig, RouteConfig, Router, RouterConfig, VnicConfig};
-use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_shm::{Region, RegionConfig};
 
 use crate::machine::Machine;
-use crate::probe::ProbePort;
-use crate::report::percentile;
 use vrhost_testvr::syscall::SyscallHello;
 
 mod idle;
 mod table;
 
-use idle::*;
-use table::*;
+use idle::{median_run, run_idle};
+use table::print_table;
 
 /// How packets reach the router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]

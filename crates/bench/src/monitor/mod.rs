@@ -27,33 +27,23 @@
 //! machine may have fewer cores than instances, and then instances share
 //! cores (the table says how many cores were used).
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::{Context, Result, bail};
 use serde::Serialize;
-use vrhost_host::alloc::{DynamicPolicy, ScalePolicy, Scaler, Topology};
+use vrhost_host::alloc::{DynamicPolicy, ScalePolicy, Scaler};
 use vrhost_host::balance::Policy;
-use vrhost_host::{
-    Backend, Classifier, HostStats, Mailbox, Match, Rule, VrCommand, VrPath, VrProcess, VrStats,
-    Worker, cpu,
-};
-use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
-use vrhost_io::order::{OrderCounters, OrderSink};
-use vrhost_io::{Port, PortStats};
+use vrhost_host::cpu;
 use vrhost_proto::PollConfig;
-use vrhost_shm::{Doorbell, Region, RegionConfig};
 
 use crate::machine::Machine;
-use crate::report::percentile;
+use crate::report::{opt, percentile};
 
 mod rig;
 
-use rig::*;
+use rig::{Rig, SLOTS};
 
 /// One experiment of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -455,7 +445,7 @@ fn control(args: &MonitorArgs, out: &mut Vec<Rec>) -> Result<()> {
     for (to, what) in [(0u16, "loopback"), (1, "peer")] {
         for (load, pps) in [("idle", 0.0), ("full", 5e6)] {
             let mut rig =
-                Rig::start_pinging(args, &[0, 0], Policy::Flow, pps, poll, (period_us, to))?;
+                Rig::start_many(args, 1, &[0, 0], Policy::Flow, pps, poll, (period_us, to))?;
             std::thread::sleep(Duration::from_secs_f64(args.warmup));
             latencies(&mut rig, to)?;
             let (fwd, _) = rig.window(args.seconds);
@@ -623,7 +613,6 @@ fn progress(args: &MonitorArgs, out: &[Rec]) {
 }
 
 fn line(r: &Rec) -> String {
-    let opt = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
     match r.experiment {
         "realloc" => format!(
             "{:<8} {:<7} inst {} cores {}: worker {} us, gap {} us (before {} us), reaction {} us, spawn {} ms, dropped {}, lost {}",

@@ -1,6 +1,26 @@
 //! The monitor bench's rig: a paced generator port, a sink that sees gaps, and a worker with VRs of several instances.
 
-use super::*;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use vrhost_host::alloc::Topology;
+use vrhost_host::balance::Policy;
+use vrhost_host::{
+    Backend, Classifier, HostStats, Mailbox, Match, Rule, VrCommand, VrPath, VrProcess, VrStats,
+    Worker, cpu,
+};
+use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
+use vrhost_io::order::{OrderCounters, OrderSink};
+use vrhost_io::{Port, PortStats};
+use vrhost_proto::PollConfig;
+use vrhost_shm::{Doorbell, Region, RegionConfig};
+
+use super::{GEN_MAC, MonitorArgs, VR_NAME};
+use crate::{Context, Result};
 
 /// A generator whose rate the bench changes while it runs: a `mem` port
 /// behind a token bucket.
@@ -207,24 +227,12 @@ impl Rig {
         pps: f64,
         poll: PollConfig,
     ) -> Result<Rig> {
-        Self::start_pinging(args, costs, policy, pps, poll, (0, 0))
+        Self::start_many(args, 1, costs, policy, pps, poll, (0, 0))
     }
 
-    /// [`Rig::start`], with instance 0 sending a control message to
-    /// instance `ping.1` every `ping.0` µs.
-    pub(super) fn start_pinging(
-        args: &MonitorArgs,
-        costs: &[u64],
-        policy: Policy,
-        pps: f64,
-        poll: PollConfig,
-        ping: (u32, u16),
-    ) -> Result<Rig> {
-        Self::start_many(args, 1, costs, policy, pps, poll, ping)
-    }
-
-    /// [`Rig::start_pinging`] with `vrs` VRs of the same instances, each
-    /// fed `pps / vrs` by its own generator.
+    /// [`Rig::start`] with `vrs` VRs of the same instances, each fed
+    /// `pps / vrs` by its own generator, and instance 0 of each VR sending
+    /// a control message to instance `ping.1` every `ping.0` µs (0: never).
     pub(super) fn start_many(
         args: &MonitorArgs,
         vrs: usize,
