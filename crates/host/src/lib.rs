@@ -45,6 +45,7 @@ pub use stats::{
     Gauge, HostStats, IngressDrop, InstanceStats, Violation, VnicStats, VrStats, mono_ns,
 };
 pub use vrpath::{
-    Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, InstanceState, Sched, VrPath,
+    Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, InstanceState, PathSpec, Sched,
+    VrPath,
 };
 pub use worker::{CaptureRefused, Keep, Mailbox, MailboxError, Reconfig, Worker};

@@ -19,13 +19,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use vrhost_host::confine::{Confine, Ids};
 use vrhost_host::spawn::SpawnError;
-use vrhost_host::{Backend, Classifier, Hurry, Match, Rule, VrCommand, VrPath, VrProcess, Worker};
+use vrhost_host::{
+    Backend, Classifier, Hurry, Match, PathSpec, Rule, VrCommand, VrPath, VrProcess, Worker,
+};
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::NullPort;
 use vrhost_proto::PollConfig;
 use vrhost_router::RouterConfig;
-use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_shm::{Doorbell, Region};
 
 fn is_root() -> bool {
     if rustix::process::geteuid().is_root() {
@@ -81,15 +83,7 @@ fn probe_cmd(confine: Confine) -> VrCommand {
 }
 
 fn region(name: &str) -> Region {
-    Region::create(
-        name,
-        RegionConfig {
-            slot_count: 64,
-            ring_entries: 64,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    PathSpec::new(name, vec![0, 1], 64).create_region().unwrap()
 }
 
 fn ask(p: &VrProcess, req: Value) -> Value {
@@ -424,22 +418,14 @@ fn a_confined_router_forwards() {
         ..Confine::strict()
     };
     for name in ["conf-a", "conf-b"] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let spec = PathSpec::new(name, vec![0, 1], 256);
+        let region = spec.create_region().unwrap();
         let cmd = router_cmd(common::router_config(), confine.clone());
         let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &cmd).unwrap();
         assert!(!p.cgroups().is_empty());
-        worker.add_vr(VrPath::new(
-            name,
+        worker.add_vr(VrPath::assemble(
+            &spec,
             region,
-            vec![0, 1],
             Backend::Process(vec![p]),
             vec![bell],
         ));

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use vrhost_host::{
-    Backend, Classifier, Match, Rule, Violation, VrCommand, VrPath, VrProcess, Worker,
+    Backend, Classifier, Match, PathSpec, Rule, Violation, VrCommand, VrPath, VrProcess, Worker,
 };
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
@@ -22,7 +22,7 @@ use vrhost_packet::build::UdpFrameSpec;
 use vrhost_packet::ipv4::Ipv4Packet;
 use vrhost_proto::{PollConfig, counter};
 use vrhost_sdk::DropReason;
-use vrhost_shm::{Region, RegionConfig, RingId, SlotState};
+use vrhost_shm::{Region, RingId, SlotState};
 
 fn router_cmd() -> VrCommand {
     VrCommand {
@@ -151,23 +151,11 @@ fn router_vr_forwards_and_counts_bad_frames() {
     let mut worker = Worker::new(ports, one_rule_to(0), PollConfig::default()).unwrap();
     // Room for every frame at once: the pcap port reads as fast as it can,
     // and a full pool would (rightly) drop at ingress.
-    let region = Region::create(
-        "t1",
-        RegionConfig {
-            slot_count: 256,
-            ring_entries: 256,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let spec = PathSpec::new("t1", vec![0, 1], 256);
+    let region = spec.create_region().unwrap();
     let (proc_, bell) = VrProcess::start("t1", 0, &region, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "t1",
-        region.clone(),
-        vec![0, 1],
-        Backend::Process(vec![proc_]),
-        vec![bell],
-    ));
+    let backend = Backend::Process(vec![proc_]);
+    worker.add_vr(VrPath::assemble(&spec, region.clone(), backend, vec![bell]));
     let stats = worker.vrs()[0].stats().clone();
     run_until(&mut worker, Duration::from_secs(20), |_| {
         stats.tx_packets.get() + stats.vr_dropped.get() == input.len() as u64
@@ -246,20 +234,12 @@ fn two_tenant_worker() -> Worker {
 fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
     let mut worker = two_tenant_worker();
     for name in ["a", "b"] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let spec = PathSpec::new(name, vec![0, 1], 256);
+        let region = spec.create_region().unwrap();
         let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
-        worker.add_vr(VrPath::new(
-            name,
+        worker.add_vr(VrPath::assemble(
+            &spec,
             region,
-            vec![0, 1],
             Backend::Process(vec![p]),
             vec![bell],
         ));
@@ -303,27 +283,18 @@ fn killed_vr_is_reclaimed_and_others_keep_forwarding() {
 #[test]
 fn hostile_vr_is_contained() {
     let mut worker = two_tenant_worker();
-    let cfg = RegionConfig {
-        slot_count: 128,
-        ring_entries: 128,
-        ..Default::default()
-    };
-    let honest = Region::create("honest", cfg).unwrap();
+    let honest_spec = PathSpec::new("honest", vec![0, 1], 128);
+    let honest = honest_spec.create_region().unwrap();
     let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "honest",
-        honest,
-        vec![0, 1],
-        Backend::Process(vec![p]),
-        vec![bell],
-    ));
+    let backend = Backend::Process(vec![p]);
+    worker.add_vr(VrPath::assemble(&honest_spec, honest, backend, vec![bell]));
     // The hostile VR: a thread that maps the region and scribbles on it.
-    let evil = Region::create("evil", cfg).unwrap();
+    let evil_spec = PathSpec::new("evil", vec![0, 1], 128);
+    let evil = evil_spec.create_region().unwrap();
     let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
-    worker.add_vr(VrPath::new(
-        "evil",
+    worker.add_vr(VrPath::assemble(
+        &evil_spec,
         evil,
-        vec![0, 1],
         Backend::External,
         vec![],
     ));
@@ -433,28 +404,26 @@ fn hostile_vr_is_contained() {
 #[test]
 fn hostile_vr_is_quarantined() {
     let mut worker = two_tenant_worker();
-    let cfg = RegionConfig {
-        slot_count: 128,
-        ring_entries: 128,
-        ..Default::default()
-    };
-    let honest = Region::create("honest", cfg).unwrap();
+    let honest_spec = PathSpec::new("honest", vec![0, 1], 128);
+    let honest = honest_spec.create_region().unwrap();
     let (p, bell) = VrProcess::start("honest", 0, &honest, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "honest",
-        honest,
-        vec![0, 1],
-        Backend::Process(vec![p]),
-        vec![bell],
-    ));
-    let evil = Region::create("evil", cfg).unwrap();
+    let backend = Backend::Process(vec![p]);
+    worker.add_vr(VrPath::assemble(&honest_spec, honest, backend, vec![bell]));
+    let evil_spec = PathSpec {
+        guard: vrhost_host::Guard {
+            quarantine_after: Some(500),
+            watchdog: None,
+        },
+        ..PathSpec::new("evil", vec![0, 1], 128)
+    };
+    let evil = evil_spec.create_region().unwrap();
     let evil_view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
-    let mut path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
-    path.set_guard(vrhost_host::Guard {
-        quarantine_after: Some(500),
-        watchdog: None,
-    });
-    worker.add_vr(path);
+    worker.add_vr(VrPath::assemble(
+        &evil_spec,
+        evil,
+        Backend::External,
+        vec![],
+    ));
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     // Out-of-range slot indexes on its tx ring, over and over.
@@ -509,28 +478,17 @@ fn rate_limit_admits_at_most_the_bucket() {
     let mut worker = two_tenant_worker();
     let mut stats = Vec::new();
     for (name, rate) in [("limited", Some(2000u64)), ("free", None)] {
-        let region = Region::create(
-            name,
-            RegionConfig {
-                slot_count: 256,
-                ring_entries: 256,
+        let spec = PathSpec {
+            sched: vrhost_host::Sched {
+                rate_pps: rate,
+                rate_burst: 100,
                 ..Default::default()
             },
-        )
-        .unwrap();
+            ..PathSpec::new(name, vec![0, 1], 256)
+        };
+        let region = spec.create_region().unwrap();
         let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), &router_cmd()).unwrap();
-        let mut path = VrPath::new(
-            name,
-            region,
-            vec![0, 1],
-            Backend::Process(vec![p]),
-            vec![bell],
-        );
-        path.set_sched(vrhost_host::Sched {
-            rate_pps: rate,
-            rate_burst: 100,
-            ..Default::default()
-        });
+        let path = VrPath::assemble(&spec, region, Backend::Process(vec![p]), vec![bell]);
         stats.push(path.stats().clone());
         worker.add_vr(path);
     }

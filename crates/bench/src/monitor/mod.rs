@@ -46,7 +46,7 @@ use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::order::{OrderCounters, OrderSink};
 use vrhost_io::{Port, PortStats};
 use vrhost_proto::PollConfig;
-use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_shm::{Doorbell, Region};
 
 use crate::machine::Machine;
 use crate::report::percentile;

@@ -34,7 +34,7 @@ use vrhost_host::{
 use vrhost_io::Port;
 use vrhost_proto::{CONTROL_CHUNK, PollConfig};
 use vrhost_router::RouteConfig;
-use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_shm::{Doorbell, Region};
 
 use crate::cores::Cores;
 use crate::diff::{Diff, Running, diff};

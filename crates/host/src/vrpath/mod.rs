@@ -25,7 +25,8 @@
 //!   relaying control messages between instances;
 //! - `instances`: which instance slots are fed, draining or vacant;
 //! - `load`: arrival rate, ring fill and capacity estimates;
-//! - `guard`: reaping exits, the watchdog, quarantine, restore.
+//! - `guard`: reaping exits, the watchdog, quarantine, restore;
+//! - `spec`: what a path is made of ([`PathSpec`]) and assembling it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +53,7 @@ mod ingress;
 mod instances;
 mod ledger;
 mod load;
+mod spec;
 #[cfg(test)]
 #[expect(
     unsafe_code,
@@ -63,6 +65,7 @@ use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
 use ledger::SlotLedger;
 use load::Load;
+pub use spec::PathSpec;
 
 /// Slot indexes moved per ring operation.
 pub const BURST: usize = 64;

@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 
 use vrhost_io::{Port, PortStats};
-use vrhost_shm::{Consumer, Producer, Region, RegionConfig, RingId, SlotState};
+use vrhost_shm::{Consumer, Producer, RingId, SlotState};
 
-use super::{Backend, VrPath};
+use super::{Backend, PathSpec, VrPath};
 
 /// The frames a [`Sink`] accepted, shared with the test.
 pub(crate) type Sent = Arc<Mutex<Vec<Vec<u8>>>>;
@@ -103,17 +103,12 @@ pub(crate) struct Kit {
 
 impl Kit {
     pub(crate) fn new(vnics: u16, instances: u16, slots: u32, ring: u32) -> Self {
-        let region = Region::create(
-            "vrpath-unit",
-            RegionConfig {
-                slot_count: slots,
-                ring_entries: ring,
-                vnic_count: vnics,
-                instance_count: instances.max(1),
-                ..Default::default()
-            },
-        )
-        .expect("region");
+        let spec = PathSpec {
+            ring_entries: ring,
+            instances: instances.max(1),
+            ..PathSpec::new("unit", (0..usize::from(vnics)).collect(), slots)
+        };
+        let region = spec.create_region().expect("region");
         let inst = (0..instances)
             .map(|i| Instance {
                 rx: (0..vnics)
@@ -127,13 +122,7 @@ impl Kit {
         let bells = (0..instances)
             .map(|_| vrhost_shm::Doorbell::new().unwrap())
             .collect();
-        let vp = VrPath::new(
-            "unit",
-            region,
-            (0..usize::from(vnics)).collect(),
-            Backend::External,
-            bells,
-        );
+        let vp = VrPath::assemble(&spec, region, Backend::External, bells);
         let sent: Vec<_> = (0..vnics)
             .map(|_| Arc::new(Mutex::new(Vec::new())))
             .collect();
