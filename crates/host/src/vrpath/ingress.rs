@@ -218,8 +218,8 @@ impl VrPath {
                             &self.region,
                             v as u16,
                             &self.staged[q],
-                            &mut self.inproc_stage,
-                            &mut self.inproc_counters,
+                            &mut self.inproc.stage,
+                            &mut self.inproc.counters,
                         );
                     }
                     Backend::InProc(vr) => {
@@ -228,8 +228,8 @@ impl VrPath {
                             &self.region,
                             v as u16,
                             &self.staged[q],
-                            &mut self.inproc_stage,
-                            &mut self.inproc_counters,
+                            &mut self.inproc.stage,
+                            &mut self.inproc.counters,
                         );
                     }
                 }
@@ -244,7 +244,7 @@ impl VrPath {
             for v in 0..self.vnic_port.len() {
                 let mut idx = [0u32; BURST];
                 loop {
-                    let staged = self.inproc_stage.vnic(v as u16);
+                    let staged = self.inproc.stage.vnic(v as u16);
                     let n = staged.len().min(BURST);
                     if n == 0 {
                         break;

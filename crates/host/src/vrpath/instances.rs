@@ -208,7 +208,7 @@ impl VrPath {
         self.relay.reset(i as u16);
         // A new process: its capacity is measured afresh; until then the
         // weighted policy gives it as much as the best of the others.
-        let l = &mut self.load;
+        let l = &mut self.cold.load;
         l.capacity[i] = 0.0;
         l.weight[i] = l.weight.iter().copied().fold(0.0, f64::max);
         if l.weight[i] > 0.0 {

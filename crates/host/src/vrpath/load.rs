@@ -46,12 +46,14 @@ impl VrPath {
     /// Update the load estimates: the VR's arrival rate, and each
     /// instance's rx ring fill and capacity (told to the weighted policy).
     pub(super) fn sample_load(&mut self, now: Instant) {
-        let dt = now.saturating_duration_since(self.load.at).as_secs_f64();
+        let dt = now
+            .saturating_duration_since(self.cold.load.at)
+            .as_secs_f64();
         if dt < 0.001 {
             return;
         }
         let a = 1.0 - (-dt / crate::stats::LOAD_TAU.as_secs_f64()).exp();
-        let l = &mut self.load;
+        let l = &mut self.cold.load;
         l.at = now;
         let offered = self.stats.rx_packets.get() + self.stats.ingress_drops_total();
         let rate = offered.wrapping_sub(l.offered) as f64 / dt;
@@ -111,7 +113,7 @@ mod tests {
     #[test]
     fn the_arrival_rate_and_an_instances_backlog_are_sampled() {
         let mut k = Kit::new(1, 1, 2048, 2048);
-        let t0 = k.vp.load.at;
+        let t0 = k.vp.cold.load.at;
         for t in 0..1000 {
             k.give(0, &frame(t as u8));
         }
@@ -130,7 +132,7 @@ mod tests {
     #[test]
     fn a_busy_instance_is_measured_by_what_it_hands_back() {
         let mut k = Kit::new(1, 1, 2048, 2048);
-        let t0 = k.vp.load.at;
+        let t0 = k.vp.cold.load.at;
         for t in 0..400 {
             k.give(0, &frame(t as u8));
         }
@@ -151,7 +153,7 @@ mod tests {
     #[test]
     fn an_idle_instance_gets_no_capacity() {
         let mut k = Kit::new(1, 1, 2048, 2048);
-        let t0 = k.vp.load.at;
+        let t0 = k.vp.cold.load.at;
         for t in 0..10 {
             k.give(0, &frame(t));
         }
