@@ -34,6 +34,8 @@ pub mod cpu;
 pub mod relay;
 pub mod spawn;
 pub mod stats;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod vrpath;
 pub mod worker;
 

@@ -297,6 +297,8 @@ impl VrPath {
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
     use super::super::testkit::{Kit, frame};
     use super::*;
 
@@ -385,20 +387,8 @@ mod tests {
 
     /// A UDP frame of flow `n` (its source port).
     fn udp(n: u16) -> Vec<u8> {
-        let mut f = vec![0u8; 64];
-        vrhost_packet::build::UdpFrameSpec {
-            dst_mac: vrhost_packet::MacAddr([2, 0, 0, 0, 0, 1]),
-            src_mac: vrhost_packet::MacAddr([2, 0, 0, 0, 0, 2]),
-            src_ip: std::net::Ipv4Addr::new(10, 0, 0, 1),
-            dst_ip: std::net::Ipv4Addr::new(10, 1, 0, 1),
-            sport: 1000 + n,
-            dport: 2000,
-            ttl: 64,
-            frame_bytes: 64,
-        }
-        .write(&mut f)
-        .unwrap();
-        f
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 1, 0, 1));
+        crate::testkit::udp(src, 1000 + n, dst, 2000)
     }
 
     /// Which instance each of 64 flows lands on, staged by `stage`.
