@@ -1,7 +1,17 @@
 //! Starting a VR: its region, its instances' processes on their cores,
 //! and the command each is started with.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use vrhost_host::alloc::Scaler;
+use vrhost_host::config::{Plan, VrPlan};
+use vrhost_host::{Backend, VrCommand, VrControl, VrPath, VrProcess};
+use vrhost_proto::PollConfig;
+use vrhost_router::RouteConfig;
+use vrhost_shm::{Doorbell, Region};
+
+use super::{ControlError, Controller, Instances, Started, VrEntry, send_routes};
 
 /// The back-off of a VR instance on `cpu` (`None`: unpinned), with the
 /// worker on `worker_cpu` and `sharers` instances pinned to `cpu` in the

@@ -6,7 +6,7 @@
 use vrhost_io::Port;
 use vrhost_shm::{RingError, SlotState};
 
-use super::*;
+use super::{BURST, MIN_FRAME, VrPath};
 use crate::capture::Direction;
 use crate::stats::{Violation, mono_ns};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_shm::{Doorbell, RingId, SlotState};
 
-use super::*;
+use super::{Backend, DownReason, ExitEvent, Inst, InstanceState, STOP_GRACE, VrPath};
 use crate::spawn::VrProcess;
 use crate::stats::mono_ns;
 
@@ -301,6 +301,7 @@ impl VrPath {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::{Kit, frame};
+    use super::super::{Class, Guard};
     use super::*;
     use crate::stats::{IngressDrop, Violation};
 

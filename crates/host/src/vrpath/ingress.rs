@@ -4,12 +4,11 @@
 //! a time, waking an instance that sleeps.
 
 use vrhost_io::Port;
+use vrhost_packet::FlowKey;
 use vrhost_sdk::runtime::process_slots;
 use vrhost_shm::{SlotState, needs_kick};
 
-use super::*;
-use vrhost_packet::FlowKey;
-
+use super::{BURST, Backend, Class, SHARED, STAGE_MAX, VrPath};
 use crate::balance::{flow_hash, flow_key_hash};
 use crate::capture::Direction;
 use crate::stats::{IngressDrop, Violation};
@@ -299,6 +298,7 @@ impl VrPath {
 mod tests {
     use std::net::Ipv4Addr;
 
+    use super::super::Sched;
     use super::super::testkit::{Kit, frame};
     use super::*;
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_shm::{Consumer, Doorbell, Producer, Region, RingId};
 
-use super::*;
+use super::{BURST, Backend, VrPath};
 use crate::balance::Policy;
 use crate::spawn::VrProcess;
 
@@ -279,6 +279,7 @@ impl VrPath {
 mod tests {
     use vrhost_shm::SlotState;
 
+    use super::super::Class;
     use super::super::testkit::{Kit, frame};
     use super::*;
     use crate::stats::IngressDrop;

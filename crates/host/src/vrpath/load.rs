@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use vrhost_shm::RingId;
 
-use super::*;
+use super::{BURST, VrPath};
 use crate::balance::Policy;
 
 /// The load estimates of a VR and its instances (see
