@@ -266,10 +266,8 @@ mod tests {
     #[test]
     fn a_processed_slot_goes_out_its_vnics_port_and_back_to_the_pool() {
         let mut k = Kit::new(2, 1, 64, 64);
-        k.give(0, &frame(3));
-        let s = k.take(0, 0);
         // The VR routes it out of vNIC 1.
-        k.hand_back(0, 1, &s, SlotState::Processed);
+        k.through(&frame(3), 1, SlotState::Processed);
         assert_eq!(k.vp.poll_tx(&mut k.ports), 1);
         assert_eq!(k.sent(1), vec![frame(3)]);
         assert!(k.sent(0).is_empty());
@@ -283,9 +281,7 @@ mod tests {
     #[test]
     fn a_dropped_slot_is_counted_and_freed() {
         let mut k = Kit::new(1, 1, 64, 64);
-        k.give(0, &frame(1));
-        let s = k.take(0, 0);
-        k.hand_back(0, 0, &s, SlotState::Dropped);
+        k.through(&frame(1), 0, SlotState::Dropped);
         k.vp.poll_tx(&mut k.ports);
         assert!(k.sent(0).is_empty());
         assert_eq!(k.vp.stats().vr_dropped.get(), 1);
@@ -359,9 +355,7 @@ mod tests {
         assert_eq!((st.tx_packets.get(), st.port_dropped.get()), (1, 2));
         // A vNIC whose port is gone (renumbered away).
         k.vp.set_vnic_ports(vec![0, usize::MAX]);
-        k.give(0, &frame(9));
-        let s = k.take(0, 0);
-        k.hand_back(0, 1, &s, SlotState::Processed);
+        k.through(&frame(9), 1, SlotState::Processed);
         k.vp.poll_tx(&mut k.ports);
         assert_eq!(k.vp.stats().port_dropped.get(), 3);
         assert!(k.vp.is_drained());

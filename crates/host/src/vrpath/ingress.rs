@@ -5,7 +5,6 @@
 
 use vrhost_io::Port;
 use vrhost_packet::FlowKey;
-use vrhost_sdk::runtime::process_slots;
 use vrhost_shm::{SlotState, needs_kick};
 
 use super::{BURST, Backend, Class, SHARED, STAGE_MAX, VrPath};
@@ -211,25 +210,15 @@ impl VrPath {
                                 .drop_in(IngressDrop::RingFull, (n - pushed) as u64);
                         }
                     }
+                    // Two arms for one call: the router's is monomorphic
+                    // (no `dyn Vr` call per packet).
                     Backend::InProcRouter(r) => {
-                        process_slots(
-                            r.as_mut(),
-                            &self.region,
-                            v as u16,
-                            &self.staged[q],
-                            &mut self.inproc.stage,
-                            &mut self.inproc.counters,
-                        );
+                        self.inproc
+                            .process(r.as_mut(), &self.region, v, &self.staged[q]);
                     }
                     Backend::InProc(vr) => {
-                        process_slots(
-                            vr.as_mut(),
-                            &self.region,
-                            v as u16,
-                            &self.staged[q],
-                            &mut self.inproc.stage,
-                            &mut self.inproc.counters,
-                        );
+                        self.inproc
+                            .process(vr.as_mut(), &self.region, v, &self.staged[q]);
                     }
                 }
                 self.staged[q].clear();

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_router::Router;
 use vrhost_sdk::Vr;
-use vrhost_sdk::runtime::{TxStage, VrCounters};
+use vrhost_sdk::runtime::{TxStage, VrCounters, process_slots};
 use vrhost_shm::{Doorbell, Region};
 
 use crate::balance::{Balancer, Policy};
@@ -279,6 +279,22 @@ pub struct VrPath {
 struct InProc {
     stage: TxStage,
     counters: VrCounters,
+}
+
+impl InProc {
+    /// Run `vr` over `slots`, received on `vnic`, in place: what a VR
+    /// process does with a batch from its rx ring.
+    #[inline]
+    fn process<V: Vr + ?Sized>(&mut self, vr: &mut V, region: &Region, vnic: usize, slots: &[u32]) {
+        process_slots(
+            vr,
+            region,
+            vnic as u16,
+            slots,
+            &mut self.stage,
+            &mut self.counters,
+        );
+    }
 }
 
 /// The parts of a [`VrPath`] no packet touches: who it is, how it is

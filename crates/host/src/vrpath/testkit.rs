@@ -151,6 +151,16 @@ impl Kit {
         self.vp.flush_rx(&mut self.ports);
     }
 
+    /// Give `frame` on vNIC 0 to instance 0, which takes it and hands it
+    /// back on vNIC `out` in `state`, as a VR that processed it would.
+    /// Returns its slots.
+    pub(crate) fn through(&mut self, frame: &[u8], out: usize, state: SlotState) -> Vec<u32> {
+        self.give(0, frame);
+        let slots = self.take(0, 0);
+        self.hand_back(0, out, &slots, state);
+        slots
+    }
+
     /// Everything in instance `i`'s rx ring of `vnic`.
     pub(crate) fn take(&mut self, i: usize, vnic: usize) -> Vec<u32> {
         let mut out = vec![0; 4096];
