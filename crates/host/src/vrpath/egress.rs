@@ -318,9 +318,7 @@ mod tests {
     #[test]
     fn a_bad_state_or_extent_is_a_violation_and_the_slot_comes_back() {
         let mut k = Kit::new(1, 1, 64, 64);
-        for t in 0..3 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(3);
         let s = k.take(0, 0);
         let r = k.vp.region();
         // Too short for an Ethernet header; past the slot's end.
@@ -344,9 +342,7 @@ mod tests {
             sent: k.sent[1].clone(),
             room: 1,
         });
-        for t in 0..3 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(3);
         let s = k.take(0, 0);
         k.hand_back(0, 1, &s, SlotState::Processed);
         k.vp.poll_tx(&mut k.ports);
@@ -364,9 +360,7 @@ mod tests {
     #[test]
     fn the_budget_leaves_the_rest_for_the_next_round() {
         let mut k = Kit::new(1, 1, 256, 256);
-        for t in 0..100 {
-            k.give(0, &frame(t as u8));
-        }
+        k.give_n(100);
         let s = k.take(0, 0);
         k.hand_back(0, 0, &s, SlotState::Processed);
         assert!(k.vp.tx_pending());

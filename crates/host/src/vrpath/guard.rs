@@ -312,9 +312,7 @@ mod tests {
             quarantine_after: Some(3),
             watchdog: None,
         });
-        for t in 0..5 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(5);
         let s = k.take(0, 0);
         // Two violations: under the budget.
         k.hand_back(0, 0, &[s[0], s[0]], SlotState::Filled);

@@ -363,9 +363,7 @@ mod tests {
     fn frames_a_full_ring_refuses_at_the_flush_go_back_to_the_pool() {
         // Ring of 16 entries: the control reserve is 1; data fills 15.
         let mut k = Kit::new(1, 1, 64, 16);
-        for t in 0..15 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(15);
         assert_eq!(
             k.vp.stage(0, &frame(0), || Class::Data),
             Err(IngressDrop::RingFull)

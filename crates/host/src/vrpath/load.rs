@@ -103,7 +103,7 @@ mod tests {
 
     use vrhost_shm::SlotState;
 
-    use super::super::testkit::{Kit, frame};
+    use super::super::testkit::Kit;
 
     /// The EWMA weight of a sample `dt` after the last.
     fn weight(dt: f64) -> f64 {
@@ -114,9 +114,7 @@ mod tests {
     fn the_arrival_rate_and_an_instances_backlog_are_sampled() {
         let mut k = Kit::new(1, 1, 2048, 2048);
         let t0 = k.vp.cold.load.at;
-        for t in 0..1000 {
-            k.give(0, &frame(t as u8));
-        }
+        k.give_n(1000);
         let dt = 0.1;
         k.vp.sample_load(t0 + Duration::from_secs_f64(dt));
         let st = k.vp.stats();
@@ -133,9 +131,7 @@ mod tests {
     fn a_busy_instance_is_measured_by_what_it_hands_back() {
         let mut k = Kit::new(1, 1, 2048, 2048);
         let t0 = k.vp.cold.load.at;
-        for t in 0..400 {
-            k.give(0, &frame(t as u8));
-        }
+        k.give_n(400);
         let t1 = t0 + Duration::from_millis(100);
         k.vp.sample_load(t1);
         assert_eq!(k.vp.stats().instances[0].capacity_pps.get(), 0);
@@ -154,9 +150,7 @@ mod tests {
     fn an_idle_instance_gets_no_capacity() {
         let mut k = Kit::new(1, 1, 2048, 2048);
         let t0 = k.vp.cold.load.at;
-        for t in 0..10 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(10);
         let s = k.take(0, 0);
         k.hand_back(0, 0, &s, SlotState::Processed);
         k.vp.poll_tx(&mut k.ports);

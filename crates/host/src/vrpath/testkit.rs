@@ -151,6 +151,14 @@ impl Kit {
         self.vp.flush_rx(&mut self.ports);
     }
 
+    /// Give `n` frames on vNIC 0, each published on its own: frame `t`
+    /// is [`frame`]`(t as u8)`.
+    pub(crate) fn give_n(&mut self, n: usize) {
+        for t in 0..n {
+            self.give(0, &frame(t as u8));
+        }
+    }
+
     /// Give `frame` on vNIC 0 to instance 0, which takes it and hands it
     /// back on vNIC `out` in `state`, as a VR that processed it would.
     /// Returns its slots.
