@@ -205,24 +205,33 @@ impl Backend {
 /// Host side of one VR.
 ///
 /// Its fields by how often the worker touches them, in this order:
+/// - after every port burst, for every VR (whether the burst had frames
+///   for it or not): `staged_n` and `served_mask` (the worker asks each
+///   VR for its staged frames and serves its control rings), together at
+///   the start so that a VR the burst skipped costs one cache line;
 /// - per packet (ingress `stage_with`, egress `send`): `bucket`,
-///   `vnic_port`, `staged`, `staged_n`, `backend`, `inst`, `pool_reserve`,
-///   `slots`, `region`, `tap` (a null check when there is none), `stats`,
+///   `vnic_port`, `staged`, `backend`, `inst`, `pool_reserve`, `slots`,
+///   `region`, `tap` (a null check when there is none), `stats`,
 ///   `ring_reserve`, `solo`, `headroom`, `slot_bytes`, `up`; with several
 ///   live instances also `inst_cap` and `balancer`;
-/// - per batch or round: `served_mask`, `sched`, `relay` (only when two
-///   instances or more are served), `inproc` (only for in-process
-///   backends, boxed: 300 bytes the process backends never touch),
-///   `quarantined`, `recovering`;
+/// - per batch or round: `sched`, `relay` (only when two instances or more
+///   are served), `inproc` (only for in-process backends, boxed: 300
+///   bytes the process backends never touch), `quarantined`,
+///   `recovering`;
 /// - per tick, on supervision and setup: `cold` ([`Cold`], boxed).
 ///
 /// `repr(C)` keeps that order in memory (Rust's default layout reorders
 /// fields freely, and spread the per-packet ones over all nine cache
-/// lines): the per-packet fields take the first 336 bytes on 64-bit
-/// targets, the 8-byte aligned ones first so that no padding falls
-/// between them.
+/// lines): the per-burst and per-packet fields take the first 344 bytes
+/// on 64-bit targets, the 8-byte aligned ones first so that no padding
+/// falls between them.
 #[repr(C)]
 pub struct VrPath {
+    // Per burst, every VR.
+    /// Frames staged over all instances and vNICs, not yet published.
+    staged_n: usize,
+    /// Instances whose rings are served, one bit each.
+    served_mask: u64,
     // Per packet.
     bucket: Option<Bucket>,
     /// Out port of each vNIC.
@@ -230,8 +239,6 @@ pub struct VrPath {
     /// Slots staged for each instance's vNIC rx rings during a round, at
     /// `instance * vnics + vnic`.
     staged: Vec<Vec<u32>>,
-    /// Frames staged over all instances and vNICs, not yet published.
-    staged_n: usize,
     backend: Backend,
     inst: Vec<Inst>,
     /// Pool slots only control frames may take.
@@ -259,8 +266,6 @@ pub struct VrPath {
     /// Which live instance gets each frame (boxed: its tables are 4 KiB).
     balancer: Box<Balancer>,
     // Per batch or round.
-    /// Instances whose rings are served, one bit each.
-    served_mask: u64,
     sched: Sched,
     /// Control messages between the instances.
     relay: Relay,
@@ -567,14 +572,16 @@ mod tests {
         let (path, cold) = (size_of::<VrPath>(), size_of::<Cold>());
         let inproc = size_of::<InProc>();
         let hot = std::mem::offset_of!(VrPath, balancer);
+        let burst = std::mem::offset_of!(VrPath, served_mask) + size_of::<u64>();
         println!(
-            "VrPath {path} bytes inline (per packet: the first {hot}), \
-             Cold {cold} and InProc {inproc} boxed"
+            "VrPath {path} bytes inline (per burst: the first {burst}; per packet: \
+             the first {hot}), Cold {cold} and InProc {inproc} boxed"
         );
         // 1,088 bytes inline before the split, the per-packet fields
         // anywhere in them; 64-bit targets.
         assert!(path <= 9 * 64, "VrPath is {path} bytes");
         assert!(hot <= 6 * 64, "per-packet fields over {hot} bytes");
+        assert_eq!(burst, 16, "what the worker reads of every VR per burst");
     }
 
     #[test]
