@@ -218,7 +218,7 @@ impl Backend {
 ///   are served), `inproc` (only for in-process backends, boxed: 300
 ///   bytes the process backends never touch), `quarantined`,
 ///   `recovering`;
-/// - per tick, on supervision and setup: `cold` ([`Cold`], boxed).
+/// - per tick, on supervision and setup: `cold` (`Cold`, boxed).
 ///
 /// `repr(C)` keeps that order in memory (Rust's default layout reorders
 /// fields freely, and spread the per-packet ones over all nine cache
