@@ -569,10 +569,9 @@ mod tests {
         use vrhost_io::Port;
         use vrhost_io::null::NullPort;
         use vrhost_sdk::{Packet, Verdict, Vr};
-        use vrhost_shm::{Region, RegionConfig};
 
         use super::*;
-        use crate::vrpath::{Backend, VrPath};
+        use crate::vrpath::{Backend, PathSpec, VrPath};
 
         /// Sends every frame out of the other vNIC, its first byte bumped.
         struct Swap;
@@ -584,22 +583,9 @@ mod tests {
         }
 
         fn setup() -> (VrPath, Vec<Box<dyn Port>>) {
-            let region = Region::create(
-                "cap",
-                RegionConfig {
-                    slot_count: 64,
-                    ring_entries: 64,
-                    ..RegionConfig::default()
-                },
-            )
-            .unwrap();
-            let path = VrPath::new(
-                "cap",
-                region,
-                vec![0, 1],
-                Backend::InProc(Box::new(Swap)),
-                Vec::new(),
-            );
+            let spec = PathSpec::new("cap", vec![0, 1], 64);
+            let region = spec.create_region().unwrap();
+            let path = VrPath::assemble(&spec, region, Backend::InProc(Box::new(Swap)), Vec::new());
             let ports: Vec<Box<dyn Port>> =
                 vec![Box::new(NullPort::new("p0")), Box::new(NullPort::new("p1"))];
             (path, ports)

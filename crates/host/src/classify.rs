@@ -361,20 +361,7 @@ mod tests {
     }
 
     fn udp(src: Ipv4Addr, dst: Ipv4Addr, dport: u16) -> Vec<u8> {
-        let mut f = vec![0u8; 64];
-        vrhost_packet::build::UdpFrameSpec {
-            dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            src_mac: MacAddr([2, 0, 0, 0, 0, 9]),
-            src_ip: src,
-            dst_ip: dst,
-            sport: 1,
-            dport,
-            ttl: 64,
-            frame_bytes: 64,
-        }
-        .write(&mut f)
-        .unwrap();
-        f
+        crate::testkit::udp(src, 1, dst, dport)
     }
 
     fn key(f: &[u8]) -> FlowKey {

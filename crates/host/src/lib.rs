@@ -34,6 +34,8 @@ pub mod cpu;
 pub mod relay;
 pub mod spawn;
 pub mod stats;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod vrpath;
 pub mod worker;
 
@@ -45,6 +47,7 @@ pub use stats::{
     Gauge, HostStats, IngressDrop, InstanceStats, Violation, VnicStats, VrStats, mono_ns,
 };
 pub use vrpath::{
-    Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, InstanceState, Sched, VrPath,
+    Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, InstanceState, PathSpec, Sched,
+    VrPath,
 };
 pub use worker::{CaptureRefused, Keep, Mailbox, MailboxError, Reconfig, Worker};

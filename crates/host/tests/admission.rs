@@ -2,9 +2,8 @@
 //! its control traffic (ARP, routing protocols) still gets in, into the
 //! room of its rx ring and pool that data frames may not take.
 
-use vrhost_host::{Backend, Class, IngressDrop, VrPath};
+use vrhost_host::{Backend, Class, IngressDrop, PathSpec, VrPath};
 use vrhost_io::Port;
-use vrhost_shm::{Region, RegionConfig};
 
 /// The room kept for control frames out of `n` entries, as documented on
 /// [`Class::Control`]: 1/16, at most one burst of 64.
@@ -38,17 +37,13 @@ fn control_frames_get_into_a_full_vr() {
         (2048, 256, IngressDrop::RingFull),
         (256, 256, IngressDrop::RingFull),
     ] {
-        let region = Region::create(
-            "admission",
-            RegionConfig {
-                slot_count: slots,
-                ring_entries: ring,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let spec = PathSpec {
+            ring_entries: ring,
+            ..PathSpec::new("admission", vec![0, 1], slots)
+        };
+        let region = spec.create_region().unwrap();
         // Nobody consumes: a VR that has stopped keeping up.
-        let mut vp = VrPath::new("admission", region, vec![0, 1], Backend::External, vec![]);
+        let mut vp = VrPath::assemble(&spec, region, Backend::External, vec![]);
         let room = slots.min(ring);
         let kept = reserve(room);
         let (data, why) = fill(&mut vp, Class::Data);
@@ -67,16 +62,9 @@ fn control_frames_get_into_a_full_vr() {
 
 #[test]
 fn a_tiny_pool_keeps_no_room() {
-    let region = Region::create(
-        "admission-tiny",
-        RegionConfig {
-            slot_count: 8,
-            ring_entries: 8,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let mut vp = VrPath::new("tiny", region, vec![0, 1], Backend::External, vec![]);
+    let spec = PathSpec::new("admission-tiny", vec![0, 1], 8);
+    let region = spec.create_region().unwrap();
+    let mut vp = VrPath::assemble(&spec, region, Backend::External, vec![]);
     assert_eq!(fill(&mut vp, Class::Data).0, 8);
     assert_eq!(fill(&mut vp, Class::Control).0, 0);
 }

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use vrhost_host::balance::Policy;
-use vrhost_host::{Backend, Class, InstanceState, VrPath};
+use vrhost_host::{Backend, Class, InstanceState, PathSpec, VrPath};
 use vrhost_io::Port;
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
-use vrhost_shm::{Consumer, Doorbell, Region, RegionConfig, RingId};
+use vrhost_shm::{Consumer, Doorbell, RingId};
 
 fn frame(flow: u16) -> Vec<u8> {
     let mut f = vec![0u8; 64];
@@ -32,22 +32,17 @@ fn frame(flow: u16) -> Vec<u8> {
 
 /// A VR with `n` instances played by the test.
 fn vr(n: u16, policy: Policy) -> (VrPath, Vec<Consumer>) {
-    let region = Region::create(
-        "instances",
-        RegionConfig {
-            slot_count: 4096,
-            ring_entries: 4096,
-            instance_count: 4,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let spec = PathSpec {
+        instances: 4,
+        balance: policy,
+        ..PathSpec::new("instances", vec![0, 1], 4096)
+    };
+    let region = spec.create_region().unwrap();
     let rx = (0..n)
         .map(|i| region.ring(i, RingId::Rx(0)).unwrap().consumer())
         .collect();
     let bells = (0..n).map(|_| Doorbell::new().unwrap()).collect();
-    let mut vp = VrPath::new("instances", region, vec![0, 1], Backend::External, bells);
-    vp.set_balance(policy);
+    let vp = VrPath::assemble(&spec, region, Backend::External, bells);
     (vp, rx)
 }
 

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::datapath::{region, router_path, run_until, run_until_both_forward, two_tenant_worker};
+use common::datapath::{
+    region, router_path, run_until, run_until_both_forward, spec, two_tenant_worker,
+};
 use vrhost_host::{
     Backend, Classifier, Match, Rule, Violation, VrCommand, VrPath, VrProcess, Worker,
 };
@@ -133,10 +135,9 @@ fn router_vr_forwards_and_counts_bad_frames() {
     // and a full pool would (rightly) drop at ingress.
     let region = region("t1", 256);
     let (proc_, bell) = VrProcess::start("t1", 0, &region, worker.bell(), &router_cmd()).unwrap();
-    worker.add_vr(VrPath::new(
-        "t1",
+    worker.add_vr(VrPath::assemble(
+        &spec("t1", 256),
         region.clone(),
-        vec![0, 1],
         Backend::Process(vec![proc_]),
         vec![bell],
     ));
@@ -216,9 +217,10 @@ fn honest_and_evil() -> (Worker, VrPath, Region) {
     let mut worker = two_tenant_worker();
     let honest = router_path(&worker, "honest", 128, &router_cmd());
     worker.add_vr(honest);
-    let evil = region("evil", 128);
+    let evil_spec = spec("evil", 128);
+    let evil = evil_spec.create_region().unwrap();
     let view = Region::attach(evil.fd().try_clone_to_owned().unwrap()).unwrap();
-    let path = VrPath::new("evil", evil, vec![0, 1], Backend::External, vec![]);
+    let path = VrPath::assemble(&evil_spec, evil, Backend::External, vec![]);
     (worker, path, view)
 }
 

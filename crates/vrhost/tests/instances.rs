@@ -13,7 +13,7 @@ use vrhost_api::VrSpec;
 
 use vrhost_host::balance::Policy;
 use vrhost_host::{
-    Backend, Classifier, InstanceState, Match, Rule, VrCommand, VrPath, VrProcess, Worker,
+    Backend, Classifier, InstanceState, Match, PathSpec, Rule, VrCommand, VrPath, VrProcess, Worker,
 };
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
@@ -70,16 +70,12 @@ fn instances_share_survive_a_crash_grow_and_retire_without_losing_a_frame() {
     }])
     .unwrap();
     let mut worker = Worker::new(ports, rules, PollConfig::default()).unwrap();
-    let region = Region::create(
-        "inst",
-        RegionConfig {
-            slot_count: 1024,
-            ring_entries: 1024,
-            instance_count: 3,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let spec = PathSpec {
+        instances: 3,
+        balance: Policy::Flow,
+        ..PathSpec::new("inst", vec![0, 1], 1024)
+    };
+    let region = spec.create_region().unwrap();
     let mut procs = Vec::new();
     let mut bells = Vec::new();
     for i in 0..2 {
@@ -88,8 +84,7 @@ fn instances_share_survive_a_crash_grow_and_retire_without_losing_a_frame() {
         bells.push(b);
     }
     let again = Region::attach(region.fd().try_clone_to_owned().unwrap()).unwrap();
-    let mut vp = VrPath::new("inst", region, vec![0, 1], Backend::Process(procs), bells);
-    vp.set_balance(Policy::Flow);
+    let vp = VrPath::assemble(&spec, region, Backend::Process(procs), bells);
     let st = vp.stats().clone();
     worker.add_vr(vp);
 

@@ -5,14 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use vrhost_host::{Backend, VrPath, VrProcess, Worker, cpu};
+use vrhost_host::{Backend, PathSpec, VrPath, VrProcess, Worker, cpu};
 use vrhost_io::Port;
 use vrhost_proto::PollConfig;
-use vrhost_shm::{Doorbell, Region};
+use vrhost_shm::Doorbell;
 
 use super::{
-    GEN_MAC, IdleRecord, MemoryArgs, Record, Table, region_cfg, rules, tenant_src,
-    thread_cpu_ns_of, vr_command,
+    GEN_MAC, IdleRecord, MemoryArgs, Record, Table, rules, tenant_src, thread_cpu_ns_of, vr_command,
 };
 use crate::probe::ProbePort;
 use crate::report::percentile;
@@ -44,16 +43,12 @@ pub(super) fn run_idle(
     let mut worker = Worker::new(ports, rules(vrs)?, poll)?;
     for i in 0..vrs {
         let name = format!("idle{i}");
-        let region = Region::create(&name, region_cfg(256))?;
+        let vr_spec = PathSpec::new(&name, vec![0, 0], 256);
+        let region = vr_spec.create_region()?;
         let cmd = vr_command(table, args.vr_cpu, vrs > 1, args.slice_us)?;
         let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
-        worker.add_vr(VrPath::new(
-            &name,
-            region,
-            vec![0, 0],
-            Backend::Process(vec![proc_]),
-            vec![bell],
-        ));
+        let backend = Backend::Process(vec![proc_]);
+        worker.add_vr(VrPath::assemble(&vr_spec, region, backend, vec![bell]));
     }
     let pids: Vec<u32> = worker
         .vrs()

@@ -27,14 +27,13 @@ use rustix::net::{RecvFlags, SendFlags};
 use serde::Serialize;
 use vrhost_host::spawn::spawn_with_ctrl;
 use vrhost_host::{
-    Backend, Classifier, Match, Rule, VrCommand, VrPath, VrProcess, VrStats, Worker, cpu,
+    Backend, Classifier, Match, PathSpec, Rule, VrCommand, VrPath, VrProcess, VrStats, Worker, cpu,
 };
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::{NullPort, SinkCounters};
 use vrhost_proto::PollConfig;
 use vrhost_router::{NextHopConfig, RouteConfig, Router, RouterConfig, VnicConfig};
-use vrhost_shm::{Region, RegionConfig};
 
 use crate::machine::Machine;
 use vrhost_testvr::syscall::SyscallHello;
@@ -350,14 +349,6 @@ fn rules(vrs: usize) -> Result<Classifier> {
     Ok(Classifier::new(&rules)?)
 }
 
-fn region_cfg(pool: u32) -> RegionConfig {
-    RegionConfig {
-        slot_count: pool,
-        ring_entries: RegionConfig::ring_entries_for(pool),
-        ..RegionConfig::default()
-    }
-}
-
 /// How to start a router VR on `vr_cpu`. VRs that share their core with
 /// others back off as the daemon's do ([`PollConfig::beside_vrs`]).
 fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool, slice_us: u32) -> Result<VrCommand> {
@@ -527,26 +518,16 @@ pub fn router_worker(
     let mut worker = Worker::new(ports, rules(p.vrs)?, poll)?;
     for i in 0..p.vrs {
         let name = format!("vr{i}");
-        let region = Region::create(&name, region_cfg(p.pool))?;
+        let spec = PathSpec::new(&name, vec![0, 1], p.pool);
+        let region = spec.create_region()?;
         let path = if p.mode == Mode::Inproc {
             let router = Router::new(&p.table.router_config()).map_err(BenchError::Failed)?;
-            VrPath::new(
-                &name,
-                region,
-                vec![0, 1],
-                Backend::InProcRouter(Box::new(router)),
-                vec![],
-            )
+            let backend = Backend::InProcRouter(Box::new(router));
+            VrPath::assemble(&spec, region, backend, vec![])
         } else {
             let cmd = vr_command(p.table, vr_cpu, p.vrs > 1, p.slice_us)?;
             let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
-            VrPath::new(
-                &name,
-                region,
-                vec![0, 1],
-                Backend::Process(vec![proc_]),
-                vec![bell],
-            )
+            VrPath::assemble(&spec, region, Backend::Process(vec![proc_]), vec![bell])
         };
         worker.add_vr(path);
     }

@@ -17,7 +17,7 @@ use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::order::{OrderCounters, OrderSink};
 use vrhost_io::{Port, PortStats};
 use vrhost_proto::PollConfig;
-use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_shm::{Doorbell, Region};
 
 use super::{GEN_MAC, MonitorArgs, VR_NAME};
 use crate::{Context, Result};
@@ -306,15 +306,12 @@ impl Rig {
         policy: Policy,
     ) -> Result<VrPath> {
         let name = vr_name(k);
-        let region = Region::create(
-            &name,
-            RegionConfig {
-                slot_count: 4096,
-                ring_entries: 4096,
-                instance_count: SLOTS,
-                ..RegionConfig::default()
-            },
-        )?;
+        let spec = vrhost_host::PathSpec {
+            instances: SLOTS,
+            balance: policy,
+            ..vrhost_host::PathSpec::new(&name, vec![2 * k, 2 * k + 1], 4096)
+        };
+        let region = spec.create_region()?;
         self.vrs.push(RigVr {
             name: name.clone(),
             sink,
@@ -332,9 +329,7 @@ impl Rig {
             procs.push(p);
             bells.push(b);
         }
-        let vnics = vec![2 * k, 2 * k + 1];
-        let mut path = VrPath::new(&name, region, vnics, Backend::Process(procs), bells);
-        path.set_balance(policy);
+        let path = VrPath::assemble(&spec, region, Backend::Process(procs), bells);
         self.vrs[k].stats = path.stats().clone();
         Ok(path)
     }

@@ -25,16 +25,13 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use vrhost_host::alloc::Scaler;
-use vrhost_host::config::{Config, ConfigError, Driver, GenConf, Plan, PortRings, VrPlan};
-use vrhost_host::worker::DRAIN_TIMEOUT;
+use vrhost_host::config::{Config, ConfigError, Plan};
 use vrhost_host::{
-    Backend, DownReason, ExitEvent, Hurry, InstanceState, Keep, Mailbox, Reconfig, VrCommand,
-    VrControl, VrPath, VrProcess, VrStats, Worker,
+    DownReason, ExitEvent, Hurry, Keep, Mailbox, Reconfig, VrControl, VrPath, VrProcess, VrStats,
+    Worker,
 };
-use vrhost_io::Port;
-use vrhost_proto::{CONTROL_CHUNK, PollConfig};
 use vrhost_router::RouteConfig;
-use vrhost_shm::{Doorbell, Region, RegionConfig};
+use vrhost_shm::{Doorbell, Region};
 
 use crate::cores::Cores;
 use crate::diff::{Diff, Running, diff};

@@ -1,6 +1,7 @@
 //! Opening a port of the config with its driver.
 
-use super::*;
+use vrhost_host::config::{Driver, GenConf, PortRings};
+use vrhost_io::Port;
 
 /// Open a port with its driver, in the calling thread's namespace.
 ///

@@ -2,7 +2,15 @@
 //! (given to a VR again when it restarts) and sent to every instance of
 //! the VR over its control socket.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use vrhost_api::RouteResult;
+use vrhost_host::VrControl;
+use vrhost_proto::CONTROL_CHUNK;
+use vrhost_router::RouteConfig;
+
+use super::{CONTROL_TIMEOUT, ControlError, Controller};
 
 impl Controller {
     /// Change the routes a VR got through the API: add (or replace) `add`,

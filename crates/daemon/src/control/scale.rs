@@ -1,7 +1,14 @@
 //! Scaling a VR's instances while it runs (LVRM's dynamic policy), and
 //! collecting what retired instances and drained VRs leave behind.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use vrhost_host::worker::DRAIN_TIMEOUT;
+use vrhost_host::{InstanceState, VrPath, Worker};
+use vrhost_router::RouteConfig;
+
+use super::{ControlError, Controller, ScaleChange, Start, VrEntry, WORKER_TIMEOUT, send_routes};
 
 impl Controller {
     /// One decision for every VR whose instance count can change (more

@@ -1,7 +1,17 @@
 //! Starting a VR: its region, its instances' processes on their cores,
 //! and the command each is started with.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use vrhost_host::alloc::Scaler;
+use vrhost_host::config::{Plan, VrPlan};
+use vrhost_host::{Backend, VrCommand, VrControl, VrPath, VrProcess};
+use vrhost_proto::PollConfig;
+use vrhost_router::RouteConfig;
+use vrhost_shm::{Doorbell, Region};
+
+use super::{ControlError, Controller, Instances, Started, VrEntry, send_routes};
 
 /// The back-off of a VR instance on `cpu` (`None`: unpinned), with the
 /// worker on `worker_cpu` and `sharers` instances pinned to `cpu` in the
@@ -50,17 +60,10 @@ impl Controller {
         vr: &VrPlan,
         routes: &BTreeMap<(u32, u8), RouteConfig>,
     ) -> Result<Started, ControlError> {
-        let region = Region::create(
-            &vr.name,
-            RegionConfig {
-                slot_count: vr.slots,
-                ring_entries: RegionConfig::ring_entries_for(vr.slots),
-                vnic_count: vr.vnic_ports.len() as u16,
-                instance_count: vr.instance_slots(),
-                ..RegionConfig::default()
-            },
-        )
-        .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
+        let spec = vr.path_spec();
+        let region = spec
+            .create_region()
+            .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
         let cpus = self.first_cores(vr, vr.placed)?;
         let (procs, bells, controls) =
             self.start_instances(plan, vr, &region, &cpus, Start::Change)?;
@@ -70,16 +73,7 @@ impl Controller {
             .map_err(|e| e.to_string())
             .and_then(|fd| Region::attach(fd).map_err(|e| e.to_string()))
             .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;
-        let mut path = VrPath::new(
-            &vr.name,
-            region,
-            vr.vnic_ports.clone(),
-            Backend::Process(procs),
-            bells,
-        );
-        path.set_balance(vr.balance);
-        path.set_guard(vr.guard);
-        path.set_sched(vr.sched);
+        let path = VrPath::assemble(&spec, region, Backend::Process(procs), bells);
         let mut entry = VrEntry {
             id: path.id(),
             region: second,

@@ -183,7 +183,7 @@ pub(super) mod tests {
     }
 
     pub(crate) fn udp(sport: u16, dport: u16) -> Vec<u8> {
-        ipv4(None, 17, A, B, (sport, dport))
+        crate::testkit::udp(A.into(), sport, B.into(), dport)
     }
 
     /// IP header offset of an untagged frame.

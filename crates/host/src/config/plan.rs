@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::schema::{Config, Driver, GenConf, HostConf, PortRings, port_rings};
 use crate::classify::Classifier;
 use crate::confine::Confine;
-use crate::vrpath::{Guard, Sched};
+use crate::vrpath::{Guard, PathSpec, Sched};
 
 /// A checked VR, ready to start.
 #[derive(Debug, Clone)]
@@ -52,6 +52,19 @@ impl VrPlan {
         match self.scale {
             crate::alloc::ScalePolicy::Fixed(n) => n,
             crate::alloc::ScalePolicy::Dynamic(d) => d.max,
+        }
+    }
+
+    /// Its data path: a region of its slots (rings that hold them all)
+    /// for its vNICs and [instance slots](VrPlan::instance_slots), shared,
+    /// guarded and served as it says.
+    pub fn path_spec(&self) -> PathSpec {
+        PathSpec {
+            instances: self.instance_slots(),
+            balance: self.balance,
+            guard: self.guard,
+            sched: self.sched,
+            ..PathSpec::new(&self.name, self.vnic_ports.clone(), self.slots)
         }
     }
 }
@@ -139,5 +152,20 @@ mod tests {
         assert_eq!(v.instance_slots(), 3);
         v.scale = ScalePolicy::Dynamic(DynamicPolicy::new(10.0, 5.0, 7));
         assert_eq!(v.instance_slots(), 7);
+    }
+
+    #[test]
+    fn a_vr_s_path_spec_is_its_plan_s_shape_and_settings() {
+        let v = parse(GOOD).unwrap().vrs.remove(0);
+        let s = v.path_spec();
+        assert_eq!(s.name, v.name);
+        assert_eq!(s.vnic_ports, v.vnic_ports);
+        assert_eq!(s.slots, v.slots);
+        assert_eq!(
+            s.ring_entries,
+            vrhost_shm::RegionConfig::ring_entries_for(v.slots)
+        );
+        assert_eq!(s.instances, v.instance_slots());
+        assert_eq!((s.balance, s.guard, s.sched), (v.balance, v.guard, v.sched));
     }
 }

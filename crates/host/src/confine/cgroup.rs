@@ -2,7 +2,13 @@
 //! the VR's own directories under the daemon's, its limits (CPU quota,
 //! memory, cpuset), and removing them when it is stopped.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use super::{ConfineError, os, remount};
 
 pub(super) const PERIOD_US: u64 = 100_000;
 

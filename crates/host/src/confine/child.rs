@@ -1,7 +1,16 @@
 //! The confinement steps in the child between fork and exec, and what
 //! the host prepares for them (and learns of a step that failed).
 
-use super::*;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::cgroup::{Limits, PERIOD_US, detect};
+use super::seccomp::filters;
+use super::{Cgroups, Confine, ConfineError, Ids, check_access, os};
+use crate::spawn::above_fixed;
 
 /// Steps of the child, as reported through the failure pipe.
 pub(super) const STEPS: [&str; 9] = [

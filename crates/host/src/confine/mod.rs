@@ -124,21 +124,13 @@
 //! in the child. On other architectures `seccomp` is refused with an error
 //! (no list has been measured there).
 
-use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-
-use crate::spawn::above_fixed;
 
 mod cgroup;
 mod child;
@@ -150,7 +142,6 @@ mod tests;
 pub use cgroup::Cgroups;
 use cgroup::*;
 pub(crate) use child::{Prepared, which};
-use seccomp::*;
 
 /// A user and group id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

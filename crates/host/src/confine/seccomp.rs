@@ -1,6 +1,6 @@
 //! The seccomp allowlist of a VR process, compiled to BPF by seccompiler.
 
-use super::*;
+use super::ConfineError;
 
 /// System calls a VR may make with any arguments.
 #[cfg(target_arch = "x86_64")]

@@ -1,6 +1,11 @@
 //! Tests of the confinement: users, limits, cgroups, the child's steps.
 
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
 use super::child::pipe_cloexec;
+use super::seccomp::filters;
 use super::*;
 
 #[test]

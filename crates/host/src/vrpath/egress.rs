@@ -6,7 +6,7 @@
 use vrhost_io::Port;
 use vrhost_shm::{RingError, SlotState};
 
-use super::*;
+use super::{BURST, MIN_FRAME, VrPath};
 use crate::capture::Direction;
 use crate::stats::{Violation, mono_ns};
 
@@ -266,10 +266,8 @@ mod tests {
     #[test]
     fn a_processed_slot_goes_out_its_vnics_port_and_back_to_the_pool() {
         let mut k = Kit::new(2, 1, 64, 64);
-        k.give(0, &frame(3));
-        let s = k.take(0, 0);
         // The VR routes it out of vNIC 1.
-        k.hand_back(0, 1, &s, SlotState::Processed);
+        k.through(&frame(3), 1, SlotState::Processed);
         assert_eq!(k.vp.poll_tx(&mut k.ports), 1);
         assert_eq!(k.sent(1), vec![frame(3)]);
         assert!(k.sent(0).is_empty());
@@ -283,9 +281,7 @@ mod tests {
     #[test]
     fn a_dropped_slot_is_counted_and_freed() {
         let mut k = Kit::new(1, 1, 64, 64);
-        k.give(0, &frame(1));
-        let s = k.take(0, 0);
-        k.hand_back(0, 0, &s, SlotState::Dropped);
+        k.through(&frame(1), 0, SlotState::Dropped);
         k.vp.poll_tx(&mut k.ports);
         assert!(k.sent(0).is_empty());
         assert_eq!(k.vp.stats().vr_dropped.get(), 1);
@@ -322,9 +318,7 @@ mod tests {
     #[test]
     fn a_bad_state_or_extent_is_a_violation_and_the_slot_comes_back() {
         let mut k = Kit::new(1, 1, 64, 64);
-        for t in 0..3 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(3);
         let s = k.take(0, 0);
         let r = k.vp.region();
         // Too short for an Ethernet header; past the slot's end.
@@ -348,9 +342,7 @@ mod tests {
             sent: k.sent[1].clone(),
             room: 1,
         });
-        for t in 0..3 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(3);
         let s = k.take(0, 0);
         k.hand_back(0, 1, &s, SlotState::Processed);
         k.vp.poll_tx(&mut k.ports);
@@ -359,9 +351,7 @@ mod tests {
         assert_eq!((st.tx_packets.get(), st.port_dropped.get()), (1, 2));
         // A vNIC whose port is gone (renumbered away).
         k.vp.set_vnic_ports(vec![0, usize::MAX]);
-        k.give(0, &frame(9));
-        let s = k.take(0, 0);
-        k.hand_back(0, 1, &s, SlotState::Processed);
+        k.through(&frame(9), 1, SlotState::Processed);
         k.vp.poll_tx(&mut k.ports);
         assert_eq!(k.vp.stats().port_dropped.get(), 3);
         assert!(k.vp.is_drained());
@@ -370,9 +360,7 @@ mod tests {
     #[test]
     fn the_budget_leaves_the_rest_for_the_next_round() {
         let mut k = Kit::new(1, 1, 256, 256);
-        for t in 0..100 {
-            k.give(0, &frame(t as u8));
-        }
+        k.give_n(100);
         let s = k.take(0, 0);
         k.hand_back(0, 0, &s, SlotState::Processed);
         assert!(k.vp.tx_pending());

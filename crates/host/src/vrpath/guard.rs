@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_shm::{Doorbell, RingId, SlotState};
 
-use super::*;
+use super::{Backend, DownReason, ExitEvent, Inst, InstanceState, STOP_GRACE, VrPath};
 use crate::spawn::VrProcess;
 use crate::stats::mono_ns;
 
@@ -19,15 +19,15 @@ impl VrPath {
     pub fn supervise(&mut self, now: Instant) -> Option<ExitEvent> {
         self.sample_load(now);
         if self.up && !self.quarantined {
-            if let Some(n) = self.guard.quarantine_after
+            if let Some(n) = self.cold.guard.quarantine_after
                 && self
                     .stats
                     .violations_total()
-                    .saturating_sub(self.violations_base)
+                    .saturating_sub(self.cold.violations_base)
                     >= n
             {
                 self.quarantine();
-            } else if let Some(d) = self.guard.watchdog {
+            } else if let Some(d) = self.cold.guard.watchdog {
                 self.watchdog(now, d);
             }
         }
@@ -106,7 +106,7 @@ impl VrPath {
         if left {
             // The others go on: take this one out alone.
             for (i, why) in gone {
-                tracing::warn!(vr = %self.name, instance = i, "instance exited ({why}); the others go on");
+                tracing::warn!(vr = %self.cold.name, instance = i, "instance exited ({why}); the others go on");
                 self.stats.instance_exits.add(1);
                 self.stats.rebalances.add(1);
                 self.reclaim_instance(i);
@@ -134,9 +134,10 @@ impl VrPath {
         self.recovering = false;
         self.reclaim_all();
         Some(ExitEvent {
-            vr: self.name.clone(),
-            id: self.id,
+            vr: self.cold.name.clone(),
+            id: self.cold.id,
             reason: self
+                .cold
                 .kill_reason
                 .take()
                 .unwrap_or(DownReason::Exited(status)),
@@ -157,7 +158,7 @@ impl VrPath {
         self.up = false;
         match &mut self.backend {
             Backend::Process(procs) => {
-                self.kill_reason = Some(DownReason::Quarantined);
+                self.cold.kill_reason = Some(DownReason::Quarantined);
                 procs.iter_mut().for_each(VrProcess::kill);
             }
             _ => self.reclaim_all(),
@@ -191,7 +192,7 @@ impl VrPath {
             } else if now.duration_since(inst.wd_since) >= limit {
                 inst.wd_since = now;
                 self.stats.hangs.add(1);
-                self.kill_reason = Some(DownReason::Hung);
+                self.cold.kill_reason = Some(DownReason::Hung);
                 if let Backend::Process(procs) = &mut self.backend {
                     procs
                         .iter_mut()
@@ -224,8 +225,8 @@ impl VrPath {
         for mut p in std::mem::replace(old, procs) {
             p.stop();
         }
-        self.violations_base = self.stats.violations_total();
-        self.kill_reason = None;
+        self.cold.violations_base = self.stats.violations_total();
+        self.cold.kill_reason = None;
         self.recovering = true;
         self.stats.restarts.add(1);
         self.up = true;
@@ -300,6 +301,7 @@ impl VrPath {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::{Kit, frame};
+    use super::super::{Class, Guard};
     use super::*;
     use crate::stats::{IngressDrop, Violation};
 
@@ -310,9 +312,7 @@ mod tests {
             quarantine_after: Some(3),
             watchdog: None,
         });
-        for t in 0..5 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(5);
         let s = k.take(0, 0);
         // Two violations: under the budget.
         k.hand_back(0, 0, &[s[0], s[0]], SlotState::Filled);

@@ -4,12 +4,10 @@
 //! a time, waking an instance that sleeps.
 
 use vrhost_io::Port;
-use vrhost_sdk::runtime::process_slots;
+use vrhost_packet::FlowKey;
 use vrhost_shm::{SlotState, needs_kick};
 
-use super::*;
-use vrhost_packet::FlowKey;
-
+use super::{BURST, Backend, Class, SHARED, STAGE_MAX, VrPath};
 use crate::balance::{flow_hash, flow_key_hash};
 use crate::capture::Direction;
 use crate::stats::{IngressDrop, Violation};
@@ -212,25 +210,15 @@ impl VrPath {
                                 .drop_in(IngressDrop::RingFull, (n - pushed) as u64);
                         }
                     }
+                    // Two arms for one call: the router's is monomorphic
+                    // (no `dyn Vr` call per packet).
                     Backend::InProcRouter(r) => {
-                        process_slots(
-                            r.as_mut(),
-                            &self.region,
-                            v as u16,
-                            &self.staged[q],
-                            &mut self.inproc_stage,
-                            &mut self.inproc_counters,
-                        );
+                        self.inproc
+                            .process(r.as_mut(), &self.region, v, &self.staged[q]);
                     }
                     Backend::InProc(vr) => {
-                        process_slots(
-                            vr.as_mut(),
-                            &self.region,
-                            v as u16,
-                            &self.staged[q],
-                            &mut self.inproc_stage,
-                            &mut self.inproc_counters,
-                        );
+                        self.inproc
+                            .process(vr.as_mut(), &self.region, v, &self.staged[q]);
                     }
                 }
                 self.staged[q].clear();
@@ -244,7 +232,7 @@ impl VrPath {
             for v in 0..self.vnic_port.len() {
                 let mut idx = [0u32; BURST];
                 loop {
-                    let staged = self.inproc_stage.vnic(v as u16);
+                    let staged = self.inproc.stage.vnic(v as u16);
                     let n = staged.len().min(BURST);
                     if n == 0 {
                         break;
@@ -297,6 +285,9 @@ impl VrPath {
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::super::Sched;
     use super::super::testkit::{Kit, frame};
     use super::*;
 
@@ -372,9 +363,7 @@ mod tests {
     fn frames_a_full_ring_refuses_at_the_flush_go_back_to_the_pool() {
         // Ring of 16 entries: the control reserve is 1; data fills 15.
         let mut k = Kit::new(1, 1, 64, 16);
-        for t in 0..15 {
-            k.give(0, &frame(t));
-        }
+        k.give_n(15);
         assert_eq!(
             k.vp.stage(0, &frame(0), || Class::Data),
             Err(IngressDrop::RingFull)
@@ -385,20 +374,8 @@ mod tests {
 
     /// A UDP frame of flow `n` (its source port).
     fn udp(n: u16) -> Vec<u8> {
-        let mut f = vec![0u8; 64];
-        vrhost_packet::build::UdpFrameSpec {
-            dst_mac: vrhost_packet::MacAddr([2, 0, 0, 0, 0, 1]),
-            src_mac: vrhost_packet::MacAddr([2, 0, 0, 0, 0, 2]),
-            src_ip: std::net::Ipv4Addr::new(10, 0, 0, 1),
-            dst_ip: std::net::Ipv4Addr::new(10, 1, 0, 1),
-            sport: 1000 + n,
-            dport: 2000,
-            ttl: 64,
-            frame_bytes: 64,
-        }
-        .write(&mut f)
-        .unwrap();
-        f
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 1, 0, 1));
+        crate::testkit::udp(src, 1000 + n, dst, 2000)
     }
 
     /// Which instance each of 64 flows lands on, staged by `stage`.

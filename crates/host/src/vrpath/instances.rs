@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_shm::{Consumer, Doorbell, Producer, Region, RingId};
 
-use super::*;
+use super::{BURST, Backend, VrPath};
 use crate::balance::Policy;
 use crate::spawn::VrProcess;
 
@@ -208,7 +208,7 @@ impl VrPath {
         self.relay.reset(i as u16);
         // A new process: its capacity is measured afresh; until then the
         // weighted policy gives it as much as the best of the others.
-        let l = &mut self.load;
+        let l = &mut self.cold.load;
         l.capacity[i] = 0.0;
         l.weight[i] = l.weight.iter().copied().fold(0.0, f64::max);
         if l.weight[i] > 0.0 {
@@ -279,6 +279,7 @@ impl VrPath {
 mod tests {
     use vrhost_shm::SlotState;
 
+    use super::super::Class;
     use super::super::testkit::{Kit, frame};
     use super::*;
     use crate::stats::IngressDrop;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use vrhost_shm::RingId;
 
-use super::*;
+use super::{BURST, VrPath};
 use crate::balance::Policy;
 
 /// The load estimates of a VR and its instances (see
@@ -46,12 +46,14 @@ impl VrPath {
     /// Update the load estimates: the VR's arrival rate, and each
     /// instance's rx ring fill and capacity (told to the weighted policy).
     pub(super) fn sample_load(&mut self, now: Instant) {
-        let dt = now.saturating_duration_since(self.load.at).as_secs_f64();
+        let dt = now
+            .saturating_duration_since(self.cold.load.at)
+            .as_secs_f64();
         if dt < 0.001 {
             return;
         }
         let a = 1.0 - (-dt / crate::stats::LOAD_TAU.as_secs_f64()).exp();
-        let l = &mut self.load;
+        let l = &mut self.cold.load;
         l.at = now;
         let offered = self.stats.rx_packets.get() + self.stats.ingress_drops_total();
         let rate = offered.wrapping_sub(l.offered) as f64 / dt;
@@ -101,7 +103,7 @@ mod tests {
 
     use vrhost_shm::SlotState;
 
-    use super::super::testkit::{Kit, frame};
+    use super::super::testkit::Kit;
 
     /// The EWMA weight of a sample `dt` after the last.
     fn weight(dt: f64) -> f64 {
@@ -111,10 +113,8 @@ mod tests {
     #[test]
     fn the_arrival_rate_and_an_instances_backlog_are_sampled() {
         let mut k = Kit::new(1, 1, 2048, 2048);
-        let t0 = k.vp.load.at;
-        for t in 0..1000 {
-            k.give(0, &frame(t as u8));
-        }
+        let t0 = k.vp.cold.load.at;
+        k.give_n(1000);
         let dt = 0.1;
         k.vp.sample_load(t0 + Duration::from_secs_f64(dt));
         let st = k.vp.stats();
@@ -130,10 +130,8 @@ mod tests {
     #[test]
     fn a_busy_instance_is_measured_by_what_it_hands_back() {
         let mut k = Kit::new(1, 1, 2048, 2048);
-        let t0 = k.vp.load.at;
-        for t in 0..400 {
-            k.give(0, &frame(t as u8));
-        }
+        let t0 = k.vp.cold.load.at;
+        k.give_n(400);
         let t1 = t0 + Duration::from_millis(100);
         k.vp.sample_load(t1);
         assert_eq!(k.vp.stats().instances[0].capacity_pps.get(), 0);
@@ -151,10 +149,8 @@ mod tests {
     #[test]
     fn an_idle_instance_gets_no_capacity() {
         let mut k = Kit::new(1, 1, 2048, 2048);
-        let t0 = k.vp.load.at;
-        for t in 0..10 {
-            k.give(0, &frame(t));
-        }
+        let t0 = k.vp.cold.load.at;
+        k.give_n(10);
         let s = k.take(0, 0);
         k.hand_back(0, 0, &s, SlotState::Processed);
         k.vp.poll_tx(&mut k.ports);

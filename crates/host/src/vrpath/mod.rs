@@ -25,7 +25,8 @@
 //!   relaying control messages between instances;
 //! - `instances`: which instance slots are fed, draining or vacant;
 //! - `load`: arrival rate, ring fill and capacity estimates;
-//! - `guard`: reaping exits, the watchdog, quarantine, restore.
+//! - `guard`: reaping exits, the watchdog, quarantine, restore;
+//! - `spec`: what a path is made of ([`PathSpec`]) and assembling it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_router::Router;
 use vrhost_sdk::Vr;
-use vrhost_sdk::runtime::{TxStage, VrCounters};
+use vrhost_sdk::runtime::{TxStage, VrCounters, process_slots};
 use vrhost_shm::{Doorbell, Region};
 
 use crate::balance::{Balancer, Policy};
@@ -52,6 +53,7 @@ mod ingress;
 mod instances;
 mod ledger;
 mod load;
+mod spec;
 #[cfg(test)]
 #[expect(
     unsafe_code,
@@ -63,6 +65,7 @@ use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
 use ledger::SlotLedger;
 use load::Load;
+pub use spec::PathSpec;
 
 /// Slot indexes moved per ring operation.
 pub const BURST: usize = 64;
@@ -200,59 +203,117 @@ impl Backend {
 }
 
 /// Host side of one VR.
+///
+/// Its fields by how often the worker touches them, in this order:
+/// - after every port burst, for every VR (whether the burst had frames
+///   for it or not): `staged_n` and `served_mask` (the worker asks each
+///   VR for its staged frames and serves its control rings), together at
+///   the start so that a VR the burst skipped costs one cache line;
+/// - per packet (ingress `stage_with`, egress `send`): `bucket`,
+///   `vnic_port`, `staged`, `backend`, `inst`, `pool_reserve`, `slots`,
+///   `region`, `tap` (a null check when there is none), `stats`,
+///   `ring_reserve`, `solo`, `headroom`, `slot_bytes`, `up`; with several
+///   live instances also `inst_cap` and `balancer`;
+/// - per batch or round: `sched`, `relay` (only when two instances or more
+///   are served), `inproc` (only for in-process backends, boxed: 300
+///   bytes the process backends never touch), `quarantined`,
+///   `recovering`;
+/// - per tick, on supervision and setup: `cold` (`Cold`, boxed).
+///
+/// `repr(C)` keeps that order in memory (Rust's default layout reorders
+/// fields freely, and spread the per-packet ones over all nine cache
+/// lines): the per-burst and per-packet fields take the first 344 bytes
+/// on 64-bit targets, the 8-byte aligned ones first so that no padding
+/// falls between them.
+#[repr(C)]
 pub struct VrPath {
-    name: String,
-    region: Region,
-    headroom: u16,
-    slot_bytes: u16,
-    /// Who has each slot: the host's record (see [`ledger`]).
-    slots: SlotLedger,
-    /// Out port of each vNIC.
-    vnic_port: Vec<usize>,
-    inst: Vec<Inst>,
-    /// Which live instance gets each frame (boxed: its tables are 4 KiB,
-    /// which inline would spread this struct's hot fields over more cache
-    /// lines).
-    balancer: Box<Balancer>,
-    /// Control messages between the instances.
-    relay: Relay,
+    // Per burst, every VR.
+    /// Frames staged over all instances and vNICs, not yet published.
+    staged_n: usize,
     /// Instances whose rings are served, one bit each.
     served_mask: u64,
-    /// Most slots one instance may hold: its share of the pool, so that a
-    /// slow instance (or one that stopped) cannot take the slots its
-    /// siblings need.
-    inst_cap: u32,
+    // Per packet.
+    bucket: Option<Bucket>,
+    /// Out port of each vNIC.
+    vnic_port: Vec<usize>,
     /// Slots staged for each instance's vNIC rx rings during a round, at
     /// `instance * vnics + vnic`.
     staged: Vec<Vec<u32>>,
-    /// Frames staged over all instances and vNICs, not yet published.
-    staged_n: usize,
+    backend: Backend,
+    inst: Vec<Inst>,
+    /// Pool slots only control frames may take.
+    pool_reserve: usize,
+    /// Who has each slot: the host's record (see [`ledger`]).
+    slots: SlotLedger,
+    region: Region,
+    /// The capture attached to this VR, if any (see [`crate::capture`]).
+    tap: Option<Box<Tap>>,
+    stats: Arc<VrStats>,
+    /// Rx ring entries only control frames may take.
+    ring_reserve: u32,
+    /// Most slots one instance may hold: its share of the pool, so that a
+    /// slow instance (or one that stopped) cannot take the slots its
+    /// siblings need (several live instances only).
+    inst_cap: u32,
     /// The only live instance, or [`SHARED`] when there are several (or
     /// none): the balancer is asked only then.
     solo: u16,
-    load: Load,
-    backend: Backend,
-    /// In-process only: staging and counters for the shared processing code.
-    inproc_stage: TxStage,
-    inproc_counters: VrCounters,
+    headroom: u16,
+    slot_bytes: u16,
+    /// Whether it accepts packets.
     up: bool,
-    stats: Arc<VrStats>,
-    /// The capture attached to this VR, if any (see [`crate::capture`]).
-    tap: Option<Box<Tap>>,
+    // Per packet with several live instances.
+    /// Which live instance gets each frame (boxed: its tables are 4 KiB).
+    balancer: Box<Balancer>,
+    // Per batch or round.
+    sched: Sched,
+    /// Control messages between the instances.
+    relay: Relay,
+    /// In-process backends only: what the shared processing code needs.
+    inproc: Box<InProc>,
+    // Per tick, supervision, setup.
+    cold: Box<Cold>,
+    // Per round (small: at the end, in the padding).
+    quarantined: bool,
+    /// Restored after an exit, no frame sent yet.
+    recovering: bool,
+}
+
+/// Staging and counters for the processing code an in-process backend
+/// shares with the VR runtime (`process_slots`).
+struct InProc {
+    stage: TxStage,
+    counters: VrCounters,
+}
+
+impl InProc {
+    /// Run `vr` over `slots`, received on `vnic`, in place: what a VR
+    /// process does with a batch from its rx ring.
+    #[inline]
+    fn process<V: Vr + ?Sized>(&mut self, vr: &mut V, region: &Region, vnic: usize, slots: &[u32]) {
+        process_slots(
+            vr,
+            region,
+            vnic as u16,
+            slots,
+            &mut self.stage,
+            &mut self.counters,
+        );
+    }
+}
+
+/// The parts of a [`VrPath`] no packet touches: who it is, how it is
+/// guarded and why it went down, and its load estimates (sampled per
+/// tick).
+struct Cold {
+    name: String,
     id: u64,
     guard: Guard,
-    quarantined: bool,
     /// Why the host killed it, for the exit that follows.
     kill_reason: Option<DownReason>,
     /// Violations counted before its processes were last started.
     violations_base: u64,
-    /// Restored after an exit, no frame sent yet.
-    recovering: bool,
-    sched: Sched,
-    bucket: Option<Bucket>,
-    /// Rx ring entries and pool slots only control frames may take.
-    ring_reserve: u32,
-    pool_reserve: usize,
+    load: Load,
 }
 
 impl VrPath {
@@ -277,42 +338,46 @@ impl VrPath {
             _ => true,
         };
         let mut path = Self {
-            name: name.to_string(),
-            headroom: cfg.headroom as u16,
-            slot_bytes: cfg.slot_bytes as u16,
-            slots: SlotLedger::new(cfg.slot_count, inst.len()),
+            up,
+            bucket: None,
+            solo: SHARED,
             vnic_port,
-            balancer: Box::new(Balancer::new(Policy::default(), cfg.instance_count)),
-            relay: Relay::new(&region),
-            served_mask: 0,
-            inst_cap: cfg.slot_count,
             staged: (0..usize::from(cfg.instance_count) * usize::from(cfg.vnic_count))
                 .map(|_| Vec::with_capacity(STAGE_MAX))
                 .collect(),
-            solo: SHARED,
-            load: Load::new(inst.len()),
-            inst,
             staged_n: 0,
-            inproc_stage: TxStage::new(cfg.vnic_count),
-            inproc_counters: VrCounters::default(),
             backend,
-            region,
-            up,
+            ring_reserve: control_reserve(cfg.ring_entries),
+            pool_reserve: control_reserve(cfg.slot_count) as usize,
+            headroom: cfg.headroom as u16,
+            slot_bytes: cfg.slot_bytes as u16,
+            slots: SlotLedger::new(cfg.slot_count, inst.len()),
+            tap: None,
             stats: Arc::new(VrStats::with_shape(
                 usize::from(cfg.vnic_count),
                 usize::from(cfg.instance_count),
             )),
-            tap: None,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            guard: Guard::default(),
+            balancer: Box::new(Balancer::new(Policy::default(), cfg.instance_count)),
+            inst_cap: cfg.slot_count,
+            served_mask: 0,
             quarantined: false,
-            kill_reason: None,
-            violations_base: 0,
             recovering: false,
             sched: Sched::default(),
-            bucket: None,
-            ring_reserve: control_reserve(cfg.ring_entries),
-            pool_reserve: control_reserve(cfg.slot_count) as usize,
+            relay: Relay::new(&region),
+            inproc: Box::new(InProc {
+                stage: TxStage::new(cfg.vnic_count),
+                counters: VrCounters::default(),
+            }),
+            cold: Box::new(Cold {
+                name: name.to_string(),
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                guard: Guard::default(),
+                kill_reason: None,
+                violations_base: 0,
+                load: Load::new(inst.len()),
+            }),
+            inst,
+            region,
         };
         path.go_live(bells);
         path
@@ -353,17 +418,17 @@ impl VrPath {
 
     /// Set how the host guards it (see [`Guard`]).
     pub fn set_guard(&mut self, guard: Guard) {
-        self.guard = guard;
+        self.cold.guard = guard;
     }
 
     /// How the host guards it.
     pub fn guard(&self) -> Guard {
-        self.guard
+        self.cold.guard
     }
 
     /// A number no other `VrPath` of this process has.
     pub fn id(&self) -> u64 {
-        self.id
+        self.cold.id
     }
 
     /// Whether it was quarantined (it stays down until replaced).
@@ -373,7 +438,7 @@ impl VrPath {
 
     /// VR name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.cold.name
     }
 
     /// Its counters.
@@ -500,6 +565,23 @@ mod tests {
         // Lifting the limit admits everything again.
         k.vp.set_sched(Sched::default());
         assert_eq!(admit(&mut k), 100);
+    }
+
+    #[test]
+    fn what_no_packet_touches_is_out_of_line() {
+        let (path, cold) = (size_of::<VrPath>(), size_of::<Cold>());
+        let inproc = size_of::<InProc>();
+        let hot = std::mem::offset_of!(VrPath, balancer);
+        let burst = std::mem::offset_of!(VrPath, served_mask) + size_of::<u64>();
+        println!(
+            "VrPath {path} bytes inline (per burst: the first {burst}; per packet: \
+             the first {hot}), Cold {cold} and InProc {inproc} boxed"
+        );
+        // 1,088 bytes inline before the split, the per-packet fields
+        // anywhere in them; 64-bit targets.
+        assert!(path <= 9 * 64, "VrPath is {path} bytes");
+        assert!(hot <= 6 * 64, "per-packet fields over {hot} bytes");
+        assert_eq!(burst, 16, "what the worker reads of every VR per burst");
     }
 
     #[test]

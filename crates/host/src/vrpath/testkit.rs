@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 
 use vrhost_io::{Port, PortStats};
-use vrhost_shm::{Consumer, Producer, Region, RegionConfig, RingId, SlotState};
+use vrhost_shm::{Consumer, Producer, RingId, SlotState};
 
-use super::{Backend, VrPath};
+use super::{Backend, PathSpec, VrPath};
 
 /// The frames a [`Sink`] accepted, shared with the test.
 pub(crate) type Sent = Arc<Mutex<Vec<Vec<u8>>>>;
@@ -103,17 +103,12 @@ pub(crate) struct Kit {
 
 impl Kit {
     pub(crate) fn new(vnics: u16, instances: u16, slots: u32, ring: u32) -> Self {
-        let region = Region::create(
-            "vrpath-unit",
-            RegionConfig {
-                slot_count: slots,
-                ring_entries: ring,
-                vnic_count: vnics,
-                instance_count: instances.max(1),
-                ..Default::default()
-            },
-        )
-        .expect("region");
+        let spec = PathSpec {
+            ring_entries: ring,
+            instances: instances.max(1),
+            ..PathSpec::new("unit", (0..usize::from(vnics)).collect(), slots)
+        };
+        let region = spec.create_region().expect("region");
         let inst = (0..instances)
             .map(|i| Instance {
                 rx: (0..vnics)
@@ -127,13 +122,7 @@ impl Kit {
         let bells = (0..instances)
             .map(|_| vrhost_shm::Doorbell::new().unwrap())
             .collect();
-        let vp = VrPath::new(
-            "unit",
-            region,
-            (0..usize::from(vnics)).collect(),
-            Backend::External,
-            bells,
-        );
+        let vp = VrPath::assemble(&spec, region, Backend::External, bells);
         let sent: Vec<_> = (0..vnics)
             .map(|_| Arc::new(Mutex::new(Vec::new())))
             .collect();
@@ -160,6 +149,24 @@ impl Kit {
             .stage(vnic, frame, || super::Class::Data)
             .expect("admitted");
         self.vp.flush_rx(&mut self.ports);
+    }
+
+    /// Give `n` frames on vNIC 0, each published on its own: frame `t`
+    /// is [`frame`]`(t as u8)`.
+    pub(crate) fn give_n(&mut self, n: usize) {
+        for t in 0..n {
+            self.give(0, &frame(t as u8));
+        }
+    }
+
+    /// Give `frame` on vNIC 0 to instance 0, which takes it and hands it
+    /// back on vNIC `out` in `state`, as a VR that processed it would.
+    /// Returns its slots.
+    pub(crate) fn through(&mut self, frame: &[u8], out: usize, state: SlotState) -> Vec<u32> {
+        self.give(0, frame);
+        let slots = self.take(0, 0);
+        self.hand_back(0, out, &slots, state);
+        slots
     }
 
     /// Everything in instance `i`'s rx ring of `vnic`.

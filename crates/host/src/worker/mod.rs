@@ -543,8 +543,6 @@ impl Worker {
 mod tests {
     use std::net::Ipv4Addr;
 
-    use vrhost_packet::MacAddr;
-    use vrhost_packet::build::UdpFrameSpec;
     use vrhost_shm::SlotState;
 
     use super::*;
@@ -634,20 +632,7 @@ mod tests {
     }
 
     fn udp(dst: Ipv4Addr) -> Vec<u8> {
-        let mut f = vec![0u8; 64];
-        UdpFrameSpec {
-            dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
-            src_ip: Ipv4Addr::new(10, 0, 0, 1),
-            dst_ip: dst,
-            sport: 1000,
-            dport: 2000,
-            ttl: 64,
-            frame_bytes: 64,
-        }
-        .write(&mut f)
-        .unwrap();
-        f
+        crate::testkit::udp(Ipv4Addr::new(10, 0, 0, 1), 1000, dst, 2000)
     }
 
     #[test]

@@ -8,14 +8,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrhost_host::{
-    Backend, Classifier, Confine, Match, Rule, VrCommand, VrPath, VrProcess, VrStats, Worker,
+    Backend, Classifier, Confine, Match, PathSpec, Rule, VrCommand, VrPath, VrProcess, VrStats,
+    Worker,
 };
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::NullPort;
 use vrhost_proto::PollConfig;
 use vrhost_router::RouterConfig;
-use vrhost_shm::{Region, RegionConfig};
+use vrhost_shm::Region;
 
 /// The built-in router (`vrhost vr-run`) on `config`, confined by
 /// `confine`.
@@ -33,31 +34,24 @@ pub fn router_cmd(config: &RouterConfig, confine: Confine) -> VrCommand {
     }
 }
 
-/// A region of `slots` slots and rings of as many entries.
+/// The spec of a VR `name` of `slots` slots, its vNICs 0 and 1 on the
+/// worker's ports 0 and 1.
+pub fn spec(name: &str, slots: u32) -> PathSpec {
+    PathSpec::new(name, vec![0, 1], slots)
+}
+
+/// The region of a [`spec`].
 pub fn region(name: &str, slots: u32) -> Region {
-    Region::create(
-        name,
-        RegionConfig {
-            slot_count: slots,
-            ring_entries: slots,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    spec(name, slots).create_region().unwrap()
 }
 
 /// VR `name` of the worker: `cmd` started in a [`region`] of `slots`, its
 /// vNICs 0 and 1 on the worker's ports 0 and 1.
 pub fn router_path(worker: &Worker, name: &str, slots: u32, cmd: &VrCommand) -> VrPath {
-    let region = region(name, slots);
+    let spec = spec(name, slots);
+    let region = spec.create_region().unwrap();
     let (p, bell) = VrProcess::start(name, 0, &region, worker.bell(), cmd).unwrap();
-    VrPath::new(
-        name,
-        region,
-        vec![0, 1],
-        Backend::Process(vec![p]),
-        vec![bell],
-    )
+    VrPath::assemble(&spec, region, Backend::Process(vec![p]), vec![bell])
 }
 
 /// The two tenants' source addresses: tenant `i`'s frames go to VR `i`.
