@@ -70,6 +70,7 @@ use aya::Ebpf;
 use aya::maps::lpm_trie::Key as LpmKey;
 use aya::maps::{Array, DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, XskMap};
 use aya::programs::{TestRun, TestRunOptions};
+use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 
 use load::{attach_either, load_object, program};
 
@@ -77,6 +78,10 @@ pub use error::FastError;
 pub use load::{PeerPass, ifindex};
 pub use types::*;
 pub use vrhost_fib::RoutingMode;
+/// How the program runs on a port: native (driver) or generic (skb) XDP.
+/// The AF_XDP port's type, so that a port binding its sockets under the
+/// fast path takes the mode [`FastPath::attached`] reports as it is.
+pub use vrhost_io::af_xdp::AttachMode;
 
 /// The router program's name in the object.
 pub(crate) const PROGRAM: &str = "xdp_router";
@@ -113,6 +118,9 @@ pub struct FastPath {
     /// Each VR's own addresses as set, to remove them on change.
     own: StdHashMap<u32, Vec<Ipv4Addr>>,
     attached: Vec<Attached>,
+    /// The attachments, one per entry of `attached`: detached when the
+    /// fast path is dropped, before the program is unloaded.
+    links: Vec<XdpLink>,
     // Dropped last: the program, detached from its ports with it. (The
     // kernel keeps the maps a loaded program uses until it is unloaded.)
     ebpf: Ebpf,
@@ -226,6 +234,7 @@ impl FastPath {
             unselected: take(&mut ebpf, UNSELECTED)?,
             own: StdHashMap::new(),
             attached: Vec::new(),
+            links: Vec::new(),
             ebpf,
         })
     }
@@ -244,8 +253,11 @@ impl FastPath {
     /// reasons), [`FastError::XdpMap`].
     pub fn attach(&mut self, ifname: &str) -> Result<AttachMode, FastError> {
         let idx = ifindex(ifname)?;
-        let mode = attach_either(program(&mut self.ebpf, PROGRAM)?, ifname, idx)?;
+        let link = attach_either(program(&mut self.ebpf, PROGRAM)?, PROGRAM, ifname, idx)?;
+        let mode = link.mode();
+        // Undone (the link dropped, so detached) if this fails.
         self.add_port(idx)?;
+        self.links.push(link);
         self.attached.push(Attached {
             ifname: ifname.to_string(),
             ifindex: idx,
@@ -535,6 +547,56 @@ impl FastPath {
         self.xsks
             .set(base + queue, fd.as_fd().as_raw_fd(), 0)
             .map_err(map_err(XSKS, "set"))
+    }
+
+    /// Make `port` the slow path of its interface: the socket of each of
+    /// its rx queues goes in the XSKMAP ([`FastPath::set_xsk`]), and
+    /// `xsk_ports` gives the interface its range there. From then on the frames the
+    /// program sends to the slow path on that interface (no select entry,
+    /// path slow, or what the fast path cannot do) reach the port's
+    /// `rx_burst`. The port keeps its sockets; when it closes them the
+    /// kernel takes them out of the XSKMAP, and those frames go to the
+    /// kernel stack (XDP_PASS) until another port is served.
+    ///
+    /// The port must have been opened on an interface this fast path is
+    /// attached to, in [`vrhost_io::af_xdp::XdpProgram::External`] mode,
+    /// with the attach mode [`FastPath::attached`] reports for it (that is
+    /// what its sockets were bound for: zero-copy frames flow only through
+    /// a native attach).
+    ///
+    /// # Errors
+    /// [`FastError::Config`]: the port runs its own program, the fast path
+    /// is not attached to its interface or in another mode, or it has more
+    /// queues than `max_queues` (nothing is written then);
+    /// [`FastError::Map`].
+    pub fn serve(&mut self, port: &AfXdpPort) -> Result<(), FastError> {
+        if port.program() != XdpProgram::External {
+            return Err(FastError::Config {
+                why: "serve: the AF_XDP port runs its own XDP program (open it with \
+                      XdpProgram::External)",
+            });
+        }
+        let Some(on) = self.attached.iter().find(|a| a.ifindex == port.ifindex()) else {
+            return Err(FastError::Config {
+                why: "serve: the fast path is not attached to the AF_XDP port's interface",
+            });
+        };
+        if on.mode != port.mode().attach {
+            return Err(FastError::Config {
+                why: "serve: the AF_XDP port was bound for another attach mode than the \
+                      fast path's on its interface",
+            });
+        }
+        if port.queues() > self.cfg.max_queues as usize {
+            return Err(FastError::Config {
+                why: "serve: the AF_XDP port has more rx queues than max_queues",
+            });
+        }
+        let ifindex = port.ifindex();
+        for (queue, fd) in port.sockets() {
+            self.set_xsk(ifindex, queue, fd)?;
+        }
+        Ok(())
     }
 
     /// Remove the socket of port `ifindex`, queue `queue`, if any: its
