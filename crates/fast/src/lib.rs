@@ -17,7 +17,8 @@
 //!   ([`FastPath::add_route`]), the source tables of src-dst mode
 //!   ([`FastPath::set_source_table`]), neighbours
 //!   ([`FastPath::set_neighbour`]), out ports ([`FastPath::add_port`]);
-//! - the slow path's XSKMAP ([`FastPath::set_xsk`]);
+//! - the slow path's XSKMAP ([`FastPath::serve`] for an AF_XDP port,
+//!   [`FastPath::set_xsk`] for one socket);
 //! - per-VR counters, summed over CPUs ([`FastPath::counters`]).
 //!
 //! The header comment of `ebpf/xdp_router.c` says what the program does
@@ -32,28 +33,41 @@
 //! API or CLI reaches it; routes and neighbours are not synchronised from
 //! the user-space router); it sends no ICMP and does no ARP (both stay in
 //! the user-space router, which gets those frames); no IPv6, no VLAN
-//! forwarding (tagged frames go slow), no tunnels, no live migration, no
-//! cpumap spreading. The AF_XDP port (`vrhost-io`) still loads its own
-//! program; [`FastPath::set_xsk`] is how it would hand its sockets over.
+//! forwarding (tagged frames go slow), no tunnels, no cpumap spreading.
+//! Moving a tenant between the paths is one select-table update (below);
+//! the `vr move` command around it is not there.
 //!
-//! # Sharing a port with the AF_XDP slow path (proposed, not done)
+//! # Sharing a port with the AF_XDP slow path
 //!
 //! One XDP program per interface: an interface takes one, so the fast
-//! path and the AF_XDP port cannot each attach their own. With no select
-//! entry this program does what `ebpf/xdp_redirect.c` does (every frame to
-//! the AF_XDP socket of its queue, XDP_PASS without one), so it can replace
-//! it: the AF_XDP port would gain a mode in which it binds its sockets but
-//! loads and attaches nothing, and hands each socket over with
-//! [`FastPath::set_xsk`] (ifindex, queue, fd), binding in the mode
-//! [`FastPath::attached`] reports for the port. One loaded program serves
-//! all ports, because the DEVMAP it redirects through must be its own; the
-//! XSKMAP is therefore keyed by port and queue.
+//! path and the AF_XDP port cannot each attach their own (a port that
+//! tries fails with `EBUSY` for native and `EEXIST` for generic mode).
+//! With no select entry this program does what `ebpf/xdp_redirect.c`
+//! does (every frame to the AF_XDP socket of its queue, XDP_PASS without
+//! one), so it replaces it: the AF_XDP port is opened in
+//! `XdpProgram::External` mode (`vrhost_io::af_xdp`), in which it binds
+//! its sockets for the attach mode the caller gives (the one
+//! [`FastPath::attached`] reports for the interface) but loads and
+//! attaches nothing, and [`FastPath::serve`] puts its sockets in the
+//! XSKMAP and gives the interface its range there (`xsk_ports`). One
+//! loaded program serves all ports, because the DEVMAP it redirects
+//! through must be its own; the XSKMAP is therefore keyed by port and
+//! queue. When the port closes its sockets the kernel removes them from
+//! the XSKMAP: that interface's slow-path frames go to the kernel stack
+//! until another port is served.
 //!
-//! Attachment uses aya's XDP links: dropping the [`FastPath`] detaches the
-//! program once the last copy of each link descriptor is closed (a child
-//! forked meanwhile by another thread keeps one until it execs; the AF_XDP
-//! port avoids that with `BPF_LINK_DETACH`, which aya 0.14 does not
-//! expose).
+//! Moving a tenant (live migration's mechanism): its select entry's path
+//! is switched by one map update; each frame takes the path of the entry
+//! it meets. `tests/netns.rs` moves a paced flow slow -> fast -> slow and
+//! finds every frame once, at the port or at the far namespace, in three
+//! ordered runs, with the counters matching both sides.
+//!
+//! Attachment is a `vrhost_io::af_xdp::XdpLink` per port (a bpf_link):
+//! dropping the [`FastPath`] (or a [`PeerPass`]) detaches the program at
+//! once with `BPF_LINK_DETACH`, even while a child forked meanwhile by
+//! another thread holds a copy of the link's descriptor (with aya's own
+//! links, which only close theirs, that child kept it attached until it
+//! exec'd).
 
 #![deny(unsafe_code)]
 

@@ -24,6 +24,15 @@
 //! A second test attaches to a namespace's loopback, where native XDP
 //! fails, and checks the generic fallback is taken and reported.
 //!
+//! A third one gives r0 a slow path: an AF_XDP port opened in External
+//! mode and served by the fast path (one XDP program on the interface).
+//! Frames without a select entry reach the port; then a tenant's flow,
+//! paced, is moved slow -> fast -> slow by single map updates, and every
+//! frame is found once, at the port or in ns-b, in order within each
+//! path, with the fast path's counters matching both sides. Last,
+//! dropping the fast path detaches it even while a forked child holds
+//! copies of its link descriptors.
+//!
 //! The namespaces are named with the process id (other users of the
 //! machine may have their own `ns-a`), and deleted by a guard even when
 //! the test fails. Sockets, programs and DEVMAP entries are made by a

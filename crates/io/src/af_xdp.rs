@@ -1,7 +1,8 @@
 //! `AfXdpPort`: frames to and from a Linux interface through AF_XDP
 //! sockets, bypassing the kernel's network stack.
 //!
-//! Opening a port on interface `IF`:
+//! Opening a port on interface `IF` with its own program (the default,
+//! [`XdpProgram::Own`]):
 //!
 //! 1. loads the XDP program `ebpf/xdp_redirect.c` (built by `build.rs`,
 //!    embedded in the binary) with `aya` and attaches it to `IF` through a
@@ -60,7 +61,7 @@
 //!
 //! Everything read from the kernel's rings is checked before use (see
 //! `queue.rs`): a wrong descriptor is a counted drop. Dropping the port
-//! detaches the XDP program and closes the sockets and mappings.
+//! detaches its own XDP program and closes the sockets and mappings.
 //!
 //! # On veth
 //!
