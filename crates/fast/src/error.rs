@@ -37,11 +37,12 @@ pub enum FastError {
     Attach {
         /// The interface.
         ifname: String,
-        /// Why native (driver) mode failed.
-        native: Box<aya::programs::ProgramError>,
+        /// Why native (driver) mode failed: the OS error of
+        /// `bpf(BPF_LINK_CREATE)` (`EBUSY`: another program is attached).
+        native: io::Error,
         /// Why generic (skb) mode failed.
         #[source]
-        source: Box<aya::programs::ProgramError>,
+        source: io::Error,
     },
     /// A map operation failed.
     #[error("fast path: map {map}: {op}: {source}")]

@@ -17,7 +17,8 @@
 //!   ([`FastPath::add_route`]), the source tables of src-dst mode
 //!   ([`FastPath::set_source_table`]), neighbours
 //!   ([`FastPath::set_neighbour`]), out ports ([`FastPath::add_port`]);
-//! - the slow path's XSKMAP ([`FastPath::set_xsk`]);
+//! - the slow path's XSKMAP ([`FastPath::serve`] for an AF_XDP port,
+//!   [`FastPath::set_xsk`] for one socket);
 //! - per-VR counters, summed over CPUs ([`FastPath::counters`]).
 //!
 //! The header comment of `ebpf/xdp_router.c` says what the program does
@@ -32,28 +33,41 @@
 //! API or CLI reaches it; routes and neighbours are not synchronised from
 //! the user-space router); it sends no ICMP and does no ARP (both stay in
 //! the user-space router, which gets those frames); no IPv6, no VLAN
-//! forwarding (tagged frames go slow), no tunnels, no live migration, no
-//! cpumap spreading. The AF_XDP port (`vrhost-io`) still loads its own
-//! program; [`FastPath::set_xsk`] is how it would hand its sockets over.
+//! forwarding (tagged frames go slow), no tunnels, no cpumap spreading.
+//! Moving a tenant between the paths is one select-table update (below);
+//! the `vr move` command around it is not there.
 //!
-//! # Sharing a port with the AF_XDP slow path (proposed, not done)
+//! # Sharing a port with the AF_XDP slow path
 //!
 //! One XDP program per interface: an interface takes one, so the fast
-//! path and the AF_XDP port cannot each attach their own. With no select
-//! entry this program does what `ebpf/xdp_redirect.c` does (every frame to
-//! the AF_XDP socket of its queue, XDP_PASS without one), so it can replace
-//! it: the AF_XDP port would gain a mode in which it binds its sockets but
-//! loads and attaches nothing, and hands each socket over with
-//! [`FastPath::set_xsk`] (ifindex, queue, fd), binding in the mode
-//! [`FastPath::attached`] reports for the port. One loaded program serves
-//! all ports, because the DEVMAP it redirects through must be its own; the
-//! XSKMAP is therefore keyed by port and queue.
+//! path and the AF_XDP port cannot each attach their own (a port that
+//! tries fails with `EBUSY` for native and `EEXIST` for generic mode).
+//! With no select entry this program does what `ebpf/xdp_redirect.c`
+//! does (every frame to the AF_XDP socket of its queue, XDP_PASS without
+//! one), so it replaces it: the AF_XDP port is opened in
+//! `XdpProgram::External` mode (`vrhost_io::af_xdp`), in which it binds
+//! its sockets for the attach mode the caller gives (the one
+//! [`FastPath::attached`] reports for the interface) but loads and
+//! attaches nothing, and [`FastPath::serve`] puts its sockets in the
+//! XSKMAP and gives the interface its range there (`xsk_ports`). One
+//! loaded program serves all ports, because the DEVMAP it redirects
+//! through must be its own; the XSKMAP is therefore keyed by port and
+//! queue. When the port closes its sockets the kernel removes them from
+//! the XSKMAP: that interface's slow-path frames go to the kernel stack
+//! until another port is served.
 //!
-//! Attachment uses aya's XDP links: dropping the [`FastPath`] detaches the
-//! program once the last copy of each link descriptor is closed (a child
-//! forked meanwhile by another thread keeps one until it execs; the AF_XDP
-//! port avoids that with `BPF_LINK_DETACH`, which aya 0.14 does not
-//! expose).
+//! Moving a tenant (live migration's mechanism): its select entry's path
+//! is switched by one map update; each frame takes the path of the entry
+//! it meets. `tests/netns.rs` moves a paced flow slow -> fast -> slow and
+//! finds every frame once, at the port or at the far namespace, in three
+//! ordered runs, with the counters matching both sides.
+//!
+//! Attachment is a `vrhost_io::af_xdp::XdpLink` per port (a bpf_link):
+//! dropping the [`FastPath`] (or a [`PeerPass`]) detaches the program at
+//! once with `BPF_LINK_DETACH`, even while a child forked meanwhile by
+//! another thread holds a copy of the link's descriptor (with aya's own
+//! links, which only close theirs, that child kept it attached until it
+//! exec'd).
 
 #![deny(unsafe_code)]
 
@@ -70,6 +84,7 @@ use aya::Ebpf;
 use aya::maps::lpm_trie::Key as LpmKey;
 use aya::maps::{Array, DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, XskMap};
 use aya::programs::{TestRun, TestRunOptions};
+use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 
 use load::{attach_either, load_object, program};
 
@@ -77,6 +92,10 @@ pub use error::FastError;
 pub use load::{PeerPass, ifindex};
 pub use types::*;
 pub use vrhost_fib::RoutingMode;
+/// How the program runs on a port: native (driver) or generic (skb) XDP.
+/// The AF_XDP port's type, so that a port binding its sockets under the
+/// fast path takes the mode [`FastPath::attached`] reports as it is.
+pub use vrhost_io::af_xdp::AttachMode;
 
 /// The router program's name in the object.
 pub(crate) const PROGRAM: &str = "xdp_router";
@@ -113,6 +132,9 @@ pub struct FastPath {
     /// Each VR's own addresses as set, to remove them on change.
     own: StdHashMap<u32, Vec<Ipv4Addr>>,
     attached: Vec<Attached>,
+    /// The attachments, one per entry of `attached`: detached when the
+    /// fast path is dropped, before the program is unloaded.
+    links: Vec<XdpLink>,
     // Dropped last: the program, detached from its ports with it. (The
     // kernel keeps the maps a loaded program uses until it is unloaded.)
     ebpf: Ebpf,
@@ -226,6 +248,7 @@ impl FastPath {
             unselected: take(&mut ebpf, UNSELECTED)?,
             own: StdHashMap::new(),
             attached: Vec::new(),
+            links: Vec::new(),
             ebpf,
         })
     }
@@ -244,8 +267,11 @@ impl FastPath {
     /// reasons), [`FastError::XdpMap`].
     pub fn attach(&mut self, ifname: &str) -> Result<AttachMode, FastError> {
         let idx = ifindex(ifname)?;
-        let mode = attach_either(program(&mut self.ebpf, PROGRAM)?, ifname, idx)?;
+        let link = attach_either(program(&mut self.ebpf, PROGRAM)?, PROGRAM, ifname, idx)?;
+        let mode = link.mode();
+        // Undone (the link dropped, so detached) if this fails.
         self.add_port(idx)?;
+        self.links.push(link);
         self.attached.push(Attached {
             ifname: ifname.to_string(),
             ifindex: idx,
@@ -535,6 +561,56 @@ impl FastPath {
         self.xsks
             .set(base + queue, fd.as_fd().as_raw_fd(), 0)
             .map_err(map_err(XSKS, "set"))
+    }
+
+    /// Make `port` the slow path of its interface: the socket of each of
+    /// its rx queues goes in the XSKMAP ([`FastPath::set_xsk`]), and
+    /// `xsk_ports` gives the interface its range there. From then on the frames the
+    /// program sends to the slow path on that interface (no select entry,
+    /// path slow, or what the fast path cannot do) reach the port's
+    /// `rx_burst`. The port keeps its sockets; when it closes them the
+    /// kernel takes them out of the XSKMAP, and those frames go to the
+    /// kernel stack (XDP_PASS) until another port is served.
+    ///
+    /// The port must have been opened on an interface this fast path is
+    /// attached to, in [`vrhost_io::af_xdp::XdpProgram::External`] mode,
+    /// with the attach mode [`FastPath::attached`] reports for it (that is
+    /// what its sockets were bound for: zero-copy frames flow only through
+    /// a native attach).
+    ///
+    /// # Errors
+    /// [`FastError::Config`]: the port runs its own program, the fast path
+    /// is not attached to its interface or in another mode, or it has more
+    /// queues than `max_queues` (nothing is written then);
+    /// [`FastError::Map`].
+    pub fn serve(&mut self, port: &AfXdpPort) -> Result<(), FastError> {
+        if port.program() != XdpProgram::External {
+            return Err(FastError::Config {
+                why: "serve: the AF_XDP port runs its own XDP program (open it with \
+                      XdpProgram::External)",
+            });
+        }
+        let Some(on) = self.attached.iter().find(|a| a.ifindex == port.ifindex()) else {
+            return Err(FastError::Config {
+                why: "serve: the fast path is not attached to the AF_XDP port's interface",
+            });
+        };
+        if on.mode != port.mode().attach {
+            return Err(FastError::Config {
+                why: "serve: the AF_XDP port was bound for another attach mode than the \
+                      fast path's on its interface",
+            });
+        }
+        if port.queues() > self.cfg.max_queues as usize {
+            return Err(FastError::Config {
+                why: "serve: the AF_XDP port has more rx queues than max_queues",
+            });
+        }
+        let ifindex = port.ifindex();
+        for (queue, fd) in port.sockets() {
+            self.set_xsk(ifindex, queue, fd)?;
+        }
+        Ok(())
     }
 
     /// Remove the socket of port `ifindex`, queue `queue`, if any: its

@@ -1,7 +1,10 @@
 //! Loading the object and attaching its programs; [`PeerPass`].
 
-use aya::programs::{ProgramError, Xdp, XdpMode};
+use std::os::fd::AsFd;
+
+use aya::programs::{ProgramError, Xdp};
 use aya::{Ebpf, EbpfLoader};
+use vrhost_io::af_xdp::XdpLink;
 
 use crate::{
     ADDRS, AttachMode, COUNTERS, FastConfig, FastError, NEIGHBOURS, OUT_PORTS, ROUTES, SELECT,
@@ -82,23 +85,28 @@ pub(crate) fn program<'a>(
         .map_err(|e| err("find", e))
 }
 
-/// Attach `prog` to `ifindex`: native, else generic.
+/// Attach the loaded `prog` to `ifindex`: native, else generic, through
+/// an [`XdpLink`], which detaches it with `BPF_LINK_DETACH` when dropped
+/// (aya's own links detach only when the last copy of their descriptor
+/// is closed, and a child forked by another thread keeps one).
 pub(crate) fn attach_either(
     prog: &mut Xdp,
+    name: &'static str,
     ifname: &str,
     ifindex: u32,
-) -> Result<AttachMode, FastError> {
-    match prog.attach_to_if_index(ifindex, XdpMode::Driver) {
-        Ok(_) => Ok(AttachMode::Native),
-        Err(native) => match prog.attach_to_if_index(ifindex, XdpMode::Skb) {
-            Ok(_) => Ok(AttachMode::Generic),
-            Err(source) => Err(FastError::Attach {
-                ifname: ifname.to_string(),
-                native: Box::new(native),
-                source: Box::new(source),
-            }),
-        },
-    }
+) -> Result<XdpLink, FastError> {
+    let fd = prog.fd().map_err(|source| FastError::Program {
+        program: name,
+        step: "attach",
+        source: Box::new(source),
+    })?;
+    XdpLink::attach_native_else_generic(fd.as_fd(), ifindex).map_err(|(native, source)| {
+        FastError::Attach {
+            ifname: ifname.to_string(),
+            native,
+            source,
+        }
+    })
 }
 
 /// An XDP program that passes every frame, for the peer of a veth the
@@ -107,15 +115,15 @@ pub(crate) fn attach_either(
 /// GRO on, which gives it NAPI); otherwise the redirect fails and the
 /// frame is dropped. Detached when dropped.
 pub struct PeerPass {
-    mode: AttachMode,
-    // Holds the program and its link.
+    // Field order is drop order: detached, then unloaded.
+    link: XdpLink,
     _ebpf: Ebpf,
 }
 
 impl std::fmt::Debug for PeerPass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PeerPass")
-            .field("mode", &self.mode)
+            .field("mode", &self.link.mode())
             .finish()
     }
 }
@@ -146,12 +154,12 @@ impl PeerPass {
             step: "load",
             source: Box::new(source),
         })?;
-        let mode = attach_either(prog, ifname, idx)?;
-        Ok(PeerPass { mode, _ebpf: ebpf })
+        let link = attach_either(prog, PASS_PROGRAM, ifname, idx)?;
+        Ok(PeerPass { link, _ebpf: ebpf })
     }
 
     /// The mode obtained.
     pub fn mode(&self) -> AttachMode {
-        self.mode
+        self.link.mode()
     }
 }

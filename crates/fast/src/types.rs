@@ -5,8 +5,8 @@ use std::net::Ipv4Addr;
 
 #[cfg(doc)]
 use crate::FastPath;
-use crate::RoutingMode;
 use crate::abi;
+use crate::{AttachMode, RoutingMode};
 
 /// Map sizes, fixed when the program is loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,15 +123,6 @@ pub struct Neighbour {
     pub src_mac: [u8; 6],
     /// The out port (must be in the out ports: [`FastPath::add_port`]).
     pub ifindex: u32,
-}
-
-/// How the program was attached to a port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttachMode {
-    /// Native (driver) XDP.
-    Native,
-    /// Generic (skb) XDP: any interface, slower.
-    Generic,
 }
 
 /// An XDP verdict, as [`FastPath::test_run`] reports it.

@@ -24,6 +24,15 @@
 //! A second test attaches to a namespace's loopback, where native XDP
 //! fails, and checks the generic fallback is taken and reported.
 //!
+//! A third one gives r0 a slow path: an AF_XDP port opened in External
+//! mode and served by the fast path (one XDP program on the interface).
+//! Frames without a select entry reach the port; then a tenant's flow,
+//! paced, is moved slow -> fast -> slow by single map updates, and every
+//! frame is found once, at the port or in ns-b, in order within each
+//! path, with the fast path's counters matching both sides. Last,
+//! dropping the fast path detaches it even while a forked child holds
+//! copies of its link descriptors.
+//!
 //! The namespaces are named with the process id (other users of the
 //! machine may have their own `ns-a`), and deleted by a guard even when
 //! the test fails. Sockets, programs and DEVMAP entries are made by a
@@ -41,6 +50,8 @@ use vrhost_fast::{
     AttachMode, FastConfig, FastPath, Neighbour, NextHop, Path, PeerPass, RoutingMode, SelectEntry,
     SelectKey, TokenBucket, VrFastConfig, ifindex,
 };
+use vrhost_io::Port;
+use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, XdpProgram};
 
 const R0_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x10];
 const R1_MAC: [u8; 6] = [0x02, 0xfa, 0, 0, 0, 0x11];
@@ -111,76 +122,8 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
         is_root(),
         "this test loads XDP programs and makes namespaces: run as root"
     );
-    let pid = std::process::id();
     let mut ns = Namespaces(Vec::new());
-    let na = ns.add(format!("fast-{pid}-a"));
-    let nr = ns.add(format!("fast-{pid}-r"));
-    let nb = ns.add(format!("fast-{pid}-b"));
-
-    let veth = |x: &str, xns: &str, xmac, y: &str, yns: &str, ymac| {
-        ip(&[
-            "link",
-            "add",
-            "name",
-            x,
-            "address",
-            &mac(xmac),
-            "netns",
-            xns,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            y,
-            "address",
-            &mac(ymac),
-            "netns",
-            yns,
-        ]);
-    };
-    veth("a0", &na, A0_MAC, "r0", &nr, R0_MAC);
-    veth("r1", &nr, R1_MAC, "b0", &nb, B0_MAC);
-    for (n, dev, addr) in [
-        (&na, "a0", "10.0.1.2/24"),
-        (&nr, "r0", "10.0.1.1/24"),
-        (&nr, "r1", "10.0.2.1/24"),
-        (&nb, "b0", "10.0.2.2/24"),
-    ] {
-        ip(&["-n", n, "addr", "add", addr, "dev", dev]);
-        ip(&["-n", n, "link", "set", dev, "up"]);
-    }
-    ip(&["-n", &na, "route", "add", "default", "via", "10.0.1.1"]);
-    ip(&["-n", &nb, "route", "add", "default", "via", "10.0.2.1"]);
-    // ns-a knows the router's MAC (the fast path does no ARP; ns-r's
-    // kernel would answer, but a static entry keeps the test to one path).
-    ip(&[
-        "-n",
-        &na,
-        "neigh",
-        "replace",
-        "10.0.1.1",
-        "lladdr",
-        &mac(R0_MAC),
-        "dev",
-        "a0",
-        "nud",
-        "permanent",
-    ]);
-    run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            &nr,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=0",
-        ],
-    );
-    run(
-        "ip",
-        &["netns", "exec", &na, "ethtool", "-K", "a0", "tx", "off"],
-    );
+    let [na, nr, nb] = topology(&mut ns, "f");
 
     // Each object is made by a thread in its namespace and then used
     // here: a socket, a link or a DEVMAP entry belongs to the namespace
@@ -297,6 +240,94 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
     drop(pass);
 }
 
+/// The three namespaces of the module docs (ns-a, ns-r, ns-b, named
+/// with the process id and `tag`), their veths and addresses; ns-a's
+/// static neighbour for the router, ns-r's `ip_forward` 0, a0's checksum
+/// offload off. Returns their names.
+fn topology(ns: &mut Namespaces, tag: &str) -> [String; 3] {
+    let pid = std::process::id();
+    let na = ns.add(format!("fast-{pid}-{tag}-a"));
+    let nr = ns.add(format!("fast-{pid}-{tag}-r"));
+    let nb = ns.add(format!("fast-{pid}-{tag}-b"));
+    // IPv6 off before the veths exist: no neighbour discovery or MLD
+    // frames to count with the test's own.
+    for n in [&na, &nr, &nb] {
+        for key in [
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ] {
+            run("ip", &["netns", "exec", n, "sysctl", "-qw", key]);
+        }
+    }
+
+    let veth = |x: &str, xns: &str, xmac, y: &str, yns: &str, ymac| {
+        ip(&[
+            "link",
+            "add",
+            "name",
+            x,
+            "address",
+            &mac(xmac),
+            "netns",
+            xns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            y,
+            "address",
+            &mac(ymac),
+            "netns",
+            yns,
+        ]);
+    };
+    veth("a0", &na, A0_MAC, "r0", &nr, R0_MAC);
+    veth("r1", &nr, R1_MAC, "b0", &nb, B0_MAC);
+    for (n, dev, addr) in [
+        (&na, "a0", "10.0.1.2/24"),
+        (&nr, "r0", "10.0.1.1/24"),
+        (&nr, "r1", "10.0.2.1/24"),
+        (&nb, "b0", "10.0.2.2/24"),
+    ] {
+        ip(&["-n", n, "addr", "add", addr, "dev", dev]);
+        ip(&["-n", n, "link", "set", dev, "up"]);
+    }
+    ip(&["-n", &na, "route", "add", "default", "via", "10.0.1.1"]);
+    ip(&["-n", &nb, "route", "add", "default", "via", "10.0.2.1"]);
+    // ns-a knows the router's MAC (the fast path does no ARP; ns-r's
+    // kernel would answer, but a static entry keeps the test to one path).
+    ip(&[
+        "-n",
+        &na,
+        "neigh",
+        "replace",
+        "10.0.1.1",
+        "lladdr",
+        &mac(R0_MAC),
+        "dev",
+        "a0",
+        "nud",
+        "permanent",
+    ]);
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &nr,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=0",
+        ],
+    );
+    run(
+        "ip",
+        &["netns", "exec", &na, "ethtool", "-K", "a0", "tx", "off"],
+    );
+
+    [na, nr, nb]
+}
+
 /// Run `f` on a thread that has entered namespace `name`.
 fn in_ns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| {
@@ -352,3 +383,295 @@ fn falls_back_to_generic_mode() {
     assert_eq!(attached.1.mode, AttachMode::Generic);
     assert_eq!(attached.1.ifname, "lo");
 }
+
+/// Payload of the migration test's datagrams: this tag, then the
+/// sequence number (big endian).
+const SEQ_TAG: &[u8; 8] = b"vrh-move";
+
+/// Offset of a UDP payload in an untagged, option-less IPv4 frame.
+const PAYLOAD_AT: usize = 14 + 20 + 8;
+
+/// The sequence number of one of the migration test's datagrams, as a
+/// frame (`None` for any other frame).
+fn seq_in_frame(f: &[u8]) -> Option<u32> {
+    let ip_udp = f.len() >= PAYLOAD_AT + 12
+        && f[12..14] == [0x08, 0x00]
+        && f[14] == 0x45
+        && f[23] == 17
+        && f[36..38] == PORT.to_be_bytes();
+    ip_udp.then(|| seq_in_payload(&f[PAYLOAD_AT..]))?
+}
+
+fn seq_in_payload(p: &[u8]) -> Option<u32> {
+    (p.len() == 12 && &p[..8] == SEQ_TAG).then(|| u32::from_be_bytes(p[8..12].try_into().unwrap()))
+}
+
+fn send_seq(sock: &UdpSocket, seq: u32) {
+    let mut p = [0u8; 12];
+    p[..8].copy_from_slice(SEQ_TAG);
+    p[8..].copy_from_slice(&seq.to_be_bytes());
+    sock.send_to(&p, (B_IP, PORT)).expect("send");
+}
+
+/// Drain the port: the sequence numbers of the test's datagrams in it.
+fn drain(port: &mut AfXdpPort, into: &mut Vec<u32>) {
+    let mut out: [&[u8]; 64] = [&[]; 64];
+    let n = port.rx_burst(&mut out);
+    into.extend(out[..n].iter().filter_map(|f| seq_in_frame(f)));
+}
+
+/// One XDP program per interface: the fast path's, with an AF_XDP port in
+/// External mode as its slow path on r0, and a tenant moved between the
+/// paths while its flow runs.
+///
+/// 1. No select entry: every datagram from ns-a reaches the port's
+///    `rx_burst` (the slow path), none ns-b.
+/// 2. One flow of [`MOVE_FRAMES`] datagrams paced by the sender, with the
+///    tenant's entry SLOW, switched to FAST (one map update) once the port
+///    has [`SWITCH_AT`] of them, and back to SLOW once ns-b has
+///    received `2 x SWITCH_AT`. Every datagram arrives exactly once, at
+///    the port or in ns-b; the numbers form three runs (slow, fast, slow:
+///    each frame took the path of the entry it met, one rx queue keeps
+///    them in order); the fast path's counters (`fwd`, `to_slow_select`)
+///    equal what each side received and add up to what was sent.
+#[test]
+fn slow_path_port_shares_the_interface_and_a_tenant_moves_between_paths() {
+    assert!(is_root(), "run as root");
+    let mut ns = Namespaces(Vec::new());
+    let [na, nr, nb] = topology(&mut ns, "m");
+
+    let pass = in_ns(&nb, || PeerPass::attach("b0").expect("xdp_pass on b0"));
+    let rx = in_ns(&nb, || {
+        let sock = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        sock
+    });
+    let tx = in_ns(&na, || {
+        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a")
+    });
+    let (mut fp, r0, r1, mode) = in_ns(&nr, || {
+        let mut fp = FastPath::load(&FastConfig::default()).expect("load");
+        let m0 = fp.attach("r0").expect("attach r0");
+        fp.attach("r1").expect("attach r1");
+        (fp, ifindex("r0").unwrap(), ifindex("r1").unwrap(), m0)
+    });
+    assert_eq!(mode, AttachMode::Native, "veth has native XDP");
+
+    // The interface takes one program: a port bringing its own cannot
+    // attach beside the fast path's.
+    let own = in_ns(&nr, || AfXdpPort::open("r0", &AfXdpConfig::default()));
+    let e = own.expect_err("a second program attached to r0");
+    eprintln!("own-program port on r0: {e}");
+    assert!(e.to_string().contains("r0"), "{e}");
+
+    let external = |attach| AfXdpConfig {
+        program: XdpProgram::External,
+        attach: Some(attach),
+        ..AfXdpConfig::default()
+    };
+    // A port bound for another attach mode than the fast path's is
+    // refused, and nothing is written.
+    let wrong = in_ns(&nr, || {
+        AfXdpPort::open("r0", &external(AttachMode::Generic))
+    })
+    .expect("external port (generic)");
+    let e = fp.serve(&wrong).expect_err("mode mismatch");
+    assert!(e.to_string().contains("attach mode"), "{e}");
+    drop(wrong);
+
+    let mut port =
+        in_ns(&nr, || AfXdpPort::open("r0", &external(mode))).expect("external port on r0");
+    assert_eq!(port.ifindex(), r0);
+    assert!(port.redirected().is_none());
+    fp.serve(&port).expect("serve");
+    eprintln!("r0: fast path {mode}, AF_XDP port {:?}", port.mode());
+
+    fp.set_vr(
+        0,
+        &VrFastConfig {
+            mode: RoutingMode::Dst,
+            addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
+        },
+    )
+    .expect("vr");
+    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
+        .expect("route");
+    fp.set_neighbour(
+        0,
+        B_IP,
+        Neighbour {
+            mac: B0_MAC,
+            src_mac: R1_MAC,
+            ifindex: r1,
+        },
+    )
+    .expect("neighbour");
+
+    // 1. No select entry: the slow path, that is the port.
+    const UNSELECTED: u32 = 100;
+    let mut slow = Vec::new();
+    for seq in 0..UNSELECTED {
+        send_seq(&tx, seq);
+        std::thread::sleep(Duration::from_millis(1));
+        drain(&mut port, &mut slow);
+    }
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while slow.len() < UNSELECTED as usize && std::time::Instant::now() < deadline {
+        drain(&mut port, &mut slow);
+    }
+    assert_eq!(slow, (0..UNSELECTED).collect::<Vec<_>>(), "all, in order");
+    let mut buf = [0u8; 64];
+    assert!(rx.recv(&mut buf).is_err(), "ns-b got a slow-path frame");
+    let unselected = fp.unselected().expect("unselected");
+    eprintln!(
+        "no entry: port {} of {UNSELECTED}; unselected {unselected}",
+        slow.len()
+    );
+    assert_eq!(unselected, u64::from(UNSELECTED));
+    assert_eq!(fp.counters(0).expect("counters").rx, 0);
+
+    // 2. The tenant, slow -> fast -> slow while its flow runs.
+    let key = SelectKey {
+        ifindex: r0,
+        vlan: None,
+        dst_mac: Some(R0_MAC),
+    };
+    let entry = |path| SelectEntry {
+        vr: 0,
+        path,
+        limit: None,
+    };
+    fp.set_select(key, entry(Path::Slow)).expect("select slow");
+    let base = UNSELECTED;
+    // Datagrams ns-b has received, for the switch back.
+    let fast_got = std::sync::atomic::AtomicU32::new(0);
+    let (to_port, to_b, switches) = std::thread::scope(|s| {
+        let sent = s.spawn(|| {
+            for seq in base..base + MOVE_FRAMES {
+                send_seq(&tx, seq);
+                // A modest pace; what is checked is counted, not timed.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        });
+        let fast_got = &fast_got;
+        let rx = &rx;
+        let receiver = s.spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 64];
+            let mut idle = 0;
+            // Until the flow is over: 10 read timeouts in a row.
+            while idle < 10 {
+                match rx.recv(&mut buf) {
+                    Ok(n) => {
+                        idle = 0;
+                        got.extend(seq_in_payload(&buf[..n]));
+                        fast_got.store(got.len() as u32, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(_) => idle += 1,
+                }
+            }
+            got
+        });
+        let mut to_port = Vec::new();
+        let mut switches = Vec::new();
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            drain(&mut port, &mut to_port);
+            // Relaxed: a count to compare against, nothing read through it.
+            let fast = fast_got.load(std::sync::atomic::Ordering::Relaxed);
+            if switches.is_empty() && to_port.len() >= SWITCH_AT as usize {
+                fp.set_select(key, entry(Path::Fast)).expect("to fast");
+                switches.push(("to fast", to_port.len(), fast));
+            } else if switches.len() == 1 && fast >= 2 * SWITCH_AT {
+                fp.set_select(key, entry(Path::Slow)).expect("to slow");
+                switches.push(("to slow", to_port.len(), fast));
+            }
+            if receiver.is_finished() || std::time::Instant::now() > deadline {
+                break;
+            }
+        }
+        assert!(sent.is_finished(), "sender still running at the deadline");
+        drain(&mut port, &mut to_port);
+        (to_port, receiver.join().expect("receiver"), switches)
+    });
+    let c = fp.counters(0).expect("counters");
+    let sent = u64::from(MOVE_FRAMES);
+    let (slow_n, fast_n) = (to_port.len() as u64, to_b.len() as u64);
+    eprintln!(
+        "moved: sent {sent}, slow (port) {slow_n}, fast (ns-b) {fast_n}, lost {}; switches \
+         (path, port count, ns-b count) {switches:?}; counters {c:?}; port {:?}",
+        sent.saturating_sub(slow_n + fast_n),
+        port.stats()
+    );
+    assert_eq!(switches.len(), 2, "both switches made: {switches:?}");
+    // Each number once, at one side.
+    let mut all: Vec<u32> = to_port.iter().chain(&to_b).copied().collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (base..base + MOVE_FRAMES).collect::<Vec<_>>(),
+        "each datagram once"
+    );
+    // Three runs: slow up to the first switch, fast, slow again.
+    let (f0, f1) = (to_b[0], to_b[to_b.len() - 1] + 1);
+    assert_eq!(to_b, (f0..f1).collect::<Vec<_>>(), "the fast run in order");
+    let expect_slow: Vec<u32> = (base..f0).chain(f1..base + MOVE_FRAMES).collect();
+    assert_eq!(to_port, expect_slow, "the slow runs, in order");
+    assert!(f1 < base + MOVE_FRAMES, "frames after the switch back");
+    // The fast path's view matches both sides'.
+    assert_eq!(
+        (c.rx, c.fwd, c.to_slow_select),
+        (sent, fast_n, slow_n),
+        "{c:?}"
+    );
+    assert_eq!(c.to_slow() + c.dropped(), slow_n, "{c:?}");
+    let p = port.stats();
+    assert_eq!(p.rx_dropped, 0, "{p:?}");
+    assert_eq!(p.rx_packets, u64::from(UNSELECTED) + slow_n, "{p:?}");
+
+    // Dropping the fast path detaches it from both ports at once, even
+    // while a child forked meanwhile holds copies of its link descriptors.
+    drop(port);
+    let xdp_on = |dev: &str| {
+        let out = Command::new("ip")
+            .args(["-n", &nr, "link", "show", dev])
+            .output()
+            .expect("ip link show");
+        String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+    };
+    assert!(xdp_on("r0") && xdp_on("r1"), "attached before the drop");
+    // SAFETY: the child calls only async-signal-safe functions (pause,
+    // _exit) until it is killed.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork");
+    if child == 0 {
+        // SAFETY: async-signal-safe; the child keeps its copies of the
+        // descriptors until it dies.
+        unsafe {
+            libc::pause();
+            libc::_exit(0);
+        }
+    }
+    drop(fp);
+    let left = (xdp_on("r0"), xdp_on("r1"));
+    // SAFETY: `child` is this process's child; `status` is a live int.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+    }
+    assert_eq!(
+        left,
+        (false, false),
+        "a forked child kept the program attached"
+    );
+    drop(pass);
+}
+
+/// Datagrams of the migration test's flow.
+const MOVE_FRAMES: u32 = 3000;
+/// Datagrams each path receives before the next switch (see the test).
+const SWITCH_AT: u32 = 500;
+/// Guard against a hang, never a performance bound.
+const PATIENCE: Duration = Duration::from_secs(30);

@@ -1,7 +1,8 @@
 //! `AfXdpPort`: frames to and from a Linux interface through AF_XDP
 //! sockets, bypassing the kernel's network stack.
 //!
-//! Opening a port on interface `IF`:
+//! Opening a port on interface `IF` with its own program (the default,
+//! [`XdpProgram::Own`]):
 //!
 //! 1. loads the XDP program `ebpf/xdp_redirect.c` (built by `build.rs`,
 //!    embedded in the binary) with `aya` and attaches it to `IF` through a
@@ -23,6 +24,28 @@
 //!    the zero-copy path is untested;
 //! 3. puts each socket in the XSKMAP at its queue's index.
 //!
+//! # Sharing the interface with another XDP program
+//!
+//! An interface takes one XDP program. With
+//! [`AfXdpConfig::program`] = [`XdpProgram::External`] the port skips
+//! steps 1 and 3: it binds its sockets on an interface where another
+//! program runs (the fast path's, `vrhost-fast`, whose slow path is this
+//! port), in the bind mode that program's attach mode allows
+//! ([`AfXdpConfig::attach`], required then: native -> zero-copy if the
+//! driver has it, else copy; generic -> copy), and hands them over with
+//! [`AfXdpPort::sockets`] for that program's XSKMAP. It neither attaches
+//! nor detaches anything, and has no redirect counter
+//! ([`AfXdpPort::redirected`] is `None`). Frames reach its sockets only
+//! once they are in the other program's map: until then (and after that
+//! program is gone) the interface's frames go wherever that program, or
+//! the kernel stack, sends them. Closing a socket removes it from every
+//! XSKMAP that holds it (the kernel does it on release), so a dropped
+//! port leaves no stale entry behind.
+//!
+//! [`XdpLink`], the bpf_link the port attaches its own program with, is
+//! public so that other programs' owners detach theirs with the same
+//! guarantee (see its docs).
+//!
 //! The data path ([`Port`]) makes no allocation, takes no lock and never
 //! blocks: `rx_burst` returns the previous burst's frames to the fill ring,
 //! then hands out frames straight from the rx rings (slices of the UMEM, no
@@ -38,7 +61,7 @@
 //!
 //! Everything read from the kernel's rings is checked before use (see
 //! `queue.rs`): a wrong descriptor is a counted drop. Dropping the port
-//! detaches the XDP program and closes the sockets and mappings.
+//! detaches its own XDP program and closes the sockets and mappings.
 //!
 //! # On veth
 //!
@@ -70,9 +93,9 @@ use aya::maps::{MapData, PerCpuArray, XskMap};
 use aya::programs::{ProgramError, Xdp};
 use aya::{Ebpf, EbpfLoader};
 
-pub use config::{AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode};
+pub use config::{AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode, XdpProgram};
 pub use queue::FrameCounts;
-pub use sys::XdpStatistics;
+pub use sys::{XdpLink, XdpStatistics};
 
 use crate::{Port, PortStats};
 use queue::Queue;
@@ -340,15 +363,21 @@ fn bind_retrying(fd: BorrowedFd<'_>, ifindex: u32, queue: u32, flags: u16) -> io
     }
 }
 
+/// The port's own XDP program ([`XdpProgram::Own`]). Field order is drop
+/// order: the link (the attachment to the interface) goes first, so no
+/// frame is redirected to a closing socket, then the program and its maps.
+struct OwnProgram {
+    _link: XdpLink,
+    _bpf: Ebpf,
+    xsks: XskMap<MapData>,
+    counter: PerCpuArray<MapData, u64>,
+}
+
 /// An AF_XDP port. See the [module docs](self).
 pub struct AfXdpPort {
-    // Field order is drop order: the link (the attachment to the
-    // interface) goes first, so no frame is redirected to a closing socket,
-    // then the program and its maps, then the sockets.
-    _link: sys::XdpLink,
-    _bpf: Ebpf,
-    _xsks: XskMap<MapData>,
-    counter: PerCpuArray<MapData, u64>,
+    // Field order is drop order: the own program (if any) goes before the
+    // sockets.
+    own: Option<OwnProgram>,
     wait: Option<OwnedFd>,
     socks: Box<[Socket]>,
     name: String,
@@ -401,17 +430,24 @@ impl AfXdpPort {
             })?,
         };
 
-        let mut bpf = load_program(ifname, queues)?;
-        let prog_fd = program_fd(&mut bpf, ifname)?;
-        let (link, attach) = attach(prog_fd, ifindex, cfg.attach, &name)?;
-        let (mut xsks, counter) = take_maps(&mut bpf, ifname)?;
+        let (mut own, attach) = match (cfg.program, cfg.attach) {
+            (XdpProgram::Own, want) => {
+                let (own, attach) = OwnProgram::attach(ifname, ifindex, queues, want)?;
+                (Some(own), attach)
+            }
+            (XdpProgram::External, Some(attach)) => (None, attach),
+            (XdpProgram::External, None) => unreachable!("AfXdpConfig::check refuses it"),
+        };
 
         let mut socks = Vec::with_capacity(queues as usize);
         let mut whole_ring = true;
         for q in 0..queues {
             let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach)?;
-            xsks.set(q, s.fd.as_raw_fd(), 0)
-                .map_err(|e| map_error(ifname, e))?;
+            if let Some(own) = &mut own {
+                own.xsks
+                    .set(q, s.fd.as_raw_fd(), 0)
+                    .map_err(|e| map_error(ifname, e))?;
+            }
             whole_ring &= w;
             socks.push(s);
         }
@@ -435,10 +471,7 @@ impl AfXdpPort {
             32
         };
         Ok(AfXdpPort {
-            _link: link,
-            _bpf: bpf,
-            _xsks: xsks,
-            counter,
+            own,
             wait,
             socks: socks.into_boxed_slice(),
             name,
@@ -459,9 +492,33 @@ impl AfXdpPort {
         })
     }
 
-    /// The modes obtained: native or generic attach, zero-copy or copy.
+    /// The modes obtained: native or generic attach (in
+    /// [`XdpProgram::External`] mode, as the config said), zero-copy or
+    /// copy.
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Whose XDP program feeds the sockets.
+    pub fn program(&self) -> XdpProgram {
+        if self.own.is_some() {
+            XdpProgram::Own
+        } else {
+            XdpProgram::External
+        }
+    }
+
+    /// Each rx queue's socket, in queue order: what another program's
+    /// XSKMAP takes ([`XdpProgram::External`]; with its own program the
+    /// port has put them in its own map already). The descriptors stay the
+    /// port's: an XSKMAP entry holds its own reference to the socket, and
+    /// the kernel removes the socket from every map when the port closes
+    /// it.
+    pub fn sockets(&self) -> impl Iterator<Item = (u32, BorrowedFd<'_>)> + '_ {
+        self.socks
+            .iter()
+            .enumerate()
+            .map(|(q, s)| (q as u32, s.fd.as_fd()))
     }
 
     /// The interface's index (in the namespace it was opened in).
@@ -510,14 +567,22 @@ impl AfXdpPort {
         Ok(sum)
     }
 
-    /// Frames the XDP program redirected to a socket, summed over CPUs
-    /// (one map read per call: not for the data path).
+    /// Frames the port's own XDP program redirected to a socket, summed
+    /// over CPUs (one map read per call: not for the data path). `None` in
+    /// [`XdpProgram::External`] mode: the port has no program, and the one
+    /// attached counts (or not) by its own means (the fast path: its
+    /// `to_slow` counters).
     ///
     /// # Errors
-    /// The failed map lookup.
-    pub fn redirected(&self) -> io::Result<u64> {
-        let v = self.counter.get(&0, 0).map_err(io::Error::other)?;
-        Ok(v.iter().sum())
+    /// `Some(Err)`: the failed map lookup.
+    pub fn redirected(&self) -> Option<io::Result<u64>> {
+        let own = self.own.as_ref()?;
+        Some(
+            own.counter
+                .get(&0, 0)
+                .map_err(io::Error::other)
+                .map(|v| v.iter().sum()),
+        )
     }
 
     /// Values from the kernel that were refused: ring indexes out of range
@@ -560,6 +625,31 @@ impl AfXdpPort {
             }
             r => r,
         }
+    }
+}
+
+impl OwnProgram {
+    /// Load `ebpf/xdp_redirect.c` with an XSKMAP of `queues` entries and
+    /// attach it to `ifindex` in mode `want` (`None`: native, else
+    /// generic). Returns it and the mode obtained.
+    fn attach(
+        ifname: &str,
+        ifindex: u32,
+        queues: u32,
+        want: Option<AttachMode>,
+    ) -> Result<(OwnProgram, AttachMode), AfXdpError> {
+        let mut bpf = load_program(ifname, queues)?;
+        let prog_fd = program_fd(&mut bpf, ifname)?;
+        let link = attach(prog_fd, ifindex, want, ifname)?;
+        let attach = link.mode();
+        let (xsks, counter) = take_maps(&mut bpf, ifname)?;
+        let own = OwnProgram {
+            _link: link,
+            _bpf: bpf,
+            xsks,
+            counter,
+        };
+        Ok((own, attach))
     }
 }
 
@@ -624,38 +714,26 @@ fn map_error(ifname: &str, e: aya::maps::MapError) -> AfXdpError {
 }
 
 /// Attach the loaded program `prog` to `ifindex` in the mode asked for,
-/// or native then generic.
-///
-/// The attachment is a bpf_link made here rather than by aya, whose XDP
-/// link keeps its descriptor private: dropping the port must detach the
-/// program at once (`BPF_LINK_DETACH`), while closing the descriptor
-/// detaches only when no copy of it is left, and a child process forked
-/// meanwhile by another thread holds one until it execs.
+/// or native then generic, through an [`XdpLink`] (which detaches it for
+/// good when the port drops it; see its docs for why not aya's link).
 fn attach(
     prog: BorrowedFd<'_>,
     ifindex: u32,
     want: Option<AttachMode>,
     ifname: &str,
-) -> Result<(sys::XdpLink, AttachMode), AfXdpError> {
-    let link = |m| {
-        let flags = match m {
-            AttachMode::Native => sys::XDP_FLAGS_DRV_MODE,
-            AttachMode::Generic => sys::XDP_FLAGS_SKB_MODE,
-        };
-        sys::XdpLink::attach(prog, ifindex, flags).map(|l| (l, m))
-    };
+) -> Result<XdpLink, AfXdpError> {
     match want {
-        Some(mode) => link(mode).map_err(|source| AfXdpError::Attach {
+        Some(mode) => XdpLink::attach(prog, ifindex, mode).map_err(|source| AfXdpError::Attach {
             ifname: ifname.to_string(),
             mode,
             source,
         }),
-        None => link(AttachMode::Native).or_else(|native| {
-            link(AttachMode::Generic).map_err(|source| AfXdpError::AttachEither {
+        None => XdpLink::attach_native_else_generic(prog, ifindex).map_err(|(native, source)| {
+            AfXdpError::AttachEither {
                 ifname: ifname.to_string(),
                 native,
                 source,
-            })
+            }
         }),
     }
 }

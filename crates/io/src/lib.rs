@@ -2,7 +2,8 @@
 //!
 //! A [`Port`] moves frames in bursts. This crate owns the driver trait and
 //! every driver: the real-interface ones, `af_xdp` (AF_XDP sockets fed by an
-//! XDP program), `af_packet` (TPACKET_V3 mmap rings), `socket` (a system
+//! XDP program: its own, or another's such as the fast path's, which then
+//! takes the port's sockets into its XSKMAP), `af_packet` (TPACKET_V3 mmap rings), `socket` (a system
 //! call per frame) and `tap` (a TAP device); and those that need no
 //! interface: `mem` (an in-memory frame generator, LVRM's main-memory
 //! adapter), `null` (a counting sink), `order` (a counting sink that checks

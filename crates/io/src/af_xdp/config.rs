@@ -54,11 +54,31 @@ pub struct Mode {
     pub bind: BindMode,
 }
 
-/// An [`AfXdpPort`]'s configuration. [`Default`]: 4096 frames of 2048
-/// bytes per queue, rings of 2048 descriptors, native then generic attach,
-/// zero-copy then copy, need-wakeup on, every rx queue.
+/// Which XDP program sends the interface's frames to the port's sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpProgram {
+    /// The port loads `ebpf/xdp_redirect.c`, attaches it to the interface
+    /// and puts its sockets in that program's XSKMAP; dropping the port
+    /// detaches it.
+    #[default]
+    Own,
+    /// Another program is (or will be) attached to the interface, such as
+    /// the fast path's (`vrhost-fast`): the port loads and attaches
+    /// nothing, binds its sockets in the mode [`AfXdpConfig::attach`] says
+    /// that program runs in, and hands them over with
+    /// [`AfXdpPort::sockets`] for that program's XSKMAP. Until they are in
+    /// it, the port receives nothing.
+    External,
+}
+
+/// An [`AfXdpPort`]'s configuration. [`Default`]: its own XDP program,
+/// 4096 frames of 2048 bytes per queue, rings of 2048 descriptors, native
+/// then generic attach, zero-copy then copy, need-wakeup on, every rx
+/// queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfXdpConfig {
+    /// Whose XDP program feeds the sockets.
+    pub program: XdpProgram,
     /// UMEM frames per queue (at least 2): `min(frames / 2, ring_size)`
     /// for rx, the rest for tx.
     pub frames: u32,
@@ -67,7 +87,10 @@ pub struct AfXdpConfig {
     pub frame_size: u32,
     /// Descriptors in each of the four rings: a power of two, 64..=16384.
     pub ring_size: u32,
-    /// Attach mode; `None`: native, generic if that fails.
+    /// [`XdpProgram::Own`]: the attach mode; `None`: native, generic if
+    /// that fails. [`XdpProgram::External`]: the mode the other program is
+    /// attached in (required: it decides the bind mode, and zero-copy
+    /// frames only flow through a native attach).
     pub attach: Option<AttachMode>,
     /// Bind mode; `None`: zero-copy if the driver has it, else copy (always
     /// copy with a generic attach).
@@ -84,6 +107,7 @@ pub struct AfXdpConfig {
 impl Default for AfXdpConfig {
     fn default() -> Self {
         AfXdpConfig {
+            program: XdpProgram::Own,
             frames: 4096,
             frame_size: 2048,
             ring_size: 2048,
@@ -121,6 +145,12 @@ impl AfXdpConfig {
         }
         if self.queues == Some(0) {
             return Err("queues must be at least 1".into());
+        }
+        if self.program == XdpProgram::External && self.attach.is_none() {
+            return Err(
+                "program External needs attach: the mode the external program is attached in"
+                    .into(),
+            );
         }
         if self.attach == Some(AttachMode::Generic) && self.bind == Some(BindMode::ZeroCopy) {
             return Err("zero-copy needs a native attach".into());

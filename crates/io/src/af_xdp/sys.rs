@@ -12,6 +12,8 @@ use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
+use super::AttachMode;
+
 /// `AF_XDP` (`PF_XDP`).
 pub(super) const AF_XDP: i32 = 44;
 /// `SOL_XDP`.
@@ -449,9 +451,9 @@ const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_LINK_DETACH: libc::c_long = 34;
 const BPF_XDP: u32 = 37;
 /// `XDP_FLAGS_SKB_MODE`: generic XDP.
-pub(super) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 /// `XDP_FLAGS_DRV_MODE`: native XDP.
-pub(super) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 /// The `link_create` member of `union bpf_attr`, zero-padded (the kernel
 /// requires the unused tail of the union to be zero).
@@ -473,15 +475,37 @@ struct LinkDetachAttr {
     _pad: u32,
 }
 
-/// An XDP program attached to an interface through a bpf_link: detached
-/// and closed on drop.
+/// An XDP program attached to an interface through a bpf_link (kernel
+/// 5.9+), detached on drop with `BPF_LINK_DETACH` and then closed.
+///
+/// Why not aya's XDP link: closing a link's descriptor detaches the
+/// program only once no copy of the descriptor is left, and a child
+/// process forked meanwhile by another thread holds one until it execs
+/// (the descriptor is close-on-exec, not close-on-fork). `BPF_LINK_DETACH`
+/// detaches it at once, whoever still holds a copy; aya 0.14 keeps its
+/// link's descriptor private and does not expose the command. The AF_XDP
+/// port attaches its own program with one; the fast path (`vrhost-fast`)
+/// attaches its router with them too.
 #[derive(Debug)]
-pub(super) struct XdpLink(OwnedFd);
+pub struct XdpLink {
+    fd: OwnedFd,
+    mode: AttachMode,
+}
 
 impl XdpLink {
-    /// Attach program `prog` to interface `ifindex` with `flags`
-    /// (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`).
-    pub(super) fn attach(prog: BorrowedFd<'_>, ifindex: u32, flags: u32) -> io::Result<XdpLink> {
+    /// Attach the loaded XDP program `prog` to interface `ifindex` (of the
+    /// calling thread's network namespace) in `mode`.
+    ///
+    /// # Errors
+    /// The OS error of `bpf(BPF_LINK_CREATE)`: `EBUSY` if another program
+    /// is attached, `EOPNOTSUPP` if the driver has no native XDP, `ENODEV`
+    /// if there is no such interface, `EINVAL` if `prog` is not an XDP
+    /// program.
+    pub fn attach(prog: BorrowedFd<'_>, ifindex: u32, mode: AttachMode) -> io::Result<XdpLink> {
+        let flags = match mode {
+            AttachMode::Native => XDP_FLAGS_DRV_MODE,
+            AttachMode::Generic => XDP_FLAGS_SKB_MODE,
+        };
         let attr = LinkCreateAttr {
             prog_fd: prog.as_raw_fd() as u32,
             target_ifindex: ifindex,
@@ -504,14 +528,34 @@ impl XdpLink {
         }
         // SAFETY: a new link descriptor (close-on-exec), owned by no one
         // else.
-        Ok(XdpLink(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }))
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        Ok(XdpLink { fd, mode })
+    }
+
+    /// Attach `prog` to `ifindex` natively, or generically if the driver
+    /// refuses native XDP.
+    ///
+    /// # Errors
+    /// Both modes' OS errors, native first, when neither attaches.
+    pub fn attach_native_else_generic(
+        prog: BorrowedFd<'_>,
+        ifindex: u32,
+    ) -> Result<XdpLink, (io::Error, io::Error)> {
+        XdpLink::attach(prog, ifindex, AttachMode::Native).or_else(|native| {
+            XdpLink::attach(prog, ifindex, AttachMode::Generic).map_err(|generic| (native, generic))
+        })
+    }
+
+    /// The mode it was attached in.
+    pub fn mode(&self) -> AttachMode {
+        self.mode
     }
 }
 
 impl Drop for XdpLink {
     fn drop(&mut self) {
         let attr = LinkDetachAttr {
-            link_fd: self.0.as_raw_fd() as u32,
+            link_fd: self.fd.as_raw_fd() as u32,
             _pad: 0,
         };
         // SAFETY: as in `attach`: a live attr of the size passed, read only.
