@@ -41,4 +41,12 @@ pub enum ParseError {
     /// a protocol combination not handled (ARP for other than Ethernet/IPv4).
     #[error("header feature not supported by this representation")]
     Unsupported,
+    /// An IPv6 extension header chain longer than the walk allows, or
+    /// with a hop-by-hop header that is not first (RFC 8200 4.1).
+    #[error("bad IPv6 extension header chain")]
+    BadExtHeader,
+    /// A neighbour discovery message with an option of length 0 or one
+    /// that runs past the message (RFC 4861 4.6).
+    #[error("bad neighbour discovery option")]
+    BadNdOption,
 }
