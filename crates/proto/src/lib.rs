@@ -280,11 +280,20 @@ pub enum DropReason {
     /// nothing to send in its slot (an ARP reply learned, an ARP request
     /// for another host, a packet copied to wait for its next hop).
     Consumed = 10,
+    /// A packet to a multicast group that a router does not forward
+    /// (IPv6 `ff00::/8`; IPv4 multicast is counted as `LocalUnsupported`).
+    Multicast = 11,
+    /// An IPv6 packet from or to a link-local address (`fe80::/10`) that
+    /// would have to leave its link (RFC 4291 2.5.6).
+    LinkLocal = 12,
+    /// An IPv6 packet carrying extension headers, dropped because the VR
+    /// is configured to.
+    ExtHeader = 13,
 }
 
 impl DropReason {
     /// Number of reasons.
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 14;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -299,6 +308,9 @@ impl DropReason {
         Self::HostUnreachable,
         Self::LocalUnsupported,
         Self::Consumed,
+        Self::Multicast,
+        Self::LinkLocal,
+        Self::ExtHeader,
     ];
 
     /// Name used in stats and metrics.
@@ -315,6 +327,9 @@ impl DropReason {
             Self::HostUnreachable => "host_unreachable",
             Self::LocalUnsupported => "local_unsupported",
             Self::Consumed => "consumed",
+            Self::Multicast => "multicast",
+            Self::LinkLocal => "link_local",
+            Self::ExtHeader => "ext_header",
         }
     }
 }
