@@ -16,11 +16,9 @@
 //! has a hop-by-hop header anywhere but first.
 //!
 //! Addresses are carried as host-order `u128` (`2001:db8::1` is
-//! `0x2001_0db8_0000_..._0001`), as the FIB's [`Ipv6Fib`] keys them; the
-//! address helpers at the bottom (multicast, link-local, solicited-node)
-//! work on that form.
-//!
-//! [`Ipv6Fib`]: https://docs.rs/vrhost-fib
+//! `0x2001_0db8_0000_..._0001`), as `vrhost-fib`'s `Ipv6Fib` keys them;
+//! the address helpers at the bottom (multicast, link-local,
+//! solicited-node) work on that form.
 
 use core::net::Ipv6Addr;
 
