@@ -15,6 +15,7 @@ mod arp;
 mod control;
 mod forward;
 mod icmp;
+mod ipv6;
 mod peer;
 
 /// The router's MACs, vNIC 0 and 1.
