@@ -218,7 +218,8 @@ impl Router {
         frame_src: MacAddr,
     ) -> Option<(u16, MacAddr)> {
         if ipv6::is_link_local(to) {
-            return frame_src.is_unicast().then_some((rx, frame_src));
+            let known = usize::from(rx) < self.vnics.len() && frame_src.is_unicast();
+            return known.then_some((rx, frame_src));
         }
         let hop = *self.hops.get(self.fib6.lookup(to)? as usize)?;
         let (vnic, known) = match hop {

@@ -621,12 +621,13 @@ impl Vr for Router {
             self.fib.lookup_batch(&dsts[..m], &mut ids[..m]);
             for (&a, &id) in at[..m].iter().zip(&ids[..m]) {
                 let i = usize::from(a & !(ARP_MARK | V6_MARK));
-                verdicts[i] = if a & ARP_MARK != 0 {
-                    self.arp_in(&mut pkts[i])
-                } else if a & V6_MARK != 0 {
-                    self.ipv6_in(&mut pkts[i])
-                } else {
+                // One test for IPv4 packets, as before IPv6 had a mark.
+                verdicts[i] = if a & (ARP_MARK | V6_MARK) == 0 {
                     self.route(&mut pkts[i], id)
+                } else if a & ARP_MARK != 0 {
+                    self.arp_in(&mut pkts[i])
+                } else {
+                    self.ipv6_in(&mut pkts[i])
                 };
             }
         }
