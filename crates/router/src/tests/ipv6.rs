@@ -794,14 +794,18 @@ fn random_ipv6_frames_never_panic() {
     for i in 0..4000u64 {
         at(&mut r, i * 7);
         let mut f = vec![0u8; 14 + 40];
-        f[..6].copy_from_slice(if next(&mut s) % 4 == 0 {
+        f[..6].copy_from_slice(if next(&mut s).is_multiple_of(4) {
             &[0x33, 0x33, 0xff, 0, 0, 1]
         } else {
             &R0
         });
         f[6..12].copy_from_slice(&H0);
         f[12..14].copy_from_slice(&[0x86, 0xdd]);
-        f[14] = if next(&mut s) % 16 == 0 { 0x45 } else { 0x60 };
+        f[14] = if next(&mut s).is_multiple_of(16) {
+            0x45
+        } else {
+            0x60
+        };
         f[20] = [0, 43, 44, 58, 60, 17, 59][(next(&mut s) % 7) as usize];
         f[21] = [0, 1, 2, 64, 255][(next(&mut s) % 5) as usize];
         f[22..38].copy_from_slice(&srcs[(next(&mut s) % 4) as usize].octets());
