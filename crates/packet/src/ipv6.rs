@@ -585,6 +585,43 @@ pub(crate) mod tests {
         assert_eq!((u.protocol, u.offset), (17, 56));
     }
 
+    /// An MLDv2 report captured from Linux 6.18 (tcpdump 4.99.3, a veth
+    /// in a network namespace, fe80::ff:fe00:b joining its solicited-node
+    /// group): a hop-by-hop header with a router alert option (RFC 2711)
+    /// before ICMPv6.
+    #[rustfmt::skip]
+    const LINUX_MLD: [u8; 90] = [
+        0x33, 0x33, 0x00, 0x00, 0x00, 0x16, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x86, 0xdd,
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x24, 0x00, 0x01,
+        0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x0b,
+        0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x16,
+        0x3a, 0x00, 0x05, 0x02, 0x00, 0x00, 0x01, 0x00,
+        0x8f, 0x00, 0x71, 0xf3, 0x00, 0x00, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00,
+        0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x00, 0x00, 0x0b,
+    ];
+
+    #[test]
+    fn linux_mld_report_behind_hop_by_hop() {
+        let p = Ipv6Packet::new_checked(&LINUX_MLD[14..]).unwrap();
+        assert_eq!(
+            (p.next_header(), p.hop_limit(), p.payload_len()),
+            (0, 1, 36)
+        );
+        assert!(is_multicast(p.dst_u128()) && is_link_local(p.src_u128()));
+        let u = p.upper_layer().unwrap();
+        assert_eq!(
+            (u.protocol, u.offset, u.ext_headers),
+            (next_header::ICMPV6, 48, 1)
+        );
+        // MLDv2 report, type 143.
+        assert_eq!(p.packet()[u.offset], 143);
+        // Cut inside the hop-by-hop header: the walk says so.
+        let mut short = LINUX_MLD[14..].to_vec();
+        short[4..6].copy_from_slice(&4u16.to_be_bytes());
+        let p = Ipv6Packet::new_checked(&short[..]).unwrap();
+        assert_eq!(p.upper_layer(), Err(ParseError::Truncated));
+    }
+
     #[test]
     fn addresses() {
         let a: u128 = "2001:db8::1234:5678".parse::<Ipv6Addr>().unwrap().to_bits();
