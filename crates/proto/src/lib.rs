@@ -253,7 +253,8 @@ pub mod counter {
 pub enum DropReason {
     /// Ethernet or IP header invalid (truncated, bad IHL, bad length).
     BadHeader = 0,
-    /// IPv4 header checksum wrong.
+    /// A checksum the VR verifies is wrong (IPv4 header; ICMP, ICMPv6 to
+    /// the VR).
     BadChecksum = 1,
     /// Not a protocol this VR handles.
     Unsupported = 2,
@@ -265,12 +266,14 @@ pub enum DropReason {
     Filtered = 5,
     /// Anything else.
     Other = 6,
-    /// The next hop's MAC address is being resolved (ARP) and the packet
+    /// The next hop's MAC address is being resolved (ARP or IPv6 neighbour
+    /// discovery) and the packet
     /// could not wait for it: the neighbour's pending buffer is taken, or
     /// the neighbour table is full.
     ArpUnresolved = 7,
-    /// Resolving the next hop failed (no ARP reply) and no ICMP host
-    /// unreachable was sent in the packet's place.
+    /// Resolving the next hop failed (no ARP reply, no neighbour
+    /// advertisement) and no ICMP host unreachable (ICMPv6 address
+    /// unreachable) was sent in the packet's place.
     HostUnreachable = 8,
     /// Addressed to the VR itself (one of its addresses, a broadcast or a
     /// multicast group) but not something it answers: there is no local

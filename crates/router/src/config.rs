@@ -104,7 +104,9 @@ pub struct NeighbourConfig {
 
 /// Neighbour resolution (ARP) parameters. Linux's defaults are in the
 /// comments; resolution here is driven by traffic (a request goes out in
-/// the slot of a packet to the neighbour), so retries are faster.
+/// the slot of a packet to the neighbour), so retries are faster. IPv6
+/// neighbour discovery uses the same values, on a second table of
+/// `neighbours` entries with `pending` buffers of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ArpConfig {

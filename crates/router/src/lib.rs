@@ -15,8 +15,8 @@
 //! for a table the caches hold, packets one by one, which is cheaper there:
 //! see [`RouterConfig::burst_lookup`]):
 //! 1. each frame is checked: Ethernet, then ARP (see [ARP](self#arp)) or
-//!    IPv4 (version, IHL, lengths, header checksum); IPv6 frames are set
-//!    aside for step 3 (see [IPv6](self#ipv6));
+//!    IPv4 (version, IHL, lengths, header checksum); IPv6 frames go their
+//!    own way here (see [IPv6](self#ipv6));
 //!    frames to a group MAC address, to a multicast, class E or broadcast
 //!    address, or from a source no host may have, are not forwarded;
 //! 2. the destinations of the rest are looked up together
@@ -98,8 +98,10 @@
 //! # IPv6
 //!
 //! IPv6 frames take their own branch after the EtherType test (the IPv4
-//! path above is unchanged), one packet at a time, in their place in a
-//! burst as ARP frames are (`ipv6.rs`, `nd.rs`, `icmp6.rs`):
+//! path above is unchanged), one packet at a time (no batched lookup),
+//! in step 1 of a burst: they touch only IPv6 state (the IPv6 table,
+//! neighbour cache and ICMPv6 bucket) besides counters, so their verdicts
+//! are those they would have in order (`ipv6.rs`, `nd.rs`, `icmp6.rs`):
 //! - checked: version, payload length, source not multicast, the
 //!   extension header chain walked (bounded; a truncated or misordered
 //!   chain is [`DropReason::BadHeader`]); frames carrying extension
@@ -385,15 +387,13 @@ enum Ingress {
     Arp,
     /// An IPv4 packet to route; its destination.
     Lookup(u32),
-    /// An IPv6 frame (checked and routed in step 3, in order).
+    /// An IPv6 frame (checked and routed on its own, see `ipv6.rs`).
     Ipv6,
 }
 
 /// In a burst's list of packets for step 3: the packet is ARP.
 const ARP_MARK: u8 = 0x80;
-/// In a burst's list of packets for step 3: the packet is IPv6.
-const V6_MARK: u8 = 0x40;
-const _: () = assert!(BURST <= V6_MARK as usize);
+const _: () = assert!(BURST <= ARP_MARK as usize);
 
 /// The built-in IPv4 and IPv6 router.
 #[derive(Debug)]
@@ -604,12 +604,11 @@ impl Vr for Router {
                         at[m] = i as u8 | ARP_MARK;
                         m += 1;
                     }
-                    Ingress::Ipv6 => {
-                        // Looked up as 0.0.0.0 for nothing; IPv6 is
-                        // looked up in step 3.
-                        at[m] = i as u8 | V6_MARK;
-                        m += 1;
-                    }
+                    // IPv6 touches only IPv6 state (its table, neighbour
+                    // cache and ICMPv6 bucket) besides counters, so it
+                    // is handled here, out of the IPv4 steps, with the
+                    // verdicts it would have in order.
+                    Ingress::Ipv6 => *v = self.ipv6_in(p),
                     Ingress::Lookup(dst) => {
                         dsts[m] = dst;
                         at[m] = i as u8;
@@ -620,14 +619,11 @@ impl Vr for Router {
             let mut ids = [None; BURST];
             self.fib.lookup_batch(&dsts[..m], &mut ids[..m]);
             for (&a, &id) in at[..m].iter().zip(&ids[..m]) {
-                let i = usize::from(a & !(ARP_MARK | V6_MARK));
-                // One test for IPv4 packets, as before IPv6 had a mark.
-                verdicts[i] = if a & (ARP_MARK | V6_MARK) == 0 {
-                    self.route(&mut pkts[i], id)
-                } else if a & ARP_MARK != 0 {
+                let i = usize::from(a & !ARP_MARK);
+                verdicts[i] = if a & ARP_MARK != 0 {
                     self.arp_in(&mut pkts[i])
                 } else {
-                    self.ipv6_in(&mut pkts[i])
+                    self.route(&mut pkts[i], id)
                 };
             }
         }

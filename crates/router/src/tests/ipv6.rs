@@ -911,3 +911,50 @@ fn answers_a_linux_solicitation_as_linux_does_plus_the_router_flag() {
         Some((State::Reachable, [2, 0, 0, 0, 0, 0x0a]))
     );
 }
+
+#[test]
+fn a_mixed_burst_does_what_single_packets_do() {
+    let frames: Vec<(u16, Vec<u8>)> = vec![
+        (0, udp6_from_h0(WORLD)),
+        (0, udp_from_h0(Ipv4Addr::new(8, 8, 8, 8))),
+        (0, udp6_from_h0(FAR)),
+        (1, gw6_advert(GW)),
+        (0, echo6(H0, R0, H0_6, R0_6, 64)),
+        (1, gw_reply(GW)),
+        (0, udp6(H0, R0, H0_6, FAR, 1)),
+        (0, ns_from_h0(R0_6)),
+        (0, udp6_from_h0(WORLD)),
+        (0, udp_from_h0(Ipv4Addr::new(192, 0, 2, 1))),
+        (0, udp6_from_h0("2001:db8:1::9".parse().unwrap())),
+        (1, udp6(GW, R1, WORLD, H0_6, 30)),
+    ];
+    let mut one = router6();
+    let singles: Vec<(Verdict, Vec<u8>)> = frames
+        .iter()
+        .map(|(rx, f)| {
+            let mut buf = vec![0u8; 2048];
+            buf[128..128 + f.len()].copy_from_slice(f);
+            let mut p = Packet::new(&mut buf, 128, f.len(), *rx).unwrap();
+            let v = one.process(&mut p);
+            (v, p.data().to_vec())
+        })
+        .collect();
+    let mut burst = router6();
+    let mut bufs: Vec<Vec<u8>> = frames.iter().map(|_| vec![0u8; 2048]).collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .zip(&frames)
+        .map(|(b, (rx, f))| {
+            b[128..128 + f.len()].copy_from_slice(f);
+            Packet::new(b, 128, f.len(), *rx).unwrap()
+        })
+        .collect();
+    let mut verdicts = vec![Verdict::Drop(DropReason::Other); frames.len()];
+    burst.process_burst(&mut pkts, &mut verdicts);
+    for (i, single) in singles.iter().enumerate() {
+        assert_eq!((verdicts[i], pkts[i].data().to_vec()), *single, "frame {i}");
+    }
+    assert_eq!(burst.counters, one.counters);
+    assert_eq!(burst.counters[counters::ND_RELEASED], 1);
+    assert_eq!(burst.counters[counters::ARP_RELEASED], 1);
+}
