@@ -185,8 +185,9 @@ pub struct RouterConfig {
     /// Static routes.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
-    /// A route file (any format `vrhost route import` reads); each route goes
-    /// to next hop `ASN mod len(nexthops)` (or 0 without an ASN).
+    /// A route file (any format `vrhost route import` reads); each of its
+    /// IPv4 routes goes to next hop `ASN mod len(nexthops)` (or 0 without
+    /// an ASN); its IPv6 routes are skipped.
     #[serde(default)]
     pub route_file: Option<String>,
     /// Static neighbours.
@@ -421,14 +422,15 @@ pub(super) enum RouteTarget {
     },
 }
 
-/// Check route `list[i]` against the vNICs and the next hops: its prefix
-/// (returned with the host bits cleared) and where it goes. Errors name
-/// the field, `routes[3].via ...`.
+/// Check route `list[i]` against the vNICs and the next hops (the first
+/// `n_nexthops` of `hops`): its prefix (returned with the host bits
+/// cleared) and where it goes. Errors name the field, `routes[3].via ...`.
 pub(super) fn check_route(
     r: &RouteConfig,
     list: &str,
     i: usize,
     vnics: &[Vnic],
+    hops: &[Hop],
     n_nexthops: usize,
 ) -> Result<(Net, RouteTarget), String> {
     let net = parse_net(&r.prefix).map_err(|e| format!("{list}[{i}]: {e}"))?;
@@ -440,6 +442,13 @@ pub(super) fn check_route(
             if nh as usize >= n_nexthops {
                 return Err(format!(
                     "{list}[{i}].nexthop {nh} out of range ({n_nexthops} next hops)"
+                ));
+            }
+            if matches!(net, Net::V6(..))
+                && matches!(hops.get(nh as usize), Some(Hop::Gateway { .. }))
+            {
+                return Err(format!(
+                    "{list}[{i}].nexthop {nh}: resolved by ARP (an IPv4 via), not for an IPv6 route"
                 ));
             }
             RouteTarget::NextHop(nh)
@@ -746,7 +755,8 @@ impl Build {
     /// twice: the last one wins, the first one's gateway loses a route.
     fn routes(&mut self, cfg: &[RouteConfig]) -> Result<(), String> {
         for (i, r) in cfg.iter().enumerate() {
-            let (net, target) = check_route(r, "routes", i, &self.vnics, self.n_nexthops)?;
+            let (net, target) =
+                check_route(r, "routes", i, &self.vnics, &self.hops, self.n_nexthops)?;
             let id = match target {
                 RouteTarget::NextHop(nh) => nh,
                 RouteTarget::Via { ip, vnic } => {
@@ -783,13 +793,11 @@ impl Build {
         let set = vrhost_fib::import::read_routes(std::path::Path::new(path), &Default::default())
             .map_err(|e| format!("route_file {path}: {e}"))?;
         let n = self.n_nexthops as u32;
+        // IPv4 routes only, as before the router had IPv6: a file's IPv6
+        // routes (an MRT dump has both) would change what existing configs
+        // load, and could go to a next hop resolved by ARP.
         for r in set.ipv4() {
             self.insert(Net::V4(r.prefix, r.len), r.asn.unwrap_or(0) % n, || {
-                format!("route_file {path}")
-            })?;
-        }
-        for r in set.ipv6() {
-            self.insert(Net::V6(r.prefix, r.len), r.asn.unwrap_or(0) % n, || {
                 format!("route_file {path}")
             })?;
         }

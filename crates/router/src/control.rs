@@ -205,7 +205,14 @@ impl Router {
     fn check_adds(&self, add: &[RouteConfig]) -> Result<Vec<(Net, RouteTarget)>, String> {
         let mut adds = Vec::with_capacity(add.len());
         for (i, r) in add.iter().enumerate() {
-            let (net, target) = check_route(r, "add", i, &self.vnics, self.n_nexthops as usize)?;
+            let (net, target) = check_route(
+                r,
+                "add",
+                i,
+                &self.vnics,
+                &self.hops,
+                self.n_nexthops as usize,
+            )?;
             if self.fib_get(net).is_some_and(|id| self.is_own(id)) {
                 return Err(format!("add[{i}] {:?}: {OWN}", r.prefix));
             }

@@ -658,10 +658,27 @@ fn config_and_control_take_ipv6_routes() {
             serde_json::json!({"routes": {"add": [{"prefix": "2001:db8:7::/48", "via": "2001:db8:77::3"}]}}),
             "in no connected subnet",
         ),
+        (
+            serde_json::json!({"routes": {"add": [{"prefix": "2001:db8:7::/48", "nexthop": 1}]}}),
+            "out of range",
+        ),
     ] {
         let e = r.control(&msg).unwrap_err();
         assert!(e.contains(want), "{e}");
     }
+    let mut c6 = cfg6();
+    c6.nexthops.push(NextHopConfig {
+        vnic: 1,
+        via: Some(GW_IP.to_string()),
+        ..NextHopConfig::default()
+    });
+    c6.routes.push(RouteConfig {
+        prefix: "2001:db8:6::/48".into(),
+        nexthop: Some(1),
+        ..RouteConfig::default()
+    });
+    let e = Router::new(&c6).unwrap_err();
+    assert!(e.contains("routes[4].nexthop 1: resolved by ARP"), "{e}");
     let stats = r.stats();
     assert_eq!((stats.routes6, stats.neighbours6), (r.fib6.len(), 2));
     // Config errors name the field.
