@@ -450,7 +450,7 @@ pub fn neighbor_solicit_frame(
         flow_label: 0,
     }
     .emit(&mut f[ethernet::HEADER_LEN..]);
-    crate::icmpv6::NdRepr {
+    crate::ndisc::NdRepr {
         solicit: true,
         flags: 0,
         target: target.to_bits(),
@@ -467,8 +467,8 @@ pub fn neighbor_solicit_frame(
 #[cfg(test)]
 mod tests_v6 {
     use super::*;
-    use crate::icmpv6::{NdPacket, NdRepr};
     use crate::ipv6::Ipv6Packet;
+    use crate::ndisc::{NdPacket, NdRepr};
     use core::net::Ipv6Addr;
 
     #[test]

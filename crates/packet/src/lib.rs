@@ -7,8 +7,8 @@
 //! test and generator frames ([`build`]). It owns no buffers, performs no
 //! allocation and contains no `unsafe`.
 //!
-//! IPv6 ([`ipv6`], with its extension header walk) and ICMPv6 with
-//! neighbour solicitation and advertisement ([`icmpv6`]) have views too;
+//! IPv6 ([`ipv6`], with its extension header walk), ICMPv6 ([`icmpv6`]) and
+//! neighbour solicitation and advertisement ([`ndisc`]) have views too;
 //! [`FlowKey`] is IPv4 only.
 //!
 //! It does not own: TCP beyond its port numbers, tunnels, or any I/O (see `vrhost-io`).
@@ -43,3 +43,4 @@ pub use mac::{MacAddr, MacParseError};
 
 pub mod icmpv6;
 pub mod ipv6;
+pub mod ndisc;

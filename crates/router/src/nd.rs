@@ -12,8 +12,8 @@
 
 use vrhost_packet::MacAddr;
 use vrhost_packet::ethernet::{self, EtherType, EthernetFrame, EthernetRepr};
-use vrhost_packet::icmpv6::{self, NA_OVERRIDE, NA_ROUTER, NA_SOLICITED, NdPacket, NdRepr};
 use vrhost_packet::ipv6::{self, Ipv6Packet, Ipv6Repr, next_header};
+use vrhost_packet::ndisc::{self, NA_OVERRIDE, NA_ROUTER, NA_SOLICITED, NdPacket, NdRepr};
 
 use super::ipv6::L3;
 use super::neigh::{NONE, State};
@@ -22,7 +22,7 @@ use vrhost_sdk::{DropReason, Packet, Verdict};
 
 /// Length of the solicitations and advertisements the router sends: one
 /// link-layer address option each.
-const ND_FRAME: usize = L3 + ipv6::HEADER_LEN + icmpv6::ND_LEN + icmpv6::LL_OPTION_LEN;
+const ND_FRAME: usize = L3 + ipv6::HEADER_LEN + ndisc::ND_LEN + ndisc::LL_OPTION_LEN;
 /// RFC 4861 7.1: ND messages are sent, and accepted, with hop limit 255
 /// only (proof that they come from the link).
 const ND_HOP_LIMIT: u8 = 255;
