@@ -30,16 +30,18 @@
 //! ```
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 use vrhost_fib::{Ipv4Fib, Ipv6Fib};
 use vrhost_packet::MacAddr;
 
+pub(super) use super::addr6::{Net, parse_net};
+use super::addr6::{is_local6, parse_iface6, parse_ip6, vnic_for6};
 use super::icmp::TokenBucket;
 use super::neigh::NeighTable;
 use super::peer::PeerState;
-use super::{Clock, Hop, Iface, Iface6, Router, Timers, Vnic, counters, mask, mask6};
+use super::{Clock, Hop, Iface, Iface6, Router, Timers, Vnic, counters, mask6};
 
 /// One vNIC of the router.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,78 +228,6 @@ pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
         return Err(format!("prefix {s:?}: length {len} > 32"));
     }
     Ok((u32::from(addr), len))
-}
-
-/// Parse `X:X::X/LEN`.
-fn parse_prefix6(s: &str) -> Result<(u128, u8), String> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| format!("prefix {s:?}: expected X:X::X/LEN"))?;
-    let addr: Ipv6Addr = a
-        .parse()
-        .map_err(|_| format!("prefix {s:?}: bad address {a:?}"))?;
-    let len: u8 = l
-        .parse()
-        .map_err(|_| format!("prefix {s:?}: bad length {l:?}"))?;
-    if len > 128 {
-        return Err(format!("prefix {s:?}: length {len} > 128"));
-    }
-    Ok((addr.to_bits(), len))
-}
-
-/// A prefix of either family, host bits cleared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Net {
-    /// IPv4.
-    V4(u32, u8),
-    /// IPv6.
-    V6(u128, u8),
-}
-
-/// Parse `A.B.C.D/LEN` or `X:X::X/LEN` (an address with a colon is
-/// IPv6), host bits cleared.
-pub(super) fn parse_net(s: &str) -> Result<Net, String> {
-    if s.contains(':') {
-        let (p, l) = parse_prefix6(s)?;
-        Ok(Net::V6(p & mask6(l), l))
-    } else {
-        let (p, l) = parse_prefix(s)?;
-        Ok(Net::V4(p & mask(l), l))
-    }
-}
-
-/// An IPv6 interface address, `X:X::X/LEN` with the host part kept.
-fn parse_iface6(s: &str) -> Result<Iface6, String> {
-    let (addr, len) = parse_prefix6(s)?;
-    if len == 0 {
-        return Err("length 0: an interface address needs a subnet".into());
-    }
-    if addr == 0 || addr == 1 || vrhost_packet::ipv6::is_multicast(addr) {
-        return Err("not a unicast address".into());
-    }
-    Ok(Iface6 { addr, len })
-}
-
-fn parse_ip6(s: &str) -> Result<u128, String> {
-    s.parse::<Ipv6Addr>()
-        .map(Ipv6Addr::to_bits)
-        .map_err(|_| format!("{s:?}: not an IPv6 address"))
-}
-
-/// The vNIC whose IPv6 subnet holds `ip`, the longest subnet first
-/// (link-local addresses name no subnet: every link has `fe80::/64`).
-fn vnic_for6(vnics: &[Vnic], ip: u128) -> Option<u16> {
-    vnics
-        .iter()
-        .enumerate()
-        .flat_map(|(v, n)| n.addrs6.iter().map(move |a| (v, a)))
-        .filter(|(_, a)| !vrhost_packet::ipv6::is_link_local(a.addr) && a.contains(ip))
-        .max_by_key(|(_, a)| a.len)
-        .map(|(v, _)| v as u16)
-}
-
-fn is_local6(vnics: &[Vnic], ip: u128) -> bool {
-    vnics.iter().any(|v| v.addrs6.iter().any(|a| a.addr == ip))
 }
 
 /// An interface address, `A.B.C.D/LEN` with the host part kept.

@@ -149,6 +149,7 @@
 
 #![forbid(unsafe_code)]
 
+mod addr6;
 mod arp;
 mod config;
 mod control;
