@@ -92,8 +92,8 @@
 //! The clock (`CLOCK_MONOTONIC_COARSE`, read through the vDSO: no system
 //! call) is read at most once per burst (per packet when they come one by
 //! one), and only for packets that need it: to a neighbour resolved by
-//! ARP, ARP itself, ICMP errors. Packets to next hops with a configured
-//! MAC never read it.
+//! ARP or neighbour discovery, ARP and ND themselves, ICMP and ICMPv6
+//! errors. Packets to next hops with a configured MAC never read it.
 //!
 //! # IPv6
 //!
