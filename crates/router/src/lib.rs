@@ -134,11 +134,14 @@
 //!   slot carries it out.
 //!
 //! Not for IPv6: packet too big (the router knows no MTU, so it never
-//! sends one; frames larger than the out link's MTU are the port's to
-//! drop), redirects, router advertisements (solicitations are ignored),
-//! duplicate address detection for its own addresses, neighbours told to
-//! the other instances (peers carry IPv4 neighbours only: with several
-//! instances, each resolves its IPv6 next hops itself).
+//! sends one; what becomes of a frame larger than the out link's MTU is
+//! up to the port), redirects, router advertisements (solicitations are
+//! ignored), duplicate address detection for its own addresses, batched
+//! lookups, and neighbours told to the other instances: peers carry IPv4
+//! neighbours only, and the host's balancer hands an IPv6 frame to an
+//! instance by its MACs, so an advertisement may reach an instance that
+//! did not ask. IPv6 through a router of more than one instance is not
+//! expected to resolve its next hops reliably yet.
 //!
 //! # Not here
 //!
