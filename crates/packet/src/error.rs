@@ -11,8 +11,8 @@ pub enum ParseError {
     /// The buffer ends before the header (or the length a header claims).
     #[error("truncated: buffer too short for the header or its length field")]
     Truncated,
-    /// The IPv4 version nibble is not 4.
-    #[error("IPv4 version is not 4")]
+    /// The version nibble is not the header's: 4 for IPv4, 6 for IPv6.
+    #[error("IP version does not match the header (4 for IPv4, 6 for IPv6)")]
     BadVersion,
     /// The IPv4 header length is below 5 words.
     #[error("IPv4 IHL below 5")]
