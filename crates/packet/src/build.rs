@@ -356,3 +356,187 @@ mod tests {
         );
     }
 }
+
+/// Offset of the UDP payload in a built IPv6 frame (14 + 40 + 8).
+pub const PAYLOAD_OFFSET_V6: usize =
+    ethernet::HEADER_LEN + crate::ipv6::HEADER_LEN + udp::HEADER_LEN;
+
+/// An Ethernet + IPv6 + UDP frame to build (no extension headers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Udp6FrameSpec {
+    /// Ethernet destination.
+    pub dst_mac: MacAddr,
+    /// Ethernet source.
+    pub src_mac: MacAddr,
+    /// IPv6 source.
+    pub src_ip: core::net::Ipv6Addr,
+    /// IPv6 destination.
+    pub dst_ip: core::net::Ipv6Addr,
+    /// UDP source port.
+    pub sport: u16,
+    /// UDP destination port.
+    pub dport: u16,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Frame length as stored, without FCS; within [`FRAME_BYTES`].
+    pub frame_bytes: usize,
+}
+
+impl Udp6FrameSpec {
+    /// Write the frame into `buf`, exactly `frame_bytes` long: payload
+    /// byte `i` is `i as u8`, UDP checksum filled (mandatory over IPv6,
+    /// RFC 8200 8.1).
+    ///
+    /// # Errors
+    /// [`BuildError::FrameSize`], [`BuildError::BufferLength`].
+    pub fn write(&self, buf: &mut [u8]) -> Result<(), BuildError> {
+        if !FRAME_BYTES.contains(&self.frame_bytes) {
+            return Err(BuildError::FrameSize {
+                frame_bytes: self.frame_bytes,
+            });
+        }
+        if buf.len() != self.frame_bytes {
+            return Err(BuildError::BufferLength {
+                expected: self.frame_bytes,
+                got: buf.len(),
+            });
+        }
+        EthernetRepr {
+            dst: self.dst_mac,
+            src: self.src_mac,
+            vlan_tci: None,
+            ethertype: EtherType::IPV6,
+        }
+        .emit(buf);
+        // At most 1518 - 14 - 40: fits u16.
+        let udp_len = (self.frame_bytes - ethernet::HEADER_LEN - crate::ipv6::HEADER_LEN) as u16;
+        crate::ipv6::Ipv6Repr {
+            src: self.src_ip,
+            dst: self.dst_ip,
+            next_header: crate::ipv6::next_header::UDP,
+            hop_limit: self.hop_limit,
+            payload_len: udp_len,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+        .emit(&mut buf[ethernet::HEADER_LEN..]);
+        let u = &mut buf[ethernet::HEADER_LEN + crate::ipv6::HEADER_LEN..];
+        u[0..2].copy_from_slice(&self.sport.to_be_bytes());
+        u[2..4].copy_from_slice(&self.dport.to_be_bytes());
+        u[4..6].copy_from_slice(&udp_len.to_be_bytes());
+        u[6..8].fill(0);
+        u[8..]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = i as u8);
+        let ph = checksum::pseudo_header_v6(
+            self.src_ip.to_bits(),
+            self.dst_ip.to_bits(),
+            crate::ipv6::next_header::UDP,
+            u32::from(udp_len),
+        );
+        // A computed zero is sent as 0xffff (RFC 8200 8.1).
+        let c = match !checksum::fold(checksum::add(ph, checksum::sum(u))) {
+            0 => 0xffff,
+            c => c,
+        };
+        u[6..8].copy_from_slice(&c.to_be_bytes());
+        Ok(())
+    }
+}
+
+/// Length of a neighbour solicitation frame with a source link-layer
+/// option: 14 + 40 + 24 + 8.
+pub const NS_FRAME_LEN: usize = ethernet::HEADER_LEN + crate::ipv6::HEADER_LEN + 32;
+
+/// A neighbour solicitation from `src_mac`/`src_ip` for `target`, to the
+/// target's solicited-node address and its multicast MAC, hop limit 255,
+/// with a source link-layer address option (RFC 4861 7.2.2).
+pub fn neighbor_solicit_frame(
+    src_mac: MacAddr,
+    src_ip: core::net::Ipv6Addr,
+    target: core::net::Ipv6Addr,
+) -> [u8; NS_FRAME_LEN] {
+    use crate::ipv6;
+    let mut f = [0u8; NS_FRAME_LEN];
+    let dst = ipv6::solicited_node(target.to_bits());
+    EthernetRepr {
+        dst: ipv6::multicast_mac(dst),
+        src: src_mac,
+        vlan_tci: None,
+        ethertype: EtherType::IPV6,
+    }
+    .emit(&mut f);
+    ipv6::Ipv6Repr {
+        src: src_ip,
+        dst: dst.into(),
+        next_header: ipv6::next_header::ICMPV6,
+        hop_limit: 255,
+        payload_len: 32,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut f[ethernet::HEADER_LEN..]);
+    crate::ndisc::NdRepr {
+        solicit: true,
+        flags: 0,
+        target: target.to_bits(),
+        ll_addr: Some(src_mac),
+    }
+    .emit(
+        &mut f[ethernet::HEADER_LEN + ipv6::HEADER_LEN..],
+        src_ip.to_bits(),
+        dst,
+    );
+    f
+}
+
+#[cfg(test)]
+mod tests_v6 {
+    use super::*;
+    use crate::ipv6::Ipv6Packet;
+    use crate::ndisc::{NdPacket, NdRepr};
+    use core::net::Ipv6Addr;
+
+    #[test]
+    fn udp6_frame() {
+        let s = Udp6FrameSpec {
+            dst_mac: MacAddr([2, 0, 0, 0, 0x10, 0]),
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            src_ip: "2001:db8::1".parse().unwrap(),
+            dst_ip: "2001:db8:1::2".parse().unwrap(),
+            sport: 1024,
+            dport: 5001,
+            hop_limit: 64,
+            frame_bytes: 100,
+        };
+        let mut f = [0u8; 100];
+        s.write(&mut f).unwrap();
+        assert_eq!(&f[12..14], &[0x86, 0xdd]);
+        let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+        assert_eq!(
+            (ip.payload_len(), ip.hop_limit(), ip.next_header()),
+            (46, 64, 17)
+        );
+        let u = ip.payload();
+        let ph = checksum::pseudo_header_v6(ip.src_u128(), ip.dst_u128(), 17, 46);
+        assert_eq!(checksum::fold(checksum::add(ph, checksum::sum(u))), 0xffff);
+        assert_eq!(f[PAYLOAD_OFFSET_V6 + 3], 3);
+        assert!(s.write(&mut f[..99]).is_err());
+    }
+
+    #[test]
+    fn ns_frame() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+        let src: Ipv6Addr = "2001:db8::7".parse().unwrap();
+        let target: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        let f = neighbor_solicit_frame(mac, src, target);
+        assert_eq!(&f[0..6], &[0x33, 0x33, 0xff, 0, 0, 1]);
+        let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+        assert_eq!(ip.hop_limit(), 255);
+        assert_eq!(ip.dst_addr(), "ff02::1:ff00:1".parse::<Ipv6Addr>().unwrap());
+        let n = NdPacket::new_checked(ip.payload()).unwrap();
+        let r = NdRepr::parse(&n, ip.src_u128(), ip.dst_u128()).unwrap();
+        assert_eq!((r.target, r.ll_addr), (target.to_bits(), Some(mac)));
+    }
+}

@@ -81,6 +81,20 @@ pub const fn pseudo_header_v4(src: u32, dst: u32, protocol: u8, length: u16) -> 
     (src as u64) + (dst as u64) + (protocol as u64) + (length as u64)
 }
 
+/// The accumulator of the IPv6 pseudo-header (RFC 8200 8.1): source,
+/// destination, upper-layer packet length (32 bits), three zero bytes,
+/// next header. Ten 32-bit words added into a `u64` cannot overflow it.
+#[inline]
+pub const fn pseudo_header_v6(src: u128, dst: u128, next_header: u8, length: u32) -> u64 {
+    const fn words(a: u128) -> u64 {
+        (a as u32 as u64)
+            + ((a >> 32) as u32 as u64)
+            + ((a >> 64) as u32 as u64)
+            + ((a >> 96) as u64)
+    }
+    words(src) + words(dst) + (length as u64) + (next_header as u64)
+}
+
 /// Incrementally update checksum `old_csum` after one 16-bit word of the
 /// covered data changed from `old_word` to `new_word`.
 ///

@@ -11,8 +11,8 @@ pub enum ParseError {
     /// The buffer ends before the header (or the length a header claims).
     #[error("truncated: buffer too short for the header or its length field")]
     Truncated,
-    /// The IPv4 version nibble is not 4.
-    #[error("IPv4 version is not 4")]
+    /// The version nibble is not the header's: 4 for IPv4, 6 for IPv6.
+    #[error("IP version does not match the header (4 for IPv4, 6 for IPv6)")]
     BadVersion,
     /// The IPv4 header length is below 5 words.
     #[error("IPv4 IHL below 5")]
@@ -41,4 +41,12 @@ pub enum ParseError {
     /// a protocol combination not handled (ARP for other than Ethernet/IPv4).
     #[error("header feature not supported by this representation")]
     Unsupported,
+    /// An IPv6 extension header chain longer than the walk allows, or
+    /// with a hop-by-hop header that is not first (RFC 8200 4.1).
+    #[error("bad IPv6 extension header chain")]
+    BadExtHeader,
+    /// A neighbour discovery message with an option of length 0 or one
+    /// that runs past the message (RFC 4861 4.6).
+    #[error("bad neighbour discovery option")]
+    BadNdOption,
 }

@@ -7,8 +7,11 @@
 //! test and generator frames ([`build`]). It owns no buffers, performs no
 //! allocation and contains no `unsafe`.
 //!
-//! It does not own: IPv6 (the FIB handles IPv6 addresses, the views come
-//! later), TCP beyond its port numbers, tunnels, or any I/O (see `vrhost-io`).
+//! IPv6 ([`ipv6`], with its extension header walk), ICMPv6 ([`icmpv6`]) and
+//! neighbour solicitation and advertisement ([`ndisc`]) have views too;
+//! [`FlowKey`] is IPv4 only.
+//!
+//! It does not own: TCP beyond its port numbers, tunnels, or any I/O (see `vrhost-io`).
 //!
 //! # Views
 //!
@@ -40,3 +43,7 @@ pub mod udp;
 pub use error::ParseError;
 pub use flow::FlowKey;
 pub use mac::{MacAddr, MacParseError};
+
+pub mod icmpv6;
+pub mod ipv6;
+pub mod ndisc;

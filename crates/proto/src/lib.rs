@@ -253,7 +253,8 @@ pub mod counter {
 pub enum DropReason {
     /// Ethernet or IP header invalid (truncated, bad IHL, bad length).
     BadHeader = 0,
-    /// IPv4 header checksum wrong.
+    /// A checksum the VR verifies is wrong (IPv4 header; ICMP, ICMPv6 to
+    /// the VR).
     BadChecksum = 1,
     /// Not a protocol this VR handles.
     Unsupported = 2,
@@ -265,12 +266,14 @@ pub enum DropReason {
     Filtered = 5,
     /// Anything else.
     Other = 6,
-    /// The next hop's MAC address is being resolved (ARP) and the packet
+    /// The next hop's MAC address is being resolved (ARP or IPv6 neighbour
+    /// discovery) and the packet
     /// could not wait for it: the neighbour's pending buffer is taken, or
     /// the neighbour table is full.
     ArpUnresolved = 7,
-    /// Resolving the next hop failed (no ARP reply) and no ICMP host
-    /// unreachable was sent in the packet's place.
+    /// Resolving the next hop failed (no ARP reply, no neighbour
+    /// advertisement) and no ICMP host unreachable (ICMPv6 address
+    /// unreachable) was sent in the packet's place.
     HostUnreachable = 8,
     /// Addressed to the VR itself (one of its addresses, a broadcast or a
     /// multicast group) but not something it answers: there is no local
@@ -280,11 +283,20 @@ pub enum DropReason {
     /// nothing to send in its slot (an ARP reply learned, an ARP request
     /// for another host, a packet copied to wait for its next hop).
     Consumed = 10,
+    /// A packet to a multicast group that a router does not forward
+    /// (IPv6 `ff00::/8`; IPv4 multicast is counted as `LocalUnsupported`).
+    Multicast = 11,
+    /// An IPv6 packet from or to a link-local address (`fe80::/10`) that
+    /// would have to leave its link (RFC 4291 2.5.6).
+    LinkLocal = 12,
+    /// An IPv6 packet carrying extension headers, dropped because the VR
+    /// is configured to.
+    ExtHeader = 13,
 }
 
 impl DropReason {
     /// Number of reasons.
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 14;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -299,6 +311,9 @@ impl DropReason {
         Self::HostUnreachable,
         Self::LocalUnsupported,
         Self::Consumed,
+        Self::Multicast,
+        Self::LinkLocal,
+        Self::ExtHeader,
     ];
 
     /// Name used in stats and metrics.
@@ -315,6 +330,9 @@ impl DropReason {
             Self::HostUnreachable => "host_unreachable",
             Self::LocalUnsupported => "local_unsupported",
             Self::Consumed => "consumed",
+            Self::Multicast => "multicast",
+            Self::LinkLocal => "link_local",
+            Self::ExtHeader => "ext_header",
         }
     }
 }

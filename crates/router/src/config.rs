@@ -8,32 +8,40 @@
 //!   (no ARP), routes pointing at them by index (`nexthop`), and a
 //!   `route_file` whose routes spread over them.
 //!
+//! Both IPv4 and IPv6: `addrs` holds addresses of either family, routes
+//! IPv4 or IPv6 prefixes (a `via` of the prefix's family; next hops of
+//! the original form serve both).
+//!
 //! ```toml
 //! vnics = [
-//!   { mac = "02:00:00:00:10:00", addrs = ["10.1.0.1/24"] },
-//!   { mac = "02:00:00:00:10:01", addrs = ["10.1.1.1/24"] },
+//!   { mac = "02:00:00:00:10:00", addrs = ["10.1.0.1/24", "2001:db8:1::1/64"] },
+//!   { mac = "02:00:00:00:10:01", addrs = ["10.1.1.1/24", "2001:db8:2::1/64"] },
 //! ]
 //! routes = [
 //!   { prefix = "0.0.0.0/0", via = "10.1.1.2" },
+//!   { prefix = "::/0", via = "2001:db8:2::2" },
 //!   { prefix = "192.0.2.0/24", nexthop = 0 },
 //! ]
 //! nexthops = [{ vnic = 1, mac = "02:00:00:00:20:02" }]
 //! neighbours = [{ ip = "10.1.0.9", mac = "02:00:00:00:30:09", vnic = 0 }]
 //! arp = { reachable_ms = 30000, retrans_ms = 100, probes = 3 }
 //! icmp = { rate = 100, burst = 10 }
+//! ipv6 = { drop_ext_headers = false }
 //! ```
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
-use vrhost_fib::Ipv4Fib;
+use vrhost_fib::{Ipv4Fib, Ipv6Fib};
 use vrhost_packet::MacAddr;
 
+pub(super) use super::addr6::{Net, parse_net};
+use super::addr6::{is_local6, parse_iface6, parse_ip6, vnic_for6};
 use super::icmp::TokenBucket;
 use super::neigh::NeighTable;
 use super::peer::PeerState;
-use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters, mask};
+use super::{Clock, Hop, Iface, Iface6, Router, Timers, Vnic, counters, mask6};
 
 /// One vNIC of the router.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,8 +49,10 @@ use super::{Clock, Hop, Iface, Router, Timers, Vnic, counters, mask};
 pub struct VnicConfig {
     /// The vNIC's MAC address, the source of frames it sends.
     pub mac: String,
-    /// Its IPv4 addresses, `A.B.C.D/LEN`: the router answers ARP and echo
-    /// requests for them, and routes their subnets out of this vNIC.
+    /// Its addresses, IPv4 `A.B.C.D/LEN` or IPv6 `X:X::X/LEN`: the router
+    /// answers ARP, neighbour solicitations and echo requests for them,
+    /// and routes their subnets out of this vNIC (not those of IPv6
+    /// link-local addresses, `fe80::/10`: every link has that prefix).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addrs: Vec<String>,
 }
@@ -66,12 +76,13 @@ pub struct NextHopConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
-    /// `A.B.C.D/LEN`.
+    /// `A.B.C.D/LEN` or `X:X::X/LEN`.
     pub prefix: String,
     /// Index into `nexthops`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nexthop: Option<u32>,
-    /// The gateway's IPv4 address, resolved by ARP (or a static neighbour).
+    /// The gateway's address, of the prefix's family, resolved by ARP or
+    /// neighbour discovery (or a static neighbour).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
     /// The gateway's vNIC; by default the vNIC whose subnet holds `via`.
@@ -84,7 +95,7 @@ pub struct RouteConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NeighbourConfig {
-    /// Its IPv4 address.
+    /// Its IPv4 or IPv6 address.
     pub ip: String,
     /// Its MAC address.
     pub mac: String,
@@ -95,7 +106,9 @@ pub struct NeighbourConfig {
 
 /// Neighbour resolution (ARP) parameters. Linux's defaults are in the
 /// comments; resolution here is driven by traffic (a request goes out in
-/// the slot of a packet to the neighbour), so retries are faster.
+/// the slot of a packet to the neighbour), so retries are faster. IPv6
+/// neighbour discovery uses the same values, on a second table of
+/// `neighbours` entries with `pending` buffers of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ArpConfig {
@@ -151,6 +164,17 @@ impl Default for IcmpConfig {
     }
 }
 
+/// IPv6 forwarding options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Ipv6Config {
+    /// Drop (and count, as `ext_header`) packets to forward that carry
+    /// extension headers, rather than pass them (RFC 8200 4: a router
+    /// examines none but hop-by-hop; RFC 9098 describes why operators
+    /// filter them).
+    pub drop_ext_headers: bool,
+}
+
 /// The router's configuration (the `config` of its [`vrhost_proto::Hello`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,8 +187,9 @@ pub struct RouterConfig {
     /// Static routes.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
-    /// A route file (any format `vrhost route import` reads); each route goes
-    /// to next hop `ASN mod len(nexthops)` (or 0 without an ASN).
+    /// A route file (any format `vrhost route import` reads); each of its
+    /// IPv4 routes goes to next hop `ASN mod len(nexthops)` (or 0 without
+    /// an ASN); its IPv6 routes are skipped.
     #[serde(default)]
     pub route_file: Option<String>,
     /// Static neighbours.
@@ -176,6 +201,9 @@ pub struct RouterConfig {
     /// ICMP error rate limit.
     #[serde(default)]
     pub icmp: IcmpConfig,
+    /// IPv6 forwarding options.
+    #[serde(default)]
+    pub ipv6: Ipv6Config,
     /// Look destinations up a burst at a time (their cache misses
     /// overlap) rather than one by one. By default (`None`) the router
     /// does when its table is too large for the caches (more than 1 MiB
@@ -287,6 +315,7 @@ impl Hops<'_> {
 /// original form hold theirs for good.
 pub(super) fn release_hop(
     neigh: &mut NeighTable,
+    neigh6: &mut NeighTable<u128>,
     hops: &[Hop],
     n_nexthops: usize,
     old: Option<u32>,
@@ -295,8 +324,10 @@ pub(super) fn release_hop(
     if (old as usize) < n_nexthops {
         return;
     }
-    if let Some(&Hop::Gateway { neigh: n, .. }) = hops.get(old as usize) {
-        neigh.unpin(n as usize);
+    match hops.get(old as usize) {
+        Some(&Hop::Gateway { neigh: n, .. }) => neigh.unpin(n as usize),
+        Some(&Hop::Gateway6 { neigh: n, .. }) => neigh6.unpin(n as usize),
+        _ => {}
     }
 }
 
@@ -312,20 +343,27 @@ pub(super) enum RouteTarget {
         /// Its vNIC.
         vnic: u16,
     },
+    /// An IPv6 gateway, resolved by neighbour discovery, out of `vnic`.
+    Via6 {
+        /// Its address.
+        ip: u128,
+        /// Its vNIC.
+        vnic: u16,
+    },
 }
 
-/// Check route `list[i]` against the vNICs and the next hops: its prefix
-/// (returned with the host bits cleared) and where it goes. Errors name
-/// the field, `routes[3].via ...`.
+/// Check route `list[i]` against the vNICs and the next hops (the first
+/// `n_nexthops` of `hops`): its prefix (returned with the host bits
+/// cleared) and where it goes. Errors name the field, `routes[3].via ...`.
 pub(super) fn check_route(
     r: &RouteConfig,
     list: &str,
     i: usize,
     vnics: &[Vnic],
+    hops: &[Hop],
     n_nexthops: usize,
-) -> Result<(u32, u8, RouteTarget), String> {
-    let (p, l) = parse_prefix(&r.prefix).map_err(|e| format!("{list}[{i}]: {e}"))?;
-    let p = p & mask(l);
+) -> Result<(Net, RouteTarget), String> {
+    let net = parse_net(&r.prefix).map_err(|e| format!("{list}[{i}]: {e}"))?;
     let target = match (r.nexthop, &r.via) {
         (Some(nh), None) => {
             if r.vnic.is_some() {
@@ -336,37 +374,63 @@ pub(super) fn check_route(
                     "{list}[{i}].nexthop {nh} out of range ({n_nexthops} next hops)"
                 ));
             }
+            if matches!(net, Net::V6(..))
+                && matches!(hops.get(nh as usize), Some(Hop::Gateway { .. }))
+            {
+                return Err(format!(
+                    "{list}[{i}].nexthop {nh}: resolved by ARP (an IPv4 via), not for an IPv6 route"
+                ));
+            }
             RouteTarget::NextHop(nh)
         }
         (None, Some(via_s)) => {
-            let ip = parse_ip(via_s).map_err(|e| format!("{list}[{i}].via {e}"))?;
-            if is_local(vnics, ip) {
-                return Err(format!(
-                    "{list}[{i}].via {via_s}: one of the router's own addresses"
-                ));
-            }
-            let vnic = match r.vnic {
-                Some(v) if usize::from(v) < vnics.len() => v,
+            let vnic_given = match r.vnic {
+                Some(v) if usize::from(v) < vnics.len() => Some(v),
                 Some(v) => {
                     return Err(format!(
                         "{list}[{i}].vnic {v} out of range ({} vNICs)",
                         vnics.len()
                     ));
                 }
-                None => vnic_for(vnics, ip).ok_or_else(|| {
-                    format!(
-                        "{list}[{i}].via {via_s}: in no connected subnet (give {list}[{i}].vnic)"
-                    )
-                })?,
+                None => None,
             };
-            RouteTarget::Via { ip, vnic }
+            let no_subnet = || {
+                format!("{list}[{i}].via {via_s}: in no connected subnet (give {list}[{i}].vnic)")
+            };
+            let own = || format!("{list}[{i}].via {via_s}: one of the router's own addresses");
+            match net {
+                Net::V4(..) => {
+                    let ip = parse_ip(via_s).map_err(|e| format!("{list}[{i}].via {e}"))?;
+                    if is_local(vnics, ip) {
+                        return Err(own());
+                    }
+                    let vnic = vnic_given
+                        .or_else(|| vnic_for(vnics, ip))
+                        .ok_or_else(no_subnet)?;
+                    RouteTarget::Via { ip, vnic }
+                }
+                Net::V6(..) => {
+                    let ip = parse_ip6(via_s).map_err(|e| format!("{list}[{i}].via {e}"))?;
+                    if is_local6(vnics, ip) {
+                        return Err(own());
+                    }
+                    if ip == 0 || vrhost_packet::ipv6::is_multicast(ip) {
+                        return Err(format!("{list}[{i}].via {via_s}: not a unicast address"));
+                    }
+                    // A link-local gateway is on the link it is given for.
+                    let vnic = vnic_given
+                        .or_else(|| vnic_for6(vnics, ip))
+                        .ok_or_else(no_subnet)?;
+                    RouteTarget::Via6 { ip, vnic }
+                }
+            }
         }
         (Some(_), Some(_)) => {
             return Err(format!("{list}[{i}]: give nexthop or via, not both"));
         }
         (None, None) => return Err(format!("{list}[{i}]: needs nexthop or via")),
     };
-    Ok((p, l, target))
+    Ok((net, target))
 }
 
 impl Router {
@@ -389,6 +453,8 @@ impl Router {
             hop_ids: HashMap::new(),
             n_nexthops: 0,
             fib: Ipv4Fib::new(),
+            fib6: Ipv6Fib::new(),
+            neigh6: NeighTable::new(a.neighbours as usize, a.pending as usize),
         };
         b.nexthops(&cfg.nexthops)?;
         b.neighbours(&cfg.neighbours)?;
@@ -407,6 +473,9 @@ impl Router {
             n_nexthops: b.n_nexthops as u32,
             vnics: b.vnics,
             neigh: b.neigh,
+            fib6: b.fib6,
+            neigh6: b.neigh6,
+            drop_ext_headers: cfg.ipv6.drop_ext_headers,
             timers: Timers {
                 reachable_ms: a.reachable_ms,
                 retrans_ms: a.retrans_ms,
@@ -414,6 +483,7 @@ impl Router {
                 failed_ms: a.failed_ms,
             },
             bucket: TokenBucket::new(cfg.icmp.rate, cfg.icmp.burst),
+            bucket6: TokenBucket::new(cfg.icmp.rate, cfg.icmp.burst),
             clock: Clock::Coarse,
             now: None,
             peer: PeerState::new(a.pending as usize),
@@ -431,15 +501,25 @@ fn build_vnics(cfg: &[VnicConfig]) -> Result<Vec<Vnic>, String> {
     for (i, v) in cfg.iter().enumerate() {
         let mac = parse_unicast_mac(&v.mac).map_err(|e| format!("vnics[{i}].mac {e}"))?;
         let mut addrs = Vec::with_capacity(v.addrs.len());
+        let mut addrs6 = Vec::new();
         for (j, a) in v.addrs.iter().enumerate() {
             let at = format!("vnics[{i}].addrs[{j}] {a:?}");
+            if a.contains(':') {
+                let ifa = parse_iface6(a).map_err(|e| format!("{at}: {e}"))?;
+                if is_local6(&vnics, ifa.addr) || addrs6.iter().any(|b: &Iface6| b.addr == ifa.addr)
+                {
+                    return Err(format!("{at}: address given twice"));
+                }
+                addrs6.push(ifa);
+                continue;
+            }
             let ifa = parse_iface(a).map_err(|e| format!("{at}: {e}"))?;
             if is_local(&vnics, ifa.addr) || addrs.iter().any(|b: &Iface| b.addr == ifa.addr) {
                 return Err(format!("{at}: address given twice"));
             }
             addrs.push(ifa);
         }
-        vnics.push(Vnic { mac, addrs });
+        vnics.push(Vnic { mac, addrs, addrs6 });
     }
     Ok(vnics)
 }
@@ -473,6 +553,8 @@ struct Build {
     /// Next hops of the original form: the first hops, by index.
     n_nexthops: usize,
     fib: Ipv4Fib,
+    fib6: Ipv6Fib,
+    neigh6: NeighTable<u128>,
 }
 
 impl Build {
@@ -504,18 +586,19 @@ impl Build {
 
     /// Route `p/l` to hop `id`; the hop of a route it replaces gives back
     /// its pin. `at` names the entry in the error.
-    fn insert(
-        &mut self,
-        p: u32,
-        l: u8,
-        id: u32,
-        at: impl FnOnce() -> String,
-    ) -> Result<(), String> {
-        let old = self
-            .fib
-            .insert(p, l, id)
-            .map_err(|e| format!("{}: {e}", at()))?;
-        release_hop(&mut self.neigh, &self.hops, self.n_nexthops, old);
+    fn insert(&mut self, net: Net, id: u32, at: impl FnOnce() -> String) -> Result<(), String> {
+        let old = match net {
+            Net::V4(p, l) => self.fib.insert(p, l, id),
+            Net::V6(p, l) => self.fib6.insert(p, l, id),
+        }
+        .map_err(|e| format!("{}: {e}", at()))?;
+        release_hop(
+            &mut self.neigh,
+            &mut self.neigh6,
+            &self.hops,
+            self.n_nexthops,
+            old,
+        );
         Ok(())
     }
 
@@ -564,8 +647,24 @@ impl Build {
     /// The static neighbours.
     fn neighbours(&mut self, cfg: &[NeighbourConfig]) -> Result<(), String> {
         for (i, n) in cfg.iter().enumerate() {
-            let ip = parse_ip(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
             let mac = parse_unicast_mac(&n.mac).map_err(|e| format!("neighbours[{i}].mac {e}"))?;
+            if n.ip.contains(':') {
+                let ip = parse_ip6(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
+                let vnic = match n.vnic {
+                    Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
+                    None => vnic_for6(&self.vnics, ip).ok_or_else(|| {
+                        format!(
+                            "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
+                            n.ip
+                        )
+                    })?,
+                };
+                self.neigh6
+                    .set_static(ip, vnic, mac)
+                    .ok_or_else(|| self.full(&format!("neighbours[{i}]")))?;
+                continue;
+            }
+            let ip = parse_ip(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
             let vnic = match n.vnic {
                 Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
                 None => vnic_for(&self.vnics, ip).ok_or_else(|| {
@@ -586,7 +685,8 @@ impl Build {
     /// twice: the last one wins, the first one's gateway loses a route.
     fn routes(&mut self, cfg: &[RouteConfig]) -> Result<(), String> {
         for (i, r) in cfg.iter().enumerate() {
-            let (p, l, target) = check_route(r, "routes", i, &self.vnics, self.n_nexthops)?;
+            let (net, target) =
+                check_route(r, "routes", i, &self.vnics, &self.hops, self.n_nexthops)?;
             let id = match target {
                 RouteTarget::NextHop(nh) => nh,
                 RouteTarget::Via { ip, vnic } => {
@@ -599,8 +699,18 @@ impl Build {
                         neigh: n as u32,
                     })
                 }
+                RouteTarget::Via6 { ip, vnic } => {
+                    let n = self
+                        .neigh6
+                        .pin(ip, vnic)
+                        .ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
+                    self.interner().intern(Hop::Gateway6 {
+                        vnic,
+                        neigh: n as u32,
+                    })
+                }
             };
-            self.insert(p, l, id, || format!("routes[{i}]"))?;
+            self.insert(net, id, || format!("routes[{i}]"))?;
         }
         Ok(())
     }
@@ -613,8 +723,11 @@ impl Build {
         let set = vrhost_fib::import::read_routes(std::path::Path::new(path), &Default::default())
             .map_err(|e| format!("route_file {path}: {e}"))?;
         let n = self.n_nexthops as u32;
+        // IPv4 routes only, as before the router had IPv6: a file's IPv6
+        // routes (an MRT dump has both) would change what existing configs
+        // load, and could go to a next hop resolved by ARP.
         for r in set.ipv4() {
-            self.insert(r.prefix, r.len, r.asn.unwrap_or(0) % n, || {
+            self.insert(Net::V4(r.prefix, r.len), r.asn.unwrap_or(0) % n, || {
                 format!("route_file {path}")
             })?;
         }
@@ -631,15 +744,29 @@ impl Build {
         let at = |v: usize| move || format!("vnics[{v}].addrs");
         for &(v, ifa) in &addrs {
             let id = self.interner().intern(Hop::Connected { vnic: v as u16 });
-            self.insert(ifa.addr & ifa.mask(), ifa.len, id, at(v))?;
+            self.insert(Net::V4(ifa.addr & ifa.mask(), ifa.len), id, at(v))?;
         }
         for &(v, ifa) in &addrs {
             let local = self.interner().intern(Hop::Local);
-            self.insert(ifa.addr, 32, local, at(v))?;
+            self.insert(Net::V4(ifa.addr, 32), local, at(v))?;
             if ifa.len <= 30 {
                 let b = self.interner().intern(Hop::Broadcast);
-                self.insert(ifa.broadcast(), 32, b, at(v))?;
+                self.insert(Net::V4(ifa.broadcast(), 32), b, at(v))?;
             }
+        }
+        // IPv6: no broadcast; link-local addresses are answered on their
+        // vNIC without a route (`ipv6.rs`).
+        let addrs6: Vec<(usize, Iface6)> = (self.vnics.iter().enumerate())
+            .flat_map(|(v, n)| n.addrs6.iter().map(move |&a| (v, a)))
+            .filter(|(_, a)| !vrhost_packet::ipv6::is_link_local(a.addr))
+            .collect();
+        for &(v, ifa) in &addrs6 {
+            let id = self.interner().intern(Hop::Connected6 { vnic: v as u16 });
+            self.insert(Net::V6(ifa.addr & mask6(ifa.len), ifa.len), id, at(v))?;
+        }
+        for &(v, ifa) in &addrs6 {
+            let local = self.interner().intern(Hop::Local6);
+            self.insert(Net::V6(ifa.addr, 128), local, at(v))?;
         }
         Ok(())
     }

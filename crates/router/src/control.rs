@@ -4,9 +4,12 @@
 //!
 //! ```json
 //! {"routes": {"add": [{"prefix": "198.51.100.0/24", "via": "10.1.1.2"},
+//!                     {"prefix": "2001:db8:9::/48", "via": "2001:db8:2::2"},
 //!                     {"prefix": "203.0.113.0/24", "nexthop": 0}],
 //!             "del": ["192.0.2.0/24"]}}
 //! ```
+//!
+//! Prefixes are IPv4 or IPv6, each route's `via` of its prefix's family.
 //!
 //! answered `{"added": 2, "replaced": 0, "deleted": 1, "routes": 9}`, and
 //! `{"stats": true}`, answered `{"routes": 9, "neighbours": 3,
@@ -37,8 +40,8 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{Hops, RouteTarget, burst_for, check_route, parse_prefix, release_hop};
-use super::{Hop, RouteConfig, Router, counters, mask};
+use super::config::{Hops, Net, RouteTarget, burst_for, check_route, parse_net, release_hop};
+use super::{Hop, RouteConfig, Router, counters};
 
 /// A control message to the router: the `body` of a
 /// [`HostMsg::Control`](vrhost_proto::HostMsg::Control).
@@ -62,7 +65,8 @@ pub struct RouteChanges {
     /// config's `routes`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub add: Vec<RouteConfig>,
-    /// Prefixes whose routes to delete, `A.B.C.D/LEN` (host bits ignored).
+    /// Prefixes whose routes to delete, `A.B.C.D/LEN` or `X:X::X/LEN`
+    /// (host bits ignored).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub del: Vec<String>,
     /// Only check: answer as if applied, change nothing (the host checks
@@ -85,12 +89,23 @@ pub struct RouteChangeReply {
 }
 
 /// The router's table sizes, and the counts the region has no room for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterStats {
-    /// Routes in the table, connected and local ones included.
+    /// Routes in the table, connected and local ones included (IPv4 and
+    /// IPv6).
     pub routes: usize,
     /// Neighbour entries in use (gateways, static and learned neighbours).
     pub neighbours: usize,
+    /// Of `routes`, the IPv6 ones.
+    #[serde(default)]
+    pub routes6: usize,
+    /// IPv6 neighbour entries in use (not counted in `neighbours`).
+    #[serde(default)]
+    pub neighbours6: usize,
+    /// The router's IPv6 counters (`nd_*`, `icmp6_*`), by name: the
+    /// region has no room for them.
+    #[serde(default)]
+    pub ipv6: std::collections::BTreeMap<String, u64>,
     /// Whether destinations are looked up a burst at a time.
     pub burst_lookup: bool,
     /// Neighbours told to the other instances ([`counters::PEER_NEIGH_SENT`]).
@@ -124,7 +139,7 @@ impl Router {
         let replaced = if ch.dry_run {
             self.unpin(&pinned);
             adds.iter()
-                .filter(|&&(p, l, _)| self.fib.get(p, l).is_some())
+                .filter(|&&(net, _)| self.fib_get(net).is_some())
                 .count()
         } else {
             let replaced = self.apply_changes(&dels, &adds, &ids, &pinned)?;
@@ -135,43 +150,73 @@ impl Router {
             added: adds.len(),
             replaced,
             deleted: dels.len(),
-            routes: self.fib.len(),
+            routes: self.fib.len() + self.fib6.len(),
         })
+    }
+
+    /// The route of `net`, if any.
+    fn fib_get(&self, net: Net) -> Option<u32> {
+        match net {
+            Net::V4(p, l) => self.fib.get(p, l),
+            Net::V6(p, l) => self.fib6.get(p, l),
+        }
+    }
+
+    /// Add or replace the route of `net`; the replaced hop.
+    fn fib_insert(&mut self, net: Net, id: u32) -> Result<Option<u32>, vrhost_fib::FibError> {
+        match net {
+            Net::V4(p, l) => self.fib.insert(p, l, id),
+            Net::V6(p, l) => self.fib6.insert(p, l, id),
+        }
+    }
+
+    /// Delete the route of `net`; its hop.
+    fn fib_remove(&mut self, net: Net) -> Option<u32> {
+        match net {
+            Net::V4(p, l) => self.fib.remove(p, l),
+            Net::V6(p, l) => self.fib6.remove(p, l),
+        }
     }
 
     /// The prefixes of `del`, host bits cleared: each with a route, not
     /// one of the router's own addresses, given once.
-    fn check_dels(&self, del: &[String]) -> Result<Vec<(u32, u8)>, String> {
+    fn check_dels(&self, del: &[String]) -> Result<Vec<Net>, String> {
         let mut dels = Vec::with_capacity(del.len());
         let mut seen = HashSet::with_capacity(del.len());
         for (i, s) in del.iter().enumerate() {
-            let (p, l) = parse_prefix(s).map_err(|e| format!("del[{i}]: {e}"))?;
-            let p = p & mask(l);
-            match self.fib.get(p, l) {
+            let net = parse_net(s).map_err(|e| format!("del[{i}]: {e}"))?;
+            match self.fib_get(net) {
                 None => return Err(format!("del[{i}] {s:?}: no such route")),
                 Some(id) if self.is_own(id) => {
                     return Err(format!("del[{i}] {s:?}: {OWN}"));
                 }
                 Some(_) => {}
             }
-            if !seen.insert((p, l)) {
+            if !seen.insert(net) {
                 return Err(format!("del[{i}] {s:?}: deleted twice"));
             }
-            dels.push((p, l));
+            dels.push(net);
         }
         Ok(dels)
     }
 
     /// The routes of `add`, checked as [`Router::new`] checks `routes`;
     /// none replaces a route of the router's own addresses.
-    fn check_adds(&self, add: &[RouteConfig]) -> Result<Vec<(u32, u8, RouteTarget)>, String> {
+    fn check_adds(&self, add: &[RouteConfig]) -> Result<Vec<(Net, RouteTarget)>, String> {
         let mut adds = Vec::with_capacity(add.len());
         for (i, r) in add.iter().enumerate() {
-            let (p, l, target) = check_route(r, "add", i, &self.vnics, self.n_nexthops as usize)?;
-            if self.fib.get(p, l).is_some_and(|id| self.is_own(id)) {
+            let (net, target) = check_route(
+                r,
+                "add",
+                i,
+                &self.vnics,
+                &self.hops,
+                self.n_nexthops as usize,
+            )?;
+            if self.fib_get(net).is_some_and(|id| self.is_own(id)) {
                 return Err(format!("add[{i}] {:?}: {OWN}", r.prefix));
             }
-            adds.push((p, l, target));
+            adds.push((net, target));
         }
         Ok(adds)
     }
@@ -181,13 +226,32 @@ impl Router {
     /// neighbour table has no room, with nothing left pinned.
     fn pin_gateways(
         &mut self,
-        adds: &[(u32, u8, RouteTarget)],
-    ) -> Result<(Vec<u32>, Vec<usize>), String> {
+        adds: &[(Net, RouteTarget)],
+    ) -> Result<(Vec<u32>, Vec<Pinned>), String> {
         let mut ids = Vec::with_capacity(adds.len());
         let mut pinned = Vec::new();
-        for (i, &(_, _, target)) in adds.iter().enumerate() {
+        for (i, &(_, target)) in adds.iter().enumerate() {
             let id = match target {
                 RouteTarget::NextHop(nh) => nh,
+                RouteTarget::Via6 { ip, vnic } => {
+                    let Some(n) = self.neigh6.pin(ip, vnic) else {
+                        self.unpin(&pinned);
+                        return Err(format!(
+                            "add[{i}].via: the neighbour table ({} entries, arp.neighbours) has \
+                             no room for it",
+                            self.neigh6.capacity()
+                        ));
+                    };
+                    pinned.push(Pinned::V6(n));
+                    let mut hops = Hops {
+                        hops: &mut self.hops,
+                        ids: &mut self.hop_ids,
+                    };
+                    hops.intern(Hop::Gateway6 {
+                        vnic,
+                        neigh: n as u32,
+                    })
+                }
                 RouteTarget::Via { ip, vnic } => {
                     let Some(n) = self.neigh.pin(ip, vnic) else {
                         self.unpin(&pinned);
@@ -197,7 +261,7 @@ impl Router {
                             self.neigh.capacity()
                         ));
                     };
-                    pinned.push(n);
+                    pinned.push(Pinned::V4(n));
                     let mut hops = Hops {
                         hops: &mut self.hops,
                         ids: &mut self.hop_ids,
@@ -214,9 +278,12 @@ impl Router {
     }
 
     /// Give back the pins of `pinned`.
-    fn unpin(&mut self, pinned: &[usize]) {
+    fn unpin(&mut self, pinned: &[Pinned]) {
         for &n in pinned {
-            self.neigh.unpin(n);
+            match n {
+                Pinned::V4(n) => self.neigh.unpin(n),
+                Pinned::V6(n) => self.neigh6.unpin(n),
+            }
         }
     }
 
@@ -226,25 +293,25 @@ impl Router {
     /// the `pinned` entries given back.
     fn apply_changes(
         &mut self,
-        dels: &[(u32, u8)],
-        adds: &[(u32, u8, RouteTarget)],
+        dels: &[Net],
+        adds: &[(Net, RouteTarget)],
         ids: &[u32],
-        pinned: &[usize],
+        pinned: &[Pinned],
     ) -> Result<usize, String> {
-        let mut undo: Vec<(u32, u8, Option<u32>)> = Vec::with_capacity(dels.len() + adds.len());
+        let mut undo: Vec<(Net, Option<u32>)> = Vec::with_capacity(dels.len() + adds.len());
         let mut released = Vec::with_capacity(dels.len());
-        for &(p, l) in dels {
-            let old = self.fib.remove(p, l);
+        for &net in dels {
+            let old = self.fib_remove(net);
             debug_assert!(old.is_some(), "checked above");
-            undo.push((p, l, old));
+            undo.push((net, old));
             released.push(old);
         }
         let mut replaced = 0;
-        for (i, (&(p, l, _), &id)) in adds.iter().zip(ids).enumerate() {
-            match self.fib.insert(p, l, id) {
+        for (i, (&(net, _), &id)) in adds.iter().zip(ids).enumerate() {
+            match self.fib_insert(net, id) {
                 Ok(old) => {
                     replaced += usize::from(old.is_some());
-                    undo.push((p, l, old));
+                    undo.push((net, old));
                     released.push(old);
                 }
                 Err(e) => {
@@ -255,22 +322,28 @@ impl Router {
             }
         }
         for old in released {
-            release_hop(&mut self.neigh, &self.hops, self.n_nexthops as usize, old);
+            release_hop(
+                &mut self.neigh,
+                &mut self.neigh6,
+                &self.hops,
+                self.n_nexthops as usize,
+                old,
+            );
         }
         Ok(replaced)
     }
 
     /// Put back the routes `undo` recorded (prefix, length, the hop before),
     /// the last change first.
-    fn undo_changes(&mut self, undo: &[(u32, u8, Option<u32>)]) {
-        for &(p, l, old) in undo.iter().rev() {
+    fn undo_changes(&mut self, undo: &[(Net, Option<u32>)]) {
+        for &(net, old) in undo.iter().rev() {
             match old {
                 // Best effort: fails only as the insert did.
                 Some(old) => {
-                    let _ = self.fib.insert(p, l, old);
+                    let _ = self.fib_insert(net, old);
                 }
                 None => {
-                    self.fib.remove(p, l);
+                    self.fib_remove(net);
                 }
             }
         }
@@ -279,9 +352,15 @@ impl Router {
     /// The table sizes and the peer counts.
     pub fn stats(&self) -> RouterStats {
         let c = |i: usize| self.counters[i];
+        let ipv6 = (counters::ND_SOLICITS..counters::COUNT)
+            .map(|i| (counters::NAMES[i].to_string(), c(i)))
+            .collect();
         RouterStats {
-            routes: self.fib.len(),
+            routes: self.fib.len() + self.fib6.len(),
             neighbours: self.neigh.used(),
+            routes6: self.fib6.len(),
+            neighbours6: self.neigh6.used(),
+            ipv6,
             burst_lookup: self.burst,
             peer_neigh_sent: c(counters::PEER_NEIGH_SENT),
             peer_neigh_unsent: c(counters::PEER_NEIGH_UNSENT),
@@ -294,7 +373,13 @@ impl Router {
     fn is_own(&self, id: u32) -> bool {
         matches!(
             self.hops.get(id as usize),
-            Some(Hop::Connected { .. } | Hop::Local | Hop::Broadcast)
+            Some(
+                Hop::Connected { .. }
+                    | Hop::Local
+                    | Hop::Broadcast
+                    | Hop::Connected6 { .. }
+                    | Hop::Local6
+            )
         )
     }
 
@@ -311,6 +396,13 @@ impl Router {
         };
         reply.map_err(|e| e.to_string())
     }
+}
+
+/// A neighbour entry pinned by a route being added.
+#[derive(Debug, Clone, Copy)]
+enum Pinned {
+    V4(usize),
+    V6(usize),
 }
 
 /// Why a route of the router's own addresses stays.

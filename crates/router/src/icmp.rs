@@ -271,6 +271,7 @@ impl Router {
                 (vnic, e.filter(|e| e.has_mac()).map(|e| e.mac))
             }
             Hop::Local | Hop::Broadcast => return None,
+            Hop::Gateway6 { .. } | Hop::Connected6 { .. } | Hop::Local6 => return None,
         };
         if vnic == rx && frame_src.is_unicast() {
             return Some((vnic, frame_src));

@@ -1,5 +1,5 @@
-//! vrhost-router: the built-in VR, an IPv4 router that Linux hosts can use
-//! as their gateway.
+//! vrhost-router: the built-in VR, an IPv4 and IPv6 router that Linux
+//! hosts can use as their gateway.
 //!
 //! What it owns: the router's packet path, its ARP and ICMP, its config
 //! ([`RouterConfig`], which the host's config checks a `kind = "router"` VR
@@ -15,7 +15,8 @@
 //! for a table the caches hold, packets one by one, which is cheaper there:
 //! see [`RouterConfig::burst_lookup`]):
 //! 1. each frame is checked: Ethernet, then ARP (see [ARP](self#arp)) or
-//!    IPv4 (version, IHL, lengths, header checksum);
+//!    IPv4 (version, IHL, lengths, header checksum); IPv6 frames go their
+//!    own way here (see [IPv6](self#ipv6));
 //!    frames to a group MAC address, to a multicast, class E or broadcast
 //!    address, or from a source no host may have, are not forwarded;
 //! 2. the destinations of the rest are looked up together
@@ -91,22 +92,74 @@
 //! The clock (`CLOCK_MONOTONIC_COARSE`, read through the vDSO: no system
 //! call) is read at most once per burst (per packet when they come one by
 //! one), and only for packets that need it: to a neighbour resolved by
-//! ARP, ARP itself, ICMP errors. Packets to next hops with a configured
-//! MAC never read it.
+//! ARP or neighbour discovery, ARP and ND themselves, ICMP and ICMPv6
+//! errors. Packets to next hops with a configured MAC never read it.
+//!
+//! # IPv6
+//!
+//! IPv6 frames take their own branch after the EtherType test (the IPv4
+//! path above is unchanged), one packet at a time (no batched lookup),
+//! in step 1 of a burst: they touch only IPv6 state (the IPv6 table,
+//! neighbour cache and ICMPv6 bucket) besides counters, so their verdicts
+//! are those they would have in order (`ipv6.rs`, `nd.rs`, `icmp6.rs`):
+//! - checked: version, payload length, source not multicast, the
+//!   extension header chain walked (bounded; a truncated or misordered
+//!   chain is [`DropReason::BadHeader`]); frames carrying extension
+//!   headers are passed, or dropped as [`DropReason::ExtHeader`] when
+//!   `ipv6.drop_ext_headers` is set;
+//! - multicast destinations are not forwarded ([`DropReason::Multicast`]);
+//!   the router takes the neighbour discovery messages sent to its
+//!   solicited-node groups and to all-nodes;
+//! - link-local sources and destinations do not leave their link
+//!   ([`DropReason::LinkLocal`]); link-local addresses of the router's own
+//!   (given in `addrs`) are answered on their vNIC;
+//! - the destination is looked up in an [`Ipv6Fib`]; the hop limit is
+//!   decremented (no checksum); hop limit <= 1 gets an ICMPv6 time
+//!   exceeded (code 0), no route a destination unreachable (code 0), a
+//!   failed resolution a destination unreachable (code 3, address
+//!   unreachable). Errors quote as much of the packet as fits in 1280
+//!   bytes (RFC 4443 2.4 (c)), are never sent about an ICMPv6 error, to an
+//!   unspecified or link-local source, and are rate-limited by a token
+//!   bucket of their own with the `icmp.rate` and `icmp.burst` of IPv4's
+//!   (two buckets: an IPv6 flood does not silence IPv4 errors);
+//! - the router's own addresses answer echo requests, and neighbour
+//!   solicitations for them with a solicited advertisement (router,
+//!   solicited and override flags, target link-layer option); the
+//!   sender of a solicitation with a source link-layer option is learned,
+//!   and an advertisement updates the entry it answers;
+//! - next hops are resolved as ARP resolves them, with the same timers
+//!   (`arp.*`) and a sibling table of the same size: a neighbour
+//!   solicitation to the target's solicited-node group in the slot of
+//!   the first packet, which waits in a pending buffer; the advertisement's
+//!   slot carries it out.
+//!
+//! Not for IPv6: packet too big (the router knows no MTU, so it never
+//! sends one; what becomes of a frame larger than the out link's MTU is
+//! up to the port), redirects, router advertisements (solicitations are
+//! ignored), duplicate address detection for its own addresses, batched
+//! lookups, and neighbours told to the other instances: peers carry IPv4
+//! neighbours only, and the host's balancer hands an IPv6 frame to an
+//! instance by its MACs, so an advertisement may reach an instance that
+//! did not ask. IPv6 through a router of more than one instance is not
+//! expected to resolve its next hops reliably yet.
 //!
 //! # Not here
 //!
-//! IPv6 (and NDP), local delivery to a control plane (packets to the
+//! Local delivery to a control plane (packets to the
 //! router other than ARP and echo are dropped as
 //! [`DropReason::LocalUnsupported`]), VLAN tags, IP options processing,
 //! fragmentation and MTUs, ICMP redirects, proxy ARP.
 
 #![forbid(unsafe_code)]
 
+mod addr6;
 mod arp;
 mod config;
 mod control;
 mod icmp;
+mod icmp6;
+mod ipv6;
+mod nd;
 mod neigh;
 mod peer;
 #[cfg(test)]
@@ -114,13 +167,13 @@ mod tests;
 
 use std::collections::HashMap;
 
-use vrhost_fib::Ipv4Fib;
+use vrhost_fib::{Ipv4Fib, Ipv6Fib};
 use vrhost_packet::ethernet::{self, EtherType, EthernetFrame};
 use vrhost_packet::ipv4::Ipv4Packet;
 
 pub use config::{
-    ArpConfig, IcmpConfig, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig, VnicConfig,
-    parse_prefix,
+    ArpConfig, IcmpConfig, Ipv6Config, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig,
+    VnicConfig, parse_prefix,
 };
 pub use control::{RouteChangeReply, RouteChanges, RouterControl, RouterStats};
 
@@ -175,8 +228,31 @@ pub mod counters {
     /// Neighbour messages from peers refused as malformed (length, kind,
     /// vNIC, address or MAC), and ignored.
     pub const PEER_NEIGH_BAD: usize = 15;
+    /// Neighbour solicitations sent (resolving an IPv6 next hop).
+    pub const ND_SOLICITS: usize = 16;
+    /// Neighbour advertisements sent (for the router's addresses).
+    pub const ND_ADVERTS: usize = 17;
+    /// IPv6 neighbour entries created or updated from ND.
+    pub const ND_LEARNED: usize = 18;
+    /// Packets that waited for ND and left when the advertisement came.
+    pub const ND_RELEASED: usize = 19;
+    /// Packets lost while waiting for ND (as `ARP_UNRES_DISCARDS`).
+    pub const ND_UNRES_DISCARDS: usize = 20;
+    /// IPv6 resolutions given up (no advertisement to `arp.probes`
+    /// solicitations).
+    pub const ND_FAILED: usize = 21;
+    /// ICMPv6 echo replies sent.
+    pub const ICMP6_ECHO_REPLIES: usize = 22;
+    /// ICMPv6 time exceeded sent.
+    pub const ICMP6_TIME_EXCEEDED: usize = 23;
+    /// ICMPv6 destination unreachable, no route (code 0), sent.
+    pub const ICMP6_NO_ROUTE: usize = 24;
+    /// ICMPv6 destination unreachable, address unreachable (code 3), sent.
+    pub const ICMP6_ADDR_UNREACHABLE: usize = 25;
+    /// ICMPv6 errors not sent because of the rate limit.
+    pub const ICMP6_RATE_LIMITED: usize = 26;
     /// Number of counters.
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 27;
     /// Counters published in the region.
     pub const PUBLISHED: usize = NEIGH_TABLE_FULL + 1;
     /// Their names, in order.
@@ -197,6 +273,17 @@ pub mod counters {
         "peer_neigh_unsent",
         "peer_neigh_applied",
         "peer_neigh_bad",
+        "nd_solicits",
+        "nd_adverts",
+        "nd_learned",
+        "nd_released",
+        "nd_unres_discards",
+        "nd_failed",
+        "icmp6_echo_replies",
+        "icmp6_time_exceeded",
+        "icmp6_no_route",
+        "icmp6_addr_unreachable",
+        "icmp6_rate_limited",
     ];
     const _: () = assert!(PUBLISHED <= vrhost_proto::counter::VR_SLOTS);
 }
@@ -219,6 +306,13 @@ enum Hop {
     Local,
     /// The broadcast address of a connected subnet.
     Broadcast,
+    /// An IPv6 gateway resolved by ND; `neigh` is its slot in the IPv6
+    /// neighbour table.
+    Gateway6 { vnic: u16, neigh: u32 },
+    /// A connected IPv6 subnet.
+    Connected6 { vnic: u16 },
+    /// One of the router's IPv6 addresses.
+    Local6,
 }
 
 /// The netmask of a `len`-bit prefix (0 for `/0`).
@@ -247,10 +341,29 @@ impl Iface {
     }
 }
 
+/// An IPv6 address of a vNIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Iface6 {
+    addr: u128,
+    len: u8,
+}
+
+impl Iface6 {
+    fn contains(self, ip: u128) -> bool {
+        (ip ^ self.addr) & mask6(self.len) == 0
+    }
+}
+
+/// The netmask of a `len`-bit IPv6 prefix.
+fn mask6(len: u8) -> u128 {
+    u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
+}
+
 #[derive(Debug, Clone)]
 struct Vnic {
     mac: [u8; 6],
     addrs: Vec<Iface>,
+    addrs6: Vec<Iface6>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -278,13 +391,15 @@ enum Ingress {
     Arp,
     /// An IPv4 packet to route; its destination.
     Lookup(u32),
+    /// An IPv6 frame (checked and routed on its own, see `ipv6.rs`).
+    Ipv6,
 }
 
 /// In a burst's list of packets for step 3: the packet is ARP.
 const ARP_MARK: u8 = 0x80;
 const _: () = assert!(BURST <= ARP_MARK as usize);
 
-/// The built-in IPv4 router.
+/// The built-in IPv4 and IPv6 router.
 #[derive(Debug)]
 pub struct Router {
     /// Whether the runtime should hand over bursts ([`Vr::prefers_burst`]).
@@ -301,8 +416,17 @@ pub struct Router {
     n_nexthops: u32,
     vnics: Vec<Vnic>,
     neigh: NeighTable,
+    /// Indexed by the same hop ids as `fib`: IPv6 routes use the next hops
+    /// of the original form and the `*6` hops.
+    fib6: Ipv6Fib,
+    /// The IPv6 neighbour cache.
+    neigh6: NeighTable<u128>,
+    /// `ipv6.drop_ext_headers`.
+    drop_ext_headers: bool,
     timers: Timers,
     bucket: TokenBucket,
+    /// ICMPv6 errors' bucket (same rate and burst as `bucket`).
+    bucket6: TokenBucket,
     clock: Clock,
     /// The time of this burst in milliseconds, once read.
     now: Option<u64>,
@@ -312,9 +436,10 @@ pub struct Router {
 }
 
 impl Router {
-    /// Routes in the FIB (connected and local routes included).
+    /// Routes in the FIBs, IPv4 and IPv6 (connected and local routes
+    /// included).
     pub fn routes(&self) -> usize {
-        self.fib.len()
+        self.fib.len() + self.fib6.len()
     }
 
     /// The time in milliseconds, read at most once per burst.
@@ -352,6 +477,7 @@ impl Router {
         match eth.ethertype() {
             EtherType::IPV4 => {}
             EtherType::ARP => return Ingress::Arp,
+            EtherType::IPV6 => return Ingress::Ipv6,
             _ => return Ingress::Done(Verdict::Drop(DropReason::Unsupported)),
         }
         // Untagged: the IPv4 header follows the 14-byte Ethernet header.
@@ -405,6 +531,10 @@ impl Router {
             Hop::Local => return self.local_in(pkt),
             Hop::Broadcast => return Verdict::Drop(DropReason::LocalUnsupported),
             Hop::Static { .. } => unreachable!("routed inline"),
+            // IPv6 hops are only ever in the IPv6 table.
+            Hop::Gateway6 { .. } | Hop::Connected6 { .. } | Hop::Local6 => {
+                return Verdict::Drop(DropReason::Other);
+            }
         };
         let ip = Ipv4Packet::new_unchecked(&pkt.data()[ethernet::HEADER_LEN..]);
         if ip.ttl() <= 1 {
@@ -451,6 +581,7 @@ impl Vr for Router {
         match self.ingress(pkt) {
             Ingress::Done(v) => v,
             Ingress::Arp => self.arp_in(pkt),
+            Ingress::Ipv6 => self.ipv6_in(pkt),
             Ingress::Lookup(dst) => {
                 let id = self.fib.lookup(dst);
                 self.route(pkt, id)
@@ -477,6 +608,11 @@ impl Vr for Router {
                         at[m] = i as u8 | ARP_MARK;
                         m += 1;
                     }
+                    // IPv6 touches only IPv6 state (its table, neighbour
+                    // cache and ICMPv6 bucket) besides counters, so it
+                    // is handled here, out of the IPv4 steps, with the
+                    // verdicts it would have in order.
+                    Ingress::Ipv6 => *v = self.ipv6_in(p),
                     Ingress::Lookup(dst) => {
                         dsts[m] = dst;
                         at[m] = i as u8;

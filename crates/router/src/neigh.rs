@@ -1,6 +1,8 @@
 //! The neighbour table: IPv4 address on a vNIC -> MAC address, learned by
 //! ARP (RFC 826) or configured, and the pending buffers of packets waiting
-//! for a neighbour to be resolved.
+//! for a neighbour to be resolved. The IPv6 neighbour cache (RFC 4861) is
+//! the same structure keyed by `u128` ([`NeighAddr`]): a sibling table,
+//! with its own entries and pending buffers, driven by the same states.
 //!
 //! Fixed capacity, allocated once: an open-addressed table of
 //! `capacity` entries (a power of two), where a key lives within [`WINDOW`]
@@ -22,6 +24,33 @@ pub(super) const WINDOW: usize = 8;
 pub(super) const PENDING_BYTES: usize = 2048;
 /// No pending buffer.
 pub(super) const NONE: u16 = u16::MAX;
+
+/// An address the table is keyed by: IPv4 (`u32`) or IPv6 (`u128`).
+pub(super) trait NeighAddr: Copy + Eq + core::fmt::Debug {
+    /// The key of an unused entry.
+    const ZERO: Self;
+    /// The address and vNIC folded into 64 bits, for the hash.
+    fn key(self, vnic: u16) -> u64;
+}
+
+impl NeighAddr for u32 {
+    const ZERO: Self = 0;
+    #[inline]
+    fn key(self, vnic: u16) -> u64 {
+        u64::from(self) | (u64::from(vnic) << 32)
+    }
+}
+
+impl NeighAddr for u128 {
+    const ZERO: Self = 0;
+    #[inline]
+    fn key(self, vnic: u16) -> u64 {
+        // Interface identifiers vary in the low half; the high half (the
+        // prefix) and the vNIC are mixed in so that equal suffixes on two
+        // links do not collide.
+        (self as u64) ^ ((self >> 64) as u64).rotate_left(29) ^ (u64::from(vnic) << 48)
+    }
+}
 
 /// Resolution state of a neighbour (a subset of Linux's NUD states).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +76,8 @@ pub(super) enum State {
 
 /// One neighbour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Neigh {
-    pub ip: u32,
+pub(super) struct Neigh<A = u32> {
+    pub ip: A,
     pub vnic: u16,
     pub state: State,
     /// Routes, next hops and static entries that need the entry in its
@@ -64,9 +93,9 @@ pub(super) struct Neigh {
     pub pending: u16,
 }
 
-impl Neigh {
-    const UNUSED: Neigh = Neigh {
-        ip: 0,
+impl<A: NeighAddr> Neigh<A> {
+    const UNUSED: Neigh<A> = Neigh {
+        ip: A::ZERO,
         vnic: 0,
         state: State::Unused,
         pins: 0,
@@ -84,15 +113,15 @@ impl Neigh {
 
 /// The table and its pending buffers.
 #[derive(Debug)]
-pub(super) struct NeighTable {
-    entries: Vec<Neigh>,
+pub(super) struct NeighTable<A = u32> {
+    entries: Vec<Neigh<A>>,
     mask: usize,
     bufs: Vec<u8>,
     lens: Vec<u16>,
     free: Vec<u16>,
 }
 
-impl NeighTable {
+impl<A: NeighAddr> NeighTable<A> {
     /// A table of at least `capacity` entries (rounded up to a power of
     /// two, at least [`WINDOW`]) and `pending` buffers (at most 65,535).
     pub fn new(capacity: usize, pending: usize) -> Self {
@@ -114,15 +143,15 @@ impl NeighTable {
     }
 
     #[inline]
-    fn home(&self, ip: u32, vnic: u16) -> usize {
+    fn home(&self, ip: A, vnic: u16) -> usize {
         // Fibonacci hashing of address and vNIC; the high bits are the best.
-        let k = u64::from(ip) | (u64::from(vnic) << 32);
+        let k = ip.key(vnic);
         (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & self.mask
     }
 
     /// The slot of `(ip, vnic)`, if present.
     #[inline]
-    pub fn find(&self, ip: u32, vnic: u16) -> Option<usize> {
+    pub fn find(&self, ip: A, vnic: u16) -> Option<usize> {
         let h = self.home(ip, vnic);
         for k in 0..WINDOW {
             let i = (h + k) & self.mask;
@@ -142,7 +171,7 @@ impl NeighTable {
     /// `None` if every entry there is pinned or waiting with a packet.
     /// Returns also the number of packets discarded from an evicted
     /// entry's pending buffer (0 or 1).
-    pub fn insert(&mut self, ip: u32, vnic: u16) -> Option<(usize, u64)> {
+    pub fn insert(&mut self, ip: A, vnic: u16) -> Option<(usize, u64)> {
         let h = self.home(ip, vnic);
         let mut victim: Option<(usize, u8, u64)> = None;
         for k in 0..WINDOW {
@@ -182,19 +211,19 @@ impl NeighTable {
 
     /// The entry in slot `i`.
     #[inline]
-    pub fn get(&self, i: usize) -> &Neigh {
+    pub fn get(&self, i: usize) -> &Neigh<A> {
         &self.entries[i]
     }
 
     /// The entry in slot `i`, mutable.
     #[inline]
-    pub fn get_mut(&mut self, i: usize) -> &mut Neigh {
+    pub fn get_mut(&mut self, i: usize) -> &mut Neigh<A> {
         &mut self.entries[i]
     }
 
     /// Pin `(ip, vnic)` once more (a gateway: never evicted while pinned);
     /// its slot, or `None` if its window is full of pinned entries.
-    pub fn pin(&mut self, ip: u32, vnic: u16) -> Option<usize> {
+    pub fn pin(&mut self, ip: A, vnic: u16) -> Option<usize> {
         let (i, _) = self.insert(ip, vnic)?;
         let e = &mut self.entries[i];
         e.pins = e.pins.saturating_add(1);
@@ -218,7 +247,7 @@ impl NeighTable {
     }
 
     /// Make `(ip, vnic)` a static neighbour at `mac`.
-    pub fn set_static(&mut self, ip: u32, vnic: u16, mac: [u8; 6]) -> Option<usize> {
+    pub fn set_static(&mut self, ip: A, vnic: u16, mac: [u8; 6]) -> Option<usize> {
         let i = self.pin(ip, vnic)?;
         let e = &mut self.entries[i];
         e.state = State::Static;
@@ -280,7 +309,7 @@ mod tests {
 
     #[test]
     fn insert_find_evict() {
-        let mut t = NeighTable::new(8, 2);
+        let mut t = NeighTable::<u32>::new(8, 2);
         assert_eq!(t.capacity(), 8);
         let (a, _) = t.insert(1, 0).unwrap();
         assert_eq!(t.insert(1, 0), Some((a, 0)));
@@ -330,7 +359,7 @@ mod tests {
 
     #[test]
     fn full_of_pinned() {
-        let mut t = NeighTable::new(8, 0);
+        let mut t = NeighTable::<u32>::new(8, 0);
         for ip in 0..8 {
             t.set_static(ip, 1, [2, 0, 0, 0, 0, ip as u8]).unwrap();
         }
@@ -343,7 +372,7 @@ mod tests {
 
     #[test]
     fn pins_are_counted() {
-        let mut t = NeighTable::new(8, 0);
+        let mut t = NeighTable::<u32>::new(8, 0);
         let g = t.pin(1, 0).unwrap();
         assert_eq!(t.pin(1, 0), Some(g));
         for ip in 2..=8 {
@@ -361,7 +390,7 @@ mod tests {
 
     #[test]
     fn pending_pool() {
-        let mut t = NeighTable::new(16, 1);
+        let mut t = NeighTable::<u32>::new(16, 1);
         let (a, _) = t.insert(1, 0).unwrap();
         let (b, _) = t.insert(2, 0).unwrap();
         assert!(!t.park(a, &[0; PENDING_BYTES + 1]));

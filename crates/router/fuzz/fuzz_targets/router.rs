@@ -12,7 +12,8 @@
 //! Checked: nothing panics; a forwarded packet lies inside its buffer,
 //! leaves by one of the router's vNICs with that vNIC's MAC as source, is
 //! at least an Ethernet header long, and is a valid IPv4 packet (header
-//! checksum verifies) or a 42-byte Ethernet/IPv4 ARP packet; a refused or
+//! checksum verifies), a 42-byte Ethernet/IPv4 ARP packet, or an IPv6
+//! packet whose header and extension header chain parse; a refused or
 //! dry-run route change leaves the table as it was. While the coarse
 //! clock the router reads has not moved since the input began (both
 //! routers then saw the same time), A and B agree on every verdict and
@@ -34,6 +35,7 @@ use vrhost_packet::arp::ArpPacket;
 use vrhost_packet::checksum;
 use vrhost_packet::icmp::Icmpv4Packet;
 use vrhost_packet::ipv4::Ipv4Packet;
+use vrhost_packet::ipv6::Ipv6Packet;
 use vrhost_router::{
     ArpConfig, IcmpConfig, NeighbourConfig, NextHopConfig, RouteChanges, RouteConfig, Router,
     RouterConfig, VnicConfig,
@@ -65,8 +67,8 @@ fn config(tiny: bool) -> RouterConfig {
     };
     RouterConfig {
         vnics: vec![
-            vnic(MACS[0], &["10.1.0.1/24", "10.1.2.1/31"]),
-            vnic(MACS[1], &["10.1.1.1/24", "10.9.0.1/16"]),
+            vnic(MACS[0], &["10.1.0.1/24", "10.1.2.1/31", "2001:db8::1/64", "fe80::1/64"]),
+            vnic(MACS[1], &["10.1.1.1/24", "10.9.0.1/16", "2001:db8:1::1/64"]),
         ],
         nexthops: vec![
             NextHopConfig {
@@ -90,6 +92,8 @@ fn config(tiny: bool) -> RouterConfig {
             route("192.0.2.0/24", Some(0), None),
             route("198.51.100.0/24", Some(1), None),
             route("203.0.113.0/24", None, Some("10.1.0.9")),
+            route("2001:db8:8000::/33", None, Some("2001:db8:1::2")),
+            route("2001:db8:99::/48", Some(0), None),
         ],
         neighbours: vec![
             NeighbourConfig {
@@ -101,6 +105,11 @@ fn config(tiny: bool) -> RouterConfig {
                 ip: "10.1.1.3".into(),
                 mac: "02:00:00:00:30:03".into(),
                 vnic: Some(1),
+            },
+            NeighbourConfig {
+                ip: "2001:db8::9".into(),
+                mac: "02:00:00:00:30:19".into(),
+                vnic: None,
             },
         ],
         arp: if tiny {
@@ -200,6 +209,10 @@ fn check_forwarded(d: &[u8], vnic: u16) {
         [0x08, 0x06] => {
             assert_eq!(d.len(), 42, "forwarded ARP");
             ArpPacket::new_checked(&d[14..]).expect("forwarded ARP parses");
+        }
+        [0x86, 0xdd] => {
+            let ip = Ipv6Packet::new_checked(&d[14..]).expect("forwarded IPv6 parses");
+            ip.upper_layer().expect("forwarded IPv6 extension headers parse");
         }
         t => panic!("forwarded a frame of EtherType {t:02x?}"),
     }

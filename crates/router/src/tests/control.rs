@@ -288,7 +288,13 @@ fn json_messages_and_their_errors() {
         stats,
         json!({"routes": routes + 1, "neighbours": 1, "burst_lookup": false,
                "peer_neigh_sent": 0, "peer_neigh_unsent": 0,
-               "peer_neigh_applied": 0, "peer_neigh_bad": 0})
+               "peer_neigh_applied": 0, "peer_neigh_bad": 0,
+               "routes6": 0, "neighbours6": 0,
+               "ipv6": {"nd_solicits": 0, "nd_adverts": 0, "nd_learned": 0,
+                        "nd_released": 0, "nd_unres_discards": 0, "nd_failed": 0,
+                        "icmp6_echo_replies": 0, "icmp6_time_exceeded": 0,
+                        "icmp6_no_route": 0, "icmp6_addr_unreachable": 0,
+                        "icmp6_rate_limited": 0}})
     );
     let e = r.control(&json!({"reboot": true})).unwrap_err();
     assert!(e.contains("unknown variant `reboot`"), "{e}");

@@ -29,10 +29,14 @@ fn the_original_form_forwards_as_before() {
     );
     assert_eq!((&out[12..22], out[23]), (&pkt[12..22], pkt[23]));
     assert_eq!(&out[26..], &pkt[26..]);
+    // An IPv4 packet in a frame that says IPv6: version 4, a bad header.
     let mut v6 = pkt.clone();
     v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+    assert_eq!(run(&mut r, 0, &v6).0, Verdict::Drop(DropReason::BadHeader));
+    let mut other = pkt.clone();
+    other[12..14].copy_from_slice(&[0x88, 0xb5]);
     assert_eq!(
-        run(&mut r, 0, &v6).0,
+        run(&mut r, 0, &other).0,
         Verdict::Drop(DropReason::Unsupported)
     );
     assert_eq!(

@@ -15,6 +15,8 @@ mod arp;
 mod control;
 mod forward;
 mod icmp;
+mod ipv6;
+mod nd;
 mod peer;
 
 /// The router's MACs, vNIC 0 and 1.
