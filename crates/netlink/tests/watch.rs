@@ -1,0 +1,343 @@
+//! The watch against a real kernel table, in namespaces of the tests' own
+//! (root). No traffic is sent: routes are only added and removed.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use common::{can_run, lab, watch};
+use ipnet::IpNet;
+use vrhost_netlink::{
+    Batching, NetnsRef, RouteKind, RouteWatch, RouterSync, WatchError, WatchFilter, proto,
+};
+
+fn ip(s: &str) -> Option<IpAddr> {
+    Some(s.parse().unwrap())
+}
+
+#[test]
+fn the_initial_table_and_live_changes_of_both_families_are_handed_on() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    ns.ip(&[
+        "route",
+        "add",
+        "10.9.0.0/16",
+        "via",
+        "10.0.0.9",
+        "proto",
+        "static",
+    ])
+    .unwrap();
+    let (w, mut c) = watch(&ns, WatchFilter::default(), Batching::default());
+    // The initial dump: the static route, not the connected subnet.
+    let r = c.get("10.9.0.0/16").expect("static route of the dump");
+    assert_eq!((r.protocol, r.via), (proto::STATIC, ip("10.0.0.9")));
+    assert!(c.get("10.0.0.0/24").is_none(), "proto kernel skipped");
+    assert!(w.stats().skipped.kernel > 0, "{:?}", w.stats());
+
+    ns.ip(&[
+        "route",
+        "add",
+        "10.1.0.0/16",
+        "via",
+        "10.0.0.2",
+        "proto",
+        "bird",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "route",
+        "add",
+        "10.2.0.0/16",
+        "via",
+        "10.0.0.3",
+        "proto",
+        "static",
+        "metric",
+        "7",
+    ])
+    .unwrap();
+    c.until("10.1/16 and 10.2/16", |t| t.len() == 3);
+    let r = c.get("10.1.0.0/16").unwrap();
+    assert_eq!(
+        (r.protocol, r.via, r.kind),
+        (proto::BIRD, ip("10.0.0.2"), RouteKind::Unicast)
+    );
+    assert_eq!(r.oif.as_ref().and_then(|o| o.name.as_deref()), Some("d0"));
+    let r = c.get("10.2.0.0/16").unwrap();
+    assert_eq!((r.protocol, r.metric), (proto::STATIC, 7));
+
+    // A replace is one add with the new gateway.
+    let before = c.batches.len();
+    ns.ip(&[
+        "route",
+        "replace",
+        "10.1.0.0/16",
+        "via",
+        "10.0.0.4",
+        "proto",
+        "bird",
+    ])
+    .unwrap();
+    c.until("the replaced gateway", |t| {
+        t[&"10.1.0.0/16".parse::<IpNet>().unwrap()].via == ip("10.0.0.4")
+    });
+    let adds: Vec<_> = c.batches[before..].iter().flat_map(|b| &b.add).collect();
+    assert_eq!(adds.len(), 1, "{adds:?}");
+    assert!(c.batches[before..].iter().all(|b| b.del.is_empty()));
+
+    // A delete.
+    ns.ip(&["route", "del", "10.2.0.0/16", "metric", "7"])
+        .unwrap();
+    c.until("10.2/16 withdrawn", |t| t.len() == 2);
+
+    // IPv6.
+    ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:1::/48",
+        "via",
+        "2001:db8::2",
+        "proto",
+        "bird",
+    ])
+    .unwrap();
+    c.until("2001:db8:1::/48", |t| t.len() == 3);
+    let r = c.get("2001:db8:1::/48").unwrap();
+    assert_eq!((r.protocol, r.via), (proto::BIRD, ip("2001:db8::2")));
+
+    // A blackhole is represented; a route of scope link is not taken.
+    ns.ip(&[
+        "route",
+        "add",
+        "blackhole",
+        "10.4.0.0/16",
+        "proto",
+        "static",
+    ])
+    .unwrap();
+    ns.ip(&["route", "add", "10.3.0.0/16", "dev", "d0"])
+        .unwrap();
+    c.until("the blackhole", |t| t.len() == 4);
+    assert_eq!(c.get("10.4.0.0/16").unwrap().kind, RouteKind::Blackhole);
+    c.settle(Duration::from_millis(100));
+    assert!(c.get("10.3.0.0/16").is_none(), "scope link skipped");
+
+    // Routes through the VR's router: IPv4 by gateway, the rest counted.
+    let mut sync = RouterSync::new(HashMap::from([("d0".to_string(), 0)]));
+    let mut add = Vec::new();
+    for b in &c.batches {
+        let ch = sync.convert(b);
+        add.extend(ch.add.into_iter().map(|r| (r.prefix, r.via, r.vnic)));
+    }
+    assert!(add.contains(&("10.1.0.0/16".into(), Some("10.0.0.4".into()), Some(0))));
+    let cs = sync.stats();
+    assert_eq!((cs.ipv6, cs.not_unicast), (1, 1), "{cs:?}");
+
+    let st = w.stop().expect("stops cleanly");
+    assert_eq!(st.routes, 4, "{st:?}");
+    assert!(st.skipped.link_scope >= 1, "{st:?}");
+    assert_eq!(st.overruns, 0);
+}
+
+#[test]
+fn a_thousand_routes_at_once_arrive_in_few_batches_in_order() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    let (w, mut c) = watch(&ns, WatchFilter::default(), Batching::default());
+    let prefixes: Vec<String> = (0..1000u32)
+        .map(|i| format!("10.{}.{}.0/24", 64 + i / 256, i % 256))
+        .collect();
+    let batch = |verb: &str| {
+        let path = std::env::temp_dir().join(format!("{}-{verb}.batch", ns.name()));
+        let mut f = std::fs::File::create(&path).unwrap();
+        for p in &prefixes {
+            writeln!(f, "route {verb} {p} via 10.0.0.2 proto bird").unwrap();
+        }
+        drop(f);
+        let out = ns.ip(&["-batch", path.to_str().unwrap()]);
+        std::fs::remove_file(&path).unwrap();
+        out.unwrap();
+    };
+    batch("add");
+    c.until("1000 routes", |t| t.len() == 1000);
+    let n = c.batches.len();
+    assert!(n <= 10, "{n} batches for 1000 routes");
+    // In the order they were added.
+    let order: Vec<String> = c
+        .batches
+        .iter()
+        .flat_map(|b| &b.add)
+        .map(|r| r.prefix.to_string())
+        .collect();
+    assert_eq!(order, prefixes);
+
+    batch("del");
+    c.until("all withdrawn", |t| t.is_empty());
+    assert!(c.batches.len() - n <= 10, "{} batches", c.batches.len() - n);
+    let st = w.stop().unwrap();
+    assert_eq!((st.added, st.deleted, st.routes), (1000, 1000, 0), "{st:?}");
+}
+
+#[test]
+fn a_route_added_and_withdrawn_within_a_window_is_not_handed_on() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    // A long window, so that the add and the delete surely fall in one.
+    let batching = Batching {
+        window: Duration::from_millis(500),
+        ..Batching::default()
+    };
+    let (w, mut c) = watch(&ns, WatchFilter::default(), batching);
+    let path = std::env::temp_dir().join(format!("{}.batch", ns.name()));
+    std::fs::write(
+        &path,
+        "route add 10.50.0.0/16 via 10.0.0.2 proto bird\n\
+         route del 10.50.0.0/16\n\
+         route add 10.51.0.0/16 via 10.0.0.2 proto bird\n",
+    )
+    .unwrap();
+    let out = ns.ip(&["-batch", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    out.unwrap();
+    c.until("10.51/16", |t| t.len() == 1);
+    let fleeting: IpNet = "10.50.0.0/16".parse().unwrap();
+    assert!(
+        c.batches
+            .iter()
+            .all(|b| !b.add.iter().any(|r| r.prefix == fleeting)),
+        "{:?}",
+        c.batches
+    );
+    let st = w.stop().unwrap();
+    assert!(st.coalesced >= 1, "{st:?}");
+    assert_eq!(st.added, 1, "{st:?}");
+}
+
+#[test]
+fn the_lowest_metric_is_handed_on_and_its_withdrawal_falls_back() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    let (_w, mut c) = watch(&ns, WatchFilter::default(), Batching::default());
+    ns.ip(&[
+        "route",
+        "add",
+        "10.7.0.0/16",
+        "via",
+        "10.0.0.8",
+        "metric",
+        "200",
+        "proto",
+        "bird",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "route",
+        "add",
+        "10.7.0.0/16",
+        "via",
+        "10.0.0.7",
+        "metric",
+        "100",
+        "proto",
+        "bird",
+    ])
+    .unwrap();
+    c.until("metric 100", |t| t.values().any(|r| r.metric == 100));
+    ns.ip(&["route", "del", "10.7.0.0/16", "metric", "100"])
+        .unwrap();
+    c.until("metric 200", |t| t.values().any(|r| r.metric == 200));
+    assert_eq!(c.get("10.7.0.0/16").unwrap().via, ip("10.0.0.8"));
+}
+
+#[test]
+fn a_protocol_filter_takes_only_its_protocols() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    let filter = WatchFilter {
+        protocols: vrhost_netlink::Protocols::Only(vec![proto::BIRD]),
+        ipv6: false,
+        ..WatchFilter::default()
+    };
+    let (w, mut c) = watch(&ns, filter, Batching::default());
+    ns.ip(&[
+        "route",
+        "add",
+        "10.8.0.0/16",
+        "via",
+        "10.0.0.2",
+        "proto",
+        "static",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:2::/48",
+        "via",
+        "2001:db8::2",
+        "proto",
+        "bird",
+    ])
+    .unwrap();
+    ns.ip(&[
+        "route",
+        "add",
+        "10.9.0.0/16",
+        "via",
+        "10.0.0.2",
+        "proto",
+        "bird",
+    ])
+    .unwrap();
+    c.until("the BIRD route", |t| t.len() == 1);
+    c.settle(Duration::from_millis(100));
+    assert_eq!(c.table.len(), 1, "{:?}", c.table);
+    let st = w.stop().unwrap();
+    assert!(st.skipped.protocol >= 1 && st.skipped.family >= 1, "{st:?}");
+}
+
+#[test]
+fn a_missing_namespace_is_an_error_and_a_dropped_watch_ends() {
+    if !can_run() {
+        return;
+    }
+    let e = RouteWatch::start(
+        NetnsRef::named("vrh-nl-no-such-namespace"),
+        WatchFilter::default(),
+        Batching::default(),
+        |_| {},
+    )
+    .unwrap_err();
+    assert!(matches!(e, WatchError::Netns { .. }), "{e}");
+    assert!(e.to_string().contains("vrh-nl-no-such-namespace"), "{e}");
+
+    let ns = lab();
+    let (w, rx) = RouteWatch::channel(
+        NetnsRef::named(ns.name()),
+        WatchFilter::default(),
+        Batching::default(),
+        4,
+    )
+    .unwrap();
+    assert!(w.is_running());
+    drop(w);
+    // The thread has ended and dropped its sender.
+    assert!(rx.iter().count() <= 1);
+}
