@@ -4,12 +4,12 @@
 //! control namespace, to the VR).
 //!
 //! ```no_run
-//! use vrhost_netlink::{Batching, NetnsRef, RouteWatch, RouterSync, WatchFilter};
+//! use vrhost_netlink::{WatchOptions, NetnsRef, RouteWatch, RouterSync, WatchFilter};
 //!
 //! let (watch, batches) = RouteWatch::channel(
 //!     NetnsRef::named("vr1-ctl"),
 //!     WatchFilter::default(),
-//!     Batching::default(),
+//!     WatchOptions::default(),
 //!     64,
 //! )?;
 //! let mut sync = RouterSync::new([("tap0".to_string(), 0)].into());
@@ -26,8 +26,8 @@
 //! namespace it was created in), dumps links and routes once, hands the
 //! table on as the first batches ([`WatchStats::synced`]), then follows
 //! `RTM_NEWROUTE`/`RTM_DELROUTE` (and link names). Changes are gathered
-//! for [`Batching::window`] after the first one (20 ms), at most
-//! [`Batching::max_routes`] to a batch; per prefix only the net change
+//! for [`WatchOptions::window`] after the first one (20 ms), at most
+//! [`WatchOptions::max_routes`] to a batch; per prefix only the net change
 //! goes out (added and withdrawn within a window: nothing; replaced: one
 //! add). Several kernel routes of one prefix (different metrics): the
 //! lowest metric is handed on, and its withdrawal brings the next back.
@@ -75,7 +75,7 @@ pub use route::{
 pub use router::{ConvertStats, RouterSync};
 pub use sys::NetnsRef;
 pub use table::RouteBatch;
-pub use watch::{Batching, RouteWatch, WatchStats};
+pub use watch::{RouteWatch, WatchOptions, WatchStats};
 
 /// Starting or running a [`RouteWatch`] failed.
 #[derive(Debug, thiserror::Error)]

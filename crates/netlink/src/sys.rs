@@ -80,10 +80,6 @@ const GRP_IPV4_ROUTE: u32 = 0x40;
 /// `RTMGRP_IPV6_ROUTE`.
 const GRP_IPV6_ROUTE: u32 = 0x400;
 
-/// Receive buffer asked for (root may exceed `rmem_max`): room for a
-/// burst of ~100K route events before the kernel drops and says ENOBUFS.
-const RCVBUF: usize = 32 << 20;
-
 /// A `NETLINK_ROUTE` socket in the namespace of the thread that opened
 /// it, subscribed to link and route events.
 pub(crate) struct NlSocket {
@@ -103,7 +99,8 @@ pub(crate) enum Recv {
 }
 
 impl NlSocket {
-    pub(crate) fn open() -> Result<Self, WatchError> {
+    /// A socket with a receive buffer of `rcvbuf` bytes.
+    pub(crate) fn open(rcvbuf: usize) -> Result<Self, WatchError> {
         let fd = rustix::net::socket_with(
             AddressFamily::NETLINK,
             SocketType::RAW,
@@ -111,9 +108,9 @@ impl NlSocket {
             None, // NETLINK_ROUTE
         )
         .map_err(sys("socket"))?;
-        if rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, RCVBUF).is_err() {
+        if rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, rcvbuf).is_err() {
             // Not root: the ordinary limit (rmem_max) applies.
-            rustix::net::sockopt::set_socket_recv_buffer_size(&fd, RCVBUF)
+            rustix::net::sockopt::set_socket_recv_buffer_size(&fd, rcvbuf)
                 .map_err(sys("setsockopt(SO_RCVBUF)"))?;
         }
         let groups = GRP_LINK | GRP_IPV4_ROUTE | GRP_IPV6_ROUTE;
@@ -142,9 +139,11 @@ impl NlSocket {
         Ok(self.seq)
     }
 
-    /// Read what is there, without waiting.
+    /// Read what is there, without waiting. A message longer than `buf`
+    /// (none of the kernel's are, for a 64 KiB buffer) counts as lost.
     pub(crate) fn recv(&self, buf: &mut [u8]) -> Result<Recv, WatchError> {
-        match rustix::net::recv(&self.fd, buf, RecvFlags::DONTWAIT) {
+        match rustix::net::recv(&self.fd, buf, RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
+            Ok((n, full)) if full > n => Ok(Recv::Overrun),
             Ok((n, _)) => Ok(Recv::Data(n)),
             Err(Errno::AGAIN) => Ok(Recv::Empty),
             Err(Errno::NOBUFS) => Ok(Recv::Overrun),

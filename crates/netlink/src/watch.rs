@@ -16,9 +16,9 @@ use crate::sys::{self, NetnsRef, NlSocket, Recv, StopEvent};
 use crate::table::Table;
 use crate::{RouteBatch, SkipCounts, WatchError, WatchFilter};
 
-/// How changes are gathered into batches.
+/// How changes are gathered into batches, and how many may wait unread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Batching {
+pub struct WatchOptions {
     /// A batch goes out this long after the first change in it (20 ms by
     /// default), or sooner when it is full.
     pub window: Duration,
@@ -26,13 +26,19 @@ pub struct Batching {
     /// batch into control messages of `vrhost_proto::CONTROL_CHUNK` routes
     /// anyway).
     pub max_routes: usize,
+    /// The socket's receive buffer, bytes (32 MiB by default: ~200K route
+    /// events while the batch callback is busy; root may exceed
+    /// `net.core.rmem_max`). When it overflows, the kernel drops events,
+    /// and the watch dumps the table again ([`WatchStats::overruns`]).
+    pub socket_buffer: usize,
 }
 
-impl Default for Batching {
+impl Default for WatchOptions {
     fn default() -> Self {
         Self {
             window: Duration::from_millis(20),
             max_routes: 4096,
+            socket_buffer: 32 << 20,
         }
     }
 }
@@ -71,10 +77,15 @@ pub struct WatchStats {
     /// Dumps the kernel said were inconsistent (the table changed during
     /// the dump), each followed by another.
     pub dumps_interrupted: u64,
+    /// Dump requests asked again: refused for want of buffer (`ENOBUFS`),
+    /// or lost (no answer for a second).
+    pub dump_retries: u64,
     /// Netlink messages that did not parse.
     pub decode_errors: u64,
     /// The initial dump has been handed on.
     pub synced: bool,
+    /// A dump is under way (changes are handed on after it).
+    pub dumping: bool,
 }
 
 /// Follows the kernel routing table of one network namespace and hands
@@ -105,13 +116,13 @@ impl RouteWatch {
     pub fn start(
         netns: NetnsRef,
         filter: WatchFilter,
-        batching: Batching,
+        options: WatchOptions,
         mut on_batch: impl FnMut(RouteBatch) + Send + 'static,
     ) -> Result<Self, WatchError> {
         Self::spawn(
             netns,
             filter,
-            batching,
+            options,
             Box::new(move |b| {
                 on_batch(b);
                 true
@@ -128,14 +139,14 @@ impl RouteWatch {
     pub fn channel(
         netns: NetnsRef,
         filter: WatchFilter,
-        batching: Batching,
+        options: WatchOptions,
         depth: usize,
     ) -> Result<(Self, Receiver<RouteBatch>), WatchError> {
         let (tx, rx): (SyncSender<RouteBatch>, _) = sync_channel(depth);
         let w = Self::spawn(
             netns,
             filter,
-            batching,
+            options,
             Box::new(move |b| tx.send(b).is_ok()),
         )?;
         Ok((w, rx))
@@ -144,7 +155,7 @@ impl RouteWatch {
     fn spawn(
         netns: NetnsRef,
         filter: WatchFilter,
-        batching: Batching,
+        options: WatchOptions,
         sink: Sink,
     ) -> Result<Self, WatchError> {
         let stop = Arc::new(StopEvent::new()?);
@@ -155,7 +166,7 @@ impl RouteWatch {
         let thread = std::thread::Builder::new()
             .name(name.chars().take(15).collect())
             .spawn(move || {
-                let setup = sys::enter(&netns).and_then(|()| NlSocket::open());
+                let setup = sys::enter(&netns).and_then(|()| NlSocket::open(options.socket_buffer));
                 let sock = match setup {
                     Ok(s) => {
                         let _ = ready_tx.send(Ok(()));
@@ -166,7 +177,7 @@ impl RouteWatch {
                         return Ok(());
                     }
                 };
-                Worker::new(sock, filter, batching, sink, stats2).run(&stop2)
+                Worker::new(sock, filter, options, sink, stats2).run(&stop2)
             })
             .map_err(|source| WatchError::Thread { source })?;
         match ready_rx.recv() {
@@ -231,7 +242,7 @@ enum Dump {
 struct Worker {
     sock: NlSocket,
     filter: WatchFilter,
-    batching: Batching,
+    options: WatchOptions,
     sink: Sink,
     shared: Arc<Mutex<WatchStats>>,
     stats: WatchStats,
@@ -241,11 +252,22 @@ struct Worker {
     queued: VecDeque<Dump>,
     /// The dump under way and its sequence number.
     current: Option<(Dump, u32)>,
-    /// The current dump was interrupted: dump routes again after it.
-    interrupted: bool,
+    /// Dump again once the current dump is done: it was inconsistent, or
+    /// events were lost meanwhile (one socket runs one dump at a time).
+    redo: bool,
     /// When the first change not yet handed on arrived.
     first_dirty: Option<Instant>,
+    /// When the current dump was asked for or last gave a message.
+    dump_progress: Instant,
 }
+
+/// `ENOBUFS`: a dump request that found the receive buffer full.
+const ENOBUFS: i32 = 105;
+/// `EBUSY`: a dump request while the socket's dump still runs.
+const EBUSY: i32 = 16;
+/// A dump that gives nothing for this long was lost (its request or its
+/// answer dropped for want of buffer): it is asked for again.
+const DUMP_STALL: Duration = Duration::from_secs(1);
 
 /// Receive buffer: larger than a dump chunk (the kernel fills at most
 /// 32 KiB per read).
@@ -255,14 +277,14 @@ impl Worker {
     fn new(
         sock: NlSocket,
         filter: WatchFilter,
-        batching: Batching,
+        options: WatchOptions,
         sink: Sink,
         shared: Arc<Mutex<WatchStats>>,
     ) -> Self {
         Self {
             sock,
             filter,
-            batching,
+            options,
             sink,
             shared,
             stats: WatchStats::default(),
@@ -270,8 +292,9 @@ impl Worker {
             links: HashMap::new(),
             queued: VecDeque::new(),
             current: None,
-            interrupted: false,
+            redo: false,
             first_dirty: None,
+            dump_progress: Instant::now(),
         }
     }
 
@@ -281,9 +304,11 @@ impl Worker {
         let mut buf = vec![0u8; BUF];
         loop {
             let timeout = match (self.current, self.first_dirty) {
-                (None, Some(t)) => Some(self.batching.window.saturating_sub(t.elapsed())),
-                _ => None,
+                (Some(_), _) => Some(DUMP_STALL.saturating_sub(self.dump_progress.elapsed())),
+                (None, Some(t)) => Some(self.options.window.saturating_sub(t.elapsed())),
+                (None, None) => None,
             };
+            self.publish();
             let ready = sys::wait(&self.sock, stop, timeout)?;
             if ready.stop {
                 return Ok(());
@@ -291,15 +316,20 @@ impl Worker {
             if ready.socket && !self.drain(&mut buf)? {
                 return Ok(());
             }
+            if self.current.is_some() && self.dump_progress.elapsed() >= DUMP_STALL {
+                self.stats.dump_retries += 1;
+                self.current = None;
+                self.resync()?;
+            }
             if !self.maybe_flush()? {
                 return Ok(());
             }
-            self.publish();
         }
     }
 
     fn publish(&mut self) {
         self.stats.routes = self.table.len() as u64;
+        self.stats.dumping = self.current.is_some();
         *self.shared.lock().unwrap_or_else(PoisonError::into_inner) = self.stats;
     }
 
@@ -309,6 +339,7 @@ impl Worker {
                 if d == Dump::Routes {
                     self.stats.dumps += 1;
                 }
+                self.dump_progress = Instant::now();
                 Some((d, self.sock.request_dump(d == Dump::Links)?))
             }
             None => None,
@@ -319,10 +350,14 @@ impl Worker {
     /// Dump links and routes again (events were lost, or a dump was
     /// inconsistent); what changed meanwhile is handed on after it.
     fn resync(&mut self) -> Result<(), WatchError> {
+        if self.current.is_some() {
+            self.redo = true;
+            return Ok(());
+        }
         self.table.clear_for_resync();
         self.queued.clear();
         self.queued.extend([Dump::Links, Dump::Routes]);
-        self.interrupted = false;
+        self.redo = false;
         self.next_dump()
     }
 
@@ -363,15 +398,28 @@ impl Worker {
     fn handle(&mut self, m: NetlinkMessage<RouteNetlinkMessage>) -> Result<(), WatchError> {
         let seq = m.header.sequence_number;
         let ours = self.current.is_some_and(|(_, s)| s == seq && seq != 0);
-        if ours && m.header.flags & NLM_F_DUMP_INTR != 0 {
-            self.interrupted = true;
+        if ours {
+            self.dump_progress = Instant::now();
+        }
+        if ours && m.header.flags & NLM_F_DUMP_INTR != 0 && !self.redo {
+            // Every message after the change carries the flag: count once.
+            self.stats.dumps_interrupted += 1;
+            self.redo = true;
         }
         match m.payload {
             NetlinkPayload::Done(_) if ours => self.dump_done()?,
             NetlinkPayload::Error(e) if ours => {
-                return Err(WatchError::Dump {
-                    message: format!("{:?}", e.code),
-                });
+                let code = e.code.map_or(0, |c| -c.get());
+                if code != ENOBUFS && code != EBUSY {
+                    return Err(WatchError::Dump {
+                        message: std::io::Error::from_raw_os_error(code).to_string(),
+                    });
+                }
+                // The request found the receive buffer full of events (or,
+                // after a stall, the old dump still running): ask again.
+                self.stats.dump_retries += 1;
+                self.current = None;
+                self.resync()?;
             }
             NetlinkPayload::Overrun(_) => {
                 self.stats.overruns += 1;
@@ -392,9 +440,8 @@ impl Worker {
     }
 
     fn dump_done(&mut self) -> Result<(), WatchError> {
-        let was = self.current.map(|(d, _)| d);
-        if was == Some(Dump::Routes) && self.interrupted {
-            self.stats.dumps_interrupted += 1;
+        if self.redo {
+            self.current = None;
             return self.resync();
         }
         self.next_dump()?;
@@ -455,7 +502,7 @@ impl Worker {
         while self.table.dirty_len() >= limit.max(1) {
             let Some(b) = self
                 .table
-                .flush(self.batching.max_routes, &mut self.stats.coalesced)
+                .flush(self.options.max_routes, &mut self.stats.coalesced)
             else {
                 continue;
             };
@@ -478,7 +525,7 @@ impl Worker {
         if self.current.is_some() {
             return Ok(true);
         }
-        self.emit(self.batching.max_routes)
+        self.emit(self.options.max_routes)
     }
 
     /// Hand on everything pending.
@@ -489,7 +536,7 @@ impl Worker {
     /// Hand on everything pending once the window has passed.
     fn maybe_flush(&mut self) -> Result<bool, WatchError> {
         match (self.current, self.first_dirty) {
-            (None, Some(t)) if t.elapsed() >= self.batching.window => self.flush_all(),
+            (None, Some(t)) if t.elapsed() >= self.options.window => self.flush_all(),
             _ => Ok(true),
         }
     }

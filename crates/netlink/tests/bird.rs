@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{can_run, lab, watch};
-use vrhost_netlink::{Batching, RouteKind, WatchFilter, proto};
+use vrhost_netlink::{RouteKind, WatchFilter, WatchOptions, proto};
 
 /// The program's path, if it is on PATH.
 fn which(prog: &str) -> Option<PathBuf> {
@@ -97,7 +97,7 @@ fn birds_routes_arrive_as_proto_bird_and_go_when_bird_is_down() {
     let pid = dir.0.join("bird.pid");
     std::fs::write(&conf, CONF).unwrap();
 
-    let (w, mut c) = watch(&ns, WatchFilter::default(), Batching::default());
+    let (w, mut c) = watch(&ns, WatchFilter::default(), WatchOptions::default());
     let mut cmd = ns.command("bird");
     cmd.arg("-f")
         .arg("-c")

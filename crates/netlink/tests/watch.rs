@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{can_run, lab, watch};
 use ipnet::IpNet;
 use vrhost_netlink::{
-    Batching, NetnsRef, RouteKind, RouteWatch, RouterSync, WatchError, WatchFilter, proto,
+    NetnsRef, RouteKind, RouteWatch, RouterSync, WatchError, WatchFilter, WatchOptions, proto,
 };
 
 fn ip(s: &str) -> Option<IpAddr> {
@@ -34,7 +34,7 @@ fn the_initial_table_and_live_changes_of_both_families_are_handed_on() {
         "static",
     ])
     .unwrap();
-    let (w, mut c) = watch(&ns, WatchFilter::default(), Batching::default());
+    let (w, mut c) = watch(&ns, WatchFilter::default(), WatchOptions::default());
     // The initial dump: the static route, not the connected subnet.
     let r = c.get("10.9.0.0/16").expect("static route of the dump");
     assert_eq!((r.protocol, r.via), (proto::STATIC, ip("10.0.0.9")));
@@ -153,7 +153,7 @@ fn a_thousand_routes_at_once_arrive_in_few_batches_in_order() {
         return;
     }
     let ns = lab();
-    let (w, mut c) = watch(&ns, WatchFilter::default(), Batching::default());
+    let (w, mut c) = watch(&ns, WatchFilter::default(), WatchOptions::default());
     let prefixes: Vec<String> = (0..1000u32)
         .map(|i| format!("10.{}.{}.0/24", 64 + i / 256, i % 256))
         .collect();
@@ -195,11 +195,11 @@ fn a_route_added_and_withdrawn_within_a_window_is_not_handed_on() {
     }
     let ns = lab();
     // A long window, so that the add and the delete surely fall in one.
-    let batching = Batching {
+    let options = WatchOptions {
         window: Duration::from_millis(500),
-        ..Batching::default()
+        ..WatchOptions::default()
     };
-    let (w, mut c) = watch(&ns, WatchFilter::default(), batching);
+    let (w, mut c) = watch(&ns, WatchFilter::default(), options);
     let path = std::env::temp_dir().join(format!("{}.batch", ns.name()));
     std::fs::write(
         &path,
@@ -231,7 +231,7 @@ fn the_lowest_metric_is_handed_on_and_its_withdrawal_falls_back() {
         return;
     }
     let ns = lab();
-    let (_w, mut c) = watch(&ns, WatchFilter::default(), Batching::default());
+    let (_w, mut c) = watch(&ns, WatchFilter::default(), WatchOptions::default());
     ns.ip(&[
         "route",
         "add",
@@ -274,7 +274,7 @@ fn a_protocol_filter_takes_only_its_protocols() {
         ipv6: false,
         ..WatchFilter::default()
     };
-    let (w, mut c) = watch(&ns, filter, Batching::default());
+    let (w, mut c) = watch(&ns, filter, WatchOptions::default());
     ns.ip(&[
         "route",
         "add",
@@ -321,7 +321,7 @@ fn a_missing_namespace_is_an_error_and_a_dropped_watch_ends() {
     let e = RouteWatch::start(
         NetnsRef::named("vrh-nl-no-such-namespace"),
         WatchFilter::default(),
-        Batching::default(),
+        WatchOptions::default(),
         |_| {},
     )
     .unwrap_err();
@@ -332,7 +332,7 @@ fn a_missing_namespace_is_an_error_and_a_dropped_watch_ends() {
     let (w, rx) = RouteWatch::channel(
         NetnsRef::named(ns.name()),
         WatchFilter::default(),
-        Batching::default(),
+        WatchOptions::default(),
         4,
     )
     .unwrap();
@@ -340,4 +340,67 @@ fn a_missing_namespace_is_an_error_and_a_dropped_watch_ends() {
     drop(w);
     // The thread has ended and dropped its sender.
     assert!(rx.iter().count() <= 1);
+}
+
+#[test]
+fn events_lost_to_a_full_socket_buffer_are_recovered_by_a_new_dump() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    // A tiny receive buffer and a slow consumer: the kernel drops events.
+    let options = WatchOptions {
+        max_routes: 50,
+        socket_buffer: 8 << 10,
+        ..WatchOptions::default()
+    };
+    let table = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
+    let t2 = table.clone();
+    let w = RouteWatch::start(
+        NetnsRef::named(ns.name()),
+        WatchFilter::default(),
+        options,
+        move |b| {
+            std::thread::sleep(Duration::from_millis(5));
+            let mut t = t2.lock().unwrap();
+            for p in &b.del {
+                assert!(t.remove(p).is_some(), "delete of {p} not held");
+            }
+            for r in b.add {
+                t.insert(r.prefix, r);
+            }
+        },
+    )
+    .unwrap();
+    let path = std::env::temp_dir().join(format!("{}-flood.batch", ns.name()));
+    let mut f = std::fs::File::create(&path).unwrap();
+    for i in 0..3000u32 {
+        writeln!(
+            f,
+            "route add 10.{}.{}.0/24 via 10.0.0.2 proto bird",
+            64 + i / 256,
+            i % 256
+        )
+        .unwrap();
+    }
+    drop(f);
+    let out = ns.ip(&["-batch", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    out.unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while table.lock().unwrap().len() < 3000 {
+        if std::time::Instant::now() > end {
+            panic!("{:?}", w.stop());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = w.stop().unwrap();
+    eprintln!("{st:?}");
+    assert!(st.overruns >= 1, "the buffer never overflowed: {st:?}");
+    assert!(st.dumps >= 2, "{st:?}");
+    assert_eq!(
+        (table.lock().unwrap().len(), st.routes),
+        (3000, 3000),
+        "{st:?}"
+    );
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use vrhost_lab::Netns;
-use vrhost_netlink::{Batching, NetnsRef, Route, RouteBatch, RouteWatch, WatchFilter};
+use vrhost_netlink::{NetnsRef, Route, RouteBatch, RouteWatch, WatchFilter, WatchOptions};
 
 /// Whether the tests can make namespaces (root, `ip`).
 pub fn can_run() -> bool {
@@ -85,8 +85,8 @@ impl Collector {
 }
 
 /// Start a watch on `ns`, waiting until its initial dump is handed on.
-pub fn watch(ns: &Netns, filter: WatchFilter, batching: Batching) -> (RouteWatch, Collector) {
-    let (w, rx) = RouteWatch::channel(NetnsRef::named(ns.name()), filter, batching, 1024)
+pub fn watch(ns: &Netns, filter: WatchFilter, options: WatchOptions) -> (RouteWatch, Collector) {
+    let (w, rx) = RouteWatch::channel(NetnsRef::named(ns.name()), filter, options, 1024)
         .expect("watch starts");
     let mut c = Collector {
         rx,
