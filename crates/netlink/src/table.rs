@@ -59,6 +59,9 @@ impl Slot {
 pub(crate) struct Table {
     slots: HashMap<IpNet, Slot>,
     dirty: VecDeque<IpNet>,
+    /// Prefixes with at least one kernel route, kept up to date rather
+    /// than counted (the watch reads it after every wake-up).
+    held: usize,
 }
 
 impl Table {
@@ -74,10 +77,12 @@ impl Table {
     /// A kernel route added or replaced (the one of its prefix and metric).
     pub(crate) fn upsert(&mut self, r: Route) {
         let s = self.touch(r.prefix);
+        let was_empty = s.routes.is_empty();
         match s.routes.iter_mut().find(|x| x.metric == r.metric) {
             Some(x) => *x = r,
             None => s.routes.push(r),
         }
+        self.held += usize::from(was_empty);
     }
 
     /// A kernel route of `prefix` and `metric` deleted (or no longer
@@ -91,6 +96,7 @@ impl Table {
             return false;
         };
         s.routes.swap_remove(i);
+        self.held -= usize::from(s.routes.is_empty());
         if !s.dirty {
             s.dirty = true;
             self.dirty.push_back(prefix);
@@ -101,6 +107,7 @@ impl Table {
     /// Forget every kernel route (before a re-dump refills the table),
     /// keeping what was handed on: every prefix becomes dirty.
     pub(crate) fn clear_for_resync(&mut self) {
+        self.held = 0;
         for (p, s) in &mut self.slots {
             s.routes.clear();
             if !s.dirty {
@@ -117,7 +124,7 @@ impl Table {
 
     /// Routes in use (one per prefix).
     pub(crate) fn len(&self) -> usize {
-        self.slots.values().filter(|s| !s.routes.is_empty()).count()
+        self.held
     }
 
     /// The next batch of at most `max` changes, or `None` when no dirty
@@ -155,6 +162,8 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use std::net::IpAddr;
+
+    use proptest::prelude::*;
 
     use super::*;
     use crate::RouteKind;
@@ -258,6 +267,63 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].add, vec![r("10.3.0.0/16", "10.0.0.2", 0)]);
         assert_eq!(b[0].del, vec!["10.2.0.0/16".parse::<IpNet>().unwrap()]);
-        assert_eq!(c, 1);
+        assert_eq!((c, t.len()), (1, 2));
+    }
+
+    proptest! {
+        /// Whatever the kernel does and whenever batches are cut, the
+        /// batches applied in order give the kernel's table: per prefix,
+        /// the route of the lowest metric.
+        #[test]
+        fn batches_applied_in_order_give_the_kernel_table(
+            ops in proptest::collection::vec((0u8..3, 0u8..8, 0u32..3, 0u8..4, 1usize..6), 1..200)
+        ) {
+            let mut t = Table::default();
+            let mut kernel: HashMap<(IpNet, u32), Route> = HashMap::new();
+            let mut vr: HashMap<IpNet, Route> = HashMap::new();
+            let mut c = 0;
+            for (op, p, metric, via, max) in ops {
+                let prefix = format!("10.{p}.0.0/16");
+                match op {
+                    0 => {
+                        let rt = r(&prefix, &format!("10.0.0.{via}"), metric);
+                        kernel.insert((rt.prefix, metric), rt.clone());
+                        t.upsert(rt);
+                    }
+                    1 => {
+                        let pn: IpNet = prefix.parse().unwrap();
+                        let had = kernel.remove(&(pn, metric)).is_some();
+                        prop_assert_eq!(t.remove(pn, metric), had);
+                    }
+                    _ => {
+                        if let Some(b) = t.flush(max, &mut c) {
+                            prop_assert!(b.len() <= max);
+                            for d in &b.del {
+                                prop_assert!(vr.remove(d).is_some());
+                            }
+                            for a in b.add {
+                                vr.insert(a.prefix, a);
+                            }
+                        }
+                    }
+                }
+            }
+            while let Some(b) = t.flush(3, &mut c) {
+                for d in &b.del {
+                    prop_assert!(vr.remove(d).is_some());
+                }
+                for a in b.add {
+                    vr.insert(a.prefix, a);
+                }
+            }
+            let mut want: HashMap<IpNet, Route> = HashMap::new();
+            for ((p, _), rt) in &kernel {
+                if want.get(p).is_none_or(|w| rt.metric < w.metric) {
+                    want.insert(*p, rt.clone());
+                }
+            }
+            prop_assert_eq!(t.len(), want.len());
+            prop_assert_eq!(vr, want);
+        }
     }
 }
