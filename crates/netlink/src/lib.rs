@@ -45,12 +45,15 @@
 //! - ECMP (multipath) routes: the first next hop is handed on, the others
 //!   are counted ([`Route::dropped_nexthops`],
 //!   [`WatchStats::multipath_truncated`]);
-//! - nexthop objects (`RTA_NH_ID`, FRR 8's routes): not followed. With
-//!   `net.ipv4.nexthop_compat_mode` = 1 (the kernel's default) the kernel
-//!   also puts the gateway and interface in the route message, and the
-//!   route is taken from those; without them it is skipped
-//!   ([`Skip::NexthopObject`]). A nexthop object changed in place (no
-//!   route message) is not seen: follow `RTM_NEWNEXTHOP` if FRR needs it;
+//! - nexthop objects (`RTA_NH_ID`, FRR 8's routes): the watch does not
+//!   follow `RTM_NEWNEXTHOP` (netlink-packet-route 0.34 does not parse
+//!   it). With `net.ipv4.nexthop_compat_mode` = 1 (the kernel's default)
+//!   the kernel puts the object's gateway and interface in the route
+//!   message, and announces the object's routes again when the object is
+//!   replaced, so such routes are taken and kept current (tested with
+//!   `ip nexthop`); with compat mode off they carry only the id and are
+//!   skipped ([`Skip::NexthopObject`]). A nexthop *group* object is taken
+//!   as a multipath route (first next hop);
 //! - source-specific and TOS routes, cached clones, local/broadcast/
 //!   multicast routes are skipped, each counted ([`SkipCounts`]).
 //!

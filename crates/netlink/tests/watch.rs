@@ -404,3 +404,72 @@ fn events_lost_to_a_full_socket_buffer_are_recovered_by_a_new_dump() {
         "{st:?}"
     );
 }
+
+#[test]
+fn nexthop_objects_as_frr_uses_them_and_multipath_routes() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    let (w, mut c) = watch(&ns, WatchFilter::default(), WatchOptions::default());
+    // FRR 8 installs routes through nexthop objects, proto 186-196. In
+    // compat mode (the default) the kernel also gives their gateway.
+    ns.ip(&["nexthop", "add", "id", "1", "via", "10.0.0.2", "dev", "d0"])
+        .unwrap();
+    ns.ip(&["route", "add", "10.30.0.0/16", "nhid", "1", "proto", "196"])
+        .unwrap();
+    c.until("the route by nexthop object", |t| t.len() == 1);
+    let r = c.get("10.30.0.0/16").unwrap();
+    assert_eq!((r.protocol, r.via), (proto::FRR_LAST, ip("10.0.0.2")));
+    // The object changed in place: the kernel announces its routes again.
+    ns.ip(&[
+        "nexthop", "replace", "id", "1", "via", "10.0.0.3", "dev", "d0",
+    ])
+    .unwrap();
+    c.until("the new gateway", |t| {
+        t.values().any(|r| r.via == ip("10.0.0.3"))
+    });
+
+    // ECMP: the first next hop stands for the route, the rest are counted.
+    ns.ip(&[
+        "route",
+        "add",
+        "10.40.0.0/16",
+        "proto",
+        "bird",
+        "nexthop",
+        "via",
+        "10.0.0.2",
+        "nexthop",
+        "via",
+        "10.0.0.4",
+    ])
+    .unwrap();
+    c.until("the multipath route", |t| t.len() == 2);
+    let r = c.get("10.40.0.0/16").unwrap();
+    assert_eq!((r.via, r.dropped_nexthops), (ip("10.0.0.2"), 1));
+
+    // A group object: a multipath route.
+    ns.ip(&["nexthop", "add", "id", "2", "via", "10.0.0.5", "dev", "d0"])
+        .unwrap();
+    ns.ip(&["nexthop", "add", "id", "10", "group", "2/1"])
+        .unwrap();
+    ns.ip(&["route", "add", "10.32.0.0/16", "nhid", "10", "proto", "196"])
+        .unwrap();
+    c.until("the route by group object", |t| t.len() == 3);
+    let r = c.get("10.32.0.0/16").unwrap();
+    assert_eq!((r.via, r.dropped_nexthops), (ip("10.0.0.5"), 1));
+
+    // Without compat mode the route has only the object's id: skipped.
+    ns.sysctl("net.ipv4.nexthop_compat_mode", "0").unwrap();
+    ns.ip(&["route", "add", "10.31.0.0/16", "nhid", "1", "proto", "196"])
+        .unwrap();
+    c.settle(Duration::from_millis(100));
+    assert!(c.get("10.31.0.0/16").is_none());
+    let st = w.stop().unwrap();
+    assert_eq!(
+        (st.multipath_truncated, st.skipped.nexthop_object),
+        (2, 1),
+        "{st:?}"
+    );
+}
