@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use netlink_packet_core::{
@@ -153,20 +154,36 @@ impl NlSocket {
     }
 }
 
-/// Wakes the watch's thread to stop it.
-pub(crate) struct StopEvent(OwnedFd);
+/// Wakes the watch's thread to stop it (an eventfd its `poll` watches),
+/// and tells a batch callback that waits to give up.
+pub(crate) struct StopEvent {
+    fd: OwnedFd,
+    fired: AtomicBool,
+}
 
 impl StopEvent {
     pub(crate) fn new() -> Result<Self, WatchError> {
         eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
-            .map(Self)
+            .map(|fd| Self {
+                fd,
+                fired: AtomicBool::new(false),
+            })
             .map_err(sys("eventfd"))
     }
 
+    /// Whether [`fire`](Self::fire) was called.
+    pub(crate) fn fired(&self) -> bool {
+        // Relaxed: a flag polled by the one thread that waits on it; no
+        // other memory is published through it.
+        self.fired.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn fire(&self) {
+        // Relaxed: see `fired`.
+        self.fired.store(true, Ordering::Relaxed);
         // An eventfd write fails only if the counter would overflow: then
         // it is already set.
-        let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
     }
 }
 
@@ -185,7 +202,7 @@ pub(crate) fn wait(
 ) -> Result<Ready, WatchError> {
     let mut fds = [
         PollFd::new(&s.fd, PollFlags::IN),
-        PollFd::new(&stop.0, PollFlags::IN),
+        PollFd::new(&stop.fd, PollFlags::IN),
     ];
     let ts = timeout.map(|d| {
         Timespec::try_from(d).unwrap_or(Timespec {

@@ -1,7 +1,7 @@
 //! [`RouteWatch`]: the thread that follows one namespace's routing table.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -108,7 +108,9 @@ impl RouteWatch {
     /// Start watching `netns`: a thread enters it, opens a
     /// `NETLINK_ROUTE` socket there, dumps the table (handed to
     /// `on_batch` as the first batches, [`WatchStats::synced`] then true),
-    /// then follows route events. `on_batch` runs on the watch's thread.
+    /// then follows route events. `on_batch` runs on the watch's thread
+    /// (while it runs, events wait in the socket's buffer; a callback that
+    /// never returns keeps [`stop`](Self::stop) waiting too).
     ///
     /// # Errors
     /// The namespace cannot be opened or entered, or the socket cannot be
@@ -119,20 +121,18 @@ impl RouteWatch {
         options: WatchOptions,
         mut on_batch: impl FnMut(RouteBatch) + Send + 'static,
     ) -> Result<Self, WatchError> {
-        Self::spawn(
-            netns,
-            filter,
-            options,
-            Box::new(move |b| {
-                on_batch(b);
-                true
-            }),
-        )
+        let stop = Arc::new(StopEvent::new()?);
+        let sink = Box::new(move |b| {
+            on_batch(b);
+            true
+        });
+        Self::spawn(netns, filter, options, stop, sink)
     }
 
     /// As [`start`](Self::start), the batches sent on a channel that holds
-    /// `depth` batches (the watch waits when it is full). The watch ends
-    /// when the receiver is dropped.
+    /// `depth` batches. When it is full the watch waits (the kernel keeps
+    /// events in the socket's buffer meanwhile), until there is room or
+    /// the watch is stopped. The watch ends when the receiver is dropped.
     ///
     /// # Errors
     /// As [`start`](Self::start).
@@ -143,12 +143,24 @@ impl RouteWatch {
         depth: usize,
     ) -> Result<(Self, Receiver<RouteBatch>), WatchError> {
         let (tx, rx): (SyncSender<RouteBatch>, _) = sync_channel(depth);
-        let w = Self::spawn(
-            netns,
-            filter,
-            options,
-            Box::new(move |b| tx.send(b).is_ok()),
-        )?;
+        let stop = Arc::new(StopEvent::new()?);
+        let stopping = stop.clone();
+        let sink = Box::new(move |mut b| {
+            loop {
+                match tx.try_send(b) {
+                    Ok(()) => return true,
+                    Err(TrySendError::Disconnected(_)) => return false,
+                    Err(TrySendError::Full(back)) => {
+                        if stopping.fired() {
+                            return false;
+                        }
+                        b = back;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            }
+        });
+        let w = Self::spawn(netns, filter, options, stop, sink)?;
         Ok((w, rx))
     }
 
@@ -156,9 +168,9 @@ impl RouteWatch {
         netns: NetnsRef,
         filter: WatchFilter,
         options: WatchOptions,
+        stop: Arc<StopEvent>,
         sink: Sink,
     ) -> Result<Self, WatchError> {
-        let stop = Arc::new(StopEvent::new()?);
         let stats = Arc::new(Mutex::new(WatchStats::default()));
         let (ready_tx, ready_rx) = sync_channel(1);
         let name = format!("route-watch {}", netns.describe());

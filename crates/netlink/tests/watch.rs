@@ -473,3 +473,33 @@ fn nexthop_objects_as_frr_uses_them_and_multipath_routes() {
         "{st:?}"
     );
 }
+
+#[test]
+fn a_watch_whose_channel_is_full_still_stops() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    let tiny = WatchOptions {
+        max_routes: 1,
+        window: Duration::from_millis(1),
+        ..WatchOptions::default()
+    };
+    let (w, rx) =
+        RouteWatch::channel(NetnsRef::named(ns.name()), WatchFilter::default(), tiny, 1).unwrap();
+    for i in 0..5 {
+        ns.ip(&[
+            "route",
+            "add",
+            &format!("10.60.{i}.0/24"),
+            "via",
+            "10.0.0.2",
+        ])
+        .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    // Nobody reads: the watch waits on the full channel, and stops anyway.
+    let st = w.stop().unwrap();
+    assert!(st.batches >= 2, "{st:?}");
+    drop(rx);
+}
