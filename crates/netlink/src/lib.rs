@@ -44,7 +44,10 @@
 //!   ([`RouteKind`]); the router does not take them yet ([`ConvertStats`]);
 //! - ECMP (multipath) routes: the first next hop is handed on, the others
 //!   are counted ([`Route::dropped_nexthops`],
-//!   [`WatchStats::multipath_truncated`]);
+//!   [`WatchStats::multipath_truncated`]). IPv6 removes one next hop of
+//!   such a route at a time and announces it as a delete of that next hop
+//!   alone: the watch then dumps the table again to learn what is left
+//!   ([`WatchStats::sibling_deletes`]);
 //! - nexthop objects (`RTA_NH_ID`, FRR 8's routes): the watch does not
 //!   follow `RTM_NEWNEXTHOP` (netlink-packet-route 0.34 does not parse
 //!   it). With `net.ipv4.nexthop_compat_mode` = 1 (the kernel's default)

@@ -345,6 +345,15 @@ pub(crate) fn classify(
     })
 }
 
+/// The gateway of a route message (not of its multipath next hops).
+pub(crate) fn gateway_of(m: &RouteMessage) -> Option<IpAddr> {
+    m.attributes.iter().find_map(|a| match a {
+        RouteAttribute::Gateway(g) => ip_of(g),
+        RouteAttribute::Via(v) => via_of(v),
+        _ => None,
+    })
+}
+
 /// The prefix and metric of a route message the filter's table and
 /// families hold (for deletes: a delete is matched by prefix and metric).
 pub(crate) fn key_of(m: &RouteMessage, f: &WatchFilter) -> Option<(IpNet, u32)> {

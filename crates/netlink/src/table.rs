@@ -117,6 +117,15 @@ impl Table {
         }
     }
 
+    /// The kernel route of `prefix` and `metric` the table holds.
+    pub(crate) fn get(&self, prefix: IpNet, metric: u32) -> Option<&Route> {
+        self.slots
+            .get(&prefix)?
+            .routes
+            .iter()
+            .find(|r| r.metric == metric)
+    }
+
     /// Prefixes changed since the last flush.
     pub(crate) fn dirty_len(&self) -> usize {
         self.dirty.len()

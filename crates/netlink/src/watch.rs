@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ipnet::IpNet;
+
 use netlink_packet_core::{NLM_F_DUMP_INTR, NetlinkMessage, NetlinkPayload};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 use netlink_packet_route::route::RouteMessage;
 
-use crate::route::{classify, key_of};
+use crate::route::{classify, gateway_of, key_of};
 use crate::sys::{self, NetnsRef, NlSocket, Recv, StopEvent};
 use crate::table::Table;
 use crate::{RouteBatch, SkipCounts, WatchError, WatchFilter};
@@ -56,6 +58,9 @@ pub struct WatchStats {
     pub withdrawn: u64,
     /// Route deletions of routes it did not hold (skipped ones).
     pub deletes_ignored: u64,
+    /// Deletions of one next hop of an IPv6 multipath route, each
+    /// answered by a new dump (the watch holds the first next hop only).
+    pub sibling_deletes: u64,
     /// Routes taken that had more than one next hop: only the first is
     /// handed on.
     pub multipath_truncated: u64,
@@ -439,7 +444,7 @@ impl Worker {
             }
             NetlinkPayload::InnerMessage(msg) => match msg {
                 RouteNetlinkMessage::NewRoute(r) => self.new_route(&r),
-                RouteNetlinkMessage::DelRoute(r) => self.del_route(&r),
+                RouteNetlinkMessage::DelRoute(r) => self.del_route(&r)?,
                 RouteNetlinkMessage::NewLink(l) => self.new_link(&l),
                 RouteNetlinkMessage::DelLink(l) => {
                     self.links.remove(&l.header.index);
@@ -495,13 +500,29 @@ impl Worker {
         self.mark_dirty();
     }
 
-    fn del_route(&mut self, m: &RouteMessage) {
+    fn del_route(&mut self, m: &RouteMessage) -> Result<(), WatchError> {
         self.stats.seen += 1;
-        match key_of(m, &self.filter) {
-            Some((p, metric)) if self.table.remove(p, metric) => self.stats.withdrawn += 1,
-            _ => self.stats.deletes_ignored += 1,
+        let Some((p, metric)) = key_of(m, &self.filter) else {
+            self.stats.deletes_ignored += 1;
+            return Ok(());
+        };
+        // IPv6 removes one next hop of a multipath route at a time (`ip -6
+        // route del P via G`), announced as a delete of that next hop
+        // alone; the route stays with the others. The watch keeps only
+        // the first next hop, so it asks the kernel what is left.
+        if let (IpNet::V6(_), Some(g), Some(held)) = (p, gateway_of(m), self.table.get(p, metric))
+            && (held.dropped_nexthops > 0 || held.via != Some(g))
+        {
+            self.stats.sibling_deletes += 1;
+            return self.resync();
+        }
+        if self.table.remove(p, metric) {
+            self.stats.withdrawn += 1;
+        } else {
+            self.stats.deletes_ignored += 1;
         }
         self.mark_dirty();
+        Ok(())
     }
 
     fn mark_dirty(&mut self) {

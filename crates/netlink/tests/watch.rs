@@ -503,3 +503,51 @@ fn a_watch_whose_channel_is_full_still_stops() {
     assert!(st.batches >= 2, "{st:?}");
     drop(rx);
 }
+
+#[test]
+fn an_ipv6_multipath_route_losing_one_next_hop_stays() {
+    if !can_run() {
+        return;
+    }
+    let ns = lab();
+    let (w, mut c) = watch(&ns, WatchFilter::default(), WatchOptions::default());
+    ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:5::/48",
+        "proto",
+        "bird",
+        "nexthop",
+        "via",
+        "2001:db8::2",
+        "dev",
+        "d0",
+        "nexthop",
+        "via",
+        "2001:db8::3",
+        "dev",
+        "d0",
+    ])
+    .unwrap();
+    c.until("the multipath route", |t| t.len() == 1);
+    assert_eq!(c.get("2001:db8:5::/48").unwrap().dropped_nexthops, 1);
+    // The kernel announces the delete of ::2 alone; ::3 is left.
+    ns.ip(&[
+        "-6",
+        "route",
+        "del",
+        "2001:db8:5::/48",
+        "via",
+        "2001:db8::2",
+    ])
+    .unwrap();
+    c.until("the route by ::3", |t| {
+        t.values()
+            .any(|r| r.via == ip("2001:db8::3") && r.dropped_nexthops == 0)
+    });
+    ns.ip(&["-6", "route", "del", "2001:db8:5::/48"]).unwrap();
+    c.until("the route gone", |t| t.is_empty());
+    let st = w.stop().unwrap();
+    assert!(st.sibling_deletes >= 1, "{st:?}");
+}
