@@ -4,7 +4,7 @@
 //! control namespace, to the VR).
 //!
 //! ```no_run
-//! use vrhost_netlink::{WatchOptions, NetnsRef, RouteWatch, RouterSync, WatchFilter};
+//! use vrhost_netlink::{NetnsRef, RouteWatch, RouterSync, WatchFilter, WatchOptions};
 //!
 //! let (watch, batches) = RouteWatch::channel(
 //!     NetnsRef::named("vr1-ctl"),
@@ -31,9 +31,18 @@
 //! goes out (added and withdrawn within a window: nothing; replaced: one
 //! add). Several kernel routes of one prefix (different metrics): the
 //! lowest metric is handed on, and its withdrawal brings the next back.
-//! If the kernel drops events (the socket's buffer, 32 MiB, overflows:
+//! If the kernel drops events (the socket's buffer,
+//! [`WatchOptions::socket_buffer`], 32 MiB by default, overflows:
 //! `ENOBUFS`) or says a dump was inconsistent, the watch dumps again and
-//! hands on the difference ([`WatchStats::overruns`]).
+//! hands on the difference ([`WatchStats::overruns`]); a dump request
+//! refused or lost for want of buffer is asked again
+//! ([`WatchStats::dump_retries`]). The tests check this with an 8 KiB
+//! buffer and a slow consumer.
+//!
+//! The tests (root; each in a namespace of its own, removed on drop even
+//! when the test fails) drive a real kernel table with `ip route`,
+//! `ip -batch`, `ip nexthop`, and BIRD 2 where it is installed (Debian
+//! `bird2`; the test says SKIPPED otherwise).
 //!
 //! What it does not own: applying routes. [`RouterSync`] turns batches
 //! into the built-in router's control messages (IPv4, by gateway), and
