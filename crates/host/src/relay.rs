@@ -467,7 +467,7 @@ mod tests {
         // second message finds the ring full by our count.
         let in2 = r.ring(2, RingId::CtrlIn).unwrap();
         assert_eq!(in2.indexes(), (16, 16));
-        in2.clone().consumer_at(999, 2000).pop(&mut [0; 1]).unwrap();
+        in2.clone().consumer_at(999, 1000).pop(&mut [0; 1]).unwrap();
         assert_eq!(in2.indexes(), (16, 1000));
         s[1].send(PeerDest::Instance(2), b"x").unwrap();
         s[1].send(PeerDest::Instance(2), b"y").unwrap();
