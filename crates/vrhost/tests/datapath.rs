@@ -108,7 +108,11 @@ fn router_vr_forwards_and_counts_bad_frames() {
     bad.push(f);
     let mut f = good[3].clone();
     f[12] = 0x86;
-    f[13] = 0xdd; // IPv6 EtherType, IPv4 inside
+    f[13] = 0xdd; // IPv6 EtherType, IPv4 inside: a bad IPv6 header
+    bad.push(f);
+    let mut f = good[4].clone();
+    f[12] = 0x88;
+    f[13] = 0xcc; // LLDP: an EtherType the router does not serve
     bad.push(f);
     bad.push(udp(
         Ipv4Addr::new(192, 168, 0, 1),
@@ -153,7 +157,7 @@ fn router_vr_forwards_and_counts_bad_frames() {
     assert_eq!(stats.violations_total(), 0);
     let vr = region.instance(0).unwrap();
     let c = |r: DropReason| vr.vr_counters[counter::DROP_BASE + r as usize].load(Ordering::Relaxed);
-    assert_eq!(c(DropReason::BadHeader), 2);
+    assert_eq!(c(DropReason::BadHeader), 3);
     assert_eq!(c(DropReason::BadChecksum), 1);
     assert_eq!(c(DropReason::Unsupported), 1);
     assert_eq!(c(DropReason::TtlExpired), 1);
