@@ -66,13 +66,8 @@ pub(super) fn udp6_len(
     hl: u8,
     payload: usize,
 ) -> Vec<u8> {
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv6(src.octets(), dst.octets(), hl)
-        .udp(4000, 5000)
-        .write(&mut v, &vec![0x5a; payload])
-        .unwrap();
-    v
+    let data = vec![0x5a; payload];
+    frame(src_mac, dst_mac, Ip::V6(src, dst, hl), L4::Udp(&data))
 }
 
 /// UDP from the host on vNIC 0 to `dst`, hop limit 64.
@@ -87,13 +82,13 @@ pub(super) fn echo6(
     dst: Ipv6Addr,
     hl: u8,
 ) -> Vec<u8> {
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv6(src.octets(), dst.octets(), hl)
-        .icmpv6_echo_request(0x4242, 7)
-        .write(&mut v, b"0123456789abcdefghijklmnopqrstuvwxyz")
-        .unwrap();
-    v
+    let data = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    frame(
+        src_mac,
+        dst_mac,
+        Ip::V6(src, dst, hl),
+        L4::Icmp(128, 0, ECHO_ID_SEQ, data),
+    )
 }
 
 /// An ND message (type 135 or 136, `flags` in the first byte after the
@@ -116,13 +111,12 @@ pub(super) fn nd(
         body.extend_from_slice(&[if msg_type == 135 { 1 } else { 2 }, 1]);
         body.extend_from_slice(&mac);
     }
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv6(src.octets(), dst.octets(), hl)
-        .icmpv6_raw(msg_type, 0, [flags, 0, 0, 0])
-        .write(&mut v, &body)
-        .unwrap();
-    v
+    frame(
+        src_mac,
+        dst_mac,
+        Ip::V6(src, dst, hl),
+        L4::Icmp(msg_type, 0, [flags, 0, 0, 0], &body),
+    )
 }
 
 pub(super) fn solicited(a: Ipv6Addr) -> Ipv6Addr {
@@ -191,6 +185,15 @@ pub(super) fn icmp6_of(frame: &[u8]) -> (Ipv6HeaderSlice<'_>, u8, u8, [u8; 4], &
     )
 }
 
+/// The source, destination and hop limit of `ip`.
+pub(super) fn addrs_hl(ip: &Ipv6HeaderSlice<'_>) -> (Ipv6Addr, Ipv6Addr, u8) {
+    (
+        Ipv6Addr::from(ip.source()),
+        Ipv6Addr::from(ip.destination()),
+        ip.hop_limit(),
+    )
+}
+
 pub(super) fn neigh6_state(r: &Router, ip: Ipv6Addr, vnic: u16) -> Option<(State, [u8; 6])> {
     r.neigh6.find(ip.to_bits(), vnic).map(|i| {
         let e = r.neigh6.get(i);
@@ -229,14 +232,7 @@ fn hop_limit_expired_gets_time_exceeded_quoting_the_packet() {
         assert_eq!(v, Verdict::Forward(0), "back where it came from");
         assert_eq!((&out[0..6], &out[6..12]), (&H0[..], &R0[..]));
         let (ip, t, code, rest, quoted) = icmp6_of(&out);
-        assert_eq!(
-            (
-                Ipv6Addr::from(ip.source()),
-                Ipv6Addr::from(ip.destination()),
-                ip.hop_limit()
-            ),
-            (R0_6, H0_6, 64)
-        );
+        assert_eq!(addrs_hl(&ip), (R0_6, H0_6, 64));
         assert_eq!((t, code, rest), (3, 0, [0; 4]));
         // RFC 4443 2.4 (c): as much of the packet as fits in 1280 bytes:
         // all of this one, as it arrived.
@@ -273,12 +269,12 @@ fn no_route_gets_destination_unreachable_code_0() {
 #[test]
 fn no_error_about_an_icmpv6_error_or_to_an_unspecified_source() {
     let mut r = router6();
-    let mut err = vec![];
-    PacketBuilder::ethernet2(H0, R0)
-        .ipv6(H0_6.octets(), FAR.octets(), 1)
-        .icmpv6_raw(1, 0, [0; 4])
-        .write(&mut err, &[0; 48])
-        .unwrap();
+    let err = frame(
+        H0,
+        R0,
+        Ip::V6(H0_6, FAR, 1),
+        L4::Icmp(1, 0, [0; 4], &[0; 48]),
+    );
     assert_eq!(
         run(&mut r, 0, &err).0,
         Verdict::Drop(DropReason::TtlExpired)
@@ -304,14 +300,7 @@ fn echo_requests_to_the_router_are_answered() {
         assert_eq!(v, Verdict::Forward(0), "{dst}");
         assert_eq!((&out[0..6], &out[6..12]), (&H0[..], &R0[..]));
         let (ip, t, code, rest, data) = icmp6_of(&out);
-        assert_eq!(
-            (
-                Ipv6Addr::from(ip.source()),
-                Ipv6Addr::from(ip.destination()),
-                ip.hop_limit()
-            ),
-            (dst, src, 64)
-        );
+        assert_eq!(addrs_hl(&ip), (dst, src, 64));
         assert_eq!((t, code, rest), (129, 0, [0x42, 0x42, 0, 7]));
         assert_eq!(data, b"0123456789abcdefghijklmnopqrstuvwxyz");
     }
@@ -708,28 +697,12 @@ fn a_mixed_burst_does_what_single_packets_do() {
     let mut one = router6();
     let singles: Vec<(Verdict, Vec<u8>)> = frames
         .iter()
-        .map(|(rx, f)| {
-            let mut buf = vec![0u8; 2048];
-            buf[128..128 + f.len()].copy_from_slice(f);
-            let mut p = Packet::new(&mut buf, 128, f.len(), *rx).unwrap();
-            let v = one.process(&mut p);
-            (v, p.data().to_vec())
-        })
+        .map(|(rx, f)| run_one(&mut one, *rx, f))
         .collect();
     let mut burst = router6();
-    let mut bufs: Vec<Vec<u8>> = frames.iter().map(|_| vec![0u8; 2048]).collect();
-    let mut pkts: Vec<Packet<'_>> = bufs
-        .iter_mut()
-        .zip(&frames)
-        .map(|(b, (rx, f))| {
-            b[128..128 + f.len()].copy_from_slice(f);
-            Packet::new(b, 128, f.len(), *rx).unwrap()
-        })
-        .collect();
-    let mut verdicts = vec![Verdict::Drop(DropReason::Other); frames.len()];
-    burst.process_burst(&mut pkts, &mut verdicts);
+    let got = run_burst(&mut burst, &frames);
     for (i, single) in singles.iter().enumerate() {
-        assert_eq!((verdicts[i], pkts[i].data().to_vec()), *single, "frame {i}");
+        assert_eq!(got[i], *single, "frame {i}");
     }
     assert_eq!(burst.counters, one.counters);
     assert_eq!(burst.counters[counters::ND_RELEASED], 1);

@@ -91,18 +91,78 @@ fn run(r: &mut Router, rx: u16, frame: &[u8]) -> (Verdict, Vec<u8>) {
     run_at(r, rx, frame, 128)
 }
 
+/// As [`run`], through the one-by-one path ([`Router::process`]).
+fn run_one(r: &mut Router, rx: u16, frame: &[u8]) -> (Verdict, Vec<u8>) {
+    let mut buf = vec![0u8; 2048];
+    buf[128..128 + frame.len()].copy_from_slice(frame);
+    let mut p = Packet::new(&mut buf, 128, frame.len(), rx).unwrap();
+    let v = r.process(&mut p);
+    (v, p.data().to_vec())
+}
+
+/// A burst of frames (vNIC, bytes), each in its own 2048-byte slot at
+/// offset 128, in one [`Router::process_burst`] call; each verdict and the
+/// bytes after.
+fn run_burst(r: &mut Router, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
+    let mut bufs: Vec<Vec<u8>> = frames.iter().map(|_| vec![0u8; 2048]).collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .zip(frames)
+        .map(|(b, (rx, f))| {
+            b[128..128 + f.len()].copy_from_slice(f);
+            Packet::new(b, 128, f.len(), *rx).unwrap()
+        })
+        .collect();
+    let mut v = vec![Verdict::Drop(DropReason::Other); frames.len()];
+    r.process_burst(&mut pkts, &mut v);
+    v.into_iter()
+        .zip(pkts.iter().map(|p| p.data().to_vec()))
+        .collect()
+}
+
 fn at(r: &mut Router, ms: u64) {
     r.set_time(T0 + ms);
 }
 
-fn udp_ttl(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+/// The IP header of a test frame: source, destination, TTL or hop limit.
+#[derive(Clone, Copy)]
+enum Ip {
+    V4(Ipv4Addr, Ipv4Addr, u8),
+    V6(std::net::Ipv6Addr, std::net::Ipv6Addr, u8),
+}
+
+/// What follows the IP header of a test frame: UDP from port 4000 to
+/// 5000, or an ICMP (ICMPv6 in IPv6) message of type, code, bytes 4..8.
+#[derive(Clone, Copy)]
+enum L4<'a> {
+    Udp(&'a [u8]),
+    Icmp(u8, u8, [u8; 4], &'a [u8]),
+}
+
+/// A test frame built (checksums included) by etherparse.
+fn frame(src_mac: [u8; 6], dst_mac: [u8; 6], ip: Ip, l4: L4<'_>) -> Vec<u8> {
+    let eth = PacketBuilder::ethernet2(src_mac, dst_mac);
+    let (ip, v6) = match ip {
+        Ip::V4(src, dst, ttl) => (eth.ipv4(src.octets(), dst.octets(), ttl), false),
+        Ip::V6(src, dst, hl) => (eth.ipv6(src.octets(), dst.octets(), hl), true),
+    };
     let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(src.octets(), dst.octets(), ttl)
-        .udp(4000, 5000)
-        .write(&mut v, &[0x5a; 58])
-        .unwrap();
+    match l4 {
+        L4::Udp(data) => ip.udp(4000, 5000).write(&mut v, data),
+        L4::Icmp(t, code, rest, body) if v6 => ip.icmpv6_raw(t, code, rest).write(&mut v, body),
+        L4::Icmp(t, code, rest, body) => ip.icmpv4_raw(t, code, rest).write(&mut v, body),
+    }
+    .unwrap();
     v
+}
+
+fn udp_ttl(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+    frame(
+        src_mac,
+        dst_mac,
+        Ip::V4(src, dst, ttl),
+        L4::Udp(&[0x5a; 58]),
+    )
 }
 
 /// UDP from the host on vNIC 0 to `dst`, TTL 64.
@@ -110,17 +170,18 @@ fn udp_from_h0(dst: Ipv4Addr) -> Vec<u8> {
     udp_ttl(H0, R0, H0_IP, dst, 64)
 }
 
+/// Bytes 4..8 of the echo requests the tests send: identifier 0x4242,
+/// sequence number 7.
+const ECHO_ID_SEQ: [u8; 4] = [0x42, 0x42, 0, 7];
+
 fn echo(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(src.octets(), dst.octets(), ttl)
-        .icmpv4_echo_request(0x4242, 7)
-        .write(
-            &mut v,
-            b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij",
-        )
-        .unwrap();
-    v
+    let data = b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij";
+    frame(
+        src_mac,
+        dst_mac,
+        Ip::V4(src, dst, ttl),
+        L4::Icmp(8, 0, ECHO_ID_SEQ, data),
+    )
 }
 
 /// A broadcast ARP request from `from` (MAC and address) for `target`.

@@ -15,14 +15,7 @@ fn solicitation_for_our_address_gets_a_solicited_advertisement() {
     assert_eq!(v, Verdict::Forward(0));
     assert_eq!((&out[0..6], &out[6..12]), (&H0[..], &R0[..]));
     let (ip, t, code, rest, body) = icmp6_of(&out);
-    assert_eq!(
-        (
-            Ipv6Addr::from(ip.source()),
-            Ipv6Addr::from(ip.destination()),
-            ip.hop_limit()
-        ),
-        (R0_6, H0_6, 255)
-    );
+    assert_eq!(addrs_hl(&ip), (R0_6, H0_6, 255));
     // Router, solicited, override; the target; its link-layer address.
     assert_eq!((t, code, rest), (136, 0, [0xe0, 0, 0, 0]));
     assert_eq!(&body[..16], &R0_6.octets());
@@ -114,14 +107,7 @@ fn unknown_next_hop_is_solicited_and_the_packet_released_on_the_advert() {
         (&solicited_mac(GW_6)[..], &R1[..])
     );
     let (ip, t, code, _, body) = icmp6_of(&out);
-    assert_eq!(
-        (
-            Ipv6Addr::from(ip.source()),
-            Ipv6Addr::from(ip.destination()),
-            ip.hop_limit()
-        ),
-        (R1_6, solicited(GW_6), 255)
-    );
+    assert_eq!(addrs_hl(&ip), (R1_6, solicited(GW_6), 255));
     assert_eq!((t, code), (135, 0));
     assert_eq!(&body[..16], &GW_6.octets());
     assert_eq!(&body[16..], &[1, 1, 2, 0, 0, 0, 0x10, 1]);
