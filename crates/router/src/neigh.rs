@@ -215,6 +215,17 @@ impl<A: NeighAddr> NeighTable<A> {
         &self.entries[i]
     }
 
+    /// The MAC of entry `i`, if frames may be sent to it.
+    pub fn known_mac(&self, i: usize) -> Option<[u8; 6]> {
+        let e = self.get(i);
+        e.has_mac().then_some(e.mac)
+    }
+
+    /// The MAC of `(ip, vnic)`, if present and frames may be sent to it.
+    pub fn known_mac_of(&self, ip: A, vnic: u16) -> Option<[u8; 6]> {
+        self.find(ip, vnic).and_then(|i| self.known_mac(i))
+    }
+
     /// The entry in slot `i`, mutable.
     #[inline]
     pub fn get_mut(&mut self, i: usize) -> &mut Neigh<A> {
