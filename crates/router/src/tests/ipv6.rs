@@ -12,6 +12,9 @@ use vrhost_fib::reference::NaiveLpm;
 
 use super::*;
 
+/// What the IPv6 echo requests carry.
+const ECHO_DATA6: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+
 /// The host on vNIC 0.
 pub(super) const H0_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7);
 /// The router's addresses on vNIC 0 and 1.
@@ -82,13 +85,7 @@ pub(super) fn echo6(
     dst: Ipv6Addr,
     hl: u8,
 ) -> Vec<u8> {
-    let data = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    frame(
-        src_mac,
-        dst_mac,
-        Ip::V6(src, dst, hl),
-        L4::Icmp(128, 0, ECHO_ID_SEQ, data),
-    )
+    echo_request(src_mac, dst_mac, Ip::V6(src, dst, hl), ECHO_DATA6)
 }
 
 /// An ND message (type 135 or 136, `flags` in the first byte after the
@@ -185,6 +182,17 @@ pub(super) fn icmp6_of(frame: &[u8]) -> (Ipv6HeaderSlice<'_>, u8, u8, [u8; 4], &
     )
 }
 
+/// Check that `out` is an ICMPv6 error (checksums right) quoting all of
+/// `pkt`, as it arrived (RFC 4443 2.4 (c): as much as fits in 1280 bytes),
+/// with bytes 4..8 zero; its type, code, and source, destination and hop
+/// limit.
+pub(super) fn error6_about(pkt: &[u8], out: &[u8]) -> (u8, u8, (Ipv6Addr, Ipv6Addr, u8)) {
+    let (ip, t, code, rest, quoted) = icmp6_of(out);
+    assert_eq!(rest, [0; 4]);
+    assert_eq!(quoted, &pkt[14..]);
+    (t, code, addrs_hl(&ip))
+}
+
 /// The source, destination and hop limit of `ip`.
 pub(super) fn addrs_hl(ip: &Ipv6HeaderSlice<'_>) -> (Ipv6Addr, Ipv6Addr, u8) {
     (
@@ -231,12 +239,7 @@ fn hop_limit_expired_gets_time_exceeded_quoting_the_packet() {
         let (v, out) = run(&mut r, 0, &pkt);
         assert_eq!(v, Verdict::Forward(0), "back where it came from");
         assert_eq!((&out[0..6], &out[6..12]), (&H0[..], &R0[..]));
-        let (ip, t, code, rest, quoted) = icmp6_of(&out);
-        assert_eq!(addrs_hl(&ip), (R0_6, H0_6, 64));
-        assert_eq!((t, code, rest), (3, 0, [0; 4]));
-        // RFC 4443 2.4 (c): as much of the packet as fits in 1280 bytes:
-        // all of this one, as it arrived.
-        assert_eq!(quoted, &pkt[14..]);
+        assert_eq!(error6_about(&pkt, &out), (3, 0, (R0_6, H0_6, 64)));
     }
     assert_eq!(c(&r, counters::ICMP6_TIME_EXCEEDED), 2);
 }
@@ -260,9 +263,8 @@ fn no_route_gets_destination_unreachable_code_0() {
     let pkt = udp6_from_h0(WORLD);
     let (v, out) = run(&mut r, 0, &pkt);
     assert_eq!(v, Verdict::Forward(0));
-    let (_, t, code, rest, quoted) = icmp6_of(&out);
-    assert_eq!((t, code, rest), (1, 0, [0; 4]));
-    assert_eq!(quoted, &pkt[14..]);
+    let (t, code, _) = error6_about(&pkt, &out);
+    assert_eq!((t, code), (1, 0));
     assert_eq!(c(&r, counters::ICMP6_NO_ROUTE), 1);
 }
 
@@ -302,7 +304,7 @@ fn echo_requests_to_the_router_are_answered() {
         let (ip, t, code, rest, data) = icmp6_of(&out);
         assert_eq!(addrs_hl(&ip), (dst, src, 64));
         assert_eq!((t, code, rest), (129, 0, [0x42, 0x42, 0, 7]));
-        assert_eq!(data, b"0123456789abcdefghijklmnopqrstuvwxyz");
+        assert_eq!(data, ECHO_DATA6);
     }
     assert_eq!(c(&r, counters::ICMP6_ECHO_REPLIES), 3);
     // A bad checksum is dropped as such.

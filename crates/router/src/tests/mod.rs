@@ -170,18 +170,24 @@ fn udp_from_h0(dst: Ipv4Addr) -> Vec<u8> {
     udp_ttl(H0, R0, H0_IP, dst, 64)
 }
 
-/// Bytes 4..8 of the echo requests the tests send: identifier 0x4242,
-/// sequence number 7.
-const ECHO_ID_SEQ: [u8; 4] = [0x42, 0x42, 0, 7];
-
-fn echo(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
-    let data = b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij";
+/// An echo request (ICMP type 8, ICMPv6 type 128) carrying `data`, with
+/// identifier 0x4242 and sequence number 7.
+fn echo_request(src_mac: [u8; 6], dst_mac: [u8; 6], ip: Ip, data: &[u8]) -> Vec<u8> {
+    let t = match ip {
+        Ip::V4(..) => 8,
+        Ip::V6(..) => 128,
+    };
     frame(
         src_mac,
         dst_mac,
-        Ip::V4(src, dst, ttl),
-        L4::Icmp(8, 0, ECHO_ID_SEQ, data),
+        ip,
+        L4::Icmp(t, 0, [0x42, 0x42, 0, 7], data),
     )
+}
+
+fn echo(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+    let data = b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij";
+    echo_request(src_mac, dst_mac, Ip::V4(src, dst, ttl), data)
 }
 
 /// A broadcast ARP request from `from` (MAC and address) for `target`.
