@@ -230,17 +230,9 @@ fn gateway_pins_follow_the_routes() {
 #[test]
 fn a_config_that_gives_a_prefix_twice_pins_once() {
     let mut c = cfg();
-    c.routes.push(RouteConfig {
-        prefix: "0.0.0.0/0".into(),
-        nexthop: Some(0),
-        ..RouteConfig::default()
-    });
+    c.routes.push(route_to("0.0.0.0/0", 0));
     // And a static route shadowed by a connected one.
-    c.routes.push(RouteConfig {
-        prefix: "10.1.0.0/24".into(),
-        via: Some("10.1.1.9".into()),
-        ..RouteConfig::default()
-    });
+    c.routes.push(route_via("10.1.0.0/24", "10.1.1.9"));
     let r = router_with(&c);
     assert_eq!(pins(&r, GW_IP.octets(), 1), Some(0));
     assert_eq!(pins(&r, [10, 1, 1, 9], 1), Some(0));

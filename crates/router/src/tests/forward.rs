@@ -348,11 +348,7 @@ fn bursts_by_default_only_for_tables_beyond_the_caches() {
     // 1100 /24s in distinct /16s: 1100 groups of 1 KiB.
     let big = RouterConfig {
         routes: (0..1100u32)
-            .map(|i| RouteConfig {
-                prefix: format!("{}.{}.7.0/24", 1 + i / 256, i % 256),
-                nexthop: Some(0),
-                ..RouteConfig::default()
-            })
+            .map(|i| route_to(&format!("{}.{}.7.0/24", 1 + i / 256, i % 256), 0))
             .collect(),
         ..cfg()
     };

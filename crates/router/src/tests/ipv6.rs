@@ -34,16 +34,8 @@ pub(super) fn cfg6() -> RouterConfig {
         .addrs
         .extend(["2001:db8::1/64".to_string(), "fe80::1/64".to_string()]);
     c.vnics[1].addrs.push("2001:db8:1::1/64".into());
-    c.routes.push(RouteConfig {
-        prefix: "::/0".into(),
-        via: Some(GW_6.to_string()),
-        ..RouteConfig::default()
-    });
-    c.routes.push(RouteConfig {
-        prefix: "2001:db8:99::/48".into(),
-        nexthop: Some(0),
-        ..RouteConfig::default()
-    });
+    c.routes.push(route_via("::/0", GW_6));
+    c.routes.push(route_to("2001:db8:99::/48", 0));
     c
 }
 
@@ -497,11 +489,7 @@ fn config_and_control_take_ipv6_routes() {
         via: Some(GW_IP.to_string()),
         ..NextHopConfig::default()
     });
-    c6.routes.push(RouteConfig {
-        prefix: "2001:db8:6::/48".into(),
-        nexthop: Some(1),
-        ..RouteConfig::default()
-    });
+    c6.routes.push(route_to("2001:db8:6::/48", 1));
     let e = Router::new(&c6).unwrap_err();
     assert!(e.contains("routes[4].nexthop 1: resolved by ARP"), "{e}");
     let stats = r.stats();

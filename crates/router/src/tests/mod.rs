@@ -48,19 +48,26 @@ fn cfg() -> RouterConfig {
             mac: MacAddr(SINK).to_string(),
             ..NextHopConfig::default()
         }],
-        routes: vec![
-            RouteConfig {
-                prefix: "0.0.0.0/0".into(),
-                via: Some(GW_IP.to_string()),
-                ..RouteConfig::default()
-            },
-            RouteConfig {
-                prefix: "192.0.2.0/24".into(),
-                nexthop: Some(0),
-                ..RouteConfig::default()
-            },
-        ],
+        routes: vec![route_via("0.0.0.0/0", GW_IP), route_to("192.0.2.0/24", 0)],
         ..RouterConfig::default()
+    }
+}
+
+/// A route to `prefix` via the neighbour `via`.
+fn route_via(prefix: &str, via: impl ToString) -> RouteConfig {
+    RouteConfig {
+        prefix: prefix.into(),
+        via: Some(via.to_string()),
+        ..RouteConfig::default()
+    }
+}
+
+/// A route to `prefix` by next hop `nexthop` (an index into `nexthops`).
+fn route_to(prefix: &str, nexthop: u32) -> RouteConfig {
+    RouteConfig {
+        prefix: prefix.into(),
+        nexthop: Some(nexthop),
+        ..RouteConfig::default()
     }
 }
 
