@@ -6,7 +6,7 @@ use vrhost_packet::ethernet::{self, EtherType, EthernetRepr};
 use vrhost_packet::ipv4::Ipv4Packet;
 use vrhost_packet::{MacAddr, ParseError};
 
-use super::neigh::{NONE, State};
+use super::neigh::{NONE, Release, State};
 use super::{Router, counters};
 use vrhost_sdk::{DropReason, Packet, Verdict};
 
@@ -131,25 +131,30 @@ impl Router {
     /// Put the packet waiting for neighbour `i` (now resolved) in `pkt`'s
     /// slot, MAC addresses set.
     pub(super) fn release(&mut self, pkt: &mut Packet<'_>, i: usize) -> Verdict {
-        let e = *self.neigh.get(i);
-        let Some(waiting) = self.neigh.pending(i) else {
-            return Verdict::Drop(DropReason::Consumed);
-        };
-        let len = waiting.len();
-        let off = pkt.offset();
-        // The slot holds it where the ARP frame was, or else from its start.
-        if !pkt.set_extent(off, len) && !pkt.set_extent(0, len) {
-            self.neigh.drop_pending(i);
-            self.counters[counters::ARP_UNRES_DISCARDS] += 1;
-            return Verdict::Drop(DropReason::Consumed);
+        let src = self.vnics[usize::from(self.neigh.get(i).vnic)].mac;
+        let r = self.neigh.release_into(i, pkt, src);
+        self.count_release(r, counters::ARP_RELEASED, counters::ARP_UNRES_DISCARDS)
+    }
+
+    /// The verdict on a [`Release`] of a waiting packet (ARP's or ND's),
+    /// counted in `released` or `discarded`.
+    pub(super) fn count_release(
+        &mut self,
+        r: Release,
+        released: usize,
+        discarded: usize,
+    ) -> Verdict {
+        match r {
+            Release::Out(vnic) => {
+                self.counters[released] += 1;
+                Verdict::Forward(vnic)
+            }
+            Release::NoneWaiting => Verdict::Drop(DropReason::Consumed),
+            Release::Discarded => {
+                self.counters[discarded] += 1;
+                Verdict::Drop(DropReason::Consumed)
+            }
         }
-        let d = pkt.data_mut();
-        d.copy_from_slice(waiting);
-        d[0..6].copy_from_slice(&e.mac);
-        d[6..12].copy_from_slice(&self.vnics[usize::from(e.vnic)].mac);
-        self.neigh.drop_pending(i);
-        self.counters[counters::ARP_RELEASED] += 1;
-        Verdict::Forward(e.vnic)
     }
 
     /// A packet to neighbour `i` (out of `vnic`) that has no usable MAC:

@@ -264,24 +264,9 @@ impl Router {
     /// Put the packet waiting for neighbour `i` (now resolved) in `pkt`'s
     /// slot, MAC addresses set.
     fn release6(&mut self, pkt: &mut Packet<'_>, i: usize) -> Verdict {
-        let e = *self.neigh6.get(i);
-        let Some(waiting) = self.neigh6.pending(i) else {
-            return Verdict::Drop(DropReason::Consumed);
-        };
-        let len = waiting.len();
-        let off = pkt.offset();
-        if !pkt.set_extent(off, len) && !pkt.set_extent(0, len) {
-            self.neigh6.drop_pending(i);
-            self.counters[counters::ND_UNRES_DISCARDS] += 1;
-            return Verdict::Drop(DropReason::Consumed);
-        }
-        let d = pkt.data_mut();
-        d.copy_from_slice(waiting);
-        d[0..6].copy_from_slice(&e.mac);
-        d[6..12].copy_from_slice(&self.vnics[usize::from(e.vnic)].mac);
-        self.neigh6.drop_pending(i);
-        self.counters[counters::ND_RELEASED] += 1;
-        Verdict::Forward(e.vnic)
+        let src = self.vnics[usize::from(self.neigh6.get(i).vnic)].mac;
+        let r = self.neigh6.release_into(i, pkt, src);
+        self.count_release(r, counters::ND_RELEASED, counters::ND_UNRES_DISCARDS)
     }
 
     /// A packet to IPv6 neighbour `i` (out of `vnic`) that has no usable
