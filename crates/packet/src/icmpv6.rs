@@ -8,6 +8,7 @@
 //! checksum methods take the source and destination addresses.
 
 use crate::ParseError;
+use crate::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::checksum;
 
 /// ICMPv6 message types (IANA) this crate names.
@@ -97,11 +98,6 @@ pub(crate) fn sum_with_pseudo(src: u128, dst: u128, msg: &[u8]) -> u16 {
     !checksum::fold(checksum::add(ph, checksum::sum(msg)))
 }
 
-#[inline(always)]
-fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
-    u16::from_be_bytes([b[r.start], b[r.start + 1]])
-}
-
 /// A view of an ICMPv6 message in a byte buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Icmpv6Packet<T: AsRef<[u8]>> {
@@ -159,7 +155,7 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// Checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::CHECKSUM)
+        read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// The 4 bytes after the checksum, big-endian: unused (0) in
@@ -168,8 +164,7 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// an echo.
     #[inline]
     pub fn rest_of_header(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::REST];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        read_u32(self.buffer.as_ref(), field::REST)
     }
 
     /// The MTU of a packet too big message.
@@ -188,13 +183,13 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// Identifier of an echo request or reply.
     #[inline]
     pub fn echo_ident(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::ECHO_IDENT)
+        read_u16(self.buffer.as_ref(), field::ECHO_IDENT)
     }
 
     /// Sequence number of an echo request or reply.
     #[inline]
     pub fn echo_seq(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::ECHO_SEQ)
+        read_u16(self.buffer.as_ref(), field::ECHO_SEQ)
     }
 
     /// Everything after the header: an echo's data, or an error's quoted
@@ -234,13 +229,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
     /// Set the checksum field.
     #[inline]
     pub fn set_checksum(&mut self, c: u16) {
-        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::CHECKSUM, c);
     }
 
     /// Set the 4 bytes after the checksum.
     #[inline]
     pub fn set_rest_of_header(&mut self, v: u32) {
-        self.buffer.as_mut()[field::REST].copy_from_slice(&v.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::REST, v);
     }
 
     /// Compute the checksum (pseudo-header of `src` -> `dst` and the whole

@@ -14,6 +14,7 @@
 //! sends no advertisements ignores solicitations (RFC 4861 6.2.6 only
 //! applies to advertising interfaces).
 
+use crate::bytes::{read_u128, write_u128};
 use crate::icmpv6::{Icmpv6Packet, msg, sum_with_pseudo};
 use crate::{MacAddr, ParseError};
 
@@ -120,9 +121,7 @@ impl<T: AsRef<[u8]>> NdPacket<T> {
     /// The target address, host order.
     #[inline]
     pub fn target_u128(&self) -> u128 {
-        let mut a = [0u8; 16];
-        a.copy_from_slice(&self.buffer.as_ref()[field::TARGET]);
-        u128::from_be_bytes(a)
+        read_u128(self.buffer.as_ref(), field::TARGET)
     }
 
     /// The options, as `(type, bytes after type and length)`.
@@ -240,7 +239,7 @@ impl NdRepr {
             msg::NEIGHBOR_ADVERT
         };
         buf[field::FLAGS] = self.flags & 0xe0;
-        buf[field::TARGET].copy_from_slice(&self.target.to_be_bytes());
+        write_u128(buf, field::TARGET, self.target);
         if let Some(mac) = self.ll_addr {
             buf[ND_LEN] = if self.solicit {
                 nd_option::SOURCE_LL_ADDR
