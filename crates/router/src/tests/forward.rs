@@ -258,10 +258,7 @@ fn mix() -> Vec<(u16, Vec<u8>)> {
 fn a_burst_does_what_single_packets_do() {
     let frames = mix();
     let mut one = router();
-    let singles: Vec<(Verdict, Vec<u8>)> = frames
-        .iter()
-        .map(|(rx, f)| run_one(&mut one, *rx, f))
-        .collect();
+    let singles = run_each(&mut one, &frames);
     // Several bursts of the runtime's size, frames repeated.
     let mut burst = router();
     let n = 3 * BURST + 5;

@@ -195,10 +195,7 @@ pub(super) fn addrs_hl(ip: &Ipv6HeaderSlice<'_>) -> (Ipv6Addr, Ipv6Addr, u8) {
 }
 
 pub(super) fn neigh6_state(r: &Router, ip: Ipv6Addr, vnic: u16) -> Option<(State, [u8; 6])> {
-    r.neigh6.find(ip.to_bits(), vnic).map(|i| {
-        let e = r.neigh6.get(i);
-        (e.state, e.mac)
-    })
+    entry(&r.neigh6, ip.to_bits(), vnic)
 }
 
 #[test]
@@ -685,10 +682,7 @@ fn a_mixed_burst_does_what_single_packets_do() {
         (1, udp6(GW, R1, WORLD, H0_6, 30)),
     ];
     let mut one = router6();
-    let singles: Vec<(Verdict, Vec<u8>)> = frames
-        .iter()
-        .map(|(rx, f)| run_one(&mut one, *rx, f))
-        .collect();
+    let singles = run_each(&mut one, &frames);
     let mut burst = router6();
     let got = run_burst(&mut burst, &frames);
     for (i, single) in singles.iter().enumerate() {

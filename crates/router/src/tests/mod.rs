@@ -8,7 +8,7 @@ use etherparse::{
     Icmpv4Slice, Ipv4HeaderSlice, PacketBuilder,
 };
 
-use super::neigh::State;
+use super::neigh::{NeighAddr, State};
 use super::*;
 
 mod arp;
@@ -105,6 +105,11 @@ fn run_one(r: &mut Router, rx: u16, frame: &[u8]) -> (Verdict, Vec<u8>) {
     let mut p = Packet::new(&mut buf, 128, frame.len(), rx).unwrap();
     let v = r.process(&mut p);
     (v, p.data().to_vec())
+}
+
+/// Each frame (vNIC, bytes) through [`run_one`], in order.
+fn run_each(r: &mut Router, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
+    frames.iter().map(|(rx, f)| run_one(r, *rx, f)).collect()
 }
 
 /// A burst of frames (vNIC, bytes), each in its own 2048-byte slot at
@@ -287,9 +292,14 @@ fn c(r: &Router, i: usize) -> u64 {
     r.counters[i]
 }
 
-fn neigh_state(r: &Router, ip: Ipv4Addr, vnic: u16) -> Option<(State, [u8; 6])> {
-    r.neigh.find(ip.to_bits(), vnic).map(|i| {
-        let e = r.neigh.get(i);
+/// The state and MAC of `(ip, vnic)` in `table`, if it has the entry.
+fn entry<A: NeighAddr>(table: &NeighTable<A>, ip: A, vnic: u16) -> Option<(State, [u8; 6])> {
+    table.find(ip, vnic).map(|i| {
+        let e = table.get(i);
         (e.state, e.mac)
     })
+}
+
+fn neigh_state(r: &Router, ip: Ipv4Addr, vnic: u16) -> Option<(State, [u8; 6])> {
+    entry(&r.neigh, ip.to_bits(), vnic)
 }
