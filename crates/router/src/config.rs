@@ -661,35 +661,38 @@ impl Build {
             let mac = parse_unicast_mac(&n.mac).map_err(|e| format!("neighbours[{i}].mac {e}"))?;
             if n.ip.contains(':') {
                 let ip = parse_ip6(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
-                let vnic = match n.vnic {
-                    Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
-                    None => vnic_for6(&self.vnics, ip).ok_or_else(|| {
-                        format!(
-                            "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
-                            n.ip
-                        )
-                    })?,
-                };
+                let vnic = self.neighbour_vnic(i, n, vnic_for6(&self.vnics, ip))?;
                 self.neigh6
                     .set_static(ip, vnic, mac)
                     .ok_or_else(|| self.full(&format!("neighbours[{i}]")))?;
                 continue;
             }
             let ip = parse_ip(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
-            let vnic = match n.vnic {
-                Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
-                None => vnic_for(&self.vnics, ip).ok_or_else(|| {
-                    format!(
-                        "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
-                        n.ip
-                    )
-                })?,
-            };
+            let vnic = self.neighbour_vnic(i, n, vnic_for(&self.vnics, ip))?;
             self.neigh
                 .set_static(ip, vnic, mac)
                 .ok_or_else(|| self.full(&format!("neighbours[{i}]")))?;
         }
         Ok(())
+    }
+
+    /// The vNIC of static neighbour `i` (`n`): the one it gives, else
+    /// `connected`, the vNIC whose subnet holds its address.
+    fn neighbour_vnic(
+        &self,
+        i: usize,
+        n: &NeighbourConfig,
+        connected: Option<u16>,
+    ) -> Result<u16, String> {
+        match n.vnic {
+            Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic")),
+            None => connected.ok_or_else(|| {
+                format!(
+                    "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
+                    n.ip
+                )
+            }),
+        }
     }
 
     /// The static routes; each by `via` pins its gateway. The same prefix
