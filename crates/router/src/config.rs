@@ -587,6 +587,13 @@ impl Build {
         )
     }
 
+    /// The hop id of route `i`'s gateway, whose neighbour entry was just
+    /// pinned (`None`: the table had no room).
+    fn gateway_hop(&mut self, i: usize, pinned: Option<Hop>) -> Result<u32, String> {
+        let hop = pinned.ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
+        Ok(self.interner().intern(hop))
+    }
+
     /// The hops, for interning.
     fn interner(&mut self) -> Hops<'_> {
         Hops {
@@ -704,24 +711,18 @@ impl Build {
             let id = match target {
                 RouteTarget::NextHop(nh) => nh,
                 RouteTarget::Via { ip, vnic } => {
-                    let n = self
-                        .neigh
-                        .pin(ip, vnic)
-                        .ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
-                    self.interner().intern(Hop::Gateway {
-                        vnic,
-                        neigh: n as u32,
-                    })
+                    let hop = self.neigh.pin(ip, vnic).map(|n| {
+                        let neigh = n as u32;
+                        Hop::Gateway { vnic, neigh }
+                    });
+                    self.gateway_hop(i, hop)?
                 }
                 RouteTarget::Via6 { ip, vnic } => {
-                    let n = self
-                        .neigh6
-                        .pin(ip, vnic)
-                        .ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
-                    self.interner().intern(Hop::Gateway6 {
-                        vnic,
-                        neigh: n as u32,
-                    })
+                    let hop = self.neigh6.pin(ip, vnic).map(|n| {
+                        let neigh = n as u32;
+                        Hop::Gateway6 { vnic, neigh }
+                    });
+                    self.gateway_hop(i, hop)?
                 }
             };
             self.insert(net, id, || format!("routes[{i}]"))?;
