@@ -1,6 +1,8 @@
 //! Route changes on a running router ([`Router::change_routes`] and its
 //! JSON form).
 
+use std::net::Ipv6Addr;
+
 use serde_json::json;
 
 use super::*;
@@ -333,4 +335,54 @@ fn a_dry_run_checks_and_changes_nothing() {
     let e = change(&mut r, json!({"del": ["203.0.113.0/24"], "dry_run": true})).unwrap_err();
     assert!(e.contains("no such route"), "{e}");
     assert_eq!(table(&r), before);
+}
+
+#[test]
+fn ipv6_gateways_too_are_refused_whole_when_the_table_is_full() {
+    let mut small = router_with(&RouterConfig {
+        arp: ArpConfig {
+            neighbours: 8,
+            ..ArpConfig::default()
+        },
+        ..super::ipv6::cfg6()
+    });
+    let pins6 = |r: &Router, ip: &str| {
+        let i = r
+            .neigh6
+            .find(ip.parse::<Ipv6Addr>().unwrap().to_bits(), 1)?;
+        Some(r.neigh6.get(i).pins)
+    };
+    // The default route's gateway holds one entry; seven more fit.
+    let gws: Vec<_> = (0..7)
+        .map(|i| json!({"prefix": format!("2001:db8:5{i}::/48"), "via": format!("2001:db8:1::{}", 10 + i)}))
+        .collect();
+    change(&mut small, json!({"add": gws})).unwrap();
+    assert_eq!(small.neigh6.used(), 8, "full of gateways");
+    let e = change(
+        &mut small,
+        json!({"add": [{"prefix": "2001:db8:60::/48", "via": "2001:db8:1::10"},
+                       {"prefix": "2001:db8:61::/48", "via": "2001:db8:1::50"}]}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        "add[1].via: the neighbour table (8 entries, arp.neighbours) has no room for it"
+    );
+    // The pin the first add took was given back.
+    assert_eq!(pins6(&small, "2001:db8:1::10"), Some(1));
+    assert_eq!(pins6(&small, "2001:db8:1::50"), None);
+    // The same full table at start-up names the config field.
+    let mut c = super::ipv6::cfg6();
+    c.arp.neighbours = 8;
+    c.routes.extend((0..8).map(|i| {
+        route_via(
+            &format!("2001:db8:7{i}::/48"),
+            format!("2001:db8:1::{}", 10 + i),
+        )
+    }));
+    let e = Router::new(&c).unwrap_err();
+    assert!(
+        e.starts_with("routes[") && e.contains("].via: the neighbour table (8 entries"),
+        "{e}"
+    );
 }
