@@ -43,6 +43,7 @@ pub(super) fn router6() -> Router {
     router_with(&cfg6())
 }
 
+/// UDP with 58 bytes of data (as [`udp_ttl`] for IPv4).
 pub(super) fn udp6(
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
@@ -50,19 +51,7 @@ pub(super) fn udp6(
     dst: Ipv6Addr,
     hl: u8,
 ) -> Vec<u8> {
-    udp6_len(src_mac, dst_mac, src, dst, hl, 58)
-}
-
-pub(super) fn udp6_len(
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    src: Ipv6Addr,
-    dst: Ipv6Addr,
-    hl: u8,
-    payload: usize,
-) -> Vec<u8> {
-    let data = vec![0x5a; payload];
-    frame(src_mac, dst_mac, Ip::V6(src, dst, hl), L4::Udp(&data))
+    frame(src_mac, dst_mac, Ip::V6(src, dst, hl), L4::Udp(&[0x5a; 58]))
 }
 
 /// UDP from the host on vNIC 0 to `dst`, hop limit 64.
@@ -70,6 +59,7 @@ pub(super) fn udp6_from_h0(dst: Ipv6Addr) -> Vec<u8> {
     udp6(H0, R0, H0_6, dst, 64)
 }
 
+/// An echo request (as [`echo`] for IPv4).
 pub(super) fn echo6(
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
@@ -236,7 +226,7 @@ fn hop_limit_expired_gets_time_exceeded_quoting_the_packet() {
 #[test]
 fn the_quote_stops_at_the_minimum_mtu() {
     let mut r = router6();
-    let pkt = udp6_len(H0, R0, H0_6, FAR, 1, 1400);
+    let pkt = frame(H0, R0, Ip::V6(H0_6, FAR, 1), L4::Udp(&[0x5a; 1400]));
     let (v, out) = run_at(&mut r, 0, &pkt, 0);
     assert_eq!(v, Verdict::Forward(0));
     let (ip, _, _, _, quoted) = icmp6_of(&out);
