@@ -269,7 +269,7 @@ impl ArpRepr {
 mod tests {
     use super::*;
     // Who has 192.168.1.1? Tell 192.168.1.100.
-    use crate::testkit::ARP_REQUEST as REQUEST;
+    use crate::testdata::ARP_REQUEST as REQUEST;
     use proptest::prelude::*;
 
     #[test]

@@ -91,6 +91,29 @@ pub enum BuildError {
     },
 }
 
+/// A frame of `frame_bytes` into a buffer of `buf_len` bytes: the length
+/// within [`FRAME_BYTES`], the buffer exactly that long.
+fn check_frame_len(frame_bytes: usize, buf_len: usize) -> Result<(), BuildError> {
+    if !FRAME_BYTES.contains(&frame_bytes) {
+        return Err(BuildError::FrameSize { frame_bytes });
+    }
+    if buf_len != frame_bytes {
+        return Err(BuildError::BufferLength {
+            expected: frame_bytes,
+            got: buf_len,
+        });
+    }
+    Ok(())
+}
+
+/// The test payload pattern: byte `i` is `i as u8`.
+fn fill_pattern(payload: &mut [u8]) {
+    payload
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = i as u8);
+}
+
 impl UdpFrameSpec {
     /// Write the frame with default options (UDP checksum filled, zero
     /// payload) into `buf`, which must be exactly `frame_bytes` long.
@@ -107,17 +130,7 @@ impl UdpFrameSpec {
     /// # Errors
     /// [`BuildError::FrameSize`], [`BuildError::BufferLength`].
     pub fn write_with(&self, buf: &mut [u8], opts: BuildOptions) -> Result<(), BuildError> {
-        if !FRAME_BYTES.contains(&self.frame_bytes) {
-            return Err(BuildError::FrameSize {
-                frame_bytes: self.frame_bytes,
-            });
-        }
-        if buf.len() != self.frame_bytes {
-            return Err(BuildError::BufferLength {
-                expected: self.frame_bytes,
-                got: buf.len(),
-            });
-        }
+        check_frame_len(self.frame_bytes, buf.len())?;
         let ip_len = self.frame_bytes - ethernet::HEADER_LEN;
         // 1518 - 14 - 20 - 8 fits u16 with room to spare.
         let udp_payload = (ip_len - ipv4::HEADER_LEN - udp::HEADER_LEN) as u16;
@@ -131,10 +144,7 @@ impl UdpFrameSpec {
         let payload = &mut buf[PAYLOAD_OFFSET..];
         match opts.payload {
             PayloadFill::Zero => payload.fill(0),
-            PayloadFill::Pattern => payload
-                .iter_mut()
-                .enumerate()
-                .for_each(|(i, b)| *b = i as u8),
+            PayloadFill::Pattern => fill_pattern(payload),
         }
         let l3 = &mut buf[ethernet::HEADER_LEN..];
         Ipv4Repr {
@@ -390,17 +400,7 @@ impl Udp6FrameSpec {
     /// # Errors
     /// [`BuildError::FrameSize`], [`BuildError::BufferLength`].
     pub fn write(&self, buf: &mut [u8]) -> Result<(), BuildError> {
-        if !FRAME_BYTES.contains(&self.frame_bytes) {
-            return Err(BuildError::FrameSize {
-                frame_bytes: self.frame_bytes,
-            });
-        }
-        if buf.len() != self.frame_bytes {
-            return Err(BuildError::BufferLength {
-                expected: self.frame_bytes,
-                got: buf.len(),
-            });
-        }
+        check_frame_len(self.frame_bytes, buf.len())?;
         EthernetRepr {
             dst: self.dst_mac,
             src: self.src_mac,
@@ -425,10 +425,7 @@ impl Udp6FrameSpec {
         u[2..4].copy_from_slice(&self.dport.to_be_bytes());
         u[4..6].copy_from_slice(&udp_len.to_be_bytes());
         u[6..8].fill(0);
-        u[8..]
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, b)| *b = i as u8);
+        fill_pattern(&mut u[8..]);
         let ph = checksum::pseudo_header_v6(
             self.src_ip.to_bits(),
             self.dst_ip.to_bits(),

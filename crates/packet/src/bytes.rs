@@ -21,6 +21,15 @@ pub(crate) fn read_u32(b: &[u8], field: Range<usize>) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// The 128-bit big-endian integer (an IPv6 address) in the first 16 bytes
+/// of `field`.
+#[inline(always)]
+pub(crate) fn read_u128(b: &[u8], field: Range<usize>) -> u128 {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[field.start..field.start + 16]);
+    u128::from_be_bytes(a)
+}
+
 /// Store `v` big-endian in `field`, which must be two bytes long.
 #[inline(always)]
 pub(crate) fn write_u16(b: &mut [u8], field: Range<usize>, v: u16) {
@@ -30,6 +39,12 @@ pub(crate) fn write_u16(b: &mut [u8], field: Range<usize>, v: u16) {
 /// Store `v` big-endian in `field`, which must be four bytes long.
 #[inline(always)]
 pub(crate) fn write_u32(b: &mut [u8], field: Range<usize>, v: u32) {
+    b[field].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Store `v` big-endian in `field`, which must be 16 bytes long.
+#[inline(always)]
+pub(crate) fn write_u128(b: &mut [u8], field: Range<usize>, v: u128) {
     b[field].copy_from_slice(&v.to_be_bytes());
 }
 
@@ -46,5 +61,9 @@ mod tests {
         assert_eq!(read_u16(&b, 0..2), 0x1234);
         assert_eq!(read_u32(&b, 2..6), 0xa1b2_c3d4);
         assert_eq!(read_u16(&b, 5..7), 0xd400);
+        let mut a = [0u8; 17];
+        write_u128(&mut a, 1..17, 0x2001_0db8 << 96 | 0xb);
+        assert_eq!(a[..3], [0, 0x20, 0x01]);
+        assert_eq!(read_u128(&a, 1..17), 0x2001_0db8 << 96 | 0xb);
     }
 }

@@ -156,7 +156,7 @@ mod tests {
     #[test]
     fn known_ipv4_header() {
         // A real IPv4 header (Wikipedia's worked example): checksum b861.
-        let h = crate::testkit::IPV4_HEADER;
+        let h = crate::testdata::IPV4_HEADER;
         assert_eq!(checksum(&h), 0);
         let mut z = h;
         z[10] = 0;

@@ -265,7 +265,7 @@ impl EthernetRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::ARP_REQUEST_FRAME as ARP_FRAME;
+    use crate::testdata::ARP_REQUEST_FRAME as ARP_FRAME;
     use proptest::prelude::*;
 
     #[test]

@@ -203,7 +203,7 @@ mod tests {
     use super::*;
     use crate::ethernet::EthernetFrame;
     use crate::ipv4::Ipv4Packet;
-    use crate::testkit::ARP_REQUEST_FRAME;
+    use crate::testdata::ARP_REQUEST_FRAME;
     use crate::udp::UdpPacket;
     use proptest::prelude::*;
 

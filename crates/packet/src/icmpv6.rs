@@ -8,6 +8,7 @@
 //! checksum methods take the source and destination addresses.
 
 use crate::ParseError;
+use crate::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::checksum;
 
 /// ICMPv6 message types (IANA) this crate names.
@@ -97,11 +98,6 @@ pub(crate) fn sum_with_pseudo(src: u128, dst: u128, msg: &[u8]) -> u16 {
     !checksum::fold(checksum::add(ph, checksum::sum(msg)))
 }
 
-#[inline(always)]
-fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
-    u16::from_be_bytes([b[r.start], b[r.start + 1]])
-}
-
 /// A view of an ICMPv6 message in a byte buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Icmpv6Packet<T: AsRef<[u8]>> {
@@ -159,7 +155,7 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// Checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::CHECKSUM)
+        read_u16(self.buffer.as_ref(), field::CHECKSUM)
     }
 
     /// The 4 bytes after the checksum, big-endian: unused (0) in
@@ -168,8 +164,7 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// an echo.
     #[inline]
     pub fn rest_of_header(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::REST];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        read_u32(self.buffer.as_ref(), field::REST)
     }
 
     /// The MTU of a packet too big message.
@@ -188,13 +183,13 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// Identifier of an echo request or reply.
     #[inline]
     pub fn echo_ident(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::ECHO_IDENT)
+        read_u16(self.buffer.as_ref(), field::ECHO_IDENT)
     }
 
     /// Sequence number of an echo request or reply.
     #[inline]
     pub fn echo_seq(&self) -> u16 {
-        be16(self.buffer.as_ref(), field::ECHO_SEQ)
+        read_u16(self.buffer.as_ref(), field::ECHO_SEQ)
     }
 
     /// Everything after the header: an echo's data, or an error's quoted
@@ -234,13 +229,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
     /// Set the checksum field.
     #[inline]
     pub fn set_checksum(&mut self, c: u16) {
-        self.buffer.as_mut()[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::CHECKSUM, c);
     }
 
     /// Set the 4 bytes after the checksum.
     #[inline]
     pub fn set_rest_of_header(&mut self, v: u32) {
-        self.buffer.as_mut()[field::REST].copy_from_slice(&v.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::REST, v);
     }
 
     /// Compute the checksum (pseudo-header of `src` -> `dst` and the whole
@@ -360,28 +355,7 @@ pub(crate) mod tests {
         }
     }
 
-    // Frames captured with tcpdump 4.99.3 on one end of a veth pair between
-    // Linux 6.18 network namespaces, 02:00:00:00:00:0a (2001:db8::a,
-    // fe80::ff:fe00:a) and 02:00:00:00:00:0b (2001:db8::b), during
-    // `ping -6 -s 8 -p 61626364 2001:db8::b`: an echo request, and a
-    // router solicitation (the neighbour solicitation and advertisement
-    // of the same run are in `ndisc.rs`).
-    #[rustfmt::skip]
-    const LINUX_ECHO: [u8; 70] = [
-        0x02, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x86, 0xdd,
-        0x60, 0x00, 0x94, 0x12, 0x00, 0x10, 0x3a, 0x40,
-        0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
-        0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
-        0x80, 0x00, 0x42, 0x63, 0x1d, 0x02, 0x00, 0x01, 0x61, 0x62, 0x63, 0x64, 0x00, 0x00, 0x00, 0x00,
-    ];
-    #[rustfmt::skip]
-    const LINUX_RS: [u8; 70] = [
-        0x33, 0x33, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x86, 0xdd,
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x10, 0x3a, 0xff,
-        0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x0a,
-        0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02,
-        0x85, 0x00, 0x7b, 0x1a, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0a,
-    ];
+    use crate::testdata::{LINUX_ECHO, LINUX_RS};
 
     /// The IPv6 packet of a frame, and its ICMPv6 message.
     pub(crate) fn split(f: &[u8]) -> (crate::ipv6::Ipv6Packet<&[u8]>, &[u8]) {

@@ -473,7 +473,7 @@ impl Ipv4Repr {
 mod tests {
     use super::*;
     // A captured IPv4/UDP DNS query header (checksum b861 is correct).
-    use crate::testkit::IPV4_HEADER as HEADER;
+    use crate::testdata::IPV4_HEADER as HEADER;
     use proptest::prelude::*;
 
     fn packet() -> Vec<u8> {

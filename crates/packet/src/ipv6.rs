@@ -22,6 +22,7 @@
 
 use core::net::Ipv6Addr;
 
+use crate::bytes::{read_u16, read_u32, read_u128, write_u16, write_u32, write_u128};
 use crate::{MacAddr, ParseError};
 
 /// Next header values (IANA "Assigned Internet Protocol Numbers") this
@@ -90,13 +91,6 @@ pub struct UpperLayer {
     pub later_fragment: bool,
 }
 
-#[inline(always)]
-fn be128(b: &[u8]) -> u128 {
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&b[..16]);
-    u128::from_be_bytes(a)
-}
-
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Wrap a buffer without checks; accessors may panic on a bad one.
     #[inline]
@@ -144,8 +138,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     #[inline(always)]
     fn word0(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::VER_TC_FLOW];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        read_u32(self.buffer.as_ref(), field::VER_TC_FLOW)
     }
 
     /// The version field (6 after `new_checked`).
@@ -170,8 +163,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// headers included.
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        let b = &self.buffer.as_ref()[field::PAYLOAD_LEN];
-        u16::from_be_bytes([b[0], b[1]])
+        read_u16(self.buffer.as_ref(), field::PAYLOAD_LEN)
     }
 
     /// Header plus payload, in bytes.
@@ -195,13 +187,13 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Source address as a host-order integer.
     #[inline]
     pub fn src_u128(&self) -> u128 {
-        be128(&self.buffer.as_ref()[field::SRC])
+        read_u128(self.buffer.as_ref(), field::SRC)
     }
 
     /// Destination address as a host-order integer.
     #[inline]
     pub fn dst_u128(&self) -> u128 {
-        be128(&self.buffer.as_ref()[field::DST])
+        read_u128(self.buffer.as_ref(), field::DST)
     }
 
     /// Source address.
@@ -294,14 +286,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn set_version_tc_flow(&mut self, traffic_class: u8, flow_label: u32) {
         let w = (6u32 << 28) | (u32::from(traffic_class) << 20) | (flow_label & 0x000f_ffff);
-        self.buffer.as_mut()[field::VER_TC_FLOW].copy_from_slice(&w.to_be_bytes());
+        write_u32(self.buffer.as_mut(), field::VER_TC_FLOW, w);
     }
 
     /// Set the payload length. A value beyond the buffer makes
     /// [`payload`](Ipv6Packet::payload) panic.
     #[inline]
     pub fn set_payload_len(&mut self, len: u16) {
-        self.buffer.as_mut()[field::PAYLOAD_LEN].copy_from_slice(&len.to_be_bytes());
+        write_u16(self.buffer.as_mut(), field::PAYLOAD_LEN, len);
     }
 
     /// Set the next header.
@@ -319,13 +311,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Set the source address from a host-order integer.
     #[inline]
     pub fn set_src_u128(&mut self, a: u128) {
-        self.buffer.as_mut()[field::SRC].copy_from_slice(&a.to_be_bytes());
+        write_u128(self.buffer.as_mut(), field::SRC, a);
     }
 
     /// Set the destination address from a host-order integer.
     #[inline]
     pub fn set_dst_u128(&mut self, a: u128) {
-        self.buffer.as_mut()[field::DST].copy_from_slice(&a.to_be_bytes());
+        write_u128(self.buffer.as_mut(), field::DST, a);
     }
 
     /// The payload, mutable.
@@ -585,20 +577,7 @@ pub(crate) mod tests {
         assert_eq!((u.protocol, u.offset), (17, 56));
     }
 
-    /// An MLDv2 report captured from Linux 6.18 (tcpdump 4.99.3, a veth
-    /// in a network namespace, fe80::ff:fe00:b joining its solicited-node
-    /// group): a hop-by-hop header with a router alert option (RFC 2711)
-    /// before ICMPv6.
-    #[rustfmt::skip]
-    const LINUX_MLD: [u8; 90] = [
-        0x33, 0x33, 0x00, 0x00, 0x00, 0x16, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x86, 0xdd,
-        0x60, 0x00, 0x00, 0x00, 0x00, 0x24, 0x00, 0x01,
-        0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x0b,
-        0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x16,
-        0x3a, 0x00, 0x05, 0x02, 0x00, 0x00, 0x01, 0x00,
-        0x8f, 0x00, 0x71, 0xf3, 0x00, 0x00, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00,
-        0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x00, 0x00, 0x0b,
-    ];
+    use crate::testdata::LINUX_MLD;
 
     #[test]
     fn linux_mld_report_behind_hop_by_hop() {

@@ -11,6 +11,9 @@
 //! neighbour solicitation and advertisement ([`ndisc`]) have views too;
 //! [`FlowKey`] is IPv4 only.
 //!
+//! Real captured frames for tests live in `testdata` (for this crate's tests,
+//! and other crates' with the `testdata` feature).
+//!
 //! It does not own: TCP beyond its port numbers, tunnels, or any I/O (see `vrhost-io`).
 //!
 //! # Views
@@ -36,8 +39,8 @@ mod flow;
 pub mod icmp;
 pub mod ipv4;
 mod mac;
-#[cfg(test)]
-mod testkit;
+#[cfg(any(test, feature = "testdata"))]
+pub mod testdata;
 pub mod udp;
 
 pub use error::ParseError;

@@ -3,23 +3,12 @@
 
 use std::net::Ipv6Addr;
 
-use super::config::parse_prefix;
+use super::config::{parse_addr_len, parse_prefix};
 use super::{Iface6, Vnic, mask, mask6};
 
 /// Parse `X:X::X/LEN`.
 pub(super) fn parse_prefix6(s: &str) -> Result<(u128, u8), String> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| format!("prefix {s:?}: expected X:X::X/LEN"))?;
-    let addr: Ipv6Addr = a
-        .parse()
-        .map_err(|_| format!("prefix {s:?}: bad address {a:?}"))?;
-    let len: u8 = l
-        .parse()
-        .map_err(|_| format!("prefix {s:?}: bad length {l:?}"))?;
-    if len > 128 {
-        return Err(format!("prefix {s:?}: length {len} > 128"));
-    }
+    let (addr, len) = parse_addr_len::<Ipv6Addr>(s, "X:X::X/LEN", 128)?;
     Ok((addr.to_bits(), len))
 }
 

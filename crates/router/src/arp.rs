@@ -3,10 +3,9 @@
 
 use vrhost_packet::arp::{ArpOperation, ArpPacket, ArpRepr};
 use vrhost_packet::ethernet::{self, EtherType, EthernetRepr};
-use vrhost_packet::ipv4::Ipv4Packet;
 use vrhost_packet::{MacAddr, ParseError};
 
-use super::neigh::{NONE, State};
+use super::neigh::{NONE, Release, State};
 use super::{Router, counters};
 use vrhost_sdk::{DropReason, Packet, Verdict};
 
@@ -131,120 +130,36 @@ impl Router {
     /// Put the packet waiting for neighbour `i` (now resolved) in `pkt`'s
     /// slot, MAC addresses set.
     pub(super) fn release(&mut self, pkt: &mut Packet<'_>, i: usize) -> Verdict {
-        let e = *self.neigh.get(i);
-        let Some(waiting) = self.neigh.pending(i) else {
-            return Verdict::Drop(DropReason::Consumed);
-        };
-        let len = waiting.len();
-        let off = pkt.offset();
-        // The slot holds it where the ARP frame was, or else from its start.
-        if !pkt.set_extent(off, len) && !pkt.set_extent(0, len) {
-            self.neigh.drop_pending(i);
-            self.counters[counters::ARP_UNRES_DISCARDS] += 1;
-            return Verdict::Drop(DropReason::Consumed);
-        }
-        let d = pkt.data_mut();
-        d.copy_from_slice(waiting);
-        d[0..6].copy_from_slice(&e.mac);
-        d[6..12].copy_from_slice(&self.vnics[usize::from(e.vnic)].mac);
-        self.neigh.drop_pending(i);
-        self.counters[counters::ARP_RELEASED] += 1;
-        Verdict::Forward(e.vnic)
+        let src = self.vnics[usize::from(self.neigh.get(i).vnic)].mac;
+        let r = self.neigh.release_into(i, pkt, src);
+        self.count_release(r, counters::ARP_RELEASED, counters::ARP_UNRES_DISCARDS)
     }
 
-    /// A packet to neighbour `i` (out of `vnic`) that has no usable MAC:
-    /// start, continue or give up resolving it.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn resolve(&mut self, pkt: &mut Packet<'_>, vnic: u16, i: usize) -> Verdict {
-        let now = self.now();
-        let t = self.timers;
-        let e = *self.neigh.get(i);
-        let due = now.saturating_sub(e.since) >= t.retrans_ms;
-        match e.state {
-            State::Static => self.send_to(pkt, vnic, e.mac),
-            State::Reachable => {
-                // Reachable time over: confirm with a request, in this
-                // packet's slot, while later packets go to the known MAC.
-                // A packet left waiting (learned from a request while one
-                // waited for the reply) is stale by now.
-                if self.neigh.drop_pending(i) {
-                    self.counters[counters::ARP_UNRES_DISCARDS] += 1;
-                }
-                if !self.neigh.can_park(pkt.len()) {
-                    // Nowhere to keep it: send it, confirm with a later one.
-                    return self.send_to(pkt, vnic, e.mac);
-                }
-                self.park(pkt, i);
-                self.start(i, State::Probe, now);
-                self.request_into(pkt, vnic, e.ip)
+    /// The verdict on a [`Release`] of a waiting packet (ARP's or ND's),
+    /// counted in `released` or `discarded`.
+    pub(super) fn count_release(
+        &mut self,
+        r: Release,
+        released: usize,
+        discarded: usize,
+    ) -> Verdict {
+        match r {
+            Release::Out(vnic) => {
+                self.counters[released] += 1;
+                Verdict::Forward(vnic)
             }
-            State::Probe if !due => self.send_to(pkt, vnic, e.mac),
-            State::Failed if now.saturating_sub(e.since) < t.failed_ms => {
-                self.host_unreachable(pkt)
-            }
-            State::Incomplete if !due => {
-                if e.pending == NONE && self.neigh.can_park(pkt.len()) {
-                    self.park(pkt, i);
-                    return self.consumed(pkt);
-                }
-                Verdict::Drop(DropReason::ArpUnresolved)
-            }
-            State::Incomplete | State::Probe if e.probes >= t.probes => {
-                // RFC 1122 2.3.2.1: give up, with an ICMP host unreachable.
-                if self.neigh.drop_pending(i) {
-                    self.counters[counters::ARP_UNRES_DISCARDS] += 1;
-                }
-                let n = self.neigh.get_mut(i);
-                n.state = State::Failed;
-                n.since = now;
-                self.counters[counters::ARP_FAILED] += 1;
-                self.host_unreachable(pkt)
-            }
-            State::Incomplete | State::Probe => {
-                // Retry in this packet's slot; it takes the older one's
-                // place in the pending buffer (Linux drops the oldest too).
-                if self.neigh.drop_pending(i) {
-                    self.counters[counters::ARP_UNRES_DISCARDS] += 1;
-                }
-                self.park(pkt, i);
-                let n = self.neigh.get_mut(i);
-                n.probes += 1;
-                n.since = now;
-                self.request_into(pkt, vnic, e.ip)
-            }
-            State::Empty | State::Failed | State::Unused => {
-                self.park(pkt, i);
-                self.start(i, State::Incomplete, now);
-                self.request_into(pkt, vnic, e.ip)
+            Release::NoneWaiting => Verdict::Drop(DropReason::Consumed),
+            Release::Discarded => {
+                self.counters[discarded] += 1;
+                Verdict::Drop(DropReason::Consumed)
             }
         }
-    }
-
-    /// A resolution begins: one request sent now.
-    fn start(&mut self, i: usize, state: State, now: u64) {
-        let e = self.neigh.get_mut(i);
-        e.state = state;
-        e.probes = 1;
-        e.since = now;
-    }
-
-    /// Keep the packet for neighbour `i` (TTL decremented, as it will
-    /// leave); counted as discarded if it cannot be kept.
-    fn park(&mut self, pkt: &mut Packet<'_>, i: usize) {
-        if !self.neigh.can_park(pkt.len()) {
-            self.counters[counters::ARP_UNRES_DISCARDS] += 1;
-            return;
-        }
-        let d = pkt.data_mut();
-        Ipv4Packet::new_unchecked(&mut d[ethernet::HEADER_LEN..]).decrement_ttl();
-        self.neigh.park(i, d);
     }
 
     /// Rewrite `pkt`'s slot into a broadcast request for `target` out of
     /// `vnic`, from the vNIC's address in `target`'s subnet (else its
     /// first, else 0.0.0.0).
-    fn request_into(&mut self, pkt: &mut Packet<'_>, vnic: u16, target: u32) -> Verdict {
+    pub(super) fn request_into(&mut self, pkt: &mut Packet<'_>, vnic: u16, target: u32) -> Verdict {
         let v = &self.vnics[usize::from(vnic)];
         let spa = v
             .addrs

@@ -215,19 +215,30 @@ pub struct RouterConfig {
 
 /// Parse `A.B.C.D/LEN`.
 pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
+    let (addr, len) = parse_addr_len::<Ipv4Addr>(s, "A.B.C.D/LEN", 32)?;
+    Ok((u32::from(addr), len))
+}
+
+/// Parse an address of type `A` and a length of at most `max` bits,
+/// written `form` (named in errors).
+pub(super) fn parse_addr_len<A: std::str::FromStr>(
+    s: &str,
+    form: &str,
+    max: u8,
+) -> Result<(A, u8), String> {
     let (a, l) = s
         .split_once('/')
-        .ok_or_else(|| format!("prefix {s:?}: expected A.B.C.D/LEN"))?;
-    let addr: Ipv4Addr = a
+        .ok_or_else(|| format!("prefix {s:?}: expected {form}"))?;
+    let addr: A = a
         .parse()
         .map_err(|_| format!("prefix {s:?}: bad address {a:?}"))?;
     let len: u8 = l
         .parse()
         .map_err(|_| format!("prefix {s:?}: bad length {l:?}"))?;
-    if len > 32 {
-        return Err(format!("prefix {s:?}: length {len} > 32"));
+    if len > max {
+        return Err(format!("prefix {s:?}: length {len} > {max}"));
     }
-    Ok((u32::from(addr), len))
+    Ok((addr, len))
 }
 
 /// An interface address, `A.B.C.D/LEN` with the host part kept.
@@ -576,6 +587,13 @@ impl Build {
         )
     }
 
+    /// The hop id of route `i`'s gateway, whose neighbour entry was just
+    /// pinned (`None`: the table had no room).
+    fn gateway_hop(&mut self, i: usize, pinned: Option<Hop>) -> Result<u32, String> {
+        let hop = pinned.ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
+        Ok(self.interner().intern(hop))
+    }
+
     /// The hops, for interning.
     fn interner(&mut self) -> Hops<'_> {
         Hops {
@@ -650,35 +668,38 @@ impl Build {
             let mac = parse_unicast_mac(&n.mac).map_err(|e| format!("neighbours[{i}].mac {e}"))?;
             if n.ip.contains(':') {
                 let ip = parse_ip6(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
-                let vnic = match n.vnic {
-                    Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
-                    None => vnic_for6(&self.vnics, ip).ok_or_else(|| {
-                        format!(
-                            "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
-                            n.ip
-                        )
-                    })?,
-                };
+                let vnic = self.neighbour_vnic(i, n, vnic_for6(&self.vnics, ip))?;
                 self.neigh6
                     .set_static(ip, vnic, mac)
                     .ok_or_else(|| self.full(&format!("neighbours[{i}]")))?;
                 continue;
             }
             let ip = parse_ip(&n.ip).map_err(|e| format!("neighbours[{i}].ip {e}"))?;
-            let vnic = match n.vnic {
-                Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic"))?,
-                None => vnic_for(&self.vnics, ip).ok_or_else(|| {
-                    format!(
-                        "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
-                        n.ip
-                    )
-                })?,
-            };
+            let vnic = self.neighbour_vnic(i, n, vnic_for(&self.vnics, ip))?;
             self.neigh
                 .set_static(ip, vnic, mac)
                 .ok_or_else(|| self.full(&format!("neighbours[{i}]")))?;
         }
         Ok(())
+    }
+
+    /// The vNIC of static neighbour `i` (`n`): the one it gives, else
+    /// `connected`, the vNIC whose subnet holds its address.
+    fn neighbour_vnic(
+        &self,
+        i: usize,
+        n: &NeighbourConfig,
+        connected: Option<u16>,
+    ) -> Result<u16, String> {
+        match n.vnic {
+            Some(v) => self.vnic_ok(v, &format!("neighbours[{i}].vnic")),
+            None => connected.ok_or_else(|| {
+                format!(
+                    "neighbours[{i}].ip {}: in no connected subnet (give neighbours[{i}].vnic)",
+                    n.ip
+                )
+            }),
+        }
     }
 
     /// The static routes; each by `via` pins its gateway. The same prefix
@@ -690,24 +711,18 @@ impl Build {
             let id = match target {
                 RouteTarget::NextHop(nh) => nh,
                 RouteTarget::Via { ip, vnic } => {
-                    let n = self
-                        .neigh
-                        .pin(ip, vnic)
-                        .ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
-                    self.interner().intern(Hop::Gateway {
-                        vnic,
-                        neigh: n as u32,
-                    })
+                    let hop = self.neigh.pin(ip, vnic).map(|n| {
+                        let neigh = n as u32;
+                        Hop::Gateway { vnic, neigh }
+                    });
+                    self.gateway_hop(i, hop)?
                 }
                 RouteTarget::Via6 { ip, vnic } => {
-                    let n = self
-                        .neigh6
-                        .pin(ip, vnic)
-                        .ok_or_else(|| self.full(&format!("routes[{i}].via")))?;
-                    self.interner().intern(Hop::Gateway6 {
-                        vnic,
-                        neigh: n as u32,
-                    })
+                    let hop = self.neigh6.pin(ip, vnic).map(|n| {
+                        let neigh = n as u32;
+                        Hop::Gateway6 { vnic, neigh }
+                    });
+                    self.gateway_hop(i, hop)?
                 }
             };
             self.insert(net, id, || format!("routes[{i}]"))?;

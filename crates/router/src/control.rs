@@ -234,47 +234,48 @@ impl Router {
             let id = match target {
                 RouteTarget::NextHop(nh) => nh,
                 RouteTarget::Via6 { ip, vnic } => {
-                    let Some(n) = self.neigh6.pin(ip, vnic) else {
-                        self.unpin(&pinned);
-                        return Err(format!(
-                            "add[{i}].via: the neighbour table ({} entries, arp.neighbours) has \
-                             no room for it",
-                            self.neigh6.capacity()
-                        ));
-                    };
-                    pinned.push(Pinned::V6(n));
-                    let mut hops = Hops {
-                        hops: &mut self.hops,
-                        ids: &mut self.hop_ids,
-                    };
-                    hops.intern(Hop::Gateway6 {
-                        vnic,
-                        neigh: n as u32,
-                    })
+                    let hop = self.neigh6.pin(ip, vnic).map(|n| {
+                        let neigh = n as u32;
+                        (Pinned::V6(n), Hop::Gateway6 { vnic, neigh })
+                    });
+                    self.gateway_hop(i, hop, self.neigh6.capacity(), &mut pinned)?
                 }
                 RouteTarget::Via { ip, vnic } => {
-                    let Some(n) = self.neigh.pin(ip, vnic) else {
-                        self.unpin(&pinned);
-                        return Err(format!(
-                            "add[{i}].via: the neighbour table ({} entries, arp.neighbours) has \
-                             no room for it",
-                            self.neigh.capacity()
-                        ));
-                    };
-                    pinned.push(Pinned::V4(n));
-                    let mut hops = Hops {
-                        hops: &mut self.hops,
-                        ids: &mut self.hop_ids,
-                    };
-                    hops.intern(Hop::Gateway {
-                        vnic,
-                        neigh: n as u32,
-                    })
+                    let hop = self.neigh.pin(ip, vnic).map(|n| {
+                        let neigh = n as u32;
+                        (Pinned::V4(n), Hop::Gateway { vnic, neigh })
+                    });
+                    self.gateway_hop(i, hop, self.neigh.capacity(), &mut pinned)?
                 }
             };
             ids.push(id);
         }
         Ok((ids, pinned))
+    }
+
+    /// The hop id of add `i`'s gateway, whose neighbour entry was just
+    /// pinned (`pinned_hop`). `None` when the table (of `capacity` entries)
+    /// had no room: then what `pinned` holds is given back.
+    fn gateway_hop(
+        &mut self,
+        i: usize,
+        pinned_hop: Option<(Pinned, Hop)>,
+        capacity: usize,
+        pinned: &mut Vec<Pinned>,
+    ) -> Result<u32, String> {
+        let Some((pin, hop)) = pinned_hop else {
+            self.unpin(pinned);
+            return Err(format!(
+                "add[{i}].via: the neighbour table ({capacity} entries, arp.neighbours) has no \
+                 room for it"
+            ));
+        };
+        pinned.push(pin);
+        let mut hops = Hops {
+            hops: &mut self.hops,
+            ids: &mut self.hop_ids,
+        };
+        Ok(hops.intern(hop))
     }
 
     /// Give back the pins of `pinned`.

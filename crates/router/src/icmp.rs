@@ -137,20 +137,9 @@ impl Router {
             self.counters[counters::ICMP_RATE_LIMITED] += 1;
             return Verdict::Drop(otherwise);
         }
-        // [eth][IP][rest] becomes [eth][IP'][ICMP][IP + 8 bytes of rest]:
-        // with the headroom, the quote stays where it is.
-        let len = ethernet::HEADER_LEN + ERROR_GROWTH + quote;
-        if pkt.push_front(ERROR_GROWTH).is_some() {
-            pkt.set_len(len);
-        } else {
-            let keep = pkt.len();
-            if !pkt.set_len(keep.max(len)) {
-                return Verdict::Drop(otherwise);
-            }
-            let at = ethernet::HEADER_LEN;
-            pkt.data_mut()
-                .copy_within(at..at + quote, at + ERROR_GROWTH);
-            pkt.set_len(len);
+        // [eth][IP][rest] becomes [eth][IP'][ICMP][IP + 8 bytes of rest].
+        if !make_room_for_error(pkt, ERROR_GROWTH, quote) {
+            return Verdict::Drop(otherwise);
         }
         let d = pkt.data_mut();
         self.emit_ip_eth(
@@ -262,21 +251,12 @@ impl Router {
         let hop = *self.hops.get(self.fib.lookup(to)? as usize)?;
         let (vnic, known) = match hop {
             Hop::Static { vnic, dst, .. } => (vnic, Some(dst)),
-            Hop::Gateway { vnic, neigh } => {
-                let e = self.neigh.get(neigh as usize);
-                (vnic, e.has_mac().then_some(e.mac))
-            }
-            Hop::Connected { vnic } => {
-                let e = self.neigh.find(to, vnic).map(|i| self.neigh.get(i));
-                (vnic, e.filter(|e| e.has_mac()).map(|e| e.mac))
-            }
+            Hop::Gateway { vnic, neigh } => (vnic, self.neigh.known_mac(neigh as usize)),
+            Hop::Connected { vnic } => (vnic, self.neigh.known_mac_of(to, vnic)),
             Hop::Local | Hop::Broadcast => return None,
             Hop::Gateway6 { .. } | Hop::Connected6 { .. } | Hop::Local6 => return None,
         };
-        if vnic == rx && frame_src.is_unicast() {
-            return Some((vnic, frame_src));
-        }
-        known.map(|m| (vnic, MacAddr(m)))
+        back_over(vnic, known, rx, frame_src)
     }
 
     /// The source address of what the router sends out of `out` to `to`:
@@ -291,6 +271,42 @@ impl Router {
             .or_else(|| self.vnics.iter().find_map(|v| v.addrs.first()))
             .map(|a| a.addr)
     }
+}
+
+/// Make room for an error's headers (`growth` bytes) between the Ethernet
+/// header of `pkt` and the first `quote` bytes of its IP packet, which then
+/// end it: [eth][IP ...] becomes [eth][`growth`][IP ... quoted]. With
+/// headroom the quote stays where it is; without, it moves back. False if
+/// the slot is too small.
+pub(super) fn make_room_for_error(pkt: &mut Packet<'_>, growth: usize, quote: usize) -> bool {
+    let len = ethernet::HEADER_LEN + growth + quote;
+    if pkt.push_front(growth).is_some() {
+        pkt.set_len(len);
+    } else {
+        let keep = pkt.len();
+        if !pkt.set_len(keep.max(len)) {
+            return false;
+        }
+        let at = ethernet::HEADER_LEN;
+        pkt.data_mut().copy_within(at..at + quote, at + growth);
+        pkt.set_len(len);
+    }
+    true
+}
+
+/// The way back out of `vnic`, whose next hop's MAC is `known`: on the
+/// vNIC the packet came in by (`rx`), the frame's source (`frame_src`, the
+/// previous hop, so no ARP or ND is needed); elsewhere the known MAC.
+pub(super) fn back_over(
+    vnic: u16,
+    known: Option<[u8; 6]>,
+    rx: u16,
+    frame_src: MacAddr,
+) -> Option<(u16, MacAddr)> {
+    if vnic == rx && frame_src.is_unicast() {
+        return Some((vnic, frame_src));
+    }
+    known.map(|m| (vnic, MacAddr(m)))
 }
 
 #[cfg(test)]

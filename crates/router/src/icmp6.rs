@@ -6,6 +6,7 @@ use vrhost_packet::ethernet::{self, EtherType, EthernetFrame, EthernetRepr};
 use vrhost_packet::icmpv6::{self, Icmpv6Packet, Icmpv6Repr, msg};
 use vrhost_packet::ipv6::{self, Ipv6Packet, Ipv6Repr, next_header};
 
+use super::icmp::{back_over, make_room_for_error};
 use super::ipv6::L3;
 use super::{Hop, Router, counters};
 use vrhost_sdk::{DropReason, Packet, Verdict};
@@ -105,17 +106,8 @@ impl Router {
             return Verdict::Drop(otherwise);
         }
         // [eth][IPv6 ...] becomes [eth][IPv6'][ICMPv6][IPv6 ... quoted].
-        let len = L3 + ERROR_GROWTH + quote;
-        if pkt.push_front(ERROR_GROWTH).is_some() {
-            pkt.set_len(len);
-        } else {
-            let keep = pkt.len();
-            if !pkt.set_len(keep.max(len)) {
-                return Verdict::Drop(otherwise);
-            }
-            pkt.data_mut()
-                .copy_within(L3..L3 + quote, L3 + ERROR_GROWTH);
-            pkt.set_len(len);
+        if !make_room_for_error(pkt, ERROR_GROWTH, quote) {
+            return Verdict::Drop(otherwise);
         }
         let d = pkt.data_mut();
         self.emit_ip6_eth(
@@ -224,20 +216,11 @@ impl Router {
         let hop = *self.hops.get(self.fib6.lookup(to)? as usize)?;
         let (vnic, known) = match hop {
             Hop::Static { vnic, dst, .. } => (vnic, Some(dst)),
-            Hop::Gateway6 { vnic, neigh } => {
-                let e = self.neigh6.get(neigh as usize);
-                (vnic, e.has_mac().then_some(e.mac))
-            }
-            Hop::Connected6 { vnic } => {
-                let e = self.neigh6.find(to, vnic).map(|i| self.neigh6.get(i));
-                (vnic, e.filter(|e| e.has_mac()).map(|e| e.mac))
-            }
+            Hop::Gateway6 { vnic, neigh } => (vnic, self.neigh6.known_mac(neigh as usize)),
+            Hop::Connected6 { vnic } => (vnic, self.neigh6.known_mac_of(to, vnic)),
             _ => return None,
         };
-        if vnic == rx && frame_src.is_unicast() {
-            return Some((vnic, frame_src));
-        }
-        known.map(|m| (vnic, MacAddr(m)))
+        back_over(vnic, known, rx, frame_src)
     }
 
     /// The source address of what the router sends out of `out` to `to`:

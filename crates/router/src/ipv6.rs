@@ -6,7 +6,7 @@ use vrhost_packet::ethernet;
 use vrhost_packet::icmpv6::msg;
 use vrhost_packet::ipv6::{self, Ipv6Packet, UpperLayer, next_header};
 
-use super::neigh::State;
+use super::resolve::Nd;
 use super::{Hop, Router, counters};
 use vrhost_sdk::{DropReason, Packet, Verdict};
 
@@ -105,14 +105,7 @@ impl Router {
             // IPv4 hops are never in the IPv6 table; Local6 was handled.
             _ => return Verdict::Drop(DropReason::Other),
         };
-        let e = *self.neigh6.get(i);
-        match e.state {
-            State::Static => self.send6(pkt, vnic, e.mac),
-            State::Reachable if self.now().saturating_sub(e.since) < self.timers.reachable_ms => {
-                self.send6(pkt, vnic, e.mac)
-            }
-            _ => self.resolve6(pkt, vnic, i),
-        }
+        self.send_to_neighbour::<Nd>(pkt, vnic, i)
     }
 
     /// Forward to `mac` out of `vnic`: hop limit (no checksum in IPv6),

@@ -162,6 +162,7 @@ mod ipv6;
 mod nd;
 mod neigh;
 mod peer;
+mod resolve;
 #[cfg(test)]
 mod tests;
 
@@ -178,8 +179,9 @@ pub use config::{
 pub use control::{RouteChangeReply, RouteChanges, RouterControl, RouterStats};
 
 use self::icmp::TokenBucket;
-use self::neigh::{NeighTable, State};
+use self::neigh::NeighTable;
 use self::peer::PeerState;
+use self::resolve::Arp;
 use vrhost_sdk::peer::Peers;
 use vrhost_sdk::{DropReason, Packet, Verdict, Vr};
 
@@ -553,14 +555,7 @@ impl Router {
                 }
             },
         };
-        let e = *self.neigh.get(i);
-        match e.state {
-            State::Static => self.send_to(pkt, vnic, e.mac),
-            State::Reachable if self.now().saturating_sub(e.since) < self.timers.reachable_ms => {
-                self.send_to(pkt, vnic, e.mac)
-            }
-            _ => self.resolve(pkt, vnic, i),
-        }
+        self.send_to_neighbour::<Arp>(pkt, vnic, i)
     }
 
     /// Forward to `mac` out of `vnic`: TTL, MAC addresses.

@@ -264,117 +264,21 @@ impl Router {
     /// Put the packet waiting for neighbour `i` (now resolved) in `pkt`'s
     /// slot, MAC addresses set.
     fn release6(&mut self, pkt: &mut Packet<'_>, i: usize) -> Verdict {
-        let e = *self.neigh6.get(i);
-        let Some(waiting) = self.neigh6.pending(i) else {
-            return Verdict::Drop(DropReason::Consumed);
-        };
-        let len = waiting.len();
-        let off = pkt.offset();
-        if !pkt.set_extent(off, len) && !pkt.set_extent(0, len) {
-            self.neigh6.drop_pending(i);
-            self.counters[counters::ND_UNRES_DISCARDS] += 1;
-            return Verdict::Drop(DropReason::Consumed);
-        }
-        let d = pkt.data_mut();
-        d.copy_from_slice(waiting);
-        d[0..6].copy_from_slice(&e.mac);
-        d[6..12].copy_from_slice(&self.vnics[usize::from(e.vnic)].mac);
-        self.neigh6.drop_pending(i);
-        self.counters[counters::ND_RELEASED] += 1;
-        Verdict::Forward(e.vnic)
-    }
-
-    /// A packet to IPv6 neighbour `i` (out of `vnic`) that has no usable
-    /// MAC: start, continue or give up resolving it (ARP's
-    /// [`Router::resolve`], with solicitations).
-    #[cold]
-    #[inline(never)]
-    pub(super) fn resolve6(&mut self, pkt: &mut Packet<'_>, vnic: u16, i: usize) -> Verdict {
-        let now = self.now();
-        let t = self.timers;
-        let e = *self.neigh6.get(i);
-        let due = now.saturating_sub(e.since) >= t.retrans_ms;
-        match e.state {
-            State::Static => self.send6(pkt, vnic, e.mac),
-            State::Reachable => {
-                // Reachable time over: confirm with a solicitation in this
-                // packet's slot; later packets go to the known MAC.
-                if self.neigh6.drop_pending(i) {
-                    self.counters[counters::ND_UNRES_DISCARDS] += 1;
-                }
-                if !self.neigh6.can_park(pkt.len()) {
-                    return self.send6(pkt, vnic, e.mac);
-                }
-                self.park6(pkt, i);
-                self.start6(i, State::Probe, now);
-                self.solicit_into(pkt, vnic, e.ip)
-            }
-            State::Probe if !due => self.send6(pkt, vnic, e.mac),
-            State::Failed if now.saturating_sub(e.since) < t.failed_ms => {
-                self.addr_unreachable6(pkt)
-            }
-            State::Incomplete if !due => {
-                if e.pending == NONE && self.neigh6.can_park(pkt.len()) {
-                    self.park6(pkt, i);
-                    return Verdict::Drop(DropReason::Consumed);
-                }
-                Verdict::Drop(DropReason::ArpUnresolved)
-            }
-            State::Incomplete | State::Probe if e.probes >= t.probes => {
-                // RFC 4861 7.3.3: unreachable; RFC 4443 3.1: address
-                // unreachable to the packet's source.
-                if self.neigh6.drop_pending(i) {
-                    self.counters[counters::ND_UNRES_DISCARDS] += 1;
-                }
-                let n = self.neigh6.get_mut(i);
-                n.state = State::Failed;
-                n.since = now;
-                self.counters[counters::ND_FAILED] += 1;
-                self.addr_unreachable6(pkt)
-            }
-            State::Incomplete | State::Probe => {
-                if self.neigh6.drop_pending(i) {
-                    self.counters[counters::ND_UNRES_DISCARDS] += 1;
-                }
-                self.park6(pkt, i);
-                let n = self.neigh6.get_mut(i);
-                n.probes += 1;
-                n.since = now;
-                self.solicit_into(pkt, vnic, e.ip)
-            }
-            State::Empty | State::Failed | State::Unused => {
-                self.park6(pkt, i);
-                self.start6(i, State::Incomplete, now);
-                self.solicit_into(pkt, vnic, e.ip)
-            }
-        }
-    }
-
-    /// A resolution begins: one solicitation sent now.
-    fn start6(&mut self, i: usize, state: State, now: u64) {
-        let e = self.neigh6.get_mut(i);
-        e.state = state;
-        e.probes = 1;
-        e.since = now;
-    }
-
-    /// Keep the packet for neighbour `i` (hop limit decremented, as it
-    /// will leave); counted as discarded if it cannot be kept.
-    fn park6(&mut self, pkt: &mut Packet<'_>, i: usize) {
-        if !self.neigh6.can_park(pkt.len()) {
-            self.counters[counters::ND_UNRES_DISCARDS] += 1;
-            return;
-        }
-        let d = pkt.data_mut();
-        d[L3 + 7] = d[L3 + 7].saturating_sub(1);
-        self.neigh6.park(i, d);
+        let src = self.vnics[usize::from(self.neigh6.get(i).vnic)].mac;
+        let r = self.neigh6.release_into(i, pkt, src);
+        self.count_release(r, counters::ND_RELEASED, counters::ND_UNRES_DISCARDS)
     }
 
     /// Rewrite `pkt`'s slot into a solicitation for `target` out of
     /// `vnic`, to its solicited-node group (RFC 4861 7.2.2), from the
     /// vNIC's address in `target`'s subnet (else a link-local one for a
     /// link-local target, else as errors choose).
-    fn solicit_into(&mut self, pkt: &mut Packet<'_>, vnic: u16, target: u128) -> Verdict {
+    pub(super) fn solicit_into(
+        &mut self,
+        pkt: &mut Packet<'_>,
+        vnic: u16,
+        target: u128,
+    ) -> Verdict {
         let v = &self.vnics[usize::from(vnic)];
         let src = v
             .addrs6

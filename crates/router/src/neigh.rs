@@ -18,6 +18,8 @@
 //! `unres_qlen`, here 1), so a pool smaller than the table bounds the
 //! memory that unresolved neighbours can take.
 
+use vrhost_sdk::Packet;
+
 /// Slots a key may be placed away from its hash.
 pub(super) const WINDOW: usize = 8;
 /// Largest packet a pending buffer holds (a default slot).
@@ -109,6 +111,17 @@ impl<A: NeighAddr> Neigh<A> {
     pub fn has_mac(&self) -> bool {
         matches!(self.state, State::Reachable | State::Probe | State::Static)
     }
+}
+
+/// What [`NeighTable::release_into`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Release {
+    /// The packet is in the slot, to go out of this vNIC.
+    Out(u16),
+    /// No packet was waiting.
+    NoneWaiting,
+    /// The slot could not hold the waiting packet: it was discarded.
+    Discarded,
 }
 
 /// The table and its pending buffers.
@@ -215,6 +228,17 @@ impl<A: NeighAddr> NeighTable<A> {
         &self.entries[i]
     }
 
+    /// The MAC of entry `i`, if frames may be sent to it.
+    pub fn known_mac(&self, i: usize) -> Option<[u8; 6]> {
+        let e = self.get(i);
+        e.has_mac().then_some(e.mac)
+    }
+
+    /// The MAC of `(ip, vnic)`, if present and frames may be sent to it.
+    pub fn known_mac_of(&self, ip: A, vnic: u16) -> Option<[u8; 6]> {
+        self.find(ip, vnic).and_then(|i| self.known_mac(i))
+    }
+
     /// The entry in slot `i`, mutable.
     #[inline]
     pub fn get_mut(&mut self, i: usize) -> &mut Neigh<A> {
@@ -284,6 +308,29 @@ impl<A: NeighAddr> NeighTable<A> {
             let at = usize::from(b) * PENDING_BYTES;
             &self.bufs[at..at + usize::from(self.lens[usize::from(b)])]
         })
+    }
+
+    /// Move the packet waiting for entry `i` (now resolved) into `pkt`'s
+    /// slot, where the frame that resolved it was or else from the slot's
+    /// start, addressed from `src` to the entry's MAC. The buffer is free
+    /// after, whatever the outcome.
+    pub fn release_into(&mut self, i: usize, pkt: &mut Packet<'_>, src: [u8; 6]) -> Release {
+        let e = self.entries[i];
+        let Some(waiting) = self.pending(i) else {
+            return Release::NoneWaiting;
+        };
+        let len = waiting.len();
+        let off = pkt.offset();
+        if !pkt.set_extent(off, len) && !pkt.set_extent(0, len) {
+            self.drop_pending(i);
+            return Release::Discarded;
+        }
+        let d = pkt.data_mut();
+        d.copy_from_slice(waiting);
+        d[0..6].copy_from_slice(&e.mac);
+        d[6..12].copy_from_slice(&src);
+        self.drop_pending(i);
+        Release::Out(e.vnic)
     }
 
     /// Free entry `i`'s pending buffer; true if it held a packet.

@@ -267,11 +267,7 @@ fn static_neighbours_never_age_nor_change() {
             mac: MacAddr(n).to_string(),
             vnic: None,
         }],
-        routes: vec![RouteConfig {
-            prefix: "198.51.100.0/24".into(),
-            via: Some("10.1.1.3".into()),
-            ..RouteConfig::default()
-        }],
+        routes: vec![route_via("198.51.100.0/24", "10.1.1.3")],
         ..cfg()
     });
     let dst = Ipv4Addr::new(198, 51, 100, 1);
@@ -300,11 +296,7 @@ fn gateway_next_hops_in_the_original_list() {
             via: Some(GW_IP.to_string()),
             ..NextHopConfig::default()
         }],
-        routes: vec![RouteConfig {
-            prefix: "192.0.2.0/24".into(),
-            nexthop: Some(0),
-            ..RouteConfig::default()
-        }],
+        routes: vec![route_to("192.0.2.0/24", 0)],
         ..cfg()
     });
     let (v, out) = run(&mut r, 0, &udp_from_h0(Ipv4Addr::new(192, 0, 2, 1)));

@@ -1,6 +1,8 @@
 //! Route changes on a running router ([`Router::change_routes`] and its
 //! JSON form).
 
+use std::net::Ipv6Addr;
+
 use serde_json::json;
 
 use super::*;
@@ -18,6 +20,26 @@ fn to(r: &mut Router, dst: [u8; 4]) -> (Verdict, [u8; 6]) {
 fn pins(r: &Router, ip: [u8; 4], vnic: u16) -> Option<u32> {
     let i = r.neigh.find(u32::from_be_bytes(ip), vnic)?;
     Some(r.neigh.get(i).pins)
+}
+
+/// `c` with a neighbour table of 8 entries, one window: easy to fill.
+fn eight_neighbours(mut c: RouterConfig) -> RouterConfig {
+    c.arp.neighbours = 8;
+    c
+}
+
+/// A router on `c` with 8 neighbour entries: add the routes `seven` (by
+/// distinct gateways), then `refused` (routes to add), which must fail.
+/// The router and the error.
+fn fill_then_refuse(
+    c: RouterConfig,
+    seven: Vec<serde_json::Value>,
+    refused: serde_json::Value,
+) -> (Router, String) {
+    let mut r = router_with(&eight_neighbours(c));
+    change(&mut r, json!({ "add": seven })).unwrap();
+    let e = change(&mut r, json!({ "add": refused })).unwrap_err();
+    (r, e)
 }
 
 /// Every route, sorted.
@@ -192,25 +214,17 @@ fn gateway_pins_follow_the_routes() {
     change(&mut r, json!({"del": ["198.51.2.0/24", "0.0.0.0/0"]})).unwrap();
     assert_eq!(pins(&r, gw, 1), Some(0));
     // Unpinned, the gateway's entry is an ordinary one: it may be evicted.
-    let mut small = router_with(&RouterConfig {
-        arp: ArpConfig {
-            neighbours: 8,
-            ..ArpConfig::default()
-        },
-        ..cfg()
-    });
-    let gws: Vec<_> = (0..7)
-        .map(|i| json!({"prefix": format!("198.51.{i}.0/24"), "via": format!("10.1.1.{}", 10 + i)}))
-        .collect();
-    change(&mut small, json!({"add": gws})).unwrap();
-    assert_eq!(small.neigh.used(), 8, "full of gateways");
+    let gws = (0..7).map(
+        |i| json!({"prefix": format!("198.51.{i}.0/24"), "via": format!("10.1.1.{}", 10 + i)}),
+    );
     // No room for one more: refused whole, the pins it took given back.
-    let e = change(
-        &mut small,
-        json!({"add": [{"prefix": "198.51.50.0/24", "via": "10.1.1.10"},
-                       {"prefix": "198.51.51.0/24", "via": "10.1.1.50"}]}),
-    )
-    .unwrap_err();
+    let (mut small, e) = fill_then_refuse(
+        cfg(),
+        gws.collect(),
+        json!([{"prefix": "198.51.50.0/24", "via": "10.1.1.10"},
+               {"prefix": "198.51.51.0/24", "via": "10.1.1.50"}]),
+    );
+    assert_eq!(small.neigh.used(), 8, "full of gateways");
     assert!(
         e.starts_with("add[1].via: the neighbour table (8 entries"),
         "{e}"
@@ -230,17 +244,9 @@ fn gateway_pins_follow_the_routes() {
 #[test]
 fn a_config_that_gives_a_prefix_twice_pins_once() {
     let mut c = cfg();
-    c.routes.push(RouteConfig {
-        prefix: "0.0.0.0/0".into(),
-        nexthop: Some(0),
-        ..RouteConfig::default()
-    });
+    c.routes.push(route_to("0.0.0.0/0", 0));
     // And a static route shadowed by a connected one.
-    c.routes.push(RouteConfig {
-        prefix: "10.1.0.0/24".into(),
-        via: Some("10.1.1.9".into()),
-        ..RouteConfig::default()
-    });
+    c.routes.push(route_via("10.1.0.0/24", "10.1.1.9"));
     let r = router_with(&c);
     assert_eq!(pins(&r, GW_IP.octets(), 1), Some(0));
     assert_eq!(pins(&r, [10, 1, 1, 9], 1), Some(0));
@@ -341,4 +347,45 @@ fn a_dry_run_checks_and_changes_nothing() {
     let e = change(&mut r, json!({"del": ["203.0.113.0/24"], "dry_run": true})).unwrap_err();
     assert!(e.contains("no such route"), "{e}");
     assert_eq!(table(&r), before);
+}
+
+#[test]
+fn ipv6_gateways_too_are_refused_whole_when_the_table_is_full() {
+    let pins6 = |r: &Router, ip: &str| {
+        let i = r
+            .neigh6
+            .find(ip.parse::<Ipv6Addr>().unwrap().to_bits(), 1)?;
+        Some(r.neigh6.get(i).pins)
+    };
+    // The default route's gateway holds one entry; seven more fit.
+    let gws = (0..7).map(
+        |i| json!({"prefix": format!("2001:db8:5{i}::/48"), "via": format!("2001:db8:1::{}", 10 + i)}),
+    );
+    let (small, e) = fill_then_refuse(
+        super::ipv6::cfg6(),
+        gws.collect(),
+        json!([{"prefix": "2001:db8:60::/48", "via": "2001:db8:1::10"},
+               {"prefix": "2001:db8:61::/48", "via": "2001:db8:1::50"}]),
+    );
+    assert_eq!(small.neigh6.used(), 8, "full of gateways");
+    assert_eq!(
+        e,
+        "add[1].via: the neighbour table (8 entries, arp.neighbours) has no room for it"
+    );
+    // The pin the first add took was given back.
+    assert_eq!(pins6(&small, "2001:db8:1::10"), Some(1));
+    assert_eq!(pins6(&small, "2001:db8:1::50"), None);
+    // The same full table at start-up names the config field.
+    let mut c = eight_neighbours(super::ipv6::cfg6());
+    c.routes.extend((0..8).map(|i| {
+        route_via(
+            &format!("2001:db8:7{i}::/48"),
+            format!("2001:db8:1::{}", 10 + i),
+        )
+    }));
+    let e = Router::new(&c).unwrap_err();
+    assert!(
+        e.starts_with("routes[") && e.contains("].via: the neighbour table (8 entries"),
+        "{e}"
+    );
 }

@@ -258,48 +258,20 @@ fn mix() -> Vec<(u16, Vec<u8>)> {
 fn a_burst_does_what_single_packets_do() {
     let frames = mix();
     let mut one = router();
-    let singles: Vec<(Verdict, Vec<u8>)> = frames
-        .iter()
-        .map(|(rx, f)| {
-            let mut buf = vec![0u8; 2048];
-            buf[128..128 + f.len()].copy_from_slice(f);
-            let mut p = Packet::new(&mut buf, 128, f.len(), *rx).unwrap();
-            let v = one.process(&mut p);
-            (v, p.data().to_vec())
-        })
-        .collect();
+    let singles = run_each(&mut one, &frames);
     // Several bursts of the runtime's size, frames repeated.
     let mut burst = router();
     let n = 3 * BURST + 5;
-    let mut bufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; 2048]).collect();
-    let mut pkts: Vec<Packet<'_>> = bufs
-        .iter_mut()
-        .enumerate()
-        .map(|(i, b)| {
-            let (rx, f) = &frames[i % frames.len()];
-            b[128..128 + f.len()].copy_from_slice(f);
-            Packet::new(b, 128, f.len(), *rx).unwrap()
-        })
-        .collect();
-    let mut verdicts = vec![Verdict::Drop(DropReason::Other); n];
-    burst.process_burst(&mut pkts, &mut verdicts);
+    let repeated: Vec<(u16, Vec<u8>)> = (0..n).map(|i| frames[i % frames.len()].clone()).collect();
+    let got = run_burst(&mut burst, &repeated);
     // ARP is handled in order with the rest, so the burst sees the same
     // states as the single packets: the same verdicts and bytes.
-    for i in 0..n {
-        let (rx, f) = &frames[i % frames.len()];
+    for (i, (rx, f)) in repeated.iter().enumerate() {
         if i >= frames.len() {
             // The singles again, on the state the first round left.
-            let mut buf = vec![0u8; 2048];
-            buf[128..128 + f.len()].copy_from_slice(f);
-            let mut p = Packet::new(&mut buf, 128, f.len(), *rx).unwrap();
-            let v = one.process(&mut p);
-            assert_eq!((verdicts[i], pkts[i].data()), (v, p.data()), "frame {i}");
+            assert_eq!(got[i], run_one(&mut one, *rx, f), "frame {i}");
         } else {
-            assert_eq!(
-                (verdicts[i], pkts[i].data().to_vec()),
-                singles[i],
-                "frame {i}"
-            );
+            assert_eq!(got[i], singles[i], "frame {i}");
         }
     }
     assert_eq!(burst.counters, one.counters);
@@ -373,11 +345,7 @@ fn bursts_by_default_only_for_tables_beyond_the_caches() {
     // 1100 /24s in distinct /16s: 1100 groups of 1 KiB.
     let big = RouterConfig {
         routes: (0..1100u32)
-            .map(|i| RouteConfig {
-                prefix: format!("{}.{}.7.0/24", 1 + i / 256, i % 256),
-                nexthop: Some(0),
-                ..RouteConfig::default()
-            })
+            .map(|i| route_to(&format!("{}.{}.7.0/24", 1 + i / 256, i % 256), 0))
             .collect(),
         ..cfg()
     };

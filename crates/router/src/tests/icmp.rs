@@ -252,11 +252,7 @@ fn errors_go_back_by_the_route_to_the_source() {
             .into_iter()
             .map(|v| VnicConfig { addrs: vec![], ..v })
             .collect(),
-        routes: vec![RouteConfig {
-            prefix: "10.0.0.0/8".into(),
-            nexthop: Some(0),
-            ..RouteConfig::default()
-        }],
+        routes: vec![route_to("10.0.0.0/8", 0)],
         ..cfg()
     });
     let pkt = udp_ttl(H0, R0, H0_IP, Ipv4Addr::new(10, 2, 0, 1), 1);

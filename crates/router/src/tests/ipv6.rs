@@ -12,6 +12,9 @@ use vrhost_fib::reference::NaiveLpm;
 
 use super::*;
 
+/// What the IPv6 echo requests carry.
+const ECHO_DATA6: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+
 /// The host on vNIC 0.
 pub(super) const H0_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7);
 /// The router's addresses on vNIC 0 and 1.
@@ -31,16 +34,8 @@ pub(super) fn cfg6() -> RouterConfig {
         .addrs
         .extend(["2001:db8::1/64".to_string(), "fe80::1/64".to_string()]);
     c.vnics[1].addrs.push("2001:db8:1::1/64".into());
-    c.routes.push(RouteConfig {
-        prefix: "::/0".into(),
-        via: Some(GW_6.to_string()),
-        ..RouteConfig::default()
-    });
-    c.routes.push(RouteConfig {
-        prefix: "2001:db8:99::/48".into(),
-        nexthop: Some(0),
-        ..RouteConfig::default()
-    });
+    c.routes.push(route_via("::/0", GW_6));
+    c.routes.push(route_to("2001:db8:99::/48", 0));
     c
 }
 
@@ -48,6 +43,7 @@ pub(super) fn router6() -> Router {
     router_with(&cfg6())
 }
 
+/// UDP with 58 bytes of data (as [`udp_ttl`] for IPv4).
 pub(super) fn udp6(
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
@@ -55,24 +51,7 @@ pub(super) fn udp6(
     dst: Ipv6Addr,
     hl: u8,
 ) -> Vec<u8> {
-    udp6_len(src_mac, dst_mac, src, dst, hl, 58)
-}
-
-pub(super) fn udp6_len(
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    src: Ipv6Addr,
-    dst: Ipv6Addr,
-    hl: u8,
-    payload: usize,
-) -> Vec<u8> {
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv6(src.octets(), dst.octets(), hl)
-        .udp(4000, 5000)
-        .write(&mut v, &vec![0x5a; payload])
-        .unwrap();
-    v
+    frame(src_mac, dst_mac, Ip::V6(src, dst, hl), L4::Udp(&[0x5a; 58]))
 }
 
 /// UDP from the host on vNIC 0 to `dst`, hop limit 64.
@@ -80,6 +59,7 @@ pub(super) fn udp6_from_h0(dst: Ipv6Addr) -> Vec<u8> {
     udp6(H0, R0, H0_6, dst, 64)
 }
 
+/// An echo request (as [`echo`] for IPv4).
 pub(super) fn echo6(
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
@@ -87,13 +67,7 @@ pub(super) fn echo6(
     dst: Ipv6Addr,
     hl: u8,
 ) -> Vec<u8> {
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv6(src.octets(), dst.octets(), hl)
-        .icmpv6_echo_request(0x4242, 7)
-        .write(&mut v, b"0123456789abcdefghijklmnopqrstuvwxyz")
-        .unwrap();
-    v
+    echo_request(src_mac, dst_mac, Ip::V6(src, dst, hl), ECHO_DATA6)
 }
 
 /// An ND message (type 135 or 136, `flags` in the first byte after the
@@ -116,13 +90,12 @@ pub(super) fn nd(
         body.extend_from_slice(&[if msg_type == 135 { 1 } else { 2 }, 1]);
         body.extend_from_slice(&mac);
     }
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv6(src.octets(), dst.octets(), hl)
-        .icmpv6_raw(msg_type, 0, [flags, 0, 0, 0])
-        .write(&mut v, &body)
-        .unwrap();
-    v
+    frame(
+        src_mac,
+        dst_mac,
+        Ip::V6(src, dst, hl),
+        L4::Icmp(msg_type, 0, [flags, 0, 0, 0], &body),
+    )
 }
 
 pub(super) fn solicited(a: Ipv6Addr) -> Ipv6Addr {
@@ -191,11 +164,28 @@ pub(super) fn icmp6_of(frame: &[u8]) -> (Ipv6HeaderSlice<'_>, u8, u8, [u8; 4], &
     )
 }
 
+/// Check that `out` is an ICMPv6 error (checksums right) quoting all of
+/// `pkt`, as it arrived (RFC 4443 2.4 (c): as much as fits in 1280 bytes),
+/// with bytes 4..8 zero; its type, code, and source, destination and hop
+/// limit.
+pub(super) fn error6_about(pkt: &[u8], out: &[u8]) -> (u8, u8, (Ipv6Addr, Ipv6Addr, u8)) {
+    let (ip, t, code, rest, quoted) = icmp6_of(out);
+    assert_eq!(rest, [0; 4]);
+    assert_eq!(quoted, &pkt[14..]);
+    (t, code, addrs_hl(&ip))
+}
+
+/// The source, destination and hop limit of `ip`.
+pub(super) fn addrs_hl(ip: &Ipv6HeaderSlice<'_>) -> (Ipv6Addr, Ipv6Addr, u8) {
+    (
+        Ipv6Addr::from(ip.source()),
+        Ipv6Addr::from(ip.destination()),
+        ip.hop_limit(),
+    )
+}
+
 pub(super) fn neigh6_state(r: &Router, ip: Ipv6Addr, vnic: u16) -> Option<(State, [u8; 6])> {
-    r.neigh6.find(ip.to_bits(), vnic).map(|i| {
-        let e = r.neigh6.get(i);
-        (e.state, e.mac)
-    })
+    entry(&r.neigh6, ip.to_bits(), vnic)
 }
 
 #[test]
@@ -228,19 +218,7 @@ fn hop_limit_expired_gets_time_exceeded_quoting_the_packet() {
         let (v, out) = run(&mut r, 0, &pkt);
         assert_eq!(v, Verdict::Forward(0), "back where it came from");
         assert_eq!((&out[0..6], &out[6..12]), (&H0[..], &R0[..]));
-        let (ip, t, code, rest, quoted) = icmp6_of(&out);
-        assert_eq!(
-            (
-                Ipv6Addr::from(ip.source()),
-                Ipv6Addr::from(ip.destination()),
-                ip.hop_limit()
-            ),
-            (R0_6, H0_6, 64)
-        );
-        assert_eq!((t, code, rest), (3, 0, [0; 4]));
-        // RFC 4443 2.4 (c): as much of the packet as fits in 1280 bytes:
-        // all of this one, as it arrived.
-        assert_eq!(quoted, &pkt[14..]);
+        assert_eq!(error6_about(&pkt, &out), (3, 0, (R0_6, H0_6, 64)));
     }
     assert_eq!(c(&r, counters::ICMP6_TIME_EXCEEDED), 2);
 }
@@ -248,7 +226,7 @@ fn hop_limit_expired_gets_time_exceeded_quoting_the_packet() {
 #[test]
 fn the_quote_stops_at_the_minimum_mtu() {
     let mut r = router6();
-    let pkt = udp6_len(H0, R0, H0_6, FAR, 1, 1400);
+    let pkt = frame(H0, R0, Ip::V6(H0_6, FAR, 1), L4::Udp(&[0x5a; 1400]));
     let (v, out) = run_at(&mut r, 0, &pkt, 0);
     assert_eq!(v, Verdict::Forward(0));
     let (ip, _, _, _, quoted) = icmp6_of(&out);
@@ -264,21 +242,20 @@ fn no_route_gets_destination_unreachable_code_0() {
     let pkt = udp6_from_h0(WORLD);
     let (v, out) = run(&mut r, 0, &pkt);
     assert_eq!(v, Verdict::Forward(0));
-    let (_, t, code, rest, quoted) = icmp6_of(&out);
-    assert_eq!((t, code, rest), (1, 0, [0; 4]));
-    assert_eq!(quoted, &pkt[14..]);
+    let (t, code, _) = error6_about(&pkt, &out);
+    assert_eq!((t, code), (1, 0));
     assert_eq!(c(&r, counters::ICMP6_NO_ROUTE), 1);
 }
 
 #[test]
 fn no_error_about_an_icmpv6_error_or_to_an_unspecified_source() {
     let mut r = router6();
-    let mut err = vec![];
-    PacketBuilder::ethernet2(H0, R0)
-        .ipv6(H0_6.octets(), FAR.octets(), 1)
-        .icmpv6_raw(1, 0, [0; 4])
-        .write(&mut err, &[0; 48])
-        .unwrap();
+    let err = frame(
+        H0,
+        R0,
+        Ip::V6(H0_6, FAR, 1),
+        L4::Icmp(1, 0, [0; 4], &[0; 48]),
+    );
     assert_eq!(
         run(&mut r, 0, &err).0,
         Verdict::Drop(DropReason::TtlExpired)
@@ -304,16 +281,9 @@ fn echo_requests_to_the_router_are_answered() {
         assert_eq!(v, Verdict::Forward(0), "{dst}");
         assert_eq!((&out[0..6], &out[6..12]), (&H0[..], &R0[..]));
         let (ip, t, code, rest, data) = icmp6_of(&out);
-        assert_eq!(
-            (
-                Ipv6Addr::from(ip.source()),
-                Ipv6Addr::from(ip.destination()),
-                ip.hop_limit()
-            ),
-            (dst, src, 64)
-        );
+        assert_eq!(addrs_hl(&ip), (dst, src, 64));
         assert_eq!((t, code, rest), (129, 0, [0x42, 0x42, 0, 7]));
-        assert_eq!(data, b"0123456789abcdefghijklmnopqrstuvwxyz");
+        assert_eq!(data, ECHO_DATA6);
     }
     assert_eq!(c(&r, counters::ICMP6_ECHO_REPLIES), 3);
     // A bad checksum is dropped as such.
@@ -506,11 +476,7 @@ fn config_and_control_take_ipv6_routes() {
         via: Some(GW_IP.to_string()),
         ..NextHopConfig::default()
     });
-    c6.routes.push(RouteConfig {
-        prefix: "2001:db8:6::/48".into(),
-        nexthop: Some(1),
-        ..RouteConfig::default()
-    });
+    c6.routes.push(route_to("2001:db8:6::/48", 1));
     let e = Router::new(&c6).unwrap_err();
     assert!(e.contains("routes[4].nexthop 1: resolved by ARP"), "{e}");
     let stats = r.stats();
@@ -706,30 +672,11 @@ fn a_mixed_burst_does_what_single_packets_do() {
         (1, udp6(GW, R1, WORLD, H0_6, 30)),
     ];
     let mut one = router6();
-    let singles: Vec<(Verdict, Vec<u8>)> = frames
-        .iter()
-        .map(|(rx, f)| {
-            let mut buf = vec![0u8; 2048];
-            buf[128..128 + f.len()].copy_from_slice(f);
-            let mut p = Packet::new(&mut buf, 128, f.len(), *rx).unwrap();
-            let v = one.process(&mut p);
-            (v, p.data().to_vec())
-        })
-        .collect();
+    let singles = run_each(&mut one, &frames);
     let mut burst = router6();
-    let mut bufs: Vec<Vec<u8>> = frames.iter().map(|_| vec![0u8; 2048]).collect();
-    let mut pkts: Vec<Packet<'_>> = bufs
-        .iter_mut()
-        .zip(&frames)
-        .map(|(b, (rx, f))| {
-            b[128..128 + f.len()].copy_from_slice(f);
-            Packet::new(b, 128, f.len(), *rx).unwrap()
-        })
-        .collect();
-    let mut verdicts = vec![Verdict::Drop(DropReason::Other); frames.len()];
-    burst.process_burst(&mut pkts, &mut verdicts);
+    let got = run_burst(&mut burst, &frames);
     for (i, single) in singles.iter().enumerate() {
-        assert_eq!((verdicts[i], pkts[i].data().to_vec()), *single, "frame {i}");
+        assert_eq!(got[i], *single, "frame {i}");
     }
     assert_eq!(burst.counters, one.counters);
     assert_eq!(burst.counters[counters::ND_RELEASED], 1);

@@ -8,7 +8,7 @@ use etherparse::{
     Icmpv4Slice, Ipv4HeaderSlice, PacketBuilder,
 };
 
-use super::neigh::State;
+use super::neigh::{NeighAddr, State};
 use super::*;
 
 mod arp;
@@ -48,19 +48,26 @@ fn cfg() -> RouterConfig {
             mac: MacAddr(SINK).to_string(),
             ..NextHopConfig::default()
         }],
-        routes: vec![
-            RouteConfig {
-                prefix: "0.0.0.0/0".into(),
-                via: Some(GW_IP.to_string()),
-                ..RouteConfig::default()
-            },
-            RouteConfig {
-                prefix: "192.0.2.0/24".into(),
-                nexthop: Some(0),
-                ..RouteConfig::default()
-            },
-        ],
+        routes: vec![route_via("0.0.0.0/0", GW_IP), route_to("192.0.2.0/24", 0)],
         ..RouterConfig::default()
+    }
+}
+
+/// A route to `prefix` via the neighbour `via`.
+fn route_via(prefix: &str, via: impl ToString) -> RouteConfig {
+    RouteConfig {
+        prefix: prefix.into(),
+        via: Some(via.to_string()),
+        ..RouteConfig::default()
+    }
+}
+
+/// A route to `prefix` by next hop `nexthop` (an index into `nexthops`).
+fn route_to(prefix: &str, nexthop: u32) -> RouteConfig {
+    RouteConfig {
+        prefix: prefix.into(),
+        nexthop: Some(nexthop),
+        ..RouteConfig::default()
     }
 }
 
@@ -91,18 +98,83 @@ fn run(r: &mut Router, rx: u16, frame: &[u8]) -> (Verdict, Vec<u8>) {
     run_at(r, rx, frame, 128)
 }
 
+/// As [`run`], through the one-by-one path ([`Router::process`]).
+fn run_one(r: &mut Router, rx: u16, frame: &[u8]) -> (Verdict, Vec<u8>) {
+    let mut buf = vec![0u8; 2048];
+    buf[128..128 + frame.len()].copy_from_slice(frame);
+    let mut p = Packet::new(&mut buf, 128, frame.len(), rx).unwrap();
+    let v = r.process(&mut p);
+    (v, p.data().to_vec())
+}
+
+/// Each frame (vNIC, bytes) through [`run_one`], in order.
+fn run_each(r: &mut Router, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
+    frames.iter().map(|(rx, f)| run_one(r, *rx, f)).collect()
+}
+
+/// A burst of frames (vNIC, bytes), each in its own 2048-byte slot at
+/// offset 128, in one [`Router::process_burst`] call; each verdict and the
+/// bytes after.
+fn run_burst(r: &mut Router, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
+    let mut bufs: Vec<Vec<u8>> = frames.iter().map(|_| vec![0u8; 2048]).collect();
+    let mut pkts: Vec<Packet<'_>> = bufs
+        .iter_mut()
+        .zip(frames)
+        .map(|(b, (rx, f))| {
+            b[128..128 + f.len()].copy_from_slice(f);
+            Packet::new(b, 128, f.len(), *rx).unwrap()
+        })
+        .collect();
+    let mut v = vec![Verdict::Drop(DropReason::Other); frames.len()];
+    r.process_burst(&mut pkts, &mut v);
+    v.into_iter()
+        .zip(pkts.iter().map(|p| p.data().to_vec()))
+        .collect()
+}
+
 fn at(r: &mut Router, ms: u64) {
     r.set_time(T0 + ms);
 }
 
-fn udp_ttl(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+/// The IP header of a test frame: source, destination, TTL or hop limit.
+#[derive(Clone, Copy)]
+enum Ip {
+    V4(Ipv4Addr, Ipv4Addr, u8),
+    V6(std::net::Ipv6Addr, std::net::Ipv6Addr, u8),
+}
+
+/// What follows the IP header of a test frame: UDP from port 4000 to
+/// 5000, or an ICMP (ICMPv6 in IPv6) message of type, code, bytes 4..8.
+#[derive(Clone, Copy)]
+enum L4<'a> {
+    Udp(&'a [u8]),
+    Icmp(u8, u8, [u8; 4], &'a [u8]),
+}
+
+/// A test frame built (checksums included) by etherparse.
+fn frame(src_mac: [u8; 6], dst_mac: [u8; 6], ip: Ip, l4: L4<'_>) -> Vec<u8> {
+    let eth = PacketBuilder::ethernet2(src_mac, dst_mac);
+    let (ip, v6) = match ip {
+        Ip::V4(src, dst, ttl) => (eth.ipv4(src.octets(), dst.octets(), ttl), false),
+        Ip::V6(src, dst, hl) => (eth.ipv6(src.octets(), dst.octets(), hl), true),
+    };
     let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(src.octets(), dst.octets(), ttl)
-        .udp(4000, 5000)
-        .write(&mut v, &[0x5a; 58])
-        .unwrap();
+    match l4 {
+        L4::Udp(data) => ip.udp(4000, 5000).write(&mut v, data),
+        L4::Icmp(t, code, rest, body) if v6 => ip.icmpv6_raw(t, code, rest).write(&mut v, body),
+        L4::Icmp(t, code, rest, body) => ip.icmpv4_raw(t, code, rest).write(&mut v, body),
+    }
+    .unwrap();
     v
+}
+
+fn udp_ttl(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
+    frame(
+        src_mac,
+        dst_mac,
+        Ip::V4(src, dst, ttl),
+        L4::Udp(&[0x5a; 58]),
+    )
 }
 
 /// UDP from the host on vNIC 0 to `dst`, TTL 64.
@@ -110,17 +182,24 @@ fn udp_from_h0(dst: Ipv4Addr) -> Vec<u8> {
     udp_ttl(H0, R0, H0_IP, dst, 64)
 }
 
+/// An echo request (ICMP type 8, ICMPv6 type 128) carrying `data`, with
+/// identifier 0x4242 and sequence number 7.
+fn echo_request(src_mac: [u8; 6], dst_mac: [u8; 6], ip: Ip, data: &[u8]) -> Vec<u8> {
+    let t = match ip {
+        Ip::V4(..) => 8,
+        Ip::V6(..) => 128,
+    };
+    frame(
+        src_mac,
+        dst_mac,
+        ip,
+        L4::Icmp(t, 0, [0x42, 0x42, 0, 7], data),
+    )
+}
+
 fn echo(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Vec<u8> {
-    let mut v = vec![];
-    PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(src.octets(), dst.octets(), ttl)
-        .icmpv4_echo_request(0x4242, 7)
-        .write(
-            &mut v,
-            b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij",
-        )
-        .unwrap();
-    v
+    let data = b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij";
+    echo_request(src_mac, dst_mac, Ip::V4(src, dst, ttl), data)
 }
 
 /// A broadcast ARP request from `from` (MAC and address) for `target`.
@@ -213,9 +292,14 @@ fn c(r: &Router, i: usize) -> u64 {
     r.counters[i]
 }
 
-fn neigh_state(r: &Router, ip: Ipv4Addr, vnic: u16) -> Option<(State, [u8; 6])> {
-    r.neigh.find(ip.to_bits(), vnic).map(|i| {
-        let e = r.neigh.get(i);
+/// The state and MAC of `(ip, vnic)` in `table`, if it has the entry.
+fn entry<A: NeighAddr>(table: &NeighTable<A>, ip: A, vnic: u16) -> Option<(State, [u8; 6])> {
+    table.find(ip, vnic).map(|i| {
+        let e = table.get(i);
         (e.state, e.mac)
     })
+}
+
+fn neigh_state(r: &Router, ip: Ipv4Addr, vnic: u16) -> Option<(State, [u8; 6])> {
+    entry(&r.neigh, ip.to_bits(), vnic)
 }

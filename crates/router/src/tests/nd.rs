@@ -3,6 +3,8 @@
 
 use std::net::Ipv6Addr;
 
+use vrhost_packet::testdata::{LINUX_NA, LINUX_NS};
+
 use super::ipv6::*;
 use super::*;
 
@@ -13,14 +15,7 @@ fn solicitation_for_our_address_gets_a_solicited_advertisement() {
     assert_eq!(v, Verdict::Forward(0));
     assert_eq!((&out[0..6], &out[6..12]), (&H0[..], &R0[..]));
     let (ip, t, code, rest, body) = icmp6_of(&out);
-    assert_eq!(
-        (
-            Ipv6Addr::from(ip.source()),
-            Ipv6Addr::from(ip.destination()),
-            ip.hop_limit()
-        ),
-        (R0_6, H0_6, 255)
-    );
+    assert_eq!(addrs_hl(&ip), (R0_6, H0_6, 255));
     // Router, solicited, override; the target; its link-layer address.
     assert_eq!((t, code, rest), (136, 0, [0xe0, 0, 0, 0]));
     assert_eq!(&body[..16], &R0_6.octets());
@@ -112,14 +107,7 @@ fn unknown_next_hop_is_solicited_and_the_packet_released_on_the_advert() {
         (&solicited_mac(GW_6)[..], &R1[..])
     );
     let (ip, t, code, _, body) = icmp6_of(&out);
-    assert_eq!(
-        (
-            Ipv6Addr::from(ip.source()),
-            Ipv6Addr::from(ip.destination()),
-            ip.hop_limit()
-        ),
-        (R1_6, solicited(GW_6), 255)
-    );
+    assert_eq!(addrs_hl(&ip), (R1_6, solicited(GW_6), 255));
     assert_eq!((t, code), (135, 0));
     assert_eq!(&body[..16], &GW_6.octets());
     assert_eq!(&body[16..], &[1, 1, 2, 0, 0, 0, 0x10, 1]);
@@ -165,9 +153,8 @@ fn an_unanswered_neighbour_is_unreachable() {
     at(&mut r, 300);
     let (v, out) = run(&mut r, 0, &pkt);
     assert_eq!(v, Verdict::Forward(0));
-    let (_, t, code, _, quoted) = icmp6_of(&out);
+    let (t, code, _) = error6_about(&pkt, &out);
     assert_eq!((t, code), (1, 3), "address unreachable");
-    assert_eq!(quoted, &pkt[14..]);
     assert_eq!(c(&r, counters::ND_FAILED), 1);
     assert_eq!(c(&r, counters::ND_UNRES_DISCARDS), 3);
     // For failed_ms, packets get the error without asking again.
@@ -203,33 +190,6 @@ fn static_ipv6_neighbours_are_never_solicited() {
     assert_eq!(neigh6_state(&r, GW_6, 1), Some((State::Static, GW)));
     assert_eq!(c(&r, counters::ND_SOLICITS), 0);
 }
-
-/// A neighbour solicitation Linux 6.18 sent (captured with tcpdump on a
-/// veth pair between two network namespaces): fe80::ff:fe00:a at
-/// 02:00:00:00:00:0a asks for 2001:db8::b.
-#[rustfmt::skip]
-const LINUX_NS: [u8; 86] = [
-    0x33, 0x33, 0xff, 0x00, 0x00, 0x0b, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x86, 0xdd,
-    0x60, 0x00, 0x00, 0x00, 0x00, 0x20, 0x3a, 0xff,
-    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x0a,
-    0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x00, 0x00, 0x0b,
-    0x87, 0x00, 0x4c, 0x3b, 0x00, 0x00, 0x00, 0x00,
-    0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
-    0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0a,
-];
-
-/// The advertisement the other namespace's Linux sent back, captured in
-/// the same run.
-#[rustfmt::skip]
-const LINUX_NA: [u8; 86] = [
-    0x02, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0b, 0x86, 0xdd,
-    0x60, 0x00, 0x00, 0x00, 0x00, 0x20, 0x3a, 0xff,
-    0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
-    0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xfe, 0x00, 0x00, 0x0a,
-    0x88, 0x00, 0xba, 0x85, 0x60, 0x00, 0x00, 0x00,
-    0x20, 0x01, 0x0d, 0xb8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0b,
-    0x02, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x0b,
-];
 
 #[test]
 fn answers_a_linux_solicitation_as_linux_does_plus_the_router_flag() {

@@ -92,25 +92,6 @@ impl Pair {
     }
 }
 
-/// A burst of frames (vNIC, bytes), each in its own 2048-byte slot at
-/// offset 128.
-fn burst(r: &mut Router, frames: &[(u16, Vec<u8>)]) -> Vec<(Verdict, Vec<u8>)> {
-    let mut bufs: Vec<Vec<u8>> = frames.iter().map(|_| vec![0u8; 2048]).collect();
-    let mut pkts: Vec<Packet<'_>> = bufs
-        .iter_mut()
-        .zip(frames)
-        .map(|(b, (rx, f))| {
-            b[128..128 + f.len()].copy_from_slice(f);
-            Packet::new(b, 128, f.len(), *rx).unwrap()
-        })
-        .collect();
-    let mut v = vec![Verdict::Drop(DropReason::Other); frames.len()];
-    r.process_burst(&mut pkts, &mut v);
-    v.into_iter()
-        .zip(pkts.iter().map(|p| p.data().to_vec()))
-        .collect()
-}
-
 /// An ARP request between two other hosts on vNIC 1's link: consumed,
 /// its slot free.
 fn chatter() -> Vec<u8> {
@@ -162,7 +143,7 @@ fn a_reply_to_one_instance_releases_the_packet_another_kept() {
     // B's next burst: a packet by the gateway goes straight out; the kept
     // one leaves in the slot of the frame B consumes.
     at(&mut p.b, 3);
-    let out = burst(
+    let out = run_burst(
         &mut p.b,
         &[(0, udp_from_h0(Ipv4Addr::new(8, 8, 4, 4))), (1, chatter())],
     );
@@ -210,7 +191,7 @@ fn a_released_packet_does_not_leave_late() {
     run(&mut p.a, 1, &gw_reply(GW));
     p.a_to_b();
     at(&mut p.b, 300);
-    let out = burst(&mut p.b, &[(1, chatter())]);
+    let out = run_burst(&mut p.b, &[(1, chatter())]);
     assert_eq!(out[0].0, Verdict::Drop(DropReason::Consumed));
     assert_eq!(c(&p.b, counters::ARP_UNRES_DISCARDS), 1);
     assert_eq!(c(&p.b, counters::ARP_RELEASED), 0);
