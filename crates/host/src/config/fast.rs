@@ -92,9 +92,14 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
         return Err("the host has no fast path (`[host] fast_path = true`)".into());
     }
     if v.kind != VrKind::Router {
-        return Err("a custom program cannot run in the fast path (it is the built-in router's)".into());
+        return Err(
+            "a custom program cannot run in the fast path (it is the built-in router's)".into(),
+        );
     }
-    if v.router.as_ref().is_some_and(|r| r.contains_key("route_file")) {
+    if v.router
+        .as_ref()
+        .is_some_and(|r| r.contains_key("route_file"))
+    {
         return Err("route_file: the fast path does not load route files".into());
     }
     let xdp: Vec<usize> = (cfg.ports.iter().enumerate())
@@ -130,7 +135,9 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
             }
             None => xdp.clone(),
         };
-        if let Some((j, o)) = (rules.iter().enumerate()).find(|(_, o)| o.vr != vr && overlaps(m, &o.m)) {
+        if let Some((j, o)) =
+            (rules.iter().enumerate()).find(|(_, o)| o.vr != vr && overlaps(m, &o.m))
+        {
             let other = cfg.vrs[o.vr].name.get_ref();
             return Err(format!(
                 "rules[{k}] and rules[{j}] (VR {other:?}) may match the same frames: the select table cannot keep the classifier's order between them"

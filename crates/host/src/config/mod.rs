@@ -33,8 +33,8 @@ use std::path::Path;
 pub use fast::{DataPath, FastKey};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
-    Config, Driver, FastConf, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf, VnicConf,
-    VrConf, VrKind,
+    Config, Driver, FastConf, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf,
+    VnicConf, VrConf, VrKind,
 };
 
 use crate::classify::Classifier;
