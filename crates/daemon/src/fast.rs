@@ -284,6 +284,7 @@ impl FastState {
         let mode = self.fp.attach(iface).map_err(fe)?;
         let idx = self.fp.attached().last().expect("just attached").ifindex;
         self.ifindex.insert(iface.to_string(), idx);
+        tracing::info!(interface = iface, ifindex = idx, mode = %mode, "fast path attached");
         Ok(mode)
     }
 

@@ -1,0 +1,286 @@
+//! The daemon's fast path between network namespaces (root only; needs
+//! `ip` and `ethtool`): a router VR moved slow -> fast -> slow while a
+//! paced UDP flow goes through it, every datagram counted.
+//!
+//! ```text
+//!  ns-a            ns-r: vrhost daemon, fast_path = true          ns-b
+//!  a0 10.0.1.2 --- r0 [p0 af_xdp]  VR "r"  [p1 af_xdp] r1 --- b0 10.0.2.2
+//! ```
+//!
+//! r0 and r1 carry the VR's vNIC MACs and no address: every frame is
+//! vrhost's (the fast path's XDP program on both, the AF_XDP ports in
+//! External mode as its slow path). The VR routes 10.0.2.0/24 out of vNIC
+//! 1 to a static neighbour (b0's MAC), so the fast path has the next hop
+//! at once.
+//!
+//! What veth needs (as in `crates/fast/tests/netns.rs`): a frame
+//! redirected into r1 by XDP is delivered only if b0 has NAPI, which GRO
+//! gives it (`ethtool -K b0 gro on`) where the fast crate's test attaches
+//! an XDP_PASS program; and a0's tx checksum offload is off, since a UDP
+//! checksum left to the device is never completed once the frame went
+//! through XDP as raw bytes.
+//!
+//! The flow's datagrams carry sequence numbers. The sender paces them
+//! and goes on until the test has moved the VR to fast (once ns-b has
+//! received [`PHASE`] of them), then back to slow (once the fast path has
+//! forwarded [`PHASE`]), then [`PHASE`] more; checked, with no time limit
+//! on any of it (deadlines only bound a hung test): every datagram
+//! arrived once; the VR's `rx_packets` and `tx_packets` equal what was
+//! sent (slow and fast counters added); the fast path forwarded nothing
+//! before the move to fast and nothing after the move back; the frames
+//! it handed to the slow path while slow are counted `to_slow.select`.
+//! Reorderings (a slow frame still in the VR's rings overtaken by a fast
+//! one at the switch) are counted and reported, not refused.
+//!
+//! The namespaces are named with the process id and deleted by their
+//! guards even when a check fails; the daemon is killed by its own.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vrhost_lab::{Netns, veth};
+
+const R0_MAC: &str = "02:fb:00:00:00:10";
+const R1_MAC: &str = "02:fb:00:00:00:11";
+const A0_MAC: &str = "02:fb:00:00:00:0a";
+const B0_MAC: &str = "02:fb:00:00:00:0b";
+const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
+const PORT: u16 = 5556;
+/// Datagrams in each phase (slow, fast, slow) at least.
+const PHASE: u64 = 1500;
+/// A bound against a hung test, not a speed limit.
+const PATIENCE: Duration = Duration::from_secs(120);
+/// Payload: this tag, then the sequence number (big endian).
+const TAG: &[u8; 8] = b"vrh-fast";
+
+fn config() -> String {
+    format!(
+        r#"
+[host]
+fast_path = true
+
+[[ports]]
+name = "p0"
+driver = "af_xdp"
+interface = "r0"
+
+[[ports]]
+name = "p1"
+driver = "af_xdp"
+interface = "r1"
+
+[[vrs]]
+name = "r"
+vnics = [
+  {{ port = "p0", mac = "{R0_MAC}", addrs = ["10.0.1.1/24"] }},
+  {{ port = "p1", mac = "{R1_MAC}", addrs = ["10.0.2.1/24"] }},
+]
+[vrs.router]
+neighbours = [{{ ip = "10.0.2.2", mac = "{B0_MAC}" }}]
+
+[[rules]]
+port = "p0"
+dst_mac = "{R0_MAC}"
+vr = "r"
+vnic = 0
+
+[[rules]]
+port = "p1"
+dst_mac = "{R1_MAC}"
+vr = "r"
+vnic = 1
+"#
+    )
+}
+
+/// ns-a, ns-r, ns-b with their veths, as the module docs draw them.
+fn topology() -> [Netns; 3] {
+    let na = Netns::unique("fp-a").expect("ns-a");
+    let nr = Netns::unique("fp-r").expect("ns-r");
+    let nb = Netns::unique("fp-b").expect("ns-b");
+    // IPv6 off before the veths exist: no neighbour discovery or MLD
+    // frames beside the test's own.
+    for n in [&na, &nr, &nb] {
+        n.sysctl("net.ipv6.conf.all.disable_ipv6", "1").unwrap();
+        n.sysctl("net.ipv6.conf.default.disable_ipv6", "1").unwrap();
+    }
+    veth(&na, "a0", Some(A0_MAC), &nr, "r0", Some(R0_MAC)).expect("a0-r0");
+    veth(&nr, "r1", Some(R1_MAC), &nb, "b0", Some(B0_MAC)).expect("r1-b0");
+    na.ip(&["addr", "add", "10.0.1.2/24", "dev", "a0"]).unwrap();
+    nb.ip(&["addr", "add", "10.0.2.2/24", "dev", "b0"]).unwrap();
+    na.ip(&["route", "add", "default", "via", "10.0.1.1"])
+        .unwrap();
+    nb.ip(&["route", "add", "default", "via", "10.0.2.1"])
+        .unwrap();
+    // The router's MAC, known: no ARP in the test's counts.
+    let neigh = [
+        "neigh", "replace", "10.0.1.1", "lladdr", R0_MAC, "dev", "a0",
+    ];
+    na.ip(&[&neigh[..], &["nud", "permanent"]].concat())
+        .unwrap();
+    nr.sysctl("net.ipv4.ip_forward", "0").unwrap();
+    na.exec("ethtool", &["-K", "a0", "tx", "off"])
+        .expect("a0 tx checksum off");
+    nb.exec("ethtool", &["-K", "b0", "gro", "on"])
+        .expect("b0 gro on");
+    [na, nr, nb]
+}
+
+fn seq_of(p: &[u8]) -> Option<u64> {
+    (p.len() == 16 && &p[..8] == TAG).then(|| u64::from_be_bytes(p[8..16].try_into().unwrap()))
+}
+
+/// The fast path's counters of VR `r` in a stats document.
+fn fast(stats: &Value) -> &Value {
+    &common::vr_stats(stats, "r")["fast"]
+}
+
+fn fwd(stats: &Value) -> u64 {
+    fast(stats)["forwarded"].as_u64().expect("fast.forwarded")
+}
+
+#[test]
+fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces and loads XDP programs: run as root"
+    );
+    let [na, nr, nb] = topology();
+    let d = common::Daemon::start_under("fastpath", &config(), &["ip", "netns", "exec", nr.name()]);
+    let vr = d.json(&["vr", "show", "r"]);
+    assert_eq!(vr["path"], "slow", "{vr:#}");
+    assert_eq!(fwd(&d.stats()), 0);
+
+    let rx = nb
+        .run(|| {
+            let s = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            s
+        })
+        .unwrap();
+    let tx = na
+        .run(|| UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a"))
+        .unwrap();
+
+    let stop = AtomicBool::new(false);
+    let sent = AtomicU64::new(0);
+    let got = AtomicU64::new(0);
+    let t0 = Instant::now();
+    let (seqs, marks) = std::thread::scope(|s| {
+        let sender = s.spawn(|| {
+            let mut seq = 0u64;
+            // Relaxed: a flag polled, nothing read through it.
+            while !stop.load(Ordering::Relaxed) {
+                let mut p = [0u8; 16];
+                p[..8].copy_from_slice(TAG);
+                p[8..].copy_from_slice(&seq.to_be_bytes());
+                tx.send_to(&p, (B_IP, PORT)).expect("send");
+                seq += 1;
+                sent.store(seq, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            seq
+        });
+        let receiver = s.spawn(|| {
+            let mut seqs = Vec::new();
+            let mut buf = [0u8; 64];
+            let mut idle = 0;
+            // Until the sender is done and 10 reads in a row time out.
+            while !(stop.load(Ordering::Relaxed) && idle >= 10) {
+                match rx.recv(&mut buf) {
+                    Ok(n) => {
+                        idle = 0;
+                        seqs.extend(seq_of(&buf[..n]));
+                        got.store(seqs.len() as u64, Ordering::Relaxed);
+                    }
+                    Err(_) => idle += 1,
+                }
+            }
+            seqs
+        });
+        let wait = |what: &str, f: &dyn Fn() -> bool| {
+            while !f() {
+                assert!(t0.elapsed() < PATIENCE, "waited for {what}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        wait("the slow phase", &|| got.load(Ordering::Relaxed) >= PHASE);
+        let before = d.stats();
+        let out = d.ok(&["vr", "move", "r", "fast"]);
+        assert!(out.contains("moved VR r to the fast path"), "{out}");
+        let at_fast = sent.load(Ordering::Relaxed);
+        assert_eq!(d.json(&["vr", "show", "r"])["path"], "fast");
+        let mut moved = d.stats();
+        while fwd(&moved) < PHASE {
+            assert!(
+                t0.elapsed() < PATIENCE,
+                "the fast path forwards nothing: {moved:#}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            moved = d.stats();
+        }
+        d.ok(&["vr", "move", "r", "slow"]);
+        let at_slow = sent.load(Ordering::Relaxed);
+        let after_move = d.stats();
+        let goal = at_slow + PHASE;
+        wait("the last slow phase", &|| {
+            sent.load(Ordering::Relaxed) >= goal
+        });
+        stop.store(true, Ordering::Relaxed);
+        let n = sender.join().expect("sender");
+        let seqs = receiver.join().expect("receiver");
+        (seqs, (n, before, at_fast, at_slow, after_move))
+    });
+    let (n, before, at_fast, at_slow, after_move) = marks;
+
+    // The VR's counters, once the slow path has drained.
+    let end = d.wait_for("the VR to count every frame", PATIENCE, |s| {
+        common::count(s, "r", "tx_packets") >= n
+    });
+    let f = fast(&end);
+    let (fast_n, to_slow) = (fwd(&end), f["to_slow"]["select"].as_u64().unwrap());
+    let unique: BTreeSet<u64> = seqs.iter().copied().collect();
+    let reordered = seqs.windows(2).filter(|w| w[1] < w[0]).count();
+    eprintln!(
+        "sent {n}, received {} ({} distinct), fast {fast_n}, slow {}, lost {}, reordered {reordered}; \
+         moved to fast at {at_fast}, to slow at {at_slow}; fast counters {f}",
+        seqs.len(),
+        unique.len(),
+        n - fast_n,
+        n - unique.len() as u64,
+    );
+    assert_eq!(fwd(&before), 0, "the fast path forwarded while slow");
+    assert_eq!(seqs.len(), unique.len(), "a datagram arrived twice");
+    assert_eq!(unique, (0..n).collect(), "every datagram arrived");
+    assert_eq!(
+        common::count(&end, "r", "rx_packets"),
+        n,
+        "VR rx: slow + fast"
+    );
+    assert_eq!(
+        common::count(&end, "r", "tx_packets"),
+        n,
+        "VR tx: slow + fast"
+    );
+    let fwd_at_slow = fwd(&after_move);
+    assert!(fwd_at_slow >= PHASE, "{fwd_at_slow}");
+    assert_eq!(
+        fast_n, fwd_at_slow,
+        "the fast path forwarded after the move back"
+    );
+    assert!(fast_n < n, "every frame went fast");
+    assert_eq!(
+        f["rx_packets"].as_u64(),
+        Some(n),
+        "the select table saw every frame"
+    );
+    assert_eq!(to_slow + fast_n, n, "each frame took one path: {f}");
+    drop(d);
+    drop((na, nb));
+}
