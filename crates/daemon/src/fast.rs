@@ -37,6 +37,8 @@ use vrhost_router::{RouteConfig, RouterConfig};
 /// A neighbour its router resolved: address, MAC, vNIC.
 pub type Learned = (Ipv4Addr, [u8; 6], u16);
 
+/// A VR's API routes, by (prefix, length).
+pub type ApiRoutes = BTreeMap<(u32, u8), RouteConfig>;
 /// Routes by prefix.
 type Routes = BTreeMap<(Ipv4Addr, u8), NextHop>;
 /// A select key as an ordered tuple: ifindex, VLAN, MAC.
@@ -133,7 +135,7 @@ fn nexthop_gateway(i: u32) -> Ipv4Addr {
 pub fn desired(
     plan: &Plan,
     vr: &VrPlan,
-    api: &BTreeMap<(u32, u8), RouteConfig>,
+    api: &ApiRoutes,
     learned: &[Learned],
     ifindex: &BTreeMap<String, u32>,
 ) -> Result<Desired, String> {
@@ -334,7 +336,7 @@ impl FastState {
     pub fn reconcile(
         &mut self,
         plan: &Plan,
-        api: &dyn Fn(&str) -> BTreeMap<(u32, u8), RouteConfig>,
+        api: &dyn Fn(&str) -> ApiRoutes,
     ) -> Result<(), String> {
         let carried: Vec<&VrPlan> = plan.vrs.iter().filter(|v| v.fast.is_ok()).collect();
         let gone: Vec<String> = (self.written.keys())
