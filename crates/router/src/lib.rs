@@ -122,7 +122,10 @@ pub use config::{
     ArpConfig, IcmpConfig, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig, VnicConfig,
     parse_prefix,
 };
-pub use control::{RouteChangeReply, RouteChanges, RouterControl, RouterStats};
+pub use control::{
+    ResolvedNeighbour, ResolvedNeighbours, RouteChangeReply, RouteChanges, RouterControl,
+    RouterStats,
+};
 
 use self::icmp::TokenBucket;
 use self::neigh::{NeighTable, State};

@@ -58,7 +58,13 @@ const PATIENCE: Duration = Duration::from_secs(120);
 /// Payload: this tag, then the sequence number (big endian).
 const TAG: &[u8; 8] = b"vrh-fast";
 
-fn config() -> String {
+/// The daemon's config: VR `r` on `path`, with b0 as a static neighbour
+/// (`neighbour`) or left to ARP.
+fn config(path: &str, neighbour: bool) -> String {
+    let neighbours = match neighbour {
+        true => format!("neighbours = [{{ ip = \"10.0.2.2\", mac = \"{B0_MAC}\" }}]"),
+        false => String::new(),
+    };
     format!(
         r#"
 [host]
@@ -76,12 +82,13 @@ interface = "r1"
 
 [[vrs]]
 name = "r"
+path = "{path}"
 vnics = [
   {{ port = "p0", mac = "{R0_MAC}", addrs = ["10.0.1.1/24"] }},
   {{ port = "p1", mac = "{R1_MAC}", addrs = ["10.0.2.1/24"] }},
 ]
 [vrs.router]
-neighbours = [{{ ip = "10.0.2.2", mac = "{B0_MAC}" }}]
+{neighbours}
 
 [[rules]]
 port = "p0"
@@ -131,6 +138,58 @@ fn topology() -> [Netns; 3] {
     [na, nr, nb]
 }
 
+/// A socket bound in ns-b to receive the flow, and one in ns-a to send it.
+fn sockets(na: &Netns, nb: &Netns) -> (UdpSocket, UdpSocket) {
+    let rx = nb
+        .run(|| {
+            let s = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
+            // 8 MiB: the receiving thread shares two CPUs with the sender,
+            // the daemon and the VR; a datagram its buffer had no room for
+            // would be lost after vrhost delivered it (`UdpRcvbufErrors`).
+            rustix::net::sockopt::set_socket_recv_buffer_size_force(&s, 8 << 20)
+                .expect("SO_RCVBUFFORCE");
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            s
+        })
+        .unwrap();
+    let tx = na
+        .run(|| UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a"))
+        .unwrap();
+    (rx, tx)
+}
+
+fn send_seq(tx: &UdpSocket, seq: u64) {
+    let mut p = [0u8; 16];
+    p[..8].copy_from_slice(TAG);
+    p[8..].copy_from_slice(&seq.to_be_bytes());
+    tx.send_to(&p, (B_IP, PORT)).expect("send");
+}
+
+/// Print where frames may have been lost: ns-b's UDP counters, the
+/// veths' counters.
+fn where_lost(na: &Netns, nr: &Netns, nb: &Netns) {
+    let runs: [(&Netns, &[&str]); 5] = [
+        (
+            nb,
+            &[
+                "nstat",
+                "-az",
+                "UdpInErrors",
+                "UdpRcvbufErrors",
+                "UdpInDatagrams",
+            ],
+        ),
+        (nb, &["ip", "-s", "link", "show", "b0"]),
+        (nr, &["ip", "-s", "link", "show", "r1"]),
+        (nr, &["ethtool", "-S", "r1"]),
+        (na, &["ip", "-s", "link", "show", "a0"]),
+    ];
+    for (ns, what) in runs {
+        eprintln!("{} {what:?}: {:?}", ns.name(), ns.exec(what[0], &what[1..]));
+    }
+}
+
 fn seq_of(p: &[u8]) -> Option<u64> {
     (p.len() == 16 && &p[..8] == TAG).then(|| u64::from_be_bytes(p[8..16].try_into().unwrap()))
 }
@@ -151,22 +210,16 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
         "this test makes namespaces and loads XDP programs: run as root"
     );
     let [na, nr, nb] = topology();
-    let d = common::Daemon::start_under("fastpath", &config(), &["ip", "netns", "exec", nr.name()]);
+    let d = common::Daemon::start_under(
+        "fastpath",
+        &config("slow", true),
+        &["ip", "netns", "exec", nr.name()],
+    );
     let vr = d.json(&["vr", "show", "r"]);
     assert_eq!(vr["path"], "slow", "{vr:#}");
     assert_eq!(fwd(&d.stats()), 0);
 
-    let rx = nb
-        .run(|| {
-            let s = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
-            s.set_read_timeout(Some(Duration::from_millis(200)))
-                .unwrap();
-            s
-        })
-        .unwrap();
-    let tx = na
-        .run(|| UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a"))
-        .unwrap();
+    let (rx, tx) = sockets(&na, &nb);
 
     let stop = AtomicBool::new(false);
     let sent = AtomicU64::new(0);
@@ -177,10 +230,7 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
             let mut seq = 0u64;
             // Relaxed: a flag polled, nothing read through it.
             while !stop.load(Ordering::Relaxed) {
-                let mut p = [0u8; 16];
-                p[..8].copy_from_slice(TAG);
-                p[8..].copy_from_slice(&seq.to_be_bytes());
-                tx.send_to(&p, (B_IP, PORT)).expect("send");
+                send_seq(&tx, seq);
                 seq += 1;
                 sent.store(seq, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_micros(200));
@@ -255,6 +305,9 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
         n - fast_n,
         n - unique.len() as u64,
     );
+    if unique.len() as u64 != n {
+        where_lost(&na, &nr, &nb);
+    }
     assert_eq!(fwd(&before), 0, "the fast path forwarded while slow");
     assert_eq!(seqs.len(), unique.len(), "a datagram arrived twice");
     assert_eq!(unique, (0..n).collect(), "every datagram arrived");
@@ -283,4 +336,88 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
     assert_eq!(to_slow + fast_n, n, "each frame took one path: {f}");
     drop(d);
     drop((na, nb));
+}
+
+/// A fast VR whose next hop is left to ARP: the first frames to ns-b go
+/// to the slow path (`to_slow.no_neighbour`), whose router resolves b0
+/// (the first datagram is sent alone and waited for: while it resolves,
+/// the router holds one packet and drops what else comes, as Linux keeps
+/// a short queue); the daemon's poll of the router's neighbours (every
+/// second) gives the fast path the MAC, and it forwards from then on.
+/// Every datagram after the first arrives, by one path or the other.
+#[test]
+fn a_neighbour_resolved_by_arp_reaches_the_fast_path() {
+    assert!(rustix::process::geteuid().is_root(), "run as root");
+    let [na, nr, nb] = topology();
+    let d = common::Daemon::start_under(
+        "fastarp",
+        &config("fast", false),
+        &["ip", "netns", "exec", nr.name()],
+    );
+    assert_eq!(d.json(&["vr", "show", "r"])["path"], "fast");
+    let (rx, tx) = sockets(&na, &nb);
+    let t0 = Instant::now();
+    let mut buf = [0u8; 64];
+    send_seq(&tx, 0);
+    while rx.recv(&mut buf).ok().and_then(|n| seq_of(&buf[..n])) != Some(0) {
+        assert!(
+            t0.elapsed() < PATIENCE,
+            "the first datagram never came: {:#}",
+            d.stats()
+        );
+    }
+    let done = AtomicBool::new(false);
+    let (seq, seqs) = std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            let (mut seqs, mut idle, mut buf) = (vec![0], 0, [0u8; 64]);
+            // Relaxed: a flag polled, nothing read through it.
+            while !(done.load(Ordering::Relaxed) && idle >= 10) {
+                match rx.recv(&mut buf) {
+                    Ok(n) => {
+                        idle = 0;
+                        seqs.extend(seq_of(&buf[..n]));
+                    }
+                    Err(_) => idle += 1,
+                }
+            }
+            seqs
+        });
+        // Paced, until the fast path has forwarded PHASE of them.
+        let mut seq = 1u64;
+        loop {
+            send_seq(&tx, seq);
+            seq += 1;
+            std::thread::sleep(Duration::from_micros(500));
+            if seq % 100 == 0 && fwd(&d.stats()) >= PHASE {
+                break;
+            }
+            assert!(t0.elapsed() < PATIENCE, "the fast path never forwarded");
+        }
+        done.store(true, Ordering::Relaxed);
+        (seq, receiver.join().expect("receiver"))
+    });
+    let end = d.stats();
+    let f = fast(&end);
+    let unique: BTreeSet<u64> = seqs.iter().copied().collect();
+    eprintln!(
+        "sent {seq}, received {} ({} distinct), fast {}, lost {}; fast counters {f}",
+        seqs.len(),
+        unique.len(),
+        fwd(&end),
+        seq - unique.len() as u64
+    );
+    if unique.len() as u64 != seq {
+        where_lost(&na, &nr, &nb);
+    }
+    assert_eq!(unique, (0..seq).collect(), "every datagram arrived");
+    assert!(f["to_slow"]["no_neighbour"].as_u64().unwrap() >= 1, "{f}");
+    assert!(fwd(&end) >= PHASE, "{f}");
+    // Slow and fast, and the router's ARP request(s) for b0 (at most
+    // `probes`, 3).
+    let tx_n = common::count(&end, "r", "tx_packets");
+    assert!(
+        (seq + 1..=seq + 3).contains(&tx_n),
+        "VR tx {tx_n}, sent {seq}"
+    );
+    drop(d);
 }

@@ -37,6 +37,7 @@ use crate::cores::Cores;
 use crate::diff::{Diff, Running, diff};
 use crate::fast::FastState;
 
+mod fast;
 mod ports;
 mod routes;
 mod scale;
@@ -167,6 +168,8 @@ pub struct Controller {
     hurry: Hurry,
     /// The XDP fast path (`[host] fast_path = true`).
     fast: Option<FastState>,
+    /// When the routers were last asked for their neighbours (`fast.rs`).
+    fast_polled: Option<Instant>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -241,6 +244,7 @@ impl Controller {
             cores: Cores::new(plan.host.core_budget().ok()),
             hurry: Hurry::default(),
             fast,
+            fast_polled: None,
         };
         for vr in &plan.vrs {
             let s = ctl
