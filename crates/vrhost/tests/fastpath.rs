@@ -388,7 +388,7 @@ fn a_neighbour_resolved_by_arp_reaches_the_fast_path() {
             send_seq(&tx, seq);
             seq += 1;
             std::thread::sleep(Duration::from_micros(500));
-            if seq % 100 == 0 && fwd(&d.stats()) >= PHASE {
+            if seq.is_multiple_of(100) && fwd(&d.stats()) >= PHASE {
                 break;
             }
             assert!(t0.elapsed() < PATIENCE, "the fast path never forwarded");
