@@ -54,9 +54,12 @@ pub enum VrCmd {
         /// The VR.
         name: String,
     },
-    /// Move a running VR between its user-space instances (slow) and the
-    /// XDP fast path (fast), while traffic flows: one select-table update
-    /// per key of its rules; its processes, routes and counters go on.
+    /// Move a running VR between its user-space instances and the XDP fast path
+    ///
+    /// While traffic flows: one select-table update per key of its rules,
+    /// made after its routes and neighbours are in the fast path; its
+    /// processes, routes and counters go on. Needs `[host] fast_path =
+    /// true` and a router VR the fast path can carry.
     Move {
         /// The VR.
         name: String,
