@@ -160,10 +160,22 @@ fn sockets(na: &Netns, nb: &Netns) -> (UdpSocket, UdpSocket) {
 }
 
 fn send_seq(tx: &UdpSocket, seq: u64) {
+    send_seq_to(tx, B_IP, seq);
+}
+
+fn send_seq_to(tx: &UdpSocket, dst: Ipv4Addr, seq: u64) {
     let mut p = [0u8; 16];
     p[..8].copy_from_slice(TAG);
     p[8..].copy_from_slice(&seq.to_be_bytes());
-    tx.send_to(&p, (B_IP, PORT)).expect("send");
+    tx.send_to(&p, (dst, PORT)).expect("send");
+}
+
+/// A counter of the fast path's in a stats document, by its path under
+/// `stats.fast` (`["to_slow", "no_route"]`).
+fn fast_count(stats: &Value, path: &[&str]) -> u64 {
+    let v = path.iter().fold(fast(stats), |v, k| &v[*k]);
+    v.as_u64()
+        .unwrap_or_else(|| panic!("no fast counter {path:?}"))
 }
 
 /// Print where frames may have been lost: ns-b's UDP counters, the
@@ -419,5 +431,82 @@ fn a_neighbour_resolved_by_arp_reaches_the_fast_path() {
         (seq + 1..=seq + 3).contains(&tx_n),
         "VR tx {tx_n}, sent {seq}"
     );
+    api_routes_reach_the_fast_path(&d, &nb, &tx);
     drop(d);
+}
+
+/// A route added through the API reaches the fast path, and one deleted
+/// leaves it: datagrams to 10.9.0.1 (an address of b0's, the route's
+/// only way there) sent before the route, with it, and after it is
+/// deleted. Without the route both paths have none: the fast path hands
+/// them over (`to_slow.no_route`) and the router drops them (answering
+/// some with ICMP net unreachable, rate-limited, out of vNIC 0); with it the
+/// fast path forwards them all. Counted, not timed: each step waits for
+/// the counters to account for its datagrams.
+fn api_routes_reach_the_fast_path(d: &common::Daemon, nb: &Netns, tx: &UdpSocket) {
+    const N: u64 = 50;
+    let far = Ipv4Addr::new(10, 9, 0, 1);
+    nb.ip(&["addr", "add", "10.9.0.1/32", "dev", "b0"]).unwrap();
+    let rx = nb
+        .run(|| {
+            let s = UdpSocket::bind((far, PORT)).expect("bind 10.9.0.1 in ns-b");
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            s
+        })
+        .unwrap();
+    let s0 = d.stats();
+    let (no_route, fwd0) = (fast_count(&s0, &["to_slow", "no_route"]), fwd(&s0));
+    // What the router did with datagrams it has no route for: dropped, or
+    // answered with an ICMP error (the only frames it sends on vNIC 0).
+    let vr_no_route = |s: &Value| {
+        let v = common::vr_stats(s, "r");
+        v["vr_drops"]["no_route"].as_u64().unwrap_or(0)
+            + v["vnics"][0]["tx_packets"].as_u64().unwrap()
+    };
+    let dropped0 = vr_no_route(&s0);
+    let batch = |base: u64| {
+        for k in 0..N {
+            send_seq_to(tx, far, base + k);
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    };
+    // No route: handed over and dropped by the router.
+    batch(100_000);
+    d.wait_for("the router to drop them", PATIENCE, |s| {
+        vr_no_route(s) >= dropped0 + N
+    });
+    d.ok(&["route", "add", "r", "10.9.0.0/16", "via", "10.0.2.2"]);
+    batch(200_000);
+    let (mut got, mut buf, t0) = (Vec::new(), [0u8; 64], Instant::now());
+    while got.len() < N as usize {
+        if let Ok(n) = rx.recv(&mut buf) {
+            got.extend(seq_of(&buf[..n]));
+        }
+        assert!(t0.elapsed() < PATIENCE, "routed datagrams missing: {got:?}");
+    }
+    assert_eq!(
+        got,
+        (200_000..200_000 + N).collect::<Vec<_>>(),
+        "the routed ones, in order"
+    );
+    let s1 = d.stats();
+    assert_eq!(
+        fwd(&s1),
+        fwd0 + N,
+        "the fast path forwarded them: {:#}",
+        fast(&s1)
+    );
+    // Deleted: no route again, on both paths.
+    d.ok(&["route", "del", "r", "10.9.0.0/16"]);
+    batch(300_000);
+    let s2 = d.wait_for("the router to drop them", PATIENCE, |s| {
+        vr_no_route(s) >= dropped0 + 2 * N
+    });
+    assert_eq!(fast_count(&s2, &["to_slow", "no_route"]), no_route + 2 * N);
+    assert_eq!(fwd(&s2), fwd0 + N);
+    eprintln!(
+        "API route: {N} forwarded fast with it, {} handed over and dropped without",
+        2 * N
+    );
 }
