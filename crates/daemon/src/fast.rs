@@ -306,6 +306,16 @@ impl FastState {
         Some(since(now, w.base))
     }
 
+    /// Start VR `vr`'s fast counters again from 0, as its slow ones do
+    /// when a changed definition restarts it.
+    pub fn rebase(&mut self, vr: &str) {
+        if let Some(w) = self.written.get_mut(vr)
+            && let Ok(now) = self.fp.counters(w.id)
+        {
+            w.base = now;
+        }
+    }
+
     /// Record the neighbours VR `vr`'s router has resolved; returns
     /// whether they differ from those recorded (then a reconcile writes
     /// them).

@@ -519,6 +519,11 @@ impl Controller {
         // After the worker's switch: routes and neighbours of every VR
         // first, then the select entries (a move is one of those).
         self.sync_fast()?;
+        if let Some(fast) = self.fast.as_mut() {
+            for name in &res.restarted {
+                fast.rebase(name);
+            }
+        }
         tracing::info!(
             generation = self.generation,
             added = ?res.added,
