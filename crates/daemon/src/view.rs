@@ -308,3 +308,32 @@ fn vr_stats_view(
         fast: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_adds_what_it_forwarded_and_dropped() {
+        let mut v = VrStatsView {
+            rx_packets: 100,
+            tx_packets: 90,
+            ..VrStatsView::default()
+        };
+        let f = FastCounters {
+            rx: 70,
+            fwd: 50,
+            to_slow_select: 15,
+            drop_rate_limit: 5,
+            ..FastCounters::default()
+        };
+        add_fast(&mut v, &f);
+        // The 15 handed over are in the slow path's 100 already.
+        assert_eq!((v.rx_packets, v.tx_packets), (155, 140));
+        let fs = v.fast.expect("fast counters");
+        assert_eq!((fs.rx_packets, fs.forwarded, fs.dropped()), (70, 50, 5));
+        assert_eq!(fs.to_slow["select"], 15);
+        assert_eq!(fs.to_slow.len(), 10);
+        assert_eq!(fs.drops.len(), 3);
+    }
+}
