@@ -7,7 +7,8 @@
 //! (`host.fast_path`), it is a built-in router without a route file (the
 //! fast path's routes are the ones its config and the API name), and
 //! every rule that sends it frames matches on `port`, `vlan` and
-//! `dst_mac` only, on `af_xdp` ports (where the fast path is attached),
+//! `dst_mac` only (and it has no `rate_limit_pps`: the worker applies it,
+//! and fast frames never meet the worker), on `af_xdp` ports (where the fast path is attached),
 //! and no rule of another VR may match the same frames: the select table
 //! looks a key up exactly, then without its MAC, so it cannot keep the
 //! classifier's first-match order between overlapping rules of different
@@ -101,6 +102,10 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
         .is_some_and(|r| r.contains_key("route_file"))
     {
         return Err("route_file: the fast path does not load route files".into());
+    }
+    if v.rate_limit_pps.is_some() {
+        // The host's limiter sits in the worker, which fast frames skip.
+        return Err("rate_limit_pps: the fast path does not apply it yet".into());
     }
     let xdp: Vec<usize> = (cfg.ports.iter().enumerate())
         .filter(|(_, p)| p.driver == Driver::AfXdp)
@@ -290,6 +295,12 @@ vnic = 1
             parse(&src("fast_path = true", "path = \"kernel\"", "")),
             "\"kernel\": \"slow\" or \"fast\"",
             "bad path",
+        );
+        let limited = "path = \"fast\"\nrate_limit_pps = 1000";
+        assert_refused(
+            parse(&src("fast_path = true", limited, "")),
+            "rate_limit_pps: the fast path does not apply it yet",
+            "rate limit",
         );
     }
 
