@@ -274,7 +274,11 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
         };
         wait("the slow phase", &|| got.load(Ordering::Relaxed) >= PHASE);
         let before = d.stats();
+        // The CLI's time for a move (process, API, apply, map updates):
+        // reported, not checked.
+        let t = Instant::now();
         let out = d.ok(&["vr", "move", "r", "fast"]);
+        let fast_ms = t.elapsed().as_secs_f64() * 1e3;
         assert!(out.contains("moved VR r to the fast path"), "{out}");
         let at_fast = sent.load(Ordering::Relaxed);
         assert_eq!(d.json(&["vr", "show", "r"])["path"], "fast");
@@ -287,7 +291,9 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
             std::thread::sleep(Duration::from_millis(20));
             moved = d.stats();
         }
+        let t = Instant::now();
         d.ok(&["vr", "move", "r", "slow"]);
+        let slow_ms = t.elapsed().as_secs_f64() * 1e3;
         let at_slow = sent.load(Ordering::Relaxed);
         let after_move = d.stats();
         let goal = at_slow + PHASE;
@@ -297,9 +303,12 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
         stop.store(true, Ordering::Relaxed);
         let n = sender.join().expect("sender");
         let seqs = receiver.join().expect("receiver");
-        (seqs, (n, before, at_fast, at_slow, after_move))
+        (
+            seqs,
+            (n, before, at_fast, at_slow, after_move, (fast_ms, slow_ms)),
+        )
     });
-    let (n, before, at_fast, at_slow, after_move) = marks;
+    let (n, before, at_fast, at_slow, after_move, (fast_ms, slow_ms)) = marks;
 
     // The VR's counters, once the slow path has drained.
     let end = d.wait_for("the VR to count every frame", PATIENCE, |s| {
@@ -311,7 +320,8 @@ fn a_router_vr_moves_slow_fast_slow_under_a_flow_without_loss() {
     let reordered = seqs.windows(2).filter(|w| w[1] < w[0]).count();
     eprintln!(
         "sent {n}, received {} ({} distinct), fast {fast_n}, slow {}, lost {}, reordered {reordered}; \
-         moved to fast at {at_fast}, to slow at {at_slow}; fast counters {f}",
+         moved to fast at {at_fast} ({fast_ms:.1} ms), to slow at {at_slow} ({slow_ms:.1} ms); \
+         fast counters {f}",
         seqs.len(),
         unique.len(),
         n - fast_n,
