@@ -100,6 +100,9 @@ pub struct ApplyResult {
     pub ports_added: Vec<String>,
     /// Ports closed.
     pub ports_removed: Vec<String>,
+    /// VRs moved between the slow and the fast path (no restart).
+    #[serde(default)]
+    pub moved: Vec<String>,
     /// Rules after the change.
     pub rules: u64,
 }
@@ -219,6 +222,9 @@ pub struct VrSpec {
     /// The user (name or uid) its process runs as.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<Value>,
+    /// Where its frames go: `slow` (default) or `fast`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// The built-in router's tables (open schema).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<Value>,
@@ -351,6 +357,42 @@ pub struct VrStats {
     pub ctrl_dropped: u64,
     /// Per vNIC.
     pub vnics: Vec<VnicStats>,
+    /// The fast path's counters of the VR (a host with a fast path that
+    /// carries it); `rx_packets` and `tx_packets` above include what it
+    /// forwarded and dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fast: Option<FastStats>,
+}
+
+/// `FastStats`: what the XDP fast path did with a VR's frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FastStats {
+    /// Frames the select table gave the VR (on whichever path).
+    pub rx_packets: u64,
+    /// Frames it forwarded.
+    pub forwarded: u64,
+    /// Frames it handed to the VR's user-space instances, by reason.
+    pub to_slow: BTreeMap<String, u64>,
+    /// Frames it dropped, by reason.
+    pub drops: BTreeMap<String, u64>,
+}
+
+impl FastStats {
+    /// Frames it dropped, of every reason.
+    pub fn dropped(&self) -> u64 {
+        self.drops
+            .values()
+            .fold(0, |a: u64, b| a.saturating_add(*b))
+    }
+}
+
+/// `MoveRequest` (`POST /v1/vrs/{name}/move`): where the VR's frames go.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MoveRequest {
+    /// `slow` or `fast`.
+    pub path: String,
 }
 
 impl VrStats {
@@ -391,6 +433,8 @@ pub struct VrStatus {
     pub instances: Vec<InstanceStatus>,
     /// Routes added through the API.
     pub api_routes: u64,
+    /// Where its frames go: `slow` or `fast`.
+    pub path: String,
 }
 
 /// `PortStats`: one port's counters.

@@ -5,7 +5,7 @@
 //! the changes out.
 
 use vrhost_host::alloc::ScalePolicy;
-use vrhost_host::config::{HostConf, Plan, VrPlan};
+use vrhost_host::config::{Driver, HostConf, Plan, VrPlan};
 
 use crate::control::{ApplyResult, ControlError};
 
@@ -40,8 +40,9 @@ pub struct Diff {
 ///
 /// # Errors
 /// [`ControlError::Conflict`] for a change that cannot be made to a running
-/// daemon: the host's core budget, a port whose driver, interface, traffic
-/// or rings changed, or a new port on an interface an old one still uses.
+/// daemon: the host's core budget or fast path, a port whose driver,
+/// interface, traffic or rings changed, a new port on an interface an old
+/// one still uses, or an `af_xdp` port removed under the fast path.
 pub fn diff(
     old: &Plan,
     new: &Plan,
@@ -49,6 +50,7 @@ pub fn diff(
     force: Option<&str>,
 ) -> Result<Diff, ControlError> {
     check_budget(&old.host, &new.host)?;
+    check_fast(old, new)?;
     let mut d = Diff {
         result: ApplyResult {
             rules: new.classifier.len() as u64,
@@ -71,6 +73,27 @@ fn check_budget(old: &HostConf, new: &HostConf) -> Result<(), ControlError> {
         return Err(ControlError::Conflict(
             "host.cpu, host.instance_cores and host.share_worker_core take effect when the daemon starts".into(),
         ));
+    }
+    Ok(())
+}
+
+/// The fast path is loaded, and attached to the `af_xdp` ports, when the
+/// daemon starts; it stays attached to them until it stops.
+fn check_fast(old: &Plan, new: &Plan) -> Result<(), ControlError> {
+    let (o, n) = (&old.host, &new.host);
+    if (o.fast_path, o.fast) != (n.fast_path, n.fast) {
+        return Err(ControlError::Conflict(
+            "host.fast_path and host.fast take effect when the daemon starts".into(),
+        ));
+    }
+    let xdp = |p: &(String, Driver, String)| p.1 == Driver::AfXdp;
+    if let Some(p) = (old.ports.iter().filter(|p| o.fast_path && xdp(p)))
+        .find(|p| !new.ports.iter().any(|q| q == *p))
+    {
+        return Err(ControlError::Conflict(format!(
+            "port {}: the fast path stays attached to {} while the daemon runs; an af_xdp port cannot be removed or changed",
+            p.0, p.2
+        )));
     }
     Ok(())
 }
@@ -113,7 +136,9 @@ fn diff_ports(old: &Plan, new: &Plan, d: &mut Diff) -> Result<(), ControlError> 
     Ok(())
 }
 
-/// VRs, by name: unchanged, changed in place, restarted, added, removed.
+/// VRs, by name: unchanged, changed in place, restarted, added, removed;
+/// a kept VR whose `path` changed is moved (a change of the path alone
+/// leaves its processes as they are).
 fn diff_vrs(
     old: &Plan,
     new: &Plan,
@@ -124,7 +149,13 @@ fn diff_vrs(
     let r = &mut d.result;
     for vr in &new.vrs {
         let forced = force == Some(vr.name.as_str());
-        match old.vrs.iter().position(|v| v.name == vr.name) {
+        let was = old.vrs.iter().position(|v| v.name == vr.name);
+        if let Some(i) = was
+            && old.vrs[i].path != vr.path
+        {
+            r.moved.push(vr.name.clone());
+        }
+        match was {
             Some(i) if !forced && same_vr(&old.vrs[i], vr) => {
                 d.vrs.push(Some(i));
                 r.unchanged.push(vr.name.clone());
@@ -304,6 +335,65 @@ vr = "a"
             (d.result.added.as_slice(), d.result.removed.as_slice()),
             (&["c".to_string()][..], &["b".to_string()][..])
         );
+    }
+
+    /// [`BASE`] on a host with a fast path, its ports af_xdp.
+    fn fast_base() -> String {
+        format!("[host]\nfast_path = true\n{BASE}")
+            .replace("driver = \"null\"", "driver = \"af_xdp\"")
+            .replace("name = \"p0\"\n", "name = \"p0\"\ninterface = \"veth0\"\n")
+            .replace("name = \"p1\"\n", "name = \"p1\"\ninterface = \"veth1\"\n")
+    }
+
+    #[test]
+    fn a_change_of_path_alone_is_a_move_not_a_restart() {
+        let old = fast_base();
+        let new = old.replacen("slots = 256\n", "slots = 256\npath = \"fast\"\n", 1);
+        let d = diff(&plan(&old), &plan(&new), running, None).unwrap();
+        assert_eq!(d.vrs, [Some(0), Some(1)], "both keep their processes");
+        assert_eq!(d.result.moved, ["a"]);
+        assert_eq!(d.result.unchanged, ["a", "b"]);
+        assert!(d.result.restarted.is_empty());
+        // And back.
+        let d = diff(&plan(&new), &plan(&old), running, None).unwrap();
+        assert_eq!(
+            (d.vrs.as_slice(), d.result.moved.as_slice()),
+            (&[Some(0), Some(1)][..], &["a".to_string()][..])
+        );
+        // With a restart (pool changed), still reported moved.
+        let both = new.replacen("slots = 256", "slots = 512", 1);
+        let d = diff(&plan(&old), &plan(&both), running, None).unwrap();
+        assert_eq!(
+            (d.result.moved.as_slice(), d.result.restarted.as_slice()),
+            (&["a".to_string()][..], &["a".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn the_fast_path_and_its_ports_change_only_at_start() {
+        let old = fast_base();
+        let conflict = |new: &str, says: &str| match diff(&plan(&old), &plan(new), running, None) {
+            Err(ControlError::Conflict(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("{new}: {other:?}"),
+        };
+        conflict(
+            &old.replace("fast_path = true", "fast_path = false"),
+            "host.fast_path",
+        );
+        conflict(
+            &old.replace(
+                "fast_path = true",
+                "fast_path = true\n[host.fast]\nmax_routes = 10",
+            ),
+            "host.fast",
+        );
+        let no_p1 = old
+            .replace(
+                "[[ports]]\nname = \"p1\"\ninterface = \"veth1\"\ndriver = \"af_xdp\"\n",
+                "",
+            )
+            .replace("port = \"p1\"", "port = \"p0\"");
+        conflict(&no_p1, "port p1: the fast path stays attached to veth1");
     }
 
     #[test]

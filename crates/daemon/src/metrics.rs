@@ -445,6 +445,48 @@ fn vr(m: &mut Reg, v: &VrCounters) {
             m.counter(name, help, ls, *n);
         }
     }
+    if let Some(f) = &st.fast {
+        fast(m, &v.name, f);
+    }
+}
+
+/// The XDP fast path's counters of VR `vr` (already added to its
+/// `vr_rx_packets` and `vr_tx_packets`).
+fn fast(m: &mut Reg, vr: &str, f: &vrhost_api::FastStats) {
+    let l = || vec![("vr", vr.to_string())];
+    m.counter(
+        "vr_fast_rx_packets",
+        "Frames the fast path's select table gave a VR, on either path",
+        l(),
+        f.rx_packets,
+    );
+    m.counter(
+        "vr_fast_forwarded",
+        "Frames of a VR the fast path forwarded",
+        l(),
+        f.forwarded,
+    );
+    for (what, by, help) in [
+        (
+            "vr_fast_to_slow",
+            &f.to_slow,
+            "Frames of a VR the fast path handed to its user-space instances, by reason",
+        ),
+        (
+            "vr_fast_drops",
+            &f.drops,
+            "Frames of a VR the fast path dropped, by reason",
+        ),
+    ] {
+        for (reason, n) in by {
+            m.counter(
+                what,
+                help,
+                vec![("vr", vr.to_string()), ("reason", reason.clone())],
+                *n,
+            );
+        }
+    }
 }
 
 /// Instance `i` of VR `vr`.
@@ -553,6 +595,7 @@ mod tests {
                     tx_bytes: 19_200 * k,
                 })
                 .collect(),
+            fast: None,
         }
     }
 
@@ -576,7 +619,15 @@ mod tests {
                 VrCounters {
                     name: "tenant-a".into(),
                     state: "running".into(),
-                    stats: counters(1, &["p0", "p1"]),
+                    stats: VrStats {
+                        fast: Some(vrhost_api::FastStats {
+                            rx_packets: 700,
+                            forwarded: 650,
+                            to_slow: by_name(&[("select", 40), ("no_neighbour", 7)]),
+                            drops: by_name(&[("rate_limit", 3)]),
+                        }),
+                        ..counters(1, &["p0", "p1"])
+                    },
                     instances: vec![instance(0, true), instance(1, true)],
                 },
                 VrCounters {
@@ -597,6 +648,11 @@ mod tests {
     #[test]
     fn a_sample_renders_as_it_always_did() {
         let got = render(&sample());
+        // VRHOST_BLESS=1: write the new output as the expected one.
+        if std::env::var_os("VRHOST_BLESS").is_some() {
+            std::fs::write("testdata/metrics.prom", &got).expect("write testdata");
+            return;
+        }
         if got != EXPECTED {
             let diff = got
                 .lines()

@@ -12,7 +12,9 @@
 //!
 //! Between reports, at least every 100 ms, it has the controller decide
 //! the instance count of the VRs that run several instances
-//! ([`Controller::scale_tick`]: each at its own period).
+//! ([`Controller::scale_tick`]: each at its own period), and has the
+//! fast path learn the neighbours the VRs' routers resolved
+//! ([`Controller::fast_tick`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,6 +90,9 @@ impl Supervisor {
             };
             if let Err(e) = c.scale_tick() {
                 tracing::warn!("scaling: {e}");
+            }
+            if let Err(e) = c.fast_tick() {
+                tracing::warn!("fast path neighbours: {e}");
             }
         }
     }

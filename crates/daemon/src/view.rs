@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use vrhost_api::{
-    HostStats, InstanceStatus, PortStats, Stats, VnicStats, VrCounters, VrStats as VrStatsView,
+    FastStats, HostStats, InstanceStatus, PortStats, Stats, VnicStats, VrCounters,
+    VrStats as VrStatsView,
 };
+use vrhost_fast::FastCounters;
 use vrhost_host::config::{Plan, VrPlan};
 use vrhost_host::{IngressDrop, InstanceInfo, Violation, VrStats, Worker};
 use vrhost_proto::DropReason;
@@ -112,10 +114,14 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
         let vr_drops = vr_drops(&insts);
         let vnics = vnic_stats(s, vp, plan);
         let instances = instance_status(ctl, &name, &insts, s);
+        let mut stats = vr_stats_view(s, (pool, free), (ingress_drops, viol, vr_drops), vnics);
+        if let Some(f) = ctl.fast_counters(&name) {
+            add_fast(&mut stats, &f);
+        }
         vrs.push(VrCounters {
             name,
             state: state.to_string(),
-            stats: vr_stats_view(s, (pool, free), (ingress_drops, viol, vr_drops), vnics),
+            stats,
             instances,
         });
     }
@@ -214,6 +220,48 @@ fn instance_status(
         .collect()
 }
 
+/// The fast path's counters of a VR as the API shows them.
+pub fn fast_stats(f: &FastCounters) -> FastStats {
+    let to_slow = [
+        ("select", f.to_slow_select),
+        ("not_ip", f.to_slow_not_ip),
+        ("options", f.to_slow_options),
+        ("bad_checksum", f.to_slow_bad_checksum),
+        ("group", f.to_slow_group),
+        ("local", f.to_slow_local),
+        ("no_route", f.to_slow_no_route),
+        ("ttl", f.to_slow_ttl),
+        ("no_neighbour", f.to_slow_no_neighbour),
+        ("no_port", f.to_slow_no_port),
+    ];
+    let drops = [
+        ("select", f.drop_select),
+        ("rate_limit", f.drop_rate_limit),
+        ("bad_header", f.drop_bad_header),
+    ];
+    let map = |kv: &[(&str, u64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    FastStats {
+        rx_packets: f.rx,
+        forwarded: f.fwd,
+        to_slow: map(&to_slow),
+        drops: map(&drops),
+    }
+}
+
+/// Add the fast path's part to a VR's counters: what it forwarded was
+/// received and sent by the VR, what it dropped was received (what it
+/// handed to the slow path is counted there), so `rx_packets` and
+/// `tx_packets` go on across moves. Bytes and vNIC counters stay the
+/// slow path's (the program counts frames only).
+fn add_fast(v: &mut VrStatsView, f: &FastCounters) {
+    v.rx_packets = v
+        .rx_packets
+        .saturating_add(f.fwd)
+        .saturating_add(f.dropped());
+    v.tx_packets = v.tx_packets.saturating_add(f.fwd);
+    v.fast = Some(fast_stats(f));
+}
+
 /// A VR's counters as the API shows them.
 fn vr_stats_view(
     s: &VrStats,
@@ -257,5 +305,35 @@ fn vr_stats_view(
         ctrl_relayed: s.ctrl_relayed.get(),
         ctrl_dropped: s.ctrl_dropped.get(),
         vnics,
+        fast: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_adds_what_it_forwarded_and_dropped() {
+        let mut v = VrStatsView {
+            rx_packets: 100,
+            tx_packets: 90,
+            ..VrStatsView::default()
+        };
+        let f = FastCounters {
+            rx: 70,
+            fwd: 50,
+            to_slow_select: 15,
+            drop_rate_limit: 5,
+            ..FastCounters::default()
+        };
+        add_fast(&mut v, &f);
+        // The 15 handed over are in the slow path's 100 already.
+        assert_eq!((v.rx_packets, v.tx_packets), (155, 140));
+        let fs = v.fast.expect("fast counters");
+        assert_eq!((fs.rx_packets, fs.forwarded, fs.dropped()), (70, 50, 5));
+        assert_eq!(fs.to_slow["select"], 15);
+        assert_eq!(fs.to_slow.len(), 10);
+        assert_eq!(fs.drops.len(), 3);
     }
 }

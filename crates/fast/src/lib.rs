@@ -29,13 +29,14 @@
 //! through the AF_XDP socket of the port's rx queue (XDP_PASS when there
 //! is none), counted by reason.
 //!
-//! What it does not do yet: it is not wired to the daemon (no config key,
-//! API or CLI reaches it; routes and neighbours are not synchronised from
-//! the user-space router); it sends no ICMP and does no ARP (both stay in
-//! the user-space router, which gets those frames); no IPv6, no VLAN
-//! forwarding (tagged frames go slow), no tunnels, no cpumap spreading.
-//! Moving a tenant between the paths is one select-table update (below);
-//! the `vr move` command around it is not there.
+//! The daemon drives it with `[host] fast_path = true`
+//! (`vrhost_daemon::fast`: a VR's routes, neighbours and select entries
+//! kept in step with its config, API routes and the neighbours its router
+//! resolved; `vrhost vr move`). What it does not do yet: it sends no ICMP
+//! and does no ARP (both stay in the user-space router, which gets those
+//! frames); no IPv6, no VLAN forwarding (tagged frames go slow), no
+//! tunnels, no cpumap spreading. Moving a tenant between the paths is one
+//! select-table update (below).
 //!
 //! # Sharing a port with the AF_XDP slow path
 //!

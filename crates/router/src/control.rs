@@ -13,7 +13,11 @@
 //!
 //! answered `{"added": 2, "replaced": 0, "deleted": 1, "routes": 9}`, and
 //! `{"stats": true}`, answered `{"routes": 9, "neighbours": 3,
-//! "burst_lookup": false, "peer_neigh_sent": 0, ...}` ([`RouterStats`]).
+//! "burst_lookup": false, "peer_neigh_sent": 0, ...}` ([`RouterStats`]),
+//! and `{"neighbours": true}`, answered `{"neighbours": [{"ip":
+//! "10.1.0.9", "mac": "02:00:00:00:30:09", "vnic": 0}]}`
+//! ([`ResolvedNeighbours`]: those ARP resolved, for the host's fast path,
+//! which does no ARP of its own).
 //!
 //! A message is all or nothing: every entry is checked against the table
 //! as it was before the message, as [`Router::new`] checks `routes`, and
@@ -54,6 +58,28 @@ pub enum RouterControl {
     /// `{"stats": true}`: answered by [`RouterStats`] (the value is not
     /// looked at).
     Stats(bool),
+    /// `{"neighbours": true}`: answered by [`ResolvedNeighbours`] (the
+    /// value is not looked at).
+    Neighbours(bool),
+}
+
+/// The neighbours ARP has resolved (with a MAC frames may be sent to;
+/// static ones are the config's and left out).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedNeighbours {
+    /// One per (address, vNIC).
+    pub neighbours: Vec<ResolvedNeighbour>,
+}
+
+/// One neighbour ARP resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedNeighbour {
+    /// Its IPv4 address.
+    pub ip: String,
+    /// Its MAC address.
+    pub mac: String,
+    /// The vNIC it is on.
+    pub vnic: u16,
 }
 
 /// Routes to add or replace and to delete, applied together or not at
@@ -370,6 +396,19 @@ impl Router {
         }
     }
 
+    /// The neighbours ARP has resolved.
+    pub fn resolved_neighbours(&self) -> ResolvedNeighbours {
+        let neighbours = (self.neigh.iter())
+            .filter(|n| n.has_mac() && n.state != super::neigh::State::Static)
+            .map(|n| ResolvedNeighbour {
+                ip: std::net::Ipv4Addr::from(n.ip).to_string(),
+                mac: vrhost_packet::MacAddr(n.mac).to_string(),
+                vnic: n.vnic,
+            })
+            .collect();
+        ResolvedNeighbours { neighbours }
+    }
+
     /// Whether hop `id` is of the router's own addresses.
     fn is_own(&self, id: u32) -> bool {
         matches!(
@@ -394,6 +433,7 @@ impl Router {
         let reply = match msg {
             RouterControl::Routes(ch) => serde_json::to_value(self.change_routes(&ch)?),
             RouterControl::Stats(_) => serde_json::to_value(self.stats()),
+            RouterControl::Neighbours(_) => serde_json::to_value(self.resolved_neighbours()),
         };
         reply.map_err(|e| e.to_string())
     }
@@ -423,4 +463,40 @@ fn decode_error(body: &serde_json::Value, e: &serde_json::Error) -> String {
         }
     }
     format!("bad router control message: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::{NeighbourConfig, RouterConfig, VnicConfig};
+    use super::*;
+
+    #[test]
+    fn the_neighbours_message_lists_those_arp_resolved_not_static_ones() {
+        let cfg = RouterConfig {
+            vnics: vec![VnicConfig {
+                mac: "02:00:00:00:01:01".into(),
+                addrs: vec!["10.0.1.1/24".into()],
+            }],
+            neighbours: vec![NeighbourConfig {
+                ip: "10.0.1.9".into(),
+                mac: "02:00:00:00:09:09".into(),
+                vnic: None,
+            }],
+            ..RouterConfig::default()
+        };
+        let mut r = Router::new(&cfg).unwrap();
+        let none = r.control_json(&json!({"neighbours": true})).unwrap();
+        assert_eq!(none, json!({"neighbours": []}));
+        // One resolved, one still being resolved.
+        let i = r.neigh.insert(0x0a00_0107, 0).unwrap().0;
+        r.learn(i, [2, 0, 0, 0, 7, 7]);
+        r.neigh.insert(0x0a00_0108, 0).unwrap();
+        let got = r.control_json(&json!({"neighbours": true})).unwrap();
+        assert_eq!(
+            got,
+            json!({"neighbours": [{"ip": "10.0.1.7", "mac": "02:00:00:00:07:07", "vnic": 0}]})
+        );
+    }
 }

@@ -176,7 +176,10 @@ pub use config::{
     ArpConfig, IcmpConfig, Ipv6Config, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig,
     VnicConfig, parse_prefix,
 };
-pub use control::{RouteChangeReply, RouteChanges, RouterControl, RouterStats};
+pub use control::{
+    ResolvedNeighbour, ResolvedNeighbours, RouteChangeReply, RouteChanges, RouterControl,
+    RouterStats,
+};
 
 use self::icmp::TokenBucket;
 use self::neigh::NeighTable;

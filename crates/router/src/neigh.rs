@@ -150,6 +150,11 @@ impl<A: NeighAddr> NeighTable<A> {
         }
     }
 
+    /// The entries in use.
+    pub fn iter(&self) -> impl Iterator<Item = &Neigh> {
+        self.entries.iter().filter(|e| e.state != State::Unused)
+    }
+
     /// Entries the table holds.
     pub fn capacity(&self) -> usize {
         self.entries.len()

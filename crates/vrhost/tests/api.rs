@@ -472,6 +472,28 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
             None,
             404,
         ),
+        (
+            "POST",
+            "/v1/vrs/{name}/move",
+            "/v1/vrs/nosuch/move",
+            Some(json!({ "path": "fast" })),
+            404,
+        ),
+        (
+            "POST",
+            "/v1/vrs/{name}/move",
+            "/v1/vrs/a/move",
+            Some(json!({ "path": "kernel" })),
+            400,
+        ),
+        // This daemon has no fast path.
+        (
+            "POST",
+            "/v1/vrs/{name}/move",
+            "/v1/vrs/a/move",
+            Some(json!({ "path": "fast" })),
+            422,
+        ),
         ("GET", "/v1/vrs/{name}", "/v1/vrs/nosuch", None, 404),
         (
             "POST",
@@ -612,6 +634,15 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
         200,
     );
     assert_eq!(r["restarted"], json!(["c"]));
+    // A move to where it is: applied, nothing moved.
+    let r = api.ok(
+        "POST",
+        "/v1/vrs/{name}/move",
+        "/v1/vrs/c/move",
+        Some(json!({ "path": "slow" })),
+        200,
+    );
+    assert_eq!(r["moved"], json!([]), "{r}");
     let h = api.ok("GET", "/v1/health", "/v1/health", None, 200);
     assert_eq!(h["slot_accounting"], json!([]), "{h:#}");
     api.ok("DELETE", "/v1/vrs/{name}", "/v1/vrs/c", None, 204);

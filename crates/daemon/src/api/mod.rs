@@ -116,6 +116,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
             get(get_vr).put(update_vr).delete(delete_vr),
         )
         .route("/v1/vrs/{name}/restart", post(restart_vr))
+        .route("/v1/vrs/{name}/move", post(move_vr))
         .route("/v1/vrs/{name}/vnics", get(list_vnics).post(add_vnic))
         .route(
             "/v1/vrs/{name}/vnics/{index}",
@@ -502,6 +503,7 @@ fn vr_status(c: &Controller, stats: Option<&VrCounters>, name: &str) -> ApiResul
         stats: stats.stats.clone(),
         instances: stats.instances.clone(),
         api_routes: c.api_routes(name).map_or(0, BTreeMap::len) as u64,
+        path: c.vr_path(name).name().to_string(),
     })
 }
 

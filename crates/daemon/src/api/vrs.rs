@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use crate::view;
 
 use super::{
-    ApiError, ApiResult, ApiState, MAX_BODY, array, created, find_vr, in_vr, index, json_object,
-    rules_of, str_field, to_json, to_toml, vr_pos, vr_spec, vr_status, vr_table_mut, with_ctl,
+    ApiError, ApiResult, ApiState, MAX_BODY, array, created, find_vr, in_vr, index, json_body,
+    json_object, rules_of, str_field, to_json, to_toml, vr_pos, vr_spec, vr_status, vr_table_mut,
+    with_ctl,
 };
 
 pub(super) async fn list_vrs(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
@@ -106,6 +107,26 @@ pub(super) async fn restart_vr(
 ) -> ApiResult<Response> {
     with_ctl(&st, move |c| {
         let r = c.restart_vr(&name)?;
+        Ok(axum::Json(r).into_response())
+    })
+    .await
+}
+
+/// `POST /v1/vrs/{name}/move`: the VR's `path` set in the config in
+/// force, applied as a diff (a move: its select entries switched, its
+/// processes kept).
+pub(super) async fn move_vr(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> ApiResult<Response> {
+    let body: vrhost_api::MoveRequest = json_body(req, MAX_BODY, "MoveRequest").await?;
+    with_ctl(&st, move |c| {
+        let mut doc = c.doc().clone();
+        let pos = find_vr(&doc, &name)?;
+        let t = vr_table_mut(&mut doc, pos)?;
+        t.insert("path".into(), toml::Value::String(body.path));
+        let r = c.apply_doc(doc, false).map_err(|e| in_vr(e, pos))?;
         Ok(axum::Json(r).into_response())
     })
     .await

@@ -35,13 +35,16 @@ use vrhost_shm::{Doorbell, Region};
 
 use crate::cores::Cores;
 use crate::diff::{Diff, Running, diff};
+use crate::fast::FastState;
 
+mod fast;
 mod ports;
 mod routes;
 mod scale;
 mod start;
 
 pub use ports::open_port;
+use ports::open_port_on;
 use routes::send_routes;
 use start::Start;
 
@@ -163,6 +166,10 @@ pub struct Controller {
     /// controller: a change's idle start then stops waiting (see
     /// [`Hurry`]).
     hurry: Hurry,
+    /// The XDP fast path (`[host] fast_path = true`).
+    fast: Option<FastState>,
+    /// When the routers were last asked for their neighbours (`fast.rs`).
+    fast_polled: Option<Instant>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -198,10 +205,15 @@ impl Controller {
             vrhost_host::cpu::avoid_cpu(c)
                 .map_err(|e| format!("keeping the control plane off the worker's core: {e}"))?;
         }
+        let mut fast = match plan.host.fast_path {
+            true => Some(FastState::load(&plan.host.fast)?),
+            false => None,
+        };
         let mut ports = Vec::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
+            let (traffic, rings) = (plan.gens[i].as_ref(), plan.rings[i]);
             ports.push(
-                open_port(name, *driver, iface, plan.gens[i].as_ref(), plan.rings[i])
+                open_port_on(fast.as_mut(), name, *driver, iface, traffic, rings)
                     .map_err(|e| format!("port {name}: {e}"))?,
             );
         }
@@ -231,6 +243,8 @@ impl Controller {
             exits: Some(exit_rx),
             cores: Cores::new(plan.host.core_budget().ok()),
             hurry: Hurry::default(),
+            fast,
+            fast_polled: None,
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -239,6 +253,7 @@ impl Controller {
             ctl.vrs.insert(vr.name.clone(), s.entry);
             worker.add_vr(s.path);
         }
+        ctl.sync_fast().map_err(|e| e.to_string())?;
         Ok((ctl, worker))
     }
 
@@ -379,6 +394,39 @@ impl Controller {
         }
     }
 
+    /// The fast path's counters of VR `name` (a host with a fast path,
+    /// a VR it carries).
+    pub fn fast_counters(&self, name: &str) -> Option<vrhost_fast::FastCounters> {
+        self.fast.as_ref()?.counters(name)
+    }
+
+    /// Where VR `name`'s frames go, as planned (slow for a VR not in the
+    /// plan).
+    pub fn vr_path(&self, name: &str) -> vrhost_host::config::DataPath {
+        let v = self.plan.vrs.iter().find(|v| v.name == name);
+        v.map(|v| v.path).unwrap_or_default()
+    }
+
+    /// Whether the host has a fast path.
+    pub fn has_fast_path(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// Bring the fast path's maps in step with the plan in force and the
+    /// VRs' API routes (nothing without a fast path).
+    ///
+    /// # Errors
+    /// A map update failed.
+    pub(crate) fn sync_fast(&mut self) -> Result<(), ControlError> {
+        let Some(fast) = self.fast.as_mut() else {
+            return Ok(());
+        };
+        let vrs = &self.vrs;
+        let api = |n: &str| vrs.get(n).map(|e| e.api_routes.clone()).unwrap_or_default();
+        fast.reconcile(&self.plan, &api)
+            .map_err(ControlError::Internal)
+    }
+
     /// Routes added through the API to a VR.
     pub fn api_routes(&self, name: &str) -> Option<&BTreeMap<(u32, u8), RouteConfig>> {
         self.vrs.get(name).map(|e| &e.api_routes)
@@ -468,12 +516,21 @@ impl Controller {
         self.plan = plan;
         self.generation += 1;
         res.generation = self.generation;
+        // After the worker's switch: routes and neighbours of every VR
+        // first, then the select entries (a move is one of those).
+        self.sync_fast()?;
+        if let Some(fast) = self.fast.as_mut() {
+            for name in &res.restarted {
+                fast.rebase(name);
+            }
+        }
         tracing::info!(
             generation = self.generation,
             added = ?res.added,
             removed = ?res.removed,
             restarted = ?res.restarted,
             rescaled = ?res.rescaled,
+            moved = ?res.moved,
             "config applied"
         );
         self.reap_drained()?;
@@ -491,7 +548,8 @@ impl Controller {
         let mut new_ports = BTreeMap::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             if port_keep[i].is_none() {
-                let p = open_port(name, *driver, iface, plan.gens[i].as_ref(), plan.rings[i])
+                let (traffic, rings) = (plan.gens[i].as_ref(), plan.rings[i]);
+                let p = open_port_on(self.fast.as_mut(), name, *driver, iface, traffic, rings)
                     .map_err(|e| ControlError::Invalid(format!("port {name}: {e}")))?;
                 new_ports.insert(i, p);
             }

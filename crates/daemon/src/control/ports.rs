@@ -2,6 +2,38 @@
 
 use vrhost_host::config::{Driver, GenConf, PortRings};
 use vrhost_io::Port;
+use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, XdpProgram};
+
+use crate::fast::FastState;
+
+/// Open a port as [`open_port`] does, except an `af_xdp` port on a host
+/// with a fast path: the fast path is attached to its interface, and the
+/// port binds its sockets there in External mode for the fast path's
+/// attach mode and becomes the interface's slow path (`serve`).
+///
+/// # Errors
+/// The driver's or the fast path's error.
+pub(super) fn open_port_on(
+    fast: Option<&mut FastState>,
+    name: &str,
+    driver: Driver,
+    iface: &str,
+    traffic: Option<&GenConf>,
+    rings: PortRings,
+) -> Result<Box<dyn Port>, String> {
+    let Some(fast) = fast.filter(|_| driver == Driver::AfXdp) else {
+        return open_port(name, driver, iface, traffic, rings);
+    };
+    let mode = fast.attach(iface)?;
+    let cfg = AfXdpConfig {
+        program: XdpProgram::External,
+        attach: Some(mode),
+        ..rings.af_xdp()
+    };
+    let port = AfXdpPort::open(iface, &cfg).map_err(|e| format!("af_xdp on {iface}: {e}"))?;
+    fast.serve(&port)?;
+    Ok(Box::new(port))
+}
 
 /// Open a port with its driver, in the calling thread's namespace.
 ///

@@ -65,11 +65,14 @@ impl Controller {
         for (k, r) in add_keys.into_iter().zip(add) {
             entry.api_routes.insert(k, r);
         }
+        let api_routes = entry.api_routes.len() as u64;
+        // The fast path's copy of the VR's routes.
+        self.sync_fast()?;
         Ok(RouteResult {
             added,
             deleted,
             routes,
-            api_routes: entry.api_routes.len() as u64,
+            api_routes,
             seconds,
             routes_per_second: if seconds > 0.0 {
                 (added + deleted) as f64 / seconds

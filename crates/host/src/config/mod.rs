@@ -16,6 +16,7 @@
 //! becomes. `Config::check` runs them in that order.
 
 mod confinement;
+mod fast;
 mod instances;
 mod plan;
 mod ports;
@@ -29,10 +30,11 @@ mod vrs;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+pub use fast::{DataPath, FastKey};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
-    Config, Driver, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf, VnicConf,
-    VrConf, VrKind,
+    Config, Driver, FastConf, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf,
+    VnicConf, VrConf, VrKind,
 };
 
 use crate::classify::Classifier;
@@ -142,8 +144,9 @@ impl Config {
         let at = Source { src, file };
         let port_ix = ports::check_ports(&self.ports, &at)?;
         let mut budget = instances::BudgetCheck::of_host(&self.host, &at)?;
-        let vrs = self.check_vrs(&port_ix, &mut budget, &at)?;
+        let mut vrs = self.check_vrs(&port_ix, &mut budget, &at)?;
         let rules = rules::check_rules(&self.rules, &port_ix, &vrs, &at)?;
+        fast::check_fast(self, &mut vrs, &rules, &at)?;
         let classifier = Classifier::new(&rules).map_err(|e| ConfigError::Field {
             file: file.into(),
             line: 0,

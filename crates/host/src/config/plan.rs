@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use super::fast::{DataPath, FastKey};
 use super::schema::{Config, Driver, GenConf, HostConf, PortRings, port_rings};
 use crate::classify::Classifier;
 use crate::confine::Confine;
@@ -44,6 +45,10 @@ pub struct VrPlan {
     pub sched: Sched,
     /// How its process is confined.
     pub confine: Confine,
+    /// Where its frames go when the host has a fast path.
+    pub path: DataPath,
+    /// Its select-table keys, or why the fast path cannot carry it.
+    pub fast: Result<Vec<FastKey>, String>,
 }
 
 impl VrPlan {

@@ -259,6 +259,10 @@ pub struct VrConf {
     /// `host.confine`).
     #[serde(default)]
     pub user: Option<Spanned<toml::Value>>,
+    /// Where its frames are forwarded: `"slow"` (default: its user-space
+    /// instances) or `"fast"` (the XDP fast path, with `host.fast_path`).
+    #[serde(default)]
+    pub path: Option<Spanned<String>>,
 }
 
 /// The `dynamic` scaling policy of a VR (LVRM's dynamic core allocation):
@@ -299,6 +303,8 @@ impl Default for HostConf {
             confine: true,
             instance_cores: None,
             share_worker_core: false,
+            fast_path: false,
+            fast: FastConf::default(),
         }
     }
 }
@@ -396,6 +402,42 @@ pub struct HostConf {
     /// 2-CPU machine, the only way to run two instances).
     #[serde(default)]
     pub share_worker_core: bool,
+    /// Load the XDP fast path and attach it to every `af_xdp` port, so
+    /// that router VRs may run in it (`vrs[].path`); default false.
+    #[serde(default)]
+    pub fast_path: bool,
+    /// The fast path's map sizes.
+    #[serde(default)]
+    pub fast: FastConf,
+}
+
+/// The fast path's map sizes (`[host.fast]`), fixed when the daemon
+/// starts; the defaults are `vrhost_fast::FastConfig`'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FastConf {
+    /// VRs the fast path can hold (ids `0..max_vrs`).
+    pub max_vrs: u32,
+    /// Routes of all VRs together.
+    pub max_routes: u32,
+    /// Neighbours of all VRs together.
+    pub max_neighbours: u32,
+    /// Own addresses of all VRs together.
+    pub max_addrs: u32,
+    /// Select table entries (tenants' keys).
+    pub max_select: u32,
+}
+
+impl Default for FastConf {
+    fn default() -> Self {
+        Self {
+            max_vrs: 256,
+            max_routes: 65536,
+            max_neighbours: 4096,
+            max_addrs: 1024,
+            max_select: 1024,
+        }
+    }
 }
 
 impl HostConf {

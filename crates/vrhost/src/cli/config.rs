@@ -51,7 +51,8 @@ pub fn apply(args: &ApplyArgs) -> Result<()> {
 }
 
 /// The diff of an apply, for a person: `+` added, `-` removed, `~`
-/// restarted, `*` rescaled in place, `=` unchanged.
+/// restarted, `*` rescaled in place, `>` moved between the slow and the
+/// fast path, `=` unchanged.
 pub fn render_apply(r: &ApplyResult) -> String {
     let mut o = String::new();
     if r.dry_run {
@@ -68,6 +69,7 @@ pub fn render_apply(r: &ApplyResult) -> String {
         ("-", "vr", &r.removed, "removed"),
         ("~", "vr", &r.restarted, "restarted"),
         ("*", "vr", &r.rescaled, "instances changed in place"),
+        (">", "vr", &r.moved, "moved to its new path"),
         ("+", "port", &r.ports_added, "added"),
         ("-", "port", &r.ports_removed, "removed"),
     ] {
@@ -88,6 +90,7 @@ pub fn render_apply(r: &ApplyResult) -> String {
         + r.removed.len()
         + r.restarted.len()
         + r.rescaled.len()
+        + r.moved.len()
         + r.ports_added.len()
         + r.ports_removed.len();
     if changes == 0 {

@@ -1,4 +1,4 @@
-//! `vrhost vr list|show|add|replace|restart|del`.
+//! `vrhost vr list|show|add|replace|restart|move|del`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,9 @@ use anyhow::{Context, Result, bail};
 use hyper::Method;
 use serde_json::{Map, Value};
 
-use super::api::{InstanceStatus, Vnic, VnicStats, VrStats, VrStatus};
+use super::api::{
+    ApplyResult, FastStats, InstanceStatus, MoveRequest, Vnic, VnicStats, VrStats, VrStatus,
+};
 use super::client::{Answer, encode};
 use super::output::{Col, Table, bytes, list, map_list, opt};
 use super::{ApiArgs, emit, emit_deleted, one_shot};
@@ -52,12 +54,42 @@ pub enum VrCmd {
         /// The VR.
         name: String,
     },
+    /// Move a running VR between its user-space instances and the XDP fast path
+    ///
+    /// While traffic flows: one select-table update per key of its rules,
+    /// made after its routes and neighbours are in the fast path; its
+    /// processes, routes and counters go on. Needs `[host] fast_path =
+    /// true` and a router VR the fast path can carry.
+    Move {
+        /// The VR.
+        name: String,
+        /// Where its frames go.
+        path: PathArg,
+    },
     /// Stop a VR and remove it with its rules.
     #[command(visible_alias = "rm")]
     Del {
         /// The VR.
         name: String,
     },
+}
+
+/// A VR's data path, as `vr move` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PathArg {
+    /// Its user-space instances.
+    Slow,
+    /// The XDP fast path.
+    Fast,
+}
+
+impl PathArg {
+    fn name(self) -> &'static str {
+        match self {
+            PathArg::Slow => "slow",
+            PathArg::Fast => "fast",
+        }
+    }
 }
 
 /// Run `vrhost vr ...`.
@@ -98,6 +130,24 @@ pub fn run(args: &VrArgs) -> Result<()> {
             let a = c.call(Method::POST, &path, None::<&()>)?;
             emit(api, &a, |_| {
                 println!("restarted VR {name}");
+                Ok(())
+            })
+        }
+        VrCmd::Move { name, path } => {
+            let body = MoveRequest {
+                path: path.name().into(),
+            };
+            let a = c.call(
+                Method::POST,
+                &format!("{}/move", vr_path(name)),
+                Some(&body),
+            )?;
+            emit(api, &a, |a| {
+                let r: ApplyResult = a.decode()?;
+                match r.moved.iter().any(|m| m == name) {
+                    true => println!("moved VR {name} to the {} path", path.name()),
+                    false => println!("VR {name} is on the {} path already", path.name()),
+                }
                 Ok(())
             })
         }
@@ -146,6 +196,7 @@ pub fn list_table(vrs: &[VrStatus]) -> Table {
             (Col::l("NAME"), &|v| v.name.clone()),
             (Col::l("STATE"), &|v| v.state.clone()),
             (Col::l("KIND"), &|v| v.kind.clone()),
+            (Col::l("PATH"), &|v| path_of(v).to_string()),
             (Col::r("VNICS"), &|v| v.spec.vnics.len().to_string()),
             (Col::r("RX"), &|v| v.stats.rx_packets.to_string()),
             (Col::r("TX"), &|v| v.stats.tx_packets.to_string()),
@@ -159,6 +210,11 @@ pub fn list_table(vrs: &[VrStatus]) -> Table {
             }),
         ],
     )
+}
+
+/// Where a VR's frames go (`slow` from a daemon that does not say).
+fn path_of(v: &VrStatus) -> &str {
+    if v.path.is_empty() { "slow" } else { &v.path }
 }
 
 /// `vr show`: the definition, then the counters, for a person.
@@ -218,6 +274,7 @@ fn definition(v: &VrStatus) -> String {
         ("name", v.name.clone()),
         ("kind", v.kind.clone()),
         ("state", v.state.clone()),
+        ("path", path_of(v).to_string()),
     ];
     lines.extend(program.map(|cmd| ("program", cmd)));
     lines.extend([
@@ -302,7 +359,32 @@ fn counters(s: &VrStats) -> String {
                 ),
             ),
             ("capture drops", s.capture_dropped.to_string()),
+            (
+                "fast path",
+                s.fast.as_ref().map_or_else(|| "-".into(), fast_line),
+            ),
         ],
+    )
+}
+
+/// The fast path's part of a VR's counters, on one line.
+fn fast_line(f: &FastStats) -> String {
+    let to_slow: u64 = f.to_slow.values().sum();
+    let nonzero = |m: &std::collections::BTreeMap<String, u64>| {
+        let kept = m
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| (k.clone(), *n))
+            .collect();
+        map_list(&kept)
+    };
+    format!(
+        "rx {}, forwarded {}, to slow {to_slow} ({}), dropped {} ({})",
+        f.rx_packets,
+        f.forwarded,
+        nonzero(&f.to_slow),
+        f.dropped(),
+        nonzero(&f.drops)
     )
 }
 
@@ -436,8 +518,8 @@ mod tests {
         let t = list_table(&[v]).render();
         assert_eq!(
             t,
-            "NAME      STATE    KIND    VNICS      RX      TX  DROPS  ROUTES  CPU  PIDS\n\
-             tenant-a  running  router      2  600000  590000     13       2  1    4242\n"
+            "NAME      STATE    KIND    PATH  VNICS      RX      TX  DROPS  ROUTES  CPU  PIDS\n\
+             tenant-a  running  router  slow      2  600000  590000     13       2  1    4242\n"
         );
     }
 
@@ -448,6 +530,7 @@ mod tests {
 name:       tenant-a
 kind:       router
 state:      running
+path:       slow
 pool:       1024 slots, 768 free
 cpu:        -
 api routes: 2
@@ -479,6 +562,7 @@ counters:
   arrival:        0 frames/s
   instances:      added 0, retired 0, refused 0, exited 0
   capture drops:  0
+  fast path:      -
 
 instances:
   INDEX   PID  CPU  RUNNING  CPU-S  SLEEPS  HEARTBEAT  RX-FILL  TX-FILL

@@ -1,0 +1,96 @@
+//! The neighbours the fast path learns from the VRs' routers: the fast
+//! path does no ARP, so a neighbour a router resolved reaches it by
+//! polling. Every [`NEIGH_POLL`] the supervisor's tick asks each instance
+//! of every VR the fast path carries for the neighbours it resolved
+//! (`{"neighbours": true}`, `vrhost_router::ResolvedNeighbours`), and the
+//! new ones are written. Until then frames to such a neighbour are passed
+//! to the slow path (counted `to_slow.no_neighbour`), which forwards them:
+//! the poll costs latency to the fast path, never correctness. A MAC that
+//! changes or ages out in the router follows at the next poll.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use vrhost_router::ResolvedNeighbours;
+
+use super::{ControlError, Controller};
+use crate::fast::Learned;
+
+/// How often the routers are asked.
+pub const NEIGH_POLL: Duration = Duration::from_secs(1);
+/// How long one instance may take to answer (a busy one is asked again at
+/// the next poll).
+const POLL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The neighbours of one reply, those that read.
+fn learned(reply: serde_json::Value) -> Vec<Learned> {
+    let Ok(r) = serde_json::from_value::<ResolvedNeighbours>(reply) else {
+        return Vec::new();
+    };
+    (r.neighbours.iter())
+        .filter_map(|n| {
+            let ip: Ipv4Addr = n.ip.parse().ok()?;
+            let mac = n.mac.parse::<vrhost_packet::MacAddr>().ok()?;
+            Some((ip, mac.0, n.vnic))
+        })
+        .collect()
+}
+
+impl Controller {
+    /// Ask the routers of the VRs the fast path carries for the neighbours
+    /// they resolved, if [`NEIGH_POLL`] has passed since the last time,
+    /// and write what changed into the fast path. Nothing without a fast
+    /// path.
+    ///
+    /// # Errors
+    /// A map update failed.
+    pub fn fast_tick(&mut self) -> Result<(), ControlError> {
+        let Some(fast) = self.fast.as_ref() else {
+            return Ok(());
+        };
+        if self.fast_polled.is_some_and(|t| t.elapsed() < NEIGH_POLL) {
+            return Ok(());
+        }
+        self.fast_polled = Some(Instant::now());
+        let names: Vec<String> = fast.vrs().map(String::from).collect();
+        let mut changed = false;
+        for name in names {
+            let Some(e) = self.vrs.get_mut(&name) else {
+                continue;
+            };
+            let mut found = Vec::new();
+            for c in e.controls.values_mut() {
+                match c.request(&serde_json::json!({"neighbours": true}), POLL_TIMEOUT) {
+                    Ok(reply) => found.extend(learned(reply)),
+                    Err(err) => tracing::debug!(vr = %name, %err, "neighbours not read"),
+                }
+            }
+            found.sort_unstable();
+            found.dedup();
+            let fast = self.fast.as_mut().expect("checked above");
+            changed |= fast.learn(&name, found);
+        }
+        if changed {
+            self.sync_fast()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_s_neighbours_are_read_and_bad_ones_skipped() {
+        let reply = serde_json::json!({"neighbours": [
+            {"ip": "10.0.1.7", "mac": "02:00:00:00:07:07", "vnic": 1},
+            {"ip": "10.0.1", "mac": "02:00:00:00:07:08", "vnic": 0},
+        ]});
+        assert_eq!(
+            learned(reply),
+            [(Ipv4Addr::new(10, 0, 1, 7), [2, 0, 0, 0, 7, 7], 1)]
+        );
+        assert!(learned(serde_json::json!({"routes": 3})).is_empty());
+    }
+}

@@ -1,0 +1,617 @@
+//! The daemon's fast path (`[host] fast_path = true`): one loaded
+//! [`FastPath`], attached to every `af_xdp` port, whose maps are kept in
+//! step with the plan in force.
+//!
+//! For each VR the fast path can carry (its plan's `fast` keys, whatever
+//! its current path), the daemon writes the VR's state into the maps:
+//! its own addresses, its routes (connected subnets, config and API
+//! routes) with their next hops, and its neighbours (static ones at
+//! once; those its router learns by ARP as they are reported, see
+//! [`FastState::learn`]); then its select entries, with the path the
+//! plan says. So a move is one select-table update per key, made after
+//! the routes and neighbours are in place ([`FastState::reconcile`]
+//! writes the state of every VR before any select entry). Frames already
+//! in the slow path's rings are not touched: they drain in order.
+//!
+//! What is written is kept per VR ([`Written`]) and each reconcile writes
+//! only the difference, so a config change or route change that does not
+//! touch a VR leaves its entries alone. Routing mode is dst (the
+//! user-space router's only one for now).
+//!
+//! Counters: the program counts per VR id; a VR's id is taken when it is
+//! first written and freed when it goes, and the counters it had at that
+//! moment are kept as its base (the per-CPU array cannot be cleared), so a
+//! VR's fast counters start at 0.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use vrhost_fast::{
+    AttachMode, FastConfig, FastCounters, FastPath, Neighbour, NextHop, Path, RoutingMode,
+    SelectEntry, SelectKey, VrFastConfig,
+};
+use vrhost_host::config::{DataPath, FastConf, Plan, VrPlan};
+use vrhost_io::af_xdp::AfXdpPort;
+use vrhost_router::{RouteConfig, RouterConfig};
+
+/// A neighbour its router resolved: address, MAC, vNIC.
+pub type Learned = (Ipv4Addr, [u8; 6], u16);
+
+/// A VR's API routes, by (prefix, length).
+pub type ApiRoutes = BTreeMap<(u32, u8), RouteConfig>;
+/// Routes by prefix.
+type Routes = BTreeMap<(Ipv4Addr, u8), NextHop>;
+/// A select key as an ordered tuple: ifindex, VLAN, MAC.
+type KeyTuple = (u32, Option<u16>, Option<[u8; 6]>);
+
+/// What the maps should hold for one VR.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Desired {
+    /// Its own addresses.
+    pub addrs: Vec<Ipv4Addr>,
+    /// Its routes.
+    pub routes: Routes,
+    /// Its neighbours (out port attached to the fast path).
+    pub neighbours: BTreeMap<Ipv4Addr, Neighbour>,
+    /// Its select entries' paths.
+    pub selects: BTreeMap<KeyTuple, Path>,
+}
+
+/// What was written for one VR, and its id.
+#[derive(Debug, Clone)]
+struct Written {
+    id: u32,
+    state: Desired,
+    /// Its counters when it took the id.
+    base: FastCounters,
+}
+
+/// The fast path of a running daemon.
+pub struct FastState {
+    fp: FastPath,
+    /// Interface index of each attached port, by interface name.
+    ifindex: BTreeMap<String, u32>,
+    written: BTreeMap<String, Written>,
+    /// Neighbours each VR's router reported, by VR.
+    learned: BTreeMap<String, Vec<Learned>>,
+}
+
+impl std::fmt::Debug for FastState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastState")
+            .field("ifindex", &self.ifindex)
+            .field("vrs", &self.written.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The loader's config for `[host.fast]`.
+pub fn fast_config(c: &FastConf) -> FastConfig {
+    FastConfig {
+        max_vrs: c.max_vrs,
+        max_routes: c.max_routes,
+        max_neighbours: c.max_neighbours,
+        max_addrs: c.max_addrs,
+        max_select: c.max_select,
+        ..FastConfig::default()
+    }
+}
+
+fn mac_of(s: &str) -> Result<[u8; 6], String> {
+    s.parse::<vrhost_packet::MacAddr>()
+        .map(|m| m.0)
+        .map_err(|e| format!("{s:?}: {e}"))
+}
+
+fn prefix_of(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (a, l) = vrhost_router::parse_prefix(s)?;
+    let masked = if l == 0 {
+        0
+    } else {
+        a & (u32::MAX << (32 - u32::from(l)))
+    };
+    Ok((Ipv4Addr::from(masked), l))
+}
+
+fn ip_of(s: &str) -> Result<Ipv4Addr, String> {
+    s.parse().map_err(|_| format!("{s:?}: not an IPv4 address"))
+}
+
+/// The gateway standing for next hop `i` of the config when it has a MAC
+/// and no address: `0.0.0.0/8` ("this network", RFC 1122 3.2.1.3) holds
+/// no real gateway, so `0.0.0.(i+1)` cannot clash with one; the neighbour
+/// map keys it like any other.
+fn nexthop_gateway(i: u32) -> Ipv4Addr {
+    Ipv4Addr::from((i + 1) & 0x00ff_ffff)
+}
+
+/// What the maps should hold for VR `vr` of `plan`: `api` its API routes,
+/// `learned` the neighbours its router reported, `ifindex` the attached
+/// ports by interface. Neighbours whose vNIC's port the fast path is not
+/// attached to are left out (frames to them go to the slow path).
+///
+/// # Errors
+/// The VR's router config does not read (it was checked: not expected).
+pub fn desired(
+    plan: &Plan,
+    vr: &VrPlan,
+    api: &ApiRoutes,
+    learned: &[Learned],
+    ifindex: &BTreeMap<String, u32>,
+) -> Result<Desired, String> {
+    let rc: RouterConfig = serde_json::from_value(vr.config.clone()).map_err(|e| e.to_string())?;
+    let port_of = |vnic: u16| -> Option<u32> {
+        let p = *vr.vnic_ports.get(usize::from(vnic))?;
+        ifindex.get(&plan.ports.get(p)?.2).copied()
+    };
+    let mut d = Desired::default();
+    let mut subnets = Vec::new();
+    let mut macs = Vec::new();
+    for (j, v) in rc.vnics.iter().enumerate() {
+        macs.push(mac_of(&v.mac)?);
+        for a in &v.addrs {
+            let (own, len) = vrhost_router::parse_prefix(a)?;
+            d.addrs.push(Ipv4Addr::from(own));
+            let net = prefix_of(a)?;
+            d.routes.insert(net, NextHop::Connected);
+            subnets.push((j as u16, net, len));
+        }
+    }
+    let vnic_for = |ip: Ipv4Addr| {
+        subnets.iter().find_map(|&(j, (net, _), len)| {
+            let m = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(len))
+            };
+            (u32::from(ip) & m == u32::from(net)).then_some(j)
+        })
+    };
+    let mut neigh = |ip: Ipv4Addr, mac: [u8; 6], vnic: Option<u16>| {
+        let Some(j) = vnic.or_else(|| vnic_for(ip)) else {
+            return;
+        };
+        if let (Some(ifx), Some(src)) = (port_of(j), macs.get(usize::from(j))) {
+            let n = Neighbour {
+                mac,
+                src_mac: *src,
+                ifindex: ifx,
+            };
+            d.neighbours.insert(ip, n);
+        }
+    };
+    for (i, nh) in rc.nexthops.iter().enumerate() {
+        if !nh.mac.is_empty() {
+            let gw = match &nh.via {
+                Some(v) => ip_of(v)?,
+                None => nexthop_gateway(i as u32),
+            };
+            neigh(gw, mac_of(&nh.mac)?, Some(nh.vnic));
+        }
+    }
+    for n in &rc.neighbours {
+        neigh(ip_of(&n.ip)?, mac_of(&n.mac)?, n.vnic);
+    }
+    for &(ip, mac, vnic) in learned {
+        // A static entry wins over what ARP found, as in the router.
+        if !rc.neighbours.iter().any(|n| n.ip == ip.to_string()) {
+            neigh(ip, mac, Some(vnic));
+        }
+    }
+    for r in rc.routes.iter().chain(api.values()) {
+        let hop = match (&r.via, r.nexthop) {
+            (Some(v), _) => NextHop::Gateway(ip_of(v)?),
+            (None, Some(i)) => match rc.nexthops.get(i as usize) {
+                Some(nh) => match &nh.via {
+                    Some(v) => NextHop::Gateway(ip_of(v)?),
+                    None => NextHop::Gateway(nexthop_gateway(i)),
+                },
+                None => return Err(format!("route {}: no next hop {i}", r.prefix)),
+            },
+            (None, None) => return Err(format!("route {}: no next hop", r.prefix)),
+        };
+        d.routes.insert(prefix_of(&r.prefix)?, hop);
+    }
+    let path = match vr.path {
+        DataPath::Slow => Path::Slow,
+        DataPath::Fast => Path::Fast,
+    };
+    for k in vr.fast.as_deref().unwrap_or_default() {
+        let Some(ifx) = plan.ports.get(k.port).and_then(|p| ifindex.get(&p.2)) else {
+            continue;
+        };
+        d.selects.insert((*ifx, k.vlan, k.dst_mac), path);
+    }
+    Ok(d)
+}
+
+fn key(t: &KeyTuple) -> SelectKey {
+    SelectKey {
+        ifindex: t.0,
+        vlan: t.1,
+        dst_mac: t.2,
+    }
+}
+
+fn fe(e: vrhost_fast::FastError) -> String {
+    e.to_string()
+}
+
+/// `a - b`, field by field (counters since `b` was read).
+fn since(a: FastCounters, b: FastCounters) -> FastCounters {
+    let d = |x: u64, y: u64| x.wrapping_sub(y);
+    FastCounters {
+        rx: d(a.rx, b.rx),
+        fwd: d(a.fwd, b.fwd),
+        to_slow_select: d(a.to_slow_select, b.to_slow_select),
+        to_slow_not_ip: d(a.to_slow_not_ip, b.to_slow_not_ip),
+        to_slow_options: d(a.to_slow_options, b.to_slow_options),
+        to_slow_bad_checksum: d(a.to_slow_bad_checksum, b.to_slow_bad_checksum),
+        to_slow_group: d(a.to_slow_group, b.to_slow_group),
+        to_slow_local: d(a.to_slow_local, b.to_slow_local),
+        to_slow_no_route: d(a.to_slow_no_route, b.to_slow_no_route),
+        to_slow_ttl: d(a.to_slow_ttl, b.to_slow_ttl),
+        to_slow_no_neighbour: d(a.to_slow_no_neighbour, b.to_slow_no_neighbour),
+        to_slow_no_port: d(a.to_slow_no_port, b.to_slow_no_port),
+        drop_select: d(a.drop_select, b.drop_select),
+        drop_rate_limit: d(a.drop_rate_limit, b.drop_rate_limit),
+        drop_bad_header: d(a.drop_bad_header, b.drop_bad_header),
+    }
+}
+
+impl FastState {
+    /// Load the program with `[host.fast]`'s map sizes (the verifier runs
+    /// here).
+    ///
+    /// # Errors
+    /// The loader's error, with the verifier's reason.
+    pub fn load(c: &FastConf) -> Result<FastState, String> {
+        Ok(FastState {
+            fp: FastPath::load(&fast_config(c)).map_err(fe)?,
+            ifindex: BTreeMap::new(),
+            written: BTreeMap::new(),
+            learned: BTreeMap::new(),
+        })
+    }
+
+    /// Attach to interface `iface` (once); the attach mode an AF_XDP port
+    /// on it must bind its sockets for.
+    ///
+    /// # Errors
+    /// Both attach modes failed.
+    pub fn attach(&mut self, iface: &str) -> Result<AttachMode, String> {
+        if let Some(a) = self.fp.attached().iter().find(|a| a.ifname == iface) {
+            return Ok(a.mode);
+        }
+        let mode = self.fp.attach(iface).map_err(fe)?;
+        let idx = self.fp.attached().last().expect("just attached").ifindex;
+        self.ifindex.insert(iface.to_string(), idx);
+        tracing::info!(interface = iface, ifindex = idx, mode = %mode, "fast path attached");
+        Ok(mode)
+    }
+
+    /// Make `port` (opened in External mode on an attached interface) the
+    /// slow path of its interface.
+    ///
+    /// # Errors
+    /// [`FastPath::serve`]'s.
+    pub fn serve(&mut self, port: &AfXdpPort) -> Result<(), String> {
+        self.fp.serve(port).map_err(fe)
+    }
+
+    /// The fast path's counters of VR `vr` since it was first written.
+    pub fn counters(&self, vr: &str) -> Option<FastCounters> {
+        let w = self.written.get(vr)?;
+        let now = self.fp.counters(w.id).ok()?;
+        Some(since(now, w.base))
+    }
+
+    /// Start VR `vr`'s fast counters again from 0, as its slow ones do
+    /// when a changed definition restarts it.
+    pub fn rebase(&mut self, vr: &str) {
+        if let Some(w) = self.written.get_mut(vr)
+            && let Ok(now) = self.fp.counters(w.id)
+        {
+            w.base = now;
+        }
+    }
+
+    /// Record the neighbours VR `vr`'s router has resolved; returns
+    /// whether they differ from those recorded (then a reconcile writes
+    /// them).
+    pub fn learn(&mut self, vr: &str, mut found: Vec<Learned>) -> bool {
+        found.sort_unstable();
+        let old = self.learned.get(vr);
+        if old == Some(&found) || (old.is_none() && found.is_empty()) {
+            return false;
+        }
+        self.learned.insert(vr.to_string(), found);
+        true
+    }
+
+    /// VRs whose state is in the maps.
+    pub fn vrs(&self) -> impl Iterator<Item = &str> {
+        self.written.keys().map(String::as_str)
+    }
+
+    /// Bring the maps in step with `plan`: the state of every VR the fast
+    /// path can carry first (own addresses, routes, neighbours), then
+    /// their select entries; VRs gone (or no longer carried) lose their
+    /// select entries first, then their state. `api` gives each VR's API
+    /// routes.
+    ///
+    /// # Errors
+    /// A map update failed (a map full, ...): the message names the VR;
+    /// what was written before stays.
+    pub fn reconcile(
+        &mut self,
+        plan: &Plan,
+        api: &dyn Fn(&str) -> ApiRoutes,
+    ) -> Result<(), String> {
+        let carried: Vec<&VrPlan> = plan.vrs.iter().filter(|v| v.fast.is_ok()).collect();
+        let gone: Vec<String> = (self.written.keys())
+            .filter(|n| !carried.iter().any(|v| &v.name == *n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.forget(&name)
+                .map_err(|e| format!("VR {name}: fast path: {e}"))?;
+        }
+        let mut want = Vec::new();
+        for v in &carried {
+            let learned = self.learned.get(&v.name).map_or(&[][..], Vec::as_slice);
+            let d = desired(plan, v, &api(&v.name), learned, &self.ifindex)
+                .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
+            want.push((v.name.clone(), d));
+        }
+        for (name, d) in &want {
+            self.write_state(name, d)
+                .map_err(|e| format!("VR {name}: fast path: {e}"))?;
+        }
+        for (name, d) in &want {
+            self.write_selects(name, d)
+                .map_err(|e| format!("VR {name}: fast path: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The lowest VR id no VR holds.
+    fn free_id(&self) -> Result<u32, String> {
+        let max = self.fp.config().max_vrs;
+        (0..max)
+            .find(|i| !self.written.values().any(|w| w.id == *i))
+            .ok_or_else(|| format!("all {max} VR ids taken (host.fast.max_vrs)"))
+    }
+
+    fn write_state(&mut self, name: &str, d: &Desired) -> Result<(), String> {
+        let fresh = !self.written.contains_key(name);
+        if fresh {
+            let id = self.free_id()?;
+            let base = self.fp.counters(id).map_err(fe)?;
+            let w = Written {
+                id,
+                state: Desired::default(),
+                base,
+            };
+            self.written.insert(name.to_string(), w);
+        }
+        let w = self.written.get_mut(name).expect("inserted above");
+        let (id, old) = (w.id, &mut w.state);
+        let fp = &mut self.fp;
+        if fresh || old.addrs != d.addrs {
+            let cfg = VrFastConfig {
+                mode: RoutingMode::Dst,
+                addrs: d.addrs.clone(),
+            };
+            fp.set_vr(id, &cfg).map_err(fe)?;
+            old.addrs = d.addrs.clone();
+        }
+        for (n, m) in &d.neighbours {
+            if old.neighbours.get(n) != Some(m) {
+                fp.set_neighbour(id, *n, *m).map_err(fe)?;
+                old.neighbours.insert(*n, *m);
+            }
+        }
+        for (p, h) in &d.routes {
+            if old.routes.get(p) != Some(h) {
+                fp.add_route(id, 0, (p.0, p.1), *h).map_err(fe)?;
+                old.routes.insert(*p, *h);
+            }
+        }
+        let stale: Vec<_> = old
+            .routes
+            .keys()
+            .filter(|p| !d.routes.contains_key(p))
+            .copied()
+            .collect();
+        for p in stale {
+            fp.remove_route(id, 0, p).map_err(fe)?;
+            old.routes.remove(&p);
+        }
+        let stale: Vec<_> = (old.neighbours.keys())
+            .filter(|n| !d.neighbours.contains_key(n))
+            .copied()
+            .collect();
+        for n in stale {
+            fp.remove_neighbour(id, n).map_err(fe)?;
+            old.neighbours.remove(&n);
+        }
+        Ok(())
+    }
+
+    fn write_selects(&mut self, name: &str, d: &Desired) -> Result<(), String> {
+        let w = self.written.get_mut(name).expect("state written first");
+        let (id, old) = (w.id, &mut w.state);
+        for (k, p) in &d.selects {
+            if old.selects.get(k) != Some(p) {
+                let e = SelectEntry {
+                    vr: id,
+                    path: *p,
+                    limit: None,
+                };
+                self.fp.set_select(key(k), e).map_err(fe)?;
+                old.selects.insert(*k, *p);
+            }
+        }
+        let stale: Vec<_> = old
+            .selects
+            .keys()
+            .filter(|k| !d.selects.contains_key(k))
+            .copied()
+            .collect();
+        for k in stale {
+            self.fp.remove_select(key(&k)).map_err(fe)?;
+            old.selects.remove(&k);
+        }
+        Ok(())
+    }
+
+    /// Take VR `name` out of the maps: its select entries first (its
+    /// frames then go to the slow path), then its state; its id is freed.
+    fn forget(&mut self, name: &str) -> Result<(), String> {
+        let Some(w) = self.written.get(name) else {
+            return Ok(());
+        };
+        let (id, st) = (w.id, w.state.clone());
+        for k in st.selects.keys() {
+            self.fp.remove_select(key(k)).map_err(fe)?;
+        }
+        self.fp.remove_vr(id).map_err(fe)?;
+        for p in st.routes.keys() {
+            self.fp.remove_route(id, 0, *p).map_err(fe)?;
+        }
+        for n in st.neighbours.keys() {
+            self.fp.remove_neighbour(id, *n).map_err(fe)?;
+        }
+        self.written.remove(name);
+        self.learned.remove(name);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path as FsPath;
+
+    use vrhost_host::config::Config;
+
+    use super::*;
+
+    const CFG: &str = r#"
+[host]
+fast_path = true
+
+[[ports]]
+name = "p0"
+driver = "af_xdp"
+interface = "veth0"
+
+[[ports]]
+name = "p1"
+driver = "af_xdp"
+interface = "veth1"
+
+[[vrs]]
+name = "a"
+path = "fast"
+vnics = [
+  { port = "p0", mac = "02:00:00:00:01:01", addrs = ["10.0.1.1/24"] },
+  { port = "p1", mac = "02:00:00:00:01:02", addrs = ["10.0.2.1/24"] },
+]
+[vrs.router]
+routes = [{ prefix = "10.9.0.0/16", via = "10.0.2.9" }, { prefix = "10.8.0.0/16", nexthop = 0 }]
+nexthops = [{ vnic = 0, mac = "02:00:00:00:0a:0a" }]
+neighbours = [{ ip = "10.0.2.2", mac = "02:00:00:00:0b:0b" }]
+
+[[rules]]
+port = "p0"
+dst_mac = "02:00:00:00:01:01"
+vr = "a"
+
+[[rules]]
+port = "p1"
+vr = "a"
+vnic = 1
+"#;
+
+    #[test]
+    fn a_vr_s_routes_neighbours_and_selects_come_from_its_plan() {
+        let (_, plan) = Config::parse(CFG, "t", FsPath::new(".")).unwrap();
+        let ifx = BTreeMap::from([("veth0".to_string(), 7), ("veth1".to_string(), 8)]);
+        let api = BTreeMap::from([(
+            (0x0a07_0000, 16),
+            RouteConfig {
+                prefix: "10.7.0.0/16".into(),
+                via: Some("10.0.1.7".into()),
+                ..RouteConfig::default()
+            },
+        )]);
+        let learned = [(Ipv4Addr::new(10, 0, 1, 7), [2, 0, 0, 0, 7, 7], 0)];
+        let d = desired(&plan, &plan.vrs[0], &api, &learned, &ifx).unwrap();
+        assert_eq!(
+            d.addrs,
+            [Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)]
+        );
+        let r = |a, b, c, l| (Ipv4Addr::new(10, a, b, c), l);
+        assert_eq!(
+            d.routes,
+            BTreeMap::from([
+                (r(0, 1, 0, 24), NextHop::Connected),
+                (r(0, 2, 0, 24), NextHop::Connected),
+                (r(7, 0, 0, 16), NextHop::Gateway(Ipv4Addr::new(10, 0, 1, 7))),
+                (r(8, 0, 0, 16), NextHop::Gateway(Ipv4Addr::new(0, 0, 0, 1))),
+                (r(9, 0, 0, 16), NextHop::Gateway(Ipv4Addr::new(10, 0, 2, 9))),
+            ])
+        );
+        let n = |mac, src, ifindex| Neighbour {
+            mac,
+            src_mac: src,
+            ifindex,
+        };
+        let (m0, m1) = ([2, 0, 0, 0, 1, 1], [2, 0, 0, 0, 1, 2]);
+        assert_eq!(
+            d.neighbours,
+            BTreeMap::from([
+                (Ipv4Addr::new(0, 0, 0, 1), n([2, 0, 0, 0, 0xa, 0xa], m0, 7)),
+                (Ipv4Addr::new(10, 0, 1, 7), n([2, 0, 0, 0, 7, 7], m0, 7)),
+                (Ipv4Addr::new(10, 0, 2, 2), n([2, 0, 0, 0, 0xb, 0xb], m1, 8)),
+            ])
+        );
+        assert_eq!(
+            d.selects,
+            BTreeMap::from([
+                ((7, None, Some(m0)), Path::Fast),
+                ((8, None, None), Path::Fast)
+            ])
+        );
+        // Slow: the same keys, path slow; a port not attached: no key.
+        let mut slow = plan.vrs[0].clone();
+        slow.path = DataPath::Slow;
+        let one = BTreeMap::from([("veth1".to_string(), 8)]);
+        let d = desired(&plan, &slow, &BTreeMap::new(), &[], &one).unwrap();
+        assert_eq!(d.selects, BTreeMap::from([((8, None, None), Path::Slow)]));
+        assert_eq!(d.neighbours.len(), 1, "only those out of veth1");
+    }
+
+    #[test]
+    fn the_default_map_sizes_are_the_loaders() {
+        assert_eq!(fast_config(&FastConf::default()), FastConfig::default());
+    }
+
+    #[test]
+    fn counters_since_subtract_each_field() {
+        let a = FastCounters {
+            rx: 10,
+            fwd: 7,
+            to_slow_no_neighbour: 3,
+            ..FastCounters::default()
+        };
+        let b = FastCounters {
+            rx: 4,
+            fwd: 4,
+            ..FastCounters::default()
+        };
+        let d = since(a, b);
+        assert_eq!((d.rx, d.fwd, d.to_slow_no_neighbour), (6, 3, 3));
+    }
+}

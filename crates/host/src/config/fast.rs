@@ -1,0 +1,322 @@
+//! The fast path's part of the config: where each VR's frames go
+//! (`vrs[].path`), and whether the XDP fast path can carry the VR at all,
+//! that is whether its classifier rules can be written as select-table
+//! keys ({ingress port, VLAN, destination MAC}: `vrhost_fast::SelectKey`).
+//!
+//! A VR can run in the fast path when the host loads one
+//! (`host.fast_path`), it is a built-in router without a route file (the
+//! fast path's routes are the ones its config and the API name), and
+//! every rule that sends it frames matches on `port`, `vlan` and
+//! `dst_mac` only (and it has no `rate_limit_pps`: the worker applies it,
+//! and fast frames never meet the worker), on `af_xdp` ports (where the fast path is attached),
+//! and no rule of another VR may match the same frames: the select table
+//! looks a key up exactly, then without its MAC, so it cannot keep the
+//! classifier's first-match order between overlapping rules of different
+//! VRs. A VR that cannot is still planned, with the reason: a move to
+//! fast is refused with it.
+
+use toml::Spanned;
+
+use super::plan::VrPlan;
+use super::schema::{Config, Driver, VrConf, VrKind};
+use super::{ConfigError, FieldError, Source};
+use crate::classify::{Match, Rule};
+
+/// Where a VR's frames go when the host has a fast path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DataPath {
+    /// Its user-space instances (the AF_XDP socket, the worker, its
+    /// rings): every VR's path without a fast path.
+    #[default]
+    Slow,
+    /// The XDP fast path, which hands what it cannot do to the slow path.
+    Fast,
+}
+
+impl DataPath {
+    /// The name used in the config and the API.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataPath::Slow => "slow",
+            DataPath::Fast => "fast",
+        }
+    }
+
+    /// The path named `s`.
+    ///
+    /// # Errors
+    /// Neither `slow` nor `fast`.
+    pub fn parse(s: &str) -> Result<DataPath, String> {
+        match s {
+            "slow" => Ok(DataPath::Slow),
+            "fast" => Ok(DataPath::Fast),
+            other => Err(format!("{other:?}: \"slow\" or \"fast\"")),
+        }
+    }
+}
+
+/// One select-table key of a VR, with the port as its index in the plan
+/// (the daemon turns it into an interface index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FastKey {
+    /// Ingress port (an `af_xdp` port).
+    pub port: usize,
+    /// VLAN id; `None`: untagged.
+    pub vlan: Option<u16>,
+    /// Destination MAC; `None`: any.
+    pub dst_mac: Option<[u8; 6]>,
+}
+
+/// `vrs[].path`: `slow` unless given.
+pub(super) fn vr_path(v: &VrConf) -> Result<DataPath, FieldError> {
+    match &v.path {
+        None => Ok(DataPath::Slow),
+        Some(p) => DataPath::parse(p.get_ref()).map_err(|m| (p.span(), "path", m)),
+    }
+}
+
+/// Whether two rules' layer-2 fields can match one frame.
+fn overlaps(a: &Match, b: &Match) -> bool {
+    fn meet<T: PartialEq>(x: Option<T>, y: Option<T>) -> bool {
+        match (x, y) {
+            (Some(x), Some(y)) => x == y,
+            _ => true,
+        }
+    }
+    meet(a.in_port, b.in_port) && meet(a.vlan, b.vlan) && meet(a.dst_mac, b.dst_mac)
+}
+
+/// The select keys of VR `vr` (`v`), or why the fast path cannot carry
+/// it.
+fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<FastKey>, String> {
+    if !cfg.host.fast_path {
+        return Err("the host has no fast path (`[host] fast_path = true`)".into());
+    }
+    if v.kind != VrKind::Router {
+        return Err(
+            "a custom program cannot run in the fast path (it is the built-in router's)".into(),
+        );
+    }
+    if v.router
+        .as_ref()
+        .is_some_and(|r| r.contains_key("route_file"))
+    {
+        return Err("route_file: the fast path does not load route files".into());
+    }
+    if v.rate_limit_pps.is_some() {
+        // The host's limiter sits in the worker, which fast frames skip.
+        return Err("rate_limit_pps: the fast path does not apply it yet".into());
+    }
+    let xdp: Vec<usize> = (cfg.ports.iter().enumerate())
+        .filter(|(_, p)| p.driver == Driver::AfXdp)
+        .map(|(i, _)| i)
+        .collect();
+    let mut keys = Vec::new();
+    for (k, r) in rules.iter().enumerate().filter(|(_, r)| r.vr == vr) {
+        let m = &r.m;
+        let field = [
+            (m.dst.is_some(), "dst"),
+            (m.src.is_some(), "src"),
+            (m.proto.is_some(), "proto"),
+            (m.udp_dport.is_some(), "udp_dport"),
+        ]
+        .into_iter()
+        .find_map(|(set, f)| set.then_some(f));
+        if let Some(f) = field {
+            return Err(format!(
+                "rules[{k}] matches on `{f}`: the select table keys frames by port, vlan and dst_mac only"
+            ));
+        }
+        let ports = match m.in_port {
+            Some(p) if xdp.contains(&p) => vec![p],
+            Some(p) => {
+                let name = cfg.ports[p].name.get_ref();
+                return Err(format!(
+                    "rules[{k}]: port {name:?} is not an af_xdp port (the fast path runs on af_xdp ports only)"
+                ));
+            }
+            None if xdp.is_empty() => {
+                return Err(format!("rules[{k}]: the config has no af_xdp port"));
+            }
+            None => xdp.clone(),
+        };
+        if let Some((j, o)) =
+            (rules.iter().enumerate()).find(|(_, o)| o.vr != vr && overlaps(m, &o.m))
+        {
+            let other = cfg.vrs[o.vr].name.get_ref();
+            return Err(format!(
+                "rules[{k}] and rules[{j}] (VR {other:?}) may match the same frames: the select table cannot keep the classifier's order between them"
+            ));
+        }
+        keys.extend(ports.into_iter().map(|port| FastKey {
+            port,
+            vlan: m.vlan,
+            dst_mac: m.dst_mac,
+        }));
+    }
+    if keys.is_empty() {
+        return Err("no rule sends it frames".into());
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    Ok(keys)
+}
+
+/// Fill in each VR's select keys (or why it has none), and refuse a VR
+/// whose `path` is `fast` but that the fast path cannot carry.
+pub(super) fn check_fast(
+    cfg: &Config,
+    vrs: &mut [VrPlan],
+    rules: &[Rule],
+    at: &Source,
+) -> Result<(), ConfigError> {
+    for (i, (plan, v)) in vrs.iter_mut().zip(&cfg.vrs).enumerate() {
+        plan.fast = fast_keys(cfg, i, v, rules);
+        if let (DataPath::Fast, Err(why)) = (plan.path, &plan.fast) {
+            let span = v.path.as_ref().map_or(0..0, Spanned::span);
+            let msg = format!("\"fast\": this VR cannot run in the fast path: {why}");
+            return Err(at.err(span, format!("vrs[{i}].path"), msg));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::tests::{assert_refused, parse};
+
+    use super::*;
+
+    /// Two af_xdp ports and a router VR `a` with a vNIC on each, a rule
+    /// per port; `host` and `extra` added.
+    fn src(host: &str, path: &str, extra: &str) -> String {
+        format!(
+            r#"
+[host]
+{host}
+
+[[ports]]
+name = "p0"
+driver = "af_xdp"
+interface = "veth0"
+
+[[ports]]
+name = "p1"
+driver = "af_xdp"
+interface = "veth1"
+
+[[ports]]
+name = "p2"
+driver = "af_packet"
+interface = "veth2"
+
+[[vrs]]
+name = "a"
+{path}
+vnics = [
+  {{ port = "p0", mac = "02:00:00:00:01:01", addrs = ["10.0.1.1/24"] }},
+  {{ port = "p1", mac = "02:00:00:00:01:02", addrs = ["10.0.2.1/24"] }},
+]
+
+[[vrs]]
+name = "b"
+vnics = [{{ port = "p2", mac = "02:00:00:00:02:01" }}]
+
+[[rules]]
+port = "p0"
+dst_mac = "02:00:00:00:01:01"
+vr = "a"
+
+[[rules]]
+port = "p1"
+vr = "a"
+vnic = 1
+{extra}
+"#
+        )
+    }
+
+    #[test]
+    fn a_fast_vr_gets_the_select_keys_of_its_rules() {
+        let p = parse(&src("fast_path = true", "path = \"fast\"", "")).unwrap();
+        let a = &p.vrs[0];
+        assert_eq!(a.path, DataPath::Fast);
+        let mac = [2, 0, 0, 0, 1, 1];
+        assert_eq!(
+            a.fast.as_deref().unwrap(),
+            [
+                FastKey {
+                    port: 0,
+                    vlan: None,
+                    dst_mac: Some(mac)
+                },
+                FastKey {
+                    port: 1,
+                    vlan: None,
+                    dst_mac: None
+                }
+            ]
+        );
+        // Slow by default; the keys are there for a move.
+        let p = parse(&src("fast_path = true", "", "")).unwrap();
+        assert_eq!(p.vrs[0].path, DataPath::Slow);
+        assert!(p.vrs[0].fast.is_ok());
+        // b has no rule.
+        assert_refused(p.vrs[1].fast.clone(), "no rule sends it frames", "b");
+    }
+
+    #[test]
+    fn a_fast_vr_the_select_table_cannot_carry_is_refused_with_the_reason() {
+        let cases = [
+            ("", "", "the host has no fast path"),
+            (
+                "fast_path = true",
+                "[[rules]]\nport = \"p0\"\ndst = \"10.9.0.0/16\"\nvr = \"a\"",
+                "rules[2] matches on `dst`",
+            ),
+            (
+                "fast_path = true",
+                "[[rules]]\nport = \"p2\"\nvr = \"a\"",
+                "port \"p2\" is not an af_xdp port",
+            ),
+            (
+                "fast_path = true",
+                "[[rules]]\nport = \"p1\"\nproto = 17\nvr = \"b\"",
+                "rules[1] and rules[2] (VR \"b\") may match the same frames",
+            ),
+        ];
+        for (host, extra, want) in cases {
+            let e = parse(&src(host, "path = \"fast\"", extra));
+            assert_refused(e, want, extra);
+            // Slow, the same VR is fine.
+            parse(&src(host, "path = \"slow\"", extra)).unwrap();
+        }
+        assert_refused(
+            parse(&src("fast_path = true", "path = \"kernel\"", "")),
+            "\"kernel\": \"slow\" or \"fast\"",
+            "bad path",
+        );
+        let limited = "path = \"fast\"\nrate_limit_pps = 1000";
+        assert_refused(
+            parse(&src("fast_path = true", limited, "")),
+            "rate_limit_pps: the fast path does not apply it yet",
+            "rate limit",
+        );
+    }
+
+    #[test]
+    fn overlap_is_on_every_layer_2_field() {
+        let m = |in_port, vlan, dst_mac| Match {
+            in_port,
+            vlan,
+            dst_mac,
+            ..Match::default()
+        };
+        assert!(overlaps(&m(Some(0), None, None), &m(None, Some(5), None)));
+        assert!(!overlaps(&m(Some(0), None, None), &m(Some(1), None, None)));
+        assert!(!overlaps(
+            &m(None, None, Some([2; 6])),
+            &m(None, None, Some([3; 6]))
+        ));
+    }
+}
