@@ -151,7 +151,7 @@ impl<A: NeighAddr> NeighTable<A> {
     }
 
     /// The entries in use.
-    pub fn iter(&self) -> impl Iterator<Item = &Neigh> {
+    pub fn iter(&self) -> impl Iterator<Item = &Neigh<A>> {
         self.entries.iter().filter(|e| e.state != State::Unused)
     }
 
