@@ -720,4 +720,6 @@ impl FastPath {
 #[cfg(test)]
 mod differential;
 #[cfg(test)]
+mod testkit;
+#[cfg(test)]
 mod tests;

@@ -116,6 +116,24 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// VR 0 in mode dst owning r0's and r1's addresses, with ns-b's subnet
+/// connected out of r1 (`r1` its index) and b0 as its neighbour there.
+fn route_to_b(fp: &mut FastPath, r1: u32) {
+    let vr = VrFastConfig {
+        mode: RoutingMode::Dst,
+        addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
+    };
+    fp.set_vr(0, &vr).expect("vr");
+    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
+        .expect("route");
+    let b0 = Neighbour {
+        mac: B0_MAC,
+        src_mac: R1_MAC,
+        ifindex: r1,
+    };
+    fp.set_neighbour(0, B_IP, b0).expect("neighbour");
+}
+
 #[test]
 fn forwards_between_namespaces_with_kernel_forwarding_off() {
     assert!(
@@ -147,26 +165,7 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
         (fp, r0, r1, (m0, m1))
     });
     eprintln!("attached: r0, r1 {modes:?}; b0 {:?}", pass.mode());
-    fp.set_vr(
-        0,
-        &VrFastConfig {
-            mode: RoutingMode::Dst,
-            addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
-        },
-    )
-    .expect("vr");
-    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
-        .expect("route");
-    fp.set_neighbour(
-        0,
-        B_IP,
-        Neighbour {
-            mac: B0_MAC,
-            src_mac: R1_MAC,
-            ifindex: r1,
-        },
-    )
-    .expect("neighbour");
+    route_to_b(&mut fp, r1);
 
     // Control: no select entry yet, so the frames go to the slow path,
     // which has no socket here: XDP_PASS to ns-r's kernel, which does not
@@ -487,26 +486,7 @@ fn slow_path_port_shares_the_interface_and_a_tenant_moves_between_paths() {
     fp.serve(&port).expect("serve");
     eprintln!("r0: fast path {mode}, AF_XDP port {:?}", port.mode());
 
-    fp.set_vr(
-        0,
-        &VrFastConfig {
-            mode: RoutingMode::Dst,
-            addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
-        },
-    )
-    .expect("vr");
-    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
-        .expect("route");
-    fp.set_neighbour(
-        0,
-        B_IP,
-        Neighbour {
-            mac: B0_MAC,
-            src_mac: R1_MAC,
-            ifindex: r1,
-        },
-    )
-    .expect("neighbour");
+    route_to_b(&mut fp, r1);
 
     // 1. No select entry: the slow path, that is the port.
     const UNSELECTED: u32 = 100;
