@@ -114,6 +114,16 @@ fn assert_slow(fp: &mut FastPath, f: &[u8], reason: impl Fn(&FastCounters) -> u6
     assert_eq!(after.to_slow(), before.to_slow() + 1, "{what}: one reason");
 }
 
+/// [`assert_slow`] for a UDP frame from `SRC` to `dst`, TTL 64.
+fn assert_slow_to(
+    fp: &mut FastPath,
+    dst: Ipv4Addr,
+    reason: impl Fn(&FastCounters) -> u64,
+    what: &str,
+) {
+    assert_slow(fp, &frame(SRC, dst, 64), reason, what);
+}
+
 #[test]
 fn forwards_with_ttl_checksum_and_macs() {
     let mut fp = rig(RoutingMode::Dst);
@@ -222,53 +232,23 @@ fn what_the_fast_path_leaves_to_the_slow_path() {
     arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
     assert_slow(&mut fp, &arp, |c| c.to_slow_not_ip, "ARP");
 
-    assert_slow(
-        &mut fp,
-        &frame(SRC, OWN, 64),
-        |c| c.to_slow_local,
-        "own address",
-    );
+    assert_slow_to(&mut fp, OWN, |c| c.to_slow_local, "own address");
     let miss = Ipv4Addr::new(192, 168, 1, 1);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, miss, 64),
-        |c| c.to_slow_no_route,
-        "route miss",
-    );
+    assert_slow_to(&mut fp, miss, |c| c.to_slow_no_route, "route miss");
 
     fp.remove_neighbour(VR, GW_A).expect("remove neighbour");
-    assert_slow(
-        &mut fp,
-        &frame(SRC, DST, 64),
-        |c| c.to_slow_no_neighbour,
-        "neighbour miss",
-    );
+    assert_slow_to(&mut fp, DST, |c| c.to_slow_no_neighbour, "neighbour miss");
     fp.set_neighbour(VR, GW_A, neighbour(GW_A_MAC))
         .expect("neighbour");
 
     assert!(fp.remove_port(lo()).expect("remove port"));
-    assert_slow(
-        &mut fp,
-        &frame(SRC, DST, 64),
-        |c| c.to_slow_no_port,
-        "no out port",
-    );
+    assert_slow_to(&mut fp, DST, |c| c.to_slow_no_port, "no out port");
     fp.add_port(lo()).expect("port");
 
     let mcast = Ipv4Addr::new(224, 0, 0, 5);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, mcast, 64),
-        |c| c.to_slow_group,
-        "multicast",
-    );
+    assert_slow_to(&mut fp, mcast, |c| c.to_slow_group, "multicast");
     let bcast = Ipv4Addr::new(255, 255, 255, 255);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, bcast, 64),
-        |c| c.to_slow_group,
-        "broadcast",
-    );
+    assert_slow_to(&mut fp, bcast, |c| c.to_slow_group, "broadcast");
 
     // Still forwarding after all that.
     let (act, _) = fp.test_run(&frame(SRC, DST, 64)).expect("test run");
@@ -371,12 +351,7 @@ fn src_dst_has_no_fallback() {
     )
     .expect("route");
     let far = Ipv4Addr::new(10, 4, 0, 1);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, far, 64),
-        |c| c.to_slow_no_route,
-        "no route in table 7",
-    );
+    assert_slow_to(&mut fp, far, |c| c.to_slow_no_route, "no route in table 7");
     // A 0/0 source table is the default.
     fp.set_source_table(VR, (Ipv4Addr::UNSPECIFIED, 0), 0)
         .expect("default source table");

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use common::{can_run, ip_batch, lab, lab_if_root, run_ip, watch};
+use common::{can_run, ip_batch, lab, lab_if_root, run_ip, watch, watch_in_windows};
 use ipnet::IpNet;
 use vrhost_netlink::{
     NetnsRef, RouteKind, RouteWatch, RouterSync, WatchError, WatchFilter, WatchOptions, proto,
@@ -96,11 +96,7 @@ fn a_thousand_routes_at_once_arrive_in_few_batches_in_order() {
     let Some(ns) = lab_if_root() else { return };
     // A window of 100 ms: `ip -batch` of 1000 routes takes tens of ms, more
     // on a loaded machine.
-    let options = WatchOptions {
-        window: Duration::from_millis(100),
-        ..WatchOptions::default()
-    };
-    let (w, mut c) = watch(&ns, WatchFilter::default(), options);
+    let (w, mut c) = watch_in_windows(&ns, Duration::from_millis(100));
     let prefixes: Vec<String> = (0..1000u32)
         .map(|i| format!("10.{}.{}.0/24", 64 + i / 256, i % 256))
         .collect();
@@ -134,11 +130,7 @@ fn a_thousand_routes_at_once_arrive_in_few_batches_in_order() {
 fn a_route_added_and_withdrawn_within_a_window_is_not_handed_on() {
     let Some(ns) = lab_if_root() else { return };
     // A long window, so that the add and the delete surely fall in one.
-    let options = WatchOptions {
-        window: Duration::from_millis(500),
-        ..WatchOptions::default()
-    };
-    let (w, mut c) = watch(&ns, WatchFilter::default(), options);
+    let (w, mut c) = watch_in_windows(&ns, Duration::from_millis(500));
     let lines = [
         "route add 10.50.0.0/16 via 10.0.0.2 proto bird",
         "route del 10.50.0.0/16",

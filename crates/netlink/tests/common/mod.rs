@@ -129,3 +129,12 @@ pub fn watch(ns: &Netns, filter: WatchFilter, options: WatchOptions) -> (RouteWa
     c.settle(Duration::from_millis(10));
     (w, c)
 }
+
+/// [`watch`] with the default filter, handing batches on in windows of `window`.
+pub fn watch_in_windows(ns: &Netns, window: Duration) -> (RouteWatch, Collector) {
+    let options = WatchOptions {
+        window,
+        ..WatchOptions::default()
+    };
+    watch(ns, WatchFilter::default(), options)
+}
