@@ -233,6 +233,41 @@ fn key(t: &KeyTuple) -> SelectKey {
     }
 }
 
+/// Write each entry of `new` that `old` (what the maps hold) lacks or has
+/// otherwise with `set`, and record it in `old`; stops at the first error.
+fn write_changed<K: Ord + Copy, V: PartialEq + Copy>(
+    old: &mut BTreeMap<K, V>,
+    new: &BTreeMap<K, V>,
+    mut set: impl FnMut(K, V) -> Result<(), vrhost_fast::FastError>,
+) -> Result<(), String> {
+    for (k, v) in new {
+        if old.get(k) != Some(v) {
+            set(*k, *v).map_err(fe)?;
+            old.insert(*k, *v);
+        }
+    }
+    Ok(())
+}
+
+/// Remove with `remove` each entry of `old` (what the maps hold) that `new`
+/// lacks, and drop it from `old`; stops at the first error.
+fn remove_stale<K: Ord + Copy, V, R>(
+    old: &mut BTreeMap<K, V>,
+    new: &BTreeMap<K, V>,
+    mut remove: impl FnMut(K) -> Result<R, vrhost_fast::FastError>,
+) -> Result<(), String> {
+    let stale: Vec<_> = old
+        .keys()
+        .filter(|k| !new.contains_key(k))
+        .copied()
+        .collect();
+    for k in stale {
+        remove(k).map_err(fe)?;
+        old.remove(&k);
+    }
+    Ok(())
+}
+
 fn fe(e: vrhost_fast::FastError) -> String {
     e.to_string()
 }
@@ -406,64 +441,33 @@ impl FastState {
             fp.set_vr(id, &cfg).map_err(fe)?;
             old.addrs = d.addrs.clone();
         }
-        for (n, m) in &d.neighbours {
-            if old.neighbours.get(n) != Some(m) {
-                fp.set_neighbour(id, *n, *m).map_err(fe)?;
-                old.neighbours.insert(*n, *m);
-            }
-        }
-        for (p, h) in &d.routes {
-            if old.routes.get(p) != Some(h) {
-                fp.add_route(id, 0, (p.0, p.1), *h).map_err(fe)?;
-                old.routes.insert(*p, *h);
-            }
-        }
-        let stale: Vec<_> = old
-            .routes
-            .keys()
-            .filter(|p| !d.routes.contains_key(p))
-            .copied()
-            .collect();
-        for p in stale {
-            fp.remove_route(id, 0, p).map_err(fe)?;
-            old.routes.remove(&p);
-        }
-        let stale: Vec<_> = (old.neighbours.keys())
-            .filter(|n| !d.neighbours.contains_key(n))
-            .copied()
-            .collect();
-        for n in stale {
-            fp.remove_neighbour(id, n).map_err(fe)?;
-            old.neighbours.remove(&n);
-        }
-        Ok(())
+        // Routes are added after the neighbours they use and removed
+        // before them.
+        write_changed(&mut old.neighbours, &d.neighbours, |n, m| {
+            fp.set_neighbour(id, n, m)
+        })?;
+        write_changed(&mut old.routes, &d.routes, |p, h| {
+            fp.add_route(id, 0, (p.0, p.1), h)
+        })?;
+        remove_stale(&mut old.routes, &d.routes, |p| fp.remove_route(id, 0, p))?;
+        remove_stale(&mut old.neighbours, &d.neighbours, |n| {
+            fp.remove_neighbour(id, n)
+        })
     }
 
     fn write_selects(&mut self, name: &str, d: &Desired) -> Result<(), String> {
         let w = self.written.get_mut(name).expect("state written first");
         let (id, old) = (w.id, &mut w.state);
-        for (k, p) in &d.selects {
-            if old.selects.get(k) != Some(p) {
-                let e = SelectEntry {
-                    vr: id,
-                    path: *p,
-                    limit: None,
-                };
-                self.fp.set_select(key(k), e).map_err(fe)?;
-                old.selects.insert(*k, *p);
-            }
-        }
-        let stale: Vec<_> = old
-            .selects
-            .keys()
-            .filter(|k| !d.selects.contains_key(k))
-            .copied()
-            .collect();
-        for k in stale {
-            self.fp.remove_select(key(&k)).map_err(fe)?;
-            old.selects.remove(&k);
-        }
-        Ok(())
+        let fp = &mut self.fp;
+        write_changed(&mut old.selects, &d.selects, |k, path| {
+            let e = SelectEntry {
+                vr: id,
+                path,
+                limit: None,
+            };
+            fp.set_select(key(&k), e)
+        })?;
+        remove_stale(&mut old.selects, &d.selects, |k| fp.remove_select(key(&k)))
     }
 
     /// Take VR `name` out of the maps: its select entries first (its

@@ -11,6 +11,7 @@ use vrhost_fib::PolicyFib;
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
 
+use super::testkit::load_on_lo;
 use super::*;
 
 const VR: u32 = 1;
@@ -51,34 +52,7 @@ fn mask(a: u32, len: u8) -> u32 {
 fn run_mode(mode: RoutingMode, seed: u64) -> (u64, u64) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let lo = ifindex("lo").expect("lo");
-    let mut fp = FastPath::load(&FastConfig {
-        max_vrs: 4,
-        max_routes: 1024,
-        ..FastConfig::default()
-    })
-    .expect("load");
-    fp.add_port(lo).expect("port");
-    fp.set_select(
-        SelectKey {
-            ifindex: lo,
-            vlan: None,
-            dst_mac: Some(ROUTER_MAC),
-        },
-        SelectEntry {
-            vr: VR,
-            path: Path::Fast,
-            limit: None,
-        },
-    )
-    .expect("select");
-    fp.set_vr(
-        VR,
-        &VrFastConfig {
-            mode,
-            addrs: Vec::new(),
-        },
-    )
-    .expect("vr");
+    let mut fp = load_on_lo(4, 1024, ROUTER_MAC, VR, mode, Vec::new());
     for nh in 0..HOPS {
         fp.set_neighbour(
             VR,

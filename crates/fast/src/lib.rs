@@ -177,6 +177,20 @@ fn not_found(e: &MapError) -> bool {
     }
 }
 
+/// What a map's `op` (a remove) came to: whether the key was there, or
+/// the error, naming `map` and `op`, for anything but a missing key.
+fn removed(
+    r: Result<(), MapError>,
+    map: &'static str,
+    op: &'static str,
+) -> Result<bool, FastError> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if not_found(&e) => Ok(false),
+        Err(e) => Err(map_err(map, op)(e)),
+    }
+}
+
 fn lpm_key(
     vr: u32,
     table: u32,
@@ -308,11 +322,7 @@ impl FastPath {
     /// # Errors
     /// [`FastError::Map`].
     pub fn remove_port(&mut self, ifindex: u32) -> Result<bool, FastError> {
-        match self.out_ports.remove(ifindex) {
-            Ok(()) => Ok(true),
-            Err(e) if not_found(&e) => Ok(false),
-            Err(e) => Err(map_err(OUT_PORTS, "remove")(e)),
-        }
+        removed(self.out_ports.remove(ifindex), OUT_PORTS, "remove")
     }
 
     fn check_vr(&self, vr: u32) -> Result<(), FastError> {
@@ -369,11 +379,7 @@ impl FastPath {
     /// # Errors
     /// [`FastError::Map`].
     pub fn remove_select(&mut self, key: SelectKey) -> Result<bool, FastError> {
-        match self.select.remove(&select_key(&key)) {
-            Ok(()) => Ok(true),
-            Err(e) if not_found(&e) => Ok(false),
-            Err(e) => Err(map_err(SELECT, "remove")(e)),
-        }
+        removed(self.select.remove(&select_key(&key)), SELECT, "remove")
     }
 
     /// Set VR `vr` up for the fast path: its routing mode and own
@@ -386,11 +392,7 @@ impl FastPath {
         self.check_vr(vr)?;
         let old = self.own.remove(&vr).unwrap_or_default();
         for ip in old.iter().filter(|ip| !cfg.addrs.contains(ip)) {
-            match self.addrs.remove(&vr_ip(vr, *ip)) {
-                Ok(()) => {}
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(map_err(ADDRS, "remove")(e)),
-            }
+            removed(self.addrs.remove(&vr_ip(vr, *ip)), ADDRS, "remove")?;
         }
         for ip in &cfg.addrs {
             self.addrs
@@ -420,11 +422,7 @@ impl FastPath {
             .set(vr, abi::VrConf::default(), 0)
             .map_err(map_err(VRS, "set"))?;
         for ip in self.own.remove(&vr).unwrap_or_default() {
-            match self.addrs.remove(&vr_ip(vr, ip)) {
-                Ok(()) => {}
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(map_err(ADDRS, "remove")(e)),
-            }
+            removed(self.addrs.remove(&vr_ip(vr, ip)), ADDRS, "remove")?;
         }
         Ok(())
     }
@@ -474,11 +472,7 @@ impl FastPath {
     ) -> Result<bool, FastError> {
         self.check_vr(vr)?;
         let key = lpm_key(vr, table, prefix.0, prefix.1)?;
-        match self.routes.remove(&key) {
-            Ok(()) => Ok(true),
-            Err(e) if not_found(&e) => Ok(false),
-            Err(e) => Err(map_err(ROUTES, "remove")(e)),
-        }
+        removed(self.routes.remove(&key), ROUTES, "remove")
     }
 
     /// src-dst mode: packets from `src_prefix` (longest match) are routed
@@ -510,11 +504,7 @@ impl FastPath {
     ) -> Result<bool, FastError> {
         self.check_vr(vr)?;
         let key = lpm_key(vr, 0, src_prefix.0, src_prefix.1)?;
-        match self.src_tables.remove(&key) {
-            Ok(()) => Ok(true),
-            Err(e) if not_found(&e) => Ok(false),
-            Err(e) => Err(map_err(SRC_TABLES, "remove")(e)),
-        }
+        removed(self.src_tables.remove(&key), SRC_TABLES, "remove")
     }
 
     /// Add or replace neighbour `ip` of VR `vr`.
@@ -540,11 +530,7 @@ impl FastPath {
     /// [`FastError::VrRange`], [`FastError::Map`].
     pub fn remove_neighbour(&mut self, vr: u32, ip: Ipv4Addr) -> Result<bool, FastError> {
         self.check_vr(vr)?;
-        match self.neighbours.remove(&vr_ip(vr, ip)) {
-            Ok(()) => Ok(true),
-            Err(e) if not_found(&e) => Ok(false),
-            Err(e) => Err(map_err(NEIGHBOURS, "remove")(e)),
-        }
+        removed(self.neighbours.remove(&vr_ip(vr, ip)), NEIGHBOURS, "remove")
     }
 
     /// Share the slow path: frames for the slow path that arrive on port
@@ -624,11 +610,9 @@ impl FastPath {
     pub fn remove_xsk(&mut self, ifindex: u32, queue: u32) -> Result<(), FastError> {
         let q = self.cfg.max_queues;
         match self.xsk_slots.iter().position(|i| *i == ifindex) {
-            Some(slot) if queue < q => match self.xsks.unset(slot as u32 * q + queue) {
-                Ok(()) => Ok(()),
-                Err(e) if not_found(&e) => Ok(()),
-                Err(e) => Err(map_err(XSKS, "unset")(e)),
-            },
+            Some(slot) if queue < q => {
+                removed(self.xsks.unset(slot as u32 * q + queue), XSKS, "unset").map(drop)
+            }
             _ => Ok(()),
         }
     }
@@ -719,5 +703,7 @@ impl FastPath {
 
 #[cfg(test)]
 mod differential;
+#[cfg(test)]
+mod testkit;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 //! socket, so a frame for it comes back as `XDP_PASS` (the program's
 //! fallback) and the counters say why it went there.
 
+use super::testkit::{entry, load_on_lo, set_mode};
 use super::*;
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
@@ -68,30 +69,7 @@ fn neighbour(mac: [u8; 6]) -> Neighbour {
 /// 10.1/16 use table 7, where 10.2/16 goes via C. A, B and C are
 /// neighbours out of the loopback.
 fn rig(mode: RoutingMode) -> FastPath {
-    let mut fp = FastPath::load(&FastConfig {
-        max_vrs: 8,
-        max_routes: 64,
-        ..FastConfig::default()
-    })
-    .expect("load (root, kernel 6.x)");
-    fp.add_port(lo()).expect("out port");
-    fp.set_select(
-        key(),
-        SelectEntry {
-            vr: VR,
-            path: Path::Fast,
-            limit: None,
-        },
-    )
-    .expect("select");
-    fp.set_vr(
-        VR,
-        &VrFastConfig {
-            mode,
-            addrs: vec![OWN],
-        },
-    )
-    .expect("vr");
+    let mut fp = load_on_lo(8, 64, ROUTER_MAC, VR, mode, vec![OWN]);
     let net = |a, b| Ipv4Addr::new(10, a, b, 0);
     fp.add_route(VR, 0, (net(2, 0), 16), NextHop::Gateway(GW_A))
         .expect("route");
@@ -105,6 +83,16 @@ fn rig(mode: RoutingMode) -> FastPath {
         fp.set_neighbour(VR, ip, neighbour(mac)).expect("neighbour");
     }
     fp
+}
+
+/// VR 3's entry on the loopback, limited to `rate_pps` after a burst of `burst`.
+fn rate_limit(fp: &mut FastPath, rate_pps: u64, burst: u64) {
+    let limit = Some(TokenBucket { rate_pps, burst });
+    let e = SelectEntry {
+        limit,
+        ..entry(VR, Path::Fast)
+    };
+    fp.set_select(key(), e).expect("select");
 }
 
 fn ip_ok(f: &[u8]) -> bool {
@@ -124,6 +112,16 @@ fn assert_slow(fp: &mut FastPath, f: &[u8], reason: impl Fn(&FastCounters) -> u6
     assert_eq!(reason(&after), reason(&before) + 1, "{what}: counted");
     assert_eq!(after.fwd, before.fwd, "{what}: not forwarded");
     assert_eq!(after.to_slow(), before.to_slow() + 1, "{what}: one reason");
+}
+
+/// [`assert_slow`] for a UDP frame from `SRC` to `dst`, TTL 64.
+fn assert_slow_to(
+    fp: &mut FastPath,
+    dst: Ipv4Addr,
+    reason: impl Fn(&FastCounters) -> u64,
+    what: &str,
+) {
+    assert_slow(fp, &frame(SRC, dst, 64), reason, what);
 }
 
 #[test]
@@ -184,15 +182,7 @@ fn wildcard_mac_entry_selects_the_port() {
         dst_mac: None,
         ..key()
     };
-    fp.set_select(
-        any,
-        SelectEntry {
-            vr: VR,
-            path: Path::Fast,
-            limit: None,
-        },
-    )
-    .expect("select");
+    fp.set_select(any, entry(VR, Path::Fast)).expect("select");
     let (act, _) = fp.test_run(&frame(SRC, DST, 64)).expect("test run");
     assert_eq!(act, Action::Redirect);
 }
@@ -201,40 +191,16 @@ fn wildcard_mac_entry_selects_the_port() {
 fn drop_and_slow_entries() {
     let mut fp = rig(RoutingMode::Dst);
     let f = frame(SRC, DST, 64);
-    fp.set_select(
-        key(),
-        SelectEntry {
-            vr: VR,
-            path: Path::Drop,
-            limit: None,
-        },
-    )
-    .expect("select");
+    fp.set_select(key(), entry(VR, Path::Drop)).expect("select");
     let (act, _) = fp.test_run(&f).expect("test run");
     assert_eq!(act, Action::Drop);
     assert_eq!(fp.counters(VR).expect("counters").drop_select, 1);
 
-    fp.set_select(
-        key(),
-        SelectEntry {
-            vr: VR,
-            path: Path::Slow,
-            limit: None,
-        },
-    )
-    .expect("select");
+    fp.set_select(key(), entry(VR, Path::Slow)).expect("select");
     assert_slow(&mut fp, &f, |c| c.to_slow_select, "path slow");
 
     // Fast in the select table, but the VR taken off the fast path.
-    fp.set_select(
-        key(),
-        SelectEntry {
-            vr: VR,
-            path: Path::Fast,
-            limit: None,
-        },
-    )
-    .expect("select");
+    fp.set_select(key(), entry(VR, Path::Fast)).expect("select");
     fp.remove_vr(VR).expect("remove vr");
     assert_slow(&mut fp, &f, |c| c.to_slow_select, "VR not fast");
 }
@@ -266,53 +232,23 @@ fn what_the_fast_path_leaves_to_the_slow_path() {
     arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
     assert_slow(&mut fp, &arp, |c| c.to_slow_not_ip, "ARP");
 
-    assert_slow(
-        &mut fp,
-        &frame(SRC, OWN, 64),
-        |c| c.to_slow_local,
-        "own address",
-    );
+    assert_slow_to(&mut fp, OWN, |c| c.to_slow_local, "own address");
     let miss = Ipv4Addr::new(192, 168, 1, 1);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, miss, 64),
-        |c| c.to_slow_no_route,
-        "route miss",
-    );
+    assert_slow_to(&mut fp, miss, |c| c.to_slow_no_route, "route miss");
 
     fp.remove_neighbour(VR, GW_A).expect("remove neighbour");
-    assert_slow(
-        &mut fp,
-        &frame(SRC, DST, 64),
-        |c| c.to_slow_no_neighbour,
-        "neighbour miss",
-    );
+    assert_slow_to(&mut fp, DST, |c| c.to_slow_no_neighbour, "neighbour miss");
     fp.set_neighbour(VR, GW_A, neighbour(GW_A_MAC))
         .expect("neighbour");
 
     assert!(fp.remove_port(lo()).expect("remove port"));
-    assert_slow(
-        &mut fp,
-        &frame(SRC, DST, 64),
-        |c| c.to_slow_no_port,
-        "no out port",
-    );
+    assert_slow_to(&mut fp, DST, |c| c.to_slow_no_port, "no out port");
     fp.add_port(lo()).expect("port");
 
     let mcast = Ipv4Addr::new(224, 0, 0, 5);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, mcast, 64),
-        |c| c.to_slow_group,
-        "multicast",
-    );
+    assert_slow_to(&mut fp, mcast, |c| c.to_slow_group, "multicast");
     let bcast = Ipv4Addr::new(255, 255, 255, 255);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, bcast, 64),
-        |c| c.to_slow_group,
-        "broadcast",
-    );
+    assert_slow_to(&mut fp, bcast, |c| c.to_slow_group, "broadcast");
 
     // Still forwarding after all that.
     let (act, _) = fp.test_run(&frame(SRC, DST, 64)).expect("test run");
@@ -326,15 +262,8 @@ fn vlan_tagged_frames_select_by_vlan_and_go_slow() {
         vlan: Some(42),
         ..key()
     };
-    fp.set_select(
-        tagged_key,
-        SelectEntry {
-            vr: VR,
-            path: Path::Fast,
-            limit: None,
-        },
-    )
-    .expect("select");
+    fp.set_select(tagged_key, entry(VR, Path::Fast))
+        .expect("select");
     let mut f = frame(SRC, DST, 64);
     f.splice(12..12, [0x81, 0x00, 0x00, 42]);
     assert_slow(&mut fp, &f, |c| c.to_slow_not_ip, "VLAN 42");
@@ -396,14 +325,7 @@ fn routing_modes_choose_different_next_hops() {
         (RoutingMode::Src, GW_B_MAC),
         (RoutingMode::Dst, GW_A_MAC),
     ] {
-        fp.set_vr(
-            VR,
-            &VrFastConfig {
-                mode,
-                addrs: vec![OWN],
-            },
-        )
-        .expect("vr");
+        set_mode(&mut fp, VR, mode, vec![OWN]);
         let (_, out) = fp.test_run(&frame(SRC, DST, 64)).expect("test run");
         assert_eq!(&out[0..6], &mac, "{mode:?} after a switch");
     }
@@ -429,12 +351,7 @@ fn src_dst_has_no_fallback() {
     )
     .expect("route");
     let far = Ipv4Addr::new(10, 4, 0, 1);
-    assert_slow(
-        &mut fp,
-        &frame(SRC, far, 64),
-        |c| c.to_slow_no_route,
-        "no route in table 7",
-    );
+    assert_slow_to(&mut fp, far, |c| c.to_slow_no_route, "no route in table 7");
     // A 0/0 source table is the default.
     fp.set_source_table(VR, (Ipv4Addr::UNSPECIFIED, 0), 0)
         .expect("default source table");
@@ -466,15 +383,8 @@ fn longest_prefix_wins_and_routes_are_removed() {
     assert_eq!(&out[0..6], &GW_A_MAC, "back to the /16");
     // Another VR's routes are not this one's: VR ids are matched whole.
     let (act, _) = {
-        fp.set_select(
-            key(),
-            SelectEntry {
-                vr: VR + 1,
-                path: Path::Fast,
-                limit: None,
-            },
-        )
-        .expect("select");
+        fp.set_select(key(), entry(VR + 1, Path::Fast))
+            .expect("select");
         fp.set_vr(VR + 1, &VrFastConfig::default()).expect("vr");
         fp.test_run(&frame(SRC, DST, 64)).expect("test run")
     };
@@ -487,18 +397,7 @@ fn token_bucket_drops_the_excess() {
     let mut fp = rig(RoutingMode::Dst);
     // 1 frame per second after a burst of 5: a test run of 20 frames
     // takes well under a second, so 5 pass and 15 are dropped.
-    fp.set_select(
-        key(),
-        SelectEntry {
-            vr: VR,
-            path: Path::Fast,
-            limit: Some(TokenBucket {
-                rate_pps: 1,
-                burst: 5,
-            }),
-        },
-    )
-    .expect("select");
+    rate_limit(&mut fp, 1, 5);
     let f = frame(SRC, DST, 64);
     let mut acts = Vec::new();
     for _ in 0..20 {
@@ -518,18 +417,7 @@ fn token_bucket_drops_the_excess() {
 #[test]
 fn token_bucket_refills_at_its_rate() {
     let mut fp = rig(RoutingMode::Dst);
-    fp.set_select(
-        key(),
-        SelectEntry {
-            vr: VR,
-            path: Path::Fast,
-            limit: Some(TokenBucket {
-                rate_pps: 100,
-                burst: 1,
-            }),
-        },
-    )
-    .expect("select");
+    rate_limit(&mut fp, 100, 1);
     let f = frame(SRC, DST, 64);
     assert_eq!(fp.test_run(&f).expect("run").0, Action::Redirect);
     assert_eq!(fp.test_run(&f).expect("run").0, Action::Drop);
@@ -594,11 +482,7 @@ fn errors_name_the_map_and_the_interface() {
                 vlan: Some(4096),
                 ..key()
             },
-            SelectEntry {
-                vr: VR,
-                path: Path::Fast,
-                limit: None,
-            },
+            entry(VR, Path::Fast),
         ),
         Err(FastError::Config { .. })
     ));

@@ -116,6 +116,53 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// The traffic's ends, each made in its namespace (`na`, `nb`): b0's
+/// [`PeerPass`], the receiving socket in ns-b (reads time out after
+/// `timeout`) and the sending one in ns-a.
+fn ends(na: &str, nb: &str, timeout: Duration) -> (PeerPass, UdpSocket, UdpSocket) {
+    let pass = in_ns(nb, || PeerPass::attach("b0").expect("xdp_pass on b0"));
+    let rx = in_ns(nb, || {
+        let sock = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
+        sock.set_read_timeout(Some(timeout)).expect("timeout");
+        sock
+    });
+    let tx = in_ns(na, || {
+        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a")
+    });
+    (pass, rx, tx)
+}
+
+/// A fast path loaded in ns-r (`nr`) and attached to r0 and r1: the path,
+/// r0's and r1's indexes, and the two attach modes.
+fn fast_path_on_r(nr: &str) -> (FastPath, u32, u32, (AttachMode, AttachMode)) {
+    in_ns(nr, || {
+        let mut fp = FastPath::load(&FastConfig::default()).expect("load");
+        let m0 = fp.attach("r0").expect("attach r0");
+        let m1 = fp.attach("r1").expect("attach r1");
+        let r0 = ifindex("r0").expect("r0");
+        let r1 = ifindex("r1").expect("r1");
+        (fp, r0, r1, (m0, m1))
+    })
+}
+
+/// VR 0 in mode dst owning r0's and r1's addresses, with ns-b's subnet
+/// connected out of r1 (`r1` its index) and b0 as its neighbour there.
+fn route_to_b(fp: &mut FastPath, r1: u32) {
+    let vr = VrFastConfig {
+        mode: RoutingMode::Dst,
+        addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
+    };
+    fp.set_vr(0, &vr).expect("vr");
+    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
+        .expect("route");
+    let b0 = Neighbour {
+        mac: B0_MAC,
+        src_mac: R1_MAC,
+        ifindex: r1,
+    };
+    fp.set_neighbour(0, B_IP, b0).expect("neighbour");
+}
+
 #[test]
 fn forwards_between_namespaces_with_kernel_forwarding_off() {
     assert!(
@@ -128,45 +175,10 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
     // Each object is made by a thread in its namespace and then used
     // here: a socket, a link or a DEVMAP entry belongs to the namespace
     // it was made in, not to the thread that uses it.
-    let pass = in_ns(&nb, || PeerPass::attach("b0").expect("xdp_pass on b0"));
-    let rx = in_ns(&nb, || {
-        let sock = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
-        sock.set_read_timeout(Some(Duration::from_millis(500)))
-            .expect("timeout");
-        sock
-    });
-    let tx = in_ns(&na, || {
-        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a")
-    });
-    let (mut fp, r0, r1, modes) = in_ns(&nr, || {
-        let mut fp = FastPath::load(&FastConfig::default()).expect("load");
-        let m0 = fp.attach("r0").expect("attach r0");
-        let m1 = fp.attach("r1").expect("attach r1");
-        let r0 = ifindex("r0").expect("r0");
-        let r1 = ifindex("r1").expect("r1");
-        (fp, r0, r1, (m0, m1))
-    });
+    let (pass, rx, tx) = ends(&na, &nb, Duration::from_millis(500));
+    let (mut fp, r0, r1, modes) = fast_path_on_r(&nr);
     eprintln!("attached: r0, r1 {modes:?}; b0 {:?}", pass.mode());
-    fp.set_vr(
-        0,
-        &VrFastConfig {
-            mode: RoutingMode::Dst,
-            addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
-        },
-    )
-    .expect("vr");
-    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
-        .expect("route");
-    fp.set_neighbour(
-        0,
-        B_IP,
-        Neighbour {
-            mac: B0_MAC,
-            src_mac: R1_MAC,
-            ifindex: r1,
-        },
-    )
-    .expect("neighbour");
+    route_to_b(&mut fp, r1);
 
     // Control: no select entry yet, so the frames go to the slow path,
     // which has no socket here: XDP_PASS to ns-r's kernel, which does not
@@ -440,22 +452,8 @@ fn slow_path_port_shares_the_interface_and_a_tenant_moves_between_paths() {
     let mut ns = Namespaces(Vec::new());
     let [na, nr, nb] = topology(&mut ns, "m");
 
-    let pass = in_ns(&nb, || PeerPass::attach("b0").expect("xdp_pass on b0"));
-    let rx = in_ns(&nb, || {
-        let sock = UdpSocket::bind((B_IP, PORT)).expect("bind in ns-b");
-        sock.set_read_timeout(Some(Duration::from_millis(200)))
-            .expect("timeout");
-        sock
-    });
-    let tx = in_ns(&na, || {
-        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a")
-    });
-    let (mut fp, r0, r1, mode) = in_ns(&nr, || {
-        let mut fp = FastPath::load(&FastConfig::default()).expect("load");
-        let m0 = fp.attach("r0").expect("attach r0");
-        fp.attach("r1").expect("attach r1");
-        (fp, ifindex("r0").unwrap(), ifindex("r1").unwrap(), m0)
-    });
+    let (pass, rx, tx) = ends(&na, &nb, Duration::from_millis(200));
+    let (mut fp, r0, r1, (mode, _)) = fast_path_on_r(&nr);
     assert_eq!(mode, AttachMode::Native, "veth has native XDP");
 
     // The interface takes one program: a port bringing its own cannot
@@ -487,26 +485,7 @@ fn slow_path_port_shares_the_interface_and_a_tenant_moves_between_paths() {
     fp.serve(&port).expect("serve");
     eprintln!("r0: fast path {mode}, AF_XDP port {:?}", port.mode());
 
-    fp.set_vr(
-        0,
-        &VrFastConfig {
-            mode: RoutingMode::Dst,
-            addrs: vec![Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)],
-        },
-    )
-    .expect("vr");
-    fp.add_route(0, 0, (Ipv4Addr::new(10, 0, 2, 0), 24), NextHop::Connected)
-        .expect("route");
-    fp.set_neighbour(
-        0,
-        B_IP,
-        Neighbour {
-            mac: B0_MAC,
-            src_mac: R1_MAC,
-            ifindex: r1,
-        },
-    )
-    .expect("neighbour");
+    route_to_b(&mut fp, r1);
 
     // 1. No select entry: the slow path, that is the port.
     const UNSELECTED: u32 = 100;

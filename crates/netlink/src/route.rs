@@ -241,6 +241,18 @@ fn prefix_of(m: &RouteMessage) -> Option<IpNet> {
     Some(net.trunc())
 }
 
+/// A route message's table: its `RTA_TABLE` (which holds ids past 255),
+/// else the header's.
+fn table_of(m: &RouteMessage) -> u32 {
+    m.attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Table(t) => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(u32::from(m.header.table))
+}
+
 /// Turn a kernel route message into a [`Route`], or say why it is skipped.
 /// `links` names interfaces by index.
 pub(crate) fn classify(
@@ -249,15 +261,7 @@ pub(crate) fn classify(
     links: &HashMap<u32, String>,
 ) -> Result<Route, Skip> {
     let h = &m.header;
-    let table = m
-        .attributes
-        .iter()
-        .find_map(|a| match a {
-            RouteAttribute::Table(t) => Some(*t),
-            _ => None,
-        })
-        .unwrap_or(u32::from(h.table));
-    if table != f.table {
+    if table_of(m) != f.table {
         return Err(Skip::Table);
     }
     match h.address_family {
@@ -357,15 +361,7 @@ pub(crate) fn gateway_of(m: &RouteMessage) -> Option<IpAddr> {
 /// The prefix and metric of a route message the filter's table and
 /// families hold (for deletes: a delete is matched by prefix and metric).
 pub(crate) fn key_of(m: &RouteMessage, f: &WatchFilter) -> Option<(IpNet, u32)> {
-    let table = m
-        .attributes
-        .iter()
-        .find_map(|a| match a {
-            RouteAttribute::Table(t) => Some(*t),
-            _ => None,
-        })
-        .unwrap_or(u32::from(m.header.table));
-    if table != f.table {
+    if table_of(m) != f.table {
         return None;
     }
     let metric = m

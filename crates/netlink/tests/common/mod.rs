@@ -35,6 +35,34 @@ pub fn lab() -> Netns {
     ns
 }
 
+/// Run `ip` in `ns` with `args` split at whitespace (`"route add 10.1.0.0/16 via
+/// 10.0.0.2"`); panics if it fails.
+pub fn run_ip(ns: &Netns, args: &str) {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    ns.ip(&args).unwrap();
+}
+
+/// Run `ip -batch` in `ns` on `lines` (one `ip` command a line), through a
+/// file named after the namespace and `tag`, removed before the result is
+/// checked; panics if `ip` fails.
+pub fn ip_batch(ns: &Netns, tag: &str, lines: impl IntoIterator<Item = String>) {
+    let path = std::env::temp_dir().join(format!("{}{tag}.batch", ns.name()));
+    let mut text = String::new();
+    for l in lines {
+        text.push_str(&l);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    let out = ns.ip(&["-batch", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    out.unwrap();
+}
+
+/// [`lab`], or `None` (the test skips) where [`can_run`] says no.
+pub fn lab_if_root() -> Option<Netns> {
+    can_run().then(lab)
+}
+
 /// The watch's batches, applied in order to a table of routes.
 pub struct Collector {
     pub rx: Receiver<RouteBatch>,
@@ -100,4 +128,13 @@ pub fn watch(ns: &Netns, filter: WatchFilter, options: WatchOptions) -> (RouteWa
     }
     c.settle(Duration::from_millis(10));
     (w, c)
+}
+
+/// [`watch`] with the default filter, handing batches on in windows of `window`.
+pub fn watch_in_windows(ns: &Netns, window: Duration) -> (RouteWatch, Collector) {
+    let options = WatchOptions {
+        window,
+        ..WatchOptions::default()
+    };
+    watch(ns, WatchFilter::default(), options)
 }
