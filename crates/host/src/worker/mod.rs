@@ -247,6 +247,7 @@ impl Worker {
     /// (its producer index lives on the VR's core), whatever it holds; with
     /// many VRs that cost, paid per round, is what a larger round amortizes.
     pub fn poll_once(&mut self) -> usize {
+        self.stats.rounds.add(1);
         let mut moved = 0;
         if self.order.len() != self.vrs.len() {
             self.resched();
