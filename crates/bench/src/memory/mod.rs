@@ -80,9 +80,12 @@ pub struct MemoryArgs {
     pub vrs: Vec<usize>,
     /// Idle VRs beside one busy VR (shm): how the busy VR's rate and the
     /// host's CPU per round change with VRs that have nothing to do;
-    /// empty: none of these points.
+    /// see `--no-idle-beside`.
     #[arg(long, value_delimiter = ',', default_value = "0,10,100")]
     pub idle_beside: Vec<usize>,
+    /// Skip the points with idle VRs beside a busy one.
+    #[arg(long)]
+    pub no_idle_beside: bool,
     /// Pool size per VR, in slots.
     #[arg(long, default_value_t = 1024)]
     pub pool: u32,
@@ -103,9 +106,13 @@ pub struct MemoryArgs {
     /// Skip the pool sweep.
     #[arg(long)]
     pub no_pool_sweep: bool,
-    /// Skip the idle figures (10 idle VRs: CPU use and first-packet latency).
+    /// Skip the idle figures (idle VRs: CPU use, memory and first-packet
+    /// latency).
     #[arg(long)]
     pub no_idle: bool,
+    /// Numbers of idle VRs for the idle figures.
+    #[arg(long, value_delimiter = ',', default_value = "10,100")]
+    pub idle_vrs: Vec<usize>,
     /// Rounds: each round runs every point once (fresh VR processes and
     /// regions each time), in turn, and each point reports its run with
     /// the median rate. The machines here are shared virtual machines
@@ -203,6 +210,10 @@ pub struct IdleRecord {
     pub wake_ref_us_p99: f64,
     /// Probes sent.
     pub probes: usize,
+    /// Memory of host and VRs with no traffic: the proportional set size
+    /// of the VR processes and of this process (the host), shared memory
+    /// (the regions) counted once.
+    pub rss_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -662,6 +673,11 @@ fn validate(args: &MemoryArgs) -> Result<()> {
             bail!("--vrs {v}: must be within 1..={MAX_VRS}");
         }
     }
+    for &v in &args.idle_vrs {
+        if !(1..=MAX_VRS).contains(&v) {
+            bail!("--idle-vrs {v}: must be within 1..={MAX_VRS}");
+        }
+    }
     for &v in &args.idle_beside {
         if v > MAX_VRS - 1 {
             bail!("--idle-beside {v}: must be within 0..={}", MAX_VRS - 1);
@@ -739,7 +755,12 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
     }
     // One busy VR beside idle ones (0 idle is the 1-VR point again, run
     // in the same rounds so the ratios compare like with like).
-    for &idle in &args.idle_beside {
+    let beside: &[usize] = if args.no_idle_beside {
+        &[]
+    } else {
+        &args.idle_beside
+    };
+    for &idle in beside {
         let same = |q: &Point<'_>| {
             (q.mode, q.frame_bytes, q.vrs, q.idle, q.pool) == (Mode::Shm, 64, 1, idle, args.pool)
                 && std::ptr::eq(q.table, &tables[0])
@@ -795,7 +816,9 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
     }
     results.extend(runs.iter().map(|r| AnyRecord::Fwd(median_run(r.clone()))));
     if !args.no_idle {
-        results.push(AnyRecord::Idle(run_idle(args, &tables[0], 10, 100)?));
+        for &n in &args.idle_vrs {
+            results.push(AnyRecord::Idle(run_idle(args, &tables[0], n, 100)?));
+        }
     }
     if args.json {
         let report = Report {

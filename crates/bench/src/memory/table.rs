@@ -76,12 +76,13 @@ fn print_forwarding(r: &Record) {
 
 fn print_idle(i: &IdleRecord) {
     println!(
-        "idle: {} VRs + host, no traffic: {:.2}% of one core\n\
+        "idle: {} VRs + host, no traffic: {:.2}% of one core, {:.1} MiB (PSS)\n\
          first packet after idling ({} probes): in -> out p50 {:.1} us, p99 {:.1} us, max {:.1} us; \
          of which host took it -> out p50 {:.1} us, p99 {:.1} us\n\
          reference, same run: one eventfd wakeup host CPU -> VR CPU after the same pause: p50 {:.1} us, p99 {:.1} us",
         i.vrs,
         i.cpu_pct,
+        i.rss_bytes as f64 / (1024.0 * 1024.0),
         i.probes,
         i.wake_us_p50,
         i.wake_us_p99,
