@@ -260,8 +260,10 @@ impl Worker {
         &self.vrs
     }
 
-    /// The VRs, mutable (tests, shutdown).
+    /// The VRs, mutable (tests, shutdown, jobs). The next round looks at
+    /// every VR: a change (an instance added) may give one work.
     pub fn vrs_mut(&mut self) -> &mut [VrPath] {
+        self.active.fill();
         &mut self.vrs
     }
 
