@@ -1,7 +1,8 @@
 //! The daemon's control plane: the config in force and changing it while
 //! the data path runs ([`control`], which carries out the changes
 //! [`diff`] computes from the old plan and the new), the cores of VR instances it places
-//! ([`cores`]), the XDP fast path's maps kept in step with the plan ([`fast`]), the counters as the API and metrics
+//! ([`cores`]), the process limits many VRs need ([`limits`]), the XDP
+//! fast path's maps kept in step with the plan ([`fast`]), the counters as the API and metrics
 //! show them ([`view`]), the HTTP API ([`api`]) and its document as the check
 //! of request bodies ([`contract`]), packet capture to a pcap
 //! stream ([`capture`]), the Prometheus exposition ([`metrics`]) and
@@ -20,6 +21,7 @@ pub mod control;
 pub mod cores;
 pub mod diff;
 pub mod fast;
+pub mod limits;
 pub mod metrics;
 pub mod supervise;
 pub mod view;

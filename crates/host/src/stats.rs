@@ -262,6 +262,9 @@ pub struct HostStats {
     pub ingress_drops: [Counter; IngressDrop::COUNT],
     /// Times the worker slept.
     pub sleeps: Counter,
+    /// Rounds the worker ran (`Worker::poll_once`), with or without work:
+    /// the host's CPU per round is its thread's CPU over this.
+    pub rounds: Counter,
 }
 
 #[cfg(test)]

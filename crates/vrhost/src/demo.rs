@@ -42,6 +42,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         mode: Mode::Shm,
         frame_bytes: args.frame_bytes,
         vrs: args.vrs,
+        idle: 0,
         pool: 1024,
         table: &table,
         slice_us: vrhost_proto::PollConfig::default().slice_us,

@@ -1,4 +1,4 @@
-//! Idle VRs: their CPU cost, and the first packet after idling against a bare wakeup.
+//! Idle VRs: their CPU and memory cost, and the first packet after idling against a bare wakeup.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -17,7 +17,8 @@ use crate::probe::ProbePort;
 use crate::report::percentile;
 use crate::{Result, bail};
 
-/// Ten idle VRs: the CPU they and the host use without traffic, then the
+/// `vrs` idle VRs: the CPU and memory they and the host use without
+/// traffic, then the
 /// latency of a single packet sent after an idle period.
 pub(super) fn run_idle(
     args: &MemoryArgs,
@@ -78,6 +79,21 @@ pub(super) fn run_idle(
     let (t0, c0) = (Instant::now(), cpu_all());
     std::thread::sleep(Duration::from_secs_f64(args.seconds.max(1.0)));
     let cpu_pct = (cpu_all() - c0) as f64 / t0.elapsed().as_secs_f64() / 1e7;
+    let pss = |pid: &str| {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("Pss:")?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0)
+            * 1024
+    };
+    let rss_bytes = pss("self") + pids.iter().map(|p| pss(&p.to_string())).sum::<u64>();
     // The probes come from the host's CPU, as a NIC's interrupt steered to
     // the worker's core would; each after a pause long enough for host and
     // VRs to fall asleep.
@@ -120,6 +136,7 @@ pub(super) fn run_idle(
         wake_ref_us_p50: percentile(&reference, 0.5).unwrap_or(f64::NAN),
         wake_ref_us_p99: percentile(&reference, 0.99).unwrap_or(f64::NAN),
         probes: lat.len(),
+        rss_bytes,
     })
 }
 

@@ -78,6 +78,14 @@ pub struct MemoryArgs {
     /// Numbers of VRs sharing the host.
     #[arg(long, value_delimiter = ',', default_value = "1,10")]
     pub vrs: Vec<usize>,
+    /// Idle VRs beside one busy VR (shm): how the busy VR's rate and the
+    /// host's CPU per round change with VRs that have nothing to do;
+    /// see `--no-idle-beside`.
+    #[arg(long, value_delimiter = ',', default_value = "0,10,100")]
+    pub idle_beside: Vec<usize>,
+    /// Skip the points with idle VRs beside a busy one.
+    #[arg(long)]
+    pub no_idle_beside: bool,
     /// Pool size per VR, in slots.
     #[arg(long, default_value_t = 1024)]
     pub pool: u32,
@@ -98,9 +106,13 @@ pub struct MemoryArgs {
     /// Skip the pool sweep.
     #[arg(long)]
     pub no_pool_sweep: bool,
-    /// Skip the idle figures (10 idle VRs: CPU use and first-packet latency).
+    /// Skip the idle figures (idle VRs: CPU use, memory and first-packet
+    /// latency).
     #[arg(long)]
     pub no_idle: bool,
+    /// Numbers of idle VRs for the idle figures.
+    #[arg(long, value_delimiter = ',', default_value = "10,100")]
+    pub idle_vrs: Vec<usize>,
     /// Rounds: each round runs every point once (fresh VR processes and
     /// regions each time), in turn, and each point reports its run with
     /// the median rate. The machines here are shared virtual machines
@@ -141,8 +153,10 @@ pub struct Record {
     pub mode: Mode,
     /// Frame size.
     pub frame_bytes: usize,
-    /// VRs sharing the host.
+    /// VRs sharing the host (the ones with traffic).
     pub vrs: usize,
+    /// VRs beside them with no traffic at all.
+    pub idle_vrs: usize,
     /// Slots per VR pool.
     pub pool_slots: u32,
     /// Routes in each VR's table.
@@ -155,6 +169,8 @@ pub struct Record {
     pub cpu_ns_per_pkt: f64,
     /// Host worker CPU, percent of one core.
     pub host_cpu_pct: f64,
+    /// Host worker CPU per round (`poll_once`, with or without work), ns.
+    pub host_ns_per_round: f64,
     /// VR processes' CPU, percent of one core.
     pub vr_cpu_pct: f64,
     /// Frames dropped in the window (host ingress, by VRs, by ports).
@@ -194,6 +210,10 @@ pub struct IdleRecord {
     pub wake_ref_us_p99: f64,
     /// Probes sent.
     pub probes: usize,
+    /// Memory of host and VRs with no traffic: the proportional set size
+    /// of the VR processes and of this process (the host), shared memory
+    /// (the regions) counted once.
+    pub rss_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -209,6 +229,11 @@ struct Report<'a> {
     machine: Machine,
     results: &'a [AnyRecord],
 }
+
+/// Most VRs in one point: each is a process with a region and three file
+/// descriptors in the bench (its pidfd, control socket and doorbell), and
+/// the generator tells them apart by source address (`tenant_src`).
+const MAX_VRS: usize = 1000;
 
 const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 const SINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
@@ -311,6 +336,8 @@ pub struct Point<'a> {
     pub mode: Mode,
     pub frame_bytes: usize,
     pub vrs: usize,
+    /// VRs with no traffic beside the `vrs` busy ones.
+    pub idle: usize,
     pub pool: u32,
     pub table: &'a Table,
     /// Time slice of each VR process, µs (see `PollConfig::slice_us`).
@@ -379,6 +406,7 @@ struct Snap {
     violations: u64,
     host_ns: u64,
     vr_ns: u64,
+    rounds: u64,
 }
 
 struct Probes {
@@ -414,6 +442,7 @@ impl Probes {
                 .iter()
                 .filter_map(|&p| cpu::process_cpu_ns(p))
                 .sum(),
+            rounds: self.host_drops.rounds.get(),
         }
     }
 }
@@ -434,6 +463,7 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
         mode: p.mode,
         frame_bytes: p.frame_bytes,
         vrs: p.vrs,
+        idle_vrs: p.idle,
         pool_slots: p.pool,
         routes: p.table.len(),
         mpps: fwd as f64 / secs / 1e6,
@@ -444,6 +474,10 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
             0.0
         },
         host_cpu_pct: (b.host_ns - a.host_ns) as f64 / secs / 1e7,
+        host_ns_per_round: match b.rounds - a.rounds {
+            0 => 0.0,
+            n => (b.host_ns - a.host_ns) as f64 / n as f64,
+        },
         vr_cpu_pct: (b.vr_ns - a.vr_ns) as f64 / secs / 1e7,
         drops: b.drops - a.drops,
         violations: b.violations - a.violations,
@@ -515,8 +549,8 @@ pub fn router_worker(
     let counters = sink.counters();
     let ports: Vec<Box<dyn Port>> = vec![Box::new(mem), Box::new(sink)];
     let poll = PollConfig::default();
-    let mut worker = Worker::new(ports, rules(p.vrs)?, poll)?;
-    for i in 0..p.vrs {
+    let mut worker = Worker::new(ports, rules(p.vrs + p.idle)?, poll)?;
+    for i in 0..p.vrs + p.idle {
         let name = format!("vr{i}");
         let spec = PathSpec::new(&name, vec![0, 1], p.pool);
         let region = spec.create_region()?;
@@ -525,7 +559,9 @@ pub fn router_worker(
             let backend = Backend::InProcRouter(Box::new(router));
             VrPath::assemble(&spec, region, backend, vec![])
         } else {
-            let cmd = vr_command(p.table, vr_cpu, p.vrs > 1, p.slice_us)?;
+            // The busy VRs poll as they would without the idle ones.
+            let shared_core = p.vrs > 1 || i >= p.vrs;
+            let cmd = vr_command(p.table, vr_cpu, shared_core, p.slice_us)?;
             let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
             VrPath::assemble(&spec, region, Backend::Process(vec![proc_]), vec![bell])
         };
@@ -633,8 +669,18 @@ fn validate(args: &MemoryArgs) -> Result<()> {
         }
     }
     for &v in &args.vrs {
-        if !(1..=64).contains(&v) {
-            bail!("--vrs {v}: must be within 1..=64");
+        if !(1..=MAX_VRS).contains(&v) {
+            bail!("--vrs {v}: must be within 1..={MAX_VRS}");
+        }
+    }
+    for &v in &args.idle_vrs {
+        if !(1..=MAX_VRS).contains(&v) {
+            bail!("--idle-vrs {v}: must be within 1..={MAX_VRS}");
+        }
+    }
+    for &v in &args.idle_beside {
+        if v > MAX_VRS - 1 {
+            bail!("--idle-beside {v}: must be within 0..={}", MAX_VRS - 1);
         }
     }
     for &p in std::iter::once(&args.pool).chain(&args.pool_sweep) {
@@ -675,12 +721,13 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
     let progress = |round: usize, r: &Record| {
         if !args.json {
             eprintln!(
-                "  round {}/{} {:>7} {:>5}B {:>3} VRs {:>5} slots {:>7} routes: {:>7.2} Mpps",
+                "  round {}/{} {:>7} {:>5}B {:>3} VRs (+{} idle) {:>5} slots {:>7} routes: {:>7.2} Mpps",
                 round + 1,
                 args.repeat,
                 format!("{:?}", r.mode).to_lowercase(),
                 r.frame_bytes,
                 r.vrs,
+                r.idle_vrs,
                 r.pool_slots,
                 r.routes,
                 r.mpps
@@ -697,6 +744,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
                         mode,
                         frame_bytes,
                         vrs,
+                        idle: 0,
                         pool: args.pool,
                         table,
                         slice_us: args.slice_us,
@@ -705,12 +753,38 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
             }
         }
     }
+    // One busy VR beside idle ones (0 idle is the 1-VR point again, run
+    // in the same rounds so the ratios compare like with like).
+    let beside: &[usize] = if args.no_idle_beside {
+        &[]
+    } else {
+        &args.idle_beside
+    };
+    for &idle in beside {
+        let same = |q: &Point<'_>| {
+            (q.mode, q.frame_bytes, q.vrs, q.idle, q.pool) == (Mode::Shm, 64, 1, idle, args.pool)
+                && std::ptr::eq(q.table, &tables[0])
+        };
+        if points.iter().any(same) {
+            continue;
+        }
+        points.push(Point {
+            mode: Mode::Shm,
+            frame_bytes: 64,
+            vrs: 1,
+            idle,
+            pool: args.pool,
+            table: &tables[0],
+            slice_us: args.slice_us,
+        });
+    }
     if !args.no_pool_sweep {
         for &pool in &args.pool_sweep {
             points.push(Point {
                 mode: Mode::Shm,
                 frame_bytes: 64,
                 vrs: 1,
+                idle: 0,
                 pool,
                 table: &tables[0],
                 slice_us: args.slice_us,
@@ -742,7 +816,9 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
     }
     results.extend(runs.iter().map(|r| AnyRecord::Fwd(median_run(r.clone()))));
     if !args.no_idle {
-        results.push(AnyRecord::Idle(run_idle(args, &tables[0], 10, 100)?));
+        for &n in &args.idle_vrs {
+            results.push(AnyRecord::Idle(run_idle(args, &tables[0], n, 100)?));
+        }
     }
     if args.json {
         let report = Report {

@@ -4,16 +4,18 @@ use super::{AnyRecord, IdleRecord, Mode, Record};
 use crate::machine::Machine;
 use crate::report::{Column, heading, row};
 
-const FORWARDING: [Column; 12] = [
+const FORWARDING: [Column; 14] = [
     Column::left("mode", 8),
     Column::right("frame", 6),
     Column::right("vrs", 4),
+    Column::right("idle", 5),
     Column::right("pool", 6),
     Column::right("routes", 7),
     Column::right("Mpps", 8).decimals(2),
     Column::right("Gbit/s", 7).decimals(2),
     Column::right("ns/pkt", 9).decimals(1),
     Column::right("host%", 6).decimals(0),
+    Column::right("ns/round", 9).decimals(0),
     Column::right("vr%", 6).decimals(0),
     Column::right("drops", 9),
     Column::right("viol", 5),
@@ -56,12 +58,14 @@ fn print_forwarding(r: &Record) {
                 &format!("{:?}", r.mode).to_lowercase(),
                 &r.frame_bytes,
                 &r.vrs,
+                &r.idle_vrs,
                 &r.pool_slots,
                 &r.routes,
                 &r.mpps,
                 &r.gbps,
                 &r.cpu_ns_per_pkt,
                 &r.host_cpu_pct,
+                &r.host_ns_per_round,
                 &r.vr_cpu_pct,
                 &r.drops,
                 &r.violations,
@@ -72,12 +76,13 @@ fn print_forwarding(r: &Record) {
 
 fn print_idle(i: &IdleRecord) {
     println!(
-        "idle: {} VRs + host, no traffic: {:.2}% of one core\n\
+        "idle: {} VRs + host, no traffic: {:.2}% of one core, {:.1} MiB (PSS)\n\
          first packet after idling ({} probes): in -> out p50 {:.1} us, p99 {:.1} us, max {:.1} us; \
          of which host took it -> out p50 {:.1} us, p99 {:.1} us\n\
          reference, same run: one eventfd wakeup host CPU -> VR CPU after the same pause: p50 {:.1} us, p99 {:.1} us",
         i.vrs,
         i.cpu_pct,
+        i.rss_bytes as f64 / (1024.0 * 1024.0),
         i.probes,
         i.wake_us_p50,
         i.wake_us_p99,
@@ -93,7 +98,11 @@ fn print_idle(i: &IdleRecord) {
 /// to syscall, 10 VRs to 1.
 fn print_ratios(results: &[AnyRecord], rounds: &[Vec<Record>], routes: usize) {
     let is_point = |r: &Record, (mode, vrs): (Mode, usize)| {
-        r.mode == mode && r.vrs == vrs && r.frame_bytes == 64 && r.routes == routes
+        r.mode == mode
+            && r.vrs == vrs
+            && r.idle_vrs == 0
+            && r.frame_bytes == 64
+            && r.routes == routes
     };
     // The same ratio within each round (points run seconds apart).
     let per_round = |num: (Mode, usize), den: (Mode, usize)| {
@@ -138,6 +147,43 @@ fn print_ratios(results: &[AnyRecord], rounds: &[Vec<Record>], routes: usize) {
             "shm 10 VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}{}",
             ten / one,
             per_round((Mode::Shm, 10), (Mode::Shm, 1))
+        );
+    }
+    if let (Some(one), Some(hundred)) = (get(Mode::Shm, 1), get(Mode::Shm, 100)) {
+        println!(
+            "shm 100 VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}{}",
+            hundred / one,
+            per_round((Mode::Shm, 100), (Mode::Shm, 1))
+        );
+    }
+    print_idle_beside(results, routes);
+}
+
+/// The busy VR's rate and the host's CPU per round beside N idle VRs,
+/// against the same point with none.
+fn print_idle_beside(results: &[AnyRecord], routes: usize) {
+    let beside: Vec<&Record> = results
+        .iter()
+        .filter_map(|r| match r {
+            AnyRecord::Fwd(r)
+                if r.mode == Mode::Shm && r.vrs == 1 && r.routes == routes && r.runs > 0 =>
+            {
+                Some(r)
+            }
+            _ => None,
+        })
+        .collect();
+    let Some(base) = beside.iter().find(|r| r.idle_vrs == 0) else {
+        return;
+    };
+    for r in beside.iter().filter(|r| r.idle_vrs > 0) {
+        println!(
+            "1 busy VR beside {} idle / beside none (64 B, {routes} routes): {:.2} x the rate, \
+             host {:.0} ns per round against {:.0}",
+            r.idle_vrs,
+            r.mpps / base.mpps,
+            r.host_ns_per_round,
+            base.host_ns_per_round
         );
     }
 }

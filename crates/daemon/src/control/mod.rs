@@ -205,6 +205,9 @@ impl Controller {
             vrhost_host::cpu::avoid_cpu(c)
                 .map_err(|e| format!("keeping the control plane off the worker's core: {e}"))?;
         }
+        // Six or so open files per VR instance: not the usual 1,024.
+        let nofile = crate::limits::raise_open_files();
+        tracing::debug!(?nofile, "open files limit");
         let mut fast = match plan.host.fast_path {
             true => Some(FastState::load(&plan.host.fast)?),
             false => None,

@@ -488,6 +488,15 @@ impl VrPath {
         self.slots.free() == self.slots.pool()
     }
 
+    /// True when the worker has no reason to look at its rings: it holds
+    /// no slot (a VR sends only in slots it was given, so its tx rings hold
+    /// nothing the host would accept) and has no second instance whose
+    /// control messages the host relays. Two field reads.
+    #[inline]
+    pub fn idle(&self) -> bool {
+        self.is_drained() && !self.has_peers()
+    }
+
     /// The out port of each vNIC.
     pub fn vnic_ports(&self) -> &[usize] {
         &self.vnic_port

@@ -8,6 +8,12 @@
 //! the VR processes' pidfds, so an idle host costs no CPU and a VR exit is
 //! seen at once.
 //!
+//! A round visits only the VRs with work (see `active`): those it staged
+//! frames for, and those that hold slots (whose tx rings may hold frames)
+//! or relay control messages between instances; the others are looked at
+//! once per tick, when the VRs are supervised. So idle VRs cost the round
+//! nothing, however many are configured.
+//!
 //! The VRs' tx rings are served as a scheduler in ODP's pull model would:
 //! high-priority VRs first and without a budget, then the others, each up
 //! to its weight's share of frames per round (a VR that sends more waits
@@ -34,8 +40,11 @@ use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
 use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
+mod active;
 mod mailbox;
 mod reconfig;
+
+use active::RankSet;
 
 pub use mailbox::{Job, Mailbox, MailboxError};
 use reconfig::Draining;
@@ -77,11 +86,20 @@ pub struct Worker {
     exits: Option<mpsc::Sender<ExitEvent>>,
     /// VR indexes in tx service order (high priority first).
     order: Vec<usize>,
-    /// Some VR has a rate limit (its bucket is refilled each round).
-    limited: bool,
+    /// Each VR's position in `order`.
+    rank: Vec<usize>,
+    /// The VRs the tx phase visits, by rank: every VR that may have work
+    /// (see `active`).
+    active: RankSet,
+    /// The VRs with staged frames (each once), flushed at the end of the
+    /// rx phase or once they hold a burst.
+    staging: Vec<usize>,
+    /// VRs with a rate limit (their buckets are refilled each round).
+    limited: Vec<usize>,
     /// Frames each VR moved in the current phase of a round (for time
-    /// accounting).
+    /// accounting), and the VRs whose count is not 0.
     flushed: Vec<usize>,
+    moved_by: Vec<usize>,
 }
 
 impl Worker {
@@ -113,8 +131,12 @@ impl Worker {
             last_reap: Instant::now(),
             exits: None,
             order: Vec::new(),
-            limited: false,
+            rank: Vec::new(),
+            active: RankSet::default(),
+            staging: Vec::new(),
+            limited: Vec::new(),
             flushed: Vec::new(),
+            moved_by: Vec::new(),
         })
     }
 
@@ -147,6 +169,8 @@ impl Worker {
         procs: Vec<VrProcess>,
         bells: Vec<Doorbell>,
     ) -> Result<(), Vec<VrProcess>> {
+        // The next round looks at every VR (the restored one included).
+        self.active.fill();
         match self.vrs.iter_mut().find(|v| v.id() == id) {
             Some(v) => v.restore(procs, bells),
             None => Err(procs),
@@ -156,11 +180,23 @@ impl Worker {
     /// Recompute the service order after VRs' [`crate::Sched`] changed
     /// (done by the worker itself when VRs are added or replaced).
     pub fn resched(&mut self) {
-        let mut order: Vec<usize> = (0..self.vrs.len()).collect();
+        let n = self.vrs.len();
+        let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| !self.vrs[i].sched().high_priority);
+        self.rank = vec![0; n];
+        for (r, &i) in order.iter().enumerate() {
+            self.rank[i] = r;
+        }
         self.order = order;
-        self.limited = self.vrs.iter().any(|v| v.sched().rate_pps.is_some());
-        self.flushed = vec![0; self.vrs.len()];
+        self.active = RankSet::full(n);
+        // Called between rounds: nothing is staged. Room for every VR, so
+        // that a round never allocates.
+        self.staging = Vec::with_capacity(n);
+        self.moved_by = Vec::with_capacity(n);
+        self.limited = (0..n)
+            .filter(|&i| self.vrs[i].sched().rate_pps.is_some())
+            .collect();
+        self.flushed = vec![0; n];
     }
 
     /// Frames taken from a port per burst (1..=64, default 32).
@@ -224,8 +260,10 @@ impl Worker {
         &self.vrs
     }
 
-    /// The VRs, mutable (tests, shutdown).
+    /// The VRs, mutable (tests, shutdown, jobs). The next round looks at
+    /// every VR: a change (an instance added) may give one work.
     pub fn vrs_mut(&mut self) -> &mut [VrPath] {
+        self.active.fill();
         &mut self.vrs
     }
 
@@ -239,14 +277,17 @@ impl Worker {
         &self.stats
     }
 
-    /// One round over all ports and VRs: up to the round budget of frames
-    /// from each port, in bursts, each burst handed to the VRs at once; then
-    /// every VR's tx rings once. Returns frames moved.
+    /// One round over all ports and the VRs with work: up to the round
+    /// budget of frames from each port, in bursts, each burst handed to the
+    /// VRs at once; then the tx rings of every VR that may have sent
+    /// something, once. Returns frames moved.
     ///
     /// Looking at a tx ring costs a cache miss when its VR has written it
     /// (its producer index lives on the VR's core), whatever it holds; with
-    /// many VRs that cost, paid per round, is what a larger round amortizes.
+    /// many busy VRs that cost, paid per round, is what a larger round
+    /// amortizes. Idle VRs are not looked at (see `active`).
     pub fn poll_once(&mut self) -> usize {
+        self.stats.rounds.add(1);
         let mut moved = 0;
         if self.order.len() != self.vrs.len() {
             self.resched();
@@ -256,10 +297,8 @@ impl Worker {
         // frames (an empty look at a port or a ring is charged to the next
         // phase with work).
         let mut mark = Instant::now();
-        if self.limited {
-            for vr in &mut self.vrs {
-                vr.refill(mark);
-            }
+        for &i in &self.limited {
+            self.vrs[i].refill(mark);
         }
         let round = mark;
         for p in 0..self.ports.len() {
@@ -277,13 +316,14 @@ impl Worker {
                 // port burst holds a few frames of each: publishing each
                 // burst would pay a ring's cache-line transfer (and an
                 // in-process VR's call) for every few frames.
-                for (vr, k) in self.vrs.iter_mut().zip(&mut self.flushed) {
-                    if vr.staged() >= BURST {
-                        *k += vr.flush_rx(&mut self.ports);
-                    }
-                    // Control messages between a VR's instances go
-                    // before data, and a round of a loaded port is long.
-                    let _ = vr.serve_ctrl();
+                self.flush_staged(BURST);
+                // Control messages between a VR's instances go before
+                // data, and a round of a loaded port is long (a VR with
+                // peers is always in the active set).
+                let mut r = 0;
+                while let Some(at) = self.active.next_from(r) {
+                    r = at + 1;
+                    let _ = self.vrs[self.order[at]].serve_ctrl();
                 }
                 // A VR's ring or pool was full: serve the tx rings (which
                 // frees slots) before taking more, rather than spend the
@@ -294,24 +334,20 @@ impl Worker {
             }
         }
         if moved > 0 {
-            for (vr, k) in self.vrs.iter_mut().zip(&mut self.flushed) {
-                if vr.staged() > 0 {
-                    *k += vr.flush_rx(&mut self.ports);
-                }
-            }
+            self.flush_staged(1);
             // The rx phase's time, shared by the VRs its frames went to.
             let now = Instant::now();
             let per_frame = now.duration_since(mark).as_nanos() as u64 / moved as u64;
             mark = now;
-            for (vr, k) in self.vrs.iter().zip(&mut self.flushed) {
-                if *k > 0 {
-                    vr.stats().host_ns.add(per_frame * *k as u64);
-                    *k = 0;
-                }
-            }
+            self.charge(per_frame);
         }
+        // The tx phase: the VRs that may have sent something, in service
+        // order; one found with nothing held (and no peers) leaves the set.
         let mut moved_tx = 0;
-        for &i in &self.order {
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            let i = self.order[at];
             let vr = &mut self.vrs[i];
             let s = vr.sched();
             let budget = if s.high_priority {
@@ -320,20 +356,21 @@ impl Worker {
                 s.weight as usize * TX_QUANTUM
             };
             let n = vr.poll_tx_budget(&mut self.ports, budget);
-            self.flushed[i] = n;
+            if vr.idle() {
+                self.active.remove(at);
+            }
+            self.note_moved(i, n);
             moved_tx += n;
         }
         if moved_tx > 0 {
             // The tx phase's time, shared by the indexes each VR handed back
             // (valid or not).
             let per_frame = mark.elapsed().as_nanos() as u64 / moved_tx as u64;
-            for (vr, k) in self.vrs.iter().zip(&mut self.flushed) {
-                if *k > 0 {
-                    vr.stats().host_ns.add(per_frame * *k as u64);
-                    *k = 0;
-                }
-            }
+            self.charge(per_frame);
             moved += moved_tx;
+        } else {
+            // Nothing to charge: forget who moved nothing.
+            self.moved_by.clear();
         }
         if !self.draining.is_empty() {
             moved += self.poll_draining();
@@ -352,11 +389,55 @@ impl Worker {
         moved
     }
 
+    /// Publish the staged frames of every VR that holds at least `min` of
+    /// them (1: all); a VR handed frames is visited by the tx phase.
+    #[inline]
+    fn flush_staged(&mut self, min: usize) {
+        let mut j = 0;
+        while j < self.staging.len() {
+            let i = self.staging[j];
+            let vr = &mut self.vrs[i];
+            // (One with none left is dropped from the list all the same.)
+            let staged = vr.staged();
+            if staged > 0 && staged < min {
+                j += 1;
+                continue;
+            }
+            let n = vr.flush_rx(&mut self.ports);
+            self.staging.swap_remove(j);
+            self.active.insert(self.rank[i]);
+            self.note_moved(i, n);
+        }
+    }
+
+    /// VR `i` moved `n` frames in this phase.
+    #[inline]
+    fn note_moved(&mut self, i: usize, n: usize) {
+        if n > 0 {
+            if self.flushed[i] == 0 {
+                self.moved_by.push(i);
+            }
+            self.flushed[i] += n;
+        }
+    }
+
+    /// Charge `per_frame` ns for each frame the VRs moved in this phase.
+    #[inline]
+    fn charge(&mut self, per_frame: u64) {
+        for i in self.moved_by.drain(..) {
+            let k = std::mem::take(&mut self.flushed[i]);
+            self.vrs[i].stats().host_ns.add(per_frame * k as u64);
+        }
+    }
+
     /// Run the jobs other threads posted.
     fn run_jobs(&mut self) {
         for job in self.mailbox.take() {
             job(self);
         }
+        // A job may have given a VR instances (peers) or processes: the
+        // next round looks at every VR.
+        self.active.fill();
     }
 
     /// Take up to `want` frames from port `p`, classify each and stage it in
@@ -381,19 +462,26 @@ impl Worker {
                 self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
                 continue;
             };
-            if let Err(why) = path.stage_key(vnic, f, &key) {
-                full |= matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
-                path.stats().drop_in(why, 1);
+            let first = path.staged() == 0;
+            match path.stage_key(vnic, f, &key) {
+                Ok(()) if first => self.staging.push(vr),
+                Ok(()) => {}
+                Err(why) => {
+                    full |= matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
+                    path.stats().drop_in(why, 1);
+                }
             }
         }
         (n, full)
     }
 
     /// Apply the VRs' guards and handle exited VR processes (reported to
-    /// the supervisor, if any); returns how many VRs went down.
+    /// the supervisor, if any); returns how many VRs went down. The next
+    /// round then looks at every VR's rings (the sweep: see `active`).
     pub fn reap(&mut self) -> usize {
         let now = Instant::now();
         self.last_reap = now;
+        self.active.fill();
         let mut down = 0;
         for vr in &mut self.vrs {
             if let Some(ev) = vr.supervise(now) {
@@ -466,13 +554,19 @@ impl Worker {
     /// idling waits for nothing more.
     fn sleep(&mut self, timeout: Duration) {
         use rustix::event::{PollFd, PollFlags, Timespec};
-        for vr in &self.vrs {
-            vr.set_host_sleeping(true);
-        }
+        // Only the VRs that may send (they hold slots, or relay messages
+        // between instances: the active set) get the flag; the others
+        // have nothing to wake the host for, and get slots only from an
+        // awake host.
+        self.set_host_sleeping(true);
         // The last look after raising the flags (see `vrhost_shm::wake`).
-        let pending = self.vrs.iter_mut().any(VrPath::tx_pending)
-            || !self.draining.is_empty()
-            || self.mailbox.pending();
+        let mut pending = !self.draining.is_empty() || self.mailbox.pending();
+        // Each active VR's rings, as a round's tx phase would see them.
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            pending = pending || self.vrs[self.order[at]].tx_pending();
+        }
         let mut child_exited = false;
         let mut timed_out = false;
         if !pending {
@@ -511,14 +605,23 @@ impl Worker {
                 self.bell.clear();
             }
         }
-        for vr in &self.vrs {
-            vr.set_host_sleeping(false);
-        }
+        // A VR that rang had the flag, so it is in the active set already;
+        // a sleep that timed out sweeps (`reap`).
+        self.set_host_sleeping(false);
         if child_exited || timed_out {
             self.reap();
         } else {
             // The pidfds were watched while we slept: no periodic reap is due.
             self.last_reap = Instant::now();
+        }
+    }
+
+    /// Raise or clear the host's sleeping flag in the active VRs' regions.
+    fn set_host_sleeping(&self, sleeping: bool) {
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            self.vrs[self.order[at]].set_host_sleeping(sleeping);
         }
     }
 
@@ -633,6 +736,98 @@ mod tests {
 
     fn udp(dst: Ipv4Addr) -> Vec<u8> {
         crate::testkit::udp(Ipv4Addr::new(10, 0, 0, 1), 1000, dst, 2000)
+    }
+
+    /// `n` VRs of one vNIC (out on port 1), frames to 10.`v`.0.0/16
+    /// going to VR `v`, and `frames` waiting on port 0; no sweep unless a
+    /// test asks for one (`reap`).
+    fn many(n: usize, frames: Vec<Vec<u8>>) -> (Worker, Vec<Instance>, Sent) {
+        let (mut w, inst, sent) = worker(
+            Source::new(frames),
+            usize::MAX,
+            &vec![Sched::default(); n],
+            0,
+        );
+        let rules: Vec<Rule> = (0..n)
+            .map(|v| Rule {
+                m: Match {
+                    in_port: Some(0),
+                    dst: Some((Ipv4Addr::new(10, v as u8, 0, 0), 16)),
+                    ..Match::default()
+                },
+                vr: v,
+                vnic: 0,
+            })
+            .collect();
+        w.set_classifier(Classifier::new(&rules).unwrap());
+        w.last_reap = Instant::now() + Duration::from_secs(3600);
+        (w, inst, sent)
+    }
+
+    fn to_vr(v: usize, tag: u8) -> Vec<u8> {
+        let mut f = udp(Ipv4Addr::new(10, v as u8, 0, 5));
+        // A tag in the last byte of the payload, to tell frames apart.
+        *f.last_mut().unwrap() = tag;
+        f
+    }
+
+    /// Instance `inst` takes what its rx ring holds and hands it all back
+    /// processed; returns how many.
+    fn echo(w: &Worker, inst: &mut Instance, v: usize) -> usize {
+        let mut idx = [0u32; 64];
+        let n = inst.rx[0].pop(&mut idx).unwrap();
+        let region = w.vrs()[v].region();
+        for &s in &idx[..n] {
+            region.meta(s).unwrap().set(SlotState::Processed);
+        }
+        assert_eq!(inst.tx[0].push(&idx[..n]).unwrap(), n);
+        n
+    }
+
+    #[test]
+    fn a_hundred_vrs_each_get_their_frames_and_send_them_back_out() {
+        let frames: Vec<Vec<u8>> = (0..100).flat_map(|v| [to_vr(v, 1), to_vr(v, 2)]).collect();
+        let (mut w, mut inst, sent) = many(100, frames);
+        assert_eq!(w.poll_once(), 200);
+        for (v, i) in inst.iter_mut().enumerate() {
+            assert_eq!(echo(&w, i, v), 2, "VR {v}");
+        }
+        assert_eq!(w.poll_once(), 200);
+        assert_eq!(sent.lock().unwrap().len(), 200);
+        assert!(tx(&w).iter().all(|&n| n == 2), "{:?}", tx(&w));
+        // Everything came back: no VR is left to visit.
+        assert_eq!(w.active.ranks(), Vec::<usize>::new());
+        for v in w.vrs() {
+            v.check_slot_accounting().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_round_visits_the_vrs_with_work_and_the_sweep_the_others() {
+        let (mut w, mut inst, sent) = many(100, vec![to_vr(3, 0), to_vr(70, 0)]);
+        // The first round sweeps all; the VRs given a frame stay.
+        assert_eq!(w.poll_once(), 2);
+        assert_eq!(w.active.ranks(), [3, 70]);
+        // A frame idle VR 50 never held, put in its tx ring: nothing looks
+        // at it until the sweep.
+        inst[50].tx[0].push(&[0]).unwrap();
+        let bad = |w: &Worker| w.vrs()[50].stats().violations_total();
+        echo(&w, &mut inst[70], 70);
+        assert_eq!(w.poll_once(), 1, "VR 70's frame, not VR 50's index");
+        assert_eq!(bad(&w), 0);
+        assert_eq!(sent.lock().unwrap().len(), 1);
+        assert_eq!(w.active.ranks(), [3], "VR 70 handed everything back");
+        w.reap();
+        w.last_reap = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(w.poll_once(), 1, "the sweep took VR 50's index");
+        assert_eq!(bad(&w), 1);
+        assert_eq!(w.active.ranks(), [3]);
+        // VR 3 still holds its frame, and is visited each round until it
+        // hands it back.
+        echo(&w, &mut inst[3], 3);
+        assert_eq!(w.poll_once(), 1);
+        assert_eq!(w.active.ranks(), Vec::<usize>::new());
+        assert_eq!(sent.lock().unwrap().len(), 2);
     }
 
     #[test]

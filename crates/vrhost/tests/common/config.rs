@@ -119,6 +119,37 @@ impl Lab {
         self
     }
 
+    /// `vr` added on network `net` with its rule, but no traffic: the
+    /// generator's destinations stay as they are.
+    pub fn with_quiet_vr(mut self, vr: VrSpec, net: u8) -> Self {
+        self.rules.push(Rule {
+            port: Some("gen".into()),
+            dst: Some(format!("10.{net}.0.0/16")),
+            vr: vr.name.clone(),
+            ..Rule::default()
+        });
+        self.vrs.push(vr);
+        self
+    }
+
+    /// Router VRs `vr1` .. `vrN` on networks 1 ..= `n`, each with a pool of
+    /// `slots` (`None`: the daemon's default); the generator sends to the
+    /// first `busy` of them only. Each has a memory limit of 64 MiB, and with it cgroups of its own.
+    pub fn many_vrs(n: u8, busy: u8, slots: Option<u32>) -> Self {
+        (1..=n).fold(Self::ports(), |lab, net| {
+            let vr = VrSpec {
+                slots,
+                memory: Some(json!("64M")),
+                ..Self::router(&format!("vr{net}"), net)
+            };
+            if net <= busy {
+                lab.with_vr(vr, net)
+            } else {
+                lab.with_quiet_vr(vr, net)
+            }
+        })
+    }
+
     /// VR `name` and its rules taken out (the generator's destinations
     /// stay).
     pub fn without_vr(mut self, name: &str) -> Self {
