@@ -188,6 +188,8 @@ fn same_process(a: &VrPlan, b: &VrPlan) -> bool {
         && a.cpu == b.cpu
         && a.config == b.config
         && a.vnic_ports.len() == b.vnic_ports.len()
+        // Its user, limits and cgroup are set when it starts.
+        && a.confine == b.confine
 }
 
 /// Nothing of the VR changed that its processes or instances see.
@@ -297,6 +299,21 @@ vr = "a"
         let d = diff(&plan(BASE), &plan(BASE), running, Some("b")).unwrap();
         assert_eq!(d.vrs, [Some(0), None]);
         assert_eq!(d.result.restarted, ["b"]);
+    }
+
+    #[test]
+    fn a_changed_limit_restarts_its_vr() {
+        for (key, value) in [("cpu_quota", "0.5"), ("memory", "\"64M\"")] {
+            let new = BASE.replacen(
+                "slots = 256\nvnics",
+                &format!("slots = 256\n{key} = {value}\nvnics"),
+                1,
+            );
+            assert_ne!(new, BASE, "{key}");
+            let d = diff(&plan(BASE), &plan(&new), running, None).unwrap();
+            assert_eq!(d.result.restarted, ["a"], "{key}");
+            assert_eq!(d.result.unchanged, ["b"], "{key}");
+        }
     }
 
     #[test]
