@@ -15,13 +15,20 @@
 //! [`MemPortConfig::src_ips`] (template `i` uses `src_ips[i % len]`), so
 //! each source gets an equal share of the frames, and a classifier keyed
 //! on source can fan the stream out to several VRs.
+//!
+//! With an IPv6 destination mode ([`DstMode::Fixed6`],
+//! [`DstMode::Prefixes6`]) the frames are UDP over IPv6 (no extension
+//! header, checksum filled), from the source addresses mapped into
+//! `fd00::/96` ([`source6`]), with `ttl` as the hop limit.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vrhost_packet::MacAddr;
-use vrhost_packet::build::{self, BuildError, BuildOptions, PayloadFill, UdpFrameSpec};
+use vrhost_packet::build::{
+    self, BuildError, BuildOptions, PayloadFill, Udp6FrameSpec, UdpFrameSpec,
+};
 
 use crate::{Port, PortStats};
 
@@ -46,6 +53,29 @@ pub enum DstMode {
     /// old class A, B and C space), `b`, `c` uniform, and `x` in 1..=254
     /// (no network or broadcast address of the /24).
     RandomClassC,
+    /// IPv6: every frame to one address.
+    Fixed6(Ipv6Addr),
+    /// IPv6: a prefix chosen uniformly, then a random address inside it.
+    /// Prefixes are `(address as u128, length)`.
+    Prefixes6(Vec<(u128, u8)>),
+}
+
+impl DstMode {
+    /// True if the frames are IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        matches!(self, DstMode::Fixed6(_) | DstMode::Prefixes6(_))
+    }
+
+    /// Longest prefix length of the family.
+    fn max_len(&self) -> u8 {
+        if self.is_ipv6() { 128 } else { 32 }
+    }
+}
+
+/// The IPv6 source of IPv4 source `a` in IPv6 frames: `fd00::a.b.c.d`
+/// (a unique local address; the IPv4 address in its last 32 bits).
+pub fn source6(a: Ipv4Addr) -> Ipv6Addr {
+    Ipv6Addr::from((0xfd00u128 << 112) | u128::from(u32::from(a)))
 }
 
 /// A [`MemPort`]'s configuration. [`Default`] gives 64-byte frames from
@@ -121,14 +151,18 @@ pub enum MemPortError {
     /// `DstMode::Prefixes` with an empty list.
     #[error("destination prefix list is empty")]
     NoPrefixes,
-    /// A prefix length above 32.
-    #[error("destination prefix #{index} has length {len} > 32")]
+    /// A prefix length above 32 (IPv6: 128).
+    #[error("destination prefix #{index} has length {len}, longer than an address")]
     PrefixLen {
         /// Position in the list.
         index: usize,
         /// The length given.
         len: u8,
     },
+    /// `stamp_sequence` with IPv6 frames: their UDP checksum is mandatory,
+    /// and a stamp would break it.
+    #[error("sequence stamps are for IPv4 frames only (an IPv6 UDP checksum cannot be 0)")]
+    StampIpv6,
     /// The frame builder refused the frame (not expected after validation).
     #[error("building a template: {0}")]
     Build(#[from] BuildError),
@@ -151,13 +185,20 @@ impl MemPortConfig {
         if self.src_ips.is_empty() {
             return Err(MemPortError::NoSources);
         }
-        if let DstMode::Prefixes(p) = &self.dst {
-            if p.is_empty() {
-                return Err(MemPortError::NoPrefixes);
-            }
-            if let Some((index, &(_, len))) = p.iter().enumerate().find(|(_, (_, l))| *l > 32) {
-                return Err(MemPortError::PrefixLen { index, len });
-            }
+        let max = self.dst.max_len();
+        let lens: Vec<u8> = match &self.dst {
+            DstMode::Prefixes(p) => p.iter().map(|&(_, l)| l).collect(),
+            DstMode::Prefixes6(p) => p.iter().map(|&(_, l)| l).collect(),
+            _ => vec![max],
+        };
+        if lens.is_empty() {
+            return Err(MemPortError::NoPrefixes);
+        }
+        if let Some((index, &len)) = lens.iter().enumerate().find(|(_, l)| **l > max) {
+            return Err(MemPortError::PrefixLen { index, len });
+        }
+        if self.stamp_sequence && self.dst.is_ipv6() {
+            return Err(MemPortError::StampIpv6);
         }
         Ok(())
     }
@@ -178,13 +219,27 @@ fn mask(len: u8) -> u32 {
     }
 }
 
-fn pick_dst(mode: &DstMode, rng: &mut SmallRng) -> Ipv4Addr {
+fn mask6(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
+}
+
+fn pick_dst(mode: &DstMode, rng: &mut SmallRng) -> IpAddr {
     match mode {
-        DstMode::Fixed(a) => *a,
+        DstMode::Fixed(a) => IpAddr::V4(*a),
+        DstMode::Fixed6(a) => IpAddr::V6(*a),
         DstMode::Prefixes(p) => {
             let (net, len) = p[rng.random_range(0..p.len())];
             let m = mask(len);
-            Ipv4Addr::from((net & m) | (rng.random::<u32>() & !m))
+            IpAddr::V4(Ipv4Addr::from((net & m) | (rng.random::<u32>() & !m)))
+        }
+        DstMode::Prefixes6(p) => {
+            let (net, len) = p[rng.random_range(0..p.len())];
+            let m = mask6(len);
+            IpAddr::V6(Ipv6Addr::from((net & m) | (rng.random::<u128>() & !m)))
         }
         DstMode::RandomClassC => {
             let a = loop {
@@ -193,8 +248,48 @@ fn pick_dst(mode: &DstMode, rng: &mut SmallRng) -> Ipv4Addr {
                     break a;
                 }
             };
-            Ipv4Addr::new(a, rng.random(), rng.random(), rng.random_range(1..=254))
+            IpAddr::V4(Ipv4Addr::new(
+                a,
+                rng.random(),
+                rng.random(),
+                rng.random_range(1..=254),
+            ))
         }
+    }
+}
+
+/// Write template `i` of `cfg` into `frame`.
+fn write_template(
+    cfg: &MemPortConfig,
+    i: usize,
+    rng: &mut SmallRng,
+    opts: BuildOptions,
+    frame: &mut [u8],
+) -> Result<(), BuildError> {
+    let src = cfg.src_ips[i % cfg.src_ips.len()];
+    match pick_dst(&cfg.dst, rng) {
+        IpAddr::V4(dst_ip) => UdpFrameSpec {
+            dst_mac: cfg.dst_mac,
+            src_mac: cfg.src_mac,
+            src_ip: src,
+            dst_ip,
+            sport: cfg.sport,
+            dport: cfg.dport,
+            ttl: cfg.ttl,
+            frame_bytes: frame.len(),
+        }
+        .write_with(frame, opts),
+        IpAddr::V6(dst_ip) => Udp6FrameSpec {
+            dst_mac: cfg.dst_mac,
+            src_mac: cfg.src_mac,
+            src_ip: source6(src),
+            dst_ip,
+            sport: cfg.sport,
+            dport: cfg.dport,
+            hop_limit: cfg.ttl,
+            frame_bytes: frame.len(),
+        }
+        .write(frame),
     }
 }
 
@@ -234,17 +329,7 @@ impl MemPort {
             payload: PayloadFill::Zero,
         };
         for (i, frame) in frames.chunks_exact_mut(fb).enumerate() {
-            UdpFrameSpec {
-                dst_mac: cfg.dst_mac,
-                src_mac: cfg.src_mac,
-                src_ip: cfg.src_ips[i % cfg.src_ips.len()],
-                dst_ip: pick_dst(&cfg.dst, &mut rng),
-                sport: cfg.sport,
-                dport: cfg.dport,
-                ttl: cfg.ttl,
-                frame_bytes: fb,
-            }
-            .write_with(frame, opts)?;
+            write_template(&cfg, i, &mut rng, opts, frame)?;
         }
         Ok(MemPort {
             name: name.into(),
@@ -462,6 +547,71 @@ mod tests {
                 assert!(u.verify_checksum(ip.src_addr(), ip.dst_addr()));
             }
         }
+    }
+
+    #[test]
+    fn ipv6_templates() {
+        use vrhost_packet::checksum;
+        use vrhost_packet::ipv6::Ipv6Packet;
+        let srcs = vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)];
+        let net = u128::from("2001:db8:100::".parse::<Ipv6Addr>().unwrap());
+        for fb in [64, 1518] {
+            let p = port(MemPortConfig {
+                frame_bytes: fb,
+                dst: DstMode::Prefixes6(vec![(net, 40)]),
+                src_ips: srcs.clone(),
+                templates: 200,
+                ttl: 9,
+                ..MemPortConfig::default()
+            });
+            for i in 0..p.templates() {
+                let f = p.template(i);
+                assert_eq!((f.len(), &f[12..14]), (fb, &[0x86, 0xdd][..]));
+                let ip = Ipv6Packet::new_checked(&f[14..]).unwrap();
+                assert_eq!(ip.src_addr(), source6(srcs[i % 2]));
+                assert_eq!(ip.dst_u128() >> 88, net >> 88, "inside the /40");
+                assert_eq!((ip.hop_limit(), ip.next_header()), (9, 17));
+                let ph = checksum::pseudo_header_v6(
+                    ip.src_u128(),
+                    ip.dst_u128(),
+                    17,
+                    u32::from(ip.payload_len()),
+                );
+                let sum = checksum::fold(checksum::add(ph, checksum::sum(ip.payload())));
+                assert_eq!(sum, 0xffff, "UDP checksum of template {i}");
+            }
+        }
+        let fixed = DstMode::Fixed6(Ipv6Addr::LOCALHOST);
+        let p = port(MemPortConfig {
+            dst: fixed.clone(),
+            templates: 3,
+            ..MemPortConfig::default()
+        });
+        assert_eq!(&p.template(2)[38..54], &Ipv6Addr::LOCALHOST.octets());
+        let bad = |dst, stamp_sequence| {
+            MemPort::new(
+                "m",
+                MemPortConfig {
+                    dst,
+                    stamp_sequence,
+                    ..MemPortConfig::default()
+                },
+            )
+            .unwrap_err()
+        };
+        assert_eq!(bad(fixed, true), MemPortError::StampIpv6);
+        assert_eq!(
+            bad(DstMode::Prefixes6(vec![(0, 129)]), false),
+            MemPortError::PrefixLen { index: 0, len: 129 }
+        );
+        assert_eq!(
+            bad(DstMode::Prefixes6(vec![]), false),
+            MemPortError::NoPrefixes
+        );
+        assert_eq!(
+            bad(DstMode::Prefixes(vec![(0, 100)]), false),
+            MemPortError::PrefixLen { index: 0, len: 100 }
+        );
     }
 
     #[test]

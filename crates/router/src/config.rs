@@ -189,9 +189,14 @@ pub struct RouterConfig {
     pub routes: Vec<RouteConfig>,
     /// A route file (any format `vrhost route import` reads); each of its
     /// IPv4 routes goes to next hop `ASN mod len(nexthops)` (or 0 without
-    /// an ASN); its IPv6 routes are skipped.
+    /// an ASN); its IPv6 routes are skipped unless `route_file_ipv6`.
     #[serde(default)]
     pub route_file: Option<String>,
+    /// Load the route file's IPv6 routes too, spread over the next hops
+    /// the same way (every next hop then needs a static `mac`: one
+    /// resolved by ARP cannot carry IPv6).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub route_file_ipv6: bool,
     /// Static neighbours.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub neighbours: Vec<NeighbourConfig>,
@@ -471,7 +476,7 @@ impl Router {
         b.neighbours(&cfg.neighbours)?;
         b.routes(&cfg.routes)?;
         if let Some(path) = &cfg.route_file {
-            b.route_file(path)?;
+            b.route_file(path, cfg.route_file_ipv6)?;
         }
         b.own_routes()?;
         let burst = burst_for(cfg.burst_lookup, &b.fib);
@@ -731,9 +736,16 @@ impl Build {
     }
 
     /// The route file's routes, spread over the next hops by ASN.
-    fn route_file(&mut self, path: &str) -> Result<(), String> {
+    fn route_file(&mut self, path: &str, ipv6: bool) -> Result<(), String> {
         if self.n_nexthops == 0 {
             return Err("route_file needs at least one next hop".into());
+        }
+        let arp =
+            (self.hops[..self.n_nexthops].iter()).position(|h| matches!(h, Hop::Gateway { .. }));
+        if let (true, Some(nh)) = (ipv6, arp) {
+            return Err(format!(
+                "route_file_ipv6: nexthops[{nh}] is resolved by ARP (an IPv4 via), not for IPv6 routes; give its mac"
+            ));
         }
         let set = vrhost_fib::import::read_routes(std::path::Path::new(path), &Default::default())
             .map_err(|e| format!("route_file {path}: {e}"))?;
@@ -743,6 +755,11 @@ impl Build {
         // load, and could go to a next hop resolved by ARP.
         for r in set.ipv4() {
             self.insert(Net::V4(r.prefix, r.len), r.asn.unwrap_or(0) % n, || {
+                format!("route_file {path}")
+            })?;
+        }
+        for r in set.ipv6().filter(|_| ipv6) {
+            self.insert(Net::V6(r.prefix, r.len), r.asn.unwrap_or(0) % n, || {
                 format!("route_file {path}")
             })?;
         }

@@ -11,7 +11,8 @@ use vrhost_proto::PollConfig;
 use vrhost_shm::Doorbell;
 
 use super::{
-    GEN_MAC, IdleRecord, MemoryArgs, Record, Table, rules, tenant_src, thread_cpu_ns_of, vr_command,
+    Family, GEN_MAC, IdleRecord, MemoryArgs, Record, Table, rules, tenant_src, thread_cpu_ns_of,
+    vr_command,
 };
 use crate::probe::ProbePort;
 use crate::report::percentile;
@@ -41,7 +42,7 @@ pub(super) fn run_idle(
     let (port, probe) = ProbePort::new(frame)?;
     let ports: Vec<Box<dyn Port>> = vec![Box::new(port)];
     let poll = PollConfig::default();
-    let mut worker = Worker::new(ports, rules(vrs)?, poll)?;
+    let mut worker = Worker::new(ports, rules(vrs, Family::Ipv4)?, poll)?;
     for i in 0..vrs {
         let name = format!("idle{i}");
         let vr_spec = PathSpec::new(&name, vec![0, 0], 256);

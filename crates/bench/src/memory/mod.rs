@@ -58,6 +58,26 @@ pub enum Mode {
     Syscall,
 }
 
+/// The address family of the generated frames and the routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// UDP over IPv4.
+    Ipv4,
+    /// UDP over IPv6 (no extension headers).
+    Ipv6,
+}
+
+impl Family {
+    /// `ipv4` or `ipv6`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+        }
+    }
+}
+
 /// Destinations of the generated frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Dst {
@@ -92,9 +112,15 @@ pub struct MemoryArgs {
     #[arg(long, default_value_t = 1024)]
     pub pool: u32,
     /// Route tables: `2` (two /1 routes) or a route file in any format
-    /// `vrhost route import` reads, e.g. ../shared/data/fib/ipasn_20140513.dat.gz.
+    /// `vrhost route import` reads, e.g. ../shared/data/fib/ipasn_20140513.dat.gz
+    /// (IPv4) or ../shared/data/mrt/rib6.20151101.0600_firstMB.bz2 (IPv6).
+    /// A file is used for each family of `--family` it has routes of.
     #[arg(long, value_delimiter = ',', default_value = "2")]
     pub routes: Vec<String>,
+    /// Address families. IPv6 points run with one VR: the bench tells
+    /// tenants apart by their IPv4 source address.
+    #[arg(long, value_delimiter = ',', default_value = "ipv4")]
+    pub family: Vec<Family>,
     /// Destinations of generated frames.
     #[arg(long, value_enum, default_value = "random")]
     pub dst: Dst,
@@ -153,6 +179,8 @@ pub struct MemoryArgs {
 pub struct Record {
     /// `shm`, `inproc` or `syscall`.
     pub mode: Mode,
+    /// `ipv4` or `ipv6`.
+    pub family: Family,
     /// Frame size.
     pub frame_bytes: usize,
     /// VRs sharing the host (the ones with traffic).
@@ -255,53 +283,122 @@ fn tenant_src(i: usize) -> Ipv4Addr {
 /// A route table for the bench: its router config part and the prefixes the
 /// generator draws destinations from.
 pub struct Table {
+    family: Family,
     routes: Vec<RouteConfig>,
     route_file: Option<String>,
     prefixes: Vec<(u32, u8)>,
+    prefixes6: Vec<(u128, u8)>,
+    /// The routes kept from a cut file, written out for the VRs (removed
+    /// with the table).
+    _kept: Option<KeptFile>,
+}
+
+/// A file removed when dropped.
+struct KeptFile(PathBuf);
+
+impl Drop for KeptFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The whole records of a cut route file (a partial MRT download, as
+/// `../shared/data/mrt` has), as a text file the VRs' routers read.
+fn keep_whole_records(spec: &str, set: &vrhost_fib::import::RouteSet) -> Result<KeptFile> {
+    use std::fmt::Write as _;
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("vrhost-bench-{}-{n}.txt", std::process::id()));
+    let mut text = String::new();
+    for r in &set.routes {
+        let _ = writeln!(text, "{}/{}\t{}", r.prefix, r.len, r.asn.unwrap_or(0));
+    }
+    let kept = KeptFile(path);
+    std::fs::write(&kept.0, text)
+        .with_context(|| format!("route table {spec}: writing its routes"))?;
+    Ok(kept)
 }
 
 impl Table {
+    /// An IPv4 table: `2` or a route file with IPv4 routes.
     pub fn load(spec: &str) -> Result<Self> {
-        if spec == "2" {
-            return Ok(Self {
-                routes: vec![
-                    RouteConfig {
-                        prefix: "0.0.0.0/1".into(),
-                        nexthop: Some(0),
-                        ..RouteConfig::default()
-                    },
-                    RouteConfig {
-                        prefix: "128.0.0.0/1".into(),
-                        nexthop: Some(0),
-                        ..RouteConfig::default()
-                    },
-                ],
-                route_file: None,
-                prefixes: vec![],
-            });
+        match Self::load_family(spec, Family::Ipv4)? {
+            Some(t) => Ok(t),
+            None => bail!("route table {spec} has no IPv4 routes"),
         }
-        let path = std::path::Path::new(spec);
-        let set = vrhost_fib::import::read_routes(path, &Default::default())
-            .with_context(|| format!("route table {spec}"))?;
-        let prefixes: Vec<(u32, u8)> = set.ipv4().map(|r| (r.prefix, r.len)).collect();
-        if prefixes.is_empty() {
-            bail!("route table {spec} has no IPv4 routes");
-        }
-        let abs = std::fs::canonicalize(path).with_context(|| format!("route table {spec}"))?;
-        Ok(Self {
-            routes: vec![],
-            route_file: Some(abs.to_string_lossy().into_owned()),
-            prefixes,
-        })
     }
 
-    /// Routes in the table.
-    pub fn len(&self) -> usize {
-        if self.route_file.is_some() {
-            self.prefixes.len()
-        } else {
-            self.routes.len()
+    /// A table of `family`: `2` (two /1 routes) or a route file's routes
+    /// of that family (`None` if it has none).
+    pub fn load_family(spec: &str, family: Family) -> Result<Option<Self>> {
+        let mut t = Self {
+            family,
+            routes: vec![],
+            route_file: None,
+            prefixes: vec![],
+            prefixes6: vec![],
+            _kept: None,
+        };
+        if spec == "2" {
+            let halves = match family {
+                Family::Ipv4 => ["0.0.0.0/1", "128.0.0.0/1"],
+                Family::Ipv6 => ["::/1", "8000::/1"],
+            };
+            t.routes = halves
+                .iter()
+                .map(|p| RouteConfig {
+                    prefix: (*p).into(),
+                    nexthop: Some(0),
+                    ..RouteConfig::default()
+                })
+                .collect();
+            return Ok(Some(t));
         }
+        let path = std::path::Path::new(spec);
+        let opts = vrhost_fib::import::ImportOptions {
+            keep_partial: true,
+            ..Default::default()
+        };
+        let set = vrhost_fib::import::read_routes(path, &opts)
+            .with_context(|| format!("route table {spec}"))?;
+        t.prefixes = set.ipv4().map(|r| (r.prefix, r.len)).collect();
+        t.prefixes6 = set.ipv6().map(|r| (r.prefix, r.len)).collect();
+        let none = match family {
+            Family::Ipv4 => t.prefixes.is_empty(),
+            Family::Ipv6 => t.prefixes6.is_empty(),
+        };
+        if none {
+            return Ok(None);
+        }
+        let file = match &set.stats.truncated {
+            Some(cut) => {
+                eprintln!(
+                    "route table {spec}: cut at byte {} ({}); its {} whole records are used",
+                    cut.offset, cut.reason, cut.records_kept
+                );
+                let kept = keep_whole_records(spec, &set)?;
+                let p = kept.0.clone();
+                t._kept = Some(kept);
+                p
+            }
+            None => std::fs::canonicalize(path).with_context(|| format!("route table {spec}"))?,
+        };
+        t.route_file = Some(file.to_string_lossy().into_owned());
+        Ok(Some(t))
+    }
+
+    /// Routes in the table (of its family).
+    pub fn len(&self) -> usize {
+        match (self.route_file.is_some(), self.family) {
+            (false, _) => self.routes.len(),
+            (true, Family::Ipv4) => self.prefixes.len(),
+            (true, Family::Ipv6) => self.prefixes6.len(),
+        }
+    }
+
+    /// The table's address family.
+    pub fn family(&self) -> Family {
+        self.family
     }
 
     /// True if it has no route.
@@ -328,6 +425,7 @@ impl Table {
             }],
             routes: self.routes.clone(),
             route_file: self.route_file.clone(),
+            route_file_ipv6: self.family == Family::Ipv6,
             ..RouterConfig::default()
         }
     }
@@ -347,10 +445,18 @@ pub struct Point<'a> {
 }
 
 fn generator(p: &Point<'_>, dst: Dst) -> Result<MemPort> {
-    let dst = match (dst, p.table.prefixes.is_empty()) {
-        (Dst::Fixed, _) => DstMode::Fixed(Ipv4Addr::new(10, 1, 2, 3)),
-        (Dst::Random, true) => DstMode::RandomClassC,
-        (Dst::Random, false) => DstMode::Prefixes(p.table.prefixes.clone()),
+    let t = p.table;
+    let dst = match (t.family, dst, t.route_file.is_none()) {
+        (Family::Ipv4, Dst::Fixed, _) => DstMode::Fixed(Ipv4Addr::new(10, 1, 2, 3)),
+        (Family::Ipv4, Dst::Random, true) => DstMode::RandomClassC,
+        (Family::Ipv4, Dst::Random, false) => DstMode::Prefixes(t.prefixes.clone()),
+        (Family::Ipv6, Dst::Fixed, _) => {
+            DstMode::Fixed6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 3))
+        }
+        // Global unicast (2000::/3): no multicast, link-local or ULA the
+        // router would refuse to forward.
+        (Family::Ipv6, Dst::Random, true) => DstMode::Prefixes6(vec![(0x2000 << 112, 3)]),
+        (Family::Ipv6, Dst::Random, false) => DstMode::Prefixes6(t.prefixes6.clone()),
     };
     let cfg = MemPortConfig {
         frame_bytes: p.frame_bytes,
@@ -363,12 +469,14 @@ fn generator(p: &Point<'_>, dst: Dst) -> Result<MemPort> {
     Ok(MemPort::new("mem0", cfg)?)
 }
 
-fn rules(vrs: usize) -> Result<Classifier> {
+/// Tenants told apart by IPv4 source; an IPv6 VR (the only one: IPv6
+/// points have one) takes all of the port.
+fn rules(vrs: usize, family: Family) -> Result<Classifier> {
     let rules: Vec<Rule> = (0..vrs)
         .map(|i| Rule {
             m: Match {
                 in_port: Some(0),
-                src: Some((tenant_src(i), 32)),
+                src: (family == Family::Ipv4).then(|| (tenant_src(i), 32)),
                 ..Match::default()
             },
             vr: i,
@@ -463,6 +571,7 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
     let cpu_ns = (b.host_ns - a.host_ns) + (b.vr_ns - a.vr_ns);
     Record {
         mode: p.mode,
+        family: p.table.family,
         frame_bytes: p.frame_bytes,
         vrs: p.vrs,
         idle_vrs: p.idle,
@@ -551,7 +660,7 @@ pub fn router_worker(
     let counters = sink.counters();
     let ports: Vec<Box<dyn Port>> = vec![Box::new(mem), Box::new(sink)];
     let poll = PollConfig::default();
-    let mut worker = Worker::new(ports, rules(p.vrs + p.idle)?, poll)?;
+    let mut worker = Worker::new(ports, rules(p.vrs + p.idle, p.table.family)?, poll)?;
     for i in 0..p.vrs + p.idle {
         let name = format!("vr{i}");
         let spec = PathSpec::new(&name, vec![0, 1], p.pool);
@@ -583,7 +692,7 @@ fn run_syscall(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
     let mut mem = generator(p, args.dst)?;
     let mut sink = NullPort::new("null0");
     let counters = sink.counters();
-    let classifier = rules(p.vrs)?;
+    let classifier = rules(p.vrs, p.table.family)?;
     let exe: PathBuf = crate::report::testvr(args.testvr.as_deref())?;
     let mut children: Vec<(Child, OwnedFd)> = Vec::new();
     for _ in 0..p.vrs {
@@ -664,23 +773,41 @@ fn run_syscall(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
     Ok(record(p, a, b))
 }
 
+/// The tables of every `--routes` for every `--family` it has routes of,
+/// families in the order given.
+fn load_tables(args: &MemoryArgs) -> Result<Vec<Table>> {
+    let mut tables = Vec::new();
+    for spec in &args.routes {
+        let mut found = false;
+        for &family in &args.family {
+            if let Some(t) = Table::load_family(spec, family)? {
+                tables.push(t);
+                found = true;
+            }
+        }
+        if !found {
+            let families: Vec<&str> = args.family.iter().map(|f| f.name()).collect();
+            bail!("route table {spec} has no {} routes", families.join(" or "));
+        }
+    }
+    tables.sort_by_key(|t| args.family.iter().position(|&f| f == t.family));
+    Ok(tables)
+}
+
 /// Run the benchmark and print a table or JSON.
 pub fn run(args: &MemoryArgs) -> Result<()> {
     validate(args)?;
-    let tables = args
-        .routes
-        .iter()
-        .map(|s| Table::load(s))
-        .collect::<Result<Vec<_>>>()?;
+    let tables = load_tables(args)?;
     let mut results = Vec::new();
     // Each run as it ends (on stderr, not with --json).
     let progress = |round: usize, r: &Record| {
         if !args.json {
             eprintln!(
-                "  round {}/{} {:>7} {:>5}B {:>3} VRs (+{} idle) {:>5} slots {:>7} routes: {:>7.2} Mpps",
+                "  round {}/{} {:>7} {} {:>5}B {:>3} VRs (+{} idle) {:>5} slots {:>7} routes: {:>7.2} Mpps",
                 round + 1,
                 args.repeat,
                 format!("{:?}", r.mode).to_lowercase(),
+                r.family.name(),
                 r.frame_bytes,
                 r.vrs,
                 r.idle_vrs,
@@ -716,8 +843,17 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
     }
     results.extend(runs.iter().map(|r| AnyRecord::Fwd(median_run(r.clone()))));
     if !args.no_idle {
+        // The idle probes are IPv4 frames.
+        let two;
+        let table = match tables.iter().find(|t| t.family == Family::Ipv4) {
+            Some(t) => t,
+            None => {
+                two = Table::load("2")?;
+                &two
+            }
+        };
         for &n in &args.idle_vrs {
-            results.push(AnyRecord::Idle(run_idle(args, &tables[0], n, 100)?));
+            results.push(AnyRecord::Idle(run_idle(args, table, n, 100)?));
         }
     }
     if args.json {

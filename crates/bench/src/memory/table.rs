@@ -1,11 +1,12 @@
 //! The memory bench's table and ratios.
 
-use super::{AnyRecord, IdleRecord, Mode, Record};
+use super::{AnyRecord, Family, IdleRecord, Mode, Record};
 use crate::machine::Machine;
 use crate::report::{Column, heading, row};
 
-const FORWARDING: [Column; 14] = [
+const FORWARDING: [Column; 15] = [
     Column::left("mode", 8),
+    Column::left("family", 6),
     Column::right("frame", 6),
     Column::right("vrs", 4),
     Column::right("idle", 5),
@@ -36,16 +37,57 @@ pub(super) fn print_table(results: &[AnyRecord], rounds: &[Vec<Record>]) {
     }
     // Ratios per route table (the first record of each point: the pool
     // sweep comes after the main points).
-    let mut tables: Vec<usize> = Vec::new();
+    let mut tables: Vec<(Family, usize)> = Vec::new();
     for r in results {
         if let AnyRecord::Fwd(r) = r
-            && !tables.contains(&r.routes)
+            && !tables.contains(&(r.family, r.routes))
         {
-            tables.push(r.routes);
+            tables.push((r.family, r.routes));
         }
     }
-    for routes in tables {
-        print_ratios(results, rounds, routes);
+    for &table in &tables {
+        print_ratios(results, rounds, table);
+    }
+    print_family_ratios(results, &tables);
+}
+
+/// The 64 B, 1 VR shm rate of a table.
+fn shm_one(results: &[AnyRecord], (family, routes): (Family, usize)) -> Option<f64> {
+    results.iter().find_map(|r| match r {
+        AnyRecord::Fwd(r)
+            if (r.mode, r.family, r.routes, r.vrs, r.idle_vrs, r.frame_bytes)
+                == (Mode::Shm, family, routes, 1, 0, 64) =>
+        {
+            Some(r.mpps)
+        }
+        _ => None,
+    })
+}
+
+/// IPv6 against IPv4 with the same number of routes, and each family's
+/// bigger tables against its 2 routes (shm, 64 B, 1 VR).
+fn print_family_ratios(results: &[AnyRecord], tables: &[(Family, usize)]) {
+    for &(family, routes) in tables {
+        let Some(r) = shm_one(results, (family, routes)) else {
+            continue;
+        };
+        if family == Family::Ipv6
+            && let Some(v4) = shm_one(results, (Family::Ipv4, routes))
+        {
+            println!(
+                "shm ipv6 / ipv4 (64 B, 1 VR, {routes} routes): {:.2}",
+                r / v4
+            );
+        }
+        if routes > 2
+            && let Some(two) = shm_one(results, (family, 2))
+        {
+            println!(
+                "shm {} {routes} routes / 2 routes (64 B, 1 VR): {:.2}",
+                family.name(),
+                r / two
+            );
+        }
     }
 }
 
@@ -56,6 +98,7 @@ fn print_forwarding(r: &Record) {
             &FORWARDING,
             &[
                 &format!("{:?}", r.mode).to_lowercase(),
+                &r.family.name(),
                 &r.frame_bytes,
                 &r.vrs,
                 &r.idle_vrs,
@@ -94,16 +137,22 @@ fn print_idle(i: &IdleRecord) {
     );
 }
 
-/// The ratios of the 64 B points with `routes` routes: shm to inproc, shm
-/// to syscall, 10 VRs to 1.
-fn print_ratios(results: &[AnyRecord], rounds: &[Vec<Record>], routes: usize) {
+/// The ratios of the 64 B points of a table: shm to inproc, shm to
+/// syscall, 10 VRs to 1.
+fn print_ratios(
+    results: &[AnyRecord],
+    rounds: &[Vec<Record>],
+    (family, routes_n): (Family, usize),
+) {
     let is_point = |r: &Record, (mode, vrs): (Mode, usize)| {
         r.mode == mode
             && r.vrs == vrs
             && r.idle_vrs == 0
             && r.frame_bytes == 64
-            && r.routes == routes
+            && r.routes == routes_n
+            && r.family == family
     };
+    let routes = format!("{routes_n} {}", family.name());
     // The same ratio within each round (points run seconds apart).
     let per_round = |num: (Mode, usize), den: (Mode, usize)| {
         let find = |point: (Mode, usize)| {
@@ -156,17 +205,21 @@ fn print_ratios(results: &[AnyRecord], rounds: &[Vec<Record>], routes: usize) {
             per_round((Mode::Shm, 100), (Mode::Shm, 1))
         );
     }
-    print_idle_beside(results, routes);
+    print_idle_beside(results, (family, routes_n));
 }
 
 /// The busy VR's rate and the host's CPU per round beside N idle VRs,
 /// against the same point with none.
-fn print_idle_beside(results: &[AnyRecord], routes: usize) {
+fn print_idle_beside(results: &[AnyRecord], (family, routes): (Family, usize)) {
     let beside: Vec<&Record> = results
         .iter()
         .filter_map(|r| match r {
             AnyRecord::Fwd(r)
-                if r.mode == Mode::Shm && r.vrs == 1 && r.routes == routes && r.runs > 0 =>
+                if r.mode == Mode::Shm
+                    && r.vrs == 1
+                    && r.routes == routes
+                    && r.family == family
+                    && r.runs > 0 =>
             {
                 Some(r)
             }
@@ -178,9 +231,10 @@ fn print_idle_beside(results: &[AnyRecord], routes: usize) {
     };
     for r in beside.iter().filter(|r| r.idle_vrs > 0) {
         println!(
-            "1 busy VR beside {} idle / beside none (64 B, {routes} routes): {:.2} x the rate, \
+            "1 busy VR beside {} idle / beside none (64 B, {routes} {} routes): {:.2} x the rate, \
              host {:.0} ns per round against {:.0}",
             r.idle_vrs,
+            family.name(),
             r.mpps / base.mpps,
             r.host_ns_per_round,
             base.host_ns_per_round

@@ -682,3 +682,42 @@ fn a_mixed_burst_does_what_single_packets_do() {
     assert_eq!(burst.counters[counters::ND_RELEASED], 1);
     assert_eq!(burst.counters[counters::ARP_RELEASED], 1);
 }
+
+/// A route file's IPv6 routes load with `route_file_ipv6` (and only
+/// then), spread over the next hops by ASN; a next hop resolved by ARP
+/// is refused for them.
+#[test]
+fn route_file_ipv6_routes_load_when_asked() {
+    let dir = std::env::temp_dir().join(format!("vrhost-rf6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("routes.txt");
+    std::fs::write(&file, "10.77.0.0/16\t64500\n2001:db8:77::/48\t64501\n").unwrap();
+    let mut c = cfg6();
+    c.route_file = Some(file.to_string_lossy().into_owned());
+    let dst = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 1, 0, 0, 0, 9);
+    let (v, _) = run(&mut router_with(&c), 0, &udp6_from_h0(dst));
+    assert_eq!(
+        v,
+        Verdict::Forward(1),
+        "to ::/0 via the gateway: not loaded"
+    );
+    c.route_file_ipv6 = true;
+    let mut r = router_with(&c);
+    let (v, out) = run(&mut r, 0, &udp6_from_h0(dst));
+    assert_eq!(
+        (v, &out[..6]),
+        (Verdict::Forward(1), &SINK[..]),
+        "next hop 0's MAC"
+    );
+    c.nexthops.push(NextHopConfig {
+        vnic: 1,
+        via: Some(GW_IP.to_string()),
+        ..NextHopConfig::default()
+    });
+    let e = Router::new(&c).err().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        e.contains("route_file_ipv6: nexthops[1] is resolved by ARP"),
+        "{e}"
+    );
+}

@@ -1,0 +1,78 @@
+//! `vrhost bench memory` runs and reports what it measured: both address
+//! families, well-formed records, frames forwarded through VR processes
+//! (tiny windows: this checks the command, not a figure).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args(["bench", "memory", "--json", "--repeat", "1"])
+        .args(["--seconds", "0.3", "--warmup", "0.1"])
+        .args(["--no-idle-beside", "--no-pool-sweep", "--no-idle"])
+        .args(args)
+        .output()
+        .expect("run vrhost bench memory");
+    assert!(
+        out.status.success(),
+        "bench memory failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+#[test]
+fn ipv6_points_beside_ipv4_ones() {
+    let r = bench(&[
+        "--family",
+        "ipv4,ipv6",
+        "--modes",
+        "inproc,shm",
+        "--vrs",
+        "1,2",
+    ]);
+    assert_eq!(r["bench"], "memory");
+    let results = r["results"].as_array().expect("results");
+    let points: Vec<(String, String, u64)> = results
+        .iter()
+        .map(|p| {
+            assert!(p["mpps"].as_f64().unwrap() > 0.0, "nothing forwarded: {p}");
+            assert_eq!(p["violations"], 0, "{p}");
+            assert_eq!(p["routes"], 2, "{p}");
+            (
+                p["family"].as_str().unwrap().to_string(),
+                p["mode"].as_str().unwrap().to_string(),
+                p["vrs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let has = |f: &str, m: &str, v: u64| points.contains(&(f.into(), m.into(), v));
+    assert!(has("ipv4", "shm", 1) && has("ipv4", "shm", 2) && has("ipv4", "inproc", 1));
+    assert!(
+        has("ipv6", "shm", 1) && has("ipv6", "inproc", 1),
+        "{points:?}"
+    );
+    assert!(
+        !has("ipv6", "shm", 2),
+        "IPv6 points have one VR: {points:?}"
+    );
+    assert_eq!(points.len(), 6, "{points:?}");
+}
+
+#[test]
+fn a_route_file_without_the_family_is_refused() {
+    let dir = std::env::temp_dir().join(format!("vrhost-bm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("v4.txt");
+    std::fs::write(&file, "10.0.0.0/8\t64500\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args(["bench", "memory", "--family", "ipv6", "--routes"])
+        .arg(&file)
+        .output()
+        .expect("run vrhost bench memory");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("has no ipv6 routes"), "{err}");
+}
