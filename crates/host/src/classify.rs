@@ -6,12 +6,14 @@
 //! prefix, destination MAC, VLAN id, IP protocol, UDP destination port.
 //! Prefix rules match IPv4 packets and ARP packets (by target and sender
 //! protocol address), so a tenant's ARP reaches the VR that routes its
-//! prefix; protocol and port rules match IPv4 only. Rules are compiled
+//! prefix; protocol and port rules match IPv4 only, unless the rule has an
+//! IPv6 prefix (`dst6`, `src6`: IPv6 frames, neighbour discovery by its
+//! target, [`Classifier::classify_frame`]; see `v6`). Rules are compiled
 //! into a tuple-space search (see [`Classifier`]), so the cost of a frame
 //! grows with the kinds of rules, not with the number of tenants.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vrhost_packet::FlowKey;
 use vrhost_packet::ethernet::EtherType;
@@ -27,6 +29,11 @@ pub struct Match {
     pub dst: Option<(Ipv4Addr, u8)>,
     /// Source IPv4 prefix (ARP: of the sender protocol address).
     pub src: Option<(Ipv4Addr, u8)>,
+    /// Destination IPv6 prefix (neighbour solicitations and advertisements:
+    /// of the target address). Not with `dst` or `src`.
+    pub dst6: Option<(Ipv6Addr, u8)>,
+    /// Source IPv6 prefix. Not with `dst` or `src`.
+    pub src6: Option<(Ipv6Addr, u8)>,
     /// Destination MAC.
     pub dst_mac: Option<[u8; 6]>,
     /// VLAN id (802.1Q).
@@ -60,8 +67,14 @@ pub enum RuleError {
         /// The protocol given.
         proto: u8,
     },
-    /// Prefix length above 32.
-    #[error("rule {rule}: prefix length {len} > 32")]
+    /// An IPv4 and an IPv6 prefix in one rule: it could never match.
+    #[error("rule {rule}: an IPv4 and an IPv6 prefix can never match the same frame")]
+    MixedFamilies {
+        /// Rule position.
+        rule: usize,
+    },
+    /// Prefix length above 32 (IPv6: 128).
+    #[error("rule {rule}: prefix length {len} is longer than the address")]
     PrefixLen {
         /// Rule position.
         rule: usize,
@@ -219,7 +232,19 @@ fn mask(len: u8) -> u32 {
 #[derive(Debug, Clone, Default)]
 pub struct Classifier {
     groups: Vec<Group>,
+    /// Rules with an IPv6 prefix.
+    groups6: v6::Group6s,
     rules: usize,
+}
+
+mod v6;
+
+fn mask6(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
 }
 
 impl Classifier {
@@ -229,6 +254,7 @@ impl Classifier {
     /// [`RuleError`] naming the rule.
     pub fn new(rules: &[Rule]) -> Result<Self, RuleError> {
         let mut groups: Vec<Group> = Vec::new();
+        let mut groups6 = v6::Group6s::default();
         for (i, r) in rules.iter().enumerate() {
             let pfx = |p: Option<(Ipv4Addr, u8)>| -> Result<(u32, u32), RuleError> {
                 match p {
@@ -239,6 +265,18 @@ impl Classifier {
             };
             let (dst_mask, dst_val) = pfx(r.m.dst)?;
             let (src_mask, src_val) = pfx(r.m.src)?;
+            let pfx6 = |p: Option<(Ipv6Addr, u8)>| -> Result<(u128, u128), RuleError> {
+                match p {
+                    None => Ok((0, 0)),
+                    Some((_, len)) if len > 128 => Err(RuleError::PrefixLen { rule: i, len }),
+                    Some((a, len)) => Ok((mask6(len), u128::from(a) & mask6(len))),
+                }
+            };
+            let (dst6, src6) = (pfx6(r.m.dst6)?, pfx6(r.m.src6)?);
+            let is6 = r.m.dst6.is_some() || r.m.src6.is_some();
+            if is6 && (r.m.dst.is_some() || r.m.src.is_some()) {
+                return Err(RuleError::MixedFamilies { rule: i });
+            }
             if let Some(v) = r.m.vlan.filter(|v| *v > 4095) {
                 return Err(RuleError::Vlan { rule: i, vlan: v });
             }
@@ -275,6 +313,16 @@ impl Classifier {
                 vr: r.vr,
                 vnic: r.vnic,
             };
+            if is6 {
+                groups6.add(v6::Rule6 {
+                    mask,
+                    value: key,
+                    dst: dst6,
+                    src: src6,
+                    hit,
+                });
+                continue;
+            }
             let same = |g: &&mut Group| {
                 g.mask == mask && g.needs_addr == needs_addr && g.needs_ip == needs_ip
             };
@@ -306,6 +354,7 @@ impl Classifier {
         // first rule, and rules are taken in order.
         Ok(Self {
             groups,
+            groups6,
             rules: rules.len(),
         })
     }
@@ -323,22 +372,50 @@ impl Classifier {
     /// Number of groups of rules with the same shape: the most hash lookups
     /// a frame costs.
     pub fn groups(&self) -> usize {
-        self.groups.len()
+        self.groups.len() + self.groups6.0.len()
     }
 
-    /// The (VR, vNIC) of the first rule matching a frame from `port`.
+    /// The (VR, vNIC) of the first rule matching a frame from `port`, by
+    /// its key alone: rules with an IPv6 prefix match nothing here (see
+    /// [`Classifier::classify_frame`]).
     #[inline]
     pub fn classify(&self, port: usize, key: &FlowKey) -> Option<(usize, u16)> {
+        self.best(port, key).map(|h| (h.vr, h.vnic))
+    }
+
+    /// As [`Classifier::classify`], with the frame (`key` is its key) for
+    /// the rules with an IPv6 prefix.
+    #[inline]
+    pub fn classify_frame(&self, port: usize, key: &FlowKey, frame: &[u8]) -> Option<(usize, u16)> {
+        let best = self.best(port, key);
+        if self.groups6.0.is_empty() || key.ethertype != EtherType::IPV6 {
+            return best.map(|h| (h.vr, h.vnic));
+        }
+        let Some(f) = v6::fields(frame, key.vlan.is_some()) else {
+            return best.map(|h| (h.vr, h.vnic));
+        };
+        let w = pack(
+            0,
+            0,
+            key.dst_mac.0,
+            f.dport,
+            port32(port),
+            key.vlan.unwrap_or(0xffff),
+            f.next,
+        );
+        self.groups6.find(&w, &f, best).map(|h| (h.vr, h.vnic))
+    }
+
+    /// The first IPv4, ARP or link-layer rule matching a frame's key.
+    #[inline]
+    fn best(&self, port: usize, key: &FlowKey) -> Option<Hit> {
         let is_ip = key.ethertype == EtherType::IPV4;
         let has_addr = is_ip || key.ethertype == EtherType::ARP;
         let w = words(port, key);
         let admits = |g: &Group| (is_ip || !g.needs_ip) && (has_addr || !g.needs_addr);
         // One kind of rule (the common host): its first match.
         if let [g] = self.groups.as_slice() {
-            return admits(g)
-                .then(|| g.find(&w))
-                .flatten()
-                .map(|h| (h.vr, h.vnic));
+            return admits(g).then(|| g.find(&w)).flatten();
         }
         let mut best: Option<Hit> = None;
         for g in &self.groups {
@@ -354,7 +431,7 @@ impl Classifier {
                 best = Some(h);
             }
         }
-        best.map(|h| (h.vr, h.vnic))
+        best
     }
 }
 
@@ -558,6 +635,7 @@ mod tests {
                         // A port rule with another protocol is refused; tested above.
                         proto: if udp_dport.is_some() { None } else { proto },
                         udp_dport,
+                        ..Match::default()
                     },
                     vr,
                     vnic,

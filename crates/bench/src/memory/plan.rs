@@ -4,7 +4,7 @@
 
 use vrhost_host::cpu;
 
-use super::{Family, MAX_VRS, MemoryArgs, Mode, Point, Table};
+use super::{MAX_VRS, MemoryArgs, Mode, Point, Table};
 use crate::{Result, bail};
 
 /// The arguments' ranges, each refused with its flag named.
@@ -44,9 +44,6 @@ pub(super) fn validate(args: &MemoryArgs) -> Result<()> {
     if args.host_cpu >= n || args.vr_cpu >= n {
         bail!("--host-cpu/--vr-cpu must be below the CPU count ({n})");
     }
-    if args.family.contains(&Family::Ipv6) && !args.vrs.contains(&1) {
-        bail!("--family ipv6 runs with one VR: --vrs must include 1");
-    }
     if args.host_cpu == args.vr_cpu {
         bail!(
             "--host-cpu and --vr-cpu are both {}: the host worker and the VRs need a core each \
@@ -63,9 +60,7 @@ pub(super) fn points<'a>(args: &MemoryArgs, tables: &'a [Table]) -> Vec<Point<'a
     let mut points = Vec::new();
     for table in tables {
         for &frame_bytes in &args.frame_bytes {
-            // IPv6 frames carry no IPv4 source to tell tenants apart by.
-            let one = table.family() == Family::Ipv6;
-            for &vrs in args.vrs.iter().filter(|&&v| !one || v == 1) {
+            for &vrs in &args.vrs {
                 for &mode in &args.modes {
                     points.push(Point {
                         mode,

@@ -118,6 +118,9 @@ fn rule(u: &mut Unstructured<'_>) -> Result<Rule> {
         })?,
         proto: opt(u, proto)?,
         udp_dport: opt(u, port_num)?,
+        // IPv6 prefix rules: the proptest of `classify::v6` in the crate.
+        dst6: None,
+        src6: None,
     };
     Ok(Rule {
         m,

@@ -115,8 +115,8 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
     for (k, r) in rules.iter().enumerate().filter(|(_, r)| r.vr == vr) {
         let m = &r.m;
         let field = [
-            (m.dst.is_some(), "dst"),
-            (m.src.is_some(), "src"),
+            (m.dst.is_some() || m.dst6.is_some(), "dst"),
+            (m.src.is_some() || m.src6.is_some(), "src"),
             (m.proto.is_some(), "proto"),
             (m.udp_dport.is_some(), "udp_dport"),
         ]

@@ -102,6 +102,22 @@ fn parse_prefix(s: &str) -> Result<(Ipv4Addr, u8), String> {
     vrhost_router::parse_prefix(s).map(|(a, l)| (Ipv4Addr::from(a), l))
 }
 
+/// An IPv4 or an IPv6 prefix (by the `:` of IPv6 addresses).
+fn parse_any_prefix(s: &str) -> Result<AnyPrefix, String> {
+    if s.contains(':') {
+        vrhost_router::parse_prefix6(s).map(|(a, l)| AnyPrefix::V6(std::net::Ipv6Addr::from(a), l))
+    } else {
+        parse_prefix(s).map(|(a, l)| AnyPrefix::V4(a, l))
+    }
+}
+
+/// A prefix of either family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AnyPrefix {
+    V4(Ipv4Addr, u8),
+    V6(std::net::Ipv6Addr, u8),
+}
+
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     s.parse::<vrhost_packet::MacAddr>()
         .map(|m| m.0)

@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::plan::VrPlan;
 use super::schema::RuleConf;
-use super::{ConfigError, Source, parse_mac, parse_prefix};
+use super::{AnyPrefix, ConfigError, Source, parse_any_prefix, parse_mac};
 use crate::classify::{Match, Rule};
 
 /// Check every rule against the checked VRs and the ports (`port_ix`:
@@ -60,7 +60,7 @@ fn check_rule(
         };
     let pfx = |p: &Option<Spanned<String>>, name: &str| {
         p.as_ref()
-            .map(|s| parse_prefix(s.get_ref()).map_err(|m| at.err(s.span(), f(name), m)))
+            .map(|s| parse_any_prefix(s.get_ref()).map_err(|m| at.err(s.span(), f(name), m)))
             .transpose()
     };
     let dst_mac = r
@@ -68,8 +68,20 @@ fn check_rule(
         .as_ref()
         .map(|s| parse_mac(s.get_ref()).map_err(|m| at.err(s.span(), f("dst_mac"), m)))
         .transpose()?;
-    let dst = pfx(&r.dst, "dst")?;
-    let src = pfx(&r.src, "src")?;
+    let (dst, src) = (pfx(&r.dst, "dst")?, pfx(&r.src, "src")?);
+    let v4 = |p: Option<AnyPrefix>| match p {
+        Some(AnyPrefix::V4(a, l)) => Some((a, l)),
+        _ => None,
+    };
+    let v6 = |p: Option<AnyPrefix>| match p {
+        Some(AnyPrefix::V6(a, l)) => Some((a, l)),
+        _ => None,
+    };
+    if (v4(dst).is_some() || v4(src).is_some()) && (v6(dst).is_some() || v6(src).is_some()) {
+        let msg = "an IPv4 and an IPv6 prefix can never match the same frame";
+        let span = r.src.as_ref().map_or(r.vr.span(), |s| s.span());
+        return Err(at.err(span, f("src"), msg.into()));
+    }
     let vlan = match &r.vlan {
         Some(v) if *v.get_ref() > 4095 => {
             let msg = format!("{}: must be 0..=4095", v.get_ref());
@@ -80,8 +92,10 @@ fn check_rule(
     Ok(Rule {
         m: Match {
             in_port,
-            dst,
-            src,
+            dst: v4(dst),
+            src: v4(src),
+            dst6: v6(dst),
+            src6: v6(src),
             dst_mac,
             vlan,
             proto: r.proto,
@@ -142,6 +156,13 @@ vnic = 1
         );
         let bare = check("[[rules]]\nvr = \"a\"").unwrap();
         assert_eq!(bare[0].m, Match::default());
+        let v6 = RULE
+            .replace("10.0.0.0/8", "2001:db8:1::/48")
+            .replace("192.168.1.0/24", "fd00::/8");
+        let m = &check(&v6).unwrap()[0].m;
+        assert_eq!((m.dst, m.src), (None, None));
+        assert_eq!(m.dst6, Some(("2001:db8:1::".parse().unwrap(), 48)));
+        assert_eq!(m.src6, Some(("fd00::".parse().unwrap(), 8)));
     }
 
     #[test]
@@ -174,6 +195,12 @@ vnic = 1
             ),
             ("10.0.0.0/8", "10.0.0.0/33", "r.toml:4: rules[0].dst: "),
             ("192.168.1.0/24", "192.168.1/24", "r.toml:5: rules[0].src: "),
+            (
+                "192.168.1.0/24",
+                "2001:db8::/32",
+                "r.toml:5: rules[0].src: an IPv4 and an IPv6 prefix can never match",
+            ),
+            ("10.0.0.0/8", "2001:db8::/129", "r.toml:4: rules[0].dst: "),
             (
                 "vlan = 7",
                 "vlan = 4096",

@@ -454,7 +454,7 @@ impl Worker {
                 self.stats.ingress_drops[IngressDrop::Malformed as usize].add(1);
                 continue;
             };
-            let Some((vr, vnic)) = self.classifier.classify(p, &key) else {
+            let Some((vr, vnic)) = self.classifier.classify_frame(p, &key, f) else {
                 self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
                 continue;
             };
