@@ -3,7 +3,8 @@
 use super::Record;
 use crate::report::{Column, heading, opt, row};
 
-const FORWARDING: [Column; 11] = [
+const FORWARDING: [Column; 12] = [
+    Column::left("gen", 8),
     Column::left("forwarder", 10),
     Column::right("bytes", 5),
     Column::right("routes", 7),
@@ -26,6 +27,7 @@ pub(super) fn print_table(r: &[Record]) {
         let cells = row(
             &FORWARDING,
             &[
+                &x.generator,
                 &x.forwarder,
                 &x.frame_bytes,
                 &x.routes,
