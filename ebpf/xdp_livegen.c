@@ -11,6 +11,11 @@
  * the frame enters the peer as an xdp_frame, with no skb and no copy.
  *
  * Per run:
+ *  0. The headers (Ethernet, IPv4, UDP: 42 bytes) written again from
+ *     conf.hdr: the kernel builds a page from data_in only once and then
+ *     recycles it with what the last receiver left in it, and a forwarder
+ *     in XDP rewrites the frame in place (TTL, MACs), so without this the
+ *     TTL would run down over the recycles.
  *  1. Pacing (conf.rate_pps > 0): a token bucket refilled from
  *     bpf_ktime_get_ns(), at most conf.burst frames deep; without a token
  *     the frame is dropped here (XDP_DROP, counted paced_out) and costs
@@ -41,11 +46,15 @@
 #define PAYLOAD_OFF 42
 #define NS 1000000000ULL
 
+#define HDR_LEN 42
+
 struct livegen_conf {
 	__u32 flows;
 	__u32 random_dst;
 	__u64 rate_pps;
 	__u64 burst;
+	/* the template's first HDR_LEN bytes; the rest is padding */
+	__u8 hdr[48];
 };
 
 struct livegen_state {
@@ -140,6 +149,7 @@ int xdp_livegen(struct xdp_md *ctx)
 		s->paced_out++;
 		return XDP_DROP;
 	}
+	__builtin_memcpy(data, c->hdr, HDR_LEN);
 	flows = c->flows ? c->flows : 1;
 	flow = s->seq % flows;
 	m->magic = LIVEGEN_MAGIC;

@@ -118,12 +118,26 @@ pub struct CountersValue(pub [u64; COUNTERS]);
 
 /// `struct livegen_conf` of `ebpf/xdp_livegen.c`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveGenConf {
     pub flows: u32,
     pub random_dst: u32,
     pub rate_pps: u64,
     pub burst: u64,
+    /// The template's headers (42 bytes used).
+    pub hdr: [u8; 48],
+}
+
+impl Default for LiveGenConf {
+    fn default() -> Self {
+        Self {
+            flows: 1,
+            random_dst: 0,
+            rate_pps: 0,
+            burst: 1,
+            hdr: [0; 48],
+        }
+    }
 }
 
 /// `struct livegen_state` of `ebpf/xdp_livegen.c`.
@@ -197,7 +211,7 @@ mod tests {
         assert_eq!(size_of::<NeighValue>(), 6 + 6 + 4);
         assert_eq!(size_of::<XskSlot>(), 8);
         assert_eq!(size_of::<CountersValue>(), 128);
-        assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8);
+        assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48);
         assert_eq!(size_of::<LiveGenState>(), 5 * 8);
         assert_eq!(size_of::<FlowState>(), 4 * 8);
     }

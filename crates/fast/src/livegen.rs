@@ -10,7 +10,10 @@
 //! or a copy (about ten times what trafgen offers on veth; see
 //! BENCHMARKING.md, "A generator that does not cap the forwarder"). The
 //! program numbers each frame per flow and can pace itself (a token bucket
-//! that drops the frames beyond the rate before they are sent).
+//! that drops the frames beyond the rate before they are sent). It writes
+//! the headers again on every run: the kernel recycles a frame's page with
+//! what the receiver left in it, and a forwarder in XDP rewrites frames in
+//! place (TTL, MACs).
 //!
 //! What a veth needs: its peer takes such frames only when the peer runs
 //! an XDP program or has GRO on; otherwise they vanish without a counter.
@@ -160,11 +163,14 @@ impl LiveGen {
             batch: cfg.batch,
             ebpf,
         };
+        let mut hdr = [0u8; 48];
+        hdr[..MARK_OFFSET].copy_from_slice(&cfg.frame[..MARK_OFFSET]);
         g.write_conf(LiveGenConf {
             flows: cfg.flows,
             random_dst: u32::from(cfg.random_dst),
             rate_pps: cfg.rate_pps,
             burst: cfg.burst.max(1),
+            hdr,
         })?;
         Ok(g)
     }
@@ -174,7 +180,8 @@ impl LiveGen {
         m.set(0, c, 0).map_err(map_err(CONF, "set"))
     }
 
-    /// Change the rate (frames/s, 0: unpaced), also while sending.
+    /// Change the rate (frames/s, 0: unpaced), also while sending; the
+    /// bucket is made at least 4 ms of the rate deep.
     ///
     /// # Errors
     /// [`FastError::Map`].
@@ -184,6 +191,9 @@ impl LiveGen {
             m.get(&0, 0).map_err(map_err(CONF, "get"))?
         };
         c.rate_pps = rate_pps;
+        // Room for a 4 ms stall of the sending thread (a tick at HZ=250):
+        // the tokens it would have spent meanwhile are not lost.
+        c.burst = c.burst.max(rate_pps / 250);
         self.write_conf(c)
     }
 

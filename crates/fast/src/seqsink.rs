@@ -113,6 +113,20 @@ impl SeqSink {
         })
     }
 
+    /// Forget every flow (counts and expected sequence numbers), for a
+    /// generator that numbers from 0 again. Not while frames arrive.
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn reset(&mut self) -> Result<(), FastError> {
+        for i in 0..MAX_FLOWS {
+            self.flows
+                .set(i, FlowState::default(), 0)
+                .map_err(map_err(FLOWS, "set"))?;
+        }
+        self.other.set(0, 0, 0).map_err(map_err(OTHER, "set"))
+    }
+
     /// Counts of the first `flows` flows added, and the unmarked frames.
     ///
     /// # Errors

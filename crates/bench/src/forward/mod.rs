@@ -35,7 +35,7 @@ use crate::machine::Machine;
 pub(crate) mod generator;
 pub(crate) mod measure;
 pub(crate) mod node;
-mod table;
+pub(crate) mod table;
 
 pub use generator::GeneratorKind;
 use generator::{Generator, LiveOptions, WmemDefault};
@@ -48,7 +48,7 @@ const P0_MAC: &str = "02:00:00:00:01:01";
 const P1_MAC: &str = "02:00:00:00:02:01";
 const SINK_MAC: &str = "02:00:00:00:00:20";
 
-const LAB: &str = r#"
+pub(crate) const LAB: &str = r#"
 prefix = "vrhb"
 [[hosts]]
 name = "gen"
@@ -71,7 +71,8 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 /// Options of `vrhost bench forward`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ForwardArgs {
-    /// Forwarders: kernel, af_xdp, af_packet, socket.
+    /// Forwarders: kernel, af_xdp, af_packet, socket, fast (vrhost's
+    /// XDP fast path, the VR's slow path on af_xdp ports).
     #[arg(
         long,
         value_delimiter = ',',
@@ -275,8 +276,10 @@ impl Table {
 /// Run the benchmark.
 pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
-        if !["kernel", "af_xdp", "af_packet", "socket"].contains(&f.as_str()) {
-            bail!("--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_packet, socket)");
+        if !["kernel", "af_xdp", "af_packet", "socket", "fast"].contains(&f.as_str()) {
+            bail!(
+                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_packet, socket, fast)"
+            );
         }
     }
     for &b in &args.frame_bytes {
@@ -499,6 +502,9 @@ fn forwarder_points(
     let fwd = at.fwd;
     let daemon = setup_node(args, lab, fwd, at.table, dir)
         .with_context(|| format!("set up the {fwd} forwarder"))?;
+    // RTT and TCP without GRO on p0, whatever the generator: with it the
+    // kernel would forward coalesced TCP segments, not like with like.
+    p0_gro(lab, GeneratorKind::Trafgen)?;
     let (rtt_avg, rtt_p99) = if args.pings > 0 {
         match rtt(lab, args.pings, args.ping_interval) {
             Ok((a, p)) => (Some(a), Some(p)),
@@ -517,6 +523,7 @@ fn forwarder_points(
     } else {
         None
     };
+    p0_gro(lab, plan.generator)?;
     let timing = Timing {
         warmup: args.warmup,
         seconds: args.seconds,

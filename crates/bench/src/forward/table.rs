@@ -18,7 +18,7 @@ const FORWARDING: [Column; 12] = [
     Column::right("cpu ns", 8),
 ];
 
-pub(super) fn print_table(r: &[Record]) {
+pub(crate) fn print_table(r: &[Record]) {
     println!(
         "{}  lost pps: to node / in / vr / out",
         heading(&FORWARDING)
