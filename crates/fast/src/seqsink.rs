@@ -34,12 +34,14 @@ pub struct SinkCounts {
 }
 
 impl SinkCounts {
-    /// What was counted between `before` and `self`.
+    /// What was counted between `before` and `self`. `lost` goes down
+    /// when late frames arrive: a span in which more late frames came
+    /// than were skipped reads 0 lost.
     #[must_use]
     pub fn since(&self, before: &SinkCounts) -> SinkCounts {
         SinkCounts {
             received: self.received.wrapping_sub(before.received),
-            lost: self.lost.wrapping_sub(before.lost),
+            lost: self.lost.saturating_sub(before.lost),
             reordered: self.reordered.wrapping_sub(before.reordered),
             other: self.other.wrapping_sub(before.other),
         }

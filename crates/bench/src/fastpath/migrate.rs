@@ -41,6 +41,10 @@ pub struct MoveRecord {
     /// (its ring full: the generator's `eth0` tx drops), before any
     /// forwarder saw them; part of `lost`.
     pub lost_to_node: u64,
+    /// Frames dropped at the node's ingress over that window (`rx_dropped`
+    /// of p0: the XDP program's drops, a full AF_XDP ring of the slow
+    /// path); part of `lost`.
+    pub lost_node_in: u64,
     /// Frames that arrived after a later frame of their flow, same window.
     pub reordered: u64,
     /// From the move request to the API's answer (the select entry
@@ -54,6 +58,7 @@ struct Snap {
     sink: SinkCounts,
     sent: u64,
     to_node: u64,
+    node_in: u64,
 }
 
 fn snap(s: &Setup<'_>, g: &Generator, flows: u32) -> Result<Snap> {
@@ -61,6 +66,7 @@ fn snap(s: &Setup<'_>, g: &Generator, flows: u32) -> Result<Snap> {
         sink: s.sink.counts(flows)?,
         sent: g.live_sent()?.unwrap_or(0),
         to_node: counter(&s.lab.ns("gen"), "eth0", "tx_dropped")?,
+        node_in: counter(&s.lab.ns("node"), "p0", "rx_dropped")?,
         at: Instant::now(),
     })
 }
@@ -131,17 +137,19 @@ pub(super) fn migrate(args: &FastpathArgs, s: &Setup<'_>) -> Result<Vec<MoveReco
                 lost: moved.lost,
                 lost_before: b.sink.since(&a.sink).lost,
                 lost_to_node: c.to_node.saturating_sub(b.to_node),
+                lost_node_in: c.node_in.saturating_sub(b.node_in),
                 reordered: moved.reordered,
                 switch_ms,
             };
             eprintln!(
-                "move {index} {}: offered {:.0} forwarded {:.0} pps, lost {} (before {}, to node {}), reordered {}, {:.1} ms",
+                "move {index} {}: offered {:.0} forwarded {:.0} pps, lost {} (before {}, to node {}, node in {}), reordered {}, {:.1} ms",
                 r.direction,
                 r.offered_pps,
                 r.forwarded_pps,
                 r.lost,
                 r.lost_before,
                 r.lost_to_node,
+                r.lost_node_in,
                 r.reordered,
                 r.switch_ms
             );

@@ -1,6 +1,6 @@
 //! `vrhost bench fastpath`: issue 21's figures in one run, on the
-//! forwarding bench's lab (`crates/bench/src/forward`, the `vrhb-*`
-//! namespaces: gen -- p0 [node] p1 -- sink).
+//! forwarding bench's lab (`crates/bench/src/forward`, as namespaces
+//! `vrhf-*`: gen -- p0 [node] p1 -- sink).
 //!
 //! Experiments (`--experiments`, each a kind of flat record):
 //! - `forward`: for each generator (the XDP live-frames generator and
@@ -230,7 +230,10 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     } else {
         Vec::new()
     };
-    let lab = Lab::parse(crate::forward::LAB, "bench fastpath")?;
+    // The forwarding bench's lab under a prefix of its own (`vrhf-*`), so
+    // that it does not tear down a `bench forward` running meanwhile.
+    let lab = crate::forward::LAB.replace("prefix = \"vrhb\"", "prefix = \"vrhf\"");
+    let lab = Lab::parse(&lab, "bench fastpath")?;
     lab.down();
     lab.up()?;
     let dir = std::env::temp_dir().join(format!("vrhost-bench-fastpath-{}", std::process::id()));

@@ -4,7 +4,7 @@
 use super::{FastRecord, Report};
 use crate::report::{Column, heading, opt, row};
 
-const MOVES: [Column; 10] = [
+const MOVES: [Column; 11] = [
     Column::left("move", 8),
     Column::right("#", 3),
     Column::right("rate", 9),
@@ -13,6 +13,7 @@ const MOVES: [Column; 10] = [
     Column::right("lost", 9),
     Column::right("before", 9),
     Column::right("to node", 9),
+    Column::right("node in", 9),
     Column::right("reord", 7),
     Column::right("switch ms", 9).decimals(1),
 ];
@@ -50,6 +51,7 @@ pub(super) fn print(r: &Report) {
                         &m.lost,
                         &m.lost_before,
                         &m.lost_to_node,
+                        &m.lost_node_in,
                         &m.reordered,
                         &m.switch_ms,
                     ],

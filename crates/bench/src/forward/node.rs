@@ -41,6 +41,13 @@ pub(crate) fn setup_node_on(
     dir: &Path,
 ) -> Result<Option<(Daemon, Client)>> {
     let node = lab.ns("node");
+    // The fast path redirects the replies (ping, TCP's ACKs) into p0, and
+    // a veth delivers redirected frames only when its peer has NAPI: GRO
+    // on the generator's eth0 for it (off for every other forwarder).
+    let gro = if fwd == "fast" { "on" } else { "off" };
+    lab.ns("gen")
+        .exec("ethtool", &["-K", "eth0", "gro", gro])
+        .with_context(|| format!("GRO {gro} on the generator's eth0"))?;
     for (dev, addr) in [("p0", "10.1.0.1/24"), ("p1", "10.1.1.1/24")] {
         let _ = node.ip(&["addr", "flush", "dev", dev]);
         if fwd == "kernel" {
