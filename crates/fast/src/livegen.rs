@@ -211,7 +211,8 @@ impl LiveGen {
 
     /// One `BPF_PROG_RUN` call: `repeat` runs of the program with
     /// `ifindex` (of the calling thread's namespace) as the ingress
-    /// device, rx queue 0. Returns when they are done.
+    /// device, rx queue 0. Returns when they are done, or when a signal
+    /// cut the call short (not an error: call again).
     ///
     /// # Errors
     /// [`FastError::Program`] (an unknown ifindex is `ENODEV`).
@@ -225,15 +226,24 @@ impl LiveGen {
             .try_into()
             .map_err(prog_err("find"))?;
         let ctx = xdp_md(ifindex, self.frame.len());
-        prog.test_run(TestRunOptions {
+        let r = prog.test_run(TestRunOptions {
             data_in: Some(&self.frame),
             ctx_in: Some(&ctx),
             repeat: self.repeat,
             attrs: TestRunAttrs::new().xdp_live_frames(self.batch),
             ..TestRunOptions::default()
-        })
-        .map_err(prog_err("live test run"))?;
-        Ok(())
+        });
+        match r {
+            Ok(_) => Ok(()),
+            // A signal for the process (a child's SIGCHLD, ...) delivered
+            // to this thread ends the run early: what was sent is sent.
+            Err(aya::programs::ProgramError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(rustix::io::Errno::INTR.raw_os_error()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(prog_err("live test run")(e)),
+        }
     }
 }
 

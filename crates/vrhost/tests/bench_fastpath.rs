@@ -72,6 +72,17 @@ fn check_moves(results: &[Value]) {
         assert!(num(r, "switch_ms") > 0.0, "{r}");
     }
     assert!(moves[0]["rate_pps"].is_null() && moves[2]["rate_pps"] == 20000);
+    let totals: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["experiment"] == "migrate_total")
+        .collect();
+    assert_eq!(totals.len(), 2, "one per rate: {totals:?}");
+    for t in totals {
+        let (sent, got, lost) = (num(t, "sent"), num(t, "received"), num(t, "lost"));
+        assert!(got > 0.0, "{t}");
+        assert_eq!(lost, (sent - got).max(0.0), "{t}");
+        assert!(t["reordered"].is_u64(), "{t}");
+    }
 }
 
 #[test]

@@ -20,7 +20,9 @@
 //!   covers the `--move-settle` seconds from the request on, beside the
 //!   same span just before it (`lost_before`, no move) and the frames p0's
 //!   ring refused meanwhile (`lost_to_node`, before any forwarder). The
-//!   switch-over time is the API's answer time.
+//!   switch-over time is the API's answer time. Each series (one rate)
+//!   is also added up exactly once the paths have drained
+//!   (`migrate_total`: sent, received, lost, reordered).
 //! - `idle`: the CPU of the daemon and its VR processes (utime + stime
 //!   from /proc) with one fast VR and no traffic.
 //! - `fairness`: another part of issue 21 (per-tenant token buckets);
@@ -44,7 +46,7 @@ mod migrate;
 mod table;
 
 pub use idle::IdleRecord;
-pub use migrate::MoveRecord;
+pub use migrate::{MoveRecord, SeriesRecord};
 
 /// Options of `vrhost bench fastpath`.
 #[derive(Debug, Clone, clap::Args)]
@@ -190,6 +192,9 @@ pub enum FastRecord {
     Forward(Record),
     /// One move of the migrate experiment.
     Migrate(MoveRecord),
+    /// A series of moves at one rate, added up once drained.
+    #[serde(rename = "migrate_total")]
+    MigrateTotal(SeriesRecord),
     /// The idle experiment.
     Idle(IdleRecord),
     /// Noisy vs quiet tenant on one shared port (per-tenant token buckets
@@ -276,8 +281,9 @@ fn run_all(
             dir,
             sink: &sink,
         };
-        let moves = migrate::migrate(args, &setup)?;
-        out.extend(moves.into_iter().map(FastRecord::Migrate));
+        let m = migrate::migrate(args, &setup)?;
+        out.extend(m.moves.into_iter().map(FastRecord::Migrate));
+        out.extend(m.series.into_iter().map(FastRecord::MigrateTotal));
     }
     Ok(out)
 }

@@ -65,6 +65,15 @@ pub(super) fn print(r: &Report) {
                 "\nidle: one fast VR, no traffic: {:.2}% of a core ({} processes, {:.1} s)",
                 i.cpu_pct, i.processes, i.seconds
             ),
+            FastRecord::MigrateTotal(t) => println!(
+                "\n{} moves at {}: sent {} received {} lost {} reordered {}",
+                t.moves,
+                t.rate_pps.map_or("max".into(), |p| format!("{p} pps")),
+                t.sent,
+                t.received,
+                t.lost,
+                t.reordered
+            ),
             FastRecord::Fairness { quiet_ratio } => {
                 println!("\nfairness: quiet tenant at {}", opt(Some(*quiet_ratio), 2));
             }
