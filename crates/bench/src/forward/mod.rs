@@ -10,7 +10,8 @@
 //! The node forwards with the kernel (`ip_forward`, addresses on p0/p1,
 //! RPS steering the forwarding to the forwarder's core: the kernel at its
 //! best, see BENCHMARKING.md) or with vrhost (no addresses, `ip_forward`
-//! off, one router VR on ports of the driver under test). MACs and
+//! off, one router VR on ports of the driver under test; `fast`: the fast
+//! path on, the VR on it, `af_xdp` ports as its slow path). MACs and
 //! neighbours are static, so every forwarder sees the same frames.
 //! The generator (`--generator`) on the generator's core sends UDP to the
 //! discard port at fractions of its own maximum (measured into an XDP
@@ -22,7 +23,12 @@
 //! generator's tx (+ tx drops), forwarded = the sink's rx, over a window
 //! after a warm-up; CPU = busy time of the forwarder's core per forwarded
 //! frame (from /proc/stat). Then, without load: ping RTT (average, 99th
-//! percentile) and iperf3 TCP.
+//! percentile) and iperf3 TCP, with p0's GRO off whatever the generator.
+//!
+//! What `bench fastpath` reuses is `pub(crate)`: [`run_points`] (the
+//! generator alone, then each forwarder), the generators
+//! ([`generator`]), the windows and counters ([`measure`]), the node's
+//! setup ([`node`]).
 
 use std::path::{Path, PathBuf};
 
