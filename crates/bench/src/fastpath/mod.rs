@@ -1,6 +1,6 @@
 //! `vrhost bench fastpath`: issue 21's figures in one run, on the
 //! forwarding bench's lab (`crates/bench/src/forward`, as namespaces
-//! `vrhf-*`: gen -- p0 [node] p1 -- sink).
+//! `vrhf-*`: `gen -- p0 [node] p1 -- sink`).
 //!
 //! Experiments (`--experiments`, each a kind of flat record):
 //! - `forward`: for each generator (the XDP live-frames generator and
@@ -11,7 +11,7 @@
 //!   space): offered and forwarded frames/s, CPU of the forwarder's core
 //!   per frame, ping RTT and iperf3 TCP without load (the lab's links have
 //!   TSO/GSO/GRO and checksum offloads off at the end hosts). This is
-//!   `bench forward`'s code ([`crate::forward::run_points`]).
+//!   `bench forward`'s code (`crate::forward::run_points`).
 //! - `migrate`: the VR moved between the paths `--moves` times in a row
 //!   (`POST /v1/vrs/bench/move`), while the live generator sends
 //!   `--flows` numbered flows at its maximum and at each paced rate of

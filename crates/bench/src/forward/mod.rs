@@ -25,10 +25,10 @@
 //! frame (from /proc/stat). Then, without load: ping RTT (average, 99th
 //! percentile) and iperf3 TCP, with p0's GRO off whatever the generator.
 //!
-//! What `bench fastpath` reuses is `pub(crate)`: [`run_points`] (the
+//! What `bench fastpath` reuses is `pub(crate)`: `run_points` (the
 //! generator alone, then each forwarder), the generators
-//! ([`generator`]), the windows and counters ([`measure`]), the node's
-//! setup ([`node`]).
+//! (`generator`), the windows and counters (`measure`), the node's
+//! setup (`node`).
 
 use std::path::{Path, PathBuf};
 
@@ -399,7 +399,7 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
     Ok(out)
 }
 
-/// What [`run_points`] measures.
+/// What `run_points` measures.
 pub(crate) struct Plan<'a> {
     /// Forwarders, in order (the generator alone is always measured first).
     pub forwarders: &'a [String],
