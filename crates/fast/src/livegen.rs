@@ -349,6 +349,9 @@ impl LiveSender {
                     return Ok(0);
                 }
                 let mut calls = 1u64;
+                // Relaxed: a stop flag (pairs with the store in `stop`);
+                // no data is handed over through it, and the join after
+                // the store is what synchronizes.
                 while !flag.load(Ordering::Relaxed) {
                     generator.send(idx)?;
                     calls += 1;
@@ -393,6 +396,7 @@ impl LiveSender {
     /// # Errors
     /// The error the thread stopped with.
     pub fn stop(&mut self) -> Result<u64, FastError> {
+        // Relaxed: see the load in the thread.
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take() {
             Some(t) => t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
