@@ -1,8 +1,13 @@
 //! Compiles the fast path's XDP program `ebpf/xdp_router.c` (at the
-//! workspace root) into `OUT_DIR/xdp_router.o`; `src/lib.rs` embeds it.
+//! workspace root) into `OUT_DIR/xdp_router.o`, which `src/lib.rs` embeds,
+//! and the benchmarks' live-frames generator and counting sink
+//! (`ebpf/xdp_livegen.c`, `ebpf/xdp_seqsink.c`), which `src/livegen.rs`
+//! embeds.
 
 include!("../../ebpf/compile.rs");
 
 fn main() {
     compile_bpf("xdp_router", "the fast path's XDP program");
+    compile_bpf("xdp_livegen", "the live-frames generator's XDP program");
+    compile_bpf("xdp_seqsink", "the counting sink's XDP program");
 }

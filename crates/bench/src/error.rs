@@ -66,6 +66,9 @@ pub enum BenchError {
     /// A system call failed.
     #[error(transparent)]
     Os(#[from] rustix::io::Errno),
+    /// The fast path, or the live generator and its sink.
+    #[error(transparent)]
+    Fast(#[from] vrhost_fast::FastError),
     /// A number the bench read (a counter in sysfs, a tool's output) did
     /// not parse.
     #[error(transparent)]

@@ -116,6 +116,51 @@ pub const COUNTERS: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CountersValue(pub [u64; COUNTERS]);
 
+/// `struct livegen_conf` of `ebpf/xdp_livegen.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveGenConf {
+    pub flows: u32,
+    pub random_dst: u32,
+    pub rate_pps: u64,
+    pub burst: u64,
+    /// The template's headers (42 bytes used).
+    pub hdr: [u8; 48],
+}
+
+impl Default for LiveGenConf {
+    fn default() -> Self {
+        Self {
+            flows: 1,
+            random_dst: 0,
+            rate_pps: 0,
+            burst: 1,
+            hdr: [0; 48],
+        }
+    }
+}
+
+/// `struct livegen_state` of `ebpf/xdp_livegen.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LiveGenState {
+    pub seq: u64,
+    pub sent: u64,
+    pub paced_out: u64,
+    pub tokens: u64,
+    pub last_ns: u64,
+}
+
+/// `struct flow_state` of `ebpf/xdp_seqsink.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowState {
+    pub received: u64,
+    pub next: u64,
+    pub lost: u64,
+    pub reordered: u64,
+}
+
 // SAFETY (each impl below): a `#[repr(C)]` struct of integers and byte
 // arrays whose fields leave no padding (the size assertions in the tests
 // prove it: each size is the sum of its fields), so every byte pattern is
@@ -138,6 +183,12 @@ unsafe impl aya::Pod for NeighValue {}
 unsafe impl aya::Pod for XskSlot {}
 // SAFETY: see above.
 unsafe impl aya::Pod for CountersValue {}
+// SAFETY: see above.
+unsafe impl aya::Pod for LiveGenConf {}
+// SAFETY: see above.
+unsafe impl aya::Pod for LiveGenState {}
+// SAFETY: see above.
+unsafe impl aya::Pod for FlowState {}
 
 #[cfg(test)]
 mod tests {
@@ -160,5 +211,8 @@ mod tests {
         assert_eq!(size_of::<NeighValue>(), 6 + 6 + 4);
         assert_eq!(size_of::<XskSlot>(), 8);
         assert_eq!(size_of::<CountersValue>(), 128);
+        assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48);
+        assert_eq!(size_of::<LiveGenState>(), 5 * 8);
+        assert_eq!(size_of::<FlowState>(), 4 * 8);
     }
 }

@@ -14,6 +14,16 @@ pub enum FastError {
         #[source]
         source: Box<aya::EbpfError>,
     },
+    /// A benchmark object (`ebpf/xdp_livegen.c`, `ebpf/xdp_seqsink.c`)
+    /// could not be loaded.
+    #[error("loading ebpf/{object}: {source}")]
+    LoadObject {
+        /// The source file's name.
+        object: &'static str,
+        /// aya's error.
+        #[source]
+        source: Box<aya::EbpfError>,
+    },
     /// The program could not be found, loaded (the verifier's log is in
     /// the source) or run.
     #[error("fast path: program {program}: {step}: {source}")]

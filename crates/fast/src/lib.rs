@@ -21,6 +21,11 @@
 //!   [`FastPath::set_xsk`] for one socket);
 //! - per-VR counters, summed over CPUs ([`FastPath::counters`]).
 //!
+//! For the benchmarks it also owns their traffic ends in XDP: a
+//! live-frames generator ([`LiveGen`], [`LiveSender`]:
+//! `ebpf/xdp_livegen.c` run with `BPF_PROG_RUN`) and a sink that counts
+//! its frames per flow ([`SeqSink`]: `ebpf/xdp_seqsink.c`).
+//!
 //! The header comment of `ebpf/xdp_router.c` says what the program does
 //! per frame. In short: the select table first; the fast path forwards
 //! valid option-less IPv4 frames with a route and a neighbour (TTL - 1 with
@@ -74,7 +79,9 @@
 
 mod abi;
 mod error;
+mod livegen;
 mod load;
+mod seqsink;
 mod types;
 
 use std::collections::HashMap as StdHashMap;
@@ -90,7 +97,12 @@ use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 use load::{attach_either, load_object, program};
 
 pub use error::FastError;
+pub use livegen::{
+    LiveGen, LiveGenConfig, LiveGenCounters, LiveSender, MARK_OFFSET, MAX_BATCH, MAX_FLOWS, SendOn,
+    udp_frame,
+};
 pub use load::{PeerPass, ifindex};
+pub use seqsink::{SeqSink, SinkCounts};
 pub use types::*;
 pub use vrhost_fib::RoutingMode;
 /// How the program runs on a port: native (driver) or generic (skb) XDP.

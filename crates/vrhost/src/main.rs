@@ -76,6 +76,11 @@ enum BenchCmd {
     /// Forwarding on real interfaces (veth between namespaces): vrhost with
     /// each driver against the Linux kernel, same run, same topology.
     Forward(vrhost_bench::forward::ForwardArgs),
+    /// The XDP fast path (issue 21): forwarding against the kernel and the
+    /// af_xdp VR with the live-frames generator and trafgen, moves between
+    /// the paths under load (frames lost, reordered, switch-over time),
+    /// an idle fast VR's CPU.
+    Fastpath(vrhost_bench::fastpath::FastpathArgs),
     /// Changing a running daemon: VRs added, changed and removed beside
     /// forwarding ones (frames lost), and a full table loaded through the
     /// API (routes/s).
@@ -106,6 +111,7 @@ fn main() -> ExitCode {
         Cmd::Lab(c) => lab::run(&c),
         Cmd::Bench(BenchCmd::Memory(a)) => vrhost_bench::memory::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Forward(a)) => vrhost_bench::forward::run(&a).map_err(Into::into),
+        Cmd::Bench(BenchCmd::Fastpath(a)) => vrhost_bench::fastpath::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Control(a)) => vrhost_bench::control::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Capture(a)) => vrhost_bench::capture::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Isolation(a)) => vrhost_bench::isolation::run(&a).map_err(Into::into),

@@ -10,31 +10,42 @@
 //! The node forwards with the kernel (`ip_forward`, addresses on p0/p1,
 //! RPS steering the forwarding to the forwarder's core: the kernel at its
 //! best, see BENCHMARKING.md) or with vrhost (no addresses, `ip_forward`
-//! off, one router VR on ports of the driver under test). MACs and
+//! off, one router VR on ports of the driver under test; `fast`: the fast
+//! path on, the VR on it, `af_xdp` ports as its slow path). MACs and
 //! neighbours are static, so every forwarder sees the same frames.
-//! trafgen (netsniff-ng) on the generator's core sends UDP to the discard
-//! port, paced by a tbf qdisc at fractions of the generator's own maximum
-//! (measured into an XDP drop on p0); the sink drops them in XDP
+//! The generator (`--generator`) on the generator's core sends UDP to the
+//! discard port at fractions of its own maximum (measured into an XDP
+//! drop on p0): trafgen (netsniff-ng, the default), paced by a tbf qdisc,
+//! or the XDP live-frames generator (`vrhost_fast::LiveGen`), paced by
+//! its own token bucket, with GRO on at p0 (a veth takes xdp_frames only
+//! with NAPI: an XDP program or GRO). The sink drops them in XDP
 //! (`ebpf/xdp_sink.c`) and counts them on its interface. Offered = the
 //! generator's tx (+ tx drops), forwarded = the sink's rx, over a window
 //! after a warm-up; CPU = busy time of the forwarder's core per forwarded
 //! frame (from /proc/stat). Then, without load: ping RTT (average, 99th
-//! percentile) and iperf3 TCP.
+//! percentile) and iperf3 TCP, with p0's GRO off whatever the generator.
+//!
+//! What `bench fastpath` reuses is `pub(crate)`: `run_points` (the
+//! generator alone, then each forwarder), the generators
+//! (`generator`), the windows and counters (`measure`), the node's
+//! setup (`node`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::{BenchError, Context, Result, bail};
+use crate::{Context, Result, bail};
 use serde::Serialize;
-use vrhost_lab::{Lab, Netns};
+use vrhost_lab::Lab;
 
 use crate::machine::Machine;
-use vrhost_client::Client;
 
-mod node;
-mod table;
+pub(crate) mod generator;
+pub(crate) mod measure;
+pub(crate) mod node;
+pub(crate) mod table;
 
+pub use generator::GeneratorKind;
+use generator::{Generator, LiveOptions, WmemDefault};
+use measure::{Timing, WindowSpec, rtt, window};
 use node::{setup_node, xdp_sink_obj};
 use table::print_table;
 
@@ -43,7 +54,7 @@ const P0_MAC: &str = "02:00:00:00:01:01";
 const P1_MAC: &str = "02:00:00:00:02:01";
 const SINK_MAC: &str = "02:00:00:00:00:20";
 
-const LAB: &str = r#"
+pub(crate) const LAB: &str = r#"
 prefix = "vrhb"
 [[hosts]]
 name = "gen"
@@ -66,7 +77,8 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 /// Options of `vrhost bench forward`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ForwardArgs {
-    /// Forwarders: kernel, af_xdp, af_packet, socket.
+    /// Forwarders: kernel, af_xdp, af_packet, socket, fast (vrhost's
+    /// XDP fast path, the VR's slow path on af_xdp ports).
     #[arg(
         long,
         value_delimiter = ',',
@@ -83,6 +95,14 @@ pub struct ForwardArgs {
     /// route file (full table, random class-C destinations). Repeatable.
     #[arg(long, default_value = "2")]
     pub table: Vec<String>,
+    /// The generator: trafgen (skbs through the veth) or live (the XDP
+    /// live-frames generator, about ten times trafgen's rate on veth).
+    #[arg(long, value_enum, default_value_t = GeneratorKind::Trafgen)]
+    pub generator: GeneratorKind,
+    /// The live generator: program runs per `BPF_PROG_RUN` call (larger
+    /// keeps its core busier; the generator stops within one call).
+    #[arg(long, default_value_t = 1 << 22)]
+    pub live_repeat: u32,
     /// Measurement window per point, seconds.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
@@ -152,7 +172,10 @@ pub struct ForwardArgs {
 /// One measured point.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
-    /// kernel | af_xdp | af_packet | socket | generator.
+    /// The generator: trafgen | live.
+    pub generator: &'static str,
+    /// kernel | af_xdp | af_packet | socket | generator (| fast in
+    /// `bench fastpath`).
     pub forwarder: String,
     /// Frame size on the wire.
     pub frame_bytes: usize,
@@ -166,6 +189,9 @@ pub struct Record {
     pub forwarded_pps: f64,
     /// Lost share, percent.
     pub loss_pct: f64,
+    /// The live generator's own count of frames sent (XDP_TX), per
+    /// second; `offered_pps` is what the veth took of them.
+    pub gen_sent_pps: Option<f64>,
     /// Ping RTT through the forwarder without load (µs), on the first point.
     pub rtt_us_avg: Option<f64>,
     /// 99th percentile of those RTTs (µs).
@@ -212,13 +238,13 @@ struct Report<'a> {
 }
 
 /// The routes of a table, as (prefix, len).
-struct Table {
-    file: Option<PathBuf>,
-    routes: Vec<(u32, u8)>,
+pub(crate) struct Table {
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) routes: Vec<(u32, u8)>,
 }
 
 impl Table {
-    fn load(spec: &str) -> Result<Self> {
+    pub(crate) fn load(spec: &str) -> Result<Self> {
         if spec == "2" {
             return Ok(Self {
                 file: None,
@@ -238,13 +264,13 @@ impl Table {
         })
     }
 
-    fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.file.is_some()
     }
 
     /// Routes the forwarder holds: the table, plus (full tables) the two
     /// connected prefixes and a default route.
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         if self.full() {
             self.routes.len() + 3
         } else {
@@ -253,260 +279,13 @@ impl Table {
     }
 }
 
-/// Counters read from sysfs inside a namespace.
-fn counter(ns: &Netns, dev: &str, what: &str) -> Result<u64> {
-    Ok(ns
-        .exec("cat", &[&format!("/sys/class/net/{dev}/statistics/{what}")])?
-        .trim()
-        .parse()?)
-}
-
-/// Busy nanoseconds of `cpu` so far (all but idle and iowait).
-fn cpu_busy_ns(cpu: usize) -> Result<u64> {
-    let stat = std::fs::read_to_string("/proc/stat")?;
-    let key = format!("cpu{cpu} ");
-    let line = stat
-        .lines()
-        .find(|l| l.starts_with(&key))
-        .with_context(|| format!("no {key} in /proc/stat"))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    // USER_HZ is 100 on Linux.
-    Ok((total - idle) * 10_000_000)
-}
-
-/// The trafgen config: UDP to port 9, 10.1.0.2 -> 10.1.1.2, or (full
-/// table) to random addresses, one template per first octet 1..=223 but
-/// 10 and 127, with the other three octets random per frame.
-fn trafgen_conf(frame_bytes: usize, random_dst: bool) -> String {
-    let ip_len = frame_bytes - 4 - 14;
-    let udp_len = ip_len - 20;
-    let payload = udp_len - 8;
-    let mac = |m: &str| {
-        m.split(':')
-            .map(|b| format!("0x{b}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let one = |dst: &str| {
-        format!(
-            "{{ {}, {}, 0x08, 0x00,\n  0x45, 0x00, const16({ip_len}), const16(0), 0x40, 0x00, 64, 17, csumip(14, 33),\n  10, 1, 0, 2, {dst},\n  const16(4000), const16(9), const16({udp_len}), const16(0),\n  fill(0x00, {payload}) }}\n",
-            mac(P0_MAC),
-            mac(GEN_MAC)
-        )
-    };
-    if random_dst {
-        (1..=223u8)
-            .filter(|o| *o != 10 && *o != 127)
-            .map(|o| one(&format!("{o}, drnd(3)")))
-            .collect()
-    } else {
-        one("10, 1, 1, 2")
-    }
-}
-
-/// A running trafgen, stopped on drop.
-struct Trafgen(Child);
-
-impl Trafgen {
-    fn start(lab: &Lab, conf: &Path, cpu: usize) -> Result<Self> {
-        use std::os::unix::process::CommandExt;
-        let child = lab
-            .ns("gen")
-            .command("taskset")
-            // Its own process group: trafgen forks a sender per CPU, which
-            // outlives a signal sent to the parent alone.
-            .process_group(0)
-            .args([
-                "-c",
-                &cpu.to_string(),
-                "trafgen",
-                "--dev",
-                "eth0",
-                "--cpus",
-                "1",
-                "-q",
-                "--conf",
-            ])
-            .arg(conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("start trafgen")?;
-        Ok(Self(child))
-    }
-
-    fn check_running(&mut self) -> Result<()> {
-        if let Some(st) = self.0.try_wait()? {
-            let mut err = String::new();
-            if let Some(mut e) = self.0.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
-            bail!("trafgen exited ({st}): {}", err.trim());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Trafgen {
-    fn drop(&mut self) {
-        // The whole group (parent and its forked senders), at once: the
-        // senders do not stop on SIGINT.
-        let pid = rustix::process::Pid::from_child(&self.0);
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        let _ = self.0.wait();
-    }
-}
-
-/// Pace the generator's interface at `pps` frames/s (None: unpaced).
-fn pace(lab: &Lab, pps: Option<f64>, frame_bytes: usize) -> Result<()> {
-    let gen_ns = lab.ns("gen");
-    let _ = gen_ns.exec("tc", &["qdisc", "del", "dev", "eth0", "root"]);
-    if let Some(pps) = pps {
-        let bytes = (frame_bytes - 4) as f64;
-        let rate = format!("{}bit", (pps * bytes * 8.0) as u64);
-        let burst = format!("{}", (bytes as usize) * 32);
-        let limit = format!("{}", (bytes as usize) * 256);
-        gen_ns.exec(
-            "tc",
-            &[
-                "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", &burst,
-                "limit", &limit,
-            ],
-        )?;
-    }
-    Ok(())
-}
-
-/// What one window measured.
-struct Window {
-    offered: f64,
-    forwarded: f64,
-    cpu_ns_per_pkt: Option<f64>,
-    lost: Lost,
-}
-
-/// Loss counters at one instant (see [`Lost`]).
-#[derive(Clone, Copy, Default)]
-struct LossCounters {
-    to_node: u64,
-    node_in: u64,
-    vr: u64,
-    node_out: u64,
-}
-
-impl LossCounters {
-    fn read(lab: &Lab, daemon: Option<&Client>) -> Result<Self> {
-        let node = lab.ns("node");
-        let mut c = Self {
-            to_node: counter(&lab.ns("gen"), "eth0", "tx_dropped")?,
-            node_in: counter(&node, "p0", "rx_dropped")?,
-            vr: 0,
-            node_out: counter(&node, "p1", "tx_dropped")?,
-        };
-        if let Some(api) = daemon {
-            let s: serde_json::Value = api.get("/v1/stats")?.decode()?;
-            let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-            let sum = |v: &serde_json::Value| v.as_object().map_or(0, |o| o.values().map(u).sum());
-            c.node_in += sum(&s["host"]["ingress_drops"]);
-            for p in s["ports"].as_array().into_iter().flatten() {
-                c.node_in += u(&p["rx_dropped"]);
-                c.node_out += u(&p["tx_dropped"]);
-            }
-            for v in s["vrs"].as_array().into_iter().flatten() {
-                let st = &v["stats"];
-                c.node_in += sum(&st["ingress_drops"]);
-                c.vr += u(&st["vr_dropped"]);
-                c.node_out += u(&st["port_dropped"]);
-            }
-        }
-        Ok(c)
-    }
-}
-
-/// Run trafgen at one load and count over a window at `count_ns:count_dev`.
-fn window(
-    args: &ForwardArgs,
-    lab: &Lab,
-    conf: &Path,
-    count: (&str, &str),
-    pps: Option<f64>,
-    frame_bytes: usize,
-    daemon: Option<&Client>,
-) -> Result<Window> {
-    pace(lab, pps, frame_bytes)?;
-    let gen_ns = lab.ns("gen");
-    let cns = lab.ns(count.0);
-    let mut tg = Trafgen::start(lab, conf, args.gen_cpu)?;
-    std::thread::sleep(Duration::from_secs_f64(args.warmup));
-    tg.check_running()?;
-    // Each counter is read by a short-lived process (the namespaces' sysfs
-    // is not visible from here), so each gets its own timestamp.
-    let snap = || -> Result<[(Instant, u64); 3]> {
-        let off = counter(&gen_ns, "eth0", "tx_packets")? + counter(&gen_ns, "eth0", "tx_dropped")?;
-        let t_off = Instant::now();
-        let fwd = counter(&cns, count.1, "rx_packets")?;
-        let t_fwd = Instant::now();
-        Ok([
-            (t_off, off),
-            (t_fwd, fwd),
-            (Instant::now(), cpu_busy_ns(args.fwd_cpu)?),
-        ])
-    };
-    let la = LossCounters::read(lab, daemon)?;
-    let a = snap()?;
-    std::thread::sleep(Duration::from_secs_f64(args.seconds));
-    let b = snap()?;
-    let lb = LossCounters::read(lab, daemon)?;
-    tg.check_running()?;
-    drop(tg);
-    pace(lab, None, frame_bytes)?;
-    let rate = |i: usize| (b[i].1 - a[i].1) as f64 / (b[i].0 - a[i].0).as_secs_f64();
-    let fwd = rate(1);
-    let cpu = rate(2);
-    // The loss counters are read just outside the rate window: per
-    // second of the same span.
-    let span = (b[2].0 - a[0].0).as_secs_f64();
-    let per_s = |b: u64, a: u64| b.saturating_sub(a) as f64 / span;
-    Ok(Window {
-        offered: rate(0),
-        forwarded: fwd,
-        cpu_ns_per_pkt: (fwd > 0.0).then(|| cpu / fwd),
-        lost: Lost {
-            to_node_pps: per_s(lb.to_node, la.to_node),
-            node_in_pps: per_s(lb.node_in, la.node_in),
-            vr_pps: per_s(lb.vr, la.vr),
-            node_out_pps: per_s(lb.node_out, la.node_out),
-        },
-    })
-}
-
-/// Ping RTTs from gen to sink through the forwarder: (average, p99) µs.
-fn rtt(lab: &Lab, n: u32, interval: f64) -> Result<(f64, f64)> {
-    let v = vrhost_lab::tools::ping_rtts(lab, "gen", "10.1.1.2", n, interval)
-        .map_err(BenchError::Failed)?;
-    let avg = v.iter().sum::<f64>() / v.len() as f64;
-    let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
-    eprintln!(
-        "ping: {} replies, min {:.0} median {:.0} avg {avg:.0} p99 {p99:.0} us",
-        v.len(),
-        v[0],
-        v[v.len() / 2]
-    );
-    Ok((avg, p99))
-}
-
 /// Run the benchmark.
 pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
-        if !["kernel", "af_xdp", "af_packet", "socket"].contains(&f.as_str()) {
-            bail!("--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_packet, socket)");
+        if !["kernel", "af_xdp", "af_packet", "socket", "fast"].contains(&f.as_str()) {
+            bail!(
+                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_packet, socket, fast)"
+            );
         }
     }
     for &b in &args.frame_bytes {
@@ -601,89 +380,204 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                 .with_context(|| format!("RPS on {host}'s eth0"))?;
         }
     }
+    let plan = Plan {
+        forwarders: &args.forwarders,
+        generator: args.generator,
+        loads: &args.loads,
+        live: LiveOptions {
+            flows: 1,
+            repeat: args.live_repeat,
+        },
+        drop_obj: &obj,
+    };
     let mut out = Vec::new();
     for &fb in &args.frame_bytes {
         for table in tables {
-            let conf = dir.join(format!("trafgen-{fb}-{}.cfg", table.full()));
-            std::fs::write(&conf, trafgen_conf(fb, table.full()))?;
-            // The generator's own maximum: into an XDP drop on p0.
-            let node = lab.ns("node");
-            node.ip(&["link", "set", "dev", "p0", "xdp", "obj", &obj, "sec", "xdp"])?;
-            let g = window(args, lab, &conf, ("node", "p0"), None, fb, None);
-            node.ip(&["link", "set", "dev", "p0", "xdp", "off"])?;
-            let g = g?;
-            eprintln!("generator {fb} B: {:.0} pps", g.offered);
-            out.push(Record {
-                forwarder: "generator".into(),
-                frame_bytes: fb,
-                routes: 0,
-                load: 1.0,
-                offered_pps: g.offered,
-                forwarded_pps: g.forwarded,
-                loss_pct: loss(g.offered, g.forwarded),
-                rtt_us_avg: None,
-                rtt_us_p99: None,
-                tcp_gbps: None,
-                cpu_ns_per_pkt: None,
-                lost: g.lost,
-            });
-            for fwd in &args.forwarders {
-                let daemon = setup_node(args, lab, fwd, table, dir)
-                    .with_context(|| format!("set up the {fwd} forwarder"))?;
-                let (rtt_avg, rtt_p99) = if args.pings > 0 {
-                    match rtt(lab, args.pings, args.ping_interval) {
-                        Ok((a, p)) => (Some(a), Some(p)),
-                        Err(e) => {
-                            eprintln!("{fwd}: ping: {e:#}");
-                            (None, None)
-                        }
-                    }
-                } else {
-                    (None, None)
-                };
-                let tcp = if args.tcp_seconds > 0 {
-                    vrhost_lab::tools::iperf3(lab, "sink", "gen", "10.1.1.2", args.tcp_seconds)
-                        .map_err(|e| eprintln!("{fwd}: iperf3: {e}"))
-                        .ok()
-                } else {
-                    None
-                };
-                for (i, &load) in args.loads.iter().enumerate() {
-                    let pps = (load < 1.0).then_some(load * g.offered);
-                    let api = daemon.as_ref().map(|(_, c)| c);
-                    let w = window(args, lab, &conf, ("sink", "eth0"), pps, fb, api)
-                        .with_context(|| format!("{fwd} at load {load}"))?;
-                    eprintln!(
-                        "{fwd:>9} {fb} B {} routes load {load:.2}: offered {:.0} forwarded {:.0} pps",
-                        table.len(),
-                        w.offered,
-                        w.forwarded
-                    );
-                    out.push(Record {
-                        forwarder: fwd.clone(),
-                        frame_bytes: fb,
-                        routes: table.len(),
-                        load,
-                        offered_pps: w.offered,
-                        forwarded_pps: w.forwarded,
-                        loss_pct: loss(w.offered, w.forwarded),
-                        rtt_us_avg: if i == 0 { rtt_avg } else { None },
-                        rtt_us_p99: if i == 0 { rtt_p99 } else { None },
-                        tcp_gbps: if i == 0 { tcp } else { None },
-                        cpu_ns_per_pkt: w.cpu_ns_per_pkt,
-                        lost: w.lost,
-                    });
-                }
-                if let Some((d, _)) = daemon {
-                    d.stop()?;
-                }
-            }
+            out.extend(run_points(args, lab, &plan, fb, table, dir)?);
         }
     }
     Ok(out)
 }
 
-fn loss(offered: f64, forwarded: f64) -> f64 {
+/// What `run_points` measures.
+pub(crate) struct Plan<'a> {
+    /// Forwarders, in order (the generator alone is always measured first).
+    pub forwarders: &'a [String],
+    pub generator: GeneratorKind,
+    /// Offered loads, fractions of the generator's maximum.
+    pub loads: &'a [f64],
+    pub live: LiveOptions,
+    /// The XDP drop object (a file) the generator alone is measured into.
+    pub drop_obj: &'a str,
+}
+
+/// The node's `p0` gets GRO for the live generator (a veth takes
+/// xdp_frames only with NAPI; with an XDP program on p0 it has NAPI
+/// anyway), and loses it for trafgen (its skbs then go as before).
+pub(crate) fn p0_gro(lab: &Lab, kind: GeneratorKind) -> Result<()> {
+    let on = if kind == GeneratorKind::Live {
+        "on"
+    } else {
+        "off"
+    };
+    lab.ns("node")
+        .exec("ethtool", &["-K", "p0", "gro", on])
+        .with_context(|| format!("GRO {on} on the node's p0"))?;
+    Ok(())
+}
+
+/// The points of one frame size and table: the generator alone into an
+/// XDP drop on p0, then each forwarder at each load.
+pub(crate) fn run_points(
+    args: &ForwardArgs,
+    lab: &Lab,
+    plan: &Plan<'_>,
+    fb: usize,
+    table: &Table,
+    dir: &Path,
+) -> Result<Vec<Record>> {
+    p0_gro(lab, plan.generator)?;
+    let generator = Generator::new(plan.generator, dir, fb, table.full(), plan.live)?;
+    let timing = Timing {
+        warmup: args.warmup,
+        seconds: args.seconds,
+        gen_cpu: args.gen_cpu,
+        fwd_cpu: args.fwd_cpu,
+    };
+    // The generator's own maximum: into an XDP drop on p0.
+    let node = lab.ns("node");
+    let obj = plan.drop_obj;
+    node.ip(&["link", "set", "dev", "p0", "xdp", "obj", obj, "sec", "xdp"])?;
+    let spec = WindowSpec {
+        generator: &generator,
+        count: ("node", "p0"),
+        pps: None,
+        frame_bytes: fb,
+        daemon: None,
+    };
+    let g = window(lab, timing, &spec);
+    node.ip(&["link", "set", "dev", "p0", "xdp", "off"])?;
+    let g = g?;
+    let gname = plan.generator.name();
+    eprintln!("generator {gname} {fb} B: {:.0} pps", g.offered);
+    let mut out = vec![Record {
+        generator: gname,
+        forwarder: "generator".into(),
+        frame_bytes: fb,
+        routes: 0,
+        load: 1.0,
+        offered_pps: g.offered,
+        forwarded_pps: g.forwarded,
+        loss_pct: loss(g.offered, g.forwarded),
+        gen_sent_pps: g.gen_sent,
+        rtt_us_avg: None,
+        rtt_us_p99: None,
+        tcp_gbps: None,
+        cpu_ns_per_pkt: None,
+        lost: g.lost,
+    }];
+    for fwd in plan.forwarders {
+        let at = Point {
+            fwd,
+            fb,
+            table,
+            max: g.offered,
+        };
+        out.extend(forwarder_points(args, lab, plan, &generator, &at, dir)?);
+    }
+    Ok(out)
+}
+
+/// One forwarder's points.
+struct Point<'a> {
+    fwd: &'a str,
+    fb: usize,
+    table: &'a Table,
+    /// The generator's own maximum (frames/s).
+    max: f64,
+}
+
+fn forwarder_points(
+    args: &ForwardArgs,
+    lab: &Lab,
+    plan: &Plan<'_>,
+    generator: &Generator,
+    at: &Point<'_>,
+    dir: &Path,
+) -> Result<Vec<Record>> {
+    let fwd = at.fwd;
+    let daemon = setup_node(args, lab, fwd, at.table, dir)
+        .with_context(|| format!("set up the {fwd} forwarder"))?;
+    // RTT and TCP without GRO on p0, whatever the generator: with it the
+    // kernel would forward coalesced TCP segments, not like with like.
+    p0_gro(lab, GeneratorKind::Trafgen)?;
+    let (rtt_avg, rtt_p99) = if args.pings > 0 {
+        match rtt(lab, args.pings, args.ping_interval) {
+            Ok((a, p)) => (Some(a), Some(p)),
+            Err(e) => {
+                eprintln!("{fwd}: ping: {e:#}");
+                (None, None)
+            }
+        }
+    } else {
+        (None, None)
+    };
+    let tcp = if args.tcp_seconds > 0 {
+        vrhost_lab::tools::iperf3(lab, "sink", "gen", "10.1.1.2", args.tcp_seconds)
+            .map_err(|e| eprintln!("{fwd}: iperf3: {e}"))
+            .ok()
+    } else {
+        None
+    };
+    p0_gro(lab, plan.generator)?;
+    let timing = Timing {
+        warmup: args.warmup,
+        seconds: args.seconds,
+        gen_cpu: args.gen_cpu,
+        fwd_cpu: args.fwd_cpu,
+    };
+    let mut out = Vec::new();
+    for (i, &load) in plan.loads.iter().enumerate() {
+        let spec = WindowSpec {
+            generator,
+            count: ("sink", "eth0"),
+            pps: (load < 1.0).then_some(load * at.max),
+            frame_bytes: at.fb,
+            daemon: daemon.as_ref().map(|(_, c)| c),
+        };
+        let w = window(lab, timing, &spec).with_context(|| format!("{fwd} at load {load}"))?;
+        eprintln!(
+            "{fwd:>9} {} {} B {} routes load {load:.2}: offered {:.0} forwarded {:.0} pps",
+            plan.generator.name(),
+            at.fb,
+            at.table.len(),
+            w.offered,
+            w.forwarded
+        );
+        out.push(Record {
+            generator: plan.generator.name(),
+            forwarder: fwd.to_string(),
+            frame_bytes: at.fb,
+            routes: at.table.len(),
+            load,
+            offered_pps: w.offered,
+            forwarded_pps: w.forwarded,
+            loss_pct: loss(w.offered, w.forwarded),
+            gen_sent_pps: w.gen_sent,
+            rtt_us_avg: if i == 0 { rtt_avg } else { None },
+            rtt_us_p99: if i == 0 { rtt_p99 } else { None },
+            tcp_gbps: if i == 0 { tcp } else { None },
+            cpu_ns_per_pkt: w.cpu_ns_per_pkt,
+            lost: w.lost,
+        });
+    }
+    if let Some((d, _)) = daemon {
+        d.stop()?;
+    }
+    Ok(out)
+}
+
+pub(crate) fn loss(offered: f64, forwarded: f64) -> f64 {
     if offered <= 0.0 {
         0.0
     } else {
@@ -691,27 +585,8 @@ fn loss(offered: f64, forwarded: f64) -> f64 {
     }
 }
 
-/// Raises `net.core.wmem_default` (host-wide) and restores it on drop.
-struct WmemDefault(String);
-
-impl WmemDefault {
-    const PATH: &str = "/proc/sys/net/core/wmem_default";
-
-    fn raise(bytes: u64) -> Result<Self> {
-        let old = std::fs::read_to_string(Self::PATH)?.trim().to_string();
-        std::fs::write(Self::PATH, bytes.to_string()).context("raise net.core.wmem_default")?;
-        Ok(Self(old))
-    }
-}
-
-impl Drop for WmemDefault {
-    fn drop(&mut self) {
-        let _ = std::fs::write(Self::PATH, &self.0);
-    }
-}
-
 /// Removes a temporary file on drop.
-struct TempFile(PathBuf);
+pub(crate) struct TempFile(pub(crate) PathBuf);
 
 impl Drop for TempFile {
     fn drop(&mut self) {

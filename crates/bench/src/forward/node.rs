@@ -11,22 +11,43 @@ use super::{ForwardArgs, GEN_MAC, P0_MAC, P1_MAC, SINK_MAC, Table};
 use crate::{Context, Result, bail};
 
 /// The XDP sink object, written to a file `ip` can load.
-pub(super) fn xdp_sink_obj() -> Result<PathBuf> {
+pub(crate) fn xdp_sink_obj() -> Result<PathBuf> {
     let p = std::env::temp_dir().join(format!("vrhost-xdp-sink-{}.o", std::process::id()));
     std::fs::File::create(&p)?.write_all(vrhost_io::XDP_SINK_OBJ)?;
     Ok(p)
 }
 
-/// Set up the node for `fwd` (kernel or vrhost), returning the daemon if
-/// vrhost forwards.
-pub(super) fn setup_node(
+/// Set up the node for `fwd` (kernel, a vrhost driver, or `fast`: vrhost
+/// with `[host] fast_path = true` and the VR on the fast path, on af_xdp
+/// ports), returning the daemon if vrhost forwards.
+pub(crate) fn setup_node(
     args: &ForwardArgs,
     lab: &Lab,
     fwd: &str,
     table: &Table,
     dir: &Path,
 ) -> Result<Option<(Daemon, Client)>> {
+    setup_node_on(args, lab, fwd, None, table, dir)
+}
+
+/// [`setup_node`], with the fast path on and the VR on `path` (`fast` or
+/// `slow`; `fast` is the default of forwarder `fast`) if given.
+pub(crate) fn setup_node_on(
+    args: &ForwardArgs,
+    lab: &Lab,
+    fwd: &str,
+    path: Option<&str>,
+    table: &Table,
+    dir: &Path,
+) -> Result<Option<(Daemon, Client)>> {
     let node = lab.ns("node");
+    // The fast path redirects the replies (ping, TCP's ACKs) into p0, and
+    // a veth delivers redirected frames only when its peer has NAPI: GRO
+    // on the generator's eth0 for it (off for every other forwarder).
+    let gro = if fwd == "fast" { "on" } else { "off" };
+    lab.ns("gen")
+        .exec("ethtool", &["-K", "eth0", "gro", gro])
+        .with_context(|| format!("GRO {gro} on the generator's eth0"))?;
     for (dev, addr) in [("p0", "10.1.0.1/24"), ("p1", "10.1.1.1/24")] {
         let _ = node.ip(&["addr", "flush", "dev", dev]);
         if fwd == "kernel" {
@@ -76,16 +97,40 @@ pub(super) fn setup_node(
         }
         return Ok(None);
     }
+    let (driver, path) = match fwd {
+        "fast" => ("af_xdp", Some(path.unwrap_or("fast"))),
+        d => (d, path),
+    };
+    start_vrhost(args, lab, driver, path, table, dir).map(Some)
+}
+
+/// Start vrhost on the node (its addresses already flushed): ports of
+/// `driver`, one router VR; with `path` (`fast` or `slow`), the fast path
+/// on and the VR on that path.
+fn start_vrhost(
+    args: &ForwardArgs,
+    lab: &Lab,
+    driver: &str,
+    path: Option<&str>,
+    table: &Table,
+    dir: &Path,
+) -> Result<(Daemon, Client)> {
+    let node = lab.ns("node");
+    let fwd = path.map_or(driver, |_| "fast");
     node.sysctl("net.ipv4.ip_forward", "0")?;
     node.exec(
         "sh",
         &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
     )?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
-    std::fs::write(&cfg, daemon_config(args, fwd, table))?;
+    std::fs::write(&cfg, daemon_config(args, driver, table, path))?;
     // Its API (a unix socket outside the namespaces) for the loss counters.
     let sock = dir.join(format!("vrhost-{fwd}.sock"));
     let daemon = Daemon::start(&cfg, Some(node.name()), 0, &sock.display().to_string())?;
+    if path.is_some() && table.full() {
+        let long = Client::new(Endpoint::Unix(sock.clone()), None)?;
+        bulk_routes(&long.with_timeout(Duration::from_secs(600)), table)?;
+    }
     let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
     // veth runs its NAPI poll (with the XDP program and the copy into an
     // AF_XDP socket) on the sender's CPU unless NAPI is threaded; a veth
@@ -102,7 +147,38 @@ pub(super) fn setup_node(
         }
         pin_napi_threads(&["p0", "p1"], args.fwd_cpu)?;
     }
-    Ok(Some((daemon, api)))
+    Ok((daemon, api))
+}
+
+/// Load a full table into VR `bench` through the bulk route API (both of
+/// its paths get the routes), all to next hop 0 (the sink), as the kernel
+/// routes them via the sink.
+fn bulk_routes(api: &Client, table: &Table) -> Result<()> {
+    let t = std::time::Instant::now();
+    let routes: Vec<serde_json::Value> = table
+        .routes
+        .iter()
+        .map(|(p, l)| {
+            serde_json::json!({
+                "prefix": format!("{}/{l}", std::net::Ipv4Addr::from(*p)),
+                "nexthop": 0,
+            })
+        })
+        .collect();
+    for c in routes.chunks(50_000) {
+        api.call(
+            vrhost_client::Method::POST,
+            "/v1/vrs/bench/routes/bulk",
+            Some(&serde_json::json!({ "add": c })),
+        )
+        .context("bulk route load")?;
+    }
+    eprintln!(
+        "{} routes loaded through the API in {:.1} s",
+        routes.len(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// Pin the NAPI kernel threads of the node's `devs` (`napi/DEV-ID`) to
@@ -145,8 +221,15 @@ pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
     Ok(())
 }
 
-/// The daemon config of the vrhost forwarder with driver `driver`.
-pub(super) fn daemon_config(args: &ForwardArgs, driver: &str, table: &Table) -> String {
+/// The daemon config of the vrhost forwarder with driver `driver`; with
+/// `path`, the fast path on (room for the table's routes) and the VR on
+/// `path`.
+pub(super) fn daemon_config(
+    args: &ForwardArgs,
+    driver: &str,
+    table: &Table,
+    path: Option<&str>,
+) -> String {
     let mut routes = String::from(
         "routes = [{ prefix = \"10.1.1.0/24\", nexthop = 0 }, { prefix = \"10.1.0.0/24\", via = \"10.1.0.2\", vnic = 0 }",
     );
@@ -154,9 +237,12 @@ pub(super) fn daemon_config(args: &ForwardArgs, driver: &str, table: &Table) -> 
         routes.push_str(", { prefix = \"0.0.0.0/0\", nexthop = 0 }");
     }
     routes.push(']');
+    // A VR the fast path may carry cannot have a route file (the config
+    // refuses it): its table comes through the API ([`bulk_routes`]).
     let route_file = table
         .file
         .as_ref()
+        .filter(|_| path.is_none())
         .map(|f| format!("route_file = \"{}\"\n", f.display()))
         .unwrap_or_default();
     let rings = if driver == "af_xdp" {
@@ -167,12 +253,20 @@ pub(super) fn daemon_config(args: &ForwardArgs, driver: &str, table: &Table) -> 
     } else {
         String::new()
     };
+    let (fast_path, fast, vr_path) = match path {
+        Some(p) => (
+            "fast_path = true\n",
+            format!("[host.fast]\nmax_routes = {}\n", table.len().max(16) + 16),
+            format!("path = \"{p}\""),
+        ),
+        None => ("", String::new(), String::new()),
+    };
     format!(
         r#"[host]
 cpu = {cpu}
-[host.poll]
+{fast_path}[host.poll]
 busy_poll_us = {busy_poll_us}
-
+{fast}
 [[ports]]
 name = "p0"
 driver = "{driver}"
@@ -186,6 +280,7 @@ interface = "p1"
 [[vrs]]
 name = "bench"
 {vr_cpu}
+{vr_path}
 slots = {slots}
 vnics = [{{ port = "p0", mac = "{P0_MAC}" }}, {{ port = "p1", mac = "{P1_MAC}" }}]
 [vrs.router]

@@ -3,7 +3,8 @@
 use super::Record;
 use crate::report::{Column, heading, opt, row};
 
-const FORWARDING: [Column; 11] = [
+const FORWARDING: [Column; 12] = [
+    Column::left("gen", 8),
     Column::left("forwarder", 10),
     Column::right("bytes", 5),
     Column::right("routes", 7),
@@ -17,7 +18,7 @@ const FORWARDING: [Column; 11] = [
     Column::right("cpu ns", 8),
 ];
 
-pub(super) fn print_table(r: &[Record]) {
+pub(crate) fn print_table(r: &[Record]) {
     println!(
         "{}  lost pps: to node / in / vr / out",
         heading(&FORWARDING)
@@ -26,6 +27,7 @@ pub(super) fn print_table(r: &[Record]) {
         let cells = row(
             &FORWARDING,
             &[
+                &x.generator,
                 &x.forwarder,
                 &x.frame_bytes,
                 &x.routes,

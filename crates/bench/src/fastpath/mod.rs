@@ -1,0 +1,319 @@
+//! `vrhost bench fastpath`: issue 21's figures in one run, on the
+//! forwarding bench's lab (`crates/bench/src/forward`, as namespaces
+//! `vrhf-*`: `gen -- p0 [node] p1 -- sink`).
+//!
+//! Experiments (`--experiments`, each a kind of flat record):
+//! - `forward`: for each generator (the XDP live-frames generator and
+//!   trafgen) and table (2 routes, the full table), the generator alone
+//!   into an XDP drop on p0, then each forwarder: `kernel` (RPS to the
+//!   forwarder's core, its best), `fast` (a daemon with `fast_path = true`,
+//!   one VR on the fast path, af_xdp ports), `af_xdp` (the same VR in user
+//!   space): offered and forwarded frames/s, CPU of the forwarder's core
+//!   per frame, ping RTT and iperf3 TCP without load (the lab's links have
+//!   TSO/GSO/GRO and checksum offloads off at the end hosts). This is
+//!   `bench forward`'s code (`crate::forward::run_points`).
+//! - `migrate`: the VR moved between the paths `--moves` times in a row
+//!   (`POST /v1/vrs/bench/move`), while the live generator sends
+//!   `--flows` numbered flows at its maximum and at each paced rate of
+//!   `--migrate-rates`. The sink (`vrhost_fast::SeqSink`) counts frames
+//!   lost and reordered from the sequence numbers; each move's record
+//!   covers the `--move-settle` seconds from the request on, beside the
+//!   same span just before it (`lost_before`, no move) and the frames p0's
+//!   ring refused meanwhile (`lost_to_node`, before any forwarder). The
+//!   switch-over time is the API's answer time. Each series (one rate)
+//!   is also added up exactly once the paths have drained
+//!   (`migrate_total`: sent, received, lost, reordered).
+//! - `idle`: the CPU of the daemon and its VR processes (utime + stime
+//!   from /proc) with one fast VR and no traffic.
+//! - `fairness`: another part of issue 21 (per-tenant token buckets);
+//!   its record has a place here ([`FastRecord::Fairness`]) and is not
+//!   measured by this bench yet.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use vrhost_fast::SeqSink;
+use vrhost_lab::Lab;
+
+use crate::forward::generator::{GeneratorKind, LiveOptions, WmemDefault};
+use crate::forward::node::xdp_sink_obj;
+use crate::forward::{ForwardArgs, Plan, Record, Table, TempFile, run_points};
+use crate::machine::Machine;
+use crate::{Context, Result, bail};
+
+mod idle;
+mod migrate;
+mod table;
+
+pub use idle::IdleRecord;
+pub use migrate::{MoveRecord, SeriesRecord};
+
+/// Options of `vrhost bench fastpath`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FastpathArgs {
+    /// Experiments to run: forward, migrate, idle.
+    #[arg(long, value_delimiter = ',', default_value = "forward,migrate,idle")]
+    pub experiments: Vec<String>,
+    /// Generators of the forwarding points.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "live,trafgen"
+    )]
+    pub generators: Vec<GeneratorKind>,
+    /// Forwarders of the forwarding points: kernel, fast, af_xdp.
+    #[arg(long, value_delimiter = ',', default_value = "kernel,fast,af_xdp")]
+    pub forwarders: Vec<String>,
+    /// Route tables: `2`, or a route file (the full table). Repeatable.
+    #[arg(long, default_values_t = ["2".to_string(), "../shared/data/fib/ipasn_20140513.dat.gz".to_string()])]
+    pub table: Vec<String>,
+    /// Frame size on the wire, bytes (with FCS).
+    #[arg(long, default_value_t = 64)]
+    pub frame_bytes: usize,
+    /// Offered loads of the forwarding points, fractions of the
+    /// generator's maximum (1 = unpaced).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub loads: Vec<f64>,
+    /// Measurement window per forwarding point, seconds.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Warm-up before each window, seconds.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup: f64,
+    /// Core of the generator.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// Core of the forwarder (kernel RPS target; vrhost host worker).
+    #[arg(long, default_value_t = 1)]
+    pub fwd_cpu: usize,
+    /// Pings per RTT measurement (0: skip).
+    #[arg(long, default_value_t = 40)]
+    pub pings: u32,
+    /// Seconds between pings.
+    #[arg(long, default_value_t = 0.05)]
+    pub ping_interval: f64,
+    /// Seconds of iperf3 TCP (0: skip).
+    #[arg(long, default_value_t = 3)]
+    pub tcp_seconds: u64,
+    /// Moves per rate in the migrate experiment (slow -> fast -> slow ...).
+    #[arg(long, default_value_t = 20)]
+    pub moves: usize,
+    /// Rates of the migrate experiment, frames/s (0: the live
+    /// generator's maximum).
+    #[arg(long, value_delimiter = ',', default_value = "0,50000")]
+    pub migrate_rates: Vec<u64>,
+    /// Seconds counted after each move (and before it, without one).
+    #[arg(long, default_value_t = 0.3)]
+    pub move_settle: f64,
+    /// Flows the live generator numbers in the migrate experiment.
+    #[arg(long, default_value_t = 4)]
+    pub flows: u32,
+    /// Seconds of the idle experiment's CPU count.
+    #[arg(long, default_value_t = 3.0)]
+    pub idle_seconds: f64,
+    /// The live generator: program runs per `BPF_PROG_RUN` call.
+    #[arg(long, default_value_t = 1 << 22)]
+    pub live_repeat: u32,
+    #[command(flatten)]
+    pub output: crate::report::Output,
+}
+
+impl FastpathArgs {
+    /// The forwarding bench's options these amount to.
+    fn forward_args(&self, generator: GeneratorKind) -> ForwardArgs {
+        ForwardArgs {
+            forwarders: self.forwarders.clone(),
+            frame_bytes: vec![self.frame_bytes],
+            loads: self.loads.clone(),
+            table: self.table.clone(),
+            generator,
+            live_repeat: self.live_repeat,
+            seconds: self.seconds,
+            warmup: self.warmup,
+            gen_cpu: self.gen_cpu,
+            fwd_cpu: self.fwd_cpu,
+            vr_cpu: None,
+            slots: 16384,
+            xdp_ring: 8192,
+            xdp_frames: 16384,
+            busy_poll_us: 0,
+            endpoint_rps_cpu: None,
+            threaded_napi: false,
+            pings: self.pings,
+            ping_interval: self.ping_interval,
+            tcp_seconds: self.tcp_seconds,
+            json: false,
+            out: None,
+            plot: None,
+        }
+    }
+
+    fn runs(&self, experiment: &str) -> bool {
+        self.experiments.iter().any(|e| e == experiment)
+    }
+
+    fn check(&self) -> Result<()> {
+        for e in &self.experiments {
+            if !["forward", "migrate", "idle"].contains(&e.as_str()) {
+                bail!("--experiments: unknown experiment {e:?} (forward, migrate, idle)");
+            }
+        }
+        for f in &self.forwarders {
+            if !["kernel", "fast", "af_xdp"].contains(&f.as_str()) {
+                bail!("--forwarders: unknown forwarder {f:?} (kernel, fast, af_xdp)");
+            }
+        }
+        if !(64..=1518).contains(&self.frame_bytes) {
+            bail!("--frame-bytes {}: must be 64..=1518", self.frame_bytes);
+        }
+        if self.loads.iter().any(|l| !(*l > 0.0 && *l <= 1.0)) {
+            bail!("--loads: fractions in (0, 1]");
+        }
+        if !(1..=vrhost_fast::MAX_FLOWS).contains(&self.flows) {
+            bail!("--flows {}: 1..={}", self.flows, vrhost_fast::MAX_FLOWS);
+        }
+        if self.move_settle <= 0.0 || self.seconds <= 0.0 || self.idle_seconds <= 0.0 {
+            bail!("--seconds, --move-settle and --idle-seconds must be > 0");
+        }
+        let cpus = vrhost_host::cpu::cpus();
+        if self.gen_cpu >= cpus || self.fwd_cpu >= cpus || self.gen_cpu == self.fwd_cpu {
+            bail!("--gen-cpu and --fwd-cpu must be two different cores of the {cpus} here");
+        }
+        Ok(())
+    }
+}
+
+/// One flat record of the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "experiment", rename_all = "lowercase")]
+pub enum FastRecord {
+    /// A forwarding point (`bench forward`'s record).
+    Forward(Record),
+    /// One move of the migrate experiment.
+    Migrate(MoveRecord),
+    /// A series of moves at one rate, added up once drained.
+    #[serde(rename = "migrate_total")]
+    MigrateTotal(SeriesRecord),
+    /// The idle experiment.
+    Idle(IdleRecord),
+    /// Noisy vs quiet tenant on one shared port (per-tenant token buckets
+    /// in the select table): not measured by this bench yet; its place.
+    Fairness {
+        /// The quiet tenant's rate under the noisy one's overload, over
+        /// its rate alone.
+        quiet_ratio: f64,
+    },
+}
+
+/// The report: `{"bench":"fastpath","machine":{...},"results":[...]}`.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// `fastpath`.
+    pub bench: &'static str,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The records, in the order measured.
+    pub results: Vec<FastRecord>,
+}
+
+/// The LAB of `bench forward`, the lab's directory and its sink.
+pub(crate) struct Setup<'a> {
+    pub lab: &'a Lab,
+    pub dir: &'a Path,
+    pub sink: &'a SeqSink,
+}
+
+/// Run the benchmark.
+pub fn run(args: &FastpathArgs) -> Result<()> {
+    args.check()?;
+    let tables = if args.runs("forward") {
+        args.table
+            .iter()
+            .map(|t| Table::load(t))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    // The forwarding bench's lab under a prefix of its own (`vrhf-*`), so
+    // that it does not tear down a `bench forward` running meanwhile.
+    let lab = crate::forward::LAB.replace("prefix = \"vrhb\"", "prefix = \"vrhf\"");
+    let lab = Lab::parse(&lab, "bench fastpath")?;
+    lab.down();
+    lab.up()?;
+    let dir = std::env::temp_dir().join(format!("vrhost-bench-fastpath-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = run_all(args, &lab, &tables, &dir);
+    lab.down();
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = Report {
+        bench: "fastpath",
+        machine: Machine::this(),
+        results: result?,
+    };
+    crate::report::emit(&report, &args.output, table::print)
+}
+
+fn run_all(
+    args: &FastpathArgs,
+    lab: &Lab,
+    tables: &[Table],
+    dir: &Path,
+) -> Result<Vec<FastRecord>> {
+    // The counting sink on the sink's eth0, for the whole run.
+    let mut sink = lab
+        .ns("sink")
+        .run(|| SeqSink::attach("eth0"))?
+        .context("attach the counting sink")?;
+    let _wmem = WmemDefault::raise(4 << 20)?;
+    let mut out = Vec::new();
+    if args.runs("idle") {
+        out.push(FastRecord::Idle(idle::idle(args, lab, dir)?));
+    }
+    if args.runs("forward") {
+        out.extend(forward(args, lab, tables, dir)?);
+    }
+    if args.runs("migrate") {
+        // The forwarding points' live generator numbered flow 0 already.
+        sink.reset()?;
+        let setup = Setup {
+            lab,
+            dir,
+            sink: &sink,
+        };
+        let m = migrate::migrate(args, &setup)?;
+        out.extend(m.moves.into_iter().map(FastRecord::Migrate));
+        out.extend(m.series.into_iter().map(FastRecord::MigrateTotal));
+    }
+    Ok(out)
+}
+
+fn forward(
+    args: &FastpathArgs,
+    lab: &Lab,
+    tables: &[Table],
+    dir: &Path,
+) -> Result<Vec<FastRecord>> {
+    let drop_obj: PathBuf = xdp_sink_obj()?;
+    let _cleanup = TempFile(drop_obj.clone());
+    let obj = drop_obj.display().to_string();
+    let mut out = Vec::new();
+    for &kind in &args.generators {
+        let fa = args.forward_args(kind);
+        let plan = Plan {
+            forwarders: &fa.forwarders,
+            generator: kind,
+            loads: &fa.loads,
+            live: LiveOptions {
+                flows: 1,
+                repeat: args.live_repeat,
+            },
+            drop_obj: &obj,
+        };
+        for table in tables {
+            let r = run_points(&fa, lab, &plan, args.frame_bytes, table, dir)?;
+            out.extend(r.into_iter().map(FastRecord::Forward));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,83 @@
+//! The fastpath bench's table: the forwarding points (as `bench
+//! forward`'s), the moves, the idle and fairness lines.
+
+use super::{FastRecord, Report};
+use crate::report::{Column, heading, opt, row};
+
+const MOVES: [Column; 11] = [
+    Column::left("move", 8),
+    Column::right("#", 3),
+    Column::right("rate", 9),
+    Column::right("offered", 10).decimals(0),
+    Column::right("forwarded", 10).decimals(0),
+    Column::right("lost", 9),
+    Column::right("before", 9),
+    Column::right("to node", 9),
+    Column::right("node in", 9),
+    Column::right("reord", 7),
+    Column::right("switch ms", 9).decimals(1),
+];
+
+pub(super) fn print(r: &Report) {
+    let fwd: Vec<_> = r
+        .results
+        .iter()
+        .filter_map(|x| match x {
+            FastRecord::Forward(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect();
+    if !fwd.is_empty() {
+        crate::forward::table::print_table(&fwd);
+    }
+    let mut moves = r.results.iter().filter_map(|x| match x {
+        FastRecord::Migrate(m) => Some(m),
+        _ => None,
+    });
+    if let Some(first) = moves.next() {
+        println!("\n{}", heading(&MOVES));
+        for m in std::iter::once(first).chain(moves) {
+            let rate = m.rate_pps.map_or("max".to_string(), |p| p.to_string());
+            println!(
+                "{}",
+                row(
+                    &MOVES,
+                    &[
+                        &m.direction,
+                        &m.index,
+                        &rate,
+                        &m.offered_pps,
+                        &m.forwarded_pps,
+                        &m.lost,
+                        &m.lost_before,
+                        &m.lost_to_node,
+                        &m.lost_node_in,
+                        &m.reordered,
+                        &m.switch_ms,
+                    ],
+                )
+            );
+        }
+    }
+    for x in &r.results {
+        match x {
+            FastRecord::Idle(i) => println!(
+                "\nidle: one fast VR, no traffic: {:.2}% of a core ({} processes, {:.1} s)",
+                i.cpu_pct, i.processes, i.seconds
+            ),
+            FastRecord::MigrateTotal(t) => println!(
+                "\n{} moves at {}: sent {} received {} lost {} reordered {}",
+                t.moves,
+                t.rate_pps.map_or("max".into(), |p| format!("{p} pps")),
+                t.sent,
+                t.received,
+                t.lost,
+                t.reordered
+            ),
+            FastRecord::Fairness { quiet_ratio } => {
+                println!("\nfairness: quiet tenant at {}", opt(Some(*quiet_ratio), 2));
+            }
+            _ => {}
+        }
+    }
+}

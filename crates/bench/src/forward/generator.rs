@@ -1,0 +1,302 @@
+//! The forwarding benches' generators: trafgen (netsniff-ng, the skb path
+//! real senders use, paced by a tbf qdisc) and the live-frames generator
+//! (`vrhost_fast::LiveGen`, XDP frames from the kernel's test run, paced
+//! by its own token bucket), behind one start/stop, on the generator's
+//! `eth0` and core.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+
+use serde::Serialize;
+use vrhost_fast::{LiveGen, LiveGenConfig, LiveSender, SendOn};
+use vrhost_lab::Lab;
+
+use super::{GEN_MAC, P0_MAC};
+use crate::{Context, Result, bail};
+
+/// Which generator sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GeneratorKind {
+    /// trafgen (netsniff-ng): skbs through the generator's veth.
+    Trafgen,
+    /// The XDP live-frames generator: xdp_frames into the node's `p0`.
+    Live,
+}
+
+impl GeneratorKind {
+    /// The name in records and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Trafgen => "trafgen",
+            Self::Live => "live",
+        }
+    }
+}
+
+/// A generator set up for one frame size and table: trafgen's config
+/// file, or the loaded live generator.
+pub(crate) enum Generator {
+    Trafgen(PathBuf),
+    Live(Arc<LiveGen>),
+}
+
+/// Options of the live generator.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LiveOptions {
+    /// Flows it numbers.
+    pub flows: u32,
+    /// Program runs per `BPF_PROG_RUN` call.
+    pub repeat: u32,
+}
+
+impl Generator {
+    /// Set up `kind` for `frame_bytes` frames, to one destination or (a
+    /// full table) to random ones; trafgen's config is written in `dir`.
+    pub(crate) fn new(
+        kind: GeneratorKind,
+        dir: &Path,
+        frame_bytes: usize,
+        random_dst: bool,
+        live: LiveOptions,
+    ) -> Result<Self> {
+        match kind {
+            GeneratorKind::Trafgen => {
+                let conf = dir.join(format!("trafgen-{frame_bytes}-{random_dst}.cfg"));
+                std::fs::write(&conf, trafgen_conf(frame_bytes, random_dst))?;
+                Ok(Self::Trafgen(conf))
+            }
+            GeneratorKind::Live => {
+                let frame = vrhost_fast::udp_frame(
+                    mac(GEN_MAC),
+                    mac(P0_MAC),
+                    Ipv4Addr::new(10, 1, 0, 2),
+                    Ipv4Addr::new(10, 1, 1, 2),
+                    frame_bytes,
+                );
+                let g = LiveGen::load(&LiveGenConfig {
+                    frame,
+                    flows: live.flows,
+                    random_dst,
+                    repeat: live.repeat,
+                    ..LiveGenConfig::default()
+                })
+                .context("load the live-frames generator")?;
+                Ok(Self::Live(Arc::new(g)))
+            }
+        }
+    }
+
+    /// The live generator, if this is it.
+    pub(crate) fn live(&self) -> Option<&Arc<LiveGen>> {
+        match self {
+            Self::Live(g) => Some(g),
+            Self::Trafgen(_) => None,
+        }
+    }
+
+    /// Start sending at `pps` frames/s (None: unpaced) from `cpu`.
+    pub(crate) fn start(
+        &self,
+        lab: &Lab,
+        pps: Option<f64>,
+        frame_bytes: usize,
+        cpu: usize,
+    ) -> Result<Running> {
+        match self {
+            Self::Trafgen(conf) => {
+                pace(lab, pps, frame_bytes)?;
+                Ok(Running::Trafgen(Trafgen::start(lab, conf, cpu)?))
+            }
+            Self::Live(g) => {
+                g.set_rate(pps.map_or(0, |p| p.max(1.0) as u64))?;
+                let s = LiveSender::start(
+                    g.clone(),
+                    SendOn {
+                        netns: Some(format!("/run/netns/{}", lab.ns("gen").name()).into()),
+                        ifname: "eth0".into(),
+                        cpu: Some(cpu),
+                    },
+                )
+                .context("start the live-frames generator")?;
+                Ok(Running::Live(s))
+            }
+        }
+    }
+
+    /// Frames the live generator has sent (its own counter).
+    pub(crate) fn live_sent(&self) -> Result<Option<u64>> {
+        match self {
+            Self::Live(g) => Ok(Some(g.counters()?.sent)),
+            Self::Trafgen(_) => Ok(None),
+        }
+    }
+}
+
+fn mac(s: &str) -> [u8; 6] {
+    let mut m = [0u8; 6];
+    for (b, x) in m.iter_mut().zip(s.split(':')) {
+        *b = u8::from_str_radix(x, 16).unwrap_or(0);
+    }
+    m
+}
+
+/// A running generator, stopped on drop.
+pub(crate) enum Running {
+    Trafgen(Trafgen),
+    Live(LiveSender),
+}
+
+impl Running {
+    /// An error if it has stopped.
+    pub(crate) fn check_running(&mut self) -> Result<()> {
+        match self {
+            Self::Trafgen(t) => t.check_running(),
+            Self::Live(s) => {
+                if !s.check()? {
+                    bail!("the live-frames generator stopped");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Stop it (and its pacing).
+    pub(crate) fn stop(self, lab: &Lab, frame_bytes: usize) -> Result<()> {
+        match self {
+            Self::Trafgen(t) => {
+                drop(t);
+                pace(lab, None, frame_bytes)
+            }
+            Self::Live(mut s) => {
+                s.stop()?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The trafgen config: UDP to port 9, 10.1.0.2 -> 10.1.1.2, or (full
+/// table) to random addresses, one template per first octet 1..=223 but
+/// 10 and 127, with the other three octets random per frame.
+fn trafgen_conf(frame_bytes: usize, random_dst: bool) -> String {
+    let ip_len = frame_bytes - 4 - 14;
+    let udp_len = ip_len - 20;
+    let payload = udp_len - 8;
+    let mac = |m: &str| {
+        m.split(':')
+            .map(|b| format!("0x{b}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let one = |dst: &str| {
+        format!(
+            "{{ {}, {}, 0x08, 0x00,\n  0x45, 0x00, const16({ip_len}), const16(0), 0x40, 0x00, 64, 17, csumip(14, 33),\n  10, 1, 0, 2, {dst},\n  const16(4000), const16(9), const16({udp_len}), const16(0),\n  fill(0x00, {payload}) }}\n",
+            mac(P0_MAC),
+            mac(GEN_MAC)
+        )
+    };
+    if random_dst {
+        (1..=223u8)
+            .filter(|o| *o != 10 && *o != 127)
+            .map(|o| one(&format!("{o}, drnd(3)")))
+            .collect()
+    } else {
+        one("10, 1, 1, 2")
+    }
+}
+
+/// A running trafgen, stopped on drop.
+pub(crate) struct Trafgen(Child);
+
+impl Trafgen {
+    fn start(lab: &Lab, conf: &Path, cpu: usize) -> Result<Self> {
+        use std::os::unix::process::CommandExt;
+        let child = lab
+            .ns("gen")
+            .command("taskset")
+            // Its own process group: trafgen forks a sender per CPU, which
+            // outlives a signal sent to the parent alone.
+            .process_group(0)
+            .args([
+                "-c",
+                &cpu.to_string(),
+                "trafgen",
+                "--dev",
+                "eth0",
+                "--cpus",
+                "1",
+                "-q",
+                "--conf",
+            ])
+            .arg(conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start trafgen")?;
+        Ok(Self(child))
+    }
+
+    fn check_running(&mut self) -> Result<()> {
+        if let Some(st) = self.0.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut e) = self.0.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            bail!("trafgen exited ({st}): {}", err.trim());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Trafgen {
+    fn drop(&mut self) {
+        // The whole group (parent and its forked senders), at once: the
+        // senders do not stop on SIGINT.
+        let pid = rustix::process::Pid::from_child(&self.0);
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let _ = self.0.wait();
+    }
+}
+
+/// Pace the generator's interface at `pps` frames/s (None: unpaced).
+fn pace(lab: &Lab, pps: Option<f64>, frame_bytes: usize) -> Result<()> {
+    let gen_ns = lab.ns("gen");
+    let _ = gen_ns.exec("tc", &["qdisc", "del", "dev", "eth0", "root"]);
+    if let Some(pps) = pps {
+        let bytes = (frame_bytes - 4) as f64;
+        let rate = format!("{}bit", (pps * bytes * 8.0) as u64);
+        let burst = format!("{}", (bytes as usize) * 32);
+        let limit = format!("{}", (bytes as usize) * 256);
+        gen_ns.exec(
+            "tc",
+            &[
+                "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", &burst,
+                "limit", &limit,
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Raises `net.core.wmem_default` (host-wide) and restores it on drop.
+pub(crate) struct WmemDefault(String);
+
+impl WmemDefault {
+    const PATH: &str = "/proc/sys/net/core/wmem_default";
+
+    pub(crate) fn raise(bytes: u64) -> Result<Self> {
+        let old = std::fs::read_to_string(Self::PATH)?.trim().to_string();
+        std::fs::write(Self::PATH, bytes.to_string()).context("raise net.core.wmem_default")?;
+        Ok(Self(old))
+    }
+}
+
+impl Drop for WmemDefault {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, &self.0);
+    }
+}

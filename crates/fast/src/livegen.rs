@@ -1,0 +1,444 @@
+//! The benchmarks' generator in XDP: [`LiveGen`], built on the kernel's
+//! XDP test run with live frames (`ebpf/xdp_livegen.c`), and
+//! [`LiveSender`], the thread that runs it on one core inside a network
+//! namespace until stopped. Its counting sink is [`crate::SeqSink`].
+//!
+//! `BPF_PROG_RUN` with `BPF_F_TEST_XDP_LIVE_FRAMES` runs the program
+//! `repeat` times on frames built from a template, with the generator's
+//! veth as the ingress device: each frame the program returns `XDP_TX` for
+//! leaves by that veth and enters its peer as an xdp_frame, without an skb
+//! or a copy (about ten times what trafgen offers on veth; see
+//! BENCHMARKING.md, "A generator that does not cap the forwarder"). The
+//! program numbers each frame per flow and can pace itself (a token bucket
+//! that drops the frames beyond the rate before they are sent). It writes
+//! the headers again on every run: the kernel recycles a frame's page with
+//! what the receiver left in it, and a forwarder in XDP rewrites frames in
+//! place (TTL, MACs).
+//!
+//! What a veth needs: its peer takes such frames only when the peer runs
+//! an XDP program or has GRO on; otherwise they vanish without a counter.
+//! The interface is looked up, and the test run made, in the sending
+//! thread's namespace.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use aya::maps::{Array, MapData};
+use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp};
+use aya::{Ebpf, EbpfLoader};
+
+use crate::abi::{LiveGenConf, LiveGenState};
+use crate::{FastError, ifindex, map_err, take};
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_livegen.o"));
+
+const PROGRAM: &str = "xdp_livegen";
+const CONF: &str = "livegen_conf";
+const STATE: &str = "livegen_state";
+
+/// Flows the generator can number (the sink's table has as many).
+pub const MAX_FLOWS: u32 = 256;
+/// Where the mark {magic, flow, sequence} starts in a frame (the UDP
+/// payload of an option-less IPv4 header).
+pub const MARK_OFFSET: usize = 42;
+/// The largest batch the kernel takes (`TEST_XDP_MAX_BATCH`).
+pub const MAX_BATCH: u32 = 256;
+
+/// What the generator sends.
+#[derive(Debug, Clone)]
+pub struct LiveGenConfig {
+    /// The template frame (Ethernet, IPv4 without options, UDP to port 9,
+    /// at least `MARK_OFFSET + 16` bytes): [`udp_frame`].
+    pub frame: Vec<u8>,
+    /// Flows, numbered round robin (1..=[`MAX_FLOWS`]).
+    pub flows: u32,
+    /// A random destination per frame (first octet 1..=223 but 10 and
+    /// 127), for a full routing table.
+    pub random_dst: bool,
+    /// Frames/s (0: as fast as the core goes).
+    pub rate_pps: u64,
+    /// Depth of the token bucket, frames (with `rate_pps`).
+    pub burst: u64,
+    /// Program runs per `BPF_PROG_RUN` call: large keeps the core busy
+    /// (65,536 left it 70% idle here), small stops sooner.
+    pub repeat: u32,
+    /// Frames per batch in the kernel (1..=[`MAX_BATCH`]).
+    pub batch: u32,
+}
+
+impl Default for LiveGenConfig {
+    fn default() -> Self {
+        Self {
+            frame: Vec::new(),
+            flows: 1,
+            random_dst: false,
+            rate_pps: 0,
+            burst: 32,
+            repeat: 1 << 22,
+            batch: 64,
+        }
+    }
+}
+
+/// The generator's own counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveGenCounters {
+    /// Frames returned `XDP_TX` (sent to the veth; the veth may still
+    /// drop them when its peer's ring is full: its `ethtool -S` counters).
+    pub sent: u64,
+    /// Frames the pacing dropped before sending.
+    pub paced_out: u64,
+}
+
+/// The loaded generator program and its maps. Shared by the sending
+/// thread and whoever reads the counters or changes the rate.
+pub struct LiveGen {
+    conf: Mutex<Array<MapData, LiveGenConf>>,
+    state: Array<MapData, LiveGenState>,
+    frame: Vec<u8>,
+    repeat: u32,
+    batch: u32,
+    ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for LiveGen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveGen")
+            .field("frame_len", &self.frame.len())
+            .field("repeat", &self.repeat)
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+fn prog_err(step: &'static str) -> impl FnOnce(aya::programs::ProgramError) -> FastError {
+    move |e| FastError::Program {
+        program: PROGRAM,
+        step,
+        source: Box::new(e),
+    }
+}
+
+impl LiveGen {
+    /// Load the program and set its configuration.
+    ///
+    /// # Errors
+    /// [`FastError::Config`] for a frame too short for the mark, flows,
+    /// batch or repeat out of range; else loading errors.
+    pub fn load(cfg: &LiveGenConfig) -> Result<Self, FastError> {
+        if cfg.frame.len() < MARK_OFFSET + 16 {
+            return Err(FastError::Config {
+                why: "live generator: the template frame is shorter than 58 bytes",
+            });
+        }
+        if !(1..=MAX_FLOWS).contains(&cfg.flows) {
+            return Err(FastError::Config {
+                why: "live generator: flows must be 1..=256",
+            });
+        }
+        if cfg.repeat == 0 || !(1..=MAX_BATCH).contains(&cfg.batch) {
+            return Err(FastError::Config {
+                why: "live generator: repeat must be > 0 and batch 1..=256",
+            });
+        }
+        let mut ebpf = EbpfLoader::new()
+            .load(OBJECT)
+            .map_err(|e| FastError::LoadObject {
+                object: "xdp_livegen.c",
+                source: Box::new(e),
+            })?;
+        crate::load::program(&mut ebpf, PROGRAM)?
+            .load()
+            .map_err(prog_err("load"))?;
+        let conf = take(&mut ebpf, CONF)?;
+        let state = take(&mut ebpf, STATE)?;
+        let g = Self {
+            conf: Mutex::new(conf),
+            state,
+            frame: cfg.frame.clone(),
+            repeat: cfg.repeat,
+            batch: cfg.batch,
+            ebpf,
+        };
+        let mut hdr = [0u8; 48];
+        hdr[..MARK_OFFSET].copy_from_slice(&cfg.frame[..MARK_OFFSET]);
+        g.write_conf(LiveGenConf {
+            flows: cfg.flows,
+            random_dst: u32::from(cfg.random_dst),
+            rate_pps: cfg.rate_pps,
+            burst: cfg.burst.max(1),
+            hdr,
+        })?;
+        Ok(g)
+    }
+
+    fn write_conf(&self, c: LiveGenConf) -> Result<(), FastError> {
+        let mut m = self.conf.lock().unwrap_or_else(|p| p.into_inner());
+        m.set(0, c, 0).map_err(map_err(CONF, "set"))
+    }
+
+    /// Change the rate (frames/s, 0: unpaced), also while sending; the
+    /// bucket is made at least 4 ms of the rate deep.
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn set_rate(&self, rate_pps: u64) -> Result<(), FastError> {
+        let mut c = {
+            let m = self.conf.lock().unwrap_or_else(|p| p.into_inner());
+            m.get(&0, 0).map_err(map_err(CONF, "get"))?
+        };
+        c.rate_pps = rate_pps;
+        // Room for a 4 ms stall of the sending thread (a tick at HZ=250):
+        // the tokens it would have spent meanwhile are not lost.
+        c.burst = c.burst.max(rate_pps / 250);
+        self.write_conf(c)
+    }
+
+    /// The counters so far.
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn counters(&self) -> Result<LiveGenCounters, FastError> {
+        let s = self.state.get(&0, 0).map_err(map_err(STATE, "get"))?;
+        Ok(LiveGenCounters {
+            sent: s.sent,
+            paced_out: s.paced_out,
+        })
+    }
+
+    /// One `BPF_PROG_RUN` call: `repeat` runs of the program with
+    /// `ifindex` (of the calling thread's namespace) as the ingress
+    /// device, rx queue 0. Returns when they are done, or when a signal
+    /// cut the call short (not an error: call again).
+    ///
+    /// # Errors
+    /// [`FastError::Program`] (an unknown ifindex is `ENODEV`).
+    pub fn send(&self, ifindex: u32) -> Result<(), FastError> {
+        let prog: &Xdp = self
+            .ebpf
+            .program(PROGRAM)
+            .ok_or(FastError::Config {
+                why: "live generator: program missing",
+            })?
+            .try_into()
+            .map_err(prog_err("find"))?;
+        let ctx = xdp_md(ifindex, self.frame.len());
+        let r = prog.test_run(TestRunOptions {
+            data_in: Some(&self.frame),
+            ctx_in: Some(&ctx),
+            repeat: self.repeat,
+            attrs: TestRunAttrs::new().xdp_live_frames(self.batch),
+            ..TestRunOptions::default()
+        });
+        match r {
+            Ok(_) => Ok(()),
+            // A signal for the process (a child's SIGCHLD, ...) delivered
+            // to this thread ends the run early: what was sent is sent.
+            Err(aya::programs::ProgramError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(rustix::io::Errno::INTR.raw_os_error()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(prog_err("live test run")(e)),
+        }
+    }
+}
+
+/// `struct xdp_md` as the test run takes it: data 0, data_end the frame's
+/// length, no metadata, the ingress device and rx queue 0.
+fn xdp_md(ifindex: u32, len: usize) -> [u8; 24] {
+    let mut md = [0u8; 24];
+    md[4..8].copy_from_slice(&(len as u32).to_ne_bytes());
+    md[12..16].copy_from_slice(&ifindex.to_ne_bytes());
+    md
+}
+
+/// A 64-byte (or `frame_bytes` on the wire, FCS included) UDP/IPv4 frame
+/// from `src` to `dst`'s discard port, with a valid header checksum and no
+/// UDP checksum: the generator's template.
+///
+/// # Panics
+/// If `frame_bytes` is not 64..=1518 (a caller's constant).
+pub fn udp_frame(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    frame_bytes: usize,
+) -> Vec<u8> {
+    assert!(
+        (64..=1518).contains(&frame_bytes),
+        "frame size {frame_bytes}"
+    );
+    let len = frame_bytes - 4;
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&src_mac);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = (len - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[6] = 0x40;
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&src.octets());
+    ip[16..20].copy_from_slice(&dst.octets());
+    let sum = ip
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum::<u32>();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = (sum & 0xffff) + (sum >> 16);
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let udp = &mut f[34..42];
+    udp[0..2].copy_from_slice(&4000u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&9u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+/// The thread that runs a [`LiveGen`] until stopped (or dropped).
+#[derive(Debug)]
+pub struct LiveSender {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<u64, FastError>>>,
+}
+
+/// Where a [`LiveSender`] runs.
+#[derive(Debug, Clone, Default)]
+pub struct SendOn {
+    /// The namespace file to enter (`/run/netns/NAME`), or the caller's.
+    pub netns: Option<PathBuf>,
+    /// The generator's interface there.
+    pub ifname: String,
+    /// The core to pin the thread to.
+    pub cpu: Option<usize>,
+}
+
+impl LiveSender {
+    /// Start sending from a new thread: it enters the namespace, pins
+    /// itself, finds the interface, and calls [`LiveGen::send`] until
+    /// stopped. Returns once it has started (or with the error that
+    /// stopped it from starting).
+    ///
+    /// # Errors
+    /// [`FastError::Os`] (namespace, affinity), [`FastError::NoSuchInterface`],
+    /// or the first send's error.
+    pub fn start(generator: Arc<LiveGen>, on: SendOn) -> Result<Self, FastError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("livegen".into())
+            .spawn(move || {
+                let idx = match prepare(&on) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return Ok(0);
+                    }
+                };
+                let first = generator.send(idx);
+                let failed = first.is_err();
+                let _ = tx.send(first);
+                if failed {
+                    return Ok(0);
+                }
+                let mut calls = 1u64;
+                // Relaxed: a stop flag (pairs with the store in `stop`);
+                // no data is handed over through it, and the join after
+                // the store is what synchronizes.
+                while !flag.load(Ordering::Relaxed) {
+                    generator.send(idx)?;
+                    calls += 1;
+                }
+                Ok(calls)
+            })
+            .map_err(|e| FastError::Os {
+                call: "spawn the generator's thread",
+                source: e,
+            })?;
+        let mut s = Self {
+            stop,
+            thread: Some(thread),
+        };
+        match rx.recv() {
+            Ok(Ok(())) => Ok(s),
+            Ok(Err(e)) => {
+                s.halt();
+                Err(e)
+            }
+            Err(_) => s.stop().and(Err(FastError::Config {
+                why: "live generator: its thread ended before sending",
+            })),
+        }
+    }
+
+    /// Whether the thread still sends; its error if it stopped on one.
+    ///
+    /// # Errors
+    /// The error the thread stopped with.
+    pub fn check(&mut self) -> Result<bool, FastError> {
+        if self.thread.as_ref().is_some_and(JoinHandle::is_finished) {
+            self.stop()?;
+            return Ok(false);
+        }
+        Ok(self.thread.is_some())
+    }
+
+    /// Stop after the call in progress and wait for it; the number of
+    /// `BPF_PROG_RUN` calls made.
+    ///
+    /// # Errors
+    /// The error the thread stopped with.
+    pub fn stop(&mut self) -> Result<u64, FastError> {
+        // Relaxed: see the load in the thread.
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => Ok(0),
+        }
+    }
+
+    fn halt(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+impl Drop for LiveSender {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// In the sending thread: enter the namespace, pin, find the interface.
+fn prepare(on: &SendOn) -> Result<u32, FastError> {
+    use rustix::thread::{CpuSet, LinkNameSpaceType, move_into_link_name_space};
+    if let Some(ns) = &on.netns {
+        let f = std::fs::File::open(ns).map_err(|e| FastError::Os {
+            call: "open the generator's namespace",
+            source: e,
+        })?;
+        move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&f),
+            Some(LinkNameSpaceType::Network),
+        )
+        .map_err(|e| FastError::Os {
+            call: "setns into the generator's namespace",
+            source: e.into(),
+        })?;
+    }
+    if let Some(cpu) = on.cpu {
+        let mut set = CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).map_err(|e| FastError::Os {
+            call: "pin the generator's thread",
+            source: e.into(),
+        })?;
+    }
+    ifindex(&on.ifname)
+}

@@ -1,0 +1,152 @@
+//! `vrhost bench fastpath` end to end with tiny durations (root only;
+//! needs `ip`, `ethtool`, `trafgen`, `ping`, `iperf3`): the report parses,
+//! every record is well formed, and frames flowed through each forwarder
+//! with each generator, and through each move. Not figures: the durations
+//! are too short and the machine may be busy.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn num(r: &Value, k: &str) -> f64 {
+    r[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} is not a number: {r}"))
+}
+
+fn check_forward(results: &[Value]) {
+    for generator in ["live", "trafgen"] {
+        for fwd in ["generator", "kernel", "fast", "af_xdp"] {
+            let r = results
+                .iter()
+                .find(|r| {
+                    r["experiment"] == "forward"
+                        && r["generator"] == generator
+                        && r["forwarder"] == fwd
+                })
+                .unwrap_or_else(|| panic!("no forward record of {generator} {fwd}"));
+            assert_eq!(r["frame_bytes"], 64, "{r}");
+            assert!(num(r, "offered_pps") > 0.0, "nothing offered: {r}");
+            assert!(num(r, "forwarded_pps") > 0.0, "nothing forwarded: {r}");
+            if fwd == "generator" {
+                continue;
+            }
+            assert_eq!(r["routes"], 2, "{r}");
+            assert!(num(r, "cpu_ns_per_pkt") > 0.0, "{r}");
+            assert!(num(r, "rtt_us_avg") > 0.0, "{r}");
+            assert!(num(r, "tcp_gbps") > 0.0, "{r}");
+            assert_eq!(r["gen_sent_pps"].is_number(), generator == "live", "{r}");
+        }
+    }
+}
+
+fn check_moves(results: &[Value]) {
+    let moves: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["experiment"] == "migrate")
+        .collect();
+    assert_eq!(moves.len(), 4, "2 moves at 2 rates: {moves:?}");
+    let dirs: Vec<&str> = moves
+        .iter()
+        .map(|r| r["direction"].as_str().expect("direction"))
+        .collect();
+    assert_eq!(dirs, ["to_fast", "to_slow", "to_fast", "to_slow"]);
+    for r in &moves {
+        for k in [
+            "lost",
+            "lost_before",
+            "lost_to_node",
+            "lost_node_in",
+            "reordered",
+        ] {
+            assert!(r[k].is_u64(), "{k}: {r}");
+        }
+        assert!(num(r, "offered_pps") > 0.0, "{r}");
+        assert!(
+            num(r, "forwarded_pps") > 0.0,
+            "nothing through the move: {r}"
+        );
+        assert!(num(r, "switch_ms") > 0.0, "{r}");
+    }
+    assert!(moves[0]["rate_pps"].is_null() && moves[2]["rate_pps"] == 20000);
+    let totals: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["experiment"] == "migrate_total")
+        .collect();
+    assert_eq!(totals.len(), 2, "one per rate: {totals:?}");
+    for t in totals {
+        let (sent, got, lost) = (num(t, "sent"), num(t, "received"), num(t, "lost"));
+        assert!(got > 0.0, "{t}");
+        assert_eq!(lost, (sent - got).max(0.0), "{t}");
+        assert!(t["reordered"].is_u64(), "{t}");
+    }
+}
+
+#[test]
+fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args([
+            "bench",
+            "fastpath",
+            "--json",
+            "--table",
+            "2",
+            "--generators",
+            "live,trafgen",
+            "--seconds",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--pings",
+            "3",
+            "--ping-interval",
+            "0.02",
+            "--tcp-seconds",
+            "1",
+            "--moves",
+            "2",
+            "--move-settle",
+            "0.2",
+            "--migrate-rates",
+            "0,20000",
+            "--flows",
+            "2",
+            "--idle-seconds",
+            "0.5",
+            "--live-repeat",
+            "65536",
+        ])
+        .output()
+        .expect("run vrhost bench fastpath");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(report["bench"], "fastpath");
+    assert!(report["machine"]["cores"].is_u64(), "{}", report["machine"]);
+    let results = report["results"].as_array().expect("results");
+    check_forward(results);
+    check_moves(results);
+    let idle: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["experiment"] == "idle")
+        .collect();
+    assert_eq!(idle.len(), 1);
+    assert!(num(idle[0], "cpu_pct") >= 0.0);
+    assert!(idle[0]["processes"].as_u64().unwrap() >= 1);
+    // Only the experiments above: no fairness record (not measured here).
+    assert!(results.iter().all(|r| r["experiment"] != "fairness"));
+    // Every record is flat.
+    for r in results {
+        for (k, v) in r.as_object().expect("object") {
+            assert!(!v.is_object() && !v.is_array(), "{k} nested: {r}");
+        }
+    }
+}

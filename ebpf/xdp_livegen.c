@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+/*
+ * xdp_livegen.c: the benchmarks' live-frames generator (crates/fast,
+ * `livegen`, which loads it and runs it).
+ *
+ * It is not attached to any interface: user space runs it with
+ * BPF_PROG_RUN and BPF_F_TEST_XDP_LIVE_FRAMES, with the generator's veth
+ * as ingress_ifindex. The kernel builds each frame from the template given
+ * as data_in (a 64-byte UDP/IPv4 frame to the discard port), runs this
+ * program on it, and sends what it returns XDP_TX for out of that veth:
+ * the frame enters the peer as an xdp_frame, with no skb and no copy.
+ *
+ * Per run:
+ *  0. The headers (Ethernet, IPv4, UDP: 42 bytes) written again from
+ *     conf.hdr: the kernel builds a page from data_in only once and then
+ *     recycles it with what the last receiver left in it, and a forwarder
+ *     in XDP rewrites the frame in place (TTL, MACs), so without this the
+ *     TTL would run down over the recycles.
+ *  1. Pacing (conf.rate_pps > 0): a token bucket refilled from
+ *     bpf_ktime_get_ns(), at most conf.burst frames deep; without a token
+ *     the frame is dropped here (XDP_DROP, counted paced_out) and costs
+ *     the wire nothing.
+ *  2. The frame's sequence number: seq = state.seq++, flow = seq % flows,
+ *     the flow's own sequence number seq / flows (so each flow counts
+ *     0, 1, 2, ... and a sink can count gaps and reorderings per flow).
+ *     Written into the UDP payload as {magic "VRLG", flow (u32), flow
+ *     sequence (u64)}, host order, at offset 42; the UDP source port is
+ *     4000 + flow.
+ *  3. conf.random_dst: a random destination address whose first octet is
+ *     1..223 but not 10 or 127 (as the forward bench's trafgen config for
+ *     a full table), and the IPv4 header checksum computed again.
+ *  4. sent++ and XDP_TX.
+ *
+ * State is a plain array, not per CPU and not atomic: one thread runs the
+ * generator (one BPF_PROG_RUN at a time, on its pinned core).
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define LIVEGEN_MAGIC 0x474c5256 /* "VRLG" read as a little-endian u32 */
+#define PAYLOAD_OFF 42
+#define NS 1000000000ULL
+
+#define HDR_LEN 42
+
+struct livegen_conf {
+	__u32 flows;
+	__u32 random_dst;
+	__u64 rate_pps;
+	__u64 burst;
+	/* the template's first HDR_LEN bytes; the rest is padding */
+	__u8 hdr[48];
+};
+
+struct livegen_state {
+	__u64 seq;
+	__u64 sent;
+	__u64 paced_out;
+	/* tokens in frame-nanoseconds: one frame is NS */
+	__u64 tokens;
+	__u64 last_ns;
+};
+
+struct livegen_mark {
+	__u32 magic;
+	__u32 flow;
+	__u64 seq;
+} __attribute__((packed));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct livegen_conf);
+} livegen_conf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct livegen_state);
+} livegen_state SEC(".maps");
+
+/* Whether the token bucket admits one more frame now. */
+static __always_inline int admit(const struct livegen_conf *c, struct livegen_state *s)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 elapsed = now - s->last_ns;
+	__u64 cap = (c->burst ? c->burst : 1) * NS;
+
+	s->last_ns = now;
+	/* bounded so that elapsed * rate cannot overflow */
+	if (elapsed > NS)
+		elapsed = NS;
+	s->tokens += elapsed * c->rate_pps;
+	if (s->tokens > cap)
+		s->tokens = cap;
+	if (s->tokens < NS)
+		return 0;
+	s->tokens -= NS;
+	return 1;
+}
+
+static __always_inline void random_dst(struct iphdr *ip)
+{
+	__u32 r = bpf_get_prandom_u32();
+	__u32 o = 1 + (r >> 24) % 221;
+	__u16 *w = (__u16 *)ip;
+	__u32 sum = 0;
+
+	if (o >= 10)
+		o++;
+	if (o >= 127)
+		o++;
+	ip->daddr = bpf_htonl((o << 24) | (bpf_get_prandom_u32() & 0xffffff));
+	ip->check = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ip->check = ~sum & 0xffff;
+}
+
+SEC("xdp")
+int xdp_livegen(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	struct udphdr *udp = (void *)(ip + 1);
+	struct livegen_mark *m = data + PAYLOAD_OFF;
+	struct livegen_conf *c;
+	struct livegen_state *s;
+	__u32 zero = 0, flows, flow;
+
+	if ((void *)(m + 1) > end)
+		return XDP_ABORTED;
+	c = bpf_map_lookup_elem(&livegen_conf, &zero);
+	s = bpf_map_lookup_elem(&livegen_state, &zero);
+	if (!c || !s)
+		return XDP_ABORTED;
+	if (c->rate_pps && !admit(c, s)) {
+		s->paced_out++;
+		return XDP_DROP;
+	}
+	__builtin_memcpy(data, c->hdr, HDR_LEN);
+	flows = c->flows ? c->flows : 1;
+	flow = s->seq % flows;
+	m->magic = LIVEGEN_MAGIC;
+	m->flow = flow;
+	m->seq = s->seq / flows;
+	s->seq++;
+	udp->source = bpf_htons(4000 + flow);
+	if (c->random_dst)
+		random_dst(ip);
+	s->sent++;
+	return XDP_TX;
+}
+
+char _license[] SEC("license") = "Dual MIT/GPL";
