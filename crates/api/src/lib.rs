@@ -304,6 +304,10 @@ pub struct VrStats {
     pub port_dropped: u64,
     /// Frames for this VR dropped by the host before it, by reason.
     pub ingress_drops: BTreeMap<String, u64>,
+    /// Frames of this VR dropped by the host after it, before their port,
+    /// by reason (a tunnel vNIC's encapsulation).
+    #[serde(default)]
+    pub egress_drops: BTreeMap<String, u64>,
     /// Protocol violations of the VR, by kind.
     pub violations: BTreeMap<String, u64>,
     /// Drops the VR reported, by reason.

@@ -16,6 +16,8 @@ use std::net::Ipv4Addr;
 use vrhost_packet::FlowKey;
 use vrhost_packet::ethernet::EtherType;
 
+use crate::tunnel::TunnelTable;
+
 const IPPROTO_UDP: u8 = 17;
 
 /// What a rule matches. Unset fields match anything.
@@ -220,6 +222,8 @@ fn mask(len: u8) -> u32 {
 pub struct Classifier {
     groups: Vec<Group>,
     rules: usize,
+    /// The tunnels, asked before the rules (see [`crate::tunnel`]).
+    tunnels: TunnelTable,
 }
 
 impl Classifier {
@@ -307,7 +311,19 @@ impl Classifier {
         Ok(Self {
             groups,
             rules: rules.len(),
+            tunnels: TunnelTable::default(),
         })
+    }
+
+    /// Set the tunnels whose frames are decapsulated before the rules.
+    pub fn set_tunnels(&mut self, t: TunnelTable) {
+        self.tunnels = t;
+    }
+
+    /// The tunnels.
+    #[inline]
+    pub fn tunnels(&self) -> &TunnelTable {
+        &self.tunnels
     }
 
     /// Number of rules.

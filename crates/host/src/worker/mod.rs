@@ -38,6 +38,7 @@ use crate::capture::Tap;
 use crate::classify::Classifier;
 use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
+use crate::tunnel::Decap;
 use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 mod active;
@@ -447,7 +448,42 @@ impl Worker {
         let mut frames: [&[u8]; BURST] = [&[]; BURST];
         let n = self.ports[p].rx_burst(&mut frames[..want]);
         self.stats.rx_packets.add(n as u64);
+        let tunnels = self.classifier.tunnels();
         for f in &frames[..n] {
+            // A tunnel's frame goes to its vNIC, decapsulated.
+            if !tunnels.is_empty() {
+                match tunnels.decap(p, f) {
+                    Decap::NotTunnel => {}
+                    Decap::Drop(why) => {
+                        self.stats.ingress_drops[why as usize].add(1);
+                        continue;
+                    }
+                    Decap::Inner {
+                        vr,
+                        vnic,
+                        head,
+                        body,
+                        peer_mac,
+                    } => {
+                        let Some(path) = self.vrs.get_mut(vr) else {
+                            self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
+                            continue;
+                        };
+                        let first = path.staged() == 0;
+                        let head = head.as_ref().map_or(&[][..], |h| &h[..]);
+                        match path.stage_tunneled(vnic, head, body, peer_mac) {
+                            Ok(()) if first => self.staging.push(vr),
+                            Ok(()) => {}
+                            Err(why) => {
+                                full |=
+                                    matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
+                                path.stats().drop_in(why, 1);
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
             // A frame whose IPv4 header is broken can still match a rule on
             // its port, MAC or VLAN; its VR then counts the bad header.
             let Some(key) = FlowKey::extract(f).ok().or_else(|| FlowKey::extract_l2(f)) else {
