@@ -111,8 +111,12 @@ pub struct ApplyResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Vnic {
-    /// The port its frames leave by.
+    /// The port its frames leave by (empty for a tunnel's vNIC).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub port: String,
+    /// Instead of `port`: the tunnel it is the endpoint of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
     /// Its MAC address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
