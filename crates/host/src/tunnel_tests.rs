@@ -223,3 +223,37 @@ fn a_frame_without_headroom_is_a_counted_drop() {
     assert_eq!(drops[EgressDrop::TunnelHeadroom as usize].get(), 1);
     assert!(k.vp.is_drained());
 }
+
+#[test]
+fn a_udp_tunnel_carries_the_ethernet_frame_without_a_vxlan_header() {
+    let udp = Tunnel {
+        kind: TunnelKind::Udp,
+        udp_port: 6000,
+        vni: 0,
+        remote_mac: Some(PEER_MAC),
+        ..vxlan42(0)
+    };
+    // What the peer sends: the mirror image of this end.
+    let mut peer = Encap::new(Tunnel {
+        local: REMOTE,
+        remote: LOCAL,
+        local_mac: PEER_MAC,
+        remote_mac: Some(OUR_MAC),
+        ..udp
+    });
+    let inner = &VXLAN_FRAME[VXLAN_OVERHEAD..];
+    let h = peer.header(inner).unwrap();
+    assert_eq!((h.len, h.strip), (42, 0));
+    let frame = [&h.hdr[..h.len], inner].concat();
+    let t = table(udp);
+    match t.decap(0, &frame) {
+        Decap::Inner { head, body, .. } => assert_eq!((head, body), (None, inner)),
+        d => panic!("{d:?}"),
+    }
+    // A VXLAN tunnel on the same addresses and another port does not take it.
+    assert_eq!(table(vxlan42(0)).decap(0, &frame), Decap::NotTunnel);
+    // An inner frame shorter than an Ethernet header.
+    let short = peer.header(&inner[..10]).unwrap();
+    let runt = [&short.hdr[..short.len], &inner[..10]].concat();
+    assert_eq!(t.decap(0, &runt), Decap::Drop(IngressDrop::TunnelMalformed));
+}
