@@ -17,17 +17,24 @@
 //! The outer destination MAC is the tunnel's `remote_mac` when configured,
 //! else the source MAC of the last valid frame received from the remote
 //! (learned): until one came, frames out are dropped as `tunnel_no_mac`.
-//! The host does not answer ARP for a tunnel's local address.
+//! The host answers ARP requests for a tunnel's local address on its
+//! underlay port ([`TunnelTable::arp_reply`]), with the tunnel's
+//! `local_mac`; it sends no ARP of its own.
 
 use std::net::Ipv4Addr;
 
-use vrhost_packet::ParseError;
+use vrhost_packet::arp::{ArpOperation, ArpPacket, ArpRepr};
 use vrhost_packet::ethernet::{self, EtherType};
 use vrhost_packet::ipv4::proto;
 use vrhost_packet::tunnel::{EncapKind, EncapRepr, OuterV4, VxlanHeader, flow_src_port};
+use vrhost_packet::{MacAddr, ParseError};
 
 use crate::balance::flow_hash;
 use crate::stats::{EgressDrop, IngressDrop};
+
+/// Length of the ARP replies [`TunnelTable::arp_reply`] writes: the
+/// minimum Ethernet frame without FCS.
+pub const ARP_REPLY_LEN: usize = 60;
 
 /// Outer TTL of the frames a tunnel sends.
 pub const OUTER_TTL: u8 = 64;
@@ -236,6 +243,47 @@ impl TunnelTable {
             body,
             peer_mac: o.src_mac,
         })
+    }
+
+    /// The reply to `frame`, received on `port`, if it is an ARP request
+    /// for a tunnel's local address on that port: written into `out` (a
+    /// minimum-size Ethernet frame, zero-padded), from the tunnel's
+    /// `local_mac`. The underlay's peer then needs no static neighbour.
+    #[inline]
+    pub fn arp_reply(&self, port: usize, frame: &[u8], out: &mut [u8; ARP_REPLY_LEN]) -> bool {
+        if self.ports & port_bit(port) == 0
+            || frame.get(12..14) != Some(&EtherType::ARP.0.to_be_bytes()[..])
+        {
+            return false;
+        }
+        let Ok(arp) = ArpPacket::new_checked(&frame[ethernet::HEADER_LEN..]) else {
+            return false;
+        };
+        let asked = arp.target_protocol_addr();
+        let Some(e) = self
+            .ends
+            .iter()
+            .find(|e| e.t.port == port && e.t.local == asked)
+        else {
+            return false;
+        };
+        if arp.operation() != ArpOperation::Request {
+            return false;
+        }
+        let (mac, ip) = (arp.sender_hardware_addr(), arp.sender_protocol_addr());
+        out.fill(0);
+        out[0..6].copy_from_slice(&mac.0);
+        out[6..12].copy_from_slice(&e.t.local_mac);
+        out[12..14].copy_from_slice(&EtherType::ARP.0.to_be_bytes());
+        ArpRepr {
+            operation: ArpOperation::Reply,
+            sender_hardware_addr: MacAddr(e.t.local_mac),
+            sender_protocol_addr: asked,
+            target_hardware_addr: mac,
+            target_protocol_addr: ip,
+        }
+        .emit(&mut out[ethernet::HEADER_LEN..]);
+        true
     }
 
     /// Whether UDP port `dport` of `port` is a VXLAN tunnel's.

@@ -257,3 +257,38 @@ fn a_udp_tunnel_carries_the_ethernet_frame_without_a_vxlan_header() {
     let runt = [&short.hdr[..short.len], &inner[..10]].concat();
     assert_eq!(t.decap(0, &runt), Decap::Drop(IngressDrop::TunnelMalformed));
 }
+
+#[test]
+fn arp_for_a_tunnel_s_local_address_is_answered_with_its_mac() {
+    let t = table(vxlan42(0));
+    // Who has 192.0.2.2? Tell 192.0.2.1 (at the peer's MAC).
+    let mut req = vec![0xff; 6];
+    req.extend_from_slice(&PEER_MAC);
+    req.extend_from_slice(&[0x08, 0x06]);
+    req.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    req.extend_from_slice(&PEER_MAC);
+    req.extend_from_slice(&REMOTE.octets());
+    req.extend_from_slice(&[0; 6]);
+    req.extend_from_slice(&LOCAL.octets());
+    let mut out = [0u8; ARP_REPLY_LEN];
+    assert!(t.arp_reply(0, &req, &mut out));
+    let mut want = PEER_MAC.to_vec();
+    want.extend_from_slice(&OUR_MAC);
+    want.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 2]);
+    want.extend_from_slice(&OUR_MAC);
+    want.extend_from_slice(&LOCAL.octets());
+    want.extend_from_slice(&PEER_MAC);
+    want.extend_from_slice(&REMOTE.octets());
+    want.resize(ARP_REPLY_LEN, 0);
+    assert_eq!(out.to_vec(), want);
+    // Another port, another address, a reply, a runt: no answer.
+    assert!(!t.arp_reply(1, &req, &mut out));
+    let mut other = req.clone();
+    other[41] = 3;
+    assert!(!t.arp_reply(0, &other, &mut out));
+    let mut reply = req.clone();
+    reply[21] = 2;
+    assert!(!t.arp_reply(0, &reply, &mut out));
+    assert!(!t.arp_reply(0, &req[..30], &mut out));
+    assert!(!t.arp_reply(0, &VXLAN_FRAME, &mut out));
+}

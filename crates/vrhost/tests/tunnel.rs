@@ -21,8 +21,9 @@
 //! captured on a0 by tcpdump and decoded by `tshark -V`, which must show
 //! the outer and the inner IPv4 headers and the datagram.
 //!
-//! ns-a has a static neighbour for the tunnel's local address (the host
-//! does not answer ARP for it). Namespaces are deleted by their guards
+//! In the VXLAN test ns-a finds the tunnel's local address by ARP, which
+//! vrhost answers; the frame tests give ns-a a static neighbour for it
+//! (the frames are sent raw). Namespaces are deleted by their guards
 //! even when a check fails; the daemon is killed by its own.
 
 mod common;
@@ -92,9 +93,10 @@ vnic = 1
     )
 }
 
-/// ns-a, ns-r, ns-b and their veths; b0 routes back through the VR, a0
-/// knows r0's MAC for the tunnel's local address.
-fn topology() -> [Netns; 3] {
+/// ns-a, ns-r, ns-b and their veths; b0 routes back through the VR. a0
+/// learns r0's MAC for the tunnel's local address by ARP (vrhost answers
+/// it) when `static_neigh` is false.
+fn topology(static_neigh: bool) -> [Netns; 3] {
     let na = Netns::unique("tun-a").expect("ns-a");
     let nr = Netns::unique("tun-r").expect("ns-r");
     let nb = Netns::unique("tun-b").expect("ns-b");
@@ -106,10 +108,12 @@ fn topology() -> [Netns; 3] {
     veth(&nr, "r1", Some(R1_MAC), &nb, "b0", Some(B0_MAC)).expect("r1-b0");
     let ip = |n: &Netns, args: &[&str]| n.ip(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     ip(&na, &["addr", "add", "192.0.2.1/24", "dev", "a0"]);
-    ip(
-        &na,
-        &["neigh", "add", "192.0.2.2", "lladdr", R0_MAC, "dev", "a0"],
-    );
+    if static_neigh {
+        ip(
+            &na,
+            &["neigh", "add", "192.0.2.2", "lladdr", R0_MAC, "dev", "a0"],
+        );
+    }
     ip(&nb, &["addr", "add", "10.2.0.2/24", "dev", "b0"]);
     ip(&nb, &["route", "add", "default", "via", "10.2.0.1"]);
     // b0's UDP checksums complete in the frame (no offload to finish them
@@ -170,7 +174,7 @@ fn a_linux_vxlan_device_pings_through_a_vr_s_vxlan_vnic() {
         rustix::process::geteuid().is_root(),
         "this test makes namespaces: run as root"
     );
-    let [na, nr, _nb] = topology();
+    let [na, nr, _nb] = topology(false);
     vxlan_dev(&na, "vx0", "42", "10.1.0.2/24");
     na.ip(&["route", "add", "10.2.0.0/24", "via", "10.1.0.1"])
         .unwrap();
@@ -191,6 +195,13 @@ fn a_linux_vxlan_device_pings_through_a_vr_s_vxlan_vnic() {
     }
     let (ok, out) = ping(&na, "10.2.0.2", "5");
     assert!(ok && out.contains("5 received"), "{out}");
+    // The kernel's VXLAN device found the tunnel's local address by ARP,
+    // answered by vrhost with r0's MAC.
+    let neigh = na.ip(&["neigh", "show", "192.0.2.2", "dev", "a0"]).unwrap();
+    assert!(
+        neigh.contains(R0_MAC) && !neigh.contains("PERMANENT"),
+        "{neigh}"
+    );
     let s = d.stats();
     // 6 echo requests at least in through the tunnel, their replies out.
     assert!(vnic(&s, 0, "rx_packets") >= 6, "{s:#}");
@@ -308,7 +319,7 @@ fn decap_then_encap(tunnel: &str, kind: EncapKind, filter: &str, decode: &[&str]
         rustix::process::geteuid().is_root(),
         "this test makes namespaces: run as root"
     );
-    let [na, nr, nb] = topology();
+    let [na, nr, nb] = topology(true);
     // The VR's next hop on the tunnel vNIC (for IP-in-IP any MAC: its
     // Ethernet header is stripped).
     let router = "neighbours = [{ ip = \"10.1.0.2\", mac = \"02:7e:00:00:01:02\", vnic = 0 }]";
