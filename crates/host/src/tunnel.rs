@@ -21,6 +21,7 @@
 //! underlay port ([`TunnelTable::arp_reply`]), with the tunnel's
 //! `local_mac`; it sends no ARP of its own.
 
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use vrhost_packet::arp::{ArpOperation, ArpPacket, ArpRepr};
@@ -86,16 +87,6 @@ pub struct Tunnel {
 }
 
 impl Tunnel {
-    /// Whether an outer frame with these values is this tunnel's.
-    #[inline]
-    fn matches(&self, port: usize, o: &OuterV4, udp_port: u16, vni: u32) -> bool {
-        self.port == port
-            && self.local == o.dst
-            && self.remote == o.src
-            && self.udp_port == udp_port
-            && self.vni == vni
-    }
-
     fn encap_kind(&self) -> EncapKind {
         match self.kind {
             TunnelKind::Vxlan => EncapKind::Vxlan(self.vni),
@@ -136,13 +127,46 @@ pub enum Decap<'a> {
     },
 }
 
-/// The tunnels of the host, for the way in.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What tells a tunnel's frames apart: underlay port, local and remote
+/// addresses, UDP port (0: IP-in-IP) and VNI (0 but for VXLAN).
+type EndKey = (usize, u32, u32, u16, u32);
+
+/// What tells a frame for some tunnel from others: underlay port, local
+/// address, UDP port (0: IP-in-IP).
+type LocalKey = (usize, u32, u16);
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The tunnels of the host, for the way in: two hash lookups per frame of
+/// an underlay port, however many tunnels (VNIs) it carries.
+#[derive(Debug, Clone, Default)]
 pub struct TunnelTable {
     ends: Vec<End>,
+    /// Index in `ends` by what tells the frames apart.
+    by_key: Map<EndKey, usize>,
+    /// The local endpoints, each with whether it is VXLAN's.
+    locals: Map<LocalKey, bool>,
     /// Ports that carry a tunnel, one bit each (ports 64 and above: the
     /// last bit).
     ports: u64,
+}
+
+impl PartialEq for TunnelTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.ends == other.ends
+    }
+}
+
+impl Eq for TunnelTable {}
+
+fn end_key(t: &Tunnel) -> EndKey {
+    (
+        t.port,
+        t.local.to_bits(),
+        t.remote.to_bits(),
+        t.udp_port,
+        t.vni,
+    )
 }
 
 fn port_bit(port: usize) -> u64 {
@@ -151,8 +175,14 @@ fn port_bit(port: usize) -> u64 {
 
 impl TunnelTable {
     /// Add tunnel `t`, which feeds VR `vr`'s vNIC `vnic`.
+    /// A tunnel that frames cannot tell from one added before (the
+    /// config refuses those) is not reached.
     pub fn add(&mut self, t: Tunnel, vr: usize, vnic: u16) {
         self.ports |= port_bit(t.port);
+        self.by_key.entry(end_key(&t)).or_insert(self.ends.len());
+        self.locals
+            .entry((t.port, t.local.to_bits(), t.udp_port))
+            .or_insert(t.kind == TunnelKind::Vxlan);
         self.ends.push(End { t, vr, vnic });
     }
 
@@ -162,51 +192,60 @@ impl TunnelTable {
     }
 
     /// Whether `frame`, received on `port`, is addressed to a tunnel's
-    /// local address with its encapsulation: IPv4 (untagged) to a local
-    /// address, UDP to a tunnel's port or protocol 4. Reads no more than
-    /// the headers; checks nothing else.
+    /// local address with its encapsulation (untagged IPv4 to a local
+    /// address, UDP to a tunnel's port or protocol 4), and if so whether
+    /// that is VXLAN's. Reads no more than the headers; checks nothing
+    /// else.
     #[inline]
-    fn is_for_us(&self, port: usize, f: &[u8]) -> bool {
+    fn is_for_us(&self, port: usize, f: &[u8]) -> Option<bool> {
         const IP: usize = ethernet::HEADER_LEN;
         if f.len() < IP + 20 || f[12..14] != EtherType::IPV4.0.to_be_bytes() {
-            return false;
+            return None;
         }
-        let dst = Ipv4Addr::new(f[IP + 16], f[IP + 17], f[IP + 18], f[IP + 19]);
-        let protocol = f[IP + 9];
-        let l4 = IP + usize::from(f[IP] & 0xf) * 4;
-        let dport = f
-            .get(l4 + 2..l4 + 4)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]));
-        self.ends.iter().any(|e| {
-            e.t.port == port
-                && e.t.local == dst
-                && match e.t.kind {
-                    TunnelKind::Ipip => protocol == proto::IPIP,
-                    _ => protocol == proto::UDP && dport == Some(e.t.udp_port),
+        let dst = u32::from_be_bytes([f[IP + 16], f[IP + 17], f[IP + 18], f[IP + 19]]);
+        let udp_port = match f[IP + 9] {
+            proto::IPIP => 0,
+            proto::UDP => {
+                let l4 = IP + usize::from(f[IP] & 0xf) * 4;
+                let b = f.get(l4 + 2..l4 + 4)?;
+                match u16::from_be_bytes([b[0], b[1]]) {
+                    0 => return None,
+                    p => p,
                 }
-        })
+            }
+            _ => return None,
+        };
+        self.locals.get(&(port, dst, udp_port)).copied()
     }
 
     /// Take `frame`, received on `port`, apart if it is a tunnel's.
     #[inline]
     pub fn decap<'a>(&self, port: usize, frame: &'a [u8]) -> Decap<'a> {
-        if self.ports & port_bit(port) == 0 || !self.is_for_us(port, frame) {
+        if self.ports & port_bit(port) == 0 {
             return Decap::NotTunnel;
         }
-        match self.decap_checked(port, frame) {
+        let Some(vxlan) = self.is_for_us(port, frame) else {
+            return Decap::NotTunnel;
+        };
+        match self.decap_checked(port, frame, vxlan) {
             Ok(d) => d,
             Err(why) => Decap::Drop(why),
         }
     }
 
-    fn decap_checked<'a>(&self, port: usize, f: &'a [u8]) -> Result<Decap<'a>, IngressDrop> {
+    fn decap_checked<'a>(
+        &self,
+        port: usize,
+        f: &'a [u8],
+        vxlan: bool,
+    ) -> Result<Decap<'a>, IngressDrop> {
         let o = OuterV4::parse(f).map_err(outer_drop)?;
         let (udp_port, vni, body) = match o.protocol {
             proto::IPIP => (0, 0, &f[o.payload_at..o.payload_end]),
             _ => {
                 let (_, dport, body) = o.udp(f).map_err(outer_drop)?;
                 let body = &f[body];
-                match self.vxlan_port(port, dport) {
+                match vxlan {
                     true => {
                         let v = VxlanHeader::new_checked(body).map_err(outer_drop)?;
                         (dport, v.vni(), &body[8..])
@@ -215,11 +254,8 @@ impl TunnelTable {
                 }
             }
         };
-        let Some(e) = self
-            .ends
-            .iter()
-            .find(|e| e.t.matches(port, &o, udp_port, vni))
-        else {
+        let key = (port, o.dst.to_bits(), o.src.to_bits(), udp_port, vni);
+        let Some(e) = self.by_key.get(&key).map(|&i| &self.ends[i]) else {
             return Err(IngressDrop::TunnelUnknown);
         };
         let head = match e.t.kind {
@@ -284,13 +320,6 @@ impl TunnelTable {
         }
         .emit(&mut out[ethernet::HEADER_LEN..]);
         true
-    }
-
-    /// Whether UDP port `dport` of `port` is a VXLAN tunnel's.
-    fn vxlan_port(&self, port: usize, dport: u16) -> bool {
-        self.ends
-            .iter()
-            .any(|e| e.t.port == port && e.t.kind == TunnelKind::Vxlan && e.t.udp_port == dport)
     }
 }
 

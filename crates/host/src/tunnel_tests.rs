@@ -292,3 +292,22 @@ fn arp_for_a_tunnel_s_local_address_is_answered_with_its_mac() {
     assert!(!t.arp_reply(0, &req[..30], &mut out));
     assert!(!t.arp_reply(0, &VXLAN_FRAME, &mut out));
 }
+
+#[test]
+fn among_a_thousand_vnis_each_frame_finds_its_own() {
+    let mut t = TunnelTable::default();
+    for vni in 0..1000u32 {
+        t.add(Tunnel { vni, ..vxlan42(0) }, vni as usize, 0);
+    }
+    for vni in [0u32, 42, 999] {
+        let mut f = VXLAN_FRAME;
+        f[46..49].copy_from_slice(&vni.to_be_bytes()[1..]);
+        match t.decap(0, &f) {
+            Decap::Inner { vr, .. } => assert_eq!(vr, vni as usize),
+            d => panic!("{vni}: {d:?}"),
+        }
+    }
+    let mut f = VXLAN_FRAME;
+    f[46..49].copy_from_slice(&1000u32.to_be_bytes()[1..]);
+    assert_eq!(t.decap(0, &f), Decap::Drop(IngressDrop::TunnelUnknown));
+}

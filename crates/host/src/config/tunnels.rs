@@ -30,7 +30,10 @@ pub(super) fn check_tunnels(
         let t = check_tunnel(i, c, ports, port_ix, at)?;
         let n = c.name.get_ref();
         if let Some((j, _)) = ix.values().find(|(_, o)| clash(o, &t)) {
-            let msg = format!("same underlay port, addresses, UDP port and VNI as tunnels[{j}]");
+            let msg = format!(
+                "its frames cannot be told from tunnels[{j}]'s: same underlay port, local address \
+                 and UDP port, and another kind, or the same remote and VNI"
+            );
             return Err(at.err(c.name.span(), format!("tunnels[{i}]"), msg));
         }
         if n.is_empty() || ix.insert(n.clone(), (i, t)).is_some() {
@@ -42,16 +45,14 @@ pub(super) fn check_tunnels(
 }
 
 /// Whether frames of `a` and `b` could not be told apart: the same
-/// underlay port and addresses, and for UDP kinds the same UDP port (a
-/// `udp` and a `vxlan` tunnel on one UDP port are ambiguous) and VNI.
+/// underlay port, local address and UDP port (0 for IP-in-IP) with
+/// another kind (a `udp` and a `vxlan` tunnel on one UDP port), or with the
+/// same kind, remote and VNI.
 fn clash(a: &Tunnel, b: &Tunnel) -> bool {
-    let udp = |t: &Tunnel| t.kind != TunnelKind::Ipip;
     a.port == b.port
         && a.local == b.local
-        && a.remote == b.remote
-        && udp(a) == udp(b)
         && a.udp_port == b.udp_port
-        && (a.kind != b.kind || a.vni == b.vni)
+        && (a.kind != b.kind || (a.remote == b.remote && a.vni == b.vni))
 }
 
 fn check_tunnel(
@@ -354,14 +355,20 @@ vnics = [
 
     #[test]
     fn two_tunnels_that_frames_cannot_tell_apart_are_refused() {
-        let mut two = cfg("vni = 1");
-        let second = "[[tunnels]]\nname = \"vy\"\nkind = \"vxlan\"\nport = \"p0\"\nlocal = \"192.0.2.2\"\nremote = \"192.0.2.1\"\nlocal_mac = \"02:00:00:00:00:0b\"\nvni = VNI\n\n[[vrs]]";
-        two = two.replacen("[[vrs]]", second, 1);
-        assert_refused(
-            parse(&two.replace("VNI", "1")),
-            "tunnels[1]: same underlay port",
-            "same VNI",
-        );
-        parse(&two.replace("VNI", "2")).unwrap();
+        let second = |lines: &str| {
+            let t = format!(
+                "[[tunnels]]\nname = \"vy\"\nport = \"p0\"\nlocal = \"192.0.2.2\"\n\
+                 local_mac = \"02:00:00:00:00:0b\"\n{lines}\n\n[[vrs]]"
+            );
+            cfg("vni = 1").replacen("[[vrs]]", &t, 1)
+        };
+        let same = "tunnels[1]: its frames cannot be told from tunnels[0]'s";
+        let vx = |vni: u32| format!("kind = \"vxlan\"\nremote = \"192.0.2.1\"\nvni = {vni}");
+        assert_refused(parse(&second(&vx(1))), same, "same VNI");
+        parse(&second(&vx(2))).unwrap();
+        // A udp tunnel on the VXLAN port, even to another remote.
+        let udp = |port: u16| format!("kind = \"udp\"\nremote = \"192.0.2.9\"\nudp_port = {port}");
+        assert_refused(parse(&second(&udp(4789))), same, "udp on 4789");
+        parse(&second(&udp(4790))).unwrap();
     }
 }
