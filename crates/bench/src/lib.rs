@@ -25,5 +25,6 @@ pub mod monitor;
 pub mod probe;
 pub mod report;
 pub mod soak;
+pub mod tunnel;
 
 pub use error::{BenchError, Context, Result};
