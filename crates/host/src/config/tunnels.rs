@@ -170,6 +170,10 @@ fn interface_mac(p: &PortConfig) -> Result<[u8; 6], String> {
             p.name.get_ref()
         ));
     };
+    // Not a name Linux gives an interface: no path to look at.
+    if ifname.contains('/') || ifname == "." || ifname == ".." {
+        return Err(format!("not given, and {ifname:?} is no interface name"));
+    }
     let path = format!("/sys/class/net/{ifname}/address");
     let s = std::fs::read_to_string(&path).map_err(|e| format!("not given, and {path}: {e}"))?;
     parse_mac(s.trim()).map_err(|e| format!("not given, and {path}: {e}"))
@@ -351,6 +355,15 @@ vnics = [
             assert!(good.contains(from), "{from}");
             assert_refused(parse(&good.replacen(from, to, 1)), want, to);
         }
+    }
+
+    #[test]
+    fn an_underlay_without_an_interface_name_needs_a_local_mac() {
+        let c = cfg("vni = 1")
+            .replace("interface = \"veth0\"", "interface = \"..\"")
+            .replace("local_mac = \"02:00:00:00:00:0b\"\n", "");
+        let want = "tunnels[0].local_mac: not given, and \"..\" is no interface name";
+        assert_refused(parse(&c), want, "..");
     }
 
     #[test]
