@@ -12,7 +12,8 @@
 //! VXLAN vNIC: ns-a pings b0 through the tunnel, routed by the VR to its
 //! plain vNIC and back (ARP inside the tunnel included); a second Linux
 //! VXLAN device on an unknown VNI, and a frame with a broken outer
-//! checksum, are counted drops by reason. The peer's MAC is learned.
+//! checksum, are counted drops by reason. The peer's MAC is learned. A
+//! config applied live moves the tunnel to the other VNI.
 //!
 //! IP-in-IP (the test kernel has no IPIP device) and UDP encapsulation (an
 //! Ethernet frame in UDP, no VXLAN header), on frames: a hand-built frame
@@ -226,6 +227,23 @@ fn a_linux_vxlan_device_pings_through_a_vr_s_vxlan_vnic() {
     d.wait_for("tunnel_checksum", PATIENCE, |s| {
         host_drop(s, "tunnel_checksum") == 1
     });
+
+    // A live change (`vrhost apply`): the tunnel moves to VNI 43 and the
+    // vNIC to 10.9.0.1/24; vx1 (VNI 43) now reaches the VR.
+    let dir = common::TempDir::new("tunnel-apply");
+    let file = dir.path().join("v.toml");
+    let moved = config("kind = \"vxlan\"\nvni = 43", "").replace("10.1.0.1/24", "10.9.0.1/24");
+    std::fs::write(&file, moved).unwrap();
+    let r = d.json(&["apply", file.to_str().unwrap()]);
+    assert_eq!(r["restarted"], serde_json::json!(["r"]), "{r:#}");
+    let t0 = Instant::now();
+    while !ping(&na, "10.9.0.1", "1").0 {
+        assert!(
+            t0.elapsed() < PATIENCE,
+            "no ping answered on VNI 43: {:#}",
+            d.stats()
+        );
+    }
 }
 
 /// A UDP datagram 10.1.0.2:7777 -> 10.2.0.2:7778 in an Ethernet frame to
