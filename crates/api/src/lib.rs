@@ -111,8 +111,12 @@ pub struct ApplyResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Vnic {
-    /// The port its frames leave by.
+    /// The port its frames leave by (empty for a tunnel's vNIC).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub port: String,
+    /// Instead of `port`: the tunnel it is the endpoint of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
     /// Its MAC address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
@@ -304,6 +308,10 @@ pub struct VrStats {
     pub port_dropped: u64,
     /// Frames for this VR dropped by the host before it, by reason.
     pub ingress_drops: BTreeMap<String, u64>,
+    /// Frames of this VR dropped by the host after it, before their port,
+    /// by reason (a tunnel vNIC's encapsulation).
+    #[serde(default)]
+    pub egress_drops: BTreeMap<String, u64>,
     /// Protocol violations of the VR, by kind.
     pub violations: BTreeMap<String, u64>,
     /// Drops the VR reported, by reason.

@@ -26,5 +26,6 @@ pub mod monitor;
 pub mod probe;
 pub mod report;
 pub mod soak;
+pub mod tunnel;
 
 pub use error::{BenchError, Context, Result};

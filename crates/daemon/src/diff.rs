@@ -188,6 +188,8 @@ fn same_process(a: &VrPlan, b: &VrPlan) -> bool {
         && a.cpu == b.cpu
         && a.config == b.config
         && a.vnic_ports.len() == b.vnic_ports.len()
+        // A tunnel vNIC's encapsulation is set when its path is built.
+        && a.vnic_tunnels == b.vnic_tunnels
         // Its user, limits and cgroup are set when it starts.
         && a.confine == b.confine
 }

@@ -277,6 +277,12 @@ const VR_BY_LABEL: &[ByLabel] = &[
         |s| &s.ingress_drops,
     ),
     (
+        "vr_egress_drops",
+        "reason",
+        "Frames of a VR dropped by the host before their port (tunnel encapsulation), by reason",
+        |s| &s.egress_drops,
+    ),
+    (
         "vr_violations",
         "kind",
         "Region protocol violations of a VR, by kind",
@@ -560,6 +566,7 @@ mod tests {
             vr_dropped: 4 * k,
             port_dropped: k,
             ingress_drops: by_name(&[("pool_empty", 5 * k), ("rate_limited", 6 * k)]),
+            egress_drops: by_name(&[("tunnel_no_mac", 2 * k)]),
             violations: by_name(&[("bad_slot", k), ("double_free", 0)]),
             vr_drops: by_name(&[("no_route", 8 * k), ("ttl", 0)]),
             exits: k,

@@ -15,7 +15,7 @@ use vrhost_api::{
 };
 use vrhost_fast::FastCounters;
 use vrhost_host::config::{Plan, VrPlan};
-use vrhost_host::{IngressDrop, InstanceInfo, Violation, VrStats, Worker};
+use vrhost_host::{EgressDrop, IngressDrop, InstanceInfo, Violation, VrStats, Worker};
 use vrhost_proto::DropReason;
 use vrhost_proto::counter;
 
@@ -281,6 +281,10 @@ fn vr_stats_view(
         vr_dropped: s.vr_dropped.get(),
         port_dropped: s.port_dropped.get(),
         ingress_drops,
+        egress_drops: EgressDrop::ALL
+            .iter()
+            .map(|d| (d.name().to_string(), s.egress_drops[*d as usize].get()))
+            .collect(),
         violations,
         vr_drops,
         exits: s.exits.get(),

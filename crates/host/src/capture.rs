@@ -206,6 +206,13 @@ impl Tap {
     /// instructions a frame). Never allocates, locks or waits.
     #[inline]
     pub fn copy(&mut self, dir: Direction, vnic: u16, frame: &[u8]) -> bool {
+        self.copy_parts(dir, vnic, &[], frame)
+    }
+
+    /// [`Tap::copy`] of the frame `head` then `frame` (a tunnel's
+    /// made-up Ethernet header, then the packet it goes in front of).
+    #[inline]
+    pub fn copy_parts(&mut self, dir: Direction, vnic: u16, head: &[u8], frame: &[u8]) -> bool {
         if self.stash.is_empty() && (self.dry || !self.refill()) {
             self.dry = true;
             self.refused += 1;
@@ -221,10 +228,12 @@ impl Tap {
             self.refused += 1;
             return false;
         };
-        let n = frame.len().min(r.buf.len());
-        r.buf[..n].copy_from_slice(&frame[..n]);
-        r.len = n as u32;
-        r.orig_len = frame.len() as u32;
+        let h = head.len().min(r.buf.len());
+        r.buf[..h].copy_from_slice(&head[..h]);
+        let n = frame.len().min(r.buf.len() - h);
+        r.buf[h..h + n].copy_from_slice(&frame[..n]);
+        r.len = (h + n) as u32;
+        r.orig_len = (head.len() + frame.len()) as u32;
         r.vnic = vnic;
         r.dir = dir;
         r.ts_ns = self.stamp;

@@ -18,6 +18,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use vrhost_packet::FlowKey;
 use vrhost_packet::ethernet::EtherType;
 
+use crate::tunnel::TunnelTable;
+
 const IPPROTO_UDP: u8 = 17;
 
 /// What a rule matches. Unset fields match anything.
@@ -235,6 +237,8 @@ pub struct Classifier {
     /// Rules with an IPv6 prefix.
     groups6: v6::Group6s,
     rules: usize,
+    /// The tunnels, asked before the rules (see [`crate::tunnel`]).
+    tunnels: TunnelTable,
 }
 
 mod v6;
@@ -356,7 +360,19 @@ impl Classifier {
             groups,
             groups6,
             rules: rules.len(),
+            tunnels: TunnelTable::default(),
         })
+    }
+
+    /// Set the tunnels whose frames are decapsulated before the rules.
+    pub fn set_tunnels(&mut self, t: TunnelTable) {
+        self.tunnels = t;
+    }
+
+    /// The tunnels.
+    #[inline]
+    pub fn tunnels(&self) -> &TunnelTable {
+        &self.tunnels
     }
 
     /// Number of rules.

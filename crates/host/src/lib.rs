@@ -6,7 +6,9 @@
 //! ([`capture`]), and starting, confining ([`confine`]) and watching VR
 //! processes ([`spawn`]); how frames are shared among a VR's instances
 //! ([`balance`]), the control messages relayed between them ([`relay`]),
-//! and how many instances a VR gets on which cores ([`alloc`]).
+//! and how many instances a VR gets on which cores ([`alloc`]); tunnels
+//! as vNIC endpoints, decapsulated on the way in and encapsulated on the
+//! way out ([`tunnel`]).
 //! It does not own the region layout (`vrhost-shm`), packet formats
 //! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
 //! packet (`vrhost-sdk`, `vrhost-router`; the protocol with a VR is
@@ -36,6 +38,7 @@ pub mod spawn;
 pub mod stats;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod tunnel;
 pub mod vrpath;
 pub mod worker;
 
@@ -44,8 +47,10 @@ pub use classify::{Classifier, Match, Rule};
 pub use confine::Confine;
 pub use spawn::{ControlError, Hurry, VrCommand, VrControl, VrProcess};
 pub use stats::{
-    Gauge, HostStats, IngressDrop, InstanceStats, Violation, VnicStats, VrStats, mono_ns,
+    EgressDrop, Gauge, HostStats, IngressDrop, InstanceStats, Violation, VnicStats, VrStats,
+    mono_ns,
 };
+pub use tunnel::{Tunnel, TunnelKind, TunnelTable};
 pub use vrpath::{
     Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, InstanceState, PathSpec, Sched,
     VrPath,

@@ -58,6 +58,35 @@ reasons! {
         TooBig = "too_big",
         /// Over the VR's rate limit (its token bucket was empty).
         RateLimited = "rate_limited",
+        /// A tunnel frame too short for its outer headers, or with a bad
+        /// outer IPv4 or UDP length, or an inner frame too short.
+        TunnelMalformed = "tunnel_malformed",
+        /// A tunnel frame whose outer IPv4 checksum does not verify.
+        TunnelChecksum = "tunnel_checksum",
+        /// A tunnel frame whose outer IPv4 packet is a fragment (not
+        /// reassembled).
+        TunnelFragment = "tunnel_fragment",
+        /// A VXLAN frame without the I flag (no valid VNI).
+        TunnelBadHeader = "tunnel_bad_header",
+        /// A tunnel frame of no configured tunnel: an unknown VNI, or
+        /// unknown outer addresses.
+        TunnelUnknown = "tunnel_unknown",
+    }
+}
+
+reasons! {
+    /// Why the host dropped a frame a VR sent, before its port.
+    EgressDrop {
+        /// A tunnel vNIC's peer MAC is not known yet (no `remote_mac`, and
+        /// no valid frame from the remote so far).
+        TunnelNoMac = "tunnel_no_mac",
+        /// An IP-in-IP tunnel vNIC sent a frame that is not untagged IPv4.
+        TunnelNotIpv4 = "tunnel_not_ipv4",
+        /// A tunnel vNIC's frame leaves no room for the outer headers
+        /// before it in its slot (the VR moved it to the slot's start).
+        TunnelHeadroom = "tunnel_headroom",
+        /// The encapsulated packet would exceed 65535 bytes.
+        TunnelTooBig = "tunnel_too_big",
     }
 }
 
@@ -101,6 +130,8 @@ pub struct VrStats {
     pub ingress_drops: [Counter; IngressDrop::COUNT],
     /// Protocol violations, by [`Violation`].
     pub violations: [Counter; Violation::COUNT],
+    /// Host drops of what it sent, by [`EgressDrop`].
+    pub egress_drops: [Counter; EgressDrop::COUNT],
     /// Times a VR process exited and its slots were reclaimed.
     pub exits: Counter,
     /// Slots reclaimed from exited instances.
@@ -234,6 +265,12 @@ impl VrStats {
     #[inline]
     pub fn drop_in(&self, why: IngressDrop, n: u64) {
         self.ingress_drops[why as usize].add(n);
+    }
+
+    /// Count an egress drop.
+    #[inline]
+    pub fn drop_out(&self, why: EgressDrop) {
+        self.egress_drops[why as usize].add(1);
     }
 
     /// Count a violation.

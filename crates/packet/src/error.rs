@@ -49,4 +49,11 @@ pub enum ParseError {
     /// that runs past the message (RFC 4861 4.6).
     #[error("bad neighbour discovery option")]
     BadNdOption,
+    /// A VXLAN header without its I flag: no valid VNI (RFC 7348 5).
+    #[error("VXLAN header without the I flag")]
+    BadVxlanFlags,
+    /// An IPv4 fragment where a whole packet is needed (a tunnel's outer
+    /// header: vrhost does not reassemble).
+    #[error("IPv4 fragment")]
+    Fragment,
 }

@@ -22,6 +22,8 @@ use crate::checksum;
 pub mod proto {
     /// Internet Control Message Protocol.
     pub const ICMP: u8 = 1;
+    /// IPv4 in IPv4 (RFC 2003).
+    pub const IPIP: u8 = 4;
     /// Transmission Control Protocol.
     pub const TCP: u8 = 6;
     /// User Datagram Protocol.

@@ -14,7 +14,10 @@
 //! Real captured frames for tests live in `testdata` (for this crate's tests,
 //! and other crates' with the `testdata` feature).
 //!
-//! It does not own: TCP beyond its port numbers, tunnels, or any I/O (see `vrhost-io`).
+//! Tunnel encapsulations (VXLAN, plain UDP, IP-in-IP) have views and an
+//! emitter in [`tunnel`].
+//!
+//! It does not own: TCP beyond its port numbers, or any I/O (see `vrhost-io`).
 //!
 //! # Views
 //!
@@ -41,6 +44,7 @@ pub mod ipv4;
 mod mac;
 #[cfg(any(test, feature = "testdata"))]
 pub mod testdata;
+pub mod tunnel;
 pub mod udp;
 
 pub use error::ParseError;

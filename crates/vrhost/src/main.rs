@@ -98,6 +98,9 @@ enum BenchCmd {
     /// Soak: VRs killed, restarted, removed and added at random while
     /// others forward; slot accounting and memory checked every second.
     Soak(vrhost_bench::soak::SoakArgs),
+    /// Tunnel vNICs (VXLAN, UDP, IP-in-IP): the worker's CPU per frame
+    /// decapsulated or encapsulated, against a plain vNIC, in memory.
+    Tunnel(vrhost_bench::tunnel::TunnelArgs),
     /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
     /// real table (lookups, build time, updates, memory).
     Fib(vrhost_bench::fib::BenchFibArgs),
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Capture(a)) => vrhost_bench::capture::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Isolation(a)) => vrhost_bench::isolation::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Soak(a)) => vrhost_bench::soak::run(&a).map_err(Into::into),
+        Cmd::Bench(BenchCmd::Tunnel(a)) => vrhost_bench::tunnel::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Monitor(a)) => vrhost_bench::monitor::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_bench::fib::run_cli(&a).map_err(Into::into),
         Cmd::Vr(a) => cli::vr::run(&a),

@@ -103,6 +103,9 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
     {
         return Err("route_file: the fast path does not load route files".into());
     }
+    if v.vnics.get_ref().iter().any(|n| n.tunnel.is_some()) {
+        return Err("a tunnel vNIC: the fast path does not decapsulate yet".into());
+    }
     if v.rate_limit_pps.is_some() {
         // The host's limiter sits in the worker, which fast frames skip.
         return Err("rate_limit_pps: the fast path does not apply it yet".into());

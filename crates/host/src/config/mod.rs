@@ -11,7 +11,7 @@
 //! router once; a custom program gets `[vrs.config]` as JSON in its hello.
 //!
 //! The parts: `schema` holds the TOML's serde types; the checks go by
-//! table, `ports`, `vrs` (with a VR's `instances`, `confinement` and
+//! table, `ports`, `tunnels`, `vrs` (with a VR's `instances`, `confinement` and
 //! `sched` beside it) and `rules`; `plan` is what a checked config
 //! becomes. `Config::check` runs them in that order.
 
@@ -25,6 +25,7 @@ mod sched;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod tunnels;
 mod vrs;
 
 use std::net::Ipv4Addr;
@@ -34,7 +35,7 @@ pub use fast::{DataPath, FastKey};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
     Config, Driver, FastConf, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf,
-    VnicConf, VrConf, VrKind,
+    TunnelConf, VnicConf, VrConf, VrKind,
 };
 
 use crate::classify::Classifier;
@@ -160,15 +161,18 @@ impl Config {
         let at = Source { src, file };
         let port_ix = ports::check_ports(&self.ports, &at)?;
         let mut budget = instances::BudgetCheck::of_host(&self.host, &at)?;
-        let mut vrs = self.check_vrs(&port_ix, &mut budget, &at)?;
+        let tunnel_ix = tunnels::check_tunnels(&self.tunnels, &self.ports, &port_ix, &at)?;
+        let mut vrs = self.check_vrs(&port_ix, &tunnel_ix, &mut budget, &at)?;
+        let tunnel_table = tunnels::tunnel_table(&vrs, &self.vrs, &at)?;
         let rules = rules::check_rules(&self.rules, &port_ix, &vrs, &at)?;
         fast::check_fast(self, &mut vrs, &rules, &at)?;
-        let classifier = Classifier::new(&rules).map_err(|e| ConfigError::Field {
+        let mut classifier = Classifier::new(&rules).map_err(|e| ConfigError::Field {
             file: file.into(),
             line: 0,
             field: "rules".into(),
             msg: e.to_string(),
         })?;
+        classifier.set_tunnels(tunnel_table);
         Ok(Plan::new(self, vrs, classifier))
     }
 }

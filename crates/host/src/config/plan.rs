@@ -17,8 +17,10 @@ pub struct VrPlan {
     /// Program and arguments (the built-in router: `None`, the caller runs
     /// its own binary's router entry point).
     pub program: Option<(PathBuf, Vec<String>)>,
-    /// Port index of each vNIC.
+    /// Port index of each vNIC (a tunnel's: its underlay port).
     pub vnic_ports: Vec<usize>,
+    /// The tunnel of each vNIC that is a tunnel endpoint.
+    pub vnic_tunnels: Vec<Option<crate::tunnel::Tunnel>>,
     /// Pool slots.
     pub slots: u32,
     /// Core (of a single instance).
@@ -69,6 +71,7 @@ impl VrPlan {
             balance: self.balance,
             guard: self.guard,
             sched: self.sched,
+            tunnels: self.vnic_tunnels.clone(),
             ..PathSpec::new(&self.name, self.vnic_ports.clone(), self.slots)
         }
     }

@@ -170,14 +170,50 @@ pub enum VrKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VnicConf {
-    /// The port its frames leave by.
-    pub port: Spanned<String>,
+    /// The port its frames leave by (or `tunnel`).
+    #[serde(default)]
+    pub port: Option<Spanned<String>>,
+    /// The tunnel it is the endpoint of, instead of a port: its frames
+    /// travel encapsulated on the tunnel's underlay port.
+    #[serde(default)]
+    pub tunnel: Option<Spanned<String>>,
     /// Its MAC address (router VRs).
     #[serde(default)]
     pub mac: Option<String>,
     /// Its IPv4 addresses `A.B.C.D/LEN` (router VRs).
     #[serde(default)]
     pub addrs: Vec<String>,
+}
+
+/// A tunnel (`[[tunnels]]`): a vNIC endpoint whose frames travel
+/// encapsulated over IPv4 on an underlay port.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelConf {
+    /// Name used by vNICs.
+    pub name: Spanned<String>,
+    /// `vxlan`, `udp` (an Ethernet frame in UDP) or `ipip`.
+    pub kind: Spanned<String>,
+    /// The underlay port (a port of the config).
+    pub port: Spanned<String>,
+    /// Local underlay IPv4 address.
+    pub local: Spanned<String>,
+    /// Remote underlay IPv4 address.
+    pub remote: Spanned<String>,
+    /// UDP destination port (`vxlan`: default 4789; `udp`: required).
+    #[serde(default)]
+    pub udp_port: Option<Spanned<u16>>,
+    /// VXLAN network identifier, 0..=16777215 (`vxlan` only, required).
+    #[serde(default)]
+    pub vni: Option<Spanned<u32>>,
+    /// Outer source MAC (default: the underlay interface's, read when the
+    /// config is checked).
+    #[serde(default)]
+    pub local_mac: Option<Spanned<String>>,
+    /// Outer destination MAC (default: learned from the last valid frame
+    /// received from `remote`).
+    #[serde(default)]
+    pub remote_mac: Option<Spanned<String>>,
 }
 
 /// One VR.
@@ -462,6 +498,9 @@ pub struct Config {
     /// Ports.
     #[serde(default)]
     pub ports: Vec<PortConfig>,
+    /// Tunnels, for vNICs to be endpoints of.
+    #[serde(default)]
+    pub tunnels: Vec<TunnelConf>,
     /// VRs.
     #[serde(default)]
     pub vrs: Vec<VrConf>,

@@ -11,12 +11,17 @@ use super::instances::{BudgetCheck, vr_instances};
 use super::plan::VrPlan;
 use super::sched::vr_sched;
 use super::schema::{Config, HostConf, VrConf, VrKind};
+use super::tunnels::TunnelIx;
 use super::{ConfigError, FieldError, Source};
+use crate::tunnel::Tunnel;
 use crate::vrpath::Guard;
 
 /// What runs a VR: its program and arguments (`None`: the built-in
 /// router), and the config its hello carries.
 type Runs = (Option<(PathBuf, Vec<String>)>, serde_json::Value);
+
+/// The port of each vNIC, and the tunnel of each that is an endpoint.
+type VnicPorts = (Vec<usize>, Vec<Option<Tunnel>>);
 
 impl Config {
     /// Check every VR, in order, taking the cores of those whose instances
@@ -25,6 +30,7 @@ impl Config {
     pub(super) fn check_vrs(
         &self,
         port_ix: &BTreeMap<String, usize>,
+        tunnels: &TunnelIx,
         budget: &mut BudgetCheck,
         at: &Source,
     ) -> Result<Vec<VrPlan>, ConfigError> {
@@ -32,7 +38,7 @@ impl Config {
         let mut vrs = Vec::new();
         for (i, v) in self.vrs.iter().enumerate() {
             check_name(i, v, &mut names, at)?;
-            vrs.push(self.plan_vr(i, v, port_ix, budget, at)?);
+            vrs.push(self.plan_vr(i, v, (port_ix, tunnels), budget, at)?);
         }
         Ok(vrs)
     }
@@ -42,13 +48,13 @@ impl Config {
         &self,
         i: usize,
         v: &VrConf,
-        port_ix: &BTreeMap<String, usize>,
+        (port_ix, tunnels): (&BTreeMap<String, usize>, &TunnelIx),
         budget: &mut BudgetCheck,
         at: &Source,
     ) -> Result<VrPlan, ConfigError> {
         let fail = |(span, field, msg): FieldError| at.err(span, format!("vrs[{i}].{field}"), msg);
         let slots = pool_slots(v).map_err(fail)?;
-        let vnic_ports = vnic_ports(i, v, port_ix, at)?;
+        let (vnic_ports, vnic_tunnels) = vnic_ports(i, v, port_ix, tunnels, at)?;
         let (program, config) = self.vr_runs(v).map_err(fail)?;
         let confine = self.vr_confine(i, v, &program, &config, at)?;
         let inst = vr_instances(v).map_err(fail)?;
@@ -59,6 +65,7 @@ impl Config {
             name: v.name.get_ref().clone(),
             program,
             vnic_ports,
+            vnic_tunnels,
             slots,
             cpu: v.cpu,
             instances: inst.start,
@@ -184,28 +191,56 @@ fn pool_slots(v: &VrConf) -> Result<u32, FieldError> {
     Ok(slots)
 }
 
-/// `vnics` of VR `i` (`v`): 1..=64 of them, each on a port of the config;
-/// the port index of each.
+/// `vnics` of VR `i` (`v`): 1..=64 of them, each on a port of the config
+/// or a tunnel of it (`tunnels`); the port index of each (a tunnel's: its
+/// underlay port) and its tunnel, if it is an endpoint of one.
 fn vnic_ports(
     i: usize,
     v: &VrConf,
     port_ix: &BTreeMap<String, usize>,
+    tunnels: &TunnelIx,
     at: &Source,
-) -> Result<Vec<usize>, ConfigError> {
+) -> Result<VnicPorts, ConfigError> {
     let vnics = v.vnics.get_ref();
     if vnics.is_empty() || vnics.len() > 64 {
         let msg = format!("{} vNICs: must be 1..=64", vnics.len());
         return Err(at.err(v.vnics.span(), format!("vrs[{i}].vnics"), msg));
     }
     let mut ports = Vec::new();
+    let mut tuns = Vec::new();
     for (j, vn) in vnics.iter().enumerate() {
-        let Some(&p) = port_ix.get(vn.port.get_ref()) else {
-            let msg = format!("no port {:?}", vn.port.get_ref());
-            return Err(at.err(vn.port.span(), format!("vrs[{i}].vnics[{j}].port"), msg));
-        };
-        ports.push(p);
+        let field = |f: &str| format!("vrs[{i}].vnics[{j}].{f}");
+        match (&vn.port, &vn.tunnel) {
+            (Some(port), None) => {
+                let Some(&p) = port_ix.get(port.get_ref()) else {
+                    let msg = format!("no port {:?}", port.get_ref());
+                    return Err(at.err(port.span(), field("port"), msg));
+                };
+                ports.push(p);
+                tuns.push(None);
+            }
+            (None, Some(tun)) => {
+                let Some(&(_, mut t)) = tunnels.get(tun.get_ref()) else {
+                    let msg = format!("no tunnel {:?}", tun.get_ref());
+                    return Err(at.err(tun.span(), field("tunnel"), msg));
+                };
+                if let Some(Ok(mac)) = vn.mac.as_deref().map(super::parse_mac) {
+                    t.inner_mac = mac;
+                }
+                ports.push(t.port);
+                tuns.push(Some(t));
+            }
+            (Some(port), Some(_)) => {
+                let msg = "a port or a tunnel, not both".to_string();
+                return Err(at.err(port.span(), field("port"), msg));
+            }
+            (None, None) => {
+                let msg = "needs a `port` or a `tunnel`".to_string();
+                return Err(at.err(v.vnics.span(), format!("vrs[{i}].vnics[{j}]"), msg));
+            }
+        }
     }
-    Ok(ports)
+    Ok((ports, tuns))
 }
 
 /// A VR's quarantine threshold (its own, or the host's) and the host's
@@ -270,10 +305,10 @@ mod tests {
                 src: fields,
                 file: "v.toml",
             };
-            vnic_ports(2, &v, &ports, &at).map_err(|e| e.to_string())
+            vnic_ports(2, &v, &ports, &TunnelIx::new(), &at).map_err(|e| e.to_string())
         };
         let two = "vnics = [{ port = \"p1\" }, { port = \"p0\" }]";
-        assert_eq!(check(two).unwrap(), [1, 0]);
+        assert_eq!(check(two).unwrap(), (vec![1, 0], vec![None, None]));
         assert_eq!(
             check("vnics = []").unwrap_err(),
             "v.toml:1: vrs[2].vnics: 0 vNICs: must be 1..=64"

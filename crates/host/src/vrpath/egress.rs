@@ -4,11 +4,12 @@
 //! instances.
 
 use vrhost_io::Port;
-use vrhost_shm::{RingError, SlotState};
+use vrhost_shm::{Region, RingError, SlotState};
 
 use super::{BURST, MIN_FRAME, VrPath};
 use crate::capture::Direction;
-use crate::stats::{Violation, mono_ns};
+use crate::stats::{EgressDrop, Violation, mono_ns};
+use crate::tunnel::Encap;
 
 impl VrPath {
     /// Relay the control messages the instances wrote to each other
@@ -140,6 +141,19 @@ impl VrPath {
                         self.stats.violation(Violation::Extent);
                         continue;
                     }
+                    let (off, len) = match encap_at(
+                        self.encap.as_deref_mut(),
+                        &self.region,
+                        vnic,
+                        s,
+                        (off, len),
+                    ) {
+                        Ok(x) => x,
+                        Err(why) => {
+                            self.stats.drop_out(why);
+                            continue;
+                        }
+                    };
                     // SAFETY: we hold the slot by our own records (owner
                     // check above); the port only copies the bytes out, once.
                     if let Some(f) = unsafe { self.region.slot_bytes_at(s, off.into(), len.into()) }
@@ -250,6 +264,37 @@ impl VrPath {
             .flat_map(|i| i.tx.iter_mut())
             .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
     }
+}
+
+/// Write the outer headers of `vnic`'s tunnel (in `encap`), if it has one,
+/// in front of slot `s`'s frame (`off`, `len`) in `region`, in its
+/// headroom; the extent of the frame to send. See [`crate::tunnel`].
+#[inline]
+fn encap_at(
+    encap: Option<&mut [Option<Encap>]>,
+    region: &Region,
+    vnic: u16,
+    s: u32,
+    (off, len): (u16, u16),
+) -> Result<(u16, u16), EgressDrop> {
+    let Some(e) = encap
+        .and_then(|e| e.get_mut(usize::from(vnic)))
+        .and_then(Option::as_mut)
+    else {
+        return Ok((off, len));
+    };
+    // SAFETY: the caller holds the slot by its own records and checked the
+    // extent; the bytes are read once, for the outer headers.
+    let Some(inner) = (unsafe { region.slot_bytes_at(s, off.into(), len.into()) }) else {
+        return Err(EgressDrop::TunnelHeadroom);
+    };
+    let h = e.header(inner)?;
+    let Some(at) = (usize::from(off) + h.strip).checked_sub(h.len) else {
+        return Err(EgressDrop::TunnelHeadroom);
+    };
+    region.write_slot(s, at as u32, &h.hdr[..h.len]);
+    // Ends where the frame ended: inside the slot, under u16::MAX.
+    Ok((at as u16, (usize::from(len) + h.len - h.strip) as u16))
 }
 
 #[cfg(test)]

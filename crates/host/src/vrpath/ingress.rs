@@ -30,7 +30,7 @@ impl VrPath {
         frame: &[u8],
         class: impl FnOnce() -> Class,
     ) -> Result<(), IngressDrop> {
-        self.stage_with(vnic, frame, class, || flow_hash(frame))
+        self.stage_with(vnic, &[], frame, class, || flow_hash(frame))
     }
 
     /// [`VrPath::stage`] for a frame whose key the classifier has read:
@@ -41,15 +41,58 @@ impl VrPath {
             true => Class::Control,
             false => Class::Data,
         };
-        self.stage_with(vnic, frame, class, || flow_key_hash(key))
+        self.stage_with(vnic, &[], frame, class, || flow_key_hash(key))
     }
 
-    /// [`VrPath::stage`], the flow's hash from `hash` (asked only when the
-    /// balancer picks among several instances).
+    /// Stage what a tunnel of vNIC `vnic` received: `head` (an Ethernet
+    /// header made up for an IP-in-IP packet, else empty) then `body`, the
+    /// inner frame; `peer_mac` is the outer source MAC, the tunnel's peer
+    /// from now on (unless configured). See [`crate::tunnel`].
+    #[inline]
+    pub fn stage_tunneled(
+        &mut self,
+        vnic: u16,
+        head: &[u8],
+        body: &[u8],
+        peer_mac: [u8; 6],
+    ) -> Result<(), IngressDrop> {
+        if let Some(e) = self
+            .encap
+            .as_deref_mut()
+            .and_then(|e| e.get_mut(usize::from(vnic)))
+            .and_then(Option::as_mut)
+        {
+            e.learn(peer_mac);
+        }
+        if head.is_empty() {
+            let key = FlowKey::extract(body)
+                .ok()
+                .or_else(|| FlowKey::extract_l2(body));
+            let class = || match key.as_ref().is_some_and(FlowKey::is_control) {
+                true => Class::Control,
+                false => Class::Data,
+            };
+            let hash = || key.as_ref().map_or_else(|| flow_hash(body), flow_key_hash);
+            self.stage_with(vnic, &[], body, class, hash)
+        } else {
+            // An inner IPv4 packet (IP-in-IP): its addresses are the flow.
+            let hash = || {
+                let a = body.get(12..20).unwrap_or(&[0; 8]);
+                let w = |i: usize| u32::from_be_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
+                (w(0) ^ w(4).rotate_left(16)).wrapping_mul(0x9e37_79b9)
+            };
+            self.stage_with(vnic, head, body, || Class::Data, hash)
+        }
+    }
+
+    /// [`VrPath::stage`] of the frame `head` then `frame` (`head` is empty
+    /// but for a tunnel's made-up header), the flow's hash from `hash`
+    /// (asked only when the balancer picks among several instances).
     #[inline]
     fn stage_with(
         &mut self,
         vnic: u16,
+        head: &[u8],
         frame: &[u8],
         class: impl FnOnce() -> Class,
         hash: impl FnOnce() -> u32,
@@ -104,7 +147,8 @@ impl VrPath {
                 }
             }
         }
-        if frame.len() > usize::from(self.slot_bytes - self.headroom) {
+        let len = head.len() + frame.len();
+        if len > usize::from(self.slot_bytes - self.headroom) {
             return Err(IngressDrop::TooBig);
         }
         if self.slots.free() <= self.pool_reserve && !control() {
@@ -122,12 +166,14 @@ impl VrPath {
         {
             self.region.prefetch(next, self.headroom.into());
         }
-        self.region.write_slot(slot, self.headroom.into(), frame);
+        let at = u32::from(self.headroom);
+        self.region.write_slot(slot, at, head);
+        self.region.write_slot(slot, at + head.len() as u32, frame);
         let meta = self
             .region
             .meta(slot)
             .expect("free list holds valid indexes");
-        meta.set_extent(self.headroom, frame.len() as u16);
+        meta.set_extent(self.headroom, len as u16);
         meta.set(SlotState::Filled);
         self.staged[q].push(slot);
         self.staged_n += 1;
@@ -137,7 +183,7 @@ impl VrPath {
         if let Some(tap) = self.tap.as_deref_mut()
             && tap.wants(vnic)
         {
-            tap.copy(Direction::In, vnic, frame);
+            tap.copy_parts(Direction::In, vnic, head, frame);
         }
         Ok(())
     }

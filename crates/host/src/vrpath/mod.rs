@@ -42,6 +42,7 @@ use crate::capture::Tap;
 use crate::relay::Relay;
 use crate::spawn::VrProcess;
 use crate::stats::VrStats;
+use crate::tunnel::{Encap, Tunnel};
 
 #[expect(
     unsafe_code,
@@ -248,6 +249,9 @@ pub struct VrPath {
     region: Region,
     /// The capture attached to this VR, if any (see [`crate::capture`]).
     tap: Option<Box<Tap>>,
+    /// The way out of each vNIC that is a tunnel endpoint (`None`: no
+    /// vNIC is; see [`crate::tunnel`]).
+    encap: Option<Box<[Option<Encap>]>>,
     stats: Arc<VrStats>,
     /// Rx ring entries only control frames may take.
     ring_reserve: u32,
@@ -353,6 +357,7 @@ impl VrPath {
             slot_bytes: cfg.slot_bytes as u16,
             slots: SlotLedger::new(cfg.slot_count, inst.len()),
             tap: None,
+            encap: None,
             stats: Arc::new(VrStats::with_shape(
                 usize::from(cfg.vnic_count),
                 usize::from(cfg.instance_count),
@@ -511,6 +516,38 @@ impl VrPath {
     pub fn set_vnic_ports(&mut self, ports: Vec<usize>) {
         assert_eq!(ports.len(), self.vnic_port.len(), "one port per vNIC");
         self.vnic_port = ports;
+    }
+
+    /// Make the vNICs with a tunnel (`tunnels[v]`) tunnel endpoints: what
+    /// they send is encapsulated. Missing entries, and `None`, are plain
+    /// vNICs. A MAC learned by a tunnel that stays the same is kept.
+    pub fn set_tunnels(&mut self, tunnels: &[Option<Tunnel>]) {
+        let old = self.encap.take();
+        let encap: Box<[Option<Encap>]> = (0..self.vnic_port.len())
+            .map(|v| {
+                let t = tunnels.get(v).copied().flatten()?;
+                let kept = old.as_deref().and_then(|o| o.get(v).copied().flatten());
+                Some(kept.filter(|e| *e.tunnel() == t).unwrap_or(Encap::new(t)))
+            })
+            .collect();
+        self.encap = encap.iter().any(Option::is_some).then_some(encap);
+    }
+
+    /// The tunnel of each vNIC (`None`: a plain vNIC).
+    pub fn tunnels(&self) -> Vec<Option<Tunnel>> {
+        (0..self.vnic_port.len())
+            .map(|v| {
+                let e = self.encap.as_deref()?.get(v)?.as_ref()?;
+                Some(*e.tunnel())
+            })
+            .collect()
+    }
+
+    /// The peer MAC each tunnel vNIC sends to now (configured or learned).
+    pub fn tunnel_peer_macs(&self) -> Vec<Option<[u8; 6]>> {
+        (0..self.vnic_port.len())
+            .map(|v| self.encap.as_deref()?.get(v)?.as_ref()?.peer_mac())
+            .collect()
     }
 
     /// Attach a capture tap, or detach it with `None`; returns the one it

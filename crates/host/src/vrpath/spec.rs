@@ -29,6 +29,9 @@ pub struct PathSpec {
     pub guard: Guard,
     /// How the worker serves it.
     pub sched: Sched,
+    /// The tunnel of each vNIC that is a tunnel endpoint (empty, or
+    /// `None`: a plain vNIC).
+    pub tunnels: Vec<Option<crate::tunnel::Tunnel>>,
 }
 
 impl PathSpec {
@@ -45,6 +48,7 @@ impl PathSpec {
             balance: Policy::default(),
             guard: Guard::default(),
             sched: Sched::default(),
+            tunnels: Vec::new(),
         }
     }
 
@@ -85,6 +89,7 @@ impl VrPath {
         path.set_balance(spec.balance);
         path.set_guard(spec.guard);
         path.set_sched(spec.sched);
+        path.set_tunnels(&spec.tunnels);
         path
     }
 }

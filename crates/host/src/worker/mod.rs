@@ -38,6 +38,7 @@ use crate::capture::Tap;
 use crate::classify::Classifier;
 use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
+use crate::tunnel::{ARP_REPLY_LEN, Decap};
 use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 mod active;
@@ -49,6 +50,10 @@ use active::RankSet;
 pub use mailbox::{Job, Mailbox, MailboxError};
 use reconfig::Draining;
 pub use reconfig::{Keep, Reconfig};
+
+/// Most ARP replies for tunnels' local addresses sent per rx burst (more
+/// requests in one burst wait for the peer to ask again).
+const ARP_REPLIES: usize = 4;
 
 /// How often a busy worker looks for exited VR processes.
 const REAP_EVERY: Duration = Duration::from_millis(10);
@@ -447,7 +452,49 @@ impl Worker {
         let mut frames: [&[u8]; BURST] = [&[]; BURST];
         let n = self.ports[p].rx_burst(&mut frames[..want]);
         self.stats.rx_packets.add(n as u64);
+        let tunnels = self.classifier.tunnels();
+        // Replies to ARP for a tunnel's local address, sent after the burst.
+        let mut arp = [[0u8; ARP_REPLY_LEN]; ARP_REPLIES];
+        let mut n_arp = 0;
         for f in &frames[..n] {
+            // A tunnel's frame goes to its vNIC, decapsulated.
+            if !tunnels.is_empty() {
+                if n_arp < ARP_REPLIES && tunnels.arp_reply(p, f, &mut arp[n_arp]) {
+                    n_arp += 1;
+                    continue;
+                }
+                match tunnels.decap(p, f) {
+                    Decap::NotTunnel => {}
+                    Decap::Drop(why) => {
+                        self.stats.ingress_drops[why as usize].add(1);
+                        continue;
+                    }
+                    Decap::Inner {
+                        vr,
+                        vnic,
+                        head,
+                        body,
+                        peer_mac,
+                    } => {
+                        let Some(path) = self.vrs.get_mut(vr) else {
+                            self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
+                            continue;
+                        };
+                        let first = path.staged() == 0;
+                        let head = head.as_ref().map_or(&[][..], |h| &h[..]);
+                        match path.stage_tunneled(vnic, head, body, peer_mac) {
+                            Ok(()) if first => self.staging.push(vr),
+                            Ok(()) => {}
+                            Err(why) => {
+                                full |=
+                                    matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
+                                path.stats().drop_in(why, 1);
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
             // A frame whose IPv4 header is broken can still match a rule on
             // its port, MAC or VLAN; its VR then counts the bad header.
             let Some(key) = FlowKey::extract(f).ok().or_else(|| FlowKey::extract_l2(f)) else {
@@ -471,6 +518,13 @@ impl Worker {
                     path.stats().drop_in(why, 1);
                 }
             }
+        }
+        if n_arp > 0 {
+            let mut replies: [&[u8]; ARP_REPLIES] = [&[]; ARP_REPLIES];
+            for (r, a) in replies.iter_mut().zip(&arp[..n_arp]) {
+                *r = a;
+            }
+            self.ports[p].tx_burst(&replies[..n_arp]);
         }
         (n, full)
     }

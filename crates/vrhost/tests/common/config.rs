@@ -212,11 +212,13 @@ impl Lab {
                     port: "gen".into(),
                     mac: Some(format!("02:00:00:{x:02x}:00:01")),
                     addrs: vec![format!("10.{net}.0.1/24")],
+                    ..Vnic::default()
                 },
                 Vnic {
                     port: "out".into(),
                     mac: Some(format!("02:00:00:{x:02x}:01:01")),
                     addrs: vec![format!("10.9.{net}.1/24")],
+                    ..Vnic::default()
                 },
             ],
             router: Some(json!({
