@@ -311,3 +311,27 @@ fn among_a_thousand_vnis_each_frame_finds_its_own() {
     f[46..49].copy_from_slice(&1000u32.to_be_bytes()[1..]);
     assert_eq!(t.decap(0, &f), Decap::Drop(IngressDrop::TunnelUnknown));
 }
+
+#[test]
+fn the_outer_source_port_follows_the_inner_flow() {
+    let mut e = Encap::new(Tunnel {
+        remote_mac: Some(PEER_MAC),
+        ..vxlan42(0)
+    });
+    let port = |e: &mut Encap, sport: u16| {
+        let f = crate::testkit::udp(
+            Ipv4Addr::new(10, 1, 0, 2),
+            sport,
+            Ipv4Addr::new(10, 2, 0, 2),
+            9,
+        );
+        let h = e.header(&f).unwrap();
+        u16::from_be_bytes([h.hdr[34], h.hdr[35]])
+    };
+    let mut ports: Vec<u16> = (0..64).map(|s| port(&mut e, 1000 + s)).collect();
+    // One flow, one port: its frames stay on one ECMP path.
+    assert_eq!(port(&mut e, 1000), ports[0]);
+    ports.sort_unstable();
+    ports.dedup();
+    assert!(ports.len() > 48, "64 flows over {} ports", ports.len());
+}

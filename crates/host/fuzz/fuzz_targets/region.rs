@@ -4,7 +4,8 @@
 //! does with a random scribbler.
 //!
 //! The input is a small region config, then a sequence of steps. Host
-//! steps: stage frames (`VrPath::stage`), `flush_rx`, `poll_tx`, the
+//! steps: stage frames (`VrPath::stage`, or `stage_tunneled` as a tunnel
+//! hands them over; vNIC 0 may be a tunnel endpoint), `flush_rx`, `poll_tx`, the
 //! display and sleep calls, out-port changes, ports that take only part of
 //! a burst, a capture tap, `shutdown`. VR steps: pop slots from an rx ring,
 //! return them on a tx ring (processed, dropped, moved, twice, someone
@@ -20,6 +21,7 @@
 //! frames have lengths within the same bounds.
 #![no_main]
 
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -27,7 +29,7 @@ use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use vrhost_host::capture::{self, Direction, TapConfig, TapReader};
 use vrhost_host::vrpath::{BURST, Class, MIN_FRAME};
-use vrhost_host::{Backend, VrPath};
+use vrhost_host::{Backend, Tunnel, TunnelKind, VrPath};
 use vrhost_io::null::NullPort;
 use vrhost_io::{Port, PortStats};
 use vrhost_shm::{Region, RegionConfig, RingId, RingMem, SlotMeta, SlotState};
@@ -266,7 +268,24 @@ impl Harness {
             .collect();
         let raw_states = state_word_ok(vr.meta(0).unwrap());
         let vnic_port = (0..usize::from(cfg.vnic_count)).map(|v| v % 2).collect();
-        let vp = VrPath::new("fuzz", host, vnic_port, Backend::External, vec![]);
+        let mut vp = VrPath::new("fuzz", host, vnic_port, Backend::External, vec![]);
+        // vNIC 0 may be a tunnel endpoint: what the VR sends there is
+        // encapsulated in the slot's headroom (or dropped, counted).
+        if u.arbitrary()? {
+            let kind = *u.choose(&[TunnelKind::Vxlan, TunnelKind::Udp, TunnelKind::Ipip])?;
+            let t = Tunnel {
+                kind,
+                port: 0,
+                local: Ipv4Addr::new(192, 0, 2, 2),
+                remote: Ipv4Addr::new(192, 0, 2, 1),
+                udp_port: if kind == TunnelKind::Ipip { 0 } else { 4789 },
+                vni: 42,
+                local_mac: [2; 6],
+                remote_mac: u.arbitrary::<bool>()?.then_some([6; 6]),
+                inner_mac: [0xff; 6],
+            };
+            vp.set_tunnels(&[Some(t)]);
+        }
         let per = |_| vec![0u32; usize::from(cfg.vnic_count)];
         Ok(Some(Self {
             vp,
@@ -317,8 +336,15 @@ impl Harness {
                     } else {
                         Class::Data
                     };
-                    if self.vp.stage(vnic, &frame, || class).is_ok() {
-                        assert!(len <= room && vnic < self.cfg.vnic_count);
+                    // Or as a tunnel hands it over: an Ethernet header made
+                    // up (IP-in-IP) before the packet, and the peer's MAC.
+                    let head = if u.arbitrary()? { &[9u8; 14][..] } else { &[] };
+                    let staged = match head.is_empty() && u.arbitrary()? {
+                        true => self.vp.stage(vnic, &frame, || class),
+                        false => self.vp.stage_tunneled(vnic, head, &frame, [4; 6]),
+                    };
+                    if staged.is_ok() {
+                        assert!(len + head.len() <= room && vnic < self.cfg.vnic_count);
                         self.staged += 1;
                         self.unflushed += 1;
                     }

@@ -299,7 +299,10 @@ fn vnics_table(v: &VrStatus) -> Table {
         &vnics,
         &[
             (Col::r("INDEX"), &|(i, _, _)| i.to_string()),
-            (Col::l("PORT"), &|(_, n, _)| n.port.clone()),
+            (Col::l("PORT"), &|(_, n, _)| match &n.tunnel {
+                Some(t) => format!("tunnel:{t}"),
+                None => n.port.clone(),
+            }),
             (Col::l("MAC"), &|(_, n, _)| opt(n.mac.as_deref())),
             (Col::l("ADDRS"), &|(_, n, _)| list(&n.addrs)),
             (Col::r("RX-PKTS"), &|(_, _, st)| {
@@ -337,6 +340,7 @@ fn counters(s: &VrStats) -> String {
                 format!("{} ({})", s.vr_dropped, map_list(&s.vr_drops)),
             ),
             ("port drops", s.port_dropped.to_string()),
+            ("egress drops", map_list(&s.egress_drops)),
             ("violations", map_list(&s.violations)),
             (
                 "exits",
@@ -524,6 +528,20 @@ mod tests {
     }
 
     #[test]
+    fn a_tunnel_vnic_shows_its_tunnel_and_egress_drops_their_reasons() {
+        let mut v: VrStatus = serde_json::from_str(fixtures::VR_STATUS).unwrap();
+        v.spec.vnics[0].port = String::new();
+        v.spec.vnics[0].tunnel = Some("vx42".into());
+        v.stats.egress_drops.insert("tunnel_no_mac".into(), 3);
+        let got = show(&v);
+        assert!(
+            got.contains("      0  tunnel:vx42  02:00:00:0a:00:01"),
+            "{got}"
+        );
+        assert!(got.contains("  egress drops:   tunnel_no_mac=3\n"), "{got}");
+    }
+
+    #[test]
     fn show_text_from_fixture() {
         let v: VrStatus = serde_json::from_str(fixtures::VR_STATUS).unwrap();
         let want = "\
@@ -555,6 +573,7 @@ counters:
   ingress drops:  pool_full=5
   vr drops:       7 (no_route=7)
   port drops:     1
+  egress drops:   -
   violations:     -
   exits:          0 (slots reclaimed: 0)
   restarts:       0 (hangs 0, quarantines 0, last recovery 0.0 ms)
