@@ -30,7 +30,7 @@ mod vrs;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-pub use fast::{DataPath, FastKey};
+pub use fast::{DataPath, FastKey, PortLimit};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
     Config, Driver, FastConf, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf,

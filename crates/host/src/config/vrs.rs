@@ -74,6 +74,7 @@ impl Config {
             path,
             // Filled in once the rules are checked (`fast::check_fast`).
             fast: Err("not checked".into()),
+            port_limit: None,
         })
     }
 
