@@ -28,6 +28,7 @@
 
 use toml::Spanned;
 
+use super::auto::AutoPath;
 use super::plan::VrPlan;
 use super::schema::{Config, Driver, VrConf, VrKind};
 use super::{ConfigError, FieldError, Source};
@@ -91,12 +92,19 @@ pub struct FastKey {
     pub dst_mac: Option<[u8; 6]>,
 }
 
-/// `vrs[].path`: `slow` unless given.
-pub(super) fn vr_path(v: &VrConf) -> Result<DataPath, FieldError> {
-    match &v.path {
-        None => Ok(DataPath::Slow),
-        Some(p) => DataPath::parse(p.get_ref()).map_err(|m| (p.span(), "path", m)),
-    }
+/// `vrs[].path`: `slow` unless given; `auto` starts slow, with its
+/// policy.
+pub(super) fn vr_path(v: &VrConf) -> Result<(DataPath, Option<AutoPath>), FieldError> {
+    let path = match &v.path {
+        None => DataPath::Slow,
+        Some(p) if p.get_ref() == "auto" => DataPath::Slow,
+        Some(p) => DataPath::parse(p.get_ref()).map_err(|_| {
+            let msg = format!("{:?}: \"slow\", \"fast\" or \"auto\"", p.get_ref());
+            (p.span(), "path", msg)
+        })?,
+    };
+    let auto = v.path.as_ref().is_some_and(|p| p.get_ref() == "auto");
+    Ok((path, super::auto::vr_auto(v, auto)?))
 }
 
 /// Whether two rules' layer-2 fields can match one frame.
@@ -342,7 +350,7 @@ vnic = 1
         }
         assert_refused(
             parse(&src("fast_path = true", "path = \"kernel\"", "")),
-            "\"kernel\": \"slow\" or \"fast\"",
+            "\"kernel\": \"slow\", \"fast\" or \"auto\"",
             "bad path",
         );
         let limited = "path = \"fast\"\nrate_limit_pps = 20000000000";

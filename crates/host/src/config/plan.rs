@@ -53,6 +53,8 @@ pub struct VrPlan {
     /// (a host with a fast path that carries the VR); `None` otherwise,
     /// and then the worker applies the limit (`sched`).
     pub port_limit: Option<PortLimit>,
+    /// `path = "auto"`: its load policy (`path` is then where it is now).
+    pub auto: Option<super::auto::AutoPath>,
 }
 
 impl VrPlan {
