@@ -73,9 +73,14 @@
  * CPUs running it for one tenant at the same moment can take the same
  * token or add the same refill, so it over-admits, by at most what the
  * racing CPUs took or added at once; it never admits less than its rate.
+ * A CPU whose clock read is older than the refill time another CPU just
+ * wrote adds nothing (not a wrapped "a second idle"). Rates are at most
+ * 10^10 pps and bursts 10^10 frames (the loader refuses more), so
+ * elapsed (< 1 s) * rate and tokens + added stay below 2^64. User space
+ * replacing an entry keeps its bucket's tokens and refill time
+ * (crates/fast/src/bucket.rs).
  * An rx queue is served by one CPU at a time, so a tenant whose frames
- * arrive on one queue is limited exactly. A write from user space (a new
- * entry) replaces the whole value, bucket included.
+ * arrive on one queue is limited exactly.
  *
  * veth: a frame redirected into a veth is delivered only if the veth's
  * peer has an XDP program attached (or GRO on, which gives it NAPI);
@@ -295,16 +300,20 @@ static __always_inline int take_token(struct select_entry *e)
 	if (rate == 0)
 		return 1;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 elapsed = now - e->last_ns;
+	__u64 last = e->last_ns;
 
-	if (elapsed >= NS_PER_SEC) {
+	if (now <= last) {
+		/* Another CPU read the clock after this one and already moved
+		 * last_ns past it: nothing to add (now - last would wrap and
+		 * look like a second idle, a full bucket). */
+	} else if (now - last >= NS_PER_SEC) {
 		/* A second or more idle (or a fresh entry): a full bucket. Also
 		 * keeps elapsed * rate below 2^64 in the other branch for any
 		 * rate below 2^34 pps. */
 		e->tokens = e->burst;
 		e->last_ns = now;
 	} else {
-		__u64 add = elapsed * rate / NS_PER_SEC;
+		__u64 add = (now - last) * rate / NS_PER_SEC;
 
 		if (add > 0) {
 			__u64 t = e->tokens + add;
@@ -312,7 +321,7 @@ static __always_inline int take_token(struct select_entry *e)
 			e->tokens = t < e->burst ? t : e->burst;
 			/* Advance by the time the tokens took, not to now, so
 			 * fractions of a token are not lost. */
-			e->last_ns += add * NS_PER_SEC / rate;
+			e->last_ns = last + add * NS_PER_SEC / rate;
 		}
 	}
 	if (e->tokens == 0)

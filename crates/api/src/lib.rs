@@ -229,6 +229,10 @@ pub struct VrSpec {
     /// Where its frames go: `slow` (default) or `fast`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// `path = "auto"`'s thresholds (`up_pps`, `down_pps`, `dwell_ms`,
+    /// `period_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<Value>,
     /// The built-in router's tables (open schema).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<Value>,
@@ -384,6 +388,12 @@ pub struct FastStats {
     pub to_slow: BTreeMap<String, u64>,
     /// Frames it dropped, by reason.
     pub drops: BTreeMap<String, u64>,
+    /// `path = "auto"`: moves made, `to_fast` and `to_slow`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub auto_moves: BTreeMap<String, u64>,
+    /// `path = "auto"`: the EWMA of its rate at the port, frames/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_rate_pps: Option<u64>,
 }
 
 impl FastStats {
@@ -443,6 +453,12 @@ pub struct VrStatus {
     pub api_routes: u64,
     /// Where its frames go: `slow` or `fast`.
     pub path: String,
+    /// `path = "auto"` in its config: the daemon moves it by its load.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub auto: bool,
+    /// Why the fast path cannot carry it (a host with a fast path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fast_unavailable: Option<String>,
 }
 
 /// `PortStats`: one port's counters.

@@ -28,7 +28,7 @@ use std::net::Ipv4Addr;
 
 use vrhost_fast::{
     AttachMode, FastConfig, FastCounters, FastPath, Neighbour, NextHop, Path, RoutingMode,
-    SelectEntry, SelectKey, VrFastConfig,
+    SelectEntry, SelectKey, TokenBucket, VrFastConfig,
 };
 use vrhost_host::config::{DataPath, FastConf, Plan, VrPlan};
 use vrhost_io::af_xdp::AfXdpPort;
@@ -53,8 +53,9 @@ pub struct Desired {
     pub routes: Routes,
     /// Its neighbours (out port attached to the fast path).
     pub neighbours: BTreeMap<Ipv4Addr, Neighbour>,
-    /// Its select entries' paths.
-    pub selects: BTreeMap<KeyTuple, Path>,
+    /// Its select entries' paths and token buckets (its
+    /// `rate_limit_pps`, the same on each of its keys).
+    pub selects: BTreeMap<KeyTuple, (Path, Option<TokenBucket>)>,
 }
 
 /// What was written for one VR, and its id.
@@ -216,11 +217,15 @@ pub fn desired(
         DataPath::Slow => Path::Slow,
         DataPath::Fast => Path::Fast,
     };
+    let limit = vr.port_limit.map(|l| TokenBucket {
+        rate_pps: l.rate_pps,
+        burst: l.burst,
+    });
     for k in vr.fast.as_deref().unwrap_or_default() {
         let Some(ifx) = plan.ports.get(k.port).and_then(|p| ifindex.get(&p.2)) else {
             continue;
         };
-        d.selects.insert((*ifx, k.vlan, k.dst_mac), path);
+        d.selects.insert((*ifx, k.vlan, k.dst_mac), (path, limit));
     }
     Ok(d)
 }
@@ -459,11 +464,13 @@ impl FastState {
         let w = self.written.get_mut(name).expect("state written first");
         let (id, old) = (w.id, &mut w.state);
         let fp = &mut self.fp;
-        write_changed(&mut old.selects, &d.selects, |k, path| {
+        // A changed rate or path rewrites the entry, which keeps the
+        // bucket's state (`FastPath::set_select`).
+        write_changed(&mut old.selects, &d.selects, |k, (path, limit)| {
             let e = SelectEntry {
                 vr: id,
                 path,
-                limit: None,
+                limit,
             };
             fp.set_select(key(&k), e)
         })?;
@@ -584,8 +591,8 @@ vnic = 1
         assert_eq!(
             d.selects,
             BTreeMap::from([
-                ((7, None, Some(m0)), Path::Fast),
-                ((8, None, None), Path::Fast)
+                ((7, None, Some(m0)), (Path::Fast, None)),
+                ((8, None, None), (Path::Fast, None))
             ])
         );
         // Slow: the same keys, path slow; a port not attached: no key.
@@ -593,7 +600,24 @@ vnic = 1
         slow.path = DataPath::Slow;
         let one = BTreeMap::from([("veth1".to_string(), 8)]);
         let d = desired(&plan, &slow, &BTreeMap::new(), &[], &one).unwrap();
-        assert_eq!(d.selects, BTreeMap::from([((8, None, None), Path::Slow)]));
+        assert_eq!(
+            d.selects,
+            BTreeMap::from([((8, None, None), (Path::Slow, None))])
+        );
+        // A rate limit: the bucket of each key.
+        slow.port_limit = Some(vrhost_host::config::PortLimit {
+            rate_pps: 500,
+            burst: 64,
+        });
+        let d = desired(&plan, &slow, &BTreeMap::new(), &[], &one).unwrap();
+        let bucket = TokenBucket {
+            rate_pps: 500,
+            burst: 64,
+        };
+        assert_eq!(
+            d.selects,
+            BTreeMap::from([((8, None, None), (Path::Slow, Some(bucket)))])
+        );
         assert_eq!(d.neighbours.len(), 1, "only those out of veth1");
     }
 

@@ -493,6 +493,15 @@ fn fast(m: &mut Reg, vr: &str, f: &vrhost_api::FastStats) {
             );
         }
     }
+    for (to, n) in &f.auto_moves {
+        let to = to.strip_prefix("to_").unwrap_or(to).to_string();
+        m.counter(
+            "vr_fast_auto_moves",
+            "Moves of a path = \"auto\" VR between the paths, by where it went",
+            vec![("vr", vr.to_string()), ("to", to)],
+            *n,
+        );
+    }
 }
 
 /// Instance `i` of VR `vr`.
@@ -632,6 +641,8 @@ mod tests {
                             forwarded: 650,
                             to_slow: by_name(&[("select", 40), ("no_neighbour", 7)]),
                             drops: by_name(&[("rate_limit", 3)]),
+                            auto_moves: by_name(&[("to_fast", 2), ("to_slow", 1)]),
+                            auto_rate_pps: Some(1200),
                         }),
                         ..counters(1, &["p0", "p1"])
                     },

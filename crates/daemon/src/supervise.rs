@@ -14,7 +14,8 @@
 //! the instance count of the VRs that run several instances
 //! ([`Controller::scale_tick`]: each at its own period), and has the
 //! fast path learn the neighbours the VRs' routers resolved
-//! ([`Controller::fast_tick`]).
+//! ([`Controller::fast_tick`]), and moves `path = "auto"` VRs by their
+//! load ([`Controller::auto_tick`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,6 +94,9 @@ impl Supervisor {
             }
             if let Err(e) = c.fast_tick() {
                 tracing::warn!("fast path neighbours: {e}");
+            }
+            if let Err(e) = c.auto_tick() {
+                tracing::warn!("fast path auto moves: {e}");
             }
         }
     }

@@ -117,6 +117,10 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
         let mut stats = vr_stats_view(s, (pool, free), (ingress_drops, viol, vr_drops), vnics);
         if let Some(f) = ctl.fast_counters(&name) {
             add_fast(&mut stats, &f);
+            if let (Some(a), Some(fs)) = (ctl.auto_state(&name), stats.fast.as_mut()) {
+                fs.auto_moves = a.moves_map();
+                fs.auto_rate_pps = Some(a.rate_pps() as u64);
+            }
         }
         vrs.push(VrCounters {
             name,
@@ -245,6 +249,7 @@ pub fn fast_stats(f: &FastCounters) -> FastStats {
         forwarded: f.fwd,
         to_slow: map(&to_slow),
         drops: map(&drops),
+        ..FastStats::default()
     }
 }
 

@@ -78,6 +78,7 @@
 #![deny(unsafe_code)]
 
 mod abi;
+mod bucket;
 mod error;
 mod livegen;
 mod load;
@@ -96,6 +97,7 @@ use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 
 use load::{attach_either, load_object, program};
 
+pub use bucket::{MAX_BURST, MAX_RATE_PPS};
 pub use error::FastError;
 pub use livegen::{
     LiveGen, LiveGenConfig, LiveGenCounters, LiveSender, MARK_OFFSET, MAX_BATCH, MAX_FLOWS, SendOn,
@@ -348,12 +350,16 @@ impl FastPath {
         }
     }
 
-    /// Add or replace a select table entry. Replacing resets the token
-    /// bucket to full.
+    /// Add or replace a select table entry. Replacing an entry that has a
+    /// token bucket with one that has one keeps the bucket's state (its
+    /// tokens, at most the new burst, and its refill time): a rate or path
+    /// change takes effect in place, without a fresh burst. A new bucket
+    /// starts full.
     ///
     /// # Errors
     /// [`FastError::VrRange`], [`FastError::Config`] (a VLAN above 4095, a
-    /// zero rate), [`FastError::Map`] (the table is full).
+    /// rate or burst of 0 or above 10^10: [`MAX_RATE_PPS`], [`MAX_BURST`]),
+    /// [`FastError::Map`] (the table is full).
     pub fn set_select(&mut self, key: SelectKey, entry: SelectEntry) -> Result<(), FastError> {
         self.check_vr(entry.vr)?;
         if key.vlan.is_some_and(|v| v > 4095) {
@@ -361,25 +367,13 @@ impl FastPath {
                 why: "select key: VLAN id above 4095",
             });
         }
-        if entry.limit.is_some_and(|b| b.rate_pps == 0) {
-            return Err(FastError::Config {
-                why: "token bucket: rate_pps must be > 0 (no bucket: limit None)",
-            });
-        }
-        let (rate_pps, burst) = entry.limit.map_or((0, 0), |b| (b.rate_pps, b.burst));
-        let value = abi::SelectValue {
-            vr: entry.vr,
-            path: match entry.path {
-                Path::Fast => abi::PATH_FAST,
-                Path::Slow => abi::PATH_SLOW,
-                Path::Drop => abi::PATH_DROP,
-            },
-            rate_pps,
-            burst,
-            tokens: burst,
-            // 0: the program refills the bucket on the first frame.
-            last_ns: 0,
+        let path = match entry.path {
+            Path::Fast => abi::PATH_FAST,
+            Path::Slow => abi::PATH_SLOW,
+            Path::Drop => abi::PATH_DROP,
         };
+        let old = self.select.get(&select_key(&key), 0).ok();
+        let value = bucket::select_value(&entry, path, old)?;
         self.select
             .insert(select_key(&key), value, 0)
             .map_err(map_err(SELECT, "insert"))
@@ -713,6 +707,8 @@ impl FastPath {
     }
 }
 
+#[cfg(test)]
+mod bucket_tests;
 #[cfg(test)]
 mod differential;
 #[cfg(test)]

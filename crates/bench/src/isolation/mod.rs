@@ -45,7 +45,11 @@
 //!    destination prefixes (1 quiet to k-1 noisy, k such that the port is
 //!    offered >= 2 x capacity) and the quiet tenant's offered rate is what
 //!    the worker takes from the port / k: it measures how the shared port,
-//!    not the host, splits the capacity.
+//!    not the host, splits the capacity. Then the same on real ports with
+//!    the XDP fast path (`one_port_xdp`, `--fairness-xdp slow|fast|off`):
+//!    both tenants with `rate_limit_pps`, which becomes the token bucket of
+//!    their select entries, applied before the port's receive ring
+//!    (`xdp.rs`; [`fairness_fast`] gives its quiet_ratio alone).
 //! 4. `kill`: 3 honest router VRs and a 4th router VR (the victim) on one
 //!    generator port, offered `--load` x the capacity of all 4, while the
 //!    victim is killed (SIGKILL) `--kills` times, `--kill-gap` seconds
@@ -75,6 +79,9 @@ mod hostile;
 mod kill;
 mod overload;
 mod table;
+mod xdp;
+
+pub use xdp::{FairXdp, fairness_fast, fairness_xdp};
 
 use hostile::hostile_run;
 use kill::kill_run;
@@ -85,7 +92,8 @@ use table::print_table;
 #[derive(Debug, Clone, clap::Args)]
 pub struct IsolationArgs {
     /// Experiments to run, comma-separated: hostile, kill, overload,
-    /// fairness.
+    /// fairness (with its `one_port_xdp` run unless `--fairness-xdp off`),
+    /// fairness_xdp (that run alone).
     #[arg(
         long,
         default_value = "hostile,kill,overload,fairness",
@@ -117,6 +125,11 @@ pub struct IsolationArgs {
     /// capacity.
     #[arg(long, default_value_t = 0.1)]
     pub quiet_load: f64,
+    /// Fairness: the one-port run on real ports with the XDP fast path and
+    /// per-tenant buckets (`one_port_xdp`, needs root and trafgen), its
+    /// tenants on the `slow` or `fast` path, or `off`.
+    #[arg(long, default_value = "slow")]
+    pub fairness_xdp: String,
     /// Core of the host worker; the VRs get the other core.
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
@@ -331,6 +344,19 @@ pub struct FairnessRecord {
     pub noisy_classified_pps: f64,
     /// Frames it forwarded, per second.
     pub noisy_forwarded_pps: f64,
+    /// The port's offered rate / the capacity (`one_port_xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overload: Option<f64>,
+    /// Frames sent to the quiet tenant by the generator, per second
+    /// (`one_port_xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiet_sent_pps: Option<f64>,
+    /// The quiet tenant's `rate_limit_pps` (`one_port_xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiet_limit_pps: Option<u64>,
+    /// The noisy tenant's `rate_limit_pps` (`one_port_xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noisy_limit_pps: Option<u64>,
 }
 
 /// What runs a VR.
@@ -587,8 +613,10 @@ fn ratio(a: f64, b: f64) -> f64 {
 /// Run `vrhost bench isolation`.
 pub fn run(args: &IsolationArgs) -> Result<()> {
     for e in &args.experiments {
-        if !["hostile", "kill", "overload", "fairness"].contains(&e.as_str()) {
-            bail!("--experiments: no experiment {e:?} (hostile, kill, overload, fairness)");
+        if !["hostile", "kill", "overload", "fairness", "fairness_xdp"].contains(&e.as_str()) {
+            bail!(
+                "--experiments: no experiment {e:?} (hostile, kill, overload, fairness, fairness_xdp)"
+            );
         }
     }
     if args.kills == 0 || args.kills > 10_000 {
@@ -645,6 +673,19 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
                 results.push(serde_json::to_value(r)?);
             }
         }
+        if (want("fairness") || want("fairness_xdp")) && args.fairness_xdp != "off" {
+            let o = FairXdp {
+                path: args.fairness_xdp.clone(),
+                seconds: args.seconds,
+                quiet_load: args.quiet_load,
+                cpu: args.cpu,
+                slots: args.slots,
+                unconfined: args.unconfined,
+            };
+            for r in fairness_xdp(&o)? {
+                results.push(serde_json::to_value(r)?);
+            }
+        }
         Ok(results)
     })();
     let _ = std::fs::remove_dir_all(&dir);
@@ -676,6 +717,7 @@ mod tests {
             hostile_quota: 0.2,
             overload_vrs: 1,
             quiet_load: 0.15,
+            fairness_xdp: "off".into(),
             cpu: 1,
             slots: 512,
             seed: 1,

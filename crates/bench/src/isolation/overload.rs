@@ -123,6 +123,7 @@ pub(super) fn fairness_run(
         quiet_ratio: 0.0,
         noisy_classified_pps: rate(&a, &b, dt, |s| classified(s, "t1")),
         noisy_forwarded_pps: rate(&a, &b, dt, |s| forwarded(s, "t1")),
+        ..FairnessRecord::default()
     })
 }
 

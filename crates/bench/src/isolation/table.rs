@@ -200,9 +200,9 @@ fn print_overload(overload: &[&Value]) {
     println!();
 }
 
-const FAIRNESS: [Column; 9] = [
-    Column::left("variant", 10),
-    Column::left("run", 11),
+const FAIRNESS: [Column; 10] = [
+    Column::left("variant", 12),
+    Column::left("run", 20),
     Column::right("offered/s", 11),
     Column::right("quiet in/s", 11).decimals(0),
     Column::right("quiet out/s", 11).decimals(0),
@@ -210,13 +210,16 @@ const FAIRNESS: [Column; 9] = [
     Column::right("ratio", 7).decimals(3),
     Column::right("noisy in/s", 11).decimals(0),
     Column::right("noisy out/s", 11).decimals(0),
+    Column::right("overload", 8).decimals(2),
 ];
 
 fn print_fairness(fair: &[&Value]) {
     if fair.is_empty() {
         return;
     }
-    println!("fairness: quiet tenant t0 (paced), noisy tenant t1 (unpaced)");
+    println!(
+        "fairness: quiet tenant t0 (paced), noisy tenant t1 (unpaced; one_port_xdp: limited by its select bucket)"
+    );
     println!("{}", heading(&FAIRNESS));
     for r in fair {
         println!(
@@ -233,6 +236,7 @@ fn print_fairness(fair: &[&Value]) {
                     &f(&r["quiet_ratio"]),
                     &f(&r["noisy_classified_pps"]),
                     &f(&r["noisy_forwarded_pps"]),
+                    &f(&r["overload"]),
                 ]
             )
         );

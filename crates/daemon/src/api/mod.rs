@@ -504,6 +504,15 @@ fn vr_status(c: &Controller, stats: Option<&VrCounters>, name: &str) -> ApiResul
         instances: stats.instances.clone(),
         api_routes: c.api_routes(name).map_or(0, BTreeMap::len) as u64,
         path: c.vr_path(name).name().to_string(),
+        auto: c
+            .plan()
+            .vrs
+            .iter()
+            .any(|v| v.name == name && v.auto.is_some()),
+        fast_unavailable: c
+            .has_fast_path()
+            .then(|| c.fast_unavailable(name))
+            .flatten(),
     })
 }
 

@@ -37,6 +37,7 @@ use crate::cores::Cores;
 use crate::diff::{Diff, Running, diff};
 use crate::fast::FastState;
 
+mod auto;
 mod fast;
 mod ports;
 mod routes;
@@ -170,6 +171,8 @@ pub struct Controller {
     fast: Option<FastState>,
     /// When the routers were last asked for their neighbours (`fast.rs`).
     fast_polled: Option<Instant>,
+    /// `path = "auto"` VRs' load and moves (`auto.rs`).
+    auto: BTreeMap<String, auto::AutoState>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -248,6 +251,7 @@ impl Controller {
             hurry: Hurry::default(),
             fast,
             fast_polled: None,
+            auto: BTreeMap::new(),
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -478,7 +482,8 @@ impl Controller {
         force: Option<&str>,
     ) -> Result<ApplyResult, ControlError> {
         let src = toml::to_string(&doc).map_err(|e| ControlError::Invalid(e.to_string()))?;
-        let (_, plan) = Config::parse(&src, &self.label, &self.dir).map_err(config_error)?;
+        let (_, mut plan) = Config::parse(&src, &self.label, &self.dir).map_err(config_error)?;
+        auto::carry_auto(&self.plan, &mut plan);
         let vrs = &self.vrs;
         let running = |name: &str| {
             vrs.get(name).map(|e| Running {

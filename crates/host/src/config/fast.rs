@@ -7,16 +7,28 @@
 //! (`host.fast_path`), it is a built-in router without a route file (the
 //! fast path's routes are the ones its config and the API name), and
 //! every rule that sends it frames matches on `port`, `vlan` and
-//! `dst_mac` only (and it has no `rate_limit_pps`: the worker applies it,
-//! and fast frames never meet the worker), on `af_xdp` ports (where the fast path is attached),
+//! `dst_mac` only, on `af_xdp` ports (where the fast path is attached),
 //! and no rule of another VR may match the same frames: the select table
 //! looks a key up exactly, then without its MAC, so it cannot keep the
 //! classifier's first-match order between overlapping rules of different
 //! VRs. A VR that cannot is still planned, with the reason: a move to
 //! fast is refused with it.
+//!
+//! Rate limits: a VR's `rate_limit_pps` (and `rate_burst`) is applied
+//! where its frames first arrive. On a host with a fast path, for a VR
+//! the fast path carries (fast or slow), that is the token bucket of its
+//! select entries ([`PortLimit`]): the XDP program at the port drops the
+//! excess before the frame reaches the port's receive ring, so a tenant
+//! flooding a shared port cannot crowd out the others there. The worker's
+//! limit is then dropped, unless a rule of the VR names no port and the
+//! host has ports that are not `af_xdp` (its frames from those do not
+//! meet the XDP program: the worker limits them too). Everywhere else
+//! (no fast path, a VR the fast path cannot carry) the worker applies the
+//! limit, as before.
 
 use toml::Spanned;
 
+use super::auto::AutoPath;
 use super::plan::VrPlan;
 use super::schema::{Config, Driver, VrConf, VrKind};
 use super::{ConfigError, FieldError, Source};
@@ -55,6 +67,19 @@ impl DataPath {
     }
 }
 
+/// A VR's rate limit as its select entries' token bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortLimit {
+    /// Frames per second (`rate_limit_pps`).
+    pub rate_pps: u64,
+    /// Bucket size in frames (`rate_burst`, or its default).
+    pub burst: u64,
+}
+
+/// The highest rate and burst the fast path's token bucket takes
+/// (`vrhost_fast::MAX_RATE_PPS`).
+const MAX_BUCKET: u64 = 10_000_000_000;
+
 /// One select-table key of a VR, with the port as its index in the plan
 /// (the daemon turns it into an interface index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,12 +92,19 @@ pub struct FastKey {
     pub dst_mac: Option<[u8; 6]>,
 }
 
-/// `vrs[].path`: `slow` unless given.
-pub(super) fn vr_path(v: &VrConf) -> Result<DataPath, FieldError> {
-    match &v.path {
-        None => Ok(DataPath::Slow),
-        Some(p) => DataPath::parse(p.get_ref()).map_err(|m| (p.span(), "path", m)),
-    }
+/// `vrs[].path`: `slow` unless given; `auto` starts slow, with its
+/// policy.
+pub(super) fn vr_path(v: &VrConf) -> Result<(DataPath, Option<AutoPath>), FieldError> {
+    let path = match &v.path {
+        None => DataPath::Slow,
+        Some(p) if p.get_ref() == "auto" => DataPath::Slow,
+        Some(p) => DataPath::parse(p.get_ref()).map_err(|_| {
+            let msg = format!("{:?}: \"slow\", \"fast\" or \"auto\"", p.get_ref());
+            (p.span(), "path", msg)
+        })?,
+    };
+    let auto = v.path.as_ref().is_some_and(|p| p.get_ref() == "auto");
+    Ok((path, super::auto::vr_auto(v, auto)?))
 }
 
 /// Whether two rules' layer-2 fields can match one frame.
@@ -106,9 +138,16 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
     if v.vnics.get_ref().iter().any(|n| n.tunnel.is_some()) {
         return Err("a tunnel vNIC: the fast path does not decapsulate yet".into());
     }
-    if v.rate_limit_pps.is_some() {
-        // The host's limiter sits in the worker, which fast frames skip.
-        return Err("rate_limit_pps: the fast path does not apply it yet".into());
+    if v.rate_limit_pps
+        .as_ref()
+        .is_some_and(|r| *r.get_ref() > MAX_BUCKET)
+        || v.rate_burst
+            .as_ref()
+            .is_some_and(|b| *b.get_ref() > MAX_BUCKET)
+    {
+        return Err(
+            "rate_limit_pps or rate_burst above 10^10: the select table's bucket holds less".into(),
+        );
     }
     let xdp: Vec<usize> = (cfg.ports.iter().enumerate())
         .filter(|(_, p)| p.driver == Driver::AfXdp)
@@ -165,6 +204,14 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
     Ok(keys)
 }
 
+/// Whether every frame VR `vr` gets arrives through the XDP program: each
+/// of its rules names a port (an `af_xdp` one: [`fast_keys`] checked), or
+/// every port is `af_xdp`.
+fn all_at_the_port(cfg: &Config, vr: usize, rules: &[Rule]) -> bool {
+    let all_xdp = cfg.ports.iter().all(|p| p.driver == Driver::AfXdp);
+    all_xdp || (rules.iter().filter(|r| r.vr == vr)).all(|r| r.m.in_port.is_some())
+}
+
 /// Fill in each VR's select keys (or why it has none), and refuse a VR
 /// whose `path` is `fast` but that the fast path cannot carry.
 pub(super) fn check_fast(
@@ -175,6 +222,16 @@ pub(super) fn check_fast(
 ) -> Result<(), ConfigError> {
     for (i, (plan, v)) in vrs.iter_mut().zip(&cfg.vrs).enumerate() {
         plan.fast = fast_keys(cfg, i, v, rules);
+        if let (Ok(_), Some(rate_pps)) = (&plan.fast, plan.sched.rate_pps) {
+            plan.port_limit = Some(PortLimit {
+                rate_pps,
+                burst: plan.sched.rate_burst,
+            });
+            if all_at_the_port(cfg, i, rules) {
+                plan.sched.rate_pps = None;
+                plan.sched.rate_burst = 0;
+            }
+        }
         if let (DataPath::Fast, Err(why)) = (plan.path, &plan.fast) {
             let span = v.path.as_ref().map_or(0..0, Spanned::span);
             let msg = format!("\"fast\": this VR cannot run in the fast path: {why}");
@@ -296,15 +353,43 @@ vnic = 1
         }
         assert_refused(
             parse(&src("fast_path = true", "path = \"kernel\"", "")),
-            "\"kernel\": \"slow\" or \"fast\"",
+            "\"kernel\": \"slow\", \"fast\" or \"auto\"",
             "bad path",
         );
-        let limited = "path = \"fast\"\nrate_limit_pps = 1000";
+        let limited = "path = \"fast\"\nrate_limit_pps = 20000000000";
         assert_refused(
             parse(&src("fast_path = true", limited, "")),
-            "rate_limit_pps: the fast path does not apply it yet",
+            "rate_limit_pps or rate_burst above 10^10",
             "rate limit",
         );
+    }
+
+    #[test]
+    fn a_carried_vr_s_rate_limit_is_its_select_bucket() {
+        let bucket = |rate_pps, burst| Some(PortLimit { rate_pps, burst });
+        // Fast or slow: the bucket at the port; the worker's limit gone
+        // (both rules of `a` name an af_xdp port).
+        for path in ["path = \"fast\"", ""] {
+            let limited = format!("{path}\nrate_limit_pps = 1000\nrate_burst = 50");
+            let p = parse(&src("fast_path = true", &limited, "")).unwrap();
+            assert_eq!(p.vrs[0].port_limit, bucket(1000, 50), "{path}");
+            assert_eq!(p.vrs[0].sched.rate_pps, None, "{path}");
+        }
+        // Default burst: the worker's (10 ms of the rate, at least 64).
+        let p = parse(&src("fast_path = true", "rate_limit_pps = 100000", "")).unwrap();
+        assert_eq!(p.vrs[0].port_limit, bucket(100_000, 1000));
+        // No fast path: the worker's limit, no bucket.
+        let p = parse(&src("", "rate_limit_pps = 1000", "")).unwrap();
+        assert_eq!(
+            (p.vrs[0].port_limit, p.vrs[0].sched.rate_pps),
+            (None, Some(1000))
+        );
+        // A rule without a port while p2 is af_packet: the frames from
+        // p2 skip the XDP program, so the worker limits too.
+        let extra = "[[rules]]\ndst_mac = \"02:00:00:00:01:09\"\nvr = \"a\"";
+        let p = parse(&src("fast_path = true", "rate_limit_pps = 1000", extra)).unwrap();
+        assert_eq!(p.vrs[0].port_limit, bucket(1000, 64));
+        assert_eq!(p.vrs[0].sched.rate_pps, Some(1000));
     }
 
     #[test]

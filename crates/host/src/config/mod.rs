@@ -15,6 +15,7 @@
 //! `sched` beside it) and `rules`; `plan` is what a checked config
 //! becomes. `Config::check` runs them in that order.
 
+mod auto;
 mod confinement;
 mod fast;
 mod instances;
@@ -31,7 +32,8 @@ mod vrs;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-pub use fast::{DataPath, FastKey};
+pub use auto::{AutoConf, AutoPath};
+pub use fast::{DataPath, FastKey, PortLimit};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
     Config, Driver, FastConf, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf,

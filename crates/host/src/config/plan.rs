@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::fast::{DataPath, FastKey};
+use super::fast::{DataPath, FastKey, PortLimit};
 use super::schema::{Config, Driver, GenConf, HostConf, PortRings, port_rings};
 use crate::classify::Classifier;
 use crate::confine::Confine;
@@ -51,6 +51,12 @@ pub struct VrPlan {
     pub path: DataPath,
     /// Its select-table keys, or why the fast path cannot carry it.
     pub fast: Result<Vec<FastKey>, String>,
+    /// Its `rate_limit_pps` as the token bucket of its select entries
+    /// (a host with a fast path that carries the VR); `None` otherwise,
+    /// and then the worker applies the limit (`sched`).
+    pub port_limit: Option<PortLimit>,
+    /// `path = "auto"`: its load policy (`path` is then where it is now).
+    pub auto: Option<super::auto::AutoPath>,
 }
 
 impl VrPlan {

@@ -296,9 +296,13 @@ pub struct VrConf {
     #[serde(default)]
     pub user: Option<Spanned<toml::Value>>,
     /// Where its frames are forwarded: `"slow"` (default: its user-space
-    /// instances) or `"fast"` (the XDP fast path, with `host.fast_path`).
+    /// instances), `"fast"` (the XDP fast path, with `host.fast_path`) or
+    /// `"auto"` (by its load, with `[vrs.auto]`).
     #[serde(default)]
     pub path: Option<Spanned<String>>,
+    /// `path = "auto"`'s thresholds.
+    #[serde(default)]
+    pub auto: Option<super::auto::AutoConf>,
 }
 
 /// The `dynamic` scaling policy of a VR (LVRM's dynamic core allocation):

@@ -60,7 +60,7 @@ impl Config {
         let inst = vr_instances(v).map_err(fail)?;
         budget.take_for(i, v, &inst, at)?;
         let sched = vr_sched(v).map_err(fail)?;
-        let path = super::fast::vr_path(v).map_err(fail)?;
+        let (path, auto) = super::fast::vr_path(v).map_err(fail)?;
         Ok(VrPlan {
             name: v.name.get_ref().clone(),
             program,
@@ -81,6 +81,8 @@ impl Config {
             path,
             // Filled in once the rules are checked (`fast::check_fast`).
             fast: Err("not checked".into()),
+            port_limit: None,
+            auto,
         })
     }
 

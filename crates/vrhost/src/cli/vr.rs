@@ -217,6 +217,23 @@ fn path_of(v: &VrStatus) -> &str {
     if v.path.is_empty() { "slow" } else { &v.path }
 }
 
+/// The path, and for `path = "auto"` the policy's view: "fast (auto, 1200
+/// pps, moved 2 x to fast, 1 x to slow)".
+fn path_desc(v: &VrStatus) -> String {
+    let path = path_of(v);
+    if !v.auto {
+        return path.to_string();
+    }
+    let f = v.stats.fast.as_ref();
+    let rate = f.and_then(|f| f.auto_rate_pps).unwrap_or(0);
+    let moved = |k: &str| f.and_then(|f| f.auto_moves.get(k).copied()).unwrap_or(0);
+    format!(
+        "{path} (auto, {rate} pps, moved {} x to fast, {} x to slow)",
+        moved("to_fast"),
+        moved("to_slow")
+    )
+}
+
 /// `vr show`: the definition, then the counters, for a person.
 pub fn show(v: &VrStatus) -> String {
     let mut o = definition(v);
@@ -274,8 +291,11 @@ fn definition(v: &VrStatus) -> String {
         ("name", v.name.clone()),
         ("kind", v.kind.clone()),
         ("state", v.state.clone()),
-        ("path", path_of(v).to_string()),
+        ("path", path_desc(v)),
     ];
+    lines.extend(
+        (v.fast_unavailable.as_ref()).map(|why| ("fast path", format!("cannot carry it: {why}"))),
+    );
     lines.extend(program.map(|cmd| ("program", cmd)));
     lines.extend([
         ("pool", format!("{pool_slots} slots, {} free", s.free_slots)),

@@ -1,0 +1,438 @@
+//! The one-port fairness experiment on real ports, with the XDP fast path
+//! and each tenant's `rate_limit_pps` as a token bucket in its select
+//! entry (`one_port_xdp`), beside the `mem`-port run of `overload.rs`.
+//!
+//! Topology (namespaces `vrhf-*`, veth links):
+//!
+//! ```text
+//!  gen eth0 ── p0 [node: vrhost, fast_path = true] p1 ── eth0 sink (XDP drop)
+//! ```
+//!
+//! Two router VRs share port p0, told apart by destination MAC (one
+//! select-table key each): t0, the quiet tenant, and t1, the noisy one,
+//! both on `--fairness-xdp`'s path (`slow`: their user-space instances,
+//! where a flood fills the port's receive ring; `fast`: the XDP router).
+//! trafgen on the generator's core sends UDP frames to the two MACs in a
+//! fixed mix (1 to t0, k-1 to t1), paced by a tbf qdisc. A tenant's sent
+//! rate is its share of what the generator's interface sent (1/k for t0),
+//! its arrival rate what the select table gave it (`fast.rx_packets`,
+//! before the bucket), its forwarded rate its `tx_packets`.
+//!
+//! Runs: `capacity` (t0 alone, unpaced, no limits: C, what t0 forwards,
+//! and G, what the generator offers); `alone` (limits on, only t0's frames,
+//! paced at q = `--quiet-load` x C); `with_noise` (limits on, the port paced
+//! at 2 x C, at most G, k = that / q); `with_noise_unlimited` (the same
+//! without limits: what the buckets fix). Limits: t0 1.25 x q, t1 0.8 x C
+//! minus t0's, so the admitted total stays below C. quiet_ratio = the
+//! share of t0's sent frames it forwards with noise / the same share
+//! alone (its frames the generator could not send at the pace are not
+//! counted against the host); `overload` = the generator's sent rate / C
+//! (below 2 when the generator cannot offer 2 x C, as trafgen on veth
+//! cannot here: reported, not hidden).
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vrhost_client::{Client, Endpoint};
+use vrhost_lab::{Daemon, Lab};
+
+use super::{FairnessRecord, forwarded, ratio, u, vr};
+use crate::{Context, Result, bail};
+
+const GEN_MAC: &str = "02:00:00:00:f0:10";
+const SINK_MAC: &str = "02:00:00:00:f0:20";
+/// The tenants' MACs on p0 and p1.
+const T_MAC: [[&str; 2]; 2] = [
+    ["02:00:00:00:f1:00", "02:00:00:00:f1:01"],
+    ["02:00:00:00:f2:00", "02:00:00:00:f2:01"],
+];
+
+const LAB: &str = r#"
+prefix = "vrhf"
+[[hosts]]
+name = "gen"
+[[hosts]]
+name = "node"
+[[hosts]]
+name = "sink"
+[[links]]
+a = { host = "gen", iface = "eth0", mac = "02:00:00:00:f0:10", addrs = ["10.1.0.2/24"] }
+b = { host = "node", iface = "p0" }
+[[links]]
+a = { host = "node", iface = "p1" }
+b = { host = "sink", iface = "eth0", mac = "02:00:00:00:f0:20", addrs = ["10.2.0.2/24"] }
+"#;
+
+/// Options of the XDP fairness experiment.
+#[derive(Debug, Clone)]
+pub struct FairXdp {
+    /// The tenants' path: "slow" or "fast".
+    pub path: String,
+    /// Seconds of each measuring window (after 0.5 s of warm-up).
+    pub seconds: f64,
+    /// The quiet tenant's rate, as a fraction of the capacity.
+    pub quiet_load: f64,
+    /// Core of the host worker; the VRs get another, trafgen a third if
+    /// there is one (else the VRs').
+    pub cpu: usize,
+    /// Slots in each VR's pool.
+    pub slots: u32,
+    /// `host.confine = false`.
+    pub unconfined: bool,
+}
+
+impl Default for FairXdp {
+    fn default() -> Self {
+        Self {
+            path: "slow".into(),
+            seconds: 3.0,
+            quiet_load: 0.1,
+            cpu: 1,
+            slots: 16_384,
+            unconfined: false,
+        }
+    }
+}
+
+/// The quiet tenant's forwarded rate with noise / alone at 2 x overload of
+/// one shared port, with the fast path's per-tenant buckets (for `vrhost
+/// bench fastpath`'s `{"experiment":"fairness","quiet_ratio":...}`).
+/// Needs root and trafgen.
+///
+/// # Errors
+/// The lab, the daemon or trafgen failed.
+pub fn fairness_fast(o: &FairXdp) -> Result<f64> {
+    let recs = fairness_xdp(o)?;
+    let with = recs.iter().find(|r| r.run == "with_noise");
+    Ok(with.map_or(0.0, |r| r.quiet_ratio))
+}
+
+/// Every run of the experiment (see the module doc), as the isolation
+/// bench's fairness records (variant `one_port_xdp`).
+///
+/// # Errors
+/// As [`fairness_fast`].
+pub fn fairness_xdp(o: &FairXdp) -> Result<Vec<FairnessRecord>> {
+    if !["slow", "fast"].contains(&o.path.as_str()) {
+        bail!("--fairness-xdp {:?}: slow, fast or off", o.path);
+    }
+    if !(o.quiet_load > 0.0 && o.quiet_load < 0.5) {
+        bail!("--quiet-load {}: in (0, 0.5) for the XDP run", o.quiet_load);
+    }
+    if !rustix::process::geteuid().is_root() {
+        bail!(
+            "the XDP fairness run makes namespaces and loads XDP: run as root (or --fairness-xdp off)"
+        );
+    }
+    let lab = Lab::parse(LAB, "bench isolation xdp")?;
+    lab.down();
+    lab.up()?;
+    let dir = std::env::temp_dir().join(format!("vrhost-bench-fairxdp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    super::set_mode(&dir, 0o755)?;
+    let r = runs(o, &lab, &dir);
+    lab.down();
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+fn runs(o: &FairXdp, lab: &Lab, dir: &Path) -> Result<Vec<FairnessRecord>> {
+    let sink = dir.join("xdp_sink.o");
+    std::fs::write(&sink, vrhost_io::XDP_SINK_OBJ)?;
+    let obj = sink.display().to_string();
+    lab.ns("sink")
+        .ip(&[
+            "link", "set", "dev", "eth0", "xdp", "obj", &obj, "sec", "xdp",
+        ])
+        .context("attach the XDP sink")?;
+    // trafgen's socket buffer is net.core.wmem_default (not per namespace).
+    let _wmem = WmemDefault::raise(4 << 20)?;
+    let run = |name: &'static str, limits: Option<(u64, u64)>, k: usize, pps: Option<u64>| {
+        one_run(o, lab, dir, (name, limits), k, pps)
+    };
+    let cap = run("capacity", None, 1, None)?;
+    let c = cap.quiet_forwarded_pps;
+    let g = cap.quiet_classified_pps;
+    if c < 1000.0 {
+        bail!("capacity run: t0 forwarded {c:.0} frames/s (offered {g:.0}): nothing to measure");
+    }
+    let q = (c * o.quiet_load) as u64;
+    let l0 = q + q / 4;
+    let l1 = ((0.8 * c) as u64).saturating_sub(l0).max(1000);
+    let limits = Some((l0, l1));
+    let alone = run("alone", limits, 1, Some(q))?;
+    let port = (2.0 * c).min(g) as u64;
+    let k = ((port as f64 / q as f64).round() as usize).max(2);
+    let mut with = run("with_noise", limits, k, Some(port))?;
+    let mut open = run("with_noise_unlimited", None, k, Some(port))?;
+    // What share of the frames sent to it the quiet tenant gets through:
+    // the generator may not keep the pace (trafgen on veth tops out
+    // near C), and the quiet frames it does not send are not the host's.
+    let share = |r: &FairnessRecord| ratio(r.quiet_forwarded_pps, r.quiet_sent_pps.unwrap_or(0.0));
+    for r in [&mut with, &mut open] {
+        r.quiet_ratio = ratio(share(r), share(&alone));
+        r.overload = Some(ratio(r.quiet_sent_pps.unwrap_or(0.0) * k as f64, c));
+    }
+    Ok(vec![cap, alone, with, open])
+}
+
+/// One run: the daemon with `limits` (t0's, t1's rate), trafgen sending 1
+/// frame to t0 for k-1 to t1 at `pps` (None: unpaced).
+fn one_run(
+    o: &FairXdp,
+    lab: &Lab,
+    dir: &Path,
+    (run, limits): (&'static str, Option<(u64, u64)>),
+    k: usize,
+    pps: Option<u64>,
+) -> Result<FairnessRecord> {
+    let cfg = dir.join(format!("{run}.toml"));
+    std::fs::write(&cfg, daemon_config(o, limits))?;
+    let sock = dir.join(format!("{run}.sock"));
+    let daemon = Daemon::start(
+        &cfg,
+        Some(&lab.ns_name("node")),
+        0,
+        &sock.display().to_string(),
+    )
+    .with_context(|| format!("fairness xdp {run}: start the daemon"))?;
+    let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
+    let conf = dir.join(format!("trafgen-{run}.cfg"));
+    std::fs::write(&conf, trafgen_conf(k))?;
+    pace(lab, pps)?;
+    let gen_cpu = gen_cpu(o.cpu);
+    let mut tg = Trafgen::start(lab, &conf, gen_cpu)?;
+    std::thread::sleep(Duration::from_millis(500));
+    let gen_ns = lab.ns("gen");
+    let sent_a = tx_packets(&gen_ns)?;
+    let a: Value = api.get("/v1/stats")?.decode()?;
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(o.seconds));
+    let b: Value = api.get("/v1/stats")?.decode()?;
+    let dt = t.elapsed().as_secs_f64();
+    let sent = tx_packets(&gen_ns)?.saturating_sub(sent_a) as f64 / dt;
+    tg.check_running()?;
+    drop(tg);
+    pace(lab, None)?;
+    daemon.stop()?;
+    let rate = |f: &dyn Fn(&Value) -> u64| f(&b).saturating_sub(f(&a)) as f64 / dt;
+    let offered = |n: &'static str| move |s: &Value| u(&vr(s, n)["fast"]["rx_packets"]);
+    let rec = FairnessRecord {
+        experiment: "fairness",
+        variant: "one_port_xdp",
+        run,
+        offered_pps: pps.unwrap_or(0),
+        quiet_classified_pps: rate(&offered("t0")),
+        quiet_forwarded_pps: rate(&|s| forwarded(s, "t0")),
+        quiet_lost_pps: rate(&|s| offered("t0")(s).saturating_sub(forwarded(s, "t0"))),
+        quiet_ratio: 0.0,
+        noisy_classified_pps: rate(&offered("t1")),
+        noisy_forwarded_pps: rate(&|s| forwarded(s, "t1")),
+        overload: None,
+        quiet_sent_pps: Some(sent / k as f64),
+        quiet_limit_pps: limits.map(|l| l.0),
+        noisy_limit_pps: limits.map(|l| l.1),
+    };
+    eprintln!(
+        "fairness xdp {run}: quiet offered {:.0} forwarded {:.0}, noisy offered {:.0} forwarded {:.0} (limits {limits:?})",
+        rec.quiet_classified_pps,
+        rec.quiet_forwarded_pps,
+        rec.noisy_classified_pps,
+        rec.noisy_forwarded_pps
+    );
+    Ok(rec)
+}
+
+/// Frames the generator's interface sent.
+fn tx_packets(ns: &vrhost_lab::Netns) -> Result<u64> {
+    let v = ns.exec("cat", &["/sys/class/net/eth0/statistics/tx_packets"])?;
+    Ok(v.trim().parse()?)
+}
+
+/// trafgen's core: one the worker and the VRs do not use if there is one.
+fn gen_cpu(worker: usize) -> usize {
+    let n = vrhost_host::cpu::cpus();
+    let vr = if worker == 0 { 1 } else { 0 };
+    (0..n).find(|c| *c != worker && *c != vr).unwrap_or(vr)
+}
+
+/// The daemon's config: t0 and t1 on p0 by MAC, out of p1 to the sink.
+fn daemon_config(o: &FairXdp, limits: Option<(u64, u64)>) -> String {
+    let vr_cpu = if o.cpu == 0 { 1 } else { 0 };
+    let mut s = format!(
+        "[host]\ncpu = {}\nfast_path = true\n{}",
+        o.cpu,
+        if o.unconfined {
+            "confine = false\n"
+        } else {
+            ""
+        }
+    );
+    for p in ["p0", "p1"] {
+        s += &format!("\n[[ports]]\nname = \"{p}\"\ndriver = \"af_xdp\"\ninterface = \"{p}\"\n");
+    }
+    for (i, [m0, m1]) in T_MAC.iter().enumerate() {
+        let limit = limits.map_or(String::new(), |l| {
+            format!("rate_limit_pps = {}\n", if i == 0 { l.0 } else { l.1 })
+        });
+        s += &format!(
+            "\n[[vrs]]\nname = \"t{i}\"\npath = \"{path}\"\ncpu = {vr_cpu}\nslots = {slots}\n{limit}\
+             vnics = [\n  {{ port = \"p0\", mac = \"{m0}\", addrs = [\"10.1.0.1/24\"] }},\n  \
+             {{ port = \"p1\", mac = \"{m1}\", addrs = [\"10.2.0.1/24\"] }},\n]\n[vrs.router]\n\
+             neighbours = [{{ ip = \"10.2.0.2\", mac = \"{SINK_MAC}\" }}, {{ ip = \"10.1.0.2\", mac = \"{GEN_MAC}\" }}]\n\
+             routes = [{{ prefix = \"10.9.0.0/16\", via = \"10.2.0.2\" }}]\n",
+            path = o.path,
+            slots = o.slots,
+        );
+    }
+    for (i, macs) in T_MAC.iter().enumerate() {
+        for (j, (p, m)) in ["p0", "p1"].iter().zip(macs).enumerate() {
+            s += &format!(
+                "\n[[rules]]\nport = \"{p}\"\ndst_mac = \"{m}\"\nvr = \"t{i}\"\nvnic = {j}\n"
+            );
+        }
+    }
+    s
+}
+
+/// trafgen's config: 64-byte UDP frames 10.1.0.2 -> 10.9.0.2, one to t0
+/// then `k - 1` to t1, in turn.
+fn trafgen_conf(k: usize) -> String {
+    let mac = |m: &str| {
+        m.split(':')
+            .map(|b| format!("0x{b}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let one = |dst: &str| {
+        format!(
+            "{{ {}, {}, 0x08, 0x00,\n  0x45, 0x00, const16(46), const16(0), 0x40, 0x00, 64, 17, csumip(14, 33),\n  10, 1, 0, 2, 10, 9, 0, 2,\n  const16(4000), const16(9), const16(26), const16(0),\n  fill(0x00, 18) }}\n",
+            mac(dst),
+            mac(GEN_MAC)
+        )
+    };
+    let mut s = one(T_MAC[0][0]);
+    for _ in 1..k {
+        s += &one(T_MAC[1][0]);
+    }
+    s
+}
+
+/// Pace the generator's interface at `pps` 64-byte frames/s (None:
+/// unpaced).
+fn pace(lab: &Lab, pps: Option<u64>) -> Result<()> {
+    let ns = lab.ns("gen");
+    let _ = ns.exec("tc", &["qdisc", "del", "dev", "eth0", "root"]);
+    if let Some(pps) = pps {
+        let rate = format!("{}bit", pps * 60 * 8);
+        ns.exec(
+            "tc",
+            &[
+                "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "1920",
+                "limit", "15360",
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// A running trafgen, its whole process group killed on drop.
+struct Trafgen(Child);
+
+impl Trafgen {
+    fn start(lab: &Lab, conf: &Path, cpu: usize) -> Result<Self> {
+        use std::os::unix::process::CommandExt;
+        let child = lab
+            .ns("gen")
+            .command("taskset")
+            .process_group(0)
+            .args(["-c", &cpu.to_string(), "trafgen", "--dev", "eth0"])
+            .args(["--cpus", "1", "-q", "--conf"])
+            .arg(conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start trafgen (netsniff-ng)")?;
+        Ok(Self(child))
+    }
+
+    fn check_running(&mut self) -> Result<()> {
+        if let Some(st) = self.0.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut e) = self.0.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            bail!("trafgen exited ({st}): {}", err.trim());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Trafgen {
+    fn drop(&mut self) {
+        let pid = rustix::process::Pid::from_child(&self.0);
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let _ = self.0.wait();
+    }
+}
+
+/// `net.core.wmem_default` raised, put back on drop.
+struct WmemDefault(String);
+
+impl WmemDefault {
+    const PATH: &str = "/proc/sys/net/core/wmem_default";
+
+    fn raise(bytes: u64) -> Result<Self> {
+        let old = std::fs::read_to_string(Self::PATH)?.trim().to_string();
+        std::fs::write(Self::PATH, bytes.to_string()).context("raise net.core.wmem_default")?;
+        Ok(Self(old))
+    }
+}
+
+impl Drop for WmemDefault {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, &self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The daemon accepts the configs, and both tenants are carried by
+    /// the fast path with their limits as select buckets.
+    #[test]
+    fn configs_parse_with_buckets() {
+        let dir = std::env::temp_dir();
+        for path in ["slow", "fast"] {
+            let o = FairXdp {
+                path: path.into(),
+                ..FairXdp::default()
+            };
+            for limits in [None, Some((1000, 9000))] {
+                let src = daemon_config(&o, limits);
+                let (_, plan) = vrhost_host::config::Config::parse(&src, "bench", &dir)
+                    .unwrap_or_else(|e| panic!("{e}\n{src}"));
+                for v in &plan.vrs {
+                    assert!(v.fast.is_ok(), "{}: {:?}", v.name, v.fast);
+                }
+                let l = plan.vrs.iter().map(|v| v.port_limit.map(|b| b.rate_pps));
+                let want = match limits {
+                    None => vec![None, None],
+                    Some((a, b)) => vec![Some(a), Some(b)],
+                };
+                assert_eq!(l.collect::<Vec<_>>(), want);
+            }
+        }
+    }
+
+    #[test]
+    fn the_mix_is_one_quiet_frame_to_k_minus_one_noisy() {
+        let c = trafgen_conf(4);
+        assert_eq!(c.matches("0xf1, 0x00").count(), 1);
+        assert_eq!(c.matches("0xf2, 0x00").count(), 3);
+    }
+}
