@@ -117,6 +117,10 @@ pub struct Vnic {
     /// Instead of `port`: the tunnel it is the endpoint of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tunnel: Option<String>,
+    /// An 802.1Q sub-interface of its port: the VLAN (1..=4094) its frames
+    /// carry on the wire, untagged in the VR.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
     /// Its MAC address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,

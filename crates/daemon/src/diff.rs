@@ -190,6 +190,7 @@ fn same_process(a: &VrPlan, b: &VrPlan) -> bool {
         && a.vnic_ports.len() == b.vnic_ports.len()
         // A tunnel vNIC's encapsulation is set when its path is built.
         && a.vnic_tunnels == b.vnic_tunnels
+        && a.vnic_vlans == b.vnic_vlans
         // Its user, limits and cgroup are set when it starts.
         && a.confine == b.confine
 }

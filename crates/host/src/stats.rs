@@ -71,6 +71,8 @@ reasons! {
         /// A tunnel frame of no configured tunnel: an unknown VNI, or
         /// unknown outer addresses.
         TunnelUnknown = "tunnel_unknown",
+        /// A frame for a VLAN sub-interface without that VLAN's tag.
+        VlanMismatch = "vlan_mismatch",
     }
 }
 
@@ -87,6 +89,12 @@ reasons! {
         TunnelHeadroom = "tunnel_headroom",
         /// The encapsulated packet would exceed 65535 bytes.
         TunnelTooBig = "tunnel_too_big",
+        /// A VLAN sub-interface's frame that is tagged already, or too
+        /// short for an Ethernet header.
+        VlanTagged = "vlan_tagged",
+        /// A VLAN sub-interface's frame with no room before it in its slot
+        /// for the tag (the VR moved it to the slot's start).
+        VlanHeadroom = "vlan_headroom",
     }
 }
 

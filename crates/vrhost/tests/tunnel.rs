@@ -30,12 +30,9 @@
 mod common;
 
 use std::net::{Ipv4Addr, UdpSocket};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vrhost_io::Port;
-use vrhost_io::socket::{SocketConfig, SocketPort};
 use vrhost_lab::{Netns, veth};
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
@@ -291,14 +288,8 @@ fn encapsulated(kind: EncapKind, inner: &[u8], dst_mac: [u8; 6]) -> Vec<u8> {
     f
 }
 
-/// Send `frame` out of a0 as it is.
 fn send_raw(na: &Netns, frame: &[u8]) {
-    let frame = frame.to_vec();
-    na.run(move || {
-        let mut p = SocketPort::open("a0", SocketConfig::default()).expect("a raw socket on a0");
-        assert_eq!(p.tx_burst(&[&frame]), 1, "sent");
-    })
-    .unwrap();
+    common::wire::send_raw(na, "a0", frame);
 }
 
 #[test]
@@ -395,45 +386,6 @@ fn decap_then_encap(tunnel: &str, kind: EncapKind, filter: &str, decode: &[&str]
     assert_eq!(drops["tunnel_no_mac"], 0, "{s:#}");
 }
 
-/// One frame received on a0 that `filter` matches, captured by tcpdump
-/// while `send` is called every 100 ms, as `tshark -V` (with `decode`)
-/// decodes it.
 fn capture_on_a0(na: &Netns, filter: &str, decode: &[&str], send: impl Fn()) -> String {
-    let pcap = common::TempDir::new("tunnel-pcap");
-    let file = pcap.path().join("a0.pcap");
-    let mut dump = na
-        .command("tcpdump")
-        .args(["-i", "a0", "-Q", "in", "-U", "-c", "1", "-w"])
-        .arg(&file)
-        .arg(filter)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tcpdump");
-    let t0 = Instant::now();
-    while dump.try_wait().unwrap().is_none() {
-        send();
-        std::thread::sleep(Duration::from_millis(100));
-        if t0.elapsed() > PATIENCE {
-            let _ = dump.kill();
-            let _ = dump.wait();
-            panic!("no frame on a0 matched {filter:?}");
-        }
-    }
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&file)
-        .args([
-            "-V",
-            "-o",
-            "udp.check_checksum:TRUE",
-            "-o",
-            "ip.check_checksum:TRUE",
-        ])
-        .args(decode)
-        .output()
-        .expect("tshark");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{text}");
-    text
+    common::wire::capture(na, "a0", filter, decode, send)
 }

@@ -138,6 +138,9 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
     if v.vnics.get_ref().iter().any(|n| n.tunnel.is_some()) {
         return Err("a tunnel vNIC: the fast path does not decapsulate yet".into());
     }
+    if v.vnics.get_ref().iter().any(|n| n.vlan.is_some()) {
+        return Err("a VLAN vNIC: the fast path does not tag or untag frames yet".into());
+    }
     if v.rate_limit_pps
         .as_ref()
         .is_some_and(|r| *r.get_ref() > MAX_BUCKET)

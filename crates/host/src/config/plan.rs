@@ -21,6 +21,8 @@ pub struct VrPlan {
     pub vnic_ports: Vec<usize>,
     /// The tunnel of each vNIC that is a tunnel endpoint.
     pub vnic_tunnels: Vec<Option<crate::tunnel::Tunnel>>,
+    /// The VLAN of each vNIC that is an 802.1Q sub-interface of its port.
+    pub vnic_vlans: Vec<Option<u16>>,
     /// Pool slots.
     pub slots: u32,
     /// Core (of a single instance).
@@ -78,6 +80,7 @@ impl VrPlan {
             guard: self.guard,
             sched: self.sched,
             tunnels: self.vnic_tunnels.clone(),
+            vlans: self.vnic_vlans.clone(),
             ..PathSpec::new(&self.name, self.vnic_ports.clone(), self.slots)
         }
     }

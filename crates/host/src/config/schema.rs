@@ -177,6 +177,11 @@ pub struct VnicConf {
     /// travel encapsulated on the tunnel's underlay port.
     #[serde(default)]
     pub tunnel: Option<Spanned<String>>,
+    /// An 802.1Q sub-interface of its port: frames reach the VR without
+    /// their tag (only frames tagged with this VLAN are taken) and leave
+    /// tagged with it. Not with `tunnel`.
+    #[serde(default)]
+    pub vlan: Option<Spanned<u16>>,
     /// Its MAC address (router VRs).
     #[serde(default)]
     pub mac: Option<String>,

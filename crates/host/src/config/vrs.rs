@@ -21,7 +21,8 @@ use crate::vrpath::Guard;
 type Runs = (Option<(PathBuf, Vec<String>)>, serde_json::Value);
 
 /// The port of each vNIC, and the tunnel of each that is an endpoint.
-type VnicPorts = (Vec<usize>, Vec<Option<Tunnel>>);
+/// Each vNIC's port, tunnel and VLAN.
+type VnicPorts = (Vec<usize>, Vec<Option<Tunnel>>, Vec<Option<u16>>);
 
 impl Config {
     /// Check every VR, in order, taking the cores of those whose instances
@@ -54,7 +55,7 @@ impl Config {
     ) -> Result<VrPlan, ConfigError> {
         let fail = |(span, field, msg): FieldError| at.err(span, format!("vrs[{i}].{field}"), msg);
         let slots = pool_slots(v).map_err(fail)?;
-        let (vnic_ports, vnic_tunnels) = vnic_ports(i, v, port_ix, tunnels, at)?;
+        let (vnic_ports, vnic_tunnels, vnic_vlans) = vnic_ports(i, v, port_ix, tunnels, at)?;
         let (program, config) = self.vr_runs(v).map_err(fail)?;
         let confine = self.vr_confine(i, v, &program, &config, at)?;
         let inst = vr_instances(v).map_err(fail)?;
@@ -66,6 +67,7 @@ impl Config {
             program,
             vnic_ports,
             vnic_tunnels,
+            vnic_vlans,
             slots,
             cpu: v.cpu,
             instances: inst.start,
@@ -210,8 +212,10 @@ fn vnic_ports(
     }
     let mut ports = Vec::new();
     let mut tuns = Vec::new();
+    let mut vlans = Vec::new();
     for (j, vn) in vnics.iter().enumerate() {
         let field = |f: &str| format!("vrs[{i}].vnics[{j}].{f}");
+        vlans.push(vnic_vlan(vn).map_err(|(span, msg)| at.err(span, field("vlan"), msg))?);
         match (&vn.port, &vn.tunnel) {
             (Some(port), None) => {
                 let Some(&p) = port_ix.get(port.get_ref()) else {
@@ -242,7 +246,23 @@ fn vnic_ports(
             }
         }
     }
-    Ok((ports, tuns))
+    Ok((ports, tuns, vlans))
+}
+
+/// A vNIC's VLAN: an id that can be on the wire (1..=4094), on a port.
+fn vnic_vlan(
+    vn: &super::schema::VnicConf,
+) -> Result<Option<u16>, (std::ops::Range<usize>, String)> {
+    let Some(v) = &vn.vlan else {
+        return Ok(None);
+    };
+    if !(1..=4094).contains(v.get_ref()) {
+        return Err((v.span(), format!("{}: must be 1..=4094", v.get_ref())));
+    }
+    if vn.tunnel.is_some() {
+        return Err((v.span(), "a tunnel vNIC has no VLAN".into()));
+    }
+    Ok(Some(*v.get_ref()))
 }
 
 /// A VR's quarantine threshold (its own, or the host's) and the host's
@@ -310,7 +330,24 @@ mod tests {
             vnic_ports(2, &v, &ports, &TunnelIx::new(), &at).map_err(|e| e.to_string())
         };
         let two = "vnics = [{ port = \"p1\" }, { port = \"p0\" }]";
-        assert_eq!(check(two).unwrap(), (vec![1, 0], vec![None, None]));
+        assert_eq!(
+            check(two).unwrap(),
+            (vec![1, 0], vec![None, None], vec![None, None])
+        );
+        let vlan = "vnics = [{ port = \"p1\", vlan = 7 }, { port = \"p1\", vlan = 4094 }]";
+        assert_eq!(check(vlan).unwrap().2, vec![Some(7), Some(4094)]);
+        for bad in ["0", "4095"] {
+            let e = check(&vlan.replace("4094", bad)).unwrap_err();
+            assert!(
+                e.contains(&format!("vrs[2].vnics[1].vlan: {bad}: must be 1..=4094")),
+                "{e}"
+            );
+        }
+        let e = check("vnics = [{ tunnel = \"t\", vlan = 7 }]").unwrap_err();
+        assert!(
+            e.contains("vrs[2].vnics[0].vlan: a tunnel vNIC has no VLAN"),
+            "{e}"
+        );
         assert_eq!(
             check("vnics = []").unwrap_err(),
             "v.toml:1: vrs[2].vnics: 0 vNICs: must be 1..=64"

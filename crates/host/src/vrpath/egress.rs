@@ -154,6 +154,19 @@ impl VrPath {
                             continue;
                         }
                     };
+                    let (off, len) = match tag_at(
+                        self.vlans.as_deref().map(|v| &v[..]),
+                        &self.region,
+                        vnic,
+                        s,
+                        (off, len),
+                    ) {
+                        Ok(x) => x,
+                        Err(why) => {
+                            self.stats.drop_out(why);
+                            continue;
+                        }
+                    };
                     // SAFETY: we hold the slot by our own records (owner
                     // check above); the port only copies the bytes out, once.
                     if let Some(f) = unsafe { self.region.slot_bytes_at(s, off.into(), len.into()) }
@@ -295,6 +308,44 @@ fn encap_at(
     region.write_slot(s, at as u32, &h.hdr[..h.len]);
     // Ends where the frame ended: inside the slot, under u16::MAX.
     Ok((at as u16, (usize::from(len) + h.len - h.strip) as u16))
+}
+
+/// Push `vnic`'s VLAN tag (in `vlans`), if it has one, into slot `s`'s
+/// frame (`off`, `len`) in `region`: its MAC addresses move 4 bytes into
+/// the headroom and the tag follows them. The extent of the frame to send.
+#[inline]
+fn tag_at(
+    vlans: Option<&[u16]>,
+    region: &Region,
+    vnic: u16,
+    s: u32,
+    (off, len): (u16, u16),
+) -> Result<(u16, u16), EgressDrop> {
+    let id = vlans
+        .and_then(|v| v.get(usize::from(vnic)))
+        .copied()
+        .unwrap_or(0);
+    if id == 0 {
+        return Ok((off, len));
+    }
+    // SAFETY: the caller holds the slot by its own records and checked the
+    // extent; the first 14 bytes are read once.
+    let head = unsafe { region.slot_bytes_at(s, off.into(), 14.min(len.into())) };
+    let mut macs = [0u8; 16];
+    match head {
+        Some(h) if h.len() == 14 && h[12..14] != [0x81, 0x00] => {
+            macs[..12].copy_from_slice(&h[..12])
+        }
+        _ => return Err(EgressDrop::VlanTagged),
+    }
+    let Some(at) = off.checked_sub(4) else {
+        return Err(EgressDrop::VlanHeadroom);
+    };
+    macs[12..14].copy_from_slice(&[0x81, 0x00]);
+    macs[14..16].copy_from_slice(&id.to_be_bytes());
+    region.write_slot(s, at.into(), &macs);
+    // 4 bytes longer, ending where the frame ended: inside the slot.
+    Ok((at, len + 4))
 }
 
 #[cfg(test)]

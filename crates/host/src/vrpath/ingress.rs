@@ -30,7 +30,29 @@ impl VrPath {
         frame: &[u8],
         class: impl FnOnce() -> Class,
     ) -> Result<(), IngressDrop> {
-        self.stage_with(vnic, &[], frame, class, || flow_hash(frame))
+        let (head, body) = self.untag(vnic, frame)?;
+        self.stage_with(vnic, head, body, class, || flow_hash(frame))
+    }
+
+    /// A frame for vNIC `vnic` as its VR sees it: as it came, or, on a VLAN
+    /// sub-interface, without its tag (`head` the MAC addresses, `body`
+    /// the rest after the tag), which must be the vNIC's.
+    #[inline]
+    fn untag<'f>(&self, vnic: u16, frame: &'f [u8]) -> Result<(&'f [u8], &'f [u8]), IngressDrop> {
+        let Some(&id) = self.vlans.as_deref().and_then(|v| v.get(usize::from(vnic))) else {
+            return Ok((&[], frame));
+        };
+        if id == 0 {
+            return Ok((&[], frame));
+        }
+        match frame.get(12..16) {
+            Some(t)
+                if t[..2] == [0x81, 0x00] && u16::from_be_bytes([t[2], t[3]]) & 0x0fff == id =>
+            {
+                Ok((&frame[..12], &frame[16..]))
+            }
+            _ => Err(IngressDrop::VlanMismatch),
+        }
     }
 
     /// [`VrPath::stage`] for a frame whose key the classifier has read:
@@ -41,7 +63,8 @@ impl VrPath {
             true => Class::Control,
             false => Class::Data,
         };
-        self.stage_with(vnic, &[], frame, class, || flow_key_hash(key))
+        let (head, body) = self.untag(vnic, frame)?;
+        self.stage_with(vnic, head, body, class, || flow_key_hash(key))
     }
 
     /// Stage what a tunnel of vNIC `vnic` received: `head` (an Ethernet

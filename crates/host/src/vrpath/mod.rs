@@ -225,6 +225,9 @@ impl Backend {
 /// fields freely, and spread the per-packet ones over all nine cache
 /// lines): the per-burst and per-packet fields take the first 344 bytes
 /// on 64-bit targets, the 8-byte aligned ones first so that no padding
+/// Most vNICs that can be VLAN sub-interfaces (a config's vNICs).
+pub const MAX_VLAN_VNICS: usize = 64;
+
 /// falls between them.
 #[repr(C)]
 pub struct VrPath {
@@ -252,6 +255,9 @@ pub struct VrPath {
     /// The way out of each vNIC that is a tunnel endpoint (`None`: no
     /// vNIC is; see [`crate::tunnel`]).
     encap: Option<Box<[Option<Encap>]>>,
+    /// Each vNIC's VLAN (0: untagged), when one has a VLAN (a thin
+    /// pointer: this struct's inline size is counted).
+    vlans: Option<Box<[u16; MAX_VLAN_VNICS]>>,
     stats: Arc<VrStats>,
     /// Rx ring entries only control frames may take.
     ring_reserve: u32,
@@ -358,6 +364,7 @@ impl VrPath {
             slots: SlotLedger::new(cfg.slot_count, inst.len()),
             tap: None,
             encap: None,
+            vlans: None,
             stats: Arc::new(VrStats::with_shape(
                 usize::from(cfg.vnic_count),
                 usize::from(cfg.instance_count),
@@ -533,6 +540,32 @@ impl VrPath {
         self.encap = encap.iter().any(Option::is_some).then_some(encap);
     }
 
+    /// Make the vNICs with a VLAN (`vlans[v]`) 802.1Q sub-interfaces of
+    /// their port: frames reach the VR without their tag (a frame without
+    /// that tag is a counted drop) and leave with it. Missing entries, and
+    /// `None`, are untagged vNICs.
+    ///
+    /// # Panics
+    /// A VLAN on a vNIC past [`MAX_VLAN_VNICS`] (a config has at most 64
+    /// vNICs).
+    pub fn set_vlans(&mut self, vlans: &[Option<u16>]) {
+        let mut ids = Box::new([0u16; MAX_VLAN_VNICS]);
+        for (v, id) in vlans.iter().enumerate().take(self.vnic_port.len()) {
+            if let Some(id) = id {
+                assert!(v < MAX_VLAN_VNICS, "a VLAN on vNIC {v}");
+                ids[v] = *id;
+            }
+        }
+        self.vlans = ids.iter().any(|&id| id != 0).then_some(ids);
+    }
+
+    /// The VLAN of each vNIC (`None`: untagged).
+    pub fn vlans(&self) -> Vec<Option<u16>> {
+        (0..self.vnic_port.len())
+            .map(|v| self.vlans.as_deref()?.get(v).copied().filter(|&id| id != 0))
+            .collect()
+    }
+
     /// The tunnel of each vNIC (`None`: a plain vNIC).
     pub fn tunnels(&self) -> Vec<Option<Tunnel>> {
         (0..self.vnic_port.len())
@@ -572,6 +605,8 @@ impl Drop for VrPath {
     }
 }
 
+#[cfg(test)]
+mod vlan_tests;
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

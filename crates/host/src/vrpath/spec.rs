@@ -32,6 +32,9 @@ pub struct PathSpec {
     /// The tunnel of each vNIC that is a tunnel endpoint (empty, or
     /// `None`: a plain vNIC).
     pub tunnels: Vec<Option<crate::tunnel::Tunnel>>,
+    /// The VLAN of each vNIC that is an 802.1Q sub-interface of its port
+    /// (empty, or `None`: untagged).
+    pub vlans: Vec<Option<u16>>,
 }
 
 impl PathSpec {
@@ -49,6 +52,7 @@ impl PathSpec {
             guard: Guard::default(),
             sched: Sched::default(),
             tunnels: Vec::new(),
+            vlans: Vec::new(),
         }
     }
 
@@ -90,6 +94,7 @@ impl VrPath {
         path.set_guard(spec.guard);
         path.set_sched(spec.sched);
         path.set_tunnels(&spec.tunnels);
+        path.set_vlans(&spec.vlans);
         path
     }
 }

@@ -1,7 +1,7 @@
 //! The integration tests' kit: a real `vrhost daemon` ([`daemon`]), the
 //! configs it is started on ([`config`]), an in-process data path
-//! ([`datapath`]), temporary directories, the tests' VR program and
-//! readers of the daemon's stats.
+//! ([`datapath`]), frames on the wire ([`wire`]), temporary directories,
+//! the tests' VR program and readers of the daemon's stats.
 
 #![allow(
     dead_code,
@@ -12,6 +12,7 @@
 pub mod config;
 pub mod daemon;
 pub mod datapath;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
