@@ -12,10 +12,12 @@
 //!
 //! The parts: `schema` holds the TOML's serde types; the checks go by
 //! table, `ports`, `vrs` (with a VR's `instances`, `confinement` and
-//! `sched` beside it) and `rules`; `plan` is what a checked config
+//! `sched` beside it) and `rules`; `control` adds the ports, vNICs and
+//! rules of the VRs' control planes; `plan` is what a checked config
 //! becomes. `Config::check` runs them in that order.
 
 mod confinement;
+mod control;
 mod fast;
 mod instances;
 mod plan;
@@ -30,6 +32,10 @@ mod vrs;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+pub use control::{
+    CONTROL_NETNS_PREFIX, ControlPlan, ControlPlaneConf, ControlRun, ControlTap, control_netns,
+    find_program, split_netns,
+};
 pub use fast::{DataPath, FastKey};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
@@ -147,12 +153,16 @@ impl Config {
         let mut vrs = self.check_vrs(&port_ix, &mut budget, &at)?;
         let rules = rules::check_rules(&self.rules, &port_ix, &vrs, &at)?;
         fast::check_fast(self, &mut vrs, &rules, &at)?;
-        let classifier = Classifier::new(&rules).map_err(|e| ConfigError::Field {
+        // The control planes' ports and rules, after the config's checks
+        // (a rule of the config cannot name a control vNIC).
+        let (ctl_ports, mut all) = control::expand(&mut vrs, self.ports.len());
+        all.extend(rules);
+        let classifier = Classifier::new(&all).map_err(|e| ConfigError::Field {
             file: file.into(),
             line: 0,
             field: "rules".into(),
             msg: e.to_string(),
         })?;
-        Ok(Plan::new(self, vrs, classifier))
+        Ok(Plan::new(self, vrs, classifier, ctl_ports))
     }
 }

@@ -263,6 +263,14 @@ pub struct VrConf {
     /// instances) or `"fast"` (the XDP fast path, with `host.fast_path`).
     #[serde(default)]
     pub path: Option<Spanned<String>>,
+    /// A control plane run in the VR's control namespace: `"bird"`, or
+    /// `{ command = ["prog", "arg", ...] }` (router VRs).
+    #[serde(default)]
+    pub control_plane: Option<Spanned<super::control::ControlPlaneConf>>,
+    /// The control plane's config file (`"bird"`: its `bird.conf`),
+    /// relative to the config file's directory.
+    #[serde(default)]
+    pub control_config: Option<Spanned<String>>,
 }
 
 /// The `dynamic` scaling policy of a VR (LVRM's dynamic core allocation):

@@ -55,6 +55,7 @@ impl Config {
         budget.take_for(i, v, &inst, at)?;
         let sched = vr_sched(v).map_err(fail)?;
         let path = super::fast::vr_path(v).map_err(fail)?;
+        let control = super::control::vr_control(v, &self.dir).map_err(fail)?;
         Ok(VrPlan {
             name: v.name.get_ref().clone(),
             program,
@@ -74,6 +75,7 @@ impl Config {
             path,
             // Filled in once the rules are checked (`fast::check_fast`).
             fast: Err("not checked".into()),
+            control,
         })
     }
 
@@ -111,8 +113,16 @@ impl Config {
     /// resolved against the config's directory.
     fn router_config(&self, v: &VrConf) -> Result<RouterConfig, String> {
         let mut t = v.router.clone().unwrap_or_default();
-        if t.contains_key("vnics") {
-            return Err("`vnics` belongs to the VR, not to its router table".into());
+        for k in ["vnics", "control_vnics"] {
+            if t.contains_key(k) {
+                return Err(format!("`{k}` belongs to the VR, not to its router table"));
+            }
+        }
+        if v.control_plane.is_some() {
+            // Control vNIC n + i for vNIC i (`control.rs`).
+            let n = v.vnics.get_ref().len() as i64;
+            let ctl = (n..2 * n).map(toml::Value::Integer).collect();
+            t.insert("control_vnics".into(), toml::Value::Array(ctl));
         }
         let vnics: Vec<toml::Value> = v
             .vnics
