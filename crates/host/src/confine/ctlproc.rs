@@ -159,9 +159,8 @@ fn in_child(ns: &OwnedFd, procs: &[OwnedFd], user: Option<Ids>) -> io::Result<()
     ];
     // SAFETY: capset reads one header and two data structs (version 3),
     // both live on this frame with the kernel's layout (`#[repr(C)]`).
-    check(
-        unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) } as i32,
-    )?;
+    let r = unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) };
+    check(r as i32)?;
     for c in CAPS {
         // SAFETY: prctl with integer arguments only.
         check(unsafe {
