@@ -527,6 +527,10 @@ pub struct Route {
     /// Index of a next hop of the VR's config.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nexthop: Option<u32>,
+    /// Where the route comes from, in a listing: `config`, `api` or
+    /// `control-plane` (never sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// `RouteBulk`, borrowed: one request of a bulk load.

@@ -14,7 +14,8 @@
 //! the instance count of the VRs that run several instances
 //! ([`Controller::scale_tick`]: each at its own period), and has the
 //! fast path learn the neighbours the VRs' routers resolved
-//! ([`Controller::fast_tick`]).
+//! ([`Controller::fast_tick`]), and restarts the VRs' control planes
+//! that went down ([`Controller::control_tick`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,6 +95,7 @@ impl Supervisor {
             if let Err(e) = c.fast_tick() {
                 tracing::warn!("fast path neighbours: {e}");
             }
+            c.control_tick();
         }
     }
 

@@ -45,7 +45,7 @@ mod start;
 
 pub use ports::open_port;
 use ports::open_port_on;
-use routes::send_routes;
+pub(crate) use routes::send_routes;
 use start::Start;
 
 /// A VR's instance processes and their doorbells, in instance order, and
@@ -100,14 +100,14 @@ impl From<vrhost_host::MailboxError> for ControlError {
 }
 
 /// What the control plane keeps about one running VR.
-struct VrEntry {
+pub(crate) struct VrEntry {
     /// Its `VrPath::id` in the worker.
     id: u64,
     /// A second mapping of its region, to start processes on it again.
     region: Region,
     stats: Arc<VrStats>,
     /// The control socket of each instance slot that runs a process.
-    controls: BTreeMap<u16, VrControl>,
+    pub(crate) controls: BTreeMap<u16, VrControl>,
     /// Routes added through the API, by (prefix, length).
     api_routes: BTreeMap<(u32, u8), RouteConfig>,
     /// Instance slots of its region: the most instances it can run
@@ -121,6 +121,8 @@ struct VrEntry {
     scaler: Scaler,
     /// When its scaler last decided, and the frames offered to it by then.
     decided: (Instant, u64),
+    /// Its control plane (`control_plane`), and the routes it gave.
+    pub(crate) control: Option<crate::cplane::ControlPlane>,
 }
 
 /// A VR started for an apply but not yet handed to the worker.
@@ -155,7 +157,7 @@ pub struct Controller {
     mailbox: Arc<Mailbox>,
     host_bell: Doorbell,
     exe: PathBuf,
-    vrs: BTreeMap<String, VrEntry>,
+    pub(crate) vrs: BTreeMap<String, VrEntry>,
     started: Instant,
     restarts: u64,
     /// VRs that went down, reported by the worker (taken by the supervisor).
@@ -170,6 +172,8 @@ pub struct Controller {
     fast: Option<FastState>,
     /// When the routers were last asked for their neighbours (`fast.rs`).
     fast_polled: Option<Instant>,
+    /// How the control planes' route sync reaches this controller.
+    pub(crate) sync_hook: Option<crate::cplane::SyncHook>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -212,6 +216,10 @@ impl Controller {
             true => Some(FastState::load(&plan.host.fast)?),
             false => None,
         };
+        // Control namespaces left by a daemon that is gone.
+        for ns in crate::cplane::netns::sweep() {
+            tracing::info!("removed control namespace {ns}, left over by a daemon that is gone");
+        }
         let mut ports = Vec::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             let (traffic, rings) = (plan.gens[i].as_ref(), plan.rings[i]);
@@ -248,6 +256,7 @@ impl Controller {
             hurry: Hurry::default(),
             fast,
             fast_polled: None,
+            sync_hook: None,
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -296,8 +305,11 @@ impl Controller {
             let (p, b, c) =
                 self.start_instances(&self.plan, &vr, &entry.region, &cpus, Start::Urgent)?;
             entry.controls = c;
-            if !entry.api_routes.is_empty() {
-                let add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
+            let mut add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
+            if let Some(cp) = &entry.control {
+                add.extend(cp.routes().values().cloned());
+            }
+            if !add.is_empty() {
                 // The processes are dropped (killed) with the error: the VR
                 // stays down, and the next exit report tries again.
                 send_routes(&mut entry.controls, &vr.name, &add, &[])?;
@@ -501,6 +513,19 @@ impl Controller {
         for name in res.removed.iter() {
             self.vrs.remove(name);
             self.cores.release(name);
+        }
+        // Control namespaces no VR uses any more (their TAPs closed with
+        // their ports, their processes stopped with their VRs).
+        for ns in (self.plan.vrs.iter())
+            .filter_map(|v| v.control.as_ref().map(|c| c.netns.clone()))
+            .filter(|ns| {
+                !plan
+                    .vrs
+                    .iter()
+                    .any(|v| v.control.as_ref().is_some_and(|c| &c.netns == ns))
+            })
+        {
+            crate::cplane::netns::remove(&ns);
         }
         for (name, e) in &self.vrs {
             if !e.placed {

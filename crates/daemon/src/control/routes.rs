@@ -13,6 +13,24 @@ use vrhost_router::RouteConfig;
 use super::{CONTROL_TIMEOUT, ControlError, Controller};
 
 impl Controller {
+    /// Every route of VR `name` with its origin: its config's (`config`),
+    /// then those added through the API (`api`), then its control
+    /// plane's (`control-plane`). `None`: no such VR.
+    pub fn routes_by_origin(&self, name: &str) -> Option<Vec<(&'static str, RouteConfig)>> {
+        let plan = self.plan.vrs.iter().find(|v| v.name == name)?;
+        let e = self.vrs.get(name)?;
+        let config = plan.config.get("routes").and_then(|r| r.as_array());
+        let mut out: Vec<(&'static str, RouteConfig)> = (config.into_iter().flatten())
+            .filter_map(|r| serde_json::from_value(r.clone()).ok())
+            .map(|r| ("config", r))
+            .collect();
+        out.extend(e.api_routes.values().map(|r| ("api", r.clone())));
+        if let Some(cp) = &e.control {
+            out.extend(cp.routes().values().map(|r| ("control-plane", r.clone())));
+        }
+        Some(out)
+    }
+
     /// Change the routes a VR got through the API: add (or replace) `add`,
     /// delete `del` (which must be API routes). All or nothing: the VR
     /// checks every message before the first is applied.
@@ -87,7 +105,7 @@ impl Controller {
 /// [`CONTROL_CHUNK`] routes: first every message as a dry run (the VR
 /// checks it), then for real, so a refused route changes nothing. Returns
 /// the routes in the VR's table afterwards.
-pub(super) fn send_routes(
+pub(crate) fn send_routes(
     controls: &mut BTreeMap<u16, VrControl>,
     vr: &str,
     add: &[RouteConfig],

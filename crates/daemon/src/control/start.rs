@@ -84,6 +84,7 @@ impl Controller {
             placed: vr.placed,
             scaler: Scaler::new(vr.scale).map_err(|e| ControlError::Invalid(e.to_string()))?,
             decided: (Instant::now(), 0),
+            control: None,
         };
         if !routes.is_empty() {
             let add: Vec<RouteConfig> = routes.values().cloned().collect();
@@ -96,7 +97,35 @@ impl Controller {
             })?;
             entry.api_routes = routes.clone();
         }
+        entry.control = self.control_for(vr, &mut entry)?;
         Ok(Started { path, entry })
+    }
+
+    /// The control plane of `vr`, started in `entry` (a new VR, or a new
+    /// definition of one): a changed VR takes over the one running for
+    /// its old definition when that runs the same plan (one routing
+    /// daemon per namespace), and gives the new process its routes.
+    fn control_for(
+        &mut self,
+        vr: &VrPlan,
+        entry: &mut VrEntry,
+    ) -> Result<Option<crate::cplane::ControlPlane>, ControlError> {
+        let Some(plan) = &vr.control else {
+            return Ok(None);
+        };
+        let old = self.vrs.get_mut(&vr.name).and_then(|e| e.control.take());
+        let cp = match old {
+            Some(cp) if cp.plan() == plan => cp,
+            old => {
+                drop(old);
+                crate::cplane::ControlPlane::start(vr, plan).map_err(ControlError::Invalid)?
+            }
+        };
+        let add: Vec<RouteConfig> = cp.routes().values().cloned().collect();
+        if !add.is_empty() {
+            send_routes(&mut entry.controls, &vr.name, &add, &[])?;
+        }
+        Ok(Some(cp))
     }
 
     /// The core of each instance `vr` starts with (slots `0..instances`):

@@ -70,7 +70,13 @@ pub struct ControlPlan {
     pub run: ControlRun,
     /// One TAP per vNIC, in vNIC order.
     pub taps: Vec<ControlTap>,
+    /// How long its routes stay in the VR while it is down (ms).
+    pub hold_ms: u64,
 }
+
+/// The default of `control_hold_ms`: BGP's usual hold time (RFC 4271
+/// suggests 90 s), what a peer would wait before it withdrew them.
+pub const CONTROL_HOLD_MS: u64 = 90_000;
 
 /// The control namespace of VR `vr`.
 pub fn control_netns(vr: &str) -> String {
@@ -124,6 +130,10 @@ fn vr_control_in(
             let msg = "`control_config` needs `control_plane`".to_string();
             return Err((c.span(), "control_config", msg));
         }
+        if v.control_hold_ms.is_some() {
+            let msg = "`control_hold_ms` needs `control_plane`".to_string();
+            return Err((v.name.span(), "control_hold_ms", msg));
+        }
         return Ok(None);
     };
     let fail = |msg: String| (cp.span(), "control_plane", format!("VR {name:?}: {msg}"));
@@ -176,6 +186,7 @@ fn vr_control_in(
         netns: control_netns(name),
         run,
         taps,
+        hold_ms: v.control_hold_ms.unwrap_or(CONTROL_HOLD_MS),
     }))
 }
 

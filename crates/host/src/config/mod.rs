@@ -33,8 +33,8 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 pub use control::{
-    CONTROL_NETNS_PREFIX, ControlPlan, ControlPlaneConf, ControlRun, ControlTap, control_netns,
-    find_program, split_netns,
+    CONTROL_HOLD_MS, CONTROL_NETNS_PREFIX, ControlPlan, ControlPlaneConf, ControlRun, ControlTap,
+    control_netns, find_program, split_netns,
 };
 pub use fast::{DataPath, FastKey};
 pub use plan::{Plan, VrPlan};

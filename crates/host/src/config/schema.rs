@@ -271,6 +271,10 @@ pub struct VrConf {
     /// relative to the config file's directory.
     #[serde(default)]
     pub control_config: Option<Spanned<String>>,
+    /// How long the routes of a control plane that went down stay in the
+    /// VR's FIB while it is not back, milliseconds (default 90,000).
+    #[serde(default)]
+    pub control_hold_ms: Option<u64>,
 }
 
 /// The `dynamic` scaling policy of a VR (LVRM's dynamic core allocation):
