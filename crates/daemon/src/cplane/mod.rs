@@ -198,7 +198,11 @@ impl ControlPlane {
     }
 
     /// Its command line: BIRD on a copy of its config in the run
-    /// directory (readable by its user), with its socket there.
+    /// directory (readable by its user), with its socket there; started
+    /// again after it went down, in graceful restart recovery (`-R`): a
+    /// kernel protocol with `graceful restart` then keeps the routes it
+    /// left in the kernel table until its protocols have converged again,
+    /// instead of flushing them at start.
     fn command(&self) -> Result<Vec<String>, String> {
         let dir = netns::run_dir(&self.plan.netns);
         match &self.plan.run {
@@ -206,14 +210,18 @@ impl ControlPlane {
                 let copy = dir.join("bird.conf");
                 std::fs::copy(config, &copy)
                     .map_err(|e| format!("copy {}: {e}", config.display()))?;
-                Ok(vec![
+                let mut c = vec![
                     bird.display().to_string(),
                     "-f".into(),
                     "-c".into(),
                     copy.display().to_string(),
                     "-s".into(),
                     self.socket().display().to_string(),
-                ])
+                ];
+                if self.starts > 0 {
+                    c.push("-R".into());
+                }
+                Ok(c)
             }
             ControlRun::Command(c) => Ok(c.clone()),
         }
