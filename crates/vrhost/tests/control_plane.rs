@@ -324,3 +324,95 @@ fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() 
     drop(d);
     drop(nr);
 }
+
+/// A control plane of the tenant's own command, which stays down: the
+/// routes of its namespace's kernel table reach the VR, stay while it is
+/// down, are withdrawn when its hold time passes, and come back from a
+/// new dump of the table when it is up again.
+#[test]
+fn a_control_plane_down_past_its_hold_time_loses_its_routes_until_it_is_back() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let vr = format!("ch{}", std::process::id());
+    let ns = format!("vrctl-{vr}");
+    let _ctl = CtlNs(ns.clone());
+    let [_na, nr, _np] = topology();
+    // Up until a file `down` is in its run directory (its working
+    // directory), then it fails at every start.
+    let cfg = config(&vr).replace(
+        "control_plane = \"bird\"\ncontrol_config = \"vr-bird.conf\"",
+        "control_plane = { command = [\"/bin/sh\", \"-c\", \"test -e down && exit 1; exec sleep 1000\"] }\ncontrol_hold_ms = 1500",
+    );
+    let net = format!("--net=/run/netns/{}", nr.name());
+    let d = common::daemon::Daemon::start_under("ch", &cfg, &["nsenter", &net]);
+    let ip = |args: &[&str]| {
+        let st = Command::new("ip").arg("-n").arg(&ns).args(args).status();
+        assert!(st.unwrap().success(), "ip {args:?}");
+    };
+    ip(&[
+        "route",
+        "add",
+        "198.51.100.0/24",
+        "via",
+        "10.0.2.2",
+        "proto",
+        "static",
+    ]);
+    ip(&[
+        "route",
+        "add",
+        "203.0.113.0/24",
+        "via",
+        "10.0.1.2",
+        "dev",
+        "vnic0",
+        "proto",
+        "static",
+    ]);
+    let r = until("the routes of the kernel table", || {
+        let rs = cp_routes(&d, &vr);
+        (rs.len() == 2).then_some(rs)
+    });
+    assert_eq!(r[0]["prefix"], "198.51.100.0/24");
+    assert_eq!(
+        (r[0]["via"].as_str(), r[0]["vnic"].as_u64()),
+        (Some("10.0.2.2"), Some(1))
+    );
+    assert_eq!(
+        (r[1]["via"].as_str(), r[1]["vnic"].as_u64()),
+        (Some("10.0.1.2"), Some(0))
+    );
+    // A withdrawal in the table is one in the VR.
+    ip(&["route", "del", "203.0.113.0/24"]);
+    until("the withdrawal", || {
+        (cp_routes(&d, &vr).len() == 1).then_some(())
+    });
+
+    // Down for good: the route stays until the hold time passes.
+    let run = Path::new("/run/vrhost/ctl").join(&ns);
+    std::fs::write(run.join("down"), "").unwrap();
+    let down_at = Instant::now();
+    let out = Command::new("ip").args(["netns", "pids", &ns]).output();
+    for p in String::from_utf8_lossy(&out.unwrap().stdout).split_whitespace() {
+        Command::new("kill").args(["-9", p]).status().unwrap();
+    }
+    until("the routes withdrawn after the hold time", || {
+        cp_routes(&d, &vr).is_empty().then_some(())
+    });
+    assert!(
+        down_at.elapsed() >= Duration::from_millis(1500),
+        "withdrawn before the hold time: {:?}",
+        down_at.elapsed()
+    );
+    assert!(d.logged(&["past its hold time", &vr]).is_some());
+    // Back: a new dump gives the VR the table's route again.
+    std::fs::remove_file(run.join("down")).unwrap();
+    let r = until("the route back", || {
+        cp_routes(&d, &vr)
+            .into_iter()
+            .find(|r| r["prefix"] == "198.51.100.0/24")
+    });
+    assert_eq!(r["origin"], "control-plane");
+}

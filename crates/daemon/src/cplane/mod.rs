@@ -69,7 +69,7 @@ pub enum Tick {
     Exited(String),
     /// It was started again.
     Restarted,
-    /// It was started again after its hold time had passed: its routes
+    /// Up for a second again after its hold time had passed: its routes
     /// come again from a new dump.
     Resynced,
     /// Down longer than its hold time: its routes are to be withdrawn.
@@ -83,8 +83,12 @@ pub struct ControlPlane {
     user: Option<Ids>,
     cgroup: bool,
     running: Option<Running>,
-    /// When it went down, and when it is to start again.
-    down: Option<(Instant, Instant)>,
+    /// When it is to start again, while it is down.
+    restart_at: Option<Instant>,
+    /// When the outage began: its first exit since it last ran for
+    /// [`FLAPPING`] (a process that fails at every start is down all
+    /// along, for the hold time).
+    outage: Option<Instant>,
     delay: Duration,
     /// Starts and exits so far.
     pub starts: u64,
@@ -131,7 +135,8 @@ impl ControlPlane {
             user: vr.confine.user,
             cgroup: vr.confine.wants_cgroup(),
             running: None,
-            down: None,
+            restart_at: None,
+            outage: None,
             delay: Duration::ZERO,
             starts: 0,
             exits: 0,
@@ -266,13 +271,25 @@ impl ControlPlane {
     }
 
     /// See whether it went down, restart it when due, and tell when its
-    /// hold time passes.
+    /// hold time passes and when it is back after that.
     pub fn tick(&mut self, now: Instant) -> Tick {
         if let Some(r) = &mut self.running {
-            let Ok(Some(status)) = r.child.try_wait() else {
-                return Tick::Quiet;
-            };
             let ran = now.saturating_duration_since(r.since);
+            let Ok(Some(status)) = r.child.try_wait() else {
+                if ran < FLAPPING {
+                    return Tick::Quiet;
+                }
+                // Up for good: the outage is over.
+                self.outage = None;
+                if !self.held {
+                    return Tick::Quiet;
+                }
+                self.held = false;
+                if let Err(e) = self.watch() {
+                    tracing::error!(vr = %self.vr, "control plane: {e}");
+                }
+                return Tick::Resynced;
+            };
             let mut r = self.running.take().expect("running");
             if let Some(cg) = r.cgroups.as_mut() {
                 cg.remove();
@@ -282,33 +299,36 @@ impl ControlPlane {
                 true => (self.delay * 2).clamp(FIRST_DELAY, MAX_DELAY),
                 false => Duration::ZERO,
             };
-            self.down = Some((now, now + self.delay));
+            if ran >= FLAPPING {
+                self.outage = None;
+            }
+            self.outage.get_or_insert(now);
+            self.restart_at = Some(now + self.delay);
             tracing::warn!(vr = %self.vr, %status, delay_ms = self.delay.as_millis() as u64, "control plane exited: restarting");
             return Tick::Exited(status.to_string());
         }
-        let Some((since, at)) = self.down else {
-            return Tick::Quiet;
-        };
-        if now >= at {
+        if self.restart_at.is_some_and(|at| now >= at) {
             match self.spawn() {
                 Ok(()) => {
-                    self.down = None;
-                    if self.held {
-                        self.held = false;
-                        if let Err(e) = self.watch() {
-                            tracing::error!(vr = %self.vr, "control plane: {e}");
-                        }
-                        return Tick::Resynced;
-                    }
+                    self.restart_at = None;
                     return Tick::Restarted;
                 }
                 Err(e) => {
                     self.delay = (self.delay * 2).clamp(FIRST_DELAY, MAX_DELAY);
-                    self.down = Some((since, now + self.delay));
+                    self.restart_at = Some(now + self.delay);
                     tracing::error!(vr = %self.vr, "control plane restart failed: {e}");
                 }
             }
         }
+        self.hold_check(now)
+    }
+
+    /// Whether the outage has just outlasted the hold time; if so, the
+    /// watch stops (a new dump when it is back).
+    fn hold_check(&mut self, now: Instant) -> Tick {
+        let Some(since) = self.outage else {
+            return Tick::Quiet;
+        };
         let hold = Duration::from_millis(self.plan.hold_ms);
         if !self.held && now.saturating_duration_since(since) >= hold {
             self.held = true;
