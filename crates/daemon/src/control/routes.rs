@@ -103,8 +103,9 @@ impl Controller {
 
 /// Send route changes to every instance of a VR (`controls`), in messages of
 /// [`CONTROL_CHUNK`] routes: first every message as a dry run (the VR
-/// checks it), then for real, so a refused route changes nothing. Returns
-/// the routes in the VR's table afterwards.
+/// checks it), then for real, so a refused route changes nothing (a
+/// change of one message goes once: the VR checks it whole before it
+/// applies it). Returns the routes in the VR's table afterwards.
 pub(crate) fn send_routes(
     controls: &mut BTreeMap<u16, VrControl>,
     vr: &str,
@@ -119,7 +120,13 @@ pub(crate) fn send_routes(
         msgs.push(serde_json::json!({ "add": [], "del": c }));
     }
     let mut routes = 0;
-    for dry_run in [true, false] {
+    // One message is checked whole by the VR before it applies any of it:
+    // the dry run is for changes of several.
+    let passes: &[bool] = match msgs.len() {
+        0 | 1 => &[false],
+        _ => &[true, false],
+    };
+    for &dry_run in passes {
         for (m, chunk) in msgs.iter().enumerate() {
             let mut body = chunk.clone();
             body["dry_run"] = dry_run.into();
