@@ -140,6 +140,13 @@ fn vr_control_in(
     if v.kind != VrKind::Router {
         return Err(fail("a control plane needs the built-in router".into()));
     }
+    if v.path.as_ref().is_some_and(|p| p.get_ref() == "fast") {
+        // `daemon/src/fast.rs` gives the maps config and API routes only.
+        return Err(fail(
+            "not with path = \"fast\" yet: the fast path does not take the control plane's routes"
+                .into(),
+        ));
+    }
     let run = match cp.get_ref() {
         ControlPlaneConf::Named(n) if n == "bird" => {
             let bird = find("bird").ok_or_else(|| {

@@ -34,7 +34,8 @@ pub struct RouteArgs {
 /// What to do with routes.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum RouteCmd {
-    /// A page of the routes added to a VR through the API.
+    /// A page of a VR's routes with their origin: by default those added
+    /// at run time (through the API, and by its control plane).
     #[command(visible_alias = "ls")]
     List {
         /// The VR.
