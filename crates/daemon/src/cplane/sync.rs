@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-use vrhost_netlink::RouteBatch;
+use vrhost_netlink::{RouteBatch, RouterSync};
 use vrhost_router::RouteConfig;
 
 use super::{ControlPlane, Tick};
@@ -29,31 +29,33 @@ pub type SyncHook = Arc<dyn Fn(&mut dyn FnMut(&mut Controller)) -> bool + Send +
 /// What the VR was sent for one sync: adds and deletes.
 type Change = (Vec<RouteConfig>, Vec<String>);
 
-impl ControlPlane {
-    /// The net change of `batches` against the routes the VR holds from
-    /// it: per prefix the last word (a route, or a withdrawal of one the
-    /// VR holds).
-    fn net_change(&mut self, batches: &[RouteBatch]) -> Change {
-        let mut last: BTreeMap<String, Option<RouteConfig>> = BTreeMap::new();
-        for b in batches {
-            let ch = self.sync.convert(b);
-            for p in ch.del {
-                last.insert(p, None);
-            }
-            for r in ch.add {
-                last.insert(r.prefix.clone(), Some(r));
-            }
+/// The net change of `batches` against `routes`, the routes the VR holds
+/// from the control plane: per prefix the last word (a route, or a
+/// withdrawal of one the VR holds); `sync` converts them.
+fn net_change(
+    sync: &mut RouterSync,
+    routes: &BTreeMap<String, RouteConfig>,
+    batches: &[RouteBatch],
+) -> Change {
+    let mut last: BTreeMap<String, Option<RouteConfig>> = BTreeMap::new();
+    for b in batches {
+        let ch = sync.convert(b);
+        for p in ch.del {
+            last.insert(p, None);
         }
-        let mut change: Change = (Vec::new(), Vec::new());
-        for (p, r) in last {
-            match r {
-                Some(r) if self.routes.get(&p) != Some(&r) => change.0.push(r),
-                None if self.routes.contains_key(&p) => change.1.push(p),
-                _ => {}
-            }
+        for r in ch.add {
+            last.insert(r.prefix.clone(), Some(r));
         }
-        change
     }
+    let mut change: Change = (Vec::new(), Vec::new());
+    for (p, r) in last {
+        match r {
+            Some(r) if routes.get(&p) != Some(&r) => change.0.push(r),
+            None if routes.contains_key(&p) => change.1.push(p),
+            _ => {}
+        }
+    }
+    change
 }
 
 impl Controller {
@@ -98,7 +100,7 @@ impl Controller {
         if cp.token != token {
             return false;
         }
-        let (add, del) = cp.net_change(batches);
+        let (add, del) = net_change(&mut cp.sync, &cp.routes, batches);
         if add.is_empty() && del.is_empty() {
             return true;
         }
@@ -230,5 +232,68 @@ fn sync_thread(vr: &str, token: u64, rx: &Receiver<RouteBatch>, hook: &SyncHook)
         if !alive || !go_on {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vrhost_netlink::{Oif, Route, RouteKind};
+
+    fn route(p: &str, via: &str) -> Route {
+        Route {
+            prefix: p.parse().unwrap(),
+            kind: RouteKind::Unicast,
+            via: Some(via.parse().unwrap()),
+            oif: Some(Oif {
+                index: 3,
+                name: Some("vnic1".into()),
+            }),
+            protocol: 12,
+            metric: 32,
+            dropped_nexthops: 0,
+        }
+    }
+
+    fn batch(add: &[Route], del: &[&str]) -> RouteBatch {
+        RouteBatch {
+            add: add.to_vec(),
+            del: del.iter().map(|p| p.parse().unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn batches_become_the_net_change_against_what_the_vr_holds() {
+        let mut sync = RouterSync::new([("vnic1".to_string(), 1)].into());
+        let mut held = BTreeMap::new();
+        let a = route("192.0.2.0/24", "10.0.2.2");
+        let b = route("2001:db8:9::/48", "2001:db8::2");
+        // Added then withdrawn in two batches of one sync: nothing; b stays.
+        let (add, del) = net_change(
+            &mut sync,
+            &held,
+            &[
+                batch(&[a.clone(), b.clone()], &[]),
+                batch(&[], &["192.0.2.0/24"]),
+            ],
+        );
+        assert_eq!(
+            add.iter().map(|r| r.prefix.as_str()).collect::<Vec<_>>(),
+            ["2001:db8:9::/48"]
+        );
+        assert!(del.is_empty(), "{del:?}");
+        for r in add {
+            held.insert(r.prefix.clone(), r);
+        }
+        // The same route again (a re-dump): nothing to send.
+        let (add, del) = net_change(&mut sync, &held, &[batch(std::slice::from_ref(&b), &[])]);
+        assert!(add.is_empty() && del.is_empty());
+        // A new gateway: a replace; a withdrawal of a route the VR holds.
+        let mut b2 = b.clone();
+        b2.via = Some("2001:db8::3".parse().unwrap());
+        let (add, _) = net_change(&mut sync, &held, &[batch(&[b2], &[])]);
+        assert_eq!(add[0].via.as_deref(), Some("2001:db8::3"));
+        let (add, del) = net_change(&mut sync, &held, &[batch(&[], &["2001:db8:9::/48"])]);
+        assert_eq!((add.len(), del), (0, vec!["2001:db8:9::/48".to_string()]));
     }
 }
