@@ -20,6 +20,12 @@
 //!   `--idle-seconds` with BIRD 2 as the VR's control plane (device and
 //!   kernel protocols, no peer), less the same without a control plane.
 //!   Skipped (said on stderr) without `bird`.
+//! - `convergence`: a BIRD peer in the sink's namespace announces
+//!   `--convergence-routes` routes of `--routes` (the 512K table of
+//!   `../shared/data/fib`) over BGP to the VR's BIRD; from the session's
+//!   start, the time until BIRD has installed them all in the control
+//!   namespace's kernel table, and until the VR's FIB holds them all
+//!   (`convergence.rs`).
 
 use std::io::Write;
 use std::net::UdpSocket;
@@ -32,6 +38,8 @@ use vrhost_lab::{Daemon, Netns, veth};
 use crate::machine::Machine;
 use crate::report::{Output, percentile};
 use crate::{Context, Result, bail};
+
+mod convergence;
 
 const R0_MAC: &str = "02:cb:00:00:00:10";
 const R1_MAC: &str = "02:cb:00:00:00:11";
@@ -52,6 +60,12 @@ pub struct ControlPlaneArgs {
     /// Seconds of each idle CPU measurement (with and without).
     #[arg(long, default_value_t = 10.0)]
     pub idle_seconds: f64,
+    /// Route file a BIRD peer announces for `convergence`.
+    #[arg(long, default_value = "../shared/data/fib/ipasn_20140513.dat.gz")]
+    pub routes: String,
+    /// Routes of it announced (0: no convergence run; default: all).
+    #[arg(long)]
+    pub convergence_routes: Option<usize>,
     /// Where the report goes: `--json`, `--out FILE`.
     #[command(flatten)]
     pub output: Output,
@@ -71,6 +85,18 @@ pub enum Record {
         sync_ms_p99: f64,
         /// Slowest, ms.
         sync_ms_max: f64,
+    },
+    /// A full table from a BGP peer.
+    Convergence {
+        /// Routes announced.
+        routes: usize,
+        /// From the session's start until BIRD had them all in the
+        /// control namespace's kernel table, s.
+        bird_kernel_s: f64,
+        /// From the session's start until the VR's FIB had them all, s.
+        vrhost_fib_s: f64,
+        /// Frames lost on routes already installed (not measured yet).
+        lost_on_installed: Option<u64>,
     },
     /// CPU a control plane adds to an idle VR.
     Idle {
@@ -167,7 +193,8 @@ vnic = 1
         );
         let file = self.dir.join(format!("{vr}.toml"));
         std::fs::write(&file, src)?;
-        Ok(Daemon::start(&file, Some(self.nr.name()), 0, "none")?)
+        let api = self.dir.join("api.sock").display().to_string();
+        Ok(Daemon::start(&file, Some(self.nr.name()), 0, &api)?)
     }
 }
 
@@ -340,6 +367,7 @@ pub fn run(args: &ControlPlaneArgs) -> Result<()> {
     }
     let mut results = vec![sync(args)?];
     results.extend(idle(args)?);
+    results.extend(convergence::run(args)?);
     let report = Report {
         bench: "control-plane",
         machine: Machine::this(),
@@ -359,6 +387,14 @@ fn print_table(r: &Report) {
                 sync_ms_max,
             } => println!(
                 "sync: kernel route to first frame forwarded, {samples} samples: p50 {sync_ms_p50:.2} ms, p99 {sync_ms_p99:.2} ms, max {sync_ms_max:.2} ms"
+            ),
+            Record::Convergence {
+                routes,
+                bird_kernel_s,
+                vrhost_fib_s,
+                ..
+            } => println!(
+                "convergence: {routes} routes from a BGP peer: in BIRD's kernel table after {bird_kernel_s:.1} s, in the VR's FIB after {vrhost_fib_s:.1} s"
             ),
             Record::Idle {
                 cpu_pct,
