@@ -102,6 +102,9 @@ pub struct ControlPlane {
     sync: RouterSync,
     /// The routes the VR holds from it, by prefix.
     routes: BTreeMap<String, RouteConfig>,
+    /// Changes taken from the watch, not yet sent: per prefix the last
+    /// word (a route, or a withdrawal).
+    unsent: BTreeMap<String, Option<RouteConfig>>,
     held: bool,
     /// Route changes applied and refused by the VR.
     pub applied: u64,
@@ -145,6 +148,7 @@ impl ControlPlane {
             token: 0,
             sync: RouterSync::default(),
             routes: BTreeMap::new(),
+            unsent: BTreeMap::new(),
             held: false,
             applied: 0,
             refused: 0,
@@ -196,6 +200,8 @@ impl ControlPlane {
             .map(|(i, t)| (t.ifname.clone(), i as u16))
             .collect();
         self.sync = RouterSync::new(vnics);
+        // The new watch's dump says it all again.
+        self.unsent.clear();
         self.token += 1;
         self.watch = Some(w);
         self.pending = Some(rx);
@@ -337,6 +343,7 @@ impl ControlPlane {
                 let _ = w.stop();
             }
             self.pending = None;
+            self.unsent.clear();
             self.token += 1;
             return Tick::HoldExpired;
         }

@@ -2,9 +2,11 @@
 //! watch takes the watch's batches (everything waiting at once), takes
 //! the controller and sends the net change per prefix to every instance
 //! of the VR as route changes, the messages API routes use
-//! (`control/routes.rs`); the routes are kept with the control plane,
-//! given again to the VR when it restarts, and listed with origin
-//! `control-plane`.
+//! (`control/routes.rs`), at most [`SLICE`] of them per hold of the
+//! controller's lock (a full table in slices: the supervisor restarting
+//! a VR that went down, or an API call, waits for one slice, not for the
+//! table); the routes are kept with the control plane, given again to
+//! the VR when it restarts, and listed with origin `control-plane`.
 //!
 //! The thread reaches the controller through a [`SyncHook`] the daemon
 //! sets once the controller is shared; the controller never waits for
@@ -29,26 +31,53 @@ pub type SyncHook = Arc<dyn Fn(&mut dyn FnMut(&mut Controller)) -> bool + Send +
 /// What the VR was sent for one sync: adds and deletes.
 type Change = (Vec<RouteConfig>, Vec<String>);
 
-/// The net change of `batches` against `routes`, the routes the VR holds
-/// from the control plane: per prefix the last word (a route, or a
-/// withdrawal of one the VR holds); `sync` converts them.
-fn net_change(
+/// Route changes sent to the VR under one hold of the controller's lock
+/// (a full table comes in many: a VR that goes down meanwhile, or an API
+/// call, waits for one slice, not for the whole table).
+const SLICE: usize = 8 * vrhost_proto::CONTROL_CHUNK;
+
+/// What [`Controller::apply_control`] leaves to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The watch is no longer current: the thread stops.
+    Stop,
+    /// Everything sent.
+    Done,
+    /// More changes wait: call again (after letting go of the lock).
+    More,
+}
+
+/// Add `batches`, converted by `sync`, to `unsent`: per prefix the last
+/// word (a route, or a withdrawal).
+fn merge(
     sync: &mut RouterSync,
-    routes: &BTreeMap<String, RouteConfig>,
+    unsent: &mut BTreeMap<String, Option<RouteConfig>>,
     batches: &[RouteBatch],
-) -> Change {
-    let mut last: BTreeMap<String, Option<RouteConfig>> = BTreeMap::new();
+) {
     for b in batches {
         let ch = sync.convert(b);
         for p in ch.del {
-            last.insert(p, None);
+            unsent.insert(p, None);
         }
         for r in ch.add {
-            last.insert(r.prefix.clone(), Some(r));
+            unsent.insert(r.prefix.clone(), Some(r));
         }
     }
+}
+
+/// Take up to `n` changes of `unsent` that change what the VR holds from
+/// the control plane (`routes`): new or changed routes, withdrawals of
+/// routes it holds.
+fn take_slice(
+    unsent: &mut BTreeMap<String, Option<RouteConfig>>,
+    routes: &BTreeMap<String, RouteConfig>,
+    n: usize,
+) -> Change {
     let mut change: Change = (Vec::new(), Vec::new());
-    for (p, r) in last {
+    while change.0.len() + change.1.len() < n {
+        let Some((p, r)) = unsent.pop_first() else {
+            break;
+        };
         match r {
             Some(r) if routes.get(&p) != Some(&r) => change.0.push(r),
             None if routes.contains_key(&p) => change.1.push(p),
@@ -88,21 +117,26 @@ impl Controller {
         }
     }
 
-    /// Apply `batches` of VR `vr`'s control plane's watch `token`; false
-    /// when that watch is no longer current (the thread then stops).
-    fn apply_control(&mut self, vr: &str, token: u64, batches: &[RouteBatch]) -> bool {
+    /// Take `batches` of VR `vr`'s control plane's watch `token`, and send
+    /// the VR a slice of what waits.
+    fn apply_control(&mut self, vr: &str, token: u64, batches: &[RouteBatch]) -> Step {
         let Some(e) = self.vrs.get_mut(vr) else {
-            return false;
+            return Step::Stop;
         };
         let Some(cp) = e.control.as_mut() else {
-            return false;
+            return Step::Stop;
         };
         if cp.token != token {
-            return false;
+            return Step::Stop;
         }
-        let (add, del) = net_change(&mut cp.sync, &cp.routes, batches);
+        merge(&mut cp.sync, &mut cp.unsent, batches);
+        let (add, del) = take_slice(&mut cp.unsent, &cp.routes, SLICE);
+        let more = match cp.unsent.is_empty() {
+            true => Step::Done,
+            false => Step::More,
+        };
         if add.is_empty() && del.is_empty() {
-            return true;
+            return more;
         }
         let t = Instant::now();
         let sent = crate::control::send_routes(&mut e.controls, vr, &add, &del);
@@ -140,7 +174,7 @@ impl Controller {
             ms = t.elapsed().as_secs_f64() * 1e3,
             "control plane routes synced"
         );
-        true
+        more
     }
 
     /// Stop every control plane and remove its namespace (the daemon
@@ -222,14 +256,21 @@ fn one_by_one(
 /// A watch's batches to the VR, until the watch ends, is replaced, or
 /// the daemon is gone.
 fn sync_thread(vr: &str, token: u64, rx: &Receiver<RouteBatch>, hook: &SyncHook) {
-    while let Ok(first) = rx.recv() {
-        let mut batches = vec![first];
+    let mut step = Step::Done;
+    loop {
+        let mut batches = Vec::new();
+        if step == Step::Done {
+            // Nothing waits: block for the next batch.
+            match rx.recv() {
+                Ok(b) => batches.push(b),
+                Err(_) => return,
+            }
+        }
         while let Ok(b) = rx.try_recv() {
             batches.push(b);
         }
-        let mut go_on = false;
-        let alive = hook(&mut |c: &mut Controller| go_on = c.apply_control(vr, token, &batches));
-        if !alive || !go_on {
+        let alive = hook(&mut |c: &mut Controller| step = c.apply_control(vr, token, &batches));
+        if !alive || step == Step::Stop {
             return;
         }
     }
@@ -259,6 +300,48 @@ mod tests {
         RouteBatch {
             add: add.to_vec(),
             del: del.iter().map(|p| p.parse().unwrap()).collect(),
+        }
+    }
+
+    /// Every change of `batches` against `held`.
+    fn net_change(
+        sync: &mut RouterSync,
+        held: &BTreeMap<String, RouteConfig>,
+        batches: &[RouteBatch],
+    ) -> Change {
+        let mut unsent = BTreeMap::new();
+        merge(sync, &mut unsent, batches);
+        take_slice(&mut unsent, held, usize::MAX)
+    }
+
+    #[test]
+    fn slices_take_what_changes_and_leave_the_rest() {
+        let mut sync = RouterSync::new([("vnic1".to_string(), 1)].into());
+        let routes: Vec<Route> = (0..5)
+            .map(|i| route(&format!("192.0.{i}.0/24"), "10.0.2.2"))
+            .collect();
+        let mut unsent = BTreeMap::new();
+        merge(&mut sync, &mut unsent, &[batch(&routes, &[])]);
+        let mut held = BTreeMap::new();
+        held.insert("192.0.0.0/24".to_string(), sync_route("192.0.0.0/24"));
+        let (add, _) = take_slice(&mut unsent, &held, 2);
+        let got: Vec<&str> = add.iter().map(|r| r.prefix.as_str()).collect();
+        assert_eq!(
+            got,
+            ["192.0.1.0/24", "192.0.2.0/24"],
+            "the held one skipped"
+        );
+        assert_eq!(unsent.len(), 2);
+        let (add, _) = take_slice(&mut unsent, &held, 10);
+        assert_eq!((add.len(), unsent.len()), (2, 0));
+    }
+
+    fn sync_route(p: &str) -> RouteConfig {
+        RouteConfig {
+            prefix: p.into(),
+            via: Some("10.0.2.2".into()),
+            vnic: Some(1),
+            nexthop: None,
         }
     }
 
