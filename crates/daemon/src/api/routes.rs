@@ -47,14 +47,13 @@ pub(super) async fn list_routes(
         }
     };
     with_ctl(&st, move |c| {
-        let mut routes = c
-            .routes_by_origin(&name)
+        let (total, routes) = c
+            .routes_by_origin(&name, want, offset, limit)
             .ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
-        routes.retain(|(o, _)| want.contains(o));
         let page = RoutePage {
-            total: routes.len() as u64,
+            total: total as u64,
             offset: offset as u64,
-            routes: (routes.into_iter().skip(offset).take(limit))
+            routes: (routes.into_iter())
                 .map(|(origin, r)| Route {
                     origin: Some(origin.into()),
                     ..route_of(&r)

@@ -13,22 +13,42 @@ use vrhost_router::RouteConfig;
 use super::{CONTROL_TIMEOUT, ControlError, Controller};
 
 impl Controller {
-    /// Every route of VR `name` with its origin: its config's (`config`),
-    /// then those added through the API (`api`), then its control
-    /// plane's (`control-plane`). `None`: no such VR.
-    pub fn routes_by_origin(&self, name: &str) -> Option<Vec<(&'static str, RouteConfig)>> {
+    /// A page of the routes of VR `name` whose origin is in `want`, in
+    /// order: its config's (`config`), those added through the API
+    /// (`api`), its control plane's (`control-plane`); with the count of
+    /// them all. Only the page is copied. `None`: no such VR.
+    pub fn routes_by_origin(
+        &self,
+        name: &str,
+        want: &[&str],
+        offset: usize,
+        limit: usize,
+    ) -> Option<(usize, Vec<(&'static str, RouteConfig)>)> {
         let plan = self.plan.vrs.iter().find(|v| v.name == name)?;
         let e = self.vrs.get(name)?;
-        let config = plan.config.get("routes").and_then(|r| r.as_array());
-        let mut out: Vec<(&'static str, RouteConfig)> = (config.into_iter().flatten())
-            .filter_map(|r| serde_json::from_value(r.clone()).ok())
-            .map(|r| ("config", r))
+        let config: Vec<RouteConfig> = match want.contains(&"config") {
+            true => (plan.config.get("routes").and_then(|r| r.as_array()))
+                .into_iter()
+                .flatten()
+                .filter_map(|r| serde_json::from_value(r.clone()).ok())
+                .collect(),
+            false => Vec::new(),
+        };
+        let api = want.contains(&"api").then_some(&e.api_routes);
+        let cp = (e.control.as_ref()).filter(|_| want.contains(&"control-plane"));
+        let total = config.len() + api.map_or(0, |a| a.len()) + cp.map_or(0, |c| c.routes().len());
+        let all = (config.iter().map(|r| ("config", r)))
+            .chain(api.into_iter().flat_map(|a| a.values().map(|r| ("api", r))))
+            .chain(
+                cp.into_iter()
+                    .flat_map(|c| c.routes().values().map(|r| ("control-plane", r))),
+            );
+        let page = all
+            .skip(offset)
+            .take(limit)
+            .map(|(o, r)| (o, r.clone()))
             .collect();
-        out.extend(e.api_routes.values().map(|r| ("api", r.clone())));
-        if let Some(cp) = &e.control {
-            out.extend(cp.routes().values().map(|r| ("control-plane", r.clone())));
-        }
-        Some(out)
+        Some((total, page))
     }
 
     /// Change the routes a VR got through the API: add (or replace) `add`,

@@ -19,6 +19,7 @@ use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
 use vrhost_netlink::{RouteBatch, RouterSync};
+use vrhost_proto::CONTROL_CHUNK;
 use vrhost_router::RouteConfig;
 
 use super::{ControlPlane, Tick};
@@ -34,7 +35,7 @@ type Change = (Vec<RouteConfig>, Vec<String>);
 /// Route changes sent to the VR under one hold of the controller's lock
 /// (a full table comes in many: a VR that goes down meanwhile, or an API
 /// call, waits for one slice, not for the whole table).
-const SLICE: usize = 8 * vrhost_proto::CONTROL_CHUNK;
+const SLICE: usize = 8 * CONTROL_CHUNK;
 
 /// What [`Controller::apply_control`] leaves to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,35 +140,14 @@ impl Controller {
             return more;
         }
         let t = Instant::now();
-        let sent = crate::control::send_routes(&mut e.controls, vr, &add, &del);
-        match sent {
-            Ok(_) => {
-                cp.applied += (add.len() + del.len()) as u64;
-                for p in &del {
-                    cp.routes.remove(p);
-                }
-                for r in add {
-                    cp.routes.insert(r.prefix.clone(), r);
-                }
-            }
-            Err(ControlError::Invalid(msg)) => {
-                tracing::warn!(
-                    vr,
-                    "control plane routes refused as a batch ({msg}); one by one"
-                );
-                one_by_one(cp, &mut e.controls, vr, add, del);
-            }
-            Err(err) => {
-                // The VR is down or did not answer: keep them for its
-                // restart, which gives it every route kept here.
-                tracing::warn!(vr, "control plane routes: {err}");
-                for p in &del {
-                    cp.routes.remove(p);
-                }
-                for r in add {
-                    cp.routes.insert(r.prefix.clone(), r);
-                }
-            }
+        // One message each (no dry run: the VR checks a message whole,
+        // and the routes of different messages do not depend on each
+        // other), deletes first.
+        for c in del.chunks(CONTROL_CHUNK) {
+            send_chunk(cp, &mut e.controls, vr, Vec::new(), c.to_vec());
+        }
+        for c in add.chunks(CONTROL_CHUNK) {
+            send_chunk(cp, &mut e.controls, vr, c.to_vec(), Vec::new());
         }
         tracing::debug!(
             vr,
@@ -219,6 +199,33 @@ impl Controller {
         for n in resynced {
             self.spawn_sync(&n);
         }
+    }
+}
+
+/// Send one message of changes and keep what the VR took: a refused
+/// message again route by route (one bad route does not keep the others
+/// out); a VR that is down or does not answer gets them all when it
+/// restarts.
+fn send_chunk(
+    cp: &mut ControlPlane,
+    controls: &mut BTreeMap<u16, vrhost_host::VrControl>,
+    vr: &str,
+    add: Vec<RouteConfig>,
+    del: Vec<String>,
+) {
+    match crate::control::send_routes(controls, vr, &add, &del) {
+        Ok(_) => cp.applied += (add.len() + del.len()) as u64,
+        Err(ControlError::Invalid(msg)) => {
+            tracing::warn!(vr, "control plane routes refused ({msg}); one by one");
+            return one_by_one(cp, controls, vr, add, del);
+        }
+        Err(err) => tracing::warn!(vr, "control plane routes: {err}"),
+    }
+    for p in &del {
+        cp.routes.remove(p);
+    }
+    for r in add {
+        cp.routes.insert(r.prefix.clone(), r);
     }
 }
 
