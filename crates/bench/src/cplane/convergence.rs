@@ -9,10 +9,18 @@
 //! VR's FIB does (`vrhost_fib_s`, the count of its control-plane routes
 //! through the API, every second). Prefixes in 10.0.0.0/8 and
 //! 198.51.0.0/16 (the rig's own) are left out of the table.
+//!
+//! All along, a numbered flow (`--pps`) goes to 198.51.100.7, whose
+//! route (`/32 via 10.0.2.2`) is in the control namespace's kernel table
+//! before the peer starts: the gaps in the numbers the sink got, from the
+//! first datagram to the last, are `lost_on_installed`.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{ControlPlaneArgs, Record, Rig};
@@ -87,7 +95,26 @@ pub(super) fn run(args: &ControlPlaneArgs) -> Result<Option<Record>> {
         "control_plane = \"bird\"\ncontrol_config = {:?}",
         vr_conf.display().to_string()
     );
-    let daemon = rig.daemon(&vr, &control, 0)?;
+    let daemon = rig.daemon(&vr, &control, args.pps, true)?;
+    let ns = format!("vrctl-{vr}");
+    // The installed route and its flow, before the table comes.
+    let ok = Command::new("ip")
+        .args([
+            "-n",
+            &ns,
+            "route",
+            "add",
+            "198.51.100.7/32",
+            "via",
+            "10.0.2.2",
+            "proto",
+            "static",
+        ])
+        .status()?;
+    if !ok.success() {
+        bail!("ip -n {ns} route add 198.51.100.7/32: {ok}");
+    }
+    let sink = Sink::start(&rig)?;
     let peer_sock = rig.dir.join("peer.ctl");
     let _peer = Peer(
         rig.ns
@@ -118,7 +145,6 @@ pub(super) fn run(args: &ControlPlaneArgs) -> Result<Option<Record>> {
         std::thread::sleep(Duration::from_millis(100));
     }
     let t0 = Instant::now();
-    let ns = format!("vrctl-{vr}");
     let api = daemon_api(&rig);
     let (mut kernel_s, mut fib_s) = (None, None);
     while kernel_s.is_none() || fib_s.is_none() {
@@ -138,13 +164,69 @@ pub(super) fn run(args: &ControlPlaneArgs) -> Result<Option<Record>> {
         }
         std::thread::sleep(Duration::from_secs(1));
     }
+    let (received, lost) = sink.stop();
     drop(daemon);
     Ok(Some(Record::Convergence {
         routes: n,
         bird_kernel_s: kernel_s.unwrap_or(f64::NAN),
         vrhost_fib_s: fib_s.unwrap_or(f64::NAN),
-        lost_on_installed: None,
+        lost_on_installed: lost,
+        received_on_installed: received,
     }))
+}
+
+/// The sink of the numbered flow: a thread counting datagrams and the
+/// numbers between the first and the last.
+struct Sink {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<(u64, Option<(u64, u64)>)>,
+}
+
+impl Sink {
+    /// Bind in the sink's namespace and wait for the flow's first
+    /// datagram.
+    fn start(rig: &Rig) -> Result<Self> {
+        let sock = match rig.ns.run(|| UdpSocket::bind(("0.0.0.0", super::DPORT))) {
+            Ok(s) => s.context("the sink's UDP socket")?,
+            Err(e) => bail!("sink namespace: {e}"),
+        };
+        // Room for seconds of the flow: this process's polling of a 512K
+        // route table must not be what drops it.
+        rustix::net::sockopt::set_socket_recv_buffer_size_force(&sock, 64 << 20)?;
+        sock.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut buf = [0u8; 64];
+        sock.recv(&mut buf)
+            .context("no frame on the installed route")?;
+        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut n, mut span): (u64, Option<(u64, u64)>) = (0, None);
+            let mut buf = [0u8; 2048];
+            while !stopping.load(Ordering::Relaxed) {
+                let Ok(len) = sock.recv(&mut buf) else {
+                    continue;
+                };
+                let Some(b) = buf[..len].get(..8) else {
+                    continue;
+                };
+                let seq = u64::from_be_bytes(b.try_into().expect("8 bytes"));
+                n += 1;
+                span = Some(span.map_or((seq, seq), |(a, z)| (a.min(seq), z.max(seq))));
+            }
+            (n, span)
+        });
+        Ok(Self { stop, thread })
+    }
+
+    /// Datagrams received, and the numbers missing between the first and
+    /// the last.
+    fn stop(self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let (n, span) = self.thread.join().unwrap_or((0, None));
+        let expected = span.map_or(0, |(a, z)| z - a + 1);
+        (n, expected.saturating_sub(n))
+    }
 }
 
 /// The daemon's API socket in the rig.

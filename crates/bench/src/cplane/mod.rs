@@ -95,8 +95,11 @@ pub enum Record {
         bird_kernel_s: f64,
         /// From the session's start until the VR's FIB had them all, s.
         vrhost_fib_s: f64,
-        /// Frames lost on routes already installed (not measured yet).
-        lost_on_installed: Option<u64>,
+        /// Frames lost on a route installed before (a `--pps` flow to
+        /// it all along, numbered: the gaps in what the sink got).
+        lost_on_installed: u64,
+        /// Frames of that flow the sink got meanwhile.
+        received_on_installed: u64,
     },
     /// CPU a control plane adds to an idle VR.
     Idle {
@@ -149,12 +152,13 @@ impl Rig {
     }
 
     /// Start the daemon on a config with VR `vr` (`control`: its
-    /// control-plane lines) and a generator at `pps` (0: none).
-    fn daemon(&self, vr: &str, control: &str, pps: u64) -> Result<Daemon> {
+    /// control-plane lines) and a generator at `pps` (0: none), its
+    /// frames numbered when `sequence`.
+    fn daemon(&self, vr: &str, control: &str, pps: u64, sequence: bool) -> Result<Daemon> {
         let gen_port = match pps {
             0 => String::new(),
             p => format!(
-                "[[ports]]\nname = \"gen\"\ndriver = \"mem\"\ntraffic = {{ dst = [\"198.51.100.7/32\"], src = \"10.0.1.2\", dst_mac = \"{R0_MAC}\", pps = {p} }}\n"
+                "[[ports]]\nname = \"gen\"\ndriver = \"mem\"\ntraffic = {{ dst = [\"198.51.100.7/32\"], src = \"10.0.1.2\", dst_mac = \"{R0_MAC}\", pps = {p}, sequence = {sequence} }}\n"
             ),
         };
         let gen_vnic = match pps {
@@ -254,7 +258,7 @@ fn sync(args: &ControlPlaneArgs) -> Result<Record> {
     let rig = Rig::new("sync")?;
     let vr = format!("bcs{}", std::process::id());
     let control = "control_plane = { command = [\"/bin/sleep\", \"infinity\"] }";
-    let _d = rig.daemon(&vr, control, args.pps)?;
+    let _d = rig.daemon(&vr, control, args.pps, false)?;
     let sock = match rig.ns.run(|| UdpSocket::bind(("0.0.0.0", DPORT))) {
         Ok(s) => s.context("the sink's UDP socket")?,
         Err(e) => bail!("sink namespace: {e}"),
@@ -317,7 +321,7 @@ fn cpu_of_tree(pid: u32) -> f64 {
 
 /// Percent of a core the daemon of `control` uses while idle.
 fn idle_cpu(rig: &Rig, vr: &str, control: &str, seconds: f64) -> Result<f64> {
-    let d = rig.daemon(vr, control, 0)?;
+    let d = rig.daemon(vr, control, 0, false)?;
     std::thread::sleep(Duration::from_secs(1));
     let c0 = cpu_of_tree(d.pid());
     let t0 = Instant::now();
@@ -392,9 +396,10 @@ fn print_table(r: &Report) {
                 routes,
                 bird_kernel_s,
                 vrhost_fib_s,
-                ..
+                lost_on_installed,
+                received_on_installed,
             } => println!(
-                "convergence: {routes} routes from a BGP peer: in BIRD's kernel table after {bird_kernel_s:.1} s, in the VR's FIB after {vrhost_fib_s:.1} s"
+                "convergence: {routes} routes from a BGP peer: in BIRD's kernel table after {bird_kernel_s:.1} s, in the VR's FIB after {vrhost_fib_s:.1} s; on a route installed before, {lost_on_installed} frames lost of {received_on_installed} received"
             ),
             Record::Idle {
                 cpu_pct,

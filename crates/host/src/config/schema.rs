@@ -108,6 +108,9 @@ pub struct GenConf {
     pub limit: Option<u64>,
     /// Seed of the destination choice.
     pub seed: u64,
+    /// Stamp a sequence number in each frame's UDP payload (its first 8
+    /// bytes, big endian; the UDP checksum is then 0), for loss counts.
+    pub sequence: bool,
 }
 
 impl Default for GenConf {
@@ -120,6 +123,7 @@ impl Default for GenConf {
             pps: None,
             limit: None,
             seed: 0x5eed,
+            sequence: false,
         }
     }
 }
@@ -148,6 +152,7 @@ impl GenConf {
             limit: self.limit,
             seed: self.seed,
             pps: self.pps,
+            stamp_sequence: self.sequence,
             ..MemPortConfig::default()
         };
         cfg.validate().map_err(|e| e.to_string())?;
