@@ -253,6 +253,18 @@ fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() 
             .then_some(())
     });
     assert!(birdc(&peer_sock, &["show", "protocols", "vr"]).contains("Established"));
+    // Frames both ways through the control TAP of vNIC 1 (its port's
+    // counters: rx from the control plane, tx to it).
+    let stats = d.stats();
+    let port = stats["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == format!("ctl:{vr}:1"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no port ctl:{vr}:1 in {stats}"));
+    assert!(port["rx_packets"].as_u64() > Some(0), "{port}");
+    assert!(port["tx_packets"].as_u64() > Some(0), "{port}");
 
     // The announced route, in the FIB with origin control-plane.
     let r = until("the control plane's route", || {
