@@ -428,3 +428,75 @@ fn a_control_plane_down_past_its_hold_time_loses_its_routes_until_it_is_back() {
     });
     assert_eq!(r["origin"], "control-plane");
 }
+
+/// A VR changed by `vrhost apply` keeps its running control plane (same
+/// process) and its control-plane routes; removed, its namespace goes.
+#[test]
+fn a_changed_vr_keeps_its_control_plane_and_a_removed_one_its_namespace_goes() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let vr = format!("cc{}", std::process::id());
+    let ns = format!("vrctl-{vr}");
+    let _ctl = CtlNs(ns.clone());
+    let [_na, nr, _np] = topology();
+    let cfg = config(&vr).replace(
+        "control_plane = \"bird\"\ncontrol_config = \"vr-bird.conf\"",
+        "control_plane = { command = [\"/bin/sleep\", \"1000\"] }",
+    );
+    let net = format!("--net=/run/netns/{}", nr.name());
+    let d = common::daemon::Daemon::start_under("cc", &cfg, &["nsenter", &net]);
+    let st = Command::new("ip")
+        .args([
+            "-n",
+            &ns,
+            "route",
+            "add",
+            "198.51.100.0/24",
+            "via",
+            "10.0.2.2",
+            "proto",
+            "static",
+        ])
+        .status();
+    assert!(st.unwrap().success());
+    until("the route", || {
+        (cp_routes(&d, &vr).len() == 1).then_some(())
+    });
+    let pids = || {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &ns])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let before = pids();
+    assert!(!before.is_empty(), "the control plane runs");
+
+    // Changed (a bigger pool): a new VR process, the same control plane.
+    let changed = d.dir().join("changed.toml");
+    std::fs::write(
+        &changed,
+        cfg.replace("control_plane =", "slots = 4096\ncontrol_plane ="),
+    )
+    .unwrap();
+    let res = d.json(&["apply", changed.to_str().unwrap()]);
+    assert_eq!(res["restarted"], serde_json::json!([vr]), "{res}");
+    assert_eq!(pids(), before, "the same control plane process");
+    assert_eq!(cp_routes(&d, &vr).len(), 1, "its route given to the new VR");
+
+    // Removed: no VR left, its namespace deleted.
+    let empty = d.dir().join("empty.toml");
+    std::fs::write(&empty, "").unwrap();
+    let res = d.json(&["apply", empty.to_str().unwrap()]);
+    assert_eq!(res["removed"], serde_json::json!([vr]), "{res}");
+    assert!(
+        !Path::new("/run/netns").join(&ns).exists(),
+        "namespace removed"
+    );
+    assert!(
+        !Path::new("/run/vrhost/ctl").join(&ns).exists(),
+        "run directory removed"
+    );
+}

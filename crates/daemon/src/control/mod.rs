@@ -536,7 +536,8 @@ impl Controller {
             let e = self.vrs.get_mut(&vr.name).expect("kept VRs have an entry");
             e.scaler = Scaler::new(vr.scale).map_err(|e| ControlError::Invalid(e.to_string()))?;
         }
-        for (name, e) in entries {
+        for (name, mut e) in entries {
+            self.inherit_control(&plan, &name, &mut e);
             self.vrs.insert(name, e);
         }
         self.restarts += res.restarted.len() as u64;

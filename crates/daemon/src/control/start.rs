@@ -101,10 +101,13 @@ impl Controller {
         Ok(Started { path, entry })
     }
 
-    /// The control plane of `vr`, started in `entry` (a new VR, or a new
-    /// definition of one): a changed VR takes over the one running for
-    /// its old definition when that runs the same plan (one routing
-    /// daemon per namespace), and gives the new process its routes.
+    /// The control plane of `vr`, for its new `entry` (a new VR, or a new
+    /// definition of one). A changed VR whose old definition runs the same
+    /// control plane keeps it: `None` here, the new process given its
+    /// routes, and the running one moved to the new entry once the change
+    /// is in ([`Controller::inherit_control`]), so a change that fails
+    /// leaves it where it was. Otherwise the old one (if any) is stopped
+    /// first (one routing daemon per namespace) and a new one started.
     fn control_for(
         &mut self,
         vr: &VrPlan,
@@ -113,19 +116,28 @@ impl Controller {
         let Some(plan) = &vr.control else {
             return Ok(None);
         };
-        let old = self.vrs.get_mut(&vr.name).and_then(|e| e.control.take());
-        let cp = match old {
-            Some(cp) if cp.plan() == plan => cp,
-            old => {
-                drop(old);
-                crate::cplane::ControlPlane::start(vr, plan).map_err(ControlError::Invalid)?
+        let old = self.vrs.get_mut(&vr.name).and_then(|e| e.control.as_ref());
+        if let Some(cp) = old.filter(|cp| cp.plan() == plan) {
+            let add: Vec<RouteConfig> = cp.routes().values().cloned().collect();
+            if !add.is_empty() {
+                send_routes(&mut entry.controls, &vr.name, &add, &[])?;
             }
-        };
-        let add: Vec<RouteConfig> = cp.routes().values().cloned().collect();
-        if !add.is_empty() {
-            send_routes(&mut entry.controls, &vr.name, &add, &[])?;
+            return Ok(None);
         }
+        drop(self.vrs.get_mut(&vr.name).and_then(|e| e.control.take()));
+        let cp = crate::cplane::ControlPlane::start(vr, plan).map_err(ControlError::Invalid)?;
         Ok(Some(cp))
+    }
+
+    /// Move the control plane of the running entry of VR `name` to its
+    /// new entry `e`, when `e` has none and the new `plan` wants one (see
+    /// `control_for`).
+    pub(super) fn inherit_control(&mut self, plan: &Plan, name: &str, e: &mut VrEntry) {
+        let wants = (plan.vrs.iter()).any(|v| v.name == name && v.control.is_some());
+        if e.control.is_some() || !wants {
+            return;
+        }
+        e.control = self.vrs.get_mut(name).and_then(|old| old.control.take());
     }
 
     /// The core of each instance `vr` starts with (slots `0..instances`):
