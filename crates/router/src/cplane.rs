@@ -18,7 +18,9 @@
 //!   control namespace's kernel resolves the neighbours it asked for
 //!   itself (its requests go out unchanged). Requests for the router's
 //!   addresses are answered by the router and not copied: the slot holds
-//!   the reply, and the kernel asks for what it needs.
+//!   the reply, and the kernel asks for what it needs. An answer whose
+//!   slot carries a packet that waited for that neighbour (the router
+//!   resolved it too) is not handed on: the kernel's next request is.
 //!
 //! A VR without a control plane pays one bounds check per packet.
 

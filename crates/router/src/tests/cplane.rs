@@ -94,3 +94,27 @@ fn bad_control_vnics_are_refused() {
         assert!(e.contains(want), "{e}");
     }
 }
+
+#[test]
+fn ipv6_for_the_router_and_advertisements_to_it_go_to_the_control_vnic() {
+    use super::ipv6::{R0_6, R0_LL, WORLD, cfg6, gw6_advert, udp6_from_h0};
+    let mut r = router_with(&RouterConfig {
+        control_vnics: vec![2, 3],
+        ..cfg6()
+    });
+    // UDP (as BGP's TCP or BFD) to its global and link-local addresses.
+    for dst in [R0_6, R0_LL] {
+        let f = udp6_from_h0(dst);
+        assert_eq!(run(&mut r, 0, &f), (Verdict::Forward(2), f));
+    }
+    // An advertisement answering the control plane's solicitation: the
+    // router learns the gateway, its kernel gets the advertisement too.
+    let na = gw6_advert(GW);
+    assert_eq!(run(&mut r, 1, &na), (Verdict::Forward(3), na));
+    assert_eq!(c(&r, counters::TO_CONTROL), 3);
+    assert_eq!(c(&r, counters::ND_LEARNED), 1);
+    // Through it: routed as before, not handed to the control plane.
+    let (v, _) = run(&mut r, 0, &udp6_from_h0(WORLD));
+    assert_eq!(v, Verdict::Forward(1));
+    assert_eq!(c(&r, counters::TO_CONTROL), 3);
+}
