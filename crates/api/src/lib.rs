@@ -243,6 +243,15 @@ pub struct VrSpec {
     /// A custom program's own config (open schema).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<Value>,
+    /// Its control plane: `"bird"` or `{"command": [...]}` (router VRs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<Value>,
+    /// The control plane's config file, relative to the daemon's config.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_config: Option<String>,
+    /// How long a control plane's routes outlive it, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_hold_ms: Option<u64>,
     /// This VR's classifier rules.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
@@ -555,6 +564,10 @@ pub struct Route {
     /// Index of a next hop of the VR's config.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nexthop: Option<u32>,
+    /// Where the route comes from, in a listing: `config`, `api` or
+    /// `control-plane` (never sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// `RouteBulk`, borrowed: one request of a bulk load.

@@ -3,7 +3,7 @@
 //! `{"bench": NAME, "machine": {...}, "results": [...]}`.
 //!
 //! What it owns: each bench's arguments, run and report ([`memory`],
-//! [`forward`], [`fastpath`], [`control`], [`capture`], [`isolation`], [`monitor`],
+//! [`forward`], [`fastpath`], [`control`], [`cplane`], [`capture`], [`isolation`], [`monitor`],
 //! [`soak`], [`fib`]), what they share ([`report`]: JSON or table,
 //! quantiles; [`machine`]: the machine a run was on; [`probe`]: timed
 //! frames), and the errors they end with ([`BenchError`]). What it does not
@@ -15,6 +15,7 @@
 
 pub mod capture;
 pub mod control;
+pub mod cplane;
 mod error;
 pub mod fastpath;
 pub mod fib;

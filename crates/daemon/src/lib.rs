@@ -5,8 +5,9 @@
 //! fast path's maps kept in step with the plan ([`fast`]), the counters as the API and metrics
 //! show them ([`view`]), the HTTP API ([`api`]) and its document as the check
 //! of request bodies ([`contract`]), packet capture to a pcap
-//! stream ([`capture`]), the Prometheus exposition ([`metrics`]) and
-//! restarting VRs that go down ([`supervise`]).
+//! stream ([`capture`]), the Prometheus exposition ([`metrics`]),
+//! restarting VRs that go down ([`supervise`]) and the VRs' control
+//! planes: their namespaces, routing daemons and routes ([`cplane`]).
 //!
 //! It does not own the data path (`vrhost-host`'s worker runs it on its own
 //! thread; the control plane reaches it through the worker's mailbox) nor
@@ -19,6 +20,7 @@ pub mod capture;
 pub mod contract;
 pub mod control;
 pub mod cores;
+pub mod cplane;
 pub mod diff;
 pub mod fast;
 pub mod limits;

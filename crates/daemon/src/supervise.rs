@@ -14,8 +14,9 @@
 //! the instance count of the VRs that run several instances
 //! ([`Controller::scale_tick`]: each at its own period), and has the
 //! fast path learn the neighbours the VRs' routers resolved
-//! ([`Controller::fast_tick`]), and moves `path = "auto"` VRs by their
-//! load ([`Controller::auto_tick`]).
+//! ([`Controller::fast_tick`]), moves `path = "auto"` VRs by their
+//! load ([`Controller::auto_tick`]), and restarts the VRs' control planes
+//! that went down ([`Controller::control_tick`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,6 +99,7 @@ impl Supervisor {
             if let Err(e) = c.auto_tick() {
                 tracing::warn!("fast path auto moves: {e}");
             }
+            c.control_tick();
         }
     }
 

@@ -45,7 +45,7 @@
 //! `bird2`; the test says SKIPPED otherwise).
 //!
 //! What it does not own: applying routes. [`RouterSync`] turns batches
-//! into the built-in router's control messages (IPv4, by gateway), and
+//! into the built-in router's control messages (IPv4 and IPv6, by gateway), and
 //! the daemon sends them (see `daemon/src/control/routes.rs`).
 //!
 //! Route kinds and limits, as the [`Route`] type says:

@@ -1,10 +1,11 @@
 //! Route batches as the built-in router's control messages
 //! ([`vrhost_router::RouteChanges`]).
 //!
-//! The router today forwards IPv4 only, to a gateway (`via`), so of a
-//! [`RouteBatch`] it takes IPv4 unicast routes with an IPv4 gateway;
-//! IPv6 routes, blackhole/unreachable/prohibit routes, routes with no
-//! gateway (a subnet on a link) and routes out of an interface the caller
+//! The router forwards IPv4 and IPv6 to a gateway (`via`) of the
+//! prefix's family, so of a [`RouteBatch`] it takes unicast routes with a
+//! gateway of their own family; blackhole/unreachable/prohibit routes,
+//! routes with no gateway (a subnet on a link), routes with a gateway of
+//! the other family (`RTA_VIA`) and routes out of an interface the caller
 //! did not map to a vNIC are skipped and counted ([`ConvertStats`]).
 //!
 //! [`RouterSync`] remembers which prefixes it gave the router, because
@@ -21,7 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-use ipnet::{IpNet, Ipv4Net};
+use ipnet::IpNet;
 use vrhost_router::{RouteChanges, RouteConfig};
 
 use crate::{Route, RouteBatch, RouteKind};
@@ -31,13 +32,13 @@ use crate::{Route, RouteBatch, RouteKind};
 pub struct ConvertStats {
     /// Routes converted.
     pub converted: u64,
-    /// IPv6 routes (the router forwards IPv4 only).
+    /// Of `converted`, IPv6 routes.
     pub ipv6: u64,
     /// Blackhole, unreachable or prohibit routes (not in the router yet).
     pub not_unicast: u64,
     /// Routes without a gateway.
     pub no_gateway: u64,
-    /// IPv4 routes with an IPv6 gateway (`RTA_VIA`).
+    /// Routes with a gateway of the other family (`RTA_VIA`).
     pub gateway_family: u64,
     /// Routes out of an interface not in the vNIC map.
     pub unmapped_interface: u64,
@@ -48,7 +49,6 @@ pub struct ConvertStats {
 /// Why a route cannot go to the router.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unfit {
-    Ipv6,
     NotUnicast,
     NoGateway,
     GatewayFamily,
@@ -60,7 +60,7 @@ enum Unfit {
 #[derive(Debug, Clone, Default)]
 pub struct RouterSync {
     vnics: HashMap<String, u16>,
-    given: HashSet<Ipv4Net>,
+    given: HashSet<IpNet>,
     stats: ConvertStats,
 }
 
@@ -91,21 +91,21 @@ impl RouterSync {
     pub fn convert(&mut self, b: &RouteBatch) -> RouteChanges {
         let mut ch = RouteChanges::default();
         for p in &b.del {
-            match p {
-                IpNet::V4(p4) if self.given.remove(p4) => ch.del.push(p4.to_string()),
-                _ => self.stats.deletes_dropped += 1,
+            match self.given.remove(p) {
+                true => ch.del.push(p.to_string()),
+                false => self.stats.deletes_dropped += 1,
             }
         }
         for r in &b.add {
             match self.config(r) {
                 Ok((p, rc)) => {
                     self.stats.converted += 1;
+                    self.stats.ipv6 += u64::from(matches!(p, IpNet::V6(_)));
                     self.given.insert(p);
                     ch.add.push(rc);
                 }
                 Err(why) => {
                     let c = match why {
-                        Unfit::Ipv6 => &mut self.stats.ipv6,
                         Unfit::NotUnicast => &mut self.stats.not_unicast,
                         Unfit::NoGateway => &mut self.stats.no_gateway,
                         Unfit::GatewayFamily => &mut self.stats.gateway_family,
@@ -113,10 +113,8 @@ impl RouterSync {
                     };
                     *c += 1;
                     // The router's route of the prefix is stale now.
-                    if let IpNet::V4(p4) = r.prefix
-                        && self.given.remove(&p4)
-                    {
-                        ch.del.push(p4.to_string());
+                    if self.given.remove(&r.prefix) {
+                        ch.del.push(r.prefix.to_string());
                     }
                 }
             }
@@ -124,17 +122,15 @@ impl RouterSync {
         ch
     }
 
-    fn config(&self, r: &Route) -> Result<(Ipv4Net, RouteConfig), Unfit> {
-        let IpNet::V4(p) = r.prefix else {
-            return Err(Unfit::Ipv6);
-        };
+    fn config(&self, r: &Route) -> Result<(IpNet, RouteConfig), Unfit> {
+        let p = r.prefix;
         if r.kind != RouteKind::Unicast {
             return Err(Unfit::NotUnicast);
         }
-        let via = match r.via {
-            Some(IpAddr::V4(v)) => v,
-            Some(IpAddr::V6(_)) => return Err(Unfit::GatewayFamily),
-            None => return Err(Unfit::NoGateway),
+        let via: IpAddr = match (p, r.via) {
+            (IpNet::V4(_), Some(v @ IpAddr::V4(_))) | (IpNet::V6(_), Some(v @ IpAddr::V6(_))) => v,
+            (_, Some(_)) => return Err(Unfit::GatewayFamily),
+            (_, None) => return Err(Unfit::NoGateway),
         };
         let vnic = match &r.oif {
             None => None,
@@ -199,12 +195,20 @@ mod tests {
         let ch = s.convert(&b);
         assert_eq!(
             ch.add,
-            vec![RouteConfig {
-                prefix: "10.1.0.0/16".into(),
-                nexthop: None,
-                via: Some("10.0.0.2".into()),
-                vnic: Some(1),
-            }]
+            vec![
+                RouteConfig {
+                    prefix: "10.1.0.0/16".into(),
+                    nexthop: None,
+                    via: Some("10.0.0.2".into()),
+                    vnic: Some(1),
+                },
+                RouteConfig {
+                    prefix: "2001:db8:1::/48".into(),
+                    nexthop: None,
+                    via: Some("2001:db8::2".into()),
+                    vnic: Some(0),
+                }
+            ]
         );
         assert!(ch.del.is_empty(), "10.7/16 was never given: {ch:?}");
         let st = s.stats();
@@ -216,7 +220,7 @@ mod tests {
                 st.unmapped_interface,
                 st.not_unicast
             ),
-            (1, 1, 1, 1, 1)
+            (2, 1, 1, 1, 1)
         );
         assert_eq!(st.deletes_dropped, 1);
 
@@ -229,6 +233,16 @@ mod tests {
             (ch.add.len(), ch.del.clone()),
             (0, vec!["10.1.0.0/16".to_string()])
         );
-        assert_eq!(s.given(), 0);
+        assert_eq!(s.given(), 1, "the IPv6 route");
+        // An IPv6 withdrawal, and an IPv6 route with an IPv4 gateway.
+        let ch = s.convert(&RouteBatch {
+            add: vec![route("2001:db8:9::/48", Some("10.0.0.2"), "tap0")],
+            del: vec!["2001:db8:1::/48".parse().unwrap()],
+        });
+        assert_eq!(
+            (ch.add.len(), ch.del),
+            (0, vec!["2001:db8:1::/48".to_string()])
+        );
+        assert_eq!((s.given(), s.stats().gateway_family), (0, 1));
     }
 }

@@ -74,7 +74,8 @@ fn the_initial_table_and_live_changes_of_both_families_are_handed_on() {
     c.settle(Duration::from_millis(100));
     assert!(c.get("10.3.0.0/16").is_none(), "scope link skipped");
 
-    // Routes through the VR's router: IPv4 by gateway, the rest counted.
+    // Routes through the VR's router: IPv4 and IPv6 by gateway, the rest
+    // counted.
     let mut sync = RouterSync::new(HashMap::from([("d0".to_string(), 0)]));
     let mut add = Vec::new();
     for b in &c.batches {
@@ -82,6 +83,11 @@ fn the_initial_table_and_live_changes_of_both_families_are_handed_on() {
         add.extend(ch.add.into_iter().map(|r| (r.prefix, r.via, r.vnic)));
     }
     assert!(add.contains(&("10.1.0.0/16".into(), Some("10.0.0.4".into()), Some(0))));
+    assert!(add.contains(&(
+        "2001:db8:1::/48".into(),
+        Some("2001:db8::2".into()),
+        Some(0)
+    )));
     let cs = sync.stats();
     assert_eq!((cs.ipv6, cs.not_unicast), (1, 1), "{cs:?}");
 

@@ -216,6 +216,11 @@ pub struct RouterConfig {
     /// a table the caches hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst_lookup: Option<bool>,
+    /// The control vNIC of each vNIC (empty: no control plane): frames
+    /// for the router it does not handle go there, and what comes in on
+    /// it leaves by its vNIC unchanged (`cplane.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control_vnics: Vec<u16>,
 }
 
 /// Parse `A.B.C.D/LEN`.
@@ -465,6 +470,7 @@ impl Router {
     /// subnet, unreadable route file, a table too small).
     pub fn new(cfg: &RouterConfig) -> Result<Self, String> {
         let vnics = build_vnics(&cfg.vnics)?;
+        let cplane = super::cplane::Cplane::new(&cfg.control_vnics, vnics.len())?;
         let a = cfg.arp;
         check_arp(&a)?;
         let mut b = Build {
@@ -509,6 +515,7 @@ impl Router {
             clock: Clock::Coarse,
             now: None,
             peer: PeerState::new(a.pending as usize),
+            cplane,
             counters: [0; counters::COUNT],
         })
     }

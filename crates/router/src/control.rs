@@ -146,6 +146,12 @@ pub struct RouterStats {
     /// Peers' neighbour messages refused ([`counters::PEER_NEIGH_BAD`]).
     #[serde(default)]
     pub peer_neigh_bad: u64,
+    /// Frames handed to the control plane ([`counters::TO_CONTROL`]).
+    #[serde(default)]
+    pub to_control: u64,
+    /// Frames from the control plane sent out ([`counters::FROM_CONTROL`]).
+    #[serde(default)]
+    pub from_control: u64,
 }
 
 impl Router {
@@ -379,7 +385,7 @@ impl Router {
     /// The table sizes and the peer counts.
     pub fn stats(&self) -> RouterStats {
         let c = |i: usize| self.counters[i];
-        let ipv6 = (counters::ND_SOLICITS..counters::COUNT)
+        let ipv6 = (counters::ND_SOLICITS..=counters::ICMP6_RATE_LIMITED)
             .map(|i| (counters::NAMES[i].to_string(), c(i)))
             .collect();
         RouterStats {
@@ -393,6 +399,8 @@ impl Router {
             peer_neigh_unsent: c(counters::PEER_NEIGH_UNSENT),
             peer_neigh_applied: c(counters::PEER_NEIGH_APPLIED),
             peer_neigh_bad: c(counters::PEER_NEIGH_BAD),
+            to_control: c(counters::TO_CONTROL),
+            from_control: c(counters::FROM_CONTROL),
         }
     }
 

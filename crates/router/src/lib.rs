@@ -145,9 +145,10 @@
 //!
 //! # Not here
 //!
-//! Local delivery to a control plane (packets to the
-//! router other than ARP and echo are dropped as
-//! [`DropReason::LocalUnsupported`]), VLAN tags, IP options processing,
+//! Local delivery to a control plane without control vNICs (packets to
+//! the router other than ARP and echo are then dropped as
+//! [`DropReason::LocalUnsupported`]; with `control_vnics`, see
+//! `cplane.rs`, they go to the control plane), VLAN tags, IP options processing,
 //! fragmentation and MTUs, ICMP redirects, proxy ARP.
 
 #![forbid(unsafe_code)]
@@ -156,6 +157,7 @@ mod addr6;
 mod arp;
 mod config;
 mod control;
+mod cplane;
 mod icmp;
 mod icmp6;
 mod ipv6;
@@ -256,8 +258,12 @@ pub mod counters {
     pub const ICMP6_ADDR_UNREACHABLE: usize = 25;
     /// ICMPv6 errors not sent because of the rate limit.
     pub const ICMP6_RATE_LIMITED: usize = 26;
+    /// Frames for the router handed to its control plane (`cplane.rs`).
+    pub const TO_CONTROL: usize = 27;
+    /// Frames from the control plane sent out of their data vNIC.
+    pub const FROM_CONTROL: usize = 28;
     /// Number of counters.
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 29;
     /// Counters published in the region.
     pub const PUBLISHED: usize = NEIGH_TABLE_FULL + 1;
     /// Their names, in order.
@@ -289,6 +295,8 @@ pub mod counters {
         "icmp6_no_route",
         "icmp6_addr_unreachable",
         "icmp6_rate_limited",
+        "to_control",
+        "from_control",
     ];
     const _: () = assert!(PUBLISHED <= vrhost_proto::counter::VR_SLOTS);
 }
@@ -437,6 +445,8 @@ pub struct Router {
     now: Option<u64>,
     /// Neighbours told to and by the other instances.
     peer: PeerState,
+    /// Control vNICs (local delivery to a control plane).
+    cplane: cplane::Cplane,
     counters: [u64; counters::COUNT],
 }
 
@@ -475,6 +485,9 @@ impl Router {
     /// that a burst does exactly what its packets one by one would.
     #[inline(always)]
     fn ingress(&self, pkt: &Packet<'_>) -> Ingress {
+        if let Some(out) = self.cplane.data_vnic_of(pkt.rx_vnic()) {
+            return Ingress::Done(Verdict::Forward(out));
+        }
         let d = pkt.data();
         let Ok(eth) = EthernetFrame::new_checked(d) else {
             return Ingress::Done(Verdict::Drop(DropReason::BadHeader));
@@ -576,7 +589,7 @@ impl Vr for Router {
     #[inline]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
         self.now = None;
-        match self.ingress(pkt) {
+        let mut v = [match self.ingress(pkt) {
             Ingress::Done(v) => v,
             Ingress::Arp => self.arp_in(pkt),
             Ingress::Ipv6 => self.ipv6_in(pkt),
@@ -584,7 +597,11 @@ impl Vr for Router {
                 let id = self.fib.lookup(dst);
                 self.route(pkt, id)
             }
+        }];
+        if self.cplane.is_on() {
+            self.hand_to_control(std::slice::from_ref(&*pkt), &mut v);
         }
+        v[0]
     }
 
     #[inline]
@@ -628,6 +645,9 @@ impl Vr for Router {
                     self.route(&mut pkts[i], id)
                 };
             }
+        }
+        if self.cplane.is_on() {
+            self.hand_to_control(&pkts[..n], &mut verdicts[..n]);
         }
     }
 

@@ -127,6 +127,27 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         ctl: Mutex::new(ctl),
         token,
     });
+    // The control planes' route sync threads take the controller when
+    // their batches come.
+    {
+        let weak = Arc::downgrade(&state);
+        let hook: vrhost_daemon::cplane::SyncHook = Arc::new(move |f| {
+            let Some(st) = weak.upgrade() else {
+                return false;
+            };
+            let mut c = st
+                .ctl
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut c);
+            true
+        });
+        state
+            .ctl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .set_sync_hook(hook);
+    }
     // VRs that go down are restarted on their own thread, at the daemon's
     // priority (a restart is the data path coming back).
     let supervisor = {
@@ -157,6 +178,11 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
     watch(args, &state, &stop, &hup);
     drop(server);
     let _ = supervisor.join();
+    state
+        .ctl
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .stop_control_planes();
     let worker = handle
         .join()
         .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;

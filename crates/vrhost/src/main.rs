@@ -85,6 +85,9 @@ enum BenchCmd {
     /// forwarding ones (frames lost), and a full table loaded through the
     /// API (routes/s).
     Control(vrhost_bench::control::ControlArgs),
+    /// A VR's control plane: kernel route to forwarded frame, idle CPU.
+    #[command(name = "control-plane")]
+    ControlPlane(vrhost_bench::cplane::ControlPlaneArgs),
     /// Packet capture: what a full-rate `vrhost capture` of one VR costs
     /// the VR beside it.
     Capture(vrhost_bench::capture::CaptureArgs),
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Forward(a)) => vrhost_bench::forward::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Fastpath(a)) => vrhost_bench::fastpath::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Control(a)) => vrhost_bench::control::run(&a).map_err(Into::into),
+        Cmd::Bench(BenchCmd::ControlPlane(a)) => vrhost_bench::cplane::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Capture(a)) => vrhost_bench::capture::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Isolation(a)) => vrhost_bench::isolation::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Soak(a)) => vrhost_bench::soak::run(&a).map_err(Into::into),

@@ -21,6 +21,7 @@ pub(super) fn route_of(r: &RouteConfig) -> Route {
         via: r.via.clone(),
         vnic: r.vnic,
         nexthop: r.nexthop,
+        origin: None,
     }
 }
 
@@ -32,18 +33,31 @@ pub(super) async fn list_routes(
     let q = query(q);
     let offset = query_num(&q, "offset", 0, 0..=MAX_OFFSET)?;
     let limit = query_num(&q, "limit", 1000, 1..=100_000)?;
+    let origin = q.get("origin").map_or("runtime", String::as_str);
+    let want: &[&str] = match origin {
+        "runtime" => &["api", "control-plane"],
+        "all" => &["config", "api", "control-plane"],
+        "config" => &["config"],
+        "api" => &["api"],
+        "control-plane" => &["control-plane"],
+        o => {
+            return Err(ApiError::bad(format!(
+                "origin {o:?}: runtime, all, config, api or control-plane"
+            )));
+        }
+    };
     with_ctl(&st, move |c| {
-        let routes = c
-            .api_routes(&name)
+        let (total, routes) = c
+            .routes_by_origin(&name, want, offset, limit)
             .ok_or_else(|| ApiError::not_found(format!("no VR {name:?}")))?;
         let page = RoutePage {
-            total: routes.len() as u64,
+            total: total as u64,
             offset: offset as u64,
-            routes: routes
-                .values()
-                .skip(offset)
-                .take(limit)
-                .map(route_of)
+            routes: (routes.into_iter())
+                .map(|(origin, r)| Route {
+                    origin: Some(origin.into()),
+                    ..route_of(&r)
+                })
                 .collect(),
         };
         Ok(axum::Json(page).into_response())

@@ -46,7 +46,7 @@ mod start;
 
 pub use ports::open_port;
 use ports::open_port_on;
-use routes::send_routes;
+pub(crate) use routes::send_routes;
 use start::Start;
 
 /// A VR's instance processes and their doorbells, in instance order, and
@@ -101,14 +101,14 @@ impl From<vrhost_host::MailboxError> for ControlError {
 }
 
 /// What the control plane keeps about one running VR.
-struct VrEntry {
+pub(crate) struct VrEntry {
     /// Its `VrPath::id` in the worker.
     id: u64,
     /// A second mapping of its region, to start processes on it again.
     region: Region,
     stats: Arc<VrStats>,
     /// The control socket of each instance slot that runs a process.
-    controls: BTreeMap<u16, VrControl>,
+    pub(crate) controls: BTreeMap<u16, VrControl>,
     /// Routes added through the API, by (prefix, length).
     api_routes: BTreeMap<(u32, u8), RouteConfig>,
     /// Instance slots of its region: the most instances it can run
@@ -122,6 +122,8 @@ struct VrEntry {
     scaler: Scaler,
     /// When its scaler last decided, and the frames offered to it by then.
     decided: (Instant, u64),
+    /// Its control plane (`control_plane`), and the routes it gave.
+    pub(crate) control: Option<crate::cplane::ControlPlane>,
 }
 
 /// A VR started for an apply but not yet handed to the worker.
@@ -156,7 +158,7 @@ pub struct Controller {
     mailbox: Arc<Mailbox>,
     host_bell: Doorbell,
     exe: PathBuf,
-    vrs: BTreeMap<String, VrEntry>,
+    pub(crate) vrs: BTreeMap<String, VrEntry>,
     started: Instant,
     restarts: u64,
     /// VRs that went down, reported by the worker (taken by the supervisor).
@@ -173,6 +175,8 @@ pub struct Controller {
     fast_polled: Option<Instant>,
     /// `path = "auto"` VRs' load and moves (`auto.rs`).
     auto: BTreeMap<String, auto::AutoState>,
+    /// How the control planes' route sync reaches this controller.
+    pub(crate) sync_hook: Option<crate::cplane::SyncHook>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -215,6 +219,10 @@ impl Controller {
             true => Some(FastState::load(&plan.host.fast)?),
             false => None,
         };
+        // Control namespaces left by a daemon that is gone.
+        for ns in crate::cplane::netns::sweep() {
+            tracing::info!("removed control namespace {ns}, left over by a daemon that is gone");
+        }
         let mut ports = Vec::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             let (traffic, rings) = (plan.gens[i].as_ref(), plan.rings[i]);
@@ -252,6 +260,7 @@ impl Controller {
             fast,
             fast_polled: None,
             auto: BTreeMap::new(),
+            sync_hook: None,
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -300,8 +309,11 @@ impl Controller {
             let (p, b, c) =
                 self.start_instances(&self.plan, &vr, &entry.region, &cpus, Start::Urgent)?;
             entry.controls = c;
-            if !entry.api_routes.is_empty() {
-                let add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
+            let mut add: Vec<RouteConfig> = entry.api_routes.values().cloned().collect();
+            if let Some(cp) = &entry.control {
+                add.extend(cp.routes().values().cloned());
+            }
+            if !add.is_empty() {
                 // The processes are dropped (killed) with the error: the VR
                 // stays down, and the next exit report tries again.
                 send_routes(&mut entry.controls, &vr.name, &add, &[])?;
@@ -507,6 +519,19 @@ impl Controller {
             self.vrs.remove(name);
             self.cores.release(name);
         }
+        // Control namespaces no VR uses any more (their TAPs closed with
+        // their ports, their processes stopped with their VRs).
+        for ns in (self.plan.vrs.iter())
+            .filter_map(|v| v.control.as_ref().map(|c| c.netns.clone()))
+            .filter(|ns| {
+                !plan
+                    .vrs
+                    .iter()
+                    .any(|v| v.control.as_ref().is_some_and(|c| &c.netns == ns))
+            })
+        {
+            crate::cplane::netns::remove(&ns);
+        }
         for (name, e) in &self.vrs {
             if !e.placed {
                 self.cores.release(name);
@@ -516,7 +541,8 @@ impl Controller {
             let e = self.vrs.get_mut(&vr.name).expect("kept VRs have an entry");
             e.scaler = Scaler::new(vr.scale).map_err(|e| ControlError::Invalid(e.to_string()))?;
         }
-        for (name, e) in entries {
+        for (name, mut e) in entries {
+            self.inherit_control(&plan, &name, &mut e);
             self.vrs.insert(name, e);
         }
         self.restarts += res.restarted.len() as u64;

@@ -60,7 +60,15 @@ pub fn open_port(
             iface,
             Default::default(),
         )),
-        Driver::Tap => boxed(vrhost_io::tap::TapPort::open(iface, Default::default())),
+        Driver::Tap => match vrhost_host::config::split_netns(iface) {
+            // A control plane's TAP, in its control namespace.
+            Some((ns, ifname)) => crate::cplane::netns::ensure(ns).and_then(|()| {
+                crate::cplane::netns::run_in(ns, || {
+                    boxed(vrhost_io::tap::TapPort::open(ifname, Default::default()))
+                })?
+            }),
+            None => boxed(vrhost_io::tap::TapPort::open(iface, Default::default())),
+        },
         Driver::AfXdp => boxed(vrhost_io::af_xdp::AfXdpPort::open(iface, &rings.af_xdp())),
     };
     port.map_err(|e| format!("{} on {iface}: {e}", driver.name()))

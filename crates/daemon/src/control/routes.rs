@@ -13,6 +13,44 @@ use vrhost_router::RouteConfig;
 use super::{CONTROL_TIMEOUT, ControlError, Controller};
 
 impl Controller {
+    /// A page of the routes of VR `name` whose origin is in `want`, in
+    /// order: its config's (`config`), those added through the API
+    /// (`api`), its control plane's (`control-plane`); with the count of
+    /// them all. Only the page is copied. `None`: no such VR.
+    pub fn routes_by_origin(
+        &self,
+        name: &str,
+        want: &[&str],
+        offset: usize,
+        limit: usize,
+    ) -> Option<(usize, Vec<(&'static str, RouteConfig)>)> {
+        let plan = self.plan.vrs.iter().find(|v| v.name == name)?;
+        let e = self.vrs.get(name)?;
+        let config: Vec<RouteConfig> = match want.contains(&"config") {
+            true => (plan.config.get("routes").and_then(|r| r.as_array()))
+                .into_iter()
+                .flatten()
+                .filter_map(|r| serde_json::from_value(r.clone()).ok())
+                .collect(),
+            false => Vec::new(),
+        };
+        let api = want.contains(&"api").then_some(&e.api_routes);
+        let cp = (e.control.as_ref()).filter(|_| want.contains(&"control-plane"));
+        let total = config.len() + api.map_or(0, |a| a.len()) + cp.map_or(0, |c| c.routes().len());
+        let all = (config.iter().map(|r| ("config", r)))
+            .chain(api.into_iter().flat_map(|a| a.values().map(|r| ("api", r))))
+            .chain(
+                cp.into_iter()
+                    .flat_map(|c| c.routes().values().map(|r| ("control-plane", r))),
+            );
+        let page = all
+            .skip(offset)
+            .take(limit)
+            .map(|(o, r)| (o, r.clone()))
+            .collect();
+        Some((total, page))
+    }
+
     /// Change the routes a VR got through the API: add (or replace) `add`,
     /// delete `del` (which must be API routes). All or nothing: the VR
     /// checks every message before the first is applied.
@@ -85,9 +123,10 @@ impl Controller {
 
 /// Send route changes to every instance of a VR (`controls`), in messages of
 /// [`CONTROL_CHUNK`] routes: first every message as a dry run (the VR
-/// checks it), then for real, so a refused route changes nothing. Returns
-/// the routes in the VR's table afterwards.
-pub(super) fn send_routes(
+/// checks it), then for real, so a refused route changes nothing (a
+/// change of one message goes once: the VR checks it whole before it
+/// applies it). Returns the routes in the VR's table afterwards.
+pub(crate) fn send_routes(
     controls: &mut BTreeMap<u16, VrControl>,
     vr: &str,
     add: &[RouteConfig],
@@ -101,7 +140,13 @@ pub(super) fn send_routes(
         msgs.push(serde_json::json!({ "add": [], "del": c }));
     }
     let mut routes = 0;
-    for dry_run in [true, false] {
+    // One message is checked whole by the VR before it applies any of it:
+    // the dry run is for changes of several.
+    let passes: &[bool] = match msgs.len() {
+        0 | 1 => &[false],
+        _ => &[true, false],
+    };
+    for &dry_run in passes {
         for (m, chunk) in msgs.iter().enumerate() {
             let mut body = chunk.clone();
             body["dry_run"] = dry_run.into();

@@ -84,6 +84,7 @@ impl Controller {
             placed: vr.placed,
             scaler: Scaler::new(vr.scale).map_err(|e| ControlError::Invalid(e.to_string()))?,
             decided: (Instant::now(), 0),
+            control: None,
         };
         if !routes.is_empty() {
             let add: Vec<RouteConfig> = routes.values().cloned().collect();
@@ -96,7 +97,47 @@ impl Controller {
             })?;
             entry.api_routes = routes.clone();
         }
+        entry.control = self.control_for(vr, &mut entry)?;
         Ok(Started { path, entry })
+    }
+
+    /// The control plane of `vr`, for its new `entry` (a new VR, or a new
+    /// definition of one). A changed VR whose old definition runs the same
+    /// control plane keeps it: `None` here, the new process given its
+    /// routes, and the running one moved to the new entry once the change
+    /// is in ([`Controller::inherit_control`]), so a change that fails
+    /// leaves it where it was. Otherwise the old one (if any) is stopped
+    /// first (one routing daemon per namespace) and a new one started.
+    fn control_for(
+        &mut self,
+        vr: &VrPlan,
+        entry: &mut VrEntry,
+    ) -> Result<Option<crate::cplane::ControlPlane>, ControlError> {
+        let Some(plan) = &vr.control else {
+            return Ok(None);
+        };
+        let old = self.vrs.get_mut(&vr.name).and_then(|e| e.control.as_ref());
+        if let Some(cp) = old.filter(|cp| cp.plan() == plan) {
+            let add: Vec<RouteConfig> = cp.routes().values().cloned().collect();
+            if !add.is_empty() {
+                send_routes(&mut entry.controls, &vr.name, &add, &[])?;
+            }
+            return Ok(None);
+        }
+        drop(self.vrs.get_mut(&vr.name).and_then(|e| e.control.take()));
+        let cp = crate::cplane::ControlPlane::start(vr, plan).map_err(ControlError::Invalid)?;
+        Ok(Some(cp))
+    }
+
+    /// Move the control plane of the running entry of VR `name` to its
+    /// new entry `e`, when `e` has none and the new `plan` wants one (see
+    /// `control_for`).
+    pub(super) fn inherit_control(&mut self, plan: &Plan, name: &str, e: &mut VrEntry) {
+        let wants = (plan.vrs.iter()).any(|v| v.name == name && v.control.is_some());
+        if e.control.is_some() || !wants {
+            return;
+        }
+        e.control = self.vrs.get_mut(name).and_then(|old| old.control.take());
     }
 
     /// The core of each instance `vr` starts with (slots `0..instances`):

@@ -138,6 +138,9 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
     if v.vnics.get_ref().iter().any(|n| n.tunnel.is_some()) {
         return Err("a tunnel vNIC: the fast path does not decapsulate yet".into());
     }
+    if v.control_plane.is_some() {
+        return Err("a control plane: the fast path does not take its routes yet".into());
+    }
     if v.vnics.get_ref().iter().any(|n| n.vlan.is_some()) {
         return Err("a VLAN vNIC: the fast path does not tag or untag frames yet".into());
     }

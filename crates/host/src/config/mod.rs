@@ -12,11 +12,13 @@
 //!
 //! The parts: `schema` holds the TOML's serde types; the checks go by
 //! table, `ports`, `tunnels`, `vrs` (with a VR's `instances`, `confinement` and
-//! `sched` beside it) and `rules`; `plan` is what a checked config
+//! `sched` beside it) and `rules`; `control` adds the ports, vNICs and
+//! rules of the VRs' control planes; `plan` is what a checked config
 //! becomes. `Config::check` runs them in that order.
 
 mod auto;
 mod confinement;
+mod control;
 mod fast;
 mod instances;
 mod plan;
@@ -33,6 +35,10 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 pub use auto::{AutoConf, AutoPath};
+pub use control::{
+    CONTROL_HOLD_MS, CONTROL_NETNS_PREFIX, ControlPlan, ControlPlaneConf, ControlRun, ControlTap,
+    control_netns, find_program, split_netns,
+};
 pub use fast::{DataPath, FastKey, PortLimit};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
@@ -168,13 +174,17 @@ impl Config {
         let tunnel_table = tunnels::tunnel_table(&vrs, &self.vrs, &at)?;
         let rules = rules::check_rules(&self.rules, &port_ix, &vrs, &at)?;
         fast::check_fast(self, &mut vrs, &rules, &at)?;
-        let mut classifier = Classifier::new(&rules).map_err(|e| ConfigError::Field {
+        // The control planes' ports and rules, after the config's checks
+        // (a rule of the config cannot name a control vNIC).
+        let (ctl_ports, mut all) = control::expand(&mut vrs, self.ports.len());
+        all.extend(rules);
+        let mut classifier = Classifier::new(&all).map_err(|e| ConfigError::Field {
             file: file.into(),
             line: 0,
             field: "rules".into(),
             msg: e.to_string(),
         })?;
         classifier.set_tunnels(tunnel_table);
-        Ok(Plan::new(self, vrs, classifier))
+        Ok(Plan::new(self, vrs, classifier, ctl_ports))
     }
 }

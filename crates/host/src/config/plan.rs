@@ -59,6 +59,9 @@ pub struct VrPlan {
     pub port_limit: Option<PortLimit>,
     /// `path = "auto"`: its load policy (`path` is then where it is now).
     pub auto: Option<super::auto::AutoPath>,
+    /// Its control plane (`control_plane`), whose TAP ports are the
+    /// last of `vnic_ports`.
+    pub control: Option<super::ControlPlan>,
 }
 
 impl VrPlan {
@@ -106,7 +109,12 @@ pub struct Plan {
 impl Plan {
     /// The plan of a checked config: its ports as they are, its checked
     /// VRs and compiled classifier.
-    pub(super) fn new(cfg: &Config, vrs: Vec<VrPlan>, classifier: Classifier) -> Self {
+    pub(super) fn new(
+        cfg: &Config,
+        vrs: Vec<VrPlan>,
+        classifier: Classifier,
+        ctl_ports: Vec<(String, Driver, String)>,
+    ) -> Self {
         let port = |p: &super::PortConfig| {
             let interface = p.interface.as_ref().map(|i| i.get_ref().clone());
             (
@@ -124,10 +132,15 @@ impl Plan {
             ),
             _ => None,
         };
+        let n = ctl_ports.len();
         Plan {
-            ports: cfg.ports.iter().map(port).collect(),
-            rings: cfg.ports.iter().map(port_rings).collect(),
-            gens: cfg.ports.iter().map(gen_of).collect(),
+            ports: cfg.ports.iter().map(port).chain(ctl_ports).collect(),
+            rings: (cfg.ports.iter().map(port_rings))
+                .chain(std::iter::repeat_n(PortRings::default(), n))
+                .collect(),
+            gens: (cfg.ports.iter().map(gen_of))
+                .chain(std::iter::repeat_n(None, n))
+                .collect(),
             vrs,
             classifier,
             host: cfg.host.clone(),

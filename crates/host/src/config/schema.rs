@@ -108,6 +108,9 @@ pub struct GenConf {
     pub limit: Option<u64>,
     /// Seed of the destination choice.
     pub seed: u64,
+    /// Stamp a sequence number in each frame's UDP payload (its first 8
+    /// bytes, big endian; the UDP checksum is then 0), for loss counts.
+    pub sequence: bool,
 }
 
 impl Default for GenConf {
@@ -120,6 +123,7 @@ impl Default for GenConf {
             pps: None,
             limit: None,
             seed: 0x5eed,
+            sequence: false,
         }
     }
 }
@@ -148,6 +152,7 @@ impl GenConf {
             limit: self.limit,
             seed: self.seed,
             pps: self.pps,
+            stamp_sequence: self.sequence,
             ..MemPortConfig::default()
         };
         cfg.validate().map_err(|e| e.to_string())?;
@@ -308,6 +313,18 @@ pub struct VrConf {
     /// `path = "auto"`'s thresholds.
     #[serde(default)]
     pub auto: Option<super::auto::AutoConf>,
+    /// A control plane run in the VR's control namespace: `"bird"`, or
+    /// `{ command = ["prog", "arg", ...] }` (router VRs).
+    #[serde(default)]
+    pub control_plane: Option<Spanned<super::control::ControlPlaneConf>>,
+    /// The control plane's config file (`"bird"`: its `bird.conf`),
+    /// relative to the config file's directory.
+    #[serde(default)]
+    pub control_config: Option<Spanned<String>>,
+    /// How long the routes of a control plane that went down stay in the
+    /// VR's FIB while it is not back, milliseconds (default 90,000).
+    #[serde(default)]
+    pub control_hold_ms: Option<u64>,
 }
 
 /// The `dynamic` scaling policy of a VR (LVRM's dynamic core allocation):

@@ -62,6 +62,7 @@ impl Config {
         budget.take_for(i, v, &inst, at)?;
         let sched = vr_sched(v).map_err(fail)?;
         let (path, auto) = super::fast::vr_path(v).map_err(fail)?;
+        let control = super::control::vr_control(v, &self.dir).map_err(fail)?;
         Ok(VrPlan {
             name: v.name.get_ref().clone(),
             program,
@@ -85,6 +86,7 @@ impl Config {
             fast: Err("not checked".into()),
             port_limit: None,
             auto,
+            control,
         })
     }
 
@@ -122,8 +124,16 @@ impl Config {
     /// resolved against the config's directory.
     fn router_config(&self, v: &VrConf) -> Result<RouterConfig, String> {
         let mut t = v.router.clone().unwrap_or_default();
-        if t.contains_key("vnics") {
-            return Err("`vnics` belongs to the VR, not to its router table".into());
+        for k in ["vnics", "control_vnics"] {
+            if t.contains_key(k) {
+                return Err(format!("`{k}` belongs to the VR, not to its router table"));
+            }
+        }
+        if v.control_plane.is_some() {
+            // Control vNIC n + i for vNIC i (`control.rs`).
+            let n = v.vnics.get_ref().len() as i64;
+            let ctl = (n..2 * n).map(toml::Value::Integer).collect();
+            t.insert("control_vnics".into(), toml::Value::Array(ctl));
         }
         let vnics: Vec<toml::Value> = v
             .vnics

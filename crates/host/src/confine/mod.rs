@@ -134,6 +134,7 @@ use serde::{Deserialize, Serialize};
 
 mod cgroup;
 mod child;
+mod ctlproc;
 mod remount;
 mod seccomp;
 #[cfg(test)]
@@ -142,6 +143,7 @@ mod tests;
 pub use cgroup::Cgroups;
 use cgroup::*;
 pub(crate) use child::{Prepared, which};
+pub use ctlproc::{ControlSpawn, spawn_control};
 
 /// A user and group id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -295,6 +295,7 @@ fn json_messages_and_their_errors() {
         json!({"routes": routes + 1, "neighbours": 1, "burst_lookup": false,
                "peer_neigh_sent": 0, "peer_neigh_unsent": 0,
                "peer_neigh_applied": 0, "peer_neigh_bad": 0,
+               "to_control": 0, "from_control": 0,
                "routes6": 0, "neighbours6": 0,
                "ipv6": {"nd_solicits": 0, "nd_adverts": 0, "nd_learned": 0,
                         "nd_released": 0, "nd_unres_discards": 0, "nd_failed": 0,

@@ -13,6 +13,7 @@ use super::*;
 
 mod arp;
 mod control;
+mod cplane;
 mod forward;
 mod icmp;
 mod ipv6;

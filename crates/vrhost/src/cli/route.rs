@@ -34,7 +34,8 @@ pub struct RouteArgs {
 /// What to do with routes.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum RouteCmd {
-    /// A page of the routes added to a VR through the API.
+    /// A page of a VR's routes with their origin: by default those added
+    /// at run time (through the API, and by its control plane).
     #[command(visible_alias = "ls")]
     List {
         /// The VR.
@@ -49,6 +50,10 @@ pub enum RouteCmd {
         /// Every route, page after page.
         #[arg(long, conflicts_with_all = ["offset", "limit"])]
         all: bool,
+        /// Which routes: `runtime` (default: API and control plane),
+        /// `all` (the config's too), `config`, `api`, `control-plane`.
+        #[arg(long)]
+        origin: Option<String>,
     },
     /// Add or replace a route: VR PREFIX (via ADDR [dev VNIC] | nexthop N).
     Add {
@@ -134,6 +139,7 @@ pub fn run(args: &RouteArgs) -> Result<()> {
             offset,
             limit,
             all,
+            origin,
         } => {
             let c = one_shot(api)?;
             let base = format!("/v1/vrs/{}/routes", encode(vr));
@@ -143,6 +149,7 @@ pub fn run(args: &RouteArgs) -> Result<()> {
                     &[
                         ("offset", Some(offset.to_string())),
                         ("limit", Some(limit.to_string())),
+                        ("origin", origin.clone()),
                     ],
                 ))
             };
@@ -173,7 +180,7 @@ pub fn run(args: &RouteArgs) -> Result<()> {
                 let p: RoutePage = a.decode()?;
                 let end = p.offset + p.routes.len() as u64;
                 if p.total == 0 {
-                    eprintln!("{vr}: no routes added through the API");
+                    eprintln!("{vr}: no routes (config, API or control plane)");
                 } else if p.routes.is_empty() {
                     eprintln!("{vr}: no routes from {} ({} in all)", p.offset, p.total);
                 } else {
@@ -233,6 +240,7 @@ pub fn table(routes: &[Route]) -> Table {
             (Col::l("VIA"), &|r| opt(r.via.as_deref())),
             (Col::r("VNIC"), &|r| opt(r.vnic)),
             (Col::r("NEXTHOP"), &|r| opt(r.nexthop)),
+            (Col::l("ORIGIN"), &|r| opt(r.origin.as_deref())),
         ],
     )
 }
@@ -611,6 +619,7 @@ mod tests {
                 via: Some("10.1.1.2".into()),
                 vnic: Some(1),
                 nexthop: None,
+                origin: Some("control-plane".into()),
             },
             Route {
                 prefix: "0.0.0.0/0".into(),
@@ -620,9 +629,9 @@ mod tests {
         ];
         assert_eq!(
             table(&routes).render(),
-            "PREFIX        VIA       VNIC  NEXTHOP\n\
-             192.0.2.0/24  10.1.1.2     1        -\n\
-             0.0.0.0/0     -            -        0\n"
+            "PREFIX        VIA       VNIC  NEXTHOP  ORIGIN\n\
+             192.0.2.0/24  10.1.1.2     1        -  control-plane\n\
+             0.0.0.0/0     -            -        0  -\n"
         );
     }
 }
