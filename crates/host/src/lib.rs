@@ -24,6 +24,7 @@ pub mod alloc;
 pub mod balance;
 pub mod capture;
 pub mod classify;
+pub mod cluster;
 pub mod config;
 #[expect(
     unsafe_code,

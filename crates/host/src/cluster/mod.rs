@@ -1,0 +1,20 @@
+//! The cluster's data-path pieces (PdP, issue 23): a dispatcher vrhost
+//! classifies frames and sends a remote VR's frames to engine vrhosts over
+//! VXLAN, tagged; engines hand them back the same way.
+//!
+//! This module owns the tag carried in the VXLAN VNI ([`tag`]), the choice
+//! of an engine for a frame by the VR's policy over the live engines
+//! ([`engines`]) and the engines' liveness from heartbeats ([`heartbeat`]).
+//! It does not own the tunnels' encapsulation ([`crate::tunnel`]), the
+//! classifier, or the placement of instances ([`crate::alloc`]).
+//! The format and the protocol are written down in `docs/cluster.md`.
+
+#![forbid(unsafe_code)]
+
+pub mod engines;
+pub mod heartbeat;
+pub mod tag;
+
+pub use engines::{ClusterPolicy, EngineSet, MAX_ENGINES};
+pub use heartbeat::{Beacon, EngineState, Liveness, Responder};
+pub use tag::{Tag, TagError};
