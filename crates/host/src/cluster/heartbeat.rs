@@ -124,6 +124,22 @@ impl Liveness {
         self.live.load(Ordering::Relaxed)
     }
 
+    /// Set which engines are up, for a cluster without heartbeats (all
+    /// up) or a test; a running [`Beacon`] overwrites it each period.
+    pub fn force(&self, mask: u64) {
+        self.live.store(mask, Ordering::Relaxed);
+    }
+
+    /// Number of engines.
+    pub fn len(&self) -> usize {
+        self.engines.len()
+    }
+
+    /// Whether it follows no engine.
+    pub fn is_empty(&self) -> bool {
+        self.engines.is_empty()
+    }
+
     /// Engine `i`'s state.
     pub fn state(&self, i: usize) -> EngineState {
         match i < 64 && self.live() & (1 << i) != 0 {

@@ -11,10 +11,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod dispatch;
 pub mod engines;
 pub mod heartbeat;
 pub mod tag;
 
+pub use dispatch::{DispatchSpec, DispatchStats, Dispatcher, EngineLink, RemoteVr};
 pub use engines::{ClusterPolicy, EngineSet, MAX_ENGINES};
 pub use heartbeat::{Beacon, EngineState, Liveness, Responder};
 pub use tag::{Tag, TagError};
