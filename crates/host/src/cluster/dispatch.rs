@@ -135,31 +135,36 @@ pub struct Dispatcher {
     stats: Arc<DispatchStats>,
 }
 
-/// What [`Dispatcher::new`] refuses.
-fn check(spec: &DispatchSpec) -> Result<(), String> {
-    if spec.engines.len() > super::MAX_ENGINES {
-        return Err(format!("more than {} engines", super::MAX_ENGINES));
-    }
-    let mut ids = [false; 256];
-    let mut owned = std::collections::BTreeSet::new();
-    for v in &spec.vrs {
-        if v.id == 0 || std::mem::replace(&mut ids[usize::from(v.id)], true) {
-            return Err(format!("VR {:?}: id {} is 0 or taken", v.name, v.id));
+impl Dispatcher {
+    /// Whether `spec` can be built: what [`Dispatcher::new`] refuses.
+    ///
+    /// # Errors
+    /// As [`Dispatcher::new`].
+    pub fn check(spec: &DispatchSpec) -> Result<(), String> {
+        if spec.engines.len() > super::MAX_ENGINES {
+            return Err(format!("more than {} engines", super::MAX_ENGINES));
         }
-        if v.engines.is_empty() || v.engines.iter().any(|&e| e >= spec.engines.len()) {
-            return Err(format!("VR {:?}: no engines, or an unknown one", v.name));
-        }
-        for &p in &v.ports {
-            if p == spec.underlay || p > usize::from(super::tag::MAX_PORT) || !owned.insert(p) {
-                return Err(format!(
-                    "VR {:?}: port {p} is the underlay, over {}, or another VR's",
-                    v.name,
-                    super::tag::MAX_PORT
-                ));
+        let mut ids = [false; 256];
+        let mut owned = std::collections::BTreeSet::new();
+        for v in &spec.vrs {
+            if v.id == 0 || std::mem::replace(&mut ids[usize::from(v.id)], true) {
+                return Err(format!("VR {:?}: id {} is 0 or taken", v.name, v.id));
+            }
+            if v.engines.is_empty() || v.engines.iter().any(|&e| e >= spec.engines.len()) {
+                return Err(format!("VR {:?}: no engines, or an unknown one", v.name));
+            }
+            for &p in &v.ports {
+                if p == spec.underlay || p > usize::from(super::tag::MAX_PORT) || !owned.insert(p) {
+                    return Err(format!(
+                        "VR {:?}: port {p} is the underlay, over {}, or another VR's",
+                        v.name,
+                        super::tag::MAX_PORT
+                    ));
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 impl Dispatcher {
@@ -171,7 +176,7 @@ impl Dispatcher {
     /// unknown engines; a port that is the underlay, over 254, or owned
     /// by two VRs.
     pub fn new(spec: DispatchSpec, liveness: Arc<Liveness>) -> Result<Self, String> {
-        check(&spec)?;
+        Self::check(&spec)?;
         let mut table = TunnelTable::default();
         let mut port_vr = Vec::new();
         let mut sets = Vec::new();

@@ -15,6 +15,8 @@
 //! `sched` beside it) and `rules`; `plan` is what a checked config
 //! becomes. `Config::check` runs them in that order.
 
+mod cluster;
+mod cluster_schema;
 mod confinement;
 mod fast;
 mod instances;
@@ -31,6 +33,8 @@ mod vrs;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
+pub use cluster::{ClusterPlan, HEARTBEAT_PORT};
+pub use cluster_schema::{ClusterConf, EngineConf, RemoteVrConf};
 pub use fast::{DataPath, FastKey};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
@@ -173,6 +177,21 @@ impl Config {
             msg: e.to_string(),
         })?;
         classifier.set_tunnels(tunnel_table);
-        Ok(Plan::new(self, vrs, classifier))
+        let cluster = self
+            .cluster
+            .as_ref()
+            .map(|c| {
+                let cx = cluster::Ctx {
+                    ports: &self.ports,
+                    port_ix: &port_ix,
+                    tunnels: &self.tunnels,
+                    vrs: &vrs,
+                };
+                cluster::check_cluster(c, &cx, &at)
+            })
+            .transpose()?;
+        let mut plan = Plan::new(self, vrs, classifier);
+        plan.cluster = cluster;
+        Ok(plan)
     }
 }
