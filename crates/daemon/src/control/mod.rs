@@ -170,6 +170,8 @@ pub struct Controller {
     fast: Option<FastState>,
     /// When the routers were last asked for their neighbours (`fast.rs`).
     fast_polled: Option<Instant>,
+    /// Its part in a cluster (`[cluster]`; fixed at start).
+    cluster: Option<crate::cluster::ClusterState>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -224,6 +226,14 @@ impl Controller {
             .map_err(|e| e.to_string())?;
         let (exit_tx, exit_rx) = mpsc::channel();
         worker.set_exit_notify(exit_tx);
+        let cluster = plan
+            .cluster
+            .as_ref()
+            .map(|c| {
+                let names = plan.ports.iter().map(|p| p.0.clone()).collect();
+                crate::cluster::ClusterState::start(c, &mut worker, names)
+            })
+            .transpose()?;
         let host_bell = Doorbell::from_fd(
             worker
                 .bell()
@@ -248,6 +258,7 @@ impl Controller {
             hurry: Hurry::default(),
             fast,
             fast_polled: None,
+            cluster,
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -258,6 +269,13 @@ impl Controller {
         }
         ctl.sync_fast().map_err(|e| e.to_string())?;
         Ok((ctl, worker))
+    }
+
+    /// Its part in a cluster, for `GET /v1/cluster`.
+    pub fn cluster_status(&self) -> vrhost_api::ClusterStatus {
+        self.cluster
+            .as_ref()
+            .map_or_else(crate::cluster::no_cluster, |c| c.status())
     }
 
     /// The reports of VRs that went down, for the supervisor (once).
