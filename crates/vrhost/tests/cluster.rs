@@ -482,3 +482,41 @@ fn flows_cross_the_dispatcher_and_engines_in_order_and_a_killed_engine_s_flows_m
     let text = d.ok(&["cluster", "status"]);
     assert!(text.contains("e2") && text.contains("down"), "{text}");
 }
+
+/// `lab/cluster.toml` loads, names a dispatcher and three engines, and
+/// their vrhost configs check (no root needed).
+#[test]
+fn the_cluster_lab_and_its_vrhost_configs_check() {
+    use vrhost_host::config::{ClusterPlan, Config};
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lab = vrhost_lab::Lab::load(&repo.join("lab/cluster.toml")).unwrap();
+    let nodes = lab.vrhost_nodes();
+    let names: Vec<&str> = nodes.iter().map(|n| n.0).collect();
+    assert_eq!(names, ["disp", "e1", "e2", "e3"]);
+    let (_, disp) = Config::load(&nodes[0].1).unwrap();
+    let Some(ClusterPlan::Dispatcher { spec, .. }) = disp.cluster else {
+        panic!("the first node is no dispatcher");
+    };
+    assert_eq!(spec.engines.len(), 3);
+    for (_, cfg) in &nodes[1..] {
+        let (_, p) = Config::load(cfg).unwrap();
+        assert!(matches!(p.cluster, Some(ClusterPlan::Engine { .. })));
+        // The engine's tunnels carry the tags of the dispatcher's ports.
+        let vnis: Vec<u32> = p.vrs[0]
+            .vnic_tunnels
+            .iter()
+            .map(|t| t.unwrap().vni)
+            .collect();
+        let tag = |port: u8| {
+            vrhost_host::cluster::Tag {
+                vr: spec.vrs[0].id,
+                port,
+                local: false,
+                instance: 0,
+            }
+            .to_vni()
+            .unwrap()
+        };
+        assert_eq!(vnis, [tag(0), tag(1)]);
+    }
+}
