@@ -648,4 +648,21 @@ pub struct RemoteVrStatus {
     pub engines: Vec<String>,
     /// Of those, the engines up now.
     pub live_engines: Vec<String>,
+    /// The rate it asks for (pps), if any.
+    pub rate_pps: Option<f64>,
+    /// Its placement by Algorithm 1 on the live engines (with a rate).
+    pub placement: Vec<SliceStatus>,
+    /// Why it could not be placed, with how much is free (its frames then
+    /// go to every live engine).
+    pub placement_error: Option<String>,
+}
+
+/// `SliceStatus`: part of a VR's rate placed on one engine.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SliceStatus {
+    /// The engine.
+    pub engine: String,
+    /// The rate it carries for the VR, pps.
+    pub pps: f64,
 }

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus};
-use vrhost_host::cluster::{Beacon, DispatchSpec, DispatchStats, Dispatcher, Responder};
+use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
+use vrhost_host::cluster::{Beacon, DispatchSpec, DispatchStats, Dispatcher, Placed, Responder};
 use vrhost_host::config::ClusterPlan;
 use vrhost_host::worker::Worker;
 
@@ -125,12 +125,29 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
         })
         .collect();
     let live = l.live();
+    let placed = vrhost_host::cluster::dispatch::placement_of(&d.spec, live);
     let vrs = d
         .spec
         .vrs
         .iter()
-        .map(|v| {
+        .enumerate()
+        .map(|(vi, v)| {
             let name = |e: &usize| d.spec.engines[*e].name.clone();
+            let (placement, placement_error) = match placed.get(vi) {
+                Some(Placed::Slices(s)) => (
+                    s.iter()
+                        .map(|s| SliceStatus {
+                            engine: name(&s.engine),
+                            pps: s.amount,
+                        })
+                        .collect(),
+                    None,
+                ),
+                Some(Placed::NoFit { why, free }) => {
+                    (Vec::new(), Some(format!("{why}; {free} pps free")))
+                }
+                _ => (Vec::new(), None),
+            };
             RemoteVrStatus {
                 name: v.name.clone(),
                 id: v.id,
@@ -147,6 +164,9 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
                     .filter(|&&e| e < 64 && live & (1 << e) != 0)
                     .map(name)
                     .collect(),
+                rate_pps: v.rate,
+                placement,
+                placement_error,
             }
         })
         .collect();

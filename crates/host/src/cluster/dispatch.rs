@@ -49,7 +49,7 @@ pub struct EngineLink {
 }
 
 /// A VR that runs on engines.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RemoteVr {
     /// Its name.
     pub name: String,
@@ -61,10 +61,13 @@ pub struct RemoteVr {
     pub engines: Vec<usize>,
     /// How its frames are shared.
     pub policy: ClusterPolicy,
+    /// The rate it asks for (pps): placed by Algorithm 1 on the live
+    /// engines (its `engines` are then all of them).
+    pub rate: Option<f64>,
 }
 
 /// What the dispatcher needs: the underlay, the engines, the remote VRs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DispatchSpec {
     /// Underlay port index.
     pub underlay: usize,
@@ -133,6 +136,17 @@ pub struct Dispatcher {
     live_seen: u64,
     bufs: Box<[[u8; BUF]]>,
     stats: Arc<DispatchStats>,
+}
+
+/// The placement of `spec`'s VRs that ask for a rate, with engines `live`
+/// up (empty when none asks).
+pub fn placement_of(spec: &DispatchSpec, live: u64) -> Vec<super::Placed> {
+    if spec.vrs.iter().all(|v| v.rate.is_none()) {
+        return Vec::new();
+    }
+    let caps: Vec<u64> = spec.engines.iter().map(|e| e.capacity).collect();
+    let rates: Vec<Option<f64>> = spec.vrs.iter().map(|v| v.rate).collect();
+    super::place(&caps, live, &rates)
 }
 
 impl Dispatcher {
@@ -294,23 +308,48 @@ impl Dispatcher {
     }
 
     /// Follow the liveness mask (one load; the sets are rebuilt only when
-    /// it changed).
+    /// it changed, and the VRs with a rate placed again: control work, at
+    /// most once per heartbeat period).
     #[inline]
     fn sync_live(&mut self) {
         let live = self.liveness.live();
-        if live == self.live_seen {
-            return;
+        if live != self.live_seen {
+            self.follow(live);
         }
+    }
+
+    #[cold]
+    fn follow(&mut self, live: u64) {
         self.live_seen = live;
-        for (v, s) in self.spec.vrs.iter().zip(&mut self.sets) {
+        let placed = self.placement(live);
+        for (vi, (v, s)) in self.spec.vrs.iter().zip(&mut self.sets).enumerate() {
+            let allowed = placed.get(vi).and_then(|p| p.mask(live)).unwrap_or(!0);
             let mut m = 0u64;
             for (k, &e) in v.engines.iter().enumerate() {
-                if e < 64 && live & (1 << e) != 0 {
+                if e < 64 && live & allowed & (1 << e) != 0 {
                     m |= 1 << k;
                 }
             }
             s.set_live(m);
+            if let Some(super::Placed::Slices(sl)) = placed.get(vi) {
+                let w: Vec<u64> = v
+                    .engines
+                    .iter()
+                    .map(|e| {
+                        sl.iter()
+                            .find(|s| s.engine == *e)
+                            .map_or(1, |s| s.amount.round() as u64)
+                    })
+                    .collect();
+                s.set_weights(&w);
+            }
         }
+    }
+
+    /// The placement of the VRs that ask for a rate, with engines `live`
+    /// up (empty when none asks).
+    pub fn placement(&self, live: u64) -> Vec<super::Placed> {
+        placement_of(&self.spec, live)
     }
 }
 

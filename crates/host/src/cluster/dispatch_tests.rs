@@ -86,6 +86,7 @@ fn setup(policy: ClusterPolicy) -> (Dispatcher, Vec<Box<dyn Port>>, [Wire; 3]) {
             ports: vec![0, 1],
             engines: vec![0, 1, 2],
             policy,
+            rate: None,
         }],
     };
     let l = Arc::new(Liveness::new(3));
@@ -296,4 +297,42 @@ fn a_spec_that_cannot_work_is_refused() {
     other.ports = vec![1];
     s.vrs.push(other);
     assert!(Dispatcher::new(s, l()).is_err());
+}
+
+#[test]
+fn a_vr_with_a_rate_goes_only_to_the_engines_of_its_slices_and_is_placed_again_when_one_fails() {
+    let (d, mut ports, w) = setup(ClusterPolicy::Proportional);
+    let mut spec = d.spec().clone();
+    for e in &mut spec.engines {
+        (e.capacity, e.remote_mac) = (100, Some([2, 0, 0, 0, 9, 9]));
+    }
+    // 150 pps on engines of 100: engine 0 whole, 50 on engine 1.
+    spec.vrs[0].rate = Some(150.0);
+    let l = Arc::new(Liveness::new(3));
+    l.force(0b111);
+    let mut d = Dispatcher::new(spec, l).unwrap();
+    w[0].rx.lock().unwrap().extend((0..300).map(flow));
+    run(&mut d, &mut ports, 0);
+    let per: Vec<u64> = d
+        .stats()
+        .engines
+        .iter()
+        .map(|e| e.tx_frames.get())
+        .collect();
+    assert_eq!(per, [200, 100, 0], "by slice: 100 and 50");
+    // Engine 0 fails: 100 whole on engine 1, 50 on engine 2.
+    d.liveness().force(0b110);
+    w[0].rx.lock().unwrap().extend((0..300).map(flow));
+    run(&mut d, &mut ports, 0);
+    let per: Vec<u64> = d
+        .stats()
+        .engines
+        .iter()
+        .map(|e| e.tx_frames.get())
+        .collect();
+    assert_eq!(per, [200, 300, 100]);
+    match &d.placement(0b010)[0] {
+        crate::cluster::Placed::NoFit { free, .. } => assert_eq!(*free, 100.0),
+        o => panic!("{o:?}"),
+    }
 }

@@ -146,6 +146,16 @@ impl EngineSet {
         self.live = mask & all;
     }
 
+    /// Set the engines' weights for `proportional` (a missing or 0 one
+    /// counts 1); allocates nothing.
+    pub fn set_weights(&mut self, w: &[u64]) {
+        for (i, x) in self.weights.iter_mut().enumerate() {
+            let c = w.get(i).copied().unwrap_or(1).max(1);
+            *x = i64::try_from(c).unwrap_or(i64::MAX / 128);
+        }
+        self.current.fill(0);
+    }
+
     /// The engine for a frame of flow hash `hash`; `None` when no engine
     /// is up.
     #[inline]

@@ -4,7 +4,9 @@
 //!
 //! This module owns the tag carried in the VXLAN VNI ([`tag`]), the choice
 //! of an engine for a frame by the VR's policy over the live engines
-//! ([`engines`]) and the engines' liveness from heartbeats ([`heartbeat`]).
+//! ([`engines`]), the engines' liveness from heartbeats ([`heartbeat`]),
+//! where a VR that asks for a rate is placed by PdP's Algorithm 1
+//! ([`place`]) and the dispatcher's data path ([`dispatch`]).
 //! It does not own the tunnels' encapsulation ([`crate::tunnel`]), the
 //! classifier, or the placement of instances ([`crate::alloc`]).
 //! The format and the protocol are written down in `docs/cluster.md`.
@@ -14,9 +16,11 @@
 pub mod dispatch;
 pub mod engines;
 pub mod heartbeat;
+pub mod place;
 pub mod tag;
 
 pub use dispatch::{DispatchSpec, DispatchStats, Dispatcher, EngineLink, RemoteVr};
 pub use engines::{ClusterPolicy, EngineSet, MAX_ENGINES};
 pub use heartbeat::{Beacon, EngineState, Liveness, Responder};
+pub use place::{Placed, place};
 pub use tag::{Tag, TagError};

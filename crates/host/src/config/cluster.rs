@@ -19,7 +19,7 @@ use crate::cluster::{ClusterPolicy, DispatchSpec, EngineLink, RemoteVr};
 pub const HEARTBEAT_PORT: u16 = 4790;
 
 /// What a checked `[cluster]` table becomes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ClusterPlan {
     /// A dispatcher.
     Dispatcher {
@@ -125,6 +125,21 @@ fn dispatcher(
         vrs,
     };
     owned_alone(c, &spec, cx, at)?;
+    // With every engine up, every VR that asks for a rate must fit.
+    let all = if spec.engines.len() >= 64 {
+        !0
+    } else {
+        (1u64 << spec.engines.len()) - 1
+    };
+    for (i, p) in crate::cluster::dispatch::placement_of(&spec, all)
+        .iter()
+        .enumerate()
+    {
+        if let crate::cluster::Placed::NoFit { why, free } = p {
+            let msg = format!("{why}; {free} pps free on the engines");
+            return Err(at.err(c.vrs[i].name.span(), format!("cluster.vrs[{i}].rate"), msg));
+        }
+    }
     crate::cluster::Dispatcher::check(&spec).map_err(|m| role(&m))?;
     let interval = Duration::from_millis(
         c.heartbeat_ms
@@ -228,13 +243,45 @@ fn remote_vr(
             .map_err(|m| at.err(p.span(), f("policy"), m))?,
         None => ClusterPolicy::Flow,
     };
+    let (rate, engines) = rate_engines(i, v, engines, names.len(), at)?;
     Ok(RemoteVr {
         name: v.name.get_ref().clone(),
         id: *v.id.get_ref(),
         ports,
         engines,
         policy,
+        rate,
     })
+}
+
+/// A VR's rate and engines: with a rate, every engine (Algorithm 1
+/// chooses); without, the engines it names (at least one).
+fn rate_engines(
+    i: usize,
+    v: &RemoteVrConf,
+    engines: Vec<usize>,
+    n_engines: usize,
+    at: &Source,
+) -> Result<(Option<f64>, Vec<usize>), ConfigError> {
+    let f = |n: &str| format!("cluster.vrs[{i}].{n}");
+    match &v.rate {
+        Some(r) if !(r.get_ref().is_finite() && *r.get_ref() > 0.0) => {
+            Err(at.err(r.span(), f("rate"), "must be a number > 0".into()))
+        }
+        Some(r) if !engines.is_empty() => Err(at.err(
+            r.span(),
+            f("rate"),
+            "a VR with a rate is placed on the cluster's engines by Algorithm 1: leave `engines` out"
+                .into(),
+        )),
+        Some(r) => Ok((Some(*r.get_ref()), (0..n_engines).collect())),
+        None if engines.is_empty() => Err(at.err(
+            v.name.span(),
+            f("engines"),
+            "give its engines, or a rate to place it".into(),
+        )),
+        None => Ok((None, engines)),
+    }
 }
 
 /// No local VR's vNIC on a port the dispatcher owns, no tunnel on its

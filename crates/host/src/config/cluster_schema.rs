@@ -69,8 +69,12 @@ pub struct RemoteVrConf {
     pub id: Spanned<u8>,
     /// The dispatcher ports it owns.
     pub ports: Vec<Spanned<String>>,
-    /// Its engines (`cluster.engines[].name`).
+    /// Its engines (`cluster.engines[].name`); none with `rate`.
+    #[serde(default)]
     pub engines: Vec<Spanned<String>>,
+    /// The rate it asks for (pps): placed on the engines by Algorithm 1.
+    #[serde(default)]
+    pub rate: Option<Spanned<f64>>,
     /// `flow` (default), `rr` or `proportional`.
     #[serde(default)]
     pub policy: Option<Spanned<String>>,

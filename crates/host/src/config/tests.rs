@@ -519,6 +519,20 @@ fn a_cluster_table_that_cannot_work_is_refused_with_its_field() {
         "{CLUSTER}\n[[vrs]]\nname = \"local\"\nvnics = [{{ port = \"in\", mac = \"02:00:00:00:01:01\" }}]\n"
     );
     assert_refused(parse(&src), "owns", "a local VR on an owned port");
+    // A rate: placed on every engine; one too large says what is free.
+    let rated = CLUSTER.replacen("engines = [\"e1\", \"e2\"]", "rate = 2.5", 1);
+    let p = parse(&rated).unwrap();
+    let Some(crate::config::ClusterPlan::Dispatcher { spec, .. }) = p.cluster else {
+        panic!()
+    };
+    assert_eq!(
+        (spec.vrs[0].rate, &spec.vrs[0].engines),
+        (Some(2.5), &vec![0, 1])
+    );
+    let big = CLUSTER.replacen("engines = [\"e1\", \"e2\"]", "rate = 4.0", 1);
+    assert_refused(parse(&big), "3 pps free", "a rate over the capacity");
+    let both = CLUSTER.replacen("policy =", "rate = 1.0\npolicy =", 1);
+    assert_refused(parse(&both), "leave `engines` out", "rate and engines");
     let eng = "[cluster]\nrole = \"engine\"\nheartbeat = \"10.9.0.11:4790\"\nunderlay = \"x\"\n";
     assert_refused(
         parse(eng),

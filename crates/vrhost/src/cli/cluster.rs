@@ -42,6 +42,22 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     }
 }
 
+/// A VR's placement: `e1:100000 e2:50000`, why it does not fit, or `-`.
+fn placement(v: &RemoteVrStatus) -> String {
+    if let Some(e) = &v.placement_error {
+        return format!("unplaced: {e}");
+    }
+    if v.placement.is_empty() {
+        return "-".into();
+    }
+    let s: Vec<String> = v
+        .placement
+        .iter()
+        .map(|s| format!("{}:{}", s.engine, s.pps))
+        .collect();
+    s.join(" ")
+}
+
 /// The status as text.
 pub fn render(s: &ClusterStatus) -> String {
     let mut o = String::new();
@@ -83,6 +99,7 @@ pub fn render(s: &ClusterStatus) -> String {
                     (Col::l("PORTS"), &|v| list(&v.ports)),
                     (Col::l("ENGINES"), &|v| list(&v.engines)),
                     (Col::l("LIVE"), &|v| list(&v.live_engines)),
+                    (Col::l("PLACEMENT"), &placement),
                 ],
             )
             .render();
@@ -111,7 +128,8 @@ mod tests {
               "tx_frames":10,"tx_bytes":1000,"rx_frames":9,"rx_bytes":900,"capacity":1},
              {"name":"e2","address":"10.9.0.12","state":"down","last_heartbeat_ms":null,"downs":1}],
             "vrs":[{"name":"r","id":7,"policy":"flow","ports":["in","out"],
-              "engines":["e1","e2"],"live_engines":["e1"]}],
+              "engines":["e1","e2"],"live_engines":["e1"],
+              "rate_pps":150.0,"placement":[{"engine":"e1","pps":100.0},{"engine":"e2","pps":50.0}]}],
             "drops":{"bad_tag":2}}"#,
         )
         .unwrap();
@@ -121,6 +139,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("bad_tag") && t.contains("flow"), "{t}");
+        assert!(t.contains("e1:100 e2:50"), "{t}");
         let none = render(&ClusterStatus::default());
         assert!(none.contains("no cluster"));
     }
