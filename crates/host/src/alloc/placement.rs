@@ -22,7 +22,7 @@ pub struct Slice {
 /// PdP's Algorithm 1, with release.
 ///
 /// A cluster dispatcher places the remote VRs that ask for a rate on its
-/// engines with it ([`crate::cluster::place`]); on one host the daemon gives each
+/// engines with it ([`crate::cluster::place()`]); on one host the daemon gives each
 /// instance a whole core from the [`CoreBudget`](super::CoreBudget).
 ///
 /// For a demand `R = kC + r` on engines of capacity `C`, Algorithm 1 gives
