@@ -611,3 +611,91 @@ pub struct RoutePage {
     /// The routes, by prefix.
     pub routes: Vec<Route>,
 }
+
+/// `ClusterStatus` (`GET /v1/cluster`): this host's part in a cluster.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterStatus {
+    /// `none`, `dispatcher` or `engine`.
+    pub role: String,
+    /// The heartbeat socket's address (empty with no cluster).
+    pub heartbeat: String,
+    /// A dispatcher's engines.
+    pub engines: Vec<EngineStatus>,
+    /// A dispatcher's remote VRs.
+    pub vrs: Vec<RemoteVrStatus>,
+    /// A dispatcher's drops, by reason (`no_engine`, `no_mac`, `too_big`,
+    /// `bad_tag`, `port_dropped`).
+    pub drops: std::collections::BTreeMap<String, u64>,
+    /// An engine's heartbeats answered.
+    pub heartbeats_answered: u64,
+}
+
+/// `EngineStatus`: one engine, as its dispatcher sees it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EngineStatus {
+    /// Its name.
+    pub name: String,
+    /// Its underlay address.
+    pub address: String,
+    /// `up` or `down`.
+    pub state: String,
+    /// Milliseconds since its last heartbeat answer (none: never).
+    pub last_heartbeat_ms: Option<f64>,
+    /// Its MAC, configured or learned (empty: not known yet).
+    pub mac: String,
+    /// Its capacity.
+    pub capacity: u64,
+    /// Frames and bytes sent to it.
+    pub tx_frames: u64,
+    /// Bytes sent to it (inner frames).
+    pub tx_bytes: u64,
+    /// Frames received from it.
+    pub rx_frames: u64,
+    /// Bytes received from it (inner frames).
+    pub rx_bytes: u64,
+    /// Times it was marked down.
+    pub downs: u64,
+    /// Times it was marked up.
+    pub ups: u64,
+    /// Heartbeats sent to it.
+    pub heartbeats_sent: u64,
+    /// Heartbeat answers from it.
+    pub heartbeats_heard: u64,
+}
+
+/// `RemoteVrStatus`: a VR that runs on engines.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RemoteVrStatus {
+    /// Its name.
+    pub name: String,
+    /// Its id in the tag.
+    pub id: u8,
+    /// `flow`, `rr` or `proportional`.
+    pub policy: String,
+    /// The dispatcher ports it owns.
+    pub ports: Vec<String>,
+    /// Its engines.
+    pub engines: Vec<String>,
+    /// Of those, the engines up now.
+    pub live_engines: Vec<String>,
+    /// The rate it asks for (pps), if any.
+    pub rate_pps: Option<f64>,
+    /// Its placement by Algorithm 1 on the live engines (with a rate).
+    pub placement: Vec<SliceStatus>,
+    /// Why it could not be placed, with how much is free (its frames then
+    /// go to every live engine).
+    pub placement_error: Option<String>,
+}
+
+/// `SliceStatus`: part of a VR's rate placed on one engine.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SliceStatus {
+    /// The engine.
+    pub engine: String,
+    /// The rate it carries for the VR, pps.
+    pub pps: f64,
+}

@@ -42,7 +42,8 @@ pub struct Diff {
 /// [`ControlError::Conflict`] for a change that cannot be made to a running
 /// daemon: the host's core budget or fast path, a port whose driver,
 /// interface, traffic or rings changed, a new port on an interface an old
-/// one still uses, or an `af_xdp` port removed under the fast path.
+/// one still uses, an `af_xdp` port removed under the fast path, or a
+/// changed `[cluster]`.
 pub fn diff(
     old: &Plan,
     new: &Plan,
@@ -51,6 +52,11 @@ pub fn diff(
 ) -> Result<Diff, ControlError> {
     check_budget(&old.host, &new.host)?;
     check_fast(old, new)?;
+    if old.cluster != new.cluster {
+        return Err(ControlError::Conflict(
+            "cluster takes effect when the daemon starts".into(),
+        ));
+    }
     let mut d = Diff {
         result: ApplyResult {
             rules: new.classifier.len() as u64,
@@ -290,6 +296,15 @@ vr = "a"
             [&["a".to_string(), "b".into()][..], &[], &[], &[], &[]]
         );
         assert_eq!(d.result.rules, 1);
+    }
+
+    #[test]
+    fn a_changed_cluster_is_refused_until_a_restart() {
+        let engine =
+            format!("{BASE}\n[cluster]\nrole = \"engine\"\nheartbeat = \"127.0.0.1:4790\"\n");
+        let e = diff(&plan(BASE), &plan(&engine), running, None).unwrap_err();
+        assert!(e.to_string().contains("cluster"), "{e}");
+        assert!(diff(&plan(&engine), &plan(&engine), running, None).is_ok());
     }
 
     #[test]

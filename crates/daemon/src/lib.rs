@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod capture;
+pub mod cluster;
 pub mod contract;
 pub mod control;
 pub mod cores;

@@ -341,9 +341,10 @@ const INSTANCE_GAUGES: &[Family<InstanceStatus>] = &[
 ];
 
 /// Render a snapshot as OpenMetrics text.
-pub fn render(s: &Stats) -> String {
+pub fn render(s: &Stats, c: &vrhost_api::ClusterStatus) -> String {
     let mut m = Reg::default();
     host(&mut m, s);
+    cluster(&mut m, c);
     for p in &s.ports {
         let l = || vec![("port", p.name.clone()), ("driver", p.driver.clone())];
         m.counters(PORT_COUNTERS, p, l);
@@ -369,6 +370,67 @@ pub fn render(s: &Stats) -> String {
         .encode(&m.r.gather(), &mut out)
         .expect("writing to memory does not fail");
     String::from_utf8(out).unwrap_or_default()
+}
+
+/// A dispatcher's engines: `vrhost_engine_*`, labelled by engine.
+fn cluster(m: &mut Reg, c: &vrhost_api::ClusterStatus) {
+    for e in &c.engines {
+        let l = || vec![("engine", e.name.clone())];
+        m.gauge(
+            "engine_up",
+            "1 if the engine answers heartbeats",
+            l(),
+            u64::from(e.state == "up"),
+        );
+        m.counter(
+            "engine_tx_frames",
+            "Frames sent to the engine",
+            l(),
+            e.tx_frames,
+        );
+        m.counter(
+            "engine_tx_bytes",
+            "Inner bytes sent to the engine",
+            l(),
+            e.tx_bytes,
+        );
+        m.counter(
+            "engine_rx_frames",
+            "Frames received from the engine",
+            l(),
+            e.rx_frames,
+        );
+        m.counter(
+            "engine_rx_bytes",
+            "Inner bytes received from the engine",
+            l(),
+            e.rx_bytes,
+        );
+        m.counter(
+            "engine_downs",
+            "Times the engine was marked down",
+            l(),
+            e.downs,
+        );
+        m.counter(
+            "engine_heartbeats_heard",
+            "Heartbeat answers from the engine",
+            l(),
+            e.heartbeats_heard,
+        );
+        if let Some(ms) = e.last_heartbeat_ms {
+            m.gauge_f64(
+                "engine_last_heartbeat_seconds",
+                "Seconds since the engine last answered",
+                l(),
+                ms / 1e3,
+            );
+        }
+    }
+    for (why, &n) in &c.drops {
+        let l = vec![("reason", why.clone())];
+        m.counter("cluster_drops", "A dispatcher's drops, by reason", l, n);
+    }
 }
 
 /// The host's own families: frames in, drops before any VR, the worker.
@@ -665,7 +727,7 @@ mod tests {
 
     #[test]
     fn a_sample_renders_as_it_always_did() {
-        let got = render(&sample());
+        let got = render(&sample(), &vrhost_api::ClusterStatus::default());
         // VRHOST_BLESS=1: write the new output as the expected one.
         if std::env::var_os("VRHOST_BLESS").is_some() {
             std::fs::write("testdata/metrics.prom", &got).expect("write testdata");

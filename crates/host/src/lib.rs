@@ -8,7 +8,8 @@
 //! ([`balance`]), the control messages relayed between them ([`relay`]),
 //! and how many instances a VR gets on which cores ([`alloc`]); tunnels
 //! as vNIC endpoints, decapsulated on the way in and encapsulated on the
-//! way out ([`tunnel`]).
+//! way out ([`tunnel`]); a cluster dispatcher's data path to engine
+//! vrhosts, their heartbeats and placement ([`cluster`]).
 //! It does not own the region layout (`vrhost-shm`), packet formats
 //! (`vrhost-packet`), port drivers (`vrhost-io`) or what a VR does with a
 //! packet (`vrhost-sdk`, `vrhost-router`; the protocol with a VR is
@@ -24,6 +25,7 @@ pub mod alloc;
 pub mod balance;
 pub mod capture;
 pub mod classify;
+pub mod cluster;
 pub mod config;
 #[expect(
     unsafe_code,

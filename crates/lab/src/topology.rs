@@ -422,13 +422,23 @@ impl Lab {
         Netns::existing(&self.ns_name(host))
     }
 
-    /// The host that runs vrhost and its config path, if any.
+    /// The host that runs vrhost and its config path, if any (the first,
+    /// when several do).
     pub fn vrhost_node(&self) -> Option<(&str, PathBuf)> {
-        self.hosts.iter().find_map(|h| {
-            h.vrhost
-                .as_ref()
-                .map(|c| (h.name.get_ref().as_str(), self.dir.join(c)))
-        })
+        self.vrhost_nodes().into_iter().next()
+    }
+
+    /// Every host that runs vrhost, with its config path, in file order
+    /// (a cluster: a dispatcher and its engines).
+    pub fn vrhost_nodes(&self) -> Vec<(&str, PathBuf)> {
+        self.hosts
+            .iter()
+            .filter_map(|h| {
+                h.vrhost
+                    .as_ref()
+                    .map(|c| (h.name.get_ref().as_str(), self.dir.join(c)))
+            })
+            .collect()
     }
 
     /// Whether every namespace and link of the lab exists.

@@ -81,27 +81,44 @@ pub fn run(cmd: &LabCmd) -> Result<()> {
     }
 }
 
-/// The main job: lab up, vrhost on the node, traffic through every flow.
+/// The API socket of a lab node other than the first: beside the
+/// default one, by host name.
+fn node_socket(node: &str) -> String {
+    let dir = std::path::Path::new(crate::daemon::DEFAULT_API_SOCKET)
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    dir.join(format!("{node}.sock")).display().to_string()
+}
+
+/// The main job: lab up, vrhost on every node (one, or a cluster's
+/// dispatcher and engines), traffic through every flow.
 fn run_lab(a: &RunArgs) -> Result<()> {
     let lab = load(&a.file)?;
-    let Some((node, cfg)) = lab.vrhost_node() else {
+    let nodes = lab.vrhost_nodes();
+    if nodes.is_empty() {
         bail!("{}: no host has `vrhost = CONFIG`", a.file.display());
-    };
-    // Check the daemon config before touching the kernel.
-    vrhost_host::config::Config::load(&cfg)?;
+    }
+    // Check the daemon configs before touching the kernel.
+    for (_, cfg) in &nodes {
+        vrhost_host::config::Config::load(cfg)?;
+    }
     println!("== lab {}: up ({})", lab.prefix, a.file.display());
     lab.up()?;
     let result = (|| -> Result<()> {
         for l in lab.status() {
             println!("{l}");
         }
-        println!("== vrhost daemon on {node} ({})", cfg.display());
-        let daemon = Daemon::start(
-            &cfg,
-            Some(&lab.ns_name(node)),
-            1,
-            crate::daemon::DEFAULT_API_SOCKET,
-        )?;
+        // The first node's API on the default socket, the others' (a
+        // cluster's engines) beside it, by host name.
+        let mut daemons = Vec::new();
+        for (i, (node, cfg)) in nodes.iter().enumerate() {
+            let api = match i {
+                0 => crate::daemon::DEFAULT_API_SOCKET.to_string(),
+                _ => node_socket(node),
+            };
+            println!("== vrhost daemon on {node} ({}), API {api}", cfg.display());
+            daemons.push(Daemon::start(cfg, Some(&lab.ns_name(node)), 1, &api)?);
+        }
         let mut failed = Vec::new();
         for f in &lab.flows {
             let from = lab.ns(f.from.get_ref());
@@ -148,7 +165,9 @@ fn run_lab(a: &RunArgs) -> Result<()> {
             }
         }
         println!("== stopping vrhost");
-        daemon.stop()?;
+        for d in daemons {
+            d.stop()?;
+        }
         if !failed.is_empty() {
             bail!("traffic failed: {}", failed.join(", "));
         }

@@ -55,6 +55,8 @@ enum Cmd {
     Apply(cli::config::ApplyArgs),
     /// Print the config in force in the daemon.
     Config(cli::config::ConfigArgs),
+    /// A cluster's status: a dispatcher's engines and remote VRs.
+    Cluster(cli::cluster::ClusterArgs),
     /// Whether the daemon and its VRs are up (non-zero exit if not).
     Health(cli::stats::HealthArgs),
     /// Live view of every VR's rates, drops and CPU.
@@ -133,6 +135,7 @@ fn main() -> ExitCode {
         Cmd::Apply(a) => cli::config::apply(&a),
         Cmd::Config(a) => cli::config::config(&a),
         Cmd::Health(a) => cli::stats::health(&a),
+        Cmd::Cluster(a) => cli::cluster::run(&a),
         Cmd::Top(a) => cli::top::run(&a),
         Cmd::Capture(a) => cli::capture::run(&a),
         Cmd::Completions(a) => cli::completions(&a, Cli::command()),

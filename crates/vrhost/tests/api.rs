@@ -251,6 +251,8 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
         hit: Default::default(),
     };
 
+    let cl = api.ok("GET", "/v1/cluster", "/v1/cluster", None, 200);
+    assert_eq!(cl["role"], json!("none"), "{cl}");
     let h = api.ok("GET", "/v1/health", "/v1/health", None, 200);
     assert_eq!(h["status"], "ok");
     assert_eq!(h["vrs"], 2);

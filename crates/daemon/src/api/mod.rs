@@ -134,6 +134,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/vrs/{name}/routes/bulk", post(bulk_routes))
         .route("/v1/vrs/{name}/capture", get(capture))
         .route("/v1/stats", get(stats))
+        .route("/v1/cluster", get(cluster))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.yaml", get(openapi))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
@@ -614,6 +615,10 @@ async fn stats(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| Ok(axum::Json(view::snapshot(c)?).into_response())).await
 }
 
+async fn cluster(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
+    with_ctl(&st, |c| Ok(axum::Json(c.cluster_status()).into_response())).await
+}
+
 async fn metrics(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| {
         let s = view::snapshot(c)?;
@@ -622,7 +627,7 @@ async fn metrics(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
             header::CONTENT_TYPE,
             HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
         );
-        Ok((h, crate::metrics::render(&s)).into_response())
+        Ok((h, crate::metrics::render(&s, &c.cluster_status())).into_response())
     })
     .await
 }

@@ -177,6 +177,8 @@ pub struct Controller {
     auto: BTreeMap<String, auto::AutoState>,
     /// How the control planes' route sync reaches this controller.
     pub(crate) sync_hook: Option<crate::cplane::SyncHook>,
+    /// Its part in a cluster (`[cluster]`; fixed at start).
+    cluster: Option<crate::cluster::ClusterState>,
 }
 
 fn config_error(e: ConfigError) -> ControlError {
@@ -235,6 +237,14 @@ impl Controller {
             .map_err(|e| e.to_string())?;
         let (exit_tx, exit_rx) = mpsc::channel();
         worker.set_exit_notify(exit_tx);
+        let cluster = plan
+            .cluster
+            .as_ref()
+            .map(|c| {
+                let names = plan.ports.iter().map(|p| p.0.clone()).collect();
+                crate::cluster::ClusterState::start(c, &mut worker, names)
+            })
+            .transpose()?;
         let host_bell = Doorbell::from_fd(
             worker
                 .bell()
@@ -261,6 +271,7 @@ impl Controller {
             fast_polled: None,
             auto: BTreeMap::new(),
             sync_hook: None,
+            cluster,
         };
         for vr in &plan.vrs {
             let s = ctl
@@ -271,6 +282,13 @@ impl Controller {
         }
         ctl.sync_fast().map_err(|e| e.to_string())?;
         Ok((ctl, worker))
+    }
+
+    /// Its part in a cluster, for `GET /v1/cluster`.
+    pub fn cluster_status(&self) -> vrhost_api::ClusterStatus {
+        self.cluster
+            .as_ref()
+            .map_or_else(crate::cluster::no_cluster, |c| c.status())
     }
 
     /// The reports of VRs that went down, for the supervisor (once).

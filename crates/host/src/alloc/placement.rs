@@ -18,10 +18,11 @@ pub struct Slice {
     pub amount: f64,
 }
 
-/// Engines (CPU cores, or later a cluster's hosts) shared out among VRs by
+/// Engines (CPU cores, or a cluster's engine hosts) shared out among VRs by
 /// PdP's Algorithm 1, with release.
 ///
-/// Nothing outside this module's tests calls it yet: the daemon gives each
+/// A cluster dispatcher places the remote VRs that ask for a rate on its
+/// engines with it ([`crate::cluster::place()`]); on one host the daemon gives each
 /// instance a whole core from the [`CoreBudget`](super::CoreBudget).
 ///
 /// For a demand `R = kC + r` on engines of capacity `C`, Algorithm 1 gives

@@ -17,6 +17,8 @@
 //! becomes. `Config::check` runs them in that order.
 
 mod auto;
+mod cluster;
+mod cluster_schema;
 mod confinement;
 mod control;
 mod fast;
@@ -39,6 +41,8 @@ pub use control::{
     CONTROL_HOLD_MS, CONTROL_NETNS_PREFIX, ControlPlan, ControlPlaneConf, ControlRun, ControlTap,
     control_netns, find_program, split_netns,
 };
+pub use cluster::{ClusterPlan, HEARTBEAT_PORT};
+pub use cluster_schema::{ClusterConf, EngineConf, RemoteVrConf};
 pub use fast::{DataPath, FastKey, PortLimit};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
@@ -185,6 +189,21 @@ impl Config {
             msg: e.to_string(),
         })?;
         classifier.set_tunnels(tunnel_table);
-        Ok(Plan::new(self, vrs, classifier, ctl_ports))
+        let cluster = self
+            .cluster
+            .as_ref()
+            .map(|c| {
+                let cx = cluster::Ctx {
+                    ports: &self.ports,
+                    port_ix: &port_ix,
+                    tunnels: &self.tunnels,
+                    vrs: &vrs,
+                };
+                cluster::check_cluster(c, &cx, &at)
+            })
+            .transpose()?;
+        let mut plan = Plan::new(self, vrs, classifier, ctl_ports);
+        plan.cluster = cluster;
+        Ok(plan)
     }
 }

@@ -104,6 +104,8 @@ pub struct Plan {
     pub classifier: Classifier,
     /// Host settings.
     pub host: HostConf,
+    /// This host's part in a cluster, if any.
+    pub cluster: Option<super::cluster::ClusterPlan>,
 }
 
 impl Plan {
@@ -144,6 +146,7 @@ impl Plan {
             vrs,
             classifier,
             host: cfg.host.clone(),
+            cluster: None,
         }
     }
 }

@@ -533,6 +533,9 @@ pub struct Config {
     /// Classifier rules, first match wins.
     #[serde(default)]
     pub rules: Vec<RuleConf>,
+    /// This host's part in a cluster (none: a single vrhost).
+    #[serde(default)]
+    pub cluster: Option<super::cluster_schema::ClusterConf>,
     /// Directory of the file, for relative paths.
     #[serde(skip)]
     pub dir: PathBuf,

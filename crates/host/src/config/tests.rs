@@ -412,3 +412,131 @@ fn a_route_file_the_vr_cannot_read_is_refused() {
         );
     }
 }
+
+const CLUSTER: &str = r#"
+[[ports]]
+name = "in"
+driver = "null"
+
+[[ports]]
+name = "under"
+driver = "null"
+
+[cluster]
+role = "dispatcher"
+heartbeat = "10.9.0.1:4790"
+underlay = "under"
+local = "10.9.0.1"
+local_mac = "02:00:00:00:00:01"
+
+[[cluster.engines]]
+name = "e1"
+address = "10.9.0.11"
+capacity = 2
+
+[[cluster.engines]]
+name = "e2"
+address = "10.9.0.12"
+mac = "02:00:00:00:00:12"
+heartbeat_port = 5000
+
+[[cluster.vrs]]
+name = "r"
+id = 7
+ports = ["in"]
+engines = ["e1", "e2"]
+policy = "proportional"
+"#;
+
+#[test]
+fn a_dispatcher_s_cluster_table_plans_its_engines_and_remote_vrs() {
+    use crate::cluster::ClusterPolicy;
+    use crate::config::ClusterPlan;
+    let p = parse(CLUSTER).unwrap();
+    let Some(ClusterPlan::Dispatcher {
+        spec,
+        heartbeat,
+        interval,
+        misses,
+        beats,
+    }) = p.cluster
+    else {
+        panic!("{:?}", p.cluster);
+    };
+    assert_eq!(heartbeat.to_string(), "10.9.0.1:4790");
+    assert_eq!((interval.as_millis(), misses), (100, 3));
+    assert_eq!(spec.underlay, 1);
+    assert_eq!(spec.engines[0].capacity, 2);
+    assert_eq!(spec.engines[0].udp_port, 4789);
+    assert_eq!(spec.engines[1].remote_mac, Some([2, 0, 0, 0, 0, 0x12]));
+    assert_eq!(beats[1].1.to_string(), "10.9.0.12:5000");
+    assert_eq!(beats[0].1.to_string(), "10.9.0.11:4790");
+    let v = &spec.vrs[0];
+    assert_eq!((v.id, &v.ports, &v.engines), (7, &vec![0], &vec![0, 1]));
+    assert_eq!(v.policy, ClusterPolicy::Proportional);
+    let e = parse("[cluster]\nrole = \"engine\"\nheartbeat = \"10.9.0.11:4790\"\n").unwrap();
+    assert!(matches!(e.cluster, Some(ClusterPlan::Engine { .. })));
+    assert!(parse(GOOD).unwrap().cluster.is_none());
+}
+
+#[test]
+fn a_cluster_table_that_cannot_work_is_refused_with_its_field() {
+    let cases = [
+        ("role = \"dispatcher\"", "role = \"boss\"", "cluster.role"),
+        ("\"10.9.0.1:4790\"", "\"10.9.0.1\"", "cluster.heartbeat"),
+        (
+            "underlay = \"under\"",
+            "underlay = \"nope\"",
+            "cluster.underlay",
+        ),
+        ("id = 7", "id = 0", "id 0"),
+        (
+            "[\"e1\", \"e2\"]",
+            "[\"e1\", \"e9\"]",
+            "cluster.vrs[0].engines",
+        ),
+        ("ports = [\"in\"]", "ports = [\"under\"]", "underlay"),
+        (
+            "policy = \"proportional\"",
+            "policy = \"hash\"",
+            "cluster.vrs[0].policy",
+        ),
+        ("name = \"e2\"", "name = \"e1\"", "defined twice"),
+        ("capacity = 2", "capacity = 0", "capacity"),
+        (
+            "local = \"10.9.0.1\"",
+            "local = \"224.0.0.1\"",
+            "cluster.local",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(CLUSTER.contains(from), "{from}");
+        let src = CLUSTER.replacen(from, to, 1);
+        assert_refused(parse(&src), want, to);
+    }
+    // A local VR on a port the dispatcher owns.
+    let src = format!(
+        "{CLUSTER}\n[[vrs]]\nname = \"local\"\nvnics = [{{ port = \"in\", mac = \"02:00:00:00:01:01\" }}]\n"
+    );
+    assert_refused(parse(&src), "owns", "a local VR on an owned port");
+    // A rate: placed on every engine; one too large says what is free.
+    let rated = CLUSTER.replacen("engines = [\"e1\", \"e2\"]", "rate = 2.5", 1);
+    let p = parse(&rated).unwrap();
+    let Some(crate::config::ClusterPlan::Dispatcher { spec, .. }) = p.cluster else {
+        panic!()
+    };
+    assert_eq!(
+        (spec.vrs[0].rate, &spec.vrs[0].engines),
+        (Some(2.5), &vec![0, 1])
+    );
+    let big = CLUSTER.replacen("engines = [\"e1\", \"e2\"]", "rate = 4.0", 1);
+    assert_refused(parse(&big), "3 pps free", "a rate over the capacity");
+    let both = CLUSTER.replacen("policy =", "rate = 1.0\npolicy =", 1);
+    assert_refused(parse(&both), "leave `engines` out", "rate and engines");
+    let eng = "[cluster]\nrole = \"engine\"\nheartbeat = \"10.9.0.11:4790\"\nunderlay = \"x\"\n";
+    assert_refused(
+        parse(eng),
+        "an engine has no underlay",
+        "engine with underlay",
+    );
+}

@@ -163,7 +163,7 @@ fn udp_port_vni(
 }
 
 /// The MAC address of port `p`'s interface, from sysfs.
-fn interface_mac(p: &PortConfig) -> Result<[u8; 6], String> {
+pub(super) fn interface_mac(p: &PortConfig) -> Result<[u8; 6], String> {
     let Some(ifname) = p.interface.as_ref().map(|i| i.get_ref()) else {
         return Err(format!(
             "port {:?} has no interface: give `local_mac`",

@@ -36,6 +36,7 @@ use vrhost_shm::Doorbell;
 
 use crate::capture::Tap;
 use crate::classify::Classifier;
+use crate::cluster::Dispatcher;
 use crate::spawn::VrProcess;
 use crate::stats::{HostStats, IngressDrop};
 use crate::tunnel::{ARP_REPLY_LEN, Decap};
@@ -105,9 +106,22 @@ pub struct Worker {
     /// accounting), and the VRs whose count is not 0.
     flushed: Vec<usize>,
     moved_by: Vec<usize>,
+    /// A cluster dispatcher's data path: the ports it owns are its.
+    dispatch: Option<Box<Dispatcher>>,
 }
 
 impl Worker {
+    /// Hand the ports `d` owns (remote VRs' ports and the underlay) to
+    /// the cluster dispatcher `d`.
+    pub fn set_dispatcher(&mut self, d: Dispatcher) {
+        self.dispatch = Some(Box::new(d));
+    }
+
+    /// The cluster dispatcher, if any.
+    pub fn dispatcher(&self) -> Option<&Dispatcher> {
+        self.dispatch.as_deref()
+    }
+
     /// A worker over `ports`, classifying with `classifier`.
     ///
     /// # Errors
@@ -142,6 +156,7 @@ impl Worker {
             limited: Vec::new(),
             flushed: Vec::new(),
             moved_by: Vec::new(),
+            dispatch: None,
         })
     }
 
@@ -310,6 +325,18 @@ impl Worker {
             let mut budget = self.rx_round;
             while budget > 0 {
                 let want = budget.min(self.rx_burst);
+                if let Some(d) = self.dispatch.as_deref_mut()
+                    && d.owns(p)
+                {
+                    let n = d.rx_burst(p, &mut self.ports, want);
+                    self.stats.rx_packets.add(n as u64);
+                    moved += n;
+                    budget -= n;
+                    if n < want {
+                        break;
+                    }
+                    continue;
+                }
                 let (n, full) = self.rx_burst_to_vrs(p, want);
                 if n == 0 {
                     break;

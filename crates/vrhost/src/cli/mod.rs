@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod capture;
+pub mod cluster;
 pub use vrhost_client as client;
 pub mod config;
 pub mod output;

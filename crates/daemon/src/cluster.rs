@@ -1,0 +1,194 @@
+//! The daemon's part in a cluster: a dispatcher's heartbeat beacon and
+//! data path (handed to the worker), or an engine's heartbeat responder;
+//! and the status the API, the CLI and the metrics show. See
+//! `docs/cluster.md`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
+use vrhost_host::cluster::{Beacon, DispatchSpec, DispatchStats, Dispatcher, Placed, Responder};
+use vrhost_host::config::ClusterPlan;
+use vrhost_host::worker::Worker;
+
+/// What a dispatcher keeps beside its worker.
+pub struct DispatchSide {
+    spec: DispatchSpec,
+    heartbeat: String,
+    beacon: Beacon,
+    stats: Arc<DispatchStats>,
+    port_names: Vec<String>,
+}
+
+/// The daemon's part in a cluster, running.
+pub enum ClusterState {
+    /// A dispatcher.
+    Dispatcher(Box<DispatchSide>),
+    /// An engine.
+    Engine(Responder),
+}
+
+impl ClusterState {
+    /// Start `plan`'s part: a dispatcher's beacon and data path (given to
+    /// `worker`), or an engine's responder. `port_names` name the
+    /// worker's ports.
+    ///
+    /// # Errors
+    /// A heartbeat socket that cannot be bound, a data path that cannot
+    /// be built.
+    pub fn start(
+        plan: &ClusterPlan,
+        worker: &mut Worker,
+        port_names: Vec<String>,
+    ) -> Result<Self, String> {
+        match plan {
+            ClusterPlan::Engine { heartbeat } => Responder::start(*heartbeat)
+                .map(ClusterState::Engine)
+                .map_err(|e| format!("cluster.heartbeat {heartbeat}: {e}")),
+            ClusterPlan::Dispatcher {
+                spec,
+                heartbeat,
+                interval,
+                misses,
+                beats,
+            } => {
+                let beacon = Beacon::start(*heartbeat, beats.clone(), *interval, *misses)
+                    .map_err(|e| format!("cluster.heartbeat {heartbeat}: {e}"))?;
+                let d = Dispatcher::new(spec.clone(), beacon.liveness().clone())?;
+                let stats = d.stats().clone();
+                worker.set_dispatcher(d);
+                Ok(ClusterState::Dispatcher(Box::new(DispatchSide {
+                    spec: spec.clone(),
+                    heartbeat: heartbeat.to_string(),
+                    beacon,
+                    stats,
+                    port_names,
+                })))
+            }
+        }
+    }
+
+    /// Its status.
+    pub fn status(&self) -> ClusterStatus {
+        match self {
+            ClusterState::Engine(r) => ClusterStatus {
+                role: "engine".into(),
+                heartbeat: r.addr().to_string(),
+                heartbeats_answered: r.answered.load(Ordering::Relaxed),
+                ..ClusterStatus::default()
+            },
+            ClusterState::Dispatcher(d) => dispatcher_status(d),
+        }
+    }
+}
+
+/// The status with no cluster.
+pub fn no_cluster() -> ClusterStatus {
+    ClusterStatus {
+        role: "none".into(),
+        ..ClusterStatus::default()
+    }
+}
+
+fn mac_str(m: [u8; 6]) -> String {
+    vrhost_packet::MacAddr(m).to_string()
+}
+
+fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
+    let l = d.beacon.liveness();
+    let engines = d
+        .spec
+        .engines
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let beats = l.engine(i);
+            let get =
+                |f: fn(&vrhost_host::cluster::heartbeat::EngineBeats) -> u64| beats.map_or(0, f);
+            let t = &d.stats.engines[i];
+            EngineStatus {
+                name: e.name.clone(),
+                address: e.remote.to_string(),
+                state: l.state(i).name().into(),
+                last_heartbeat_ms: l.since_heard(i).map(|x| x.as_secs_f64() * 1e3),
+                mac: e.remote_mac.map(mac_str).unwrap_or_default(),
+                capacity: e.capacity,
+                tx_frames: t.tx_frames.get(),
+                tx_bytes: t.tx_bytes.get(),
+                rx_frames: t.rx_frames.get(),
+                rx_bytes: t.rx_bytes.get(),
+                downs: get(|b| b.downs.load(Ordering::Relaxed)),
+                ups: get(|b| b.ups.load(Ordering::Relaxed)),
+                heartbeats_sent: get(|b| b.sent.load(Ordering::Relaxed)),
+                heartbeats_heard: get(|b| b.heard.load(Ordering::Relaxed)),
+            }
+        })
+        .collect();
+    let live = l.live();
+    let placed = vrhost_host::cluster::dispatch::placement_of(&d.spec, live);
+    let vrs = d
+        .spec
+        .vrs
+        .iter()
+        .enumerate()
+        .map(|(vi, v)| {
+            let name = |e: &usize| d.spec.engines[*e].name.clone();
+            let (placement, placement_error) = match placed.get(vi) {
+                Some(Placed::Slices(s)) => (
+                    s.iter()
+                        .map(|s| SliceStatus {
+                            engine: name(&s.engine),
+                            pps: s.amount,
+                        })
+                        .collect(),
+                    None,
+                ),
+                Some(Placed::NoFit { why, free }) => {
+                    (Vec::new(), Some(format!("{why}; {free} pps free")))
+                }
+                _ => (Vec::new(), None),
+            };
+            RemoteVrStatus {
+                name: v.name.clone(),
+                id: v.id,
+                policy: v.policy.name().into(),
+                ports: v
+                    .ports
+                    .iter()
+                    .map(|&p| d.port_names.get(p).cloned().unwrap_or_default())
+                    .collect(),
+                engines: v.engines.iter().map(name).collect(),
+                live_engines: v
+                    .engines
+                    .iter()
+                    .filter(|&&e| e < 64 && live & (1 << e) != 0)
+                    .map(name)
+                    .collect(),
+                rate_pps: v.rate,
+                placement,
+                placement_error,
+            }
+        })
+        .collect();
+    let s = &d.stats;
+    let drops = [
+        ("no_engine", s.no_engine.get()),
+        ("no_mac", s.no_mac.get()),
+        ("too_big", s.too_big.get()),
+        ("bad_tag", s.bad_tag.get()),
+        ("port_dropped", s.port_dropped.get()),
+        ("not_tunnel", s.not_tunnel.get()),
+        ("bad_heartbeat", l.bad.load(Ordering::Relaxed)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    ClusterStatus {
+        role: "dispatcher".into(),
+        heartbeat: d.heartbeat.clone(),
+        engines,
+        vrs,
+        drops,
+        heartbeats_answered: 0,
+    }
+}

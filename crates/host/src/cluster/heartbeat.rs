@@ -1,0 +1,347 @@
+//! Engines' liveness: heartbeats over UDP on the underlay, beside the data
+//! rings.
+//!
+//! The dispatcher's [`Beacon`] sends each engine a ping every `interval`
+//! (100 ms by default) from one UDP socket; each engine's [`Responder`]
+//! answers with a pong carrying the same sequence number. An engine whose
+//! last pong is older than `misses` intervals (3) is marked down: the
+//! [`Liveness`] mask the worker reads loses its bit, so no frame goes to
+//! it and its flows are re-hashed to the others; the change is counted
+//! and logged. Its first pong after that marks it up again. An engine
+//! never heard from is down.
+//!
+//! Wire format (16 bytes, big endian): `"VRHB"`, version 1, kind (1 ping,
+//! 2 pong), engine index (u16), sequence (u32), and 4 reserved zero bytes.
+//! Anything else is counted (`bad`) and ignored.
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::engines::MAX_ENGINES;
+
+/// Length of a heartbeat.
+pub const BEAT_LEN: usize = 16;
+const MAGIC: &[u8; 4] = b"VRHB";
+const VERSION: u8 = 1;
+const PING: u8 = 1;
+const PONG: u8 = 2;
+
+/// Default heartbeat period.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+/// Default periods without a pong before an engine is down.
+pub const MISSES: u32 = 3;
+
+fn beat(kind: u8, engine: u16, seq: u32) -> [u8; BEAT_LEN] {
+    let mut b = [0u8; BEAT_LEN];
+    b[0..4].copy_from_slice(MAGIC);
+    b[4] = VERSION;
+    b[5] = kind;
+    b[6..8].copy_from_slice(&engine.to_be_bytes());
+    b[8..12].copy_from_slice(&seq.to_be_bytes());
+    b
+}
+
+/// `(kind, engine, seq)` of a valid heartbeat.
+fn parse(b: &[u8]) -> Option<(u8, u16, u32)> {
+    if b.len() != BEAT_LEN || &b[0..4] != MAGIC || b[4] != VERSION || b[12..16] != [0; 4] {
+        return None;
+    }
+    let kind = b[5];
+    if kind != PING && kind != PONG {
+        return None;
+    }
+    let engine = u16::from_be_bytes([b[6], b[7]]);
+    Some((kind, engine, u32::from_be_bytes([b[8], b[9], b[10], b[11]])))
+}
+
+/// An engine's state as the dispatcher sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineState {
+    /// Answering.
+    Up,
+    /// Never answered, or missed too many.
+    Down,
+}
+
+impl EngineState {
+    /// Name in the API and the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineState::Up => "up",
+            EngineState::Down => "down",
+        }
+    }
+}
+
+/// One engine's heartbeat counters.
+#[derive(Debug, Default)]
+pub struct EngineBeats {
+    /// When its last pong came, in ns since the [`Liveness`] was made
+    /// (0: never).
+    pub last_heard_ns: AtomicU64,
+    /// Pings sent.
+    pub sent: AtomicU64,
+    /// Pongs received.
+    pub heard: AtomicU64,
+    /// Times it was marked down.
+    pub downs: AtomicU64,
+    /// Times it was marked up.
+    pub ups: AtomicU64,
+}
+
+/// The engines' liveness, shared by the beacon (writer) and the worker,
+/// API and metrics (readers).
+#[derive(Debug)]
+pub struct Liveness {
+    epoch: Instant,
+    live: AtomicU64,
+    engines: Vec<EngineBeats>,
+    /// Heartbeats that did not parse or came from elsewhere.
+    pub bad: AtomicU64,
+}
+
+impl Liveness {
+    /// Liveness of `n` engines (at most [`MAX_ENGINES`]), all down.
+    pub fn new(n: usize) -> Self {
+        Self {
+            epoch: Instant::now(),
+            live: AtomicU64::new(0),
+            engines: (0..n.min(MAX_ENGINES))
+                .map(|_| EngineBeats::default())
+                .collect(),
+            bad: AtomicU64::new(0),
+        }
+    }
+
+    /// Which engines are up, one bit each.
+    #[inline]
+    pub fn live(&self) -> u64 {
+        // Relaxed: a flag word; the data path acts on a recent value.
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Set which engines are up, for a cluster without heartbeats (all
+    /// up) or a test; a running [`Beacon`] overwrites it each period.
+    pub fn force(&self, mask: u64) {
+        self.live.store(mask, Ordering::Relaxed);
+    }
+
+    /// Number of engines.
+    pub fn len(&self) -> usize {
+        self.engines.len()
+    }
+
+    /// Whether it follows no engine.
+    pub fn is_empty(&self) -> bool {
+        self.engines.is_empty()
+    }
+
+    /// Engine `i`'s state.
+    pub fn state(&self, i: usize) -> EngineState {
+        match i < 64 && self.live() & (1 << i) != 0 {
+            true => EngineState::Up,
+            false => EngineState::Down,
+        }
+    }
+
+    /// Engine `i`'s counters.
+    pub fn engine(&self, i: usize) -> Option<&EngineBeats> {
+        self.engines.get(i)
+    }
+
+    /// How long ago engine `i` last answered, if ever.
+    pub fn since_heard(&self, i: usize) -> Option<Duration> {
+        let at = self.engines.get(i)?.last_heard_ns.load(Ordering::Relaxed);
+        (at != 0).then(|| {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            Duration::from_nanos(now.saturating_sub(at))
+        })
+    }
+
+    fn heard(&self, i: usize) {
+        if let Some(e) = self.engines.get(i) {
+            let now = (self.epoch.elapsed().as_nanos() as u64).max(1);
+            e.last_heard_ns.store(now, Ordering::Relaxed);
+            e.heard.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Mark engines up or down by how long ago they answered; logs and
+    /// counts each change.
+    fn judge(&self, names: &[String], dead_after: Duration) {
+        let mut live = self.live();
+        for (i, e) in self.engines.iter().enumerate() {
+            let up = self.since_heard(i).is_some_and(|d| d <= dead_after);
+            let was = live & (1 << i) != 0;
+            if up && !was {
+                live |= 1 << i;
+                e.ups.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(engine = %names[i], "engine up");
+            } else if !up && was {
+                live &= !(1 << i);
+                e.downs.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(engine = %names[i], "engine down: no heartbeat for {dead_after:?}; its flows move to the others");
+            }
+        }
+        self.live.store(live, Ordering::Relaxed);
+    }
+}
+
+/// The dispatcher's side: pings the engines, judges them from the pongs.
+pub struct Beacon {
+    liveness: Arc<Liveness>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Beacon {
+    /// Ping `engines` (name, heartbeat address) every `interval` from a
+    /// socket bound to `bind`; an engine is down after `misses` periods
+    /// without a pong.
+    ///
+    /// # Errors
+    /// The socket cannot be bound or set up.
+    pub fn start(
+        bind: SocketAddr,
+        engines: Vec<(String, SocketAddr)>,
+        interval: Duration,
+        misses: u32,
+    ) -> io::Result<Self> {
+        let sock = UdpSocket::bind(bind)?;
+        sock.set_read_timeout(Some(interval / 4))?;
+        let liveness = Arc::new(Liveness::new(engines.len()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, s) = (liveness.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("vrhost-beacon".into())
+            .spawn(move || beacon_loop(&sock, &engines, interval, misses, &l, &s))?;
+        Ok(Self {
+            liveness,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The liveness it keeps.
+    pub fn liveness(&self) -> &Arc<Liveness> {
+        &self.liveness
+    }
+}
+
+impl Drop for Beacon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn beacon_loop(
+    sock: &UdpSocket,
+    engines: &[(String, SocketAddr)],
+    interval: Duration,
+    misses: u32,
+    l: &Liveness,
+    stop: &AtomicBool,
+) {
+    let names: Vec<String> = engines.iter().map(|(n, _)| n.clone()).collect();
+    let dead_after = interval * misses;
+    let mut seq = 0u32;
+    let mut next = Instant::now();
+    let mut buf = [0u8; 64];
+    while !stop.load(Ordering::Relaxed) {
+        if Instant::now() >= next {
+            seq = seq.wrapping_add(1);
+            for (i, (_, addr)) in engines.iter().enumerate().take(MAX_ENGINES) {
+                if sock.send_to(&beat(PING, i as u16, seq), addr).is_ok()
+                    && let Some(e) = l.engine(i)
+                {
+                    e.sent.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            next += interval;
+        }
+        // Pongs until the read times out (a quarter period).
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            match parse(&buf[..n]) {
+                Some((PONG, i, _))
+                    if engines.get(usize::from(i)).is_some_and(|(_, a)| *a == from) =>
+                {
+                    l.heard(usize::from(i));
+                }
+                _ => {
+                    l.bad.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        l.judge(&names, dead_after);
+    }
+}
+
+/// The engine's side: answers pings.
+pub struct Responder {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    /// Pings answered.
+    pub answered: Arc<AtomicU64>,
+}
+
+impl Responder {
+    /// Answer pings on `bind`.
+    ///
+    /// # Errors
+    /// The socket cannot be bound or set up.
+    pub fn start(bind: SocketAddr) -> io::Result<Self> {
+        let sock = UdpSocket::bind(bind)?;
+        let addr = sock.local_addr()?;
+        sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicU64::new(0));
+        let (s, a) = (stop.clone(), answered.clone());
+        let thread = std::thread::Builder::new()
+            .name("vrhost-heartbeat".into())
+            .spawn(move || {
+                let mut buf = [0u8; 64];
+                while !s.load(Ordering::Relaxed) {
+                    let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                        continue;
+                    };
+                    if let Some((PING, i, seq)) = parse(&buf[..n])
+                        && sock.send_to(&beat(PONG, i, seq), from).is_ok()
+                    {
+                        a.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })?;
+        Ok(Self {
+            addr,
+            stop,
+            thread: Some(thread),
+            answered,
+        })
+    }
+
+    /// The address it answers on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "heartbeat_tests.rs"]
+mod tests;
