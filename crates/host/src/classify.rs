@@ -403,10 +403,10 @@ impl Classifier {
     /// the rules with an IPv6 prefix.
     #[inline]
     pub fn classify_frame(&self, port: usize, key: &FlowKey, frame: &[u8]) -> Option<(usize, u16)> {
-        let best = self.best(port, key);
         if self.groups6.0.is_empty() || key.ethertype != EtherType::IPV6 {
-            return best.map(|h| (h.vr, h.vnic));
+            return self.classify(port, key);
         }
+        let best = self.best(port, key);
         let Some(f) = v6::fields(frame, key.vlan.is_some()) else {
             return best.map(|h| (h.vr, h.vnic));
         };

@@ -484,8 +484,10 @@ impl Router {
     /// Step 1: check the frame; find what to look up. No side effects, so
     /// that a burst does exactly what its packets one by one would.
     #[inline(always)]
-    fn ingress(&self, pkt: &Packet<'_>) -> Ingress {
-        if let Some(out) = self.cplane.data_vnic_of(pkt.rx_vnic()) {
+    fn ingress(&self, pkt: &Packet<'_>, cplane: bool) -> Ingress {
+        // `cplane`: the router has a control plane (read once per burst:
+        // a router without one pays nothing per packet here).
+        if cplane && let Some(out) = self.cplane.data_vnic_of(pkt.rx_vnic()) {
             return Ingress::Done(Verdict::Forward(out));
         }
         let d = pkt.data();
@@ -589,7 +591,7 @@ impl Vr for Router {
     #[inline]
     fn process(&mut self, pkt: &mut Packet<'_>) -> Verdict {
         self.now = None;
-        let mut v = [match self.ingress(pkt) {
+        let mut v = [match self.ingress(pkt, self.cplane.is_on()) {
             Ingress::Done(v) => v,
             Ingress::Arp => self.arp_in(pkt),
             Ingress::Ipv6 => self.ipv6_in(pkt),
@@ -608,6 +610,7 @@ impl Vr for Router {
     fn process_burst(&mut self, pkts: &mut [Packet<'_>], verdicts: &mut [Verdict]) {
         self.now = None;
         let n = pkts.len().min(verdicts.len());
+        let cplane = self.cplane.is_on();
         for (pkts, verdicts) in pkts[..n]
             .chunks_mut(BURST)
             .zip(verdicts[..n].chunks_mut(BURST))
@@ -616,7 +619,7 @@ impl Vr for Router {
             let mut at = [0u8; BURST];
             let mut m = 0;
             for (i, (p, v)) in pkts.iter_mut().zip(verdicts.iter_mut()).enumerate() {
-                match self.ingress(p) {
+                match self.ingress(p, cplane) {
                     Ingress::Done(x) => *v = x,
                     Ingress::Arp => {
                         // Looked up as 0.0.0.0 for nothing: ARP is rare.
@@ -646,7 +649,7 @@ impl Vr for Router {
                 };
             }
         }
-        if self.cplane.is_on() {
+        if cplane {
             self.hand_to_control(&pkts[..n], &mut verdicts[..n]);
         }
     }

@@ -37,12 +37,12 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 pub use auto::{AutoConf, AutoPath};
+pub use cluster::{ClusterPlan, HEARTBEAT_PORT};
+pub use cluster_schema::{ClusterConf, EngineConf, RemoteVrConf};
 pub use control::{
     CONTROL_HOLD_MS, CONTROL_NETNS_PREFIX, ControlPlan, ControlPlaneConf, ControlRun, ControlTap,
     control_netns, find_program, split_netns,
 };
-pub use cluster::{ClusterPlan, HEARTBEAT_PORT};
-pub use cluster_schema::{ClusterConf, EngineConf, RemoteVrConf};
 pub use fast::{DataPath, FastKey, PortLimit};
 pub use plan::{Plan, VrPlan};
 pub use schema::{

@@ -141,26 +141,24 @@ impl VrPath {
                         self.stats.violation(Violation::Extent);
                         continue;
                     }
-                    let (off, len) = match encap_at(
-                        self.encap.as_deref_mut(),
-                        &self.region,
-                        vnic,
-                        s,
-                        (off, len),
-                    ) {
-                        Ok(x) => x,
-                        Err(why) => {
-                            self.stats.drop_out(why);
-                            continue;
+                    // As the VR left it (the common case, one test), or behind
+                    // its tunnel's headers or with its VLAN tag.
+                    let wire = match self.plain_wire {
+                        true => Ok((off, len)),
+                        false => {
+                            encap_at(self.encap.as_deref_mut(), &self.region, vnic, s, (off, len))
+                                .and_then(|x| {
+                                    tag_at(
+                                        self.vlans.as_deref().map(|v| &v[..]),
+                                        &self.region,
+                                        vnic,
+                                        s,
+                                        x,
+                                    )
+                                })
                         }
                     };
-                    let (off, len) = match tag_at(
-                        self.vlans.as_deref().map(|v| &v[..]),
-                        &self.region,
-                        vnic,
-                        s,
-                        (off, len),
-                    ) {
+                    let (off, len) = match wire {
                         Ok(x) => x,
                         Err(why) => {
                             self.stats.drop_out(why);

@@ -39,6 +39,9 @@ impl VrPath {
     /// the rest after the tag), which must be the vNIC's.
     #[inline]
     fn untag<'f>(&self, vnic: u16, frame: &'f [u8]) -> Result<(&'f [u8], &'f [u8]), IngressDrop> {
+        if self.plain_wire {
+            return Ok((&[], frame));
+        }
         let Some(&id) = self.vlans.as_deref().and_then(|v| v.get(usize::from(vnic))) else {
             return Ok((&[], frame));
         };
@@ -190,7 +193,11 @@ impl VrPath {
             self.region.prefetch(next, self.headroom.into());
         }
         let at = u32::from(self.headroom);
-        self.region.write_slot(slot, at, head);
+        // A made-up or kept header only for tunnels and VLANs: the common
+        // frame is one copy (an empty copy is still a call).
+        if !head.is_empty() {
+            self.region.write_slot(slot, at, head);
+        }
         self.region.write_slot(slot, at + head.len() as u32, frame);
         let meta = self
             .region

@@ -272,6 +272,9 @@ pub struct VrPath {
     slot_bytes: u16,
     /// Whether it accepts packets.
     up: bool,
+    /// No vNIC is a tunnel endpoint or a VLAN sub-interface: frames cross
+    /// as they are (`encap` and `vlans` are `None`).
+    plain_wire: bool,
     // Per packet with several live instances.
     /// Which live instance gets each frame (boxed: its tables are 4 KiB).
     balancer: Box<Balancer>,
@@ -365,6 +368,7 @@ impl VrPath {
             tap: None,
             encap: None,
             vlans: None,
+            plain_wire: true,
             stats: Arc::new(VrStats::with_shape(
                 usize::from(cfg.vnic_count),
                 usize::from(cfg.instance_count),
@@ -538,6 +542,7 @@ impl VrPath {
             })
             .collect();
         self.encap = encap.iter().any(Option::is_some).then_some(encap);
+        self.plain_wire = self.encap.is_none() && self.vlans.is_none();
     }
 
     /// Make the vNICs with a VLAN (`vlans[v]`) 802.1Q sub-interfaces of
@@ -557,6 +562,7 @@ impl VrPath {
             }
         }
         self.vlans = ids.iter().any(|&id| id != 0).then_some(ids);
+        self.plain_wire = self.encap.is_none() && self.vlans.is_none();
     }
 
     /// The VLAN of each vNIC (`None`: untagged).
