@@ -164,6 +164,7 @@ mod ipv6;
 mod nd;
 mod neigh;
 mod peer;
+mod prefix;
 mod resolve;
 #[cfg(test)]
 mod tests;

@@ -127,27 +127,7 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         ctl: Mutex::new(ctl),
         token,
     });
-    // The control planes' route sync threads take the controller when
-    // their batches come.
-    {
-        let weak = Arc::downgrade(&state);
-        let hook: vrhost_daemon::cplane::SyncHook = Arc::new(move |f| {
-            let Some(st) = weak.upgrade() else {
-                return false;
-            };
-            let mut c = st
-                .ctl
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            f(&mut c);
-            true
-        });
-        state
-            .ctl
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .set_sync_hook(hook);
-    }
+    set_sync_hook(&state);
     // VRs that go down are restarted on their own thread, at the daemon's
     // priority (a restart is the data path coming back).
     let supervisor = {
@@ -187,6 +167,29 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         .join()
         .map_err(|_| anyhow::anyhow!("worker thread panicked"))?;
     summary(&worker)
+}
+
+/// Let the control planes' route sync threads take the controller when
+/// their batches come (weakly: a sync thread does not keep the daemon's
+/// state alive).
+fn set_sync_hook(state: &Arc<ApiState>) {
+    let weak = Arc::downgrade(state);
+    let hook: vrhost_daemon::cplane::SyncHook = Arc::new(move |f| {
+        let Some(st) = weak.upgrade() else {
+            return false;
+        };
+        let mut c = st
+            .ctl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut c);
+        true
+    });
+    state
+        .ctl
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .set_sync_hook(hook);
 }
 
 /// The token TCP clients must send, from `--token-file` (required with

@@ -146,16 +146,15 @@ impl VrPath {
                     let wire = match self.plain_wire {
                         true => Ok((off, len)),
                         false => {
-                            encap_at(self.encap.as_deref_mut(), &self.region, vnic, s, (off, len))
-                                .and_then(|x| {
-                                    tag_at(
-                                        self.vlans.as_deref().map(|v| &v[..]),
-                                        &self.region,
-                                        vnic,
-                                        s,
-                                        x,
-                                    )
-                                })
+                            let vlans = self.vlans.as_deref();
+                            wire_out(
+                                self.encap.as_deref_mut(),
+                                vlans,
+                                &self.region,
+                                vnic,
+                                s,
+                                (off, len),
+                            )
                         }
                     };
                     let (off, len) = match wire {
@@ -275,6 +274,22 @@ impl VrPath {
             .flat_map(|i| i.tx.iter_mut())
             .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
     }
+}
+
+/// The frame of slot `s` (`extent`) in `region` as it leaves vNIC
+/// `vnic`: behind its tunnel's outer headers ([`encap_at`]), with its
+/// VLAN tag ([`tag_at`]).
+#[inline]
+fn wire_out(
+    encap: Option<&mut [Option<Encap>]>,
+    vlans: Option<&[u16; super::MAX_VLAN_VNICS]>,
+    region: &Region,
+    vnic: u16,
+    s: u32,
+    extent: (u16, u16),
+) -> Result<(u16, u16), EgressDrop> {
+    let extent = encap_at(encap, region, vnic, s, extent)?;
+    tag_at(vlans.map(|v| &v[..]), region, vnic, s, extent)
 }
 
 /// Write the outer headers of `vnic`'s tunnel (in `encap`), if it has one,
