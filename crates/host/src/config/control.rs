@@ -30,7 +30,9 @@ pub enum ControlPlaneConf {
     Named(String),
     /// `{ command = ["prog", "arg", ...] }`.
     Command {
-        /// Program and arguments.
+        /// Program and arguments (none: refused at the check, "an empty
+        /// command", rather than serde's "no variant matched").
+        #[serde(default)]
         command: Vec<String>,
     },
 }
