@@ -35,7 +35,10 @@ fn check_forward(results: &[Value]) {
                 continue;
             }
             assert_eq!(r["routes"], 2, "{r}");
-            assert!(num(r, "cpu_ns_per_pkt") > 0.0, "{r}");
+            // Measured on the forwarder's core (CPU 1); the fast path runs
+            // in XDP on p0, on the generator's core, so its figure there
+            // may be 0.
+            assert!(num(r, "cpu_ns_per_pkt") > 0.0 || fwd == "fast", "{r}");
             assert!(num(r, "rtt_us_avg") > 0.0, "{r}");
             assert!(num(r, "tcp_gbps") > 0.0, "{r}");
             assert_eq!(r["gen_sent_pps"].is_number(), generator == "live", "{r}");
