@@ -76,6 +76,9 @@ pub struct ControlPlan {
     pub hold_ms: u64,
 }
 
+/// The longest `control_hold_ms`: a day.
+const MAX_HOLD_MS: u64 = 86_400_000;
+
 /// The default of `control_hold_ms`: BGP's usual hold time (RFC 4271
 /// suggests 90 s), what a peer would wait before it withdrew them.
 pub const CONTROL_HOLD_MS: u64 = 90_000;
@@ -195,7 +198,13 @@ fn vr_control_in(
         netns: control_netns(name),
         run,
         taps,
-        hold_ms: v.control_hold_ms.unwrap_or(CONTROL_HOLD_MS),
+        hold_ms: match v.control_hold_ms {
+            Some(ms) if ms > MAX_HOLD_MS => {
+                let msg = format!("{ms}: at most {MAX_HOLD_MS} (a day)");
+                return Err((v.name.span(), "control_hold_ms", msg));
+            }
+            ms => ms.unwrap_or(CONTROL_HOLD_MS),
+        },
     }))
 }
 
