@@ -140,6 +140,8 @@ pub struct AfXdpPort {
     next_rx: usize,
     rx_calls: u32,
     next_stats: usize,
+    /// UMEM frames, when the UMEM is a lent area ([`AfXdpPort::open_on`]).
+    lent_area: Option<u32>,
 }
 
 impl fmt::Debug for AfXdpPort {
@@ -192,6 +194,7 @@ impl AfXdpPort {
         mut area: Option<UmemArea>,
     ) -> Result<AfXdpPort, AfXdpError> {
         let name = ifname.to_string();
+        let lent_area = area.is_some();
         cfg.check().map_err(|why| AfXdpError::Config {
             ifname: name.clone(),
             why,
@@ -276,6 +279,7 @@ impl AfXdpPort {
             next_rx: 0,
             rx_calls: 0,
             next_stats: 0,
+            lent_area: lent_area.then_some(cfg.frames),
         })
     }
 
@@ -688,6 +692,12 @@ impl Port for AfXdpPort {
         p
     }
 
+    /// Itself, when opened on a lent area ([`AfXdpPort::open_on`]).
+    fn lender(&mut self) -> Option<&mut dyn crate::Lender> {
+        self.lent_area?;
+        Some(self)
+    }
+
     /// The socket (one queue) or an epoll descriptor over all the sockets.
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(match &self.wait {
@@ -703,3 +713,21 @@ const _: () = {
     const fn assert_send<T: Send>() {}
     assert_send::<AfXdpPort>();
 };
+
+impl crate::Lender for AfXdpPort {
+    fn frames(&self) -> u32 {
+        self.lent_area.unwrap_or(0)
+    }
+
+    fn rx_lend(&mut self, out: &mut [LentFrame]) -> usize {
+        AfXdpPort::rx_lend(self, out)
+    }
+
+    fn give_back(&mut self, frame: u32) -> bool {
+        AfXdpPort::give_back(self, frame)
+    }
+
+    fn tx_lent(&mut self, frames: &[LentFrame]) -> usize {
+        AfXdpPort::tx_lent(self, frames)
+    }
+}
