@@ -236,6 +236,19 @@ impl Worker {
         self.rx_round = n.max(1);
     }
 
+    /// Put `port` in place of port `i`, returning the one it replaces: a
+    /// port opened after the worker, such as a dedicated port, whose UMEM
+    /// is the pool of a VR started for this worker
+    /// ([`crate::open_dedicated`]). Between rounds, before its VR is added.
+    ///
+    /// # Panics
+    /// If there is no port `i`.
+    pub fn set_port(&mut self, i: usize, port: Box<dyn Port>) -> Box<dyn Port> {
+        let old = std::mem::replace(&mut self.ports[i], port);
+        self.resched();
+        old
+    }
+
     /// Add a VR; returns its index (the classifier's VR number).
     pub fn add_vr(&mut self, vr: VrPath) -> usize {
         self.vrs.push(vr);
