@@ -122,15 +122,21 @@ fn start(worker: &Worker, spec: &PathSpec, region: Region, cmd: &VrCommand) -> V
     VrPath::assemble(spec, region, Backend::Process(vec![p]), vec![bell])
 }
 
-/// Run `worker` in a thread while `f` runs; returns the worker.
+/// Run `worker` in a thread while `f` runs; returns what `f` returns.
+/// The worker stops when `f` returns or panics.
 fn with_worker<T>(worker: &mut Worker, f: impl FnOnce() -> T) -> T {
+    /// Stops the worker when dropped, also on a panic.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let w = s.spawn(|| worker.run(&stop));
-        let r = f();
-        stop.store(true, Ordering::Relaxed);
-        w.join().unwrap();
-        r
+        s.spawn(|| worker.run(&stop));
+        let _stop = Stop(&stop);
+        f()
     })
 }
 
@@ -154,6 +160,19 @@ fn udp(from_ns: &Netns, to_ns: &Netns, to: Ipv4Addr, sizes: &[usize], tag: &[u8]
         }
     }
     got
+}
+
+/// [`udp`] from a0 to b0 (10.2.0.2).
+fn udp_a_to_b(lab: &Lab, sizes: &[usize], tag: &[u8]) -> Vec<Vec<u8>> {
+    udp(&lab.a, &lab.b, Ipv4Addr::new(10, 2, 0, 2), sizes, tag)
+}
+
+/// `got` is every datagram of `sizes` with `tag`, intact.
+fn assert_intact(got: &[Vec<u8>], sizes: &[usize], tag: &[u8]) {
+    assert_eq!(got.len(), sizes.len(), "every datagram arrived");
+    for (k, (g, &n)) in got.iter().zip(sizes).enumerate() {
+        assert!(*g == payload(k, n, tag), "datagram {k} of {n} bytes intact");
+    }
 }
 
 /// Datagram `k` of `n` bytes: `tag`, then a pattern.
@@ -225,25 +244,14 @@ fn a_vr_on_a_dedicated_port_forwards_ping_and_udp_intact_with_no_host_copy() {
             .map(|&n| ping("10.2.0.2", n))
             .collect();
         let router: Vec<String> = [56, 1472].iter().map(|&n| ping("10.1.0.1", n)).collect();
-        let got = udp(
-            &lab.a,
-            &lab.b,
-            Ipv4Addr::new(10, 2, 0, 2),
-            &sizes,
-            b"zc-udp",
-        );
+        let got = udp_a_to_b(&lab, &sizes, b"zc-udp");
         (across, router, got)
     });
     for out in pings.iter().chain(&pings_router) {
         assert!(out.contains(" 0% packet loss"), "{out}");
     }
-    assert_eq!(got.len(), sizes.len(), "every datagram arrived");
-    for (k, (g, &n)) in got.iter().zip(&sizes).enumerate() {
-        assert!(
-            *g == payload(k, n, b"zc-udp"),
-            "datagram {k} of {n} bytes intact"
-        );
-    }
+    assert_intact(&got, &sizes, b"zc-udp");
+
     // Frames from a0 reached the VR where the kernel wrote them, and its
     // own replies (the router's echo replies) left from where it wrote them.
     let (lent_in, lent_out) = (stats.lent_in.get(), stats.lent_out.get());
@@ -405,4 +413,84 @@ fn a_hostile_vr_on_a_dedicated_port_is_contained_and_sees_no_other_tenant() {
     for vr in worker.vrs() {
         vr.check_slot_accounting().unwrap();
     }
+}
+
+/// The daemon's config: r0 dedicated to VR `r` (`frames` of its `slots`),
+/// r1 an AF_PACKET port.
+fn daemon_config(slots: u32) -> String {
+    format!(
+        r#"
+[[ports]]
+name = "r0"
+driver = "af_xdp"
+interface = "r0"
+frames = {PORT_FRAMES}
+ring_size = 256
+dedicated = "r"
+
+[[ports]]
+name = "r1"
+driver = "af_packet"
+interface = "r1"
+
+[[vrs]]
+name = "r"
+slots = {slots}
+vnics = [
+  {{ port = "r0", mac = "{R0_MAC}", addrs = ["10.1.0.1/24"] }},
+  {{ port = "r1", mac = "{R1_MAC}", addrs = ["10.2.0.1/24"] }},
+]
+[vrs.router]
+neighbours = [
+  {{ ip = "10.1.0.2", mac = "{A0_MAC}", vnic = 0 }},
+  {{ ip = "10.2.0.2", mac = "{B0_MAC}", vnic = 1 }},
+]
+
+[[rules]]
+port = "r0"
+vr = "r"
+vnic = 0
+
+[[rules]]
+port = "r1"
+vr = "r"
+vnic = 1
+"#
+    )
+}
+
+#[test]
+fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
+    let lab = lab();
+    let d = common::Daemon::start_under(
+        "dedicated",
+        &daemon_config(1024),
+        &["ip", "netns", "exec", lab.r.name()],
+    );
+    for size in ["56", "1472"] {
+        let out = lab
+            .a
+            .exec(
+                "ping",
+                &["-c", "3", "-i", "0.2", "-W", "2", "-s", size, "10.2.0.2"],
+            )
+            .unwrap_or_else(|e| panic!("ping -s {size}: {e}\n{:#}", d.stats()));
+        assert!(out.contains(" 0% packet loss"), "{out}");
+    }
+    let sizes = [18, 512, 1472];
+    let got = udp_a_to_b(&lab, &sizes, b"zc-daemon");
+    assert_intact(&got, &sizes, b"zc-daemon");
+    let rx = common::count(&d.stats(), "r", "rx_packets");
+    assert!(rx >= 6 + 3, "the VR got the frames: {rx}");
+    // Its VR restarted on a new region would leave the port on the old
+    // one: refused, and the data path is as it was.
+    let changed = d.dir().join("changed.toml");
+    std::fs::write(&changed, daemon_config(2048)).unwrap();
+    let (ok, _, err) = d.run(&["apply", changed.to_str().unwrap()]);
+    assert!(!ok && err.contains("needs a daemon restart"), "{err}");
+    let out = lab
+        .a
+        .exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "10.2.0.2"])
+        .unwrap();
+    assert!(out.contains(" 0% packet loss"), "{out}");
 }
