@@ -575,6 +575,50 @@ mod tests {
     }
 
     #[test]
+    fn lent_frames_go_out_in_place_or_back_and_bad_ones_are_refused() {
+        let mut r = Rig::new(16, 8, 8);
+        let addrs = r.fill.kernel_take();
+        // Two good frames, a runt (its frame comes back free, not lent),
+        // and a frame the kernel does not hold.
+        r.rx.kernel_put(&[
+            desc(addrs[0] + 256, 100, 0),
+            desc(addrs[1] + 256, 1500, 0),
+            desc(addrs[2] + 256, 3, 0),
+            desc(15 * u64::from(FS), 64, 0),
+        ]);
+        let mut out = [LentFrame::default(); 8];
+        assert_eq!(r.q().lend(&mut out), 2);
+        assert_eq!(r.q().c.rx_refused, 2);
+        let (a, b) = (out[0], out[1]);
+        assert_eq!((a.offset, a.len, b.len), (256, 100, 1500));
+        let c = r.q().frame_counts();
+        assert_eq!((c.lent, total(c)), (2, 16));
+        // Not lent: refused and left alone.
+        assert!(!r.q().give_back(addrs[3] as u32 / FS));
+        let free_frame = LentFrame { frame: 15, ..a };
+        assert_eq!(r.q().send_lent(&[free_frame]), 0);
+        assert_eq!(r.q().c.tx_refused, 1);
+        // `a` goes out where it lies, `b` with bytes past its frame is
+        // taken back and counted.
+        let past = LentFrame {
+            offset: FS - 8,
+            ..b
+        };
+        assert_eq!(r.q().send_lent(&[a, past]), 1);
+        assert_eq!(r.q().c.tx_dropped, 1);
+        let sent = r.tx.kernel_take();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].addr, u64::from(a.frame) * u64::from(FS) + 256);
+        assert_eq!(sent[0].len, 100);
+        assert!(!r.q().give_back(b.frame), "taken back once only");
+        let c = r.q().frame_counts();
+        assert_eq!((c.lent, c.tx, total(c)), (0, 1, 16));
+        r.comp.kernel_put(&[sent[0].addr]);
+        r.q().reclaim();
+        assert_eq!(r.q().frame_counts().tx, 0);
+    }
+
+    #[test]
     fn tx_copies_queues_and_reclaims() {
         let mut r = Rig::new(16, 8, 8);
         let a = vec![0xaa; 100];
