@@ -190,7 +190,14 @@ impl VrPath {
         let port = self.cold.dedicated.as_ref().map_or(usize::MAX, |d| d.port);
         let sent = match ports.get_mut(port).and_then(|p| p.lender()) {
             Some(p) => p.tx_lent(lent),
-            None => 0,
+            None => {
+                // No lending port there now (the port was replaced): the
+                // frames go back to it when one is.
+                for l in lent {
+                    self.back_to_port(l.frame);
+                }
+                0
+            }
         };
         self.stats.lent_out.add(sent as u64);
         let bytes = lent[..sent].iter().map(|l| u64::from(l.len)).sum();
