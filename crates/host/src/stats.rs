@@ -134,6 +134,12 @@ pub struct VrStats {
     pub vr_dropped: Counter,
     /// Frames refused by the out port.
     pub port_dropped: Counter,
+    /// Frames received on its dedicated port and staged for it where the
+    /// kernel wrote them, in its own pool: no copy by the host.
+    pub lent_in: Counter,
+    /// Frames sent on its dedicated port from where it left them: no copy
+    /// by the host.
+    pub lent_out: Counter,
     /// Host drops on the way in, by [`IngressDrop`].
     pub ingress_drops: [Counter; IngressDrop::COUNT],
     /// Protocol violations, by [`Violation`].

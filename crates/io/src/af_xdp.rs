@@ -84,6 +84,7 @@ mod queue;
 mod ring;
 mod socket;
 mod sys;
+mod umem;
 
 use std::ffi::CString;
 use std::fmt;
@@ -95,8 +96,9 @@ use aya::programs::{ProgramError, Xdp};
 use aya::{Ebpf, EbpfLoader};
 
 pub use config::{AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode, XdpProgram};
-pub use queue::FrameCounts;
+pub use queue::{FrameCounts, LentFrame};
 pub use sys::{XdpLink, XdpStatistics};
+pub use umem::UmemArea;
 
 use crate::{Port, PortStats};
 use socket::Socket;
@@ -138,6 +140,8 @@ pub struct AfXdpPort {
     next_rx: usize,
     rx_calls: u32,
     next_stats: usize,
+    /// UMEM frames, when the UMEM is a lent area ([`AfXdpPort::open_on`]).
+    lent_area: Option<u32>,
 }
 
 impl fmt::Debug for AfXdpPort {
@@ -160,7 +164,37 @@ impl AfXdpPort {
     /// [`AfXdpError`], naming the interface and the failed step; whatever
     /// was set up before it is undone.
     pub fn open(ifname: &str, cfg: &AfXdpConfig) -> Result<AfXdpPort, AfXdpError> {
+        Self::open_with(ifname, cfg, None)
+    }
+
+    /// [`AfXdpPort::open`] with `area` as the UMEM (its first
+    /// `cfg.frames * cfg.frame_size` bytes, frame `i` at `i *
+    /// cfg.frame_size`): what a dedicated port does with its VR's packet
+    /// pool, so that frames are lent ([`AfXdpPort::rx_lend`]) and sent
+    /// ([`AfXdpPort::tx_lent`]) where they lie. One rx queue only (the
+    /// interface must have one, or `cfg.queues` be `Some(1)`): queues
+    /// would need an area each.
+    ///
+    /// # Errors
+    /// As [`AfXdpPort::open`]; [`AfXdpError::Config`] for an interface of
+    /// several queues; [`AfXdpError::Socket`] (step `UMEM area`) for an
+    /// area too small or not page aligned, or (step
+    /// `setsockopt(XDP_UMEM_REG)`) memory the kernel cannot pin.
+    pub fn open_on(
+        ifname: &str,
+        cfg: &AfXdpConfig,
+        area: UmemArea,
+    ) -> Result<AfXdpPort, AfXdpError> {
+        Self::open_with(ifname, cfg, Some(area))
+    }
+
+    fn open_with(
+        ifname: &str,
+        cfg: &AfXdpConfig,
+        mut area: Option<UmemArea>,
+    ) -> Result<AfXdpPort, AfXdpError> {
         let name = ifname.to_string();
+        let lent_area = area.is_some();
         cfg.check().map_err(|why| AfXdpError::Config {
             ifname: name.clone(),
             why,
@@ -178,6 +212,14 @@ impl AfXdpPort {
             })?,
         };
 
+        if area.is_some() && queues != 1 {
+            return Err(AfXdpError::Config {
+                ifname: name,
+                why: format!(
+                    "a port on its VR's pool serves one rx queue, the interface has {queues}"
+                ),
+            });
+        }
         let (mut own, attach) = match (cfg.program, cfg.attach) {
             (XdpProgram::Own, want) => {
                 let (own, attach) = OwnProgram::attach(ifname, ifindex, queues, want)?;
@@ -190,7 +232,7 @@ impl AfXdpPort {
         let mut socks = Vec::with_capacity(queues as usize);
         let mut whole_ring = true;
         for q in 0..queues {
-            let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach)?;
+            let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach, area.take())?;
             if let Some(own) = &mut own {
                 own.xsks
                     .set(q, s.fd.as_raw_fd(), 0)
@@ -237,6 +279,7 @@ impl AfXdpPort {
             next_rx: 0,
             rx_calls: 0,
             next_stats: 0,
+            lent_area: lent_area.then_some(cfg.frames),
         })
     }
 
@@ -353,6 +396,72 @@ impl AfXdpPort {
     /// and counted in `rx_dropped`.
     pub fn max_rx_frame(&self) -> usize {
         (self.socks[0].q.max_frame() - sys::XDP_PACKET_HEADROOM) as usize
+    }
+
+    /// Take up to `out.len()` received frames and lend them where they
+    /// lie (after returning frames given back to the fill ring); returns
+    /// how many. Each stays the caller's until [`AfXdpPort::give_back`] or
+    /// [`AfXdpPort::tx_lent`]: meant for a port opened with
+    /// [`AfXdpPort::open_on`], whose frames are the caller's pool.
+    pub fn rx_lend(&mut self, out: &mut [LentFrame]) -> usize {
+        let q = &mut self.socks[0].q;
+        q.recycle();
+        let n = q.lend(out);
+        self.after_rx(n);
+        n
+    }
+
+    /// Take lent frame `frame` back (to the fill ring at the next burst);
+    /// false, and nothing done, if it is not lent.
+    pub fn give_back(&mut self, frame: u32) -> bool {
+        self.socks[0].q.give_back(frame)
+    }
+
+    /// Whether frame `frame` is lent out.
+    pub fn is_lent(&self, frame: u32) -> bool {
+        self.socks[0].q.is_lent(frame)
+    }
+
+    /// Send lent frames from where they lie, no copy. Every lent frame
+    /// passed is taken back: queued for tx, or refused (ring full, bytes
+    /// outside the frame, runt) and counted in `tx_dropped`; an index not
+    /// lent is counted (see [`AfXdpPort::refused_lent`]) and left alone.
+    /// Returns how many were queued; [`Port::flush`] kicks them.
+    pub fn tx_lent(&mut self, frames: &[LentFrame]) -> usize {
+        let n = self.socks[0].q.send_lent(frames);
+        if self.socks[0]
+            .q
+            .tx_kick_due(self.kick_threshold, self.need_wakeup)
+        {
+            let _ = self.tx_kick();
+        }
+        n
+    }
+
+    /// Frames [`AfXdpPort::tx_lent`] was asked to send that were not lent.
+    pub fn refused_lent(&self) -> u64 {
+        self.socks.iter().map(|s| s.q.c.tx_refused).sum()
+    }
+
+    /// After an rx burst of `n` frames: wake a zero-copy driver that ran
+    /// out of fill entries, else now and then read the kernel's counters.
+    fn after_rx(&mut self, n: usize) {
+        let mut syscall = false;
+        if n == 0 && self.need_wakeup && self.mode.bind == BindMode::ZeroCopy {
+            // A zero-copy driver that ran out of fill entries sleeps until
+            // woken; copy mode never sets the flag.
+            if let Some(s) = self.socks.iter().find(|s| s.q.fill_needs_wakeup()) {
+                let _ = sys::kick_rx(s.fd.as_fd());
+                syscall = true;
+            }
+        }
+        self.rx_calls = self.rx_calls.wrapping_add(1);
+        if !syscall && self.rx_calls.is_multiple_of(STATS_EVERY) {
+            let nq = self.socks.len();
+            let s = &mut self.socks[self.next_stats];
+            let _ = s.read_kernel_stats();
+            self.next_stats = (self.next_stats + 1) % nq;
+        }
     }
 
     fn tx_kick(&mut self) -> io::Result<()> {
@@ -538,21 +647,7 @@ impl Port for AfXdpPort {
         }
         self.next_rx = (self.next_rx + 1) % nq;
 
-        let mut syscall = false;
-        if n == 0 && self.need_wakeup && self.mode.bind == BindMode::ZeroCopy {
-            // A zero-copy driver that ran out of fill entries sleeps until
-            // woken; copy mode never sets the flag.
-            if let Some(s) = self.socks.iter().find(|s| s.q.fill_needs_wakeup()) {
-                let _ = sys::kick_rx(s.fd.as_fd());
-                syscall = true;
-            }
-        }
-        self.rx_calls = self.rx_calls.wrapping_add(1);
-        if !syscall && self.rx_calls.is_multiple_of(STATS_EVERY) {
-            let s = &mut self.socks[self.next_stats];
-            let _ = s.read_kernel_stats();
-            self.next_stats = (self.next_stats + 1) % nq;
-        }
+        self.after_rx(n);
         n
     }
 
@@ -597,6 +692,12 @@ impl Port for AfXdpPort {
         p
     }
 
+    /// Itself, when opened on a lent area ([`AfXdpPort::open_on`]).
+    fn lender(&mut self) -> Option<&mut dyn crate::Lender> {
+        self.lent_area?;
+        Some(self)
+    }
+
     /// The socket (one queue) or an epoll descriptor over all the sockets.
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(match &self.wait {
@@ -612,3 +713,21 @@ const _: () = {
     const fn assert_send<T: Send>() {}
     assert_send::<AfXdpPort>();
 };
+
+impl crate::Lender for AfXdpPort {
+    fn frames(&self) -> u32 {
+        self.lent_area.unwrap_or(0)
+    }
+
+    fn rx_lend(&mut self, out: &mut [LentFrame]) -> usize {
+        AfXdpPort::rx_lend(self, out)
+    }
+
+    fn give_back(&mut self, frame: u32) -> bool {
+        AfXdpPort::give_back(self, frame)
+    }
+
+    fn tx_lent(&mut self, frames: &[LentFrame]) -> usize {
+        AfXdpPort::tx_lent(self, frames)
+    }
+}

@@ -96,6 +96,36 @@ pub trait Port: Send {
     fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }
+
+    /// The port's lending side if its buffers are the pool of the one VR
+    /// it serves (an AF_XDP port opened with
+    /// [`af_xdp::AfXdpPort::open_on`]); `None` for every other port.
+    fn lender(&mut self) -> Option<&mut dyn Lender> {
+        None
+    }
+}
+
+pub use af_xdp::LentFrame;
+
+/// A port whose frame buffers are its VR's pool: frame `i` is slot `i` of
+/// that pool, so a received frame is lent to the VR where it lies and sent
+/// from there, with no copy. Every index passed in is checked against the
+/// port's own record of what it lent; a wrong one is refused and counted.
+pub trait Lender {
+    /// Frames of the pool that are the port's (slots `0..frames()`).
+    fn frames(&self) -> u32;
+
+    /// Take up to `out.len()` received frames and lend them; returns how
+    /// many.
+    fn rx_lend(&mut self, out: &mut [LentFrame]) -> usize;
+
+    /// Take lent frame `frame` back; false if it is not lent.
+    fn give_back(&mut self, frame: u32) -> bool;
+
+    /// Send lent frames where they lie; every lent frame passed is the
+    /// port's again (sent, or refused and counted). Returns how many were
+    /// queued.
+    fn tx_lent(&mut self, frames: &[LentFrame]) -> usize;
 }
 
 /// The benchmark sink's XDP program (`ebpf/xdp_sink.c`, compiled by clang

@@ -77,8 +77,9 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 /// Options of `vrhost bench forward`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ForwardArgs {
-    /// Forwarders: kernel, af_xdp, af_packet, socket, fast (vrhost's
-    /// XDP fast path, the VR's slow path on af_xdp ports).
+    /// Forwarders: kernel, af_xdp, af_xdp_dedicated (af_xdp with p0
+    /// dedicated to the VR: its UMEM is the VR's pool), af_packet, socket,
+    /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports).
     #[arg(
         long,
         value_delimiter = ',',
@@ -200,6 +201,10 @@ pub struct Record {
     pub tcp_gbps: Option<f64>,
     /// Busy time of the forwarder's core per forwarded frame (ns).
     pub cpu_ns_per_pkt: Option<f64>,
+    /// Copies of a frame's bytes on the node from p0 to p1, counted from
+    /// the code path the forwarder takes ([`copies_per_frame`]); `None`
+    /// for the generator alone.
+    pub copies_per_frame: Option<u32>,
     /// Where the lost frames were counted, frames/s over the window
     /// (flattened: `lost_to_node_pps`, ...).
     #[serde(flatten)]
@@ -282,9 +287,9 @@ impl Table {
 /// Run the benchmark.
 pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
-        if !["kernel", "af_xdp", "af_packet", "socket", "fast"].contains(&f.as_str()) {
+        if copies_per_frame(f).is_none() {
             bail!(
-                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_packet, socket, fast)"
+                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_xdp_dedicated, af_packet, socket, fast)"
             );
         }
     }
@@ -474,6 +479,7 @@ pub(crate) fn run_points(
         rtt_us_p99: None,
         tcp_gbps: None,
         cpu_ns_per_pkt: None,
+        copies_per_frame: None,
         lost: g.lost,
     }];
     for fwd in plan.forwarders {
@@ -568,6 +574,7 @@ fn forwarder_points(
             rtt_us_p99: if i == 0 { rtt_p99 } else { None },
             tcp_gbps: if i == 0 { tcp } else { None },
             cpu_ns_per_pkt: w.cpu_ns_per_pkt,
+            copies_per_frame: copies_per_frame(fwd),
             lost: w.lost,
         });
     }
@@ -575,6 +582,29 @@ fn forwarder_points(
         d.stop()?;
     }
     Ok(out)
+}
+
+/// Copies of a frame's bytes on the node between p0 and p1 for forwarder
+/// `fwd` (`None`: no such forwarder), counted from the code each takes:
+/// - `kernel`, `fast`: 0 (the skb, or the XDP frame redirected into p1,
+///   crosses by reference; `fast`'s slow path is `af_xdp`'s);
+/// - `socket`: 3 (`recvmsg` into the port's buffer, the worker into the
+///   VR's slot, `send` into an skb);
+/// - `af_packet`: 3 (the kernel into the rx ring, the worker into the
+///   VR's slot, the worker into the tx ring; the kernel's skb takes the tx
+///   ring's pages by reference);
+/// - `af_xdp`, copy mode: 4 (the kernel into the UMEM, the worker into the
+///   VR's slot, the worker into p1's UMEM, the kernel into an skb);
+/// - `af_xdp_dedicated` (p0's UMEM is the VR's pool): 3 (the kernel into
+///   the VR's slot, the worker into p1's UMEM, the kernel into an skb);
+///   a frame in and out of the dedicated port takes 2.
+pub fn copies_per_frame(fwd: &str) -> Option<u32> {
+    Some(match fwd {
+        "kernel" | "fast" => 0,
+        "socket" | "af_packet" | "af_xdp_dedicated" => 3,
+        "af_xdp" => 4,
+        _ => return None,
+    })
 }
 
 pub(crate) fn loss(offered: f64, forwarded: f64) -> f64 {

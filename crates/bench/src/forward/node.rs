@@ -99,9 +99,11 @@ pub(crate) fn setup_node_on(
     }
     let (driver, path) = match fwd {
         "fast" => ("af_xdp", Some(path.unwrap_or("fast"))),
+        "af_xdp_dedicated" => ("af_xdp", path),
         d => (d, path),
     };
-    start_vrhost(args, lab, driver, path, table, dir).map(Some)
+    let dedicated = fwd == "af_xdp_dedicated";
+    start_vrhost(args, lab, (driver, dedicated), path, table, dir).map(Some)
 }
 
 /// Start vrhost on the node (its addresses already flushed): ports of
@@ -110,20 +112,24 @@ pub(crate) fn setup_node_on(
 fn start_vrhost(
     args: &ForwardArgs,
     lab: &Lab,
-    driver: &str,
+    (driver, dedicated): (&str, bool),
     path: Option<&str>,
     table: &Table,
     dir: &Path,
 ) -> Result<(Daemon, Client)> {
     let node = lab.ns("node");
-    let fwd = path.map_or(driver, |_| "fast");
+    let fwd = match (path, dedicated) {
+        (Some(_), _) => "fast",
+        (None, true) => "af_xdp_dedicated",
+        (None, false) => driver,
+    };
     node.sysctl("net.ipv4.ip_forward", "0")?;
     node.exec(
         "sh",
         &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
     )?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
-    std::fs::write(&cfg, daemon_config(args, driver, table, path))?;
+    std::fs::write(&cfg, daemon_config(args, (driver, dedicated), table, path))?;
     // Its API (a unix socket outside the namespaces) for the loss counters.
     let sock = dir.join(format!("vrhost-{fwd}.sock"));
     let daemon = Daemon::start(&cfg, Some(node.name()), 0, &sock.display().to_string())?;
@@ -226,7 +232,7 @@ pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
 /// `path`.
 pub(super) fn daemon_config(
     args: &ForwardArgs,
-    driver: &str,
+    (driver, dedicated): (&str, bool),
     table: &Table,
     path: Option<&str>,
 ) -> String {
@@ -253,6 +259,17 @@ pub(super) fn daemon_config(
     } else {
         String::new()
     };
+    // A dedicated p0's UMEM is the VR's pool: at most half of it, the
+    // other half for the frames coming back from p1.
+    let p0_rings = if dedicated {
+        format!(
+            "ring_size = {}\nframes = {}\ndedicated = \"bench\"\n",
+            args.xdp_ring,
+            args.xdp_frames.min(args.slots / 2)
+        )
+    } else {
+        rings.clone()
+    };
     let (fast_path, fast, vr_path) = match path {
         Some(p) => (
             "fast_path = true\n",
@@ -271,7 +288,7 @@ busy_poll_us = {busy_poll_us}
 name = "p0"
 driver = "{driver}"
 interface = "p0"
-{rings}
+{p0_rings}
 [[ports]]
 name = "p1"
 driver = "{driver}"

@@ -3,9 +3,9 @@
 use super::Record;
 use crate::report::{Column, heading, opt, row};
 
-const FORWARDING: [Column; 12] = [
+const FORWARDING: [Column; 13] = [
     Column::left("gen", 8),
-    Column::left("forwarder", 10),
+    Column::left("forwarder", 16),
     Column::right("bytes", 5),
     Column::right("routes", 7),
     Column::right("load", 5).decimals(2),
@@ -16,6 +16,7 @@ const FORWARDING: [Column; 12] = [
     Column::right("rtt p99", 8),
     Column::right("tcp", 7),
     Column::right("cpu ns", 8),
+    Column::right("copies", 6),
 ];
 
 pub(crate) fn print_table(r: &[Record]) {
@@ -39,6 +40,8 @@ pub(crate) fn print_table(r: &[Record]) {
                 &opt(x.rtt_us_p99, 0),
                 &opt(x.tcp_gbps, 2),
                 &opt(x.cpu_ns_per_pkt, 0),
+                &x.copies_per_frame
+                    .map_or("-".to_string(), |c| c.to_string()),
             ],
         );
         println!(

@@ -45,7 +45,7 @@ mod scale;
 mod start;
 
 pub use ports::open_port;
-use ports::open_port_on;
+use ports::{dedicated_change, open_dedicated_on, open_port_on};
 pub(crate) use routes::send_routes;
 use start::Start;
 
@@ -225,8 +225,13 @@ impl Controller {
         for ns in crate::cplane::netns::sweep() {
             tracing::info!("removed control namespace {ns}, left over by a daemon that is gone");
         }
-        let mut ports = Vec::new();
+        let mut ports: Vec<Box<dyn vrhost_io::Port>> = Vec::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
+            if plan.dedicated[i].is_some() {
+                // Opened on its VR's pool once that VR is started.
+                ports.push(Box::new(vrhost_io::null::NullPort::new(name)));
+                continue;
+            }
             let (traffic, rings) = (plan.gens[i].as_ref(), plan.rings[i]);
             ports.push(
                 open_port_on(fast.as_mut(), name, *driver, iface, traffic, rings)
@@ -273,10 +278,13 @@ impl Controller {
             sync_hook: None,
             cluster,
         };
-        for vr in &plan.vrs {
-            let s = ctl
+        for (v, vr) in plan.vrs.iter().enumerate() {
+            let mut s = ctl
                 .start_vr(&plan, vr, &BTreeMap::new())
                 .map_err(|e| e.to_string())?;
+            for p in (0..plan.ports.len()).filter(|&p| plan.dedicated[p] == Some(v)) {
+                worker.set_port(p, open_dedicated_on(&plan, p, &mut s.path)?);
+            }
             ctl.vrs.insert(vr.name.clone(), s.entry);
             worker.add_vr(s.path);
         }
@@ -597,6 +605,9 @@ impl Controller {
         port_keep: &[Option<usize>],
         vr_keep: &[Option<usize>],
     ) -> Result<(Reconfig, Vec<(String, VrEntry)>), ControlError> {
+        if let Some(why) = dedicated_change(&self.plan, plan, port_keep, vr_keep) {
+            return Err(ControlError::Invalid(why));
+        }
         let mut new_ports = BTreeMap::new();
         for (i, (name, driver, iface)) in plan.ports.iter().enumerate() {
             if port_keep[i].is_none() {

@@ -1,6 +1,7 @@
 //! Opening a port of the config with its driver.
 
-use vrhost_host::config::{Driver, GenConf, PortRings};
+use vrhost_host::VrPath;
+use vrhost_host::config::{Driver, GenConf, Plan, PortRings};
 use vrhost_io::Port;
 use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, XdpProgram};
 
@@ -72,6 +73,60 @@ pub fn open_port(
         Driver::AfXdp => boxed(vrhost_io::af_xdp::AfXdpPort::open(iface, &rings.af_xdp())),
     };
     port.map_err(|e| format!("{} on {iface}: {e}", driver.name()))
+}
+
+/// Open port `p` of `plan`, dedicated to the VR of `path`, on that VR's
+/// pool (`ports[].dedicated`), and make it the VR's dedicated port.
+///
+/// # Errors
+/// The driver's, or why the VR cannot take it, in words.
+pub(super) fn open_dedicated_on(
+    plan: &Plan,
+    p: usize,
+    path: &mut VrPath,
+) -> Result<Box<dyn Port>, String> {
+    let (name, _, iface) = &plan.ports[p];
+    let cfg = plan.rings[p].af_xdp();
+    let port = vrhost_host::open_dedicated(iface, &cfg, path.region())
+        .map_err(|e| format!("port {name}: {e}"))?;
+    path.set_dedicated(p, cfg.frames)
+        .map_err(|e| format!("port {name}: {e}"))?;
+    Ok(Box::new(port))
+}
+
+/// Why a change cannot be applied live for the dedicated ports
+/// (`ports[].dedicated`), if it cannot: a dedicated port, or its VR, that
+/// would be opened or started again, or a port that becomes or stops
+/// being dedicated (the port's UMEM is the VR's region).
+pub(super) fn dedicated_change(
+    old: &Plan,
+    new: &Plan,
+    port_keep: &[Option<usize>],
+    vr_keep: &[Option<usize>],
+) -> Option<String> {
+    let owner = |plan: &Plan, p: usize| {
+        let v = plan.dedicated.get(p).copied().flatten()?;
+        Some(plan.vrs[v].name.clone())
+    };
+    for (i, (name, ..)) in new.ports.iter().enumerate() {
+        let was = port_keep[i].and_then(|o| owner(old, o));
+        let is = owner(new, i);
+        let restarted = new.dedicated[i].is_some_and(|v| vr_keep[v].is_none());
+        if was != is || (is.is_some() && (port_keep[i].is_none() || restarted)) {
+            return Some(format!(
+                "port {name} is or was dedicated to a VR: changing it or its VR needs a daemon restart"
+            ));
+        }
+    }
+    let kept = |o: usize| port_keep.contains(&Some(o));
+    (0..old.ports.len())
+        .find(|&o| old.dedicated[o].is_some() && !kept(o))
+        .map(|o| {
+            format!(
+                "port {} was dedicated to a VR: removing it needs a daemon restart",
+                old.ports[o].0
+            )
+        })
 }
 
 /// A driver's port, boxed, or its error in words.

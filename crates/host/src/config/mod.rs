@@ -21,6 +21,7 @@ mod cluster;
 mod cluster_schema;
 mod confinement;
 mod control;
+mod dedicated;
 mod fast;
 mod instances;
 mod plan;
@@ -178,6 +179,8 @@ impl Config {
         let tunnel_table = tunnels::tunnel_table(&vrs, &self.vrs, &at)?;
         let rules = rules::check_rules(&self.rules, &port_ix, &vrs, &at)?;
         fast::check_fast(self, &mut vrs, &rules, &at)?;
+        let dedicated =
+            dedicated::check_dedicated(&self.ports, &vrs, &rules, self.host.fast_path, &at)?;
         // The control planes' ports and rules, after the config's checks
         // (a rule of the config cannot name a control vNIC).
         let (ctl_ports, mut all) = control::expand(&mut vrs, self.ports.len());
@@ -204,6 +207,7 @@ impl Config {
             .transpose()?;
         let mut plan = Plan::new(self, vrs, classifier, ctl_ports);
         plan.cluster = cluster;
+        plan.dedicated[..dedicated.len()].copy_from_slice(&dedicated);
         Ok(plan)
     }
 }

@@ -98,6 +98,9 @@ pub struct Plan {
     pub gens: Vec<Option<GenConf>>,
     /// Each port's ring sizes (set only for `af_xdp`).
     pub rings: Vec<PortRings>,
+    /// Each port's VR (index into `vrs`) when it is dedicated to it
+    /// (`ports[].dedicated`): its UMEM is that VR's pool.
+    pub dedicated: Vec<Option<usize>>,
     /// VRs.
     pub vrs: Vec<VrPlan>,
     /// Compiled classifier.
@@ -143,6 +146,7 @@ impl Plan {
             gens: (cfg.ports.iter().map(gen_of))
                 .chain(std::iter::repeat_n(None, n))
                 .collect(),
+            dedicated: vec![None; cfg.ports.len() + n],
             vrs,
             classifier,
             host: cfg.host.clone(),

@@ -66,6 +66,15 @@ pub struct PortConfig {
     /// `ring_size`) for receiving (default 4096).
     #[serde(default)]
     pub frames: Option<Spanned<u32>>,
+    /// `af_xdp`: the one VR this port belongs to. Its UMEM is then the
+    /// first `frames` slots of that VR's pool (fewer than its `slots`):
+    /// frames reach the VR where the kernel wrote them and leave from
+    /// where it wrote them, with no copy by the host. The VR must have
+    /// exactly one vNIC on the port (no VLAN, no tunnel), no other VR one,
+    /// and no rule of the port may name another VR; the interface must
+    /// have one rx queue.
+    #[serde(default)]
+    pub dedicated: Option<Spanned<String>>,
 }
 
 /// The ring sizes of an `af_xdp` port (`None`: the driver's default).

@@ -3,12 +3,12 @@
 //! byte of it goes to a port; and the control messages relayed between
 //! instances.
 
-use vrhost_io::Port;
+use vrhost_io::{LentFrame, Port};
 use vrhost_shm::{Region, RingError, SlotState};
 
 use super::{BURST, MIN_FRAME, VrPath};
 use crate::capture::Direction;
-use crate::stats::{EgressDrop, Violation, mono_ns};
+use crate::stats::{EgressDrop, Violation, VrStats, mono_ns};
 use crate::tunnel::Encap;
 
 impl VrPath {
@@ -116,6 +116,17 @@ impl VrPath {
         let mut take = [0u32; BURST];
         let mut nt = 0;
         let mut bytes = 0u64;
+        // Frames that leave on the dedicated port from its own frames: sent
+        // where they lie.
+        let mut lent = [LentFrame::default(); BURST];
+        let mut nl = 0;
+        let port_slots = self.slots.port_slots();
+        let lent_port = match port_slots {
+            0 => None,
+            n => self.cold.dedicated.as_ref().and_then(|d| {
+                (self.vnic_port.get(usize::from(vnic)) == Some(&d.port)).then_some(n)
+            }),
+        };
         // The VR wrote these slots' states and headers on its core.
         let prefetch = self.backend.uses_rings();
         for (i, &s) in idx.iter().enumerate() {
@@ -126,58 +137,45 @@ impl VrPath {
                 self.stats.violation(v);
                 continue;
             }
+            let zero_copy = lent_port.is_some_and(|n| s < n);
+            let wire = match self.plain_wire {
+                true => None,
+                false => Some((self.encap.as_deref_mut(), self.vlans.as_deref())),
+            };
+            let Some((off, len)) =
+                outgoing(&self.region, &self.stats, self.slot_bytes, wire, vnic, s)
+            else {
+                take[nt] = s;
+                nt += 1;
+                continue;
+            };
+            if zero_copy {
+                if let Some(tap) = self.tap.as_deref_mut()
+                    && tap.wants(vnic)
+                    // SAFETY: as below; copied once, into the capture.
+                    && let Some(f) = unsafe { self.region.slot_bytes_at(s, off.into(), len.into()) }
+                {
+                    tap.copy(Direction::Out, vnic, f);
+                }
+                lent[nl] = LentFrame {
+                    frame: s,
+                    offset: off.into(),
+                    len: len.into(),
+                };
+                nl += 1;
+                continue;
+            }
             take[nt] = s;
             nt += 1;
-            let meta = self
-                .region
-                .meta(s)
-                .expect("index checked against the ledger");
-            match SlotState::from_raw(meta.state_raw()) {
-                Some(SlotState::Processed) => {
-                    let (off, len) = meta.extent();
-                    if len < MIN_FRAME
-                        || u32::from(off) + u32::from(len) > u32::from(self.slot_bytes)
-                    {
-                        self.stats.violation(Violation::Extent);
-                        continue;
-                    }
-                    // As the VR left it (the common case, one test), or behind
-                    // its tunnel's headers or with its VLAN tag.
-                    let wire = match self.plain_wire {
-                        true => Ok((off, len)),
-                        false => {
-                            let vlans = self.vlans.as_deref();
-                            wire_out(
-                                self.encap.as_deref_mut(),
-                                vlans,
-                                &self.region,
-                                vnic,
-                                s,
-                                (off, len),
-                            )
-                        }
-                    };
-                    let (off, len) = match wire {
-                        Ok(x) => x,
-                        Err(why) => {
-                            self.stats.drop_out(why);
-                            continue;
-                        }
-                    };
-                    // SAFETY: we hold the slot by our own records (owner
-                    // check above); the port only copies the bytes out, once.
-                    if let Some(f) = unsafe { self.region.slot_bytes_at(s, off.into(), len.into()) }
-                    {
-                        frames[nf] = f;
-                        nf += 1;
-                        bytes += u64::from(len);
-                    }
-                }
-                Some(SlotState::Dropped) => self.stats.vr_dropped.add(1),
-                _ => self.stats.violation(Violation::SlotState),
+            // SAFETY: we hold the slot by our own records (owner check
+            // above); the port only copies the bytes out, once.
+            if let Some(f) = unsafe { self.region.slot_bytes_at(s, off.into(), len.into()) } {
+                frames[nf] = f;
+                nf += 1;
+                bytes += u64::from(len);
             }
         }
-        if nf > 0
+        if nf + nl > 0
             && let Some(tap) = self.tap.as_deref_mut()
             && tap.wants(vnic)
         {
@@ -205,23 +203,33 @@ impl VrPath {
             } else {
                 frames[..sent].iter().map(|f| f.len() as u64).sum()
             };
-            self.stats.tx_packets.add(sent as u64);
-            self.stats.tx_bytes.add(bytes);
-            self.stats.port_dropped.add((nf - sent) as u64);
-            if self.recovering && sent > 0 {
-                self.recovered();
-            }
-            if let Some(c) = self.stats.vnics.get(usize::from(vnic)) {
-                c.tx_packets.add(sent as u64);
-                c.tx_bytes.add(bytes);
-            }
+            self.count_tx(vnic, sent, nf - sent, bytes);
         }
         let i = usize::from(instance);
+        if nl > 0 {
+            self.send_lent(i, vnic, &lent[..nl], ports);
+        }
         for &s in &take[..nt] {
             self.release(s, i);
         }
         if let Some(c) = self.stats.instances.get(i) {
-            c.returned.add(nt as u64);
+            c.returned.add((nt + nl) as u64);
+        }
+    }
+
+    /// Count `sent` frames of `bytes` out of `vnic`, and `refused` the port
+    /// did not take.
+    #[inline]
+    pub(super) fn count_tx(&mut self, vnic: u16, sent: usize, refused: usize, bytes: u64) {
+        self.stats.tx_packets.add(sent as u64);
+        self.stats.tx_bytes.add(bytes);
+        self.stats.port_dropped.add(refused as u64);
+        if self.recovering && sent > 0 {
+            self.recovered();
+        }
+        if let Some(c) = self.stats.vnics.get(usize::from(vnic)) {
+            c.tx_packets.add(sent as u64);
+            c.tx_bytes.add(bytes);
         }
     }
 
@@ -244,7 +252,9 @@ impl VrPath {
             .meta(slot)
             .expect("valid index")
             .set(SlotState::Empty);
-        self.slots.release(slot, i);
+        if self.slots.release(slot, i) {
+            self.back_to_port(slot);
+        }
     }
 
     /// Raise or clear the host's sleeping flag in every instance block.
@@ -275,6 +285,52 @@ impl VrPath {
             .any(|c| c.ready().map(|n| n > 0).unwrap_or(false))
     }
 }
+
+/// Where the frame of slot `s` of `region`, claimed back for `vnic`, lies
+/// as it leaves: as the VR left it, or (`wire`: the VR's tunnels and
+/// VLANs, when it has some) behind its tunnel's headers or with its VLAN
+/// tag. `None`, counted in `stats`, for a dropped slot, a bad state or
+/// extent, or a frame its vNIC cannot send.
+#[inline]
+fn outgoing(
+    region: &Region,
+    stats: &VrStats,
+    slot_bytes: u16,
+    wire: Option<Wire<'_>>,
+    vnic: u16,
+    s: u32,
+) -> Option<(u16, u16)> {
+    let meta = region.meta(s).expect("index checked against the ledger");
+    match SlotState::from_raw(meta.state_raw()) {
+        Some(SlotState::Processed) => {}
+        Some(SlotState::Dropped) => {
+            stats.vr_dropped.add(1);
+            return None;
+        }
+        _ => {
+            stats.violation(Violation::SlotState);
+            return None;
+        }
+    }
+    let (off, len) = meta.extent();
+    if len < MIN_FRAME || u32::from(off) + u32::from(len) > u32::from(slot_bytes) {
+        stats.violation(Violation::Extent);
+        return None;
+    }
+    // The common case, one test.
+    let Some((encap, vlans)) = wire else {
+        return Some((off, len));
+    };
+    wire_out(encap, vlans, region, vnic, s, (off, len))
+        .map_err(|why| stats.drop_out(why))
+        .ok()
+}
+
+/// A VR's tunnels and VLANs, for [`outgoing`].
+type Wire<'a> = (
+    Option<&'a mut [Option<Encap>]>,
+    Option<&'a [u16; super::MAX_VLAN_VNICS]>,
+);
 
 /// The frame of slot `s` (`extent`) in `region` as it leaves vNIC
 /// `vnic`: behind its tunnel's outer headers ([`encap_at`]), with its

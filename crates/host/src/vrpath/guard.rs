@@ -252,8 +252,12 @@ impl VrPath {
             q.clear();
         }
         let region = &self.region;
-        let taken = self.slots.reclaim(i, |s| {
+        let mut back = self.cold.dedicated.as_mut().map(|d| &mut d.back);
+        let taken = self.slots.reclaim(i, |s, port| {
             region.meta(s).expect("valid index").set(SlotState::Empty);
+            if port && let Some(b) = back.as_mut() {
+                b.push(s);
+            }
         });
         self.stats.reclaimed.add(taken);
         let ring = |r| self.region.ring(i as u16, r).expect("in layout");

@@ -123,56 +123,12 @@ impl VrPath {
         class: impl FnOnce() -> Class,
         hash: impl FnOnce() -> u32,
     ) -> Result<(), IngressDrop> {
-        if !self.up {
-            return Err(IngressDrop::VrDown);
-        }
-        if let Some(b) = &mut self.bucket {
-            if b.tokens < 1.0 {
-                return Err(IngressDrop::RateLimited);
-            }
-            b.tokens -= 1.0;
-        }
-        let v = usize::from(vnic);
-        if v >= self.vnic_port.len() {
-            return Err(IngressDrop::NoMatch);
-        }
-        // The instance: the only live one, or the balancer's choice (the
-        // frame's hash is computed only for the flow policy).
-        let i = if self.solo != SHARED {
-            self.solo
-        } else {
-            self.pick_shared(hash)?
-        };
-        let iu = usize::from(i);
-        let q = iu * self.vnic_port.len() + v;
-        let staged = self.staged[q].len();
-        if staged >= STAGE_MAX {
-            return Err(IngressDrop::RingFull);
-        }
         // Asked at most once, and only within the reserve.
         let (mut class, mut is_control) = (Some(class), None);
         let mut control = || {
             *is_control.get_or_insert_with(|| class.take().is_some_and(|c| c() == Class::Control))
         };
-        if self.backend.uses_rings() {
-            let rx = &mut self.inst[iu].rx[v];
-            let need = staged as u32 + self.ring_reserve;
-            if need >= rx.free_cached() {
-                match rx.free() {
-                    // Within the reserve: control frames only.
-                    Ok(room) if need >= room => {
-                        if staged as u32 >= room || !control() {
-                            return Err(IngressDrop::RingFull);
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => {
-                        self.stats.violation(Violation::RxRingIndex);
-                        return Err(IngressDrop::RingFull);
-                    }
-                }
-            }
-        }
+        let (iu, q) = self.admit(vnic, &mut control, hash)?;
         let len = head.len() + frame.len();
         if len > usize::from(self.slot_bytes - self.headroom) {
             return Err(IngressDrop::TooBig);
@@ -216,6 +172,65 @@ impl VrPath {
             tap.copy_parts(Direction::In, vnic, head, frame);
         }
         Ok(())
+    }
+
+    /// Admission of a frame for `vnic` (up, rate limit, the instance, room
+    /// in its staging and rx ring, within the control reserve only if
+    /// `control` says so; the flow's `hash` asked only to pick among
+    /// instances): the instance and its staging queue.
+    #[inline]
+    pub(super) fn admit(
+        &mut self,
+        vnic: u16,
+        control: &mut impl FnMut() -> bool,
+        hash: impl FnOnce() -> u32,
+    ) -> Result<(usize, usize), IngressDrop> {
+        if !self.up {
+            return Err(IngressDrop::VrDown);
+        }
+        if let Some(b) = &mut self.bucket {
+            if b.tokens < 1.0 {
+                return Err(IngressDrop::RateLimited);
+            }
+            b.tokens -= 1.0;
+        }
+        let v = usize::from(vnic);
+        if v >= self.vnic_port.len() {
+            return Err(IngressDrop::NoMatch);
+        }
+        // The instance: the only live one, or the balancer's choice (the
+        // frame's hash is computed only for the flow policy).
+        let i = if self.solo != SHARED {
+            self.solo
+        } else {
+            self.pick_shared(hash)?
+        };
+        let iu = usize::from(i);
+        let q = iu * self.vnic_port.len() + v;
+        let staged = self.staged[q].len();
+        if staged >= STAGE_MAX {
+            return Err(IngressDrop::RingFull);
+        }
+        if self.backend.uses_rings() {
+            let rx = &mut self.inst[iu].rx[v];
+            let need = staged as u32 + self.ring_reserve;
+            if need >= rx.free_cached() {
+                match rx.free() {
+                    // Within the reserve: control frames only.
+                    Ok(room) if need >= room => {
+                        if staged as u32 >= room || !control() {
+                            return Err(IngressDrop::RingFull);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        self.stats.violation(Violation::RxRingIndex);
+                        return Err(IngressDrop::RingFull);
+                    }
+                }
+            }
+        }
+        Ok((iu, q))
     }
 
     /// The instance of a frame when several are live (out of line: a VR

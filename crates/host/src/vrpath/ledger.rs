@@ -16,6 +16,14 @@
 //! "Returning" marks a slot taken back in the current batch until it is
 //! released, so a second copy of its index in the same batch is refused.
 //! Nothing here touches the region: the caller sets the shared slot state.
+//!
+//! A VR on a dedicated port ([`SlotLedger::with_port`]) shares its pool
+//! with that port: slots `0..port_slots` are the port's frames (its
+//! UMEM) and never on the free list. They are the port's (`PORT`) until it
+//! lends one with a received frame ([`SlotLedger::adopt`]: port -> held by
+//! `i`); released, they go back to the port instead of the free list
+//! ([`SlotLedger::release`] says so), as do those reclaimed from an
+//! instance that is gone.
 
 use crate::stats::Violation;
 
@@ -23,10 +31,12 @@ use crate::stats::Violation;
 const FREE: u8 = 0;
 /// `owner` of a slot claimed back in the current batch, until released.
 const RETURNING: u8 = u8::MAX;
+/// `owner` of a slot that is a dedicated port's frame, at the port.
+const PORT: u8 = u8::MAX - 1;
 
 /// Most instances a ledger tells apart (`owner` is instance + 1 in a byte,
-/// below [`RETURNING`]).
-pub(crate) const MAX_INSTANCES: usize = RETURNING as usize - 1;
+/// below [`PORT`]).
+pub(crate) const MAX_INSTANCES: usize = PORT as usize - 1;
 
 /// Who has each slot of a VR's pool (see the module doc).
 #[derive(Debug, Clone)]
@@ -36,7 +46,11 @@ pub(crate) struct SlotLedger {
     /// Per slot: [`FREE`], instance + 1, or [`RETURNING`].
     owner: Vec<u8>,
     /// Slots each instance holds (given and not released): its backlog.
-    held: Vec<u32>,
+    held: Box<[u32]>,
+    /// Slots `0..port_slots` are a dedicated port's frames (0: none).
+    port_slots: u32,
+    /// Of those, the ones at the port (`PORT`).
+    at_port: u32,
 }
 
 impl SlotLedger {
@@ -50,7 +64,55 @@ impl SlotLedger {
             // Reversed: slot 0 is given first.
             free: (0..slots).rev().collect(),
             owner: vec![FREE; slots as usize],
-            held: vec![0; instances],
+            held: vec![0; instances].into_boxed_slice(),
+            port_slots: 0,
+            at_port: 0,
+        }
+    }
+
+    /// A pool of `slots` slots whose first `port_slots` are a dedicated
+    /// port's frames, at the port; the others free.
+    ///
+    /// # Panics
+    /// As [`SlotLedger::new`]; if `port_slots > slots`.
+    pub(crate) fn with_port(slots: u32, instances: usize, port_slots: u32) -> Self {
+        assert!(port_slots <= slots, "{port_slots} port slots of {slots}");
+        let mut l = Self::new(slots, instances);
+        l.free.retain(|&s| s >= port_slots);
+        l.owner[..port_slots as usize].fill(PORT);
+        l.port_slots = port_slots;
+        l.at_port = port_slots;
+        l
+    }
+
+    /// Slots `0..n` are the dedicated port's frames (`n` = 0: no port).
+    #[inline]
+    pub(crate) fn port_slots(&self) -> u32 {
+        self.port_slots
+    }
+
+    /// True when every slot is free or at the port: no instance holds one.
+    #[inline]
+    pub(crate) fn drained(&self) -> bool {
+        self.free.len() + self.at_port as usize == self.owner.len()
+    }
+
+    /// Take `slot`, a frame the port lent (it is at the port), for instance
+    /// `i`.
+    ///
+    /// # Errors
+    /// [`Violation::SlotIndex`] for a slot that is not the port's to lend
+    /// (past its frames, or not at the port).
+    #[inline]
+    pub(crate) fn adopt(&mut self, slot: u32, i: usize) -> Result<(), Violation> {
+        match self.owner.get_mut(slot as usize) {
+            Some(o) if *o == PORT && slot < self.port_slots => {
+                *o = i as u8 + 1;
+                self.held[i] += 1;
+                self.at_port -= 1;
+                Ok(())
+            }
+            _ => Err(Violation::SlotIndex),
         }
     }
 
@@ -108,25 +170,39 @@ impl SlotLedger {
     }
 
     /// Put `slot`, held by (or claimed back from) instance `i`, on the free
-    /// list.
+    /// list, or back at the port if it is a port's frame: returns true
+    /// then (the caller hands it to the port).
     #[inline]
-    pub(crate) fn release(&mut self, slot: u32, i: usize) {
+    pub(crate) fn release(&mut self, slot: u32, i: usize) -> bool {
         debug_assert!(matches!(self.owner[slot as usize], o if o == RETURNING || o == i as u8 + 1));
-        self.owner[slot as usize] = FREE;
         self.held[i] -= 1;
+        if slot < self.port_slots {
+            self.owner[slot as usize] = PORT;
+            self.at_port += 1;
+            return true;
+        }
+        self.owner[slot as usize] = FREE;
         self.free.push(slot);
+        false
     }
 
-    /// Put every slot instance `i` holds on the free list (its process is
-    /// gone), calling `each` with each; returns how many.
-    pub(crate) fn reclaim(&mut self, i: usize, mut each: impl FnMut(u32)) -> u64 {
+    /// Put every slot instance `i` holds on the free list, or back at the
+    /// port (its process is gone), calling `each` with each and whether
+    /// it went to the port; returns how many.
+    pub(crate) fn reclaim(&mut self, i: usize, mut each: impl FnMut(u32, bool)) -> u64 {
         let holder = i as u8 + 1;
         let mut taken = 0;
         for (s, o) in self.owner.iter_mut().enumerate() {
             if *o == holder {
-                *o = FREE;
-                self.free.push(s as u32);
-                each(s as u32);
+                let port = (s as u32) < self.port_slots;
+                if port {
+                    *o = PORT;
+                    self.at_port += 1;
+                } else {
+                    *o = FREE;
+                    self.free.push(s as u32);
+                }
+                each(s as u32, port);
                 taken += 1;
             }
         }
@@ -155,19 +231,28 @@ impl SlotLedger {
             }
         }
         let mut held = vec![0u32; self.held.len()];
+        let mut at_port = 0;
         for (i, &o) in self.owner.iter().enumerate() {
             if o == FREE && !seen[i] {
                 return Err(format!("slot {i} neither free nor held"));
             }
-            if o != FREE {
+            if o == PORT {
+                if i as u32 >= self.port_slots {
+                    return Err(format!("slot {i} at a port it is not a frame of"));
+                }
+                at_port += 1;
+            } else if o != FREE {
                 match held.get_mut(usize::from(o) - 1) {
                     Some(h) => *h += 1,
                     None => return Err(format!("slot {i} held by unknown holder {o}")),
                 }
             }
         }
-        if held != self.held {
+        if *held != *self.held {
             return Err(format!("held counts {:?}, slots say {held:?}", self.held));
+        }
+        if at_port != self.at_port {
+            return Err(format!("{} at the port, slots say {at_port}", self.at_port));
         }
         Ok(())
     }
@@ -180,6 +265,40 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn a_port_s_frames_go_round_through_the_port_not_the_free_list() {
+        let mut l = SlotLedger::with_port(6, 2, 4);
+        assert_eq!((l.free(), l.pool(), l.port_slots()), (2, 6, 4));
+        assert!(l.drained());
+        l.check().unwrap();
+        // The free list holds the other slots only.
+        assert_eq!(l.give(0), Some(4));
+        assert!(!l.release(4, 0), "not a port slot: to the free list");
+        // A frame the port lent, held by instance 1, then released: back
+        // at the port.
+        l.adopt(2, 1).unwrap();
+        assert!(!l.drained());
+        assert_eq!(l.adopt(2, 0), Err(Violation::SlotIndex), "lent once");
+        assert_eq!(l.claim(2, 0), Err(Violation::SlotNotOwned));
+        l.claim(2, 1).unwrap();
+        assert!(l.release(2, 1), "a port slot goes back to the port");
+        l.check().unwrap();
+        // Only the port's frames, at the port, can be adopted.
+        assert_eq!(l.adopt(4, 0), Err(Violation::SlotIndex));
+        assert_eq!(l.adopt(6, 0), Err(Violation::SlotIndex));
+        assert_eq!(l.adopt(u32::MAX, 0), Err(Violation::SlotIndex));
+        // An instance that is gone gives them back too.
+        l.adopt(0, 1).unwrap();
+        l.adopt(1, 1).unwrap();
+        let _ = l.give(1);
+        let mut got = Vec::new();
+        assert_eq!(l.reclaim(1, |s, port| got.push((s, port))), 3);
+        got.sort();
+        assert_eq!(got, [(0, true), (1, true), (4, false)]);
+        assert!(l.drained());
+        l.check().unwrap();
+    }
 
     #[test]
     fn a_slot_goes_round_once() {
@@ -214,13 +333,13 @@ mod tests {
         let a: Vec<u32> = (0..3).map(|_| l.give(0).unwrap()).collect();
         let b: Vec<u32> = (0..2).map(|_| l.give(2).unwrap()).collect();
         let mut got = Vec::new();
-        assert_eq!(l.reclaim(2, |s| got.push(s)), 2);
+        assert_eq!(l.reclaim(2, |s, _| got.push(s)), 2);
         assert_eq!(got, b);
         assert_eq!(l.held(), &[3, 0, 0]);
         l.check().unwrap();
         // Its slots are free: it cannot hand them back any more.
         assert_eq!(l.claim(b[0], 2), Err(Violation::SlotNotOwned));
-        assert_eq!(l.reclaim(0, |_| {}), a.len() as u64);
+        assert_eq!(l.reclaim(0, |_, _| {}), a.len() as u64);
         assert_eq!(l.free(), 8);
         l.check().unwrap();
     }
@@ -278,7 +397,7 @@ mod tests {
                         }
                     }
                     Op::Reclaim(i) => {
-                        let n = l.reclaim(i, |s| { model.remove(&s); });
+                        let n = l.reclaim(i, |s, _| { model.remove(&s); });
                         prop_assert!(model.values().all(|&h| h != i));
                         prop_assert!(n <= u64::from(SLOTS));
                     }

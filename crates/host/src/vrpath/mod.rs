@@ -53,6 +53,11 @@ mod guard;
 mod ingress;
 mod instances;
 mod ledger;
+#[expect(
+    unsafe_code,
+    reason = "a VR's slots become its dedicated port's UMEM, and a lent frame is read for its class"
+)]
+mod lent;
 mod load;
 mod spec;
 #[cfg(test)]
@@ -65,6 +70,7 @@ pub(crate) mod testkit;
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
 use ledger::SlotLedger;
+pub use lent::open_dedicated;
 use load::Load;
 pub use spec::PathSpec;
 
@@ -327,6 +333,9 @@ struct Cold {
     /// Violations counted before its processes were last started.
     violations_base: u64,
     load: Load,
+    /// Its dedicated port, if it has one (see `lent`; per burst only for a
+    /// VR with one: the ledger says so first).
+    dedicated: Option<lent::Dedicated>,
 }
 
 impl VrPath {
@@ -391,6 +400,7 @@ impl VrPath {
                 kill_reason: None,
                 violations_base: 0,
                 load: Load::new(inst.len()),
+                dedicated: None,
             }),
             inst,
             region,
@@ -501,7 +511,7 @@ impl VrPath {
 
     /// True when the VR holds no slot (everything given to it came back).
     pub fn is_drained(&self) -> bool {
-        self.slots.free() == self.slots.pool()
+        self.slots.drained()
     }
 
     /// True when the worker has no reason to look at its rings: it holds
@@ -526,6 +536,9 @@ impl VrPath {
     /// If `ports` does not have one entry per vNIC.
     pub fn set_vnic_ports(&mut self, ports: Vec<usize>) {
         assert_eq!(ports.len(), self.vnic_port.len(), "one port per vNIC");
+        if let Some(d) = self.cold.dedicated.as_mut() {
+            d.port = ports[usize::from(d.vnic)];
+        }
         self.vnic_port = ports;
     }
 

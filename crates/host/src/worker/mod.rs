@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use vrhost_io::Port;
+use vrhost_io::{LentFrame, Port};
 use vrhost_packet::FlowKey;
 use vrhost_proto::PollConfig;
 use vrhost_sdk::backoff::{Backoff, Idle};
@@ -108,6 +108,9 @@ pub struct Worker {
     moved_by: Vec<usize>,
     /// A cluster dispatcher's data path: the ports it owns are its.
     dispatch: Option<Box<Dispatcher>>,
+    /// Per port: the VR it is dedicated to, whose pool is its UMEM (see
+    /// `VrPath::set_dedicated`): its frames go to that VR with no copy.
+    lent_to: Vec<Option<usize>>,
 }
 
 impl Worker {
@@ -157,6 +160,7 @@ impl Worker {
             flushed: Vec::new(),
             moved_by: Vec::new(),
             dispatch: None,
+            lent_to: Vec::new(),
         })
     }
 
@@ -217,6 +221,9 @@ impl Worker {
             .filter(|&i| self.vrs[i].sched().rate_pps.is_some())
             .collect();
         self.flushed = vec![0; n];
+        self.lent_to = (0..self.ports.len())
+            .map(|p| self.vrs.iter().position(|v| v.dedicated_port() == Some(p)))
+            .collect();
     }
 
     /// Frames taken from a port per burst (1..=64, default 32).
@@ -227,6 +234,19 @@ impl Worker {
     /// Frames taken from one port per round, in bursts (default 256).
     pub fn set_rx_round(&mut self, n: usize) {
         self.rx_round = n.max(1);
+    }
+
+    /// Put `port` in place of port `i`, returning the one it replaces: a
+    /// port opened after the worker, such as a dedicated port, whose UMEM
+    /// is the pool of a VR started for this worker
+    /// ([`crate::open_dedicated`]). Between rounds, before its VR is added.
+    ///
+    /// # Panics
+    /// If there is no port `i`.
+    pub fn set_port(&mut self, i: usize, port: Box<dyn Port>) -> Box<dyn Port> {
+        let old = std::mem::replace(&mut self.ports[i], port);
+        self.resched();
+        old
     }
 
     /// Add a VR; returns its index (the classifier's VR number).
@@ -309,7 +329,7 @@ impl Worker {
     pub fn poll_once(&mut self) -> usize {
         self.stats.rounds.add(1);
         let mut moved = 0;
-        if self.order.len() != self.vrs.len() {
+        if self.order.len() != self.vrs.len() || self.lent_to.len() != self.ports.len() {
             self.resched();
         }
         // One clock reading for the rx phase and one for the tx phase: each
@@ -337,7 +357,10 @@ impl Worker {
                     }
                     continue;
                 }
-                let (n, full) = self.rx_burst_to_vrs(p, want);
+                let (n, full) = match self.lent_to[p] {
+                    Some(vr) => self.rx_lent_to_vr(p, vr, want),
+                    None => self.rx_burst_to_vrs(p, want),
+                };
                 if n == 0 {
                     break;
                 }
@@ -552,6 +575,33 @@ impl Worker {
                 *r = a;
             }
             self.ports[p].tx_burst(&replies[..n_arp]);
+        }
+        (n, full)
+    }
+
+    /// Take up to `want` frames from port `p`, dedicated to VR `vr`, and
+    /// stage them for it where they lie; hand the port back the frames the
+    /// VR released. Returns frames taken, and whether the VR had no room.
+    fn rx_lent_to_vr(&mut self, p: usize, vr: usize, want: usize) -> (usize, bool) {
+        let (Some(port), Some(path)) = (self.ports[p].lender(), self.vrs.get_mut(vr)) else {
+            return self.rx_burst_to_vrs(p, want);
+        };
+        path.give_back(port);
+        let mut lent = [LentFrame::default(); BURST];
+        let n = port.rx_lend(&mut lent[..want]);
+        self.stats.rx_packets.add(n as u64);
+        let mut full = false;
+        for l in &lent[..n] {
+            let first = path.staged() == 0;
+            match path.adopt(*l) {
+                Ok(()) if first => self.staging.push(vr),
+                Ok(()) => {}
+                Err(why) => {
+                    full |= matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
+                    path.stats().drop_in(why, 1);
+                    port.give_back(l.frame);
+                }
+            }
         }
         (n, full)
     }

@@ -18,6 +18,9 @@
 use super::ring::{ConsRing, ProdRing, RingMem};
 use super::sys::{XDP_PKT_CONTD, XdpDesc};
 
+mod lend;
+pub use lend::LentFrame;
+
 /// Shortest frame accepted either way: an Ethernet header.
 pub(super) const MIN_FRAME: u32 = 14;
 
@@ -32,6 +35,9 @@ enum Owner {
     Rx,
     /// The kernel's, through the tx ring, until it comes back on completion.
     Tx,
+    /// Lent to the caller by an rx burst (`lend`), until it gives it back
+    /// or sends it (see `lend.rs`).
+    Lent,
 }
 
 /// Where a queue's frames are. [`super::AfXdpPort::frame_counts`] sums
@@ -48,6 +54,9 @@ pub struct FrameCounts {
     pub rx_held: u32,
     /// Queued for tx or in flight, until their completion is read.
     pub tx: u32,
+    /// Lent to the caller by [`super::AfXdpPort::rx_lend`], not yet given
+    /// back or sent.
+    pub lent: u32,
 }
 
 impl FrameCounts {
@@ -57,6 +66,7 @@ impl FrameCounts {
         self.fill += o.fill;
         self.rx_held += o.rx_held;
         self.tx += o.tx;
+        self.lent += o.lent;
     }
 }
 
@@ -74,6 +84,8 @@ pub(super) struct QueueCounters {
     pub tx_dropped: u64,
     /// Completion addresses refused: not a frame queued for tx.
     pub comp_refused: u64,
+    /// Frames the caller asked to send as lent that were not lent to it.
+    pub tx_refused: u64,
 }
 
 /// One socket's frames and rings. See the [module docs](self).
@@ -93,6 +105,8 @@ pub(super) struct Queue {
     rx_target: u32,
     in_fill: u32,
     in_tx: u32,
+    /// Frames lent to the caller.
+    lent: u32,
     fill: ProdRing<u64>,
     comp: ConsRing<u64>,
     rx: ConsRing<XdpDesc>,
@@ -149,6 +163,7 @@ impl Queue {
             rx_target,
             in_fill: 0,
             in_tx: 0,
+            lent: 0,
             // SAFETY: forwarded contract (each ring valid for our life).
             fill: unsafe { ProdRing::new(fill) },
             // SAFETY: as above.
@@ -229,29 +244,11 @@ impl Queue {
         let mut got = 0;
         for i in 0..n {
             let d = self.rx.get(i);
-            let idx = d.addr >> self.frame_shift;
-            if idx >= u64::from(self.nframes) || self.owner[idx as usize] != Owner::Fill {
-                // Not a frame the kernel holds: touch nothing.
-                self.c.rx_refused += 1;
+            let Some((idx, off, len)) = self.take_rx(d, false) else {
                 continue;
-            }
-            let idx = idx as u32;
-            // The frame is ours again whatever its descriptor says.
-            self.owner[idx as usize] = Owner::Rx;
-            self.in_fill -= 1;
-            self.held[self.held_len] = idx;
-            self.held_len += 1;
-            let off = d.addr & u64::from(self.frame_size - 1);
-            let len = u64::from(d.len);
-            if len < u64::from(MIN_FRAME)
-                || off + len > u64::from(self.frame_size)
-                || d.options & XDP_PKT_CONTD != 0
-            {
-                self.c.rx_refused += 1;
-                continue;
-            }
-            // Inside frame `idx` (checked above), which is ours until the
-            // next recycle.
+            };
+            // Inside frame `idx` (checked by `take_rx`), which is ours until
+            // the next recycle.
             let p = self.frame_ptr(idx).wrapping_add(off as usize);
             // SAFETY: `p..p+len` lies inside frame `idx` of the UMEM (off +
             // len <= frame_size, idx < nframes); the frame left the kernel's
@@ -261,11 +258,56 @@ impl Queue {
             // slice lives; no `&mut` to UMEM memory exists.
             out[got] = unsafe { std::slice::from_raw_parts(p, len as usize) };
             got += 1;
-            self.c.rx_packets += 1;
-            self.c.rx_bytes += len;
         }
         self.rx.release(n);
         got
+    }
+
+    /// Check rx descriptor `d` and take its frame back from the kernel:
+    /// held for the next recycle, or lent (`lend`). `None`, counted in
+    /// `rx_refused`, for a frame the kernel does not hold (untouched) or
+    /// bytes that are not a frame (the frame is ours again: held, or free
+    /// when lending). Returns the frame, and the offset and length of its
+    /// bytes in it.
+    fn take_rx(&mut self, d: XdpDesc, lend: bool) -> Option<(u32, u32, u32)> {
+        let idx = d.addr >> self.frame_shift;
+        if idx >= u64::from(self.nframes) || self.owner[idx as usize] != Owner::Fill {
+            // Not a frame the kernel holds: touch nothing.
+            self.c.rx_refused += 1;
+            return None;
+        }
+        let idx = idx as u32;
+        self.in_fill -= 1;
+        let off = d.addr & u64::from(self.frame_size - 1);
+        let len = u64::from(d.len);
+        let good = len >= u64::from(MIN_FRAME)
+            && off + len <= u64::from(self.frame_size)
+            && d.options & XDP_PKT_CONTD == 0;
+        // The frame is ours again whatever its descriptor says.
+        if !lend {
+            self.owner[idx as usize] = Owner::Rx;
+            self.held[self.held_len] = idx;
+            self.held_len += 1;
+        } else if good {
+            self.owner[idx as usize] = Owner::Lent;
+            self.lent += 1;
+        } else {
+            self.put_free(idx);
+        }
+        if !good {
+            self.c.rx_refused += 1;
+            return None;
+        }
+        self.c.rx_packets += 1;
+        self.c.rx_bytes += len;
+        Some((idx, off as u32, len as u32))
+    }
+
+    /// Frame `idx`, which nobody else holds, onto the free stack.
+    fn put_free(&mut self, idx: u32) {
+        self.owner[idx as usize] = Owner::Free;
+        self.free[self.free_len] = idx;
+        self.free_len += 1;
     }
 
     /// Take completed tx frames back onto the free stack; returns how many.
@@ -278,10 +320,7 @@ impl Queue {
                 self.c.comp_refused += 1;
                 continue;
             }
-            let idx = idx as u32;
-            self.owner[idx as usize] = Owner::Free;
-            self.free[self.free_len] = idx;
-            self.free_len += 1;
+            self.put_free(idx as u32);
             self.in_tx -= 1;
         }
         self.comp.release(n);
@@ -371,12 +410,14 @@ impl Queue {
                 Owner::Fill => c.fill += 1,
                 Owner::Rx => c.rx_held += 1,
                 Owner::Tx => c.tx += 1,
+                Owner::Lent => c.lent += 1,
             }
         }
         debug_assert_eq!(c.free as usize, self.free_len);
         debug_assert_eq!(c.fill, self.in_fill);
         debug_assert_eq!(c.rx_held as usize, self.held_len);
         debug_assert_eq!(c.tx, self.in_tx);
+        debug_assert_eq!(c.lent, self.lent);
         c
     }
 
@@ -473,7 +514,7 @@ mod tests {
     }
 
     fn total(c: FrameCounts) -> u32 {
-        c.free + c.fill + c.rx_held + c.tx
+        c.free + c.fill + c.rx_held + c.tx + c.lent
     }
 
     /// The descriptor the kernel would write for `len` bytes at `addr`.
@@ -531,6 +572,50 @@ mod tests {
         r.q().recycle();
         let c = r.q().frame_counts();
         assert_eq!((c.fill, c.rx_held, total(c)), (8, 0, 16));
+    }
+
+    #[test]
+    fn lent_frames_go_out_in_place_or_back_and_bad_ones_are_refused() {
+        let mut r = Rig::new(16, 8, 8);
+        let addrs = r.fill.kernel_take();
+        // Two good frames, a runt (its frame comes back free, not lent),
+        // and a frame the kernel does not hold.
+        r.rx.kernel_put(&[
+            desc(addrs[0] + 256, 100, 0),
+            desc(addrs[1] + 256, 1500, 0),
+            desc(addrs[2] + 256, 3, 0),
+            desc(15 * u64::from(FS), 64, 0),
+        ]);
+        let mut out = [LentFrame::default(); 8];
+        assert_eq!(r.q().lend(&mut out), 2);
+        assert_eq!(r.q().c.rx_refused, 2);
+        let (a, b) = (out[0], out[1]);
+        assert_eq!((a.offset, a.len, b.len), (256, 100, 1500));
+        let c = r.q().frame_counts();
+        assert_eq!((c.lent, total(c)), (2, 16));
+        // Not lent: refused and left alone.
+        assert!(!r.q().give_back(addrs[3] as u32 / FS));
+        let free_frame = LentFrame { frame: 15, ..a };
+        assert_eq!(r.q().send_lent(&[free_frame]), 0);
+        assert_eq!(r.q().c.tx_refused, 1);
+        // `a` goes out where it lies, `b` with bytes past its frame is
+        // taken back and counted.
+        let past = LentFrame {
+            offset: FS - 8,
+            ..b
+        };
+        assert_eq!(r.q().send_lent(&[a, past]), 1);
+        assert_eq!(r.q().c.tx_dropped, 1);
+        let sent = r.tx.kernel_take();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].addr, u64::from(a.frame) * u64::from(FS) + 256);
+        assert_eq!(sent[0].len, 100);
+        assert!(!r.q().give_back(b.frame), "taken back once only");
+        let c = r.q().frame_counts();
+        assert_eq!((c.lent, c.tx, total(c)), (0, 1, 16));
+        r.comp.kernel_put(&[sent[0].addr]);
+        r.q().reclaim();
+        assert_eq!(r.q().frame_counts().tx, 0);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::config::{AfXdpConfig, AfXdpError, AttachMode, BindMode};
 use super::queue::Queue;
 use super::ring::RingMem;
 use super::sys::{self, Mmap, XdpDesc, XdpStatistics};
+use super::umem::{Umem, UmemArea};
 
 /// One rx queue's socket. Field order is drop order: the queue's view of
 /// the rings goes first, then the ring mappings, then the socket, then the
@@ -20,7 +21,7 @@ pub(super) struct Socket {
     pub(super) q: Queue,
     pub(super) _rings: [Mmap; 4],
     pub(super) fd: OwnedFd,
-    pub(super) _umem: Mmap,
+    pub(super) _umem: Umem,
     pub(super) zero_copy: bool,
     /// The kernel's counters as last read.
     pub(super) kernel: XdpStatistics,
@@ -37,15 +38,16 @@ fn step<T>(r: io::Result<T>, step: &'static str) -> StepResult<T> {
 }
 
 impl Socket {
-    /// Open the socket of rx queue `queue` of interface `ifindex`: UMEM,
-    /// rings, bind, options. Also returns whether one copy-mode `sendto`
-    /// moves the whole tx ring.
+    /// Open the socket of rx queue `queue` of interface `ifindex`: UMEM
+    /// (its own, or `area`), rings, bind, options. Also returns whether one
+    /// copy-mode `sendto` moves the whole tx ring.
     pub(super) fn open(
         ifname: &str,
         ifindex: u32,
         queue: u32,
         cfg: &AfXdpConfig,
         attach: AttachMode,
+        area: Option<UmemArea>,
     ) -> Result<(Socket, bool), AfXdpError> {
         let socket_err = |(step, source)| AfXdpError::Socket {
             ifname: ifname.to_string(),
@@ -54,7 +56,7 @@ impl Socket {
             source,
         };
         let fd = step(sys::xsk_socket(), "socket(AF_XDP)").map_err(socket_err)?;
-        let umem = register_umem(fd.as_fd(), cfg).map_err(socket_err)?;
+        let umem = register_umem(fd.as_fd(), cfg, area).map_err(socket_err)?;
         let maps = RingMaps::create(fd.as_fd(), cfg).map_err(socket_err)?;
         let (flags, mode) = bind_flags(cfg, attach);
         bind_retrying(fd.as_fd(), ifindex, queue, flags).map_err(|source| AfXdpError::Bind {
@@ -67,9 +69,11 @@ impl Socket {
 
         // SAFETY: the UMEM and ring mappings are moved into the returned
         // Socket next to the queue and dropped after it (field order); the
-        // UMEM is `frames * frame_size` bytes, no Rust reference points into
-        // it, and the kernel writes only frames given to it through the fill
-        // ring; the ring layouts were checked against their mappings.
+        // UMEM is at least `frames * frame_size` bytes (`register_umem`
+        // checks a lent area), no Rust reference points into it (a lent
+        // area's contract), and the kernel writes only frames given to it
+        // through the fill ring; the ring layouts were checked against
+        // their mappings.
         let q = unsafe {
             Queue::new(
                 umem.ptr(),
@@ -100,11 +104,28 @@ impl Socket {
     }
 }
 
-/// The UMEM: an anonymous mapping of `frames * frame_size` bytes,
-/// registered with the socket (`XDP_UMEM_REG`).
-fn register_umem(fd: BorrowedFd<'_>, cfg: &AfXdpConfig) -> StepResult<Mmap> {
+/// The UMEM: `area`'s first `frames * frame_size` bytes, or an anonymous
+/// mapping of that size, registered with the socket (`XDP_UMEM_REG`).
+fn register_umem(
+    fd: BorrowedFd<'_>,
+    cfg: &AfXdpConfig,
+    area: Option<UmemArea>,
+) -> StepResult<Umem> {
     let umem_len = cfg.frames as usize * cfg.frame_size as usize;
-    let umem = step(Mmap::anonymous(umem_len), "mmap UMEM")?;
+    let umem = match area {
+        Some(a) if a.len() < umem_len || !(a.ptr() as usize).is_multiple_of(4096) => {
+            return Err((
+                "UMEM area",
+                io::Error::other(format!(
+                    "{} bytes at {:p}: not page aligned or smaller than {umem_len} bytes",
+                    a.len(),
+                    a.ptr()
+                )),
+            ));
+        }
+        Some(a) => Umem::Lent(a),
+        None => Umem::Own(step(Mmap::anonymous(umem_len), "mmap UMEM")?),
+    };
     let reg = sys::XdpUmemReg {
         addr: umem.ptr() as u64,
         len: umem_len as u64,

@@ -1,0 +1,268 @@
+//! An AF_XDP port whose UMEM is a shared memfd mapping lent by the caller
+//! (what a dedicated port does with its VR's packet pool), on a veth pair
+//! between two throwaway network namespaces (run as root). The port opens
+//! `a0` in namespace A over the memfd; a second mapping of the same memfd
+//! plays the VR, which reads each received frame where the kernel wrote it
+//! and writes its reply there; the peer `b0` in namespace B sends and
+//! receives with a plain socket port.
+//!
+//! The namespaces are deleted on drop, also when a test fails.
+
+use std::os::fd::OwnedFd;
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use vrhost_io::Port;
+use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, LentFrame, UmemArea};
+use vrhost_io::socket::{SocketConfig, SocketPort};
+use vrhost_lab::{Netns, veth};
+
+const FRAME: u32 = 2048;
+const FRAMES: u32 = 256;
+const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
+/// Guard against a hang, never a performance bound.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A shared mapping of a memfd, unmapped on drop.
+struct Shared {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: plain shared memory; the test reaches it through raw pointers.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    fn map(fd: &OwnedFd, len: usize) -> Shared {
+        use rustix::mm::{MapFlags, ProtFlags, mmap};
+        // SAFETY: a new shared mapping of a memfd of `len` bytes at an
+        // address of the kernel's choosing aliases no Rust object.
+        let p = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }
+        .expect("mmap memfd");
+        Shared {
+            ptr: NonNull::new(p.cast()).unwrap(),
+            len,
+        }
+    }
+
+    /// A copy of `len` bytes at `at`.
+    fn read(&self, at: usize, len: usize) -> Vec<u8> {
+        assert!(at + len <= self.len);
+        let mut v = vec![0; len];
+        // SAFETY: inside the mapping (checked); raw copy, no reference.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(at), v.as_mut_ptr(), len) };
+        v
+    }
+
+    fn write(&self, at: usize, data: &[u8]) {
+        assert!(at + data.len() <= self.len);
+        // SAFETY: inside the mapping (checked); raw copy, no reference.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(at), data.len())
+        };
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, not used after this.
+        unsafe {
+            let _ = rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// The memfd, the port's area over a first mapping of it, and a second
+/// mapping: the VR's view.
+fn pool() -> (UmemArea, Shared) {
+    let len = (FRAMES * FRAME) as usize;
+    let fd = rustix::fs::memfd_create("vrhost-umem-test", rustix::fs::MemfdFlags::CLOEXEC)
+        .expect("memfd_create");
+    rustix::fs::ftruncate(&fd, len as u64).unwrap();
+    let host = Shared::map(&fd, len);
+    let vr = Shared::map(&fd, len);
+    let ptr = host.ptr;
+    // SAFETY: page aligned (mmap), read-write and shared, kept mapped by
+    // `host`, which the area owns; this test makes no reference into it.
+    let area = unsafe { UmemArea::new(ptr, len, Box::new(host)) };
+    (area, vr)
+}
+
+fn lab() -> (Netns, Netns) {
+    let a = Netns::unique("vrh-xzc").unwrap();
+    let b = Netns::unique("vrh-xzc").unwrap();
+    for ns in [&a, &b] {
+        ns.sysctl("net.ipv6.conf.all.disable_ipv6", "1").unwrap();
+        ns.sysctl("net.ipv6.conf.default.disable_ipv6", "1")
+            .unwrap();
+    }
+    veth(&a, "a0", None, &b, "b0", None).unwrap();
+    (a, b)
+}
+
+fn cfg() -> AfXdpConfig {
+    AfXdpConfig {
+        frames: FRAMES,
+        frame_size: FRAME,
+        ring_size: 128,
+        queues: Some(1),
+        ..AfXdpConfig::default()
+    }
+}
+
+/// Test frame `seq` of `len` bytes: broadcast, EtherType 0x88b5, the
+/// sequence number, then a pattern.
+fn frame(seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[2, 0, 0, 0, 0xb0, 1]);
+    f.extend_from_slice(&ETHERTYPE);
+    f.extend_from_slice(&seq.to_be_bytes());
+    while f.len() < len {
+        f.push((seq as usize + f.len()) as u8);
+    }
+    f
+}
+
+fn seq_of(f: &[u8]) -> Option<u32> {
+    (f.len() >= 18 && f[12..14] == ETHERTYPE)
+        .then(|| u32::from_be_bytes(f[14..18].try_into().unwrap()))
+}
+
+/// Lend the next test frame from `port`, waiting for it.
+fn next_lent(port: &mut AfXdpPort, vr: &Shared) -> (LentFrame, Vec<u8>) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        assert!(Instant::now() < deadline, "no frame arrived");
+        let mut out = [LentFrame::default(); 1];
+        if port.rx_lend(&mut out) == 1 {
+            let l = out[0];
+            let bytes = vr.read((l.frame * FRAME + l.offset) as usize, l.len as usize);
+            if seq_of(&bytes).is_some() {
+                return (l, bytes);
+            }
+            assert!(port.give_back(l.frame));
+        }
+    }
+}
+
+/// The next test frame the peer receives.
+fn peer_rx(peer: &mut SocketPort) -> Vec<u8> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        assert!(Instant::now() < deadline, "the peer got nothing");
+        let mut out: [&[u8]; 8] = [&[]; 8];
+        let n = peer.rx_burst(&mut out);
+        if let Some(f) = out[..n].iter().find(|f| seq_of(f).is_some()) {
+            return f.to_vec();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The lab, the VR's view of the pool, the port on `a0` over the pool, and
+/// the peer's port on `b0`.
+fn open_pair() -> ((Netns, Netns), Shared, AfXdpPort, SocketPort) {
+    let (a, b) = lab();
+    let (area, vr) = pool();
+    let port = a
+        .run(|| AfXdpPort::open_on("a0", &cfg(), area))
+        .unwrap()
+        .expect("XDP_UMEM_REG takes a shared memfd mapping");
+    let peer = b
+        .run(|| SocketPort::open("b0", SocketConfig::default()))
+        .unwrap()
+        .unwrap();
+    ((a, b), vr, port, peer)
+}
+
+#[test]
+fn frames_are_read_and_sent_where_the_kernel_wrote_them() {
+    let (_lab, vr, mut port, mut peer) = open_pair();
+    // More frames than the UMEM has, so lent frames given back are reused.
+    for seq in 0..(2 * FRAMES) {
+        let len = [60, 128, 512, 1000, 1500, 1514][seq as usize % 6];
+        let sent = frame(seq, len);
+        assert_eq!(peer.tx_burst(&[&sent]), 1);
+        let (l, got) = next_lent(&mut port, &vr);
+        assert_eq!(got, sent, "frame {seq} read intact from the VR's mapping");
+        assert!(l.frame < FRAMES);
+        if seq % 2 == 0 {
+            // The VR's reply, written in place, sent from there.
+            let mut reply = got.clone();
+            reply[0..6].copy_from_slice(&[2, 0, 0, 0, 0xb0, 1]);
+            reply[18] = !reply[18];
+            vr.write((l.frame * FRAME + l.offset) as usize, &reply);
+            assert_eq!(port.tx_lent(&[l]), 1);
+            port.flush().unwrap();
+            assert!(!port.is_lent(l.frame), "a sent frame is the port's again");
+            assert_eq!(peer_rx(&mut peer), reply, "reply {seq} intact");
+        } else {
+            assert!(port.give_back(l.frame));
+        }
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while port.frame_counts().tx > 0 {
+        assert!(Instant::now() < deadline, "completions never came");
+        port.reclaim_tx();
+    }
+    let c = port.frame_counts();
+    assert_eq!((c.total, c.lent, c.tx), (FRAMES, 0, 0));
+    assert_eq!(c.free + c.fill + c.rx_held, FRAMES);
+}
+
+#[test]
+fn frames_not_lent_or_outside_their_frame_are_refused() {
+    let (_lab, vr, mut port, mut peer) = open_pair();
+    // Nothing lent yet: every index is refused, in range or not.
+    for f in [0, 1, FRAMES - 1, FRAMES, u32::MAX] {
+        assert!(!port.give_back(f), "give_back({f}) of a frame not lent");
+        let bogus = LentFrame {
+            frame: f,
+            offset: 256,
+            len: 64,
+        };
+        assert_eq!(port.tx_lent(&[bogus]), 0);
+    }
+    assert_eq!(port.refused_lent(), 5);
+    // A lent frame sent with bytes past its end is taken back, not sent.
+    assert_eq!(peer.tx_burst(&[&frame(7, 100)]), 1);
+    let (l, _) = next_lent(&mut port, &vr);
+    let past = LentFrame {
+        offset: FRAME - 10,
+        len: 64,
+        ..l
+    };
+    let before = port.stats().tx_dropped;
+    assert_eq!(port.tx_lent(&[past]), 0);
+    assert_eq!(port.stats().tx_dropped, before + 1);
+    assert!(!port.is_lent(l.frame));
+    assert!(!port.give_back(l.frame), "taken back once only");
+    let c = port.frame_counts();
+    assert_eq!((c.lent, c.tx, c.total), (0, 0, FRAMES));
+}
+
+#[test]
+fn an_area_too_small_is_refused_by_name() {
+    let (a, _b) = lab();
+    let (area, _vr) = pool();
+    let big = AfXdpConfig {
+        frames: 2 * FRAMES,
+        ..cfg()
+    };
+    let e = a
+        .run(|| AfXdpPort::open_on("a0", &big, area))
+        .unwrap()
+        .unwrap_err();
+    assert!(e.to_string().contains("UMEM area"), "{e}");
+}
