@@ -15,8 +15,11 @@
 //!
 //! What is written is kept per VR ([`Written`]) and each reconcile writes
 //! only the difference, so a config change or route change that does not
-//! touch a VR leaves its entries alone. Routing mode is dst (the
-//! user-space router's only one for now).
+//! touch a VR leaves its entries alone. The routing mode is the VR's
+//! router's (`router.mode`): in mode src the routes' prefixes are source
+//! prefixes in table 0; in mode src-dst `routes` are table 0, selected by
+//! `0.0.0.0/0`, and `source_tables[i]` table `i + 1`; connected subnets
+//! are routes in mode dst only, as in the router.
 //!
 //! Counters: the program counts per VR id; a VR's id is taken when it is
 //! first written and freed when it goes, and the counters it had at that
@@ -39,16 +42,20 @@ pub type Learned = (Ipv4Addr, [u8; 6], u16);
 
 /// A VR's API routes, by (prefix, length).
 pub type ApiRoutes = BTreeMap<(u32, u8), RouteConfig>;
-/// Routes by prefix.
-type Routes = BTreeMap<(Ipv4Addr, u8), NextHop>;
+/// Routes by table and prefix.
+type Routes = BTreeMap<(u32, Ipv4Addr, u8), NextHop>;
 /// A select key as an ordered tuple: ifindex, VLAN, MAC.
 type KeyTuple = (u32, Option<u16>, Option<[u8; 6]>);
 
 /// What the maps should hold for one VR.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Desired {
+    /// Its routing mode.
+    pub mode: RoutingMode,
     /// Its own addresses.
     pub addrs: Vec<Ipv4Addr>,
+    /// Mode src-dst: the table of each source prefix.
+    pub sources: BTreeMap<(Ipv4Addr, u8), u32>,
     /// Its routes.
     pub routes: Routes,
     /// Its neighbours (out port attached to the fast path).
@@ -145,7 +152,10 @@ pub fn desired(
         let p = *vr.vnic_ports.get(usize::from(vnic))?;
         ifindex.get(&plan.ports.get(p)?.2).copied()
     };
-    let mut d = Desired::default();
+    let mut d = Desired {
+        mode: rc.mode,
+        ..Desired::default()
+    };
     let mut subnets = Vec::new();
     let mut macs = Vec::new();
     for (j, v) in rc.vnics.iter().enumerate() {
@@ -154,7 +164,9 @@ pub fn desired(
             let (own, len) = vrhost_router::parse_prefix(a)?;
             d.addrs.push(Ipv4Addr::from(own));
             let net = prefix_of(a)?;
-            d.routes.insert(net, NextHop::Connected);
+            if rc.mode == RoutingMode::Dst {
+                d.routes.insert((0, net.0, net.1), NextHop::Connected);
+            }
             subnets.push((j as u16, net, len));
         }
     }
@@ -199,7 +211,19 @@ pub fn desired(
             neigh(ip, mac, Some(vnic));
         }
     }
-    for r in rc.routes.iter().chain(api.values()) {
+    let mut tables = vec![(0, rc.routes.iter().chain(api.values()).collect::<Vec<_>>())];
+    if rc.mode == RoutingMode::SrcDst {
+        d.sources.insert((Ipv4Addr::UNSPECIFIED, 0), 0);
+    }
+    for st in &rc.source_tables {
+        let n = d.sources.len() as u32;
+        let t = *d.sources.entry(prefix_of(&st.src)?).or_insert(n);
+        tables.push((t, st.routes.iter().collect()));
+    }
+    for (t, r) in tables
+        .into_iter()
+        .flat_map(|(t, rs)| rs.into_iter().map(move |r| (t, r)))
+    {
         let hop = match (&r.via, r.nexthop) {
             (Some(v), _) => NextHop::Gateway(ip_of(v)?),
             (None, Some(i)) => match rc.nexthops.get(i as usize) {
@@ -211,7 +235,8 @@ pub fn desired(
             },
             (None, None) => return Err(format!("route {}: no next hop", r.prefix)),
         };
-        d.routes.insert(prefix_of(&r.prefix)?, hop);
+        let (p, l) = prefix_of(&r.prefix)?;
+        d.routes.insert((t, p, l), hop);
     }
     let path = match vr.path {
         DataPath::Slow => Path::Slow,
@@ -438,23 +463,34 @@ impl FastState {
         let w = self.written.get_mut(name).expect("inserted above");
         let (id, old) = (w.id, &mut w.state);
         let fp = &mut self.fp;
-        if fresh || old.addrs != d.addrs {
+        if fresh || old.addrs != d.addrs || old.mode != d.mode {
             let cfg = VrFastConfig {
-                mode: RoutingMode::Dst,
+                mode: d.mode,
                 addrs: d.addrs.clone(),
             };
             fp.set_vr(id, &cfg).map_err(fe)?;
             old.addrs = d.addrs.clone();
+            old.mode = d.mode;
         }
         // Routes are added after the neighbours they use and removed
         // before them.
         write_changed(&mut old.neighbours, &d.neighbours, |n, m| {
             fp.set_neighbour(id, n, m)
         })?;
-        write_changed(&mut old.routes, &d.routes, |p, h| {
-            fp.add_route(id, 0, (p.0, p.1), h)
+        // Source prefixes select a table once its routes are in, and stop
+        // before its routes go.
+        write_changed(&mut old.routes, &d.routes, |(t, p, l), h| {
+            fp.add_route(id, t, (p, l), h)
         })?;
-        remove_stale(&mut old.routes, &d.routes, |p| fp.remove_route(id, 0, p))?;
+        write_changed(&mut old.sources, &d.sources, |p, t| {
+            fp.set_source_table(id, p, t)
+        })?;
+        remove_stale(&mut old.sources, &d.sources, |p| {
+            fp.remove_source_table(id, p)
+        })?;
+        remove_stale(&mut old.routes, &d.routes, |(t, p, l)| {
+            fp.remove_route(id, t, (p, l))
+        })?;
         remove_stale(&mut old.neighbours, &d.neighbours, |n| {
             fp.remove_neighbour(id, n)
         })
@@ -488,8 +524,11 @@ impl FastState {
             self.fp.remove_select(key(k)).map_err(fe)?;
         }
         self.fp.remove_vr(id).map_err(fe)?;
-        for p in st.routes.keys() {
-            self.fp.remove_route(id, 0, *p).map_err(fe)?;
+        for p in st.sources.keys() {
+            self.fp.remove_source_table(id, *p).map_err(fe)?;
+        }
+        for &(t, p, l) in st.routes.keys() {
+            self.fp.remove_route(id, t, (p, l)).map_err(fe)?;
         }
         for n in st.neighbours.keys() {
             self.fp.remove_neighbour(id, *n).map_err(fe)?;
@@ -499,6 +538,10 @@ impl FastState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "fast_modes_tests.rs"]
+mod modes_tests;
 
 #[cfg(test)]
 mod tests {
@@ -563,7 +606,7 @@ vnic = 1
             d.addrs,
             [Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)]
         );
-        let r = |a, b, c, l| (Ipv4Addr::new(10, a, b, c), l);
+        let r = |a, b, c, l| (0, Ipv4Addr::new(10, a, b, c), l);
         assert_eq!(
             d.routes,
             BTreeMap::from([
