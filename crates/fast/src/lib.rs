@@ -82,6 +82,7 @@ mod bucket;
 mod error;
 mod livegen;
 mod load;
+mod probe;
 mod seqsink;
 mod types;
 
@@ -104,6 +105,7 @@ pub use livegen::{
     udp_frame,
 };
 pub use load::{PeerPass, ifindex};
+pub use probe::CounterProbe;
 pub use seqsink::{SeqSink, SinkCounts};
 pub use types::*;
 pub use vrhost_fib::RoutingMode;
@@ -654,17 +656,7 @@ impl FastPath {
     /// [`FastError::VrRange`], [`FastError::Map`].
     pub fn counters(&self, vr: u32) -> Result<FastCounters, FastError> {
         self.check_vr(vr)?;
-        let per_cpu = self
-            .counters
-            .get(&vr, 0)
-            .map_err(map_err(COUNTERS, "get"))?;
-        let mut sum = [0u64; abi::COUNTERS];
-        for cpu in per_cpu.iter() {
-            for (s, v) in sum.iter_mut().zip(cpu.0) {
-                *s = s.wrapping_add(v);
-            }
-        }
-        Ok(FastCounters::from_words(&sum))
+        probe::sum(&self.counters, vr)
     }
 
     /// Frames that matched no select entry (sent to the slow path).
@@ -677,6 +669,21 @@ impl FastPath {
             .get(&0, 0)
             .map_err(map_err(UNSELECTED, "get"))?;
         Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
+    }
+
+    /// The kernel's id of the loaded program (what `ip link` shows for a
+    /// port it is attached to; [`CounterProbe::of_program`]).
+    ///
+    /// # Errors
+    /// [`FastError::Program`].
+    pub fn program_id(&mut self) -> Result<u32, FastError> {
+        let prog = program(&mut self.ebpf, PROGRAM)?;
+        let info = prog.info().map_err(|source| FastError::Program {
+            program: PROGRAM,
+            step: "info",
+            source: Box::new(source),
+        })?;
+        Ok(info.id())
     }
 
     /// Run the program once on `frame` with `BPF_PROG_TEST_RUN` (no

@@ -72,7 +72,8 @@ fn check_moves(results: &[Value]) {
             num(r, "forwarded_pps") > 0.0,
             "nothing through the move: {r}"
         );
-        assert!(num(r, "switch_ms") > 0.0, "{r}");
+        assert!(num(r, "switch_ms") > 0.0, "a frame on the new path: {r}");
+        assert!(num(r, "api_ms") > 0.0, "{r}");
     }
     assert!(moves[0]["rate_pps"].is_null() && moves[2]["rate_pps"] == 20000);
     let totals: Vec<&Value> = results

@@ -20,7 +20,9 @@
 //!   covers the `--move-settle` seconds from the request on, beside the
 //!   same span just before it (`lost_before`, no move) and the frames p0's
 //!   ring refused meanwhile (`lost_to_node`, before any forwarder). The
-//!   switch-over time is the API's answer time. Each series (one rate)
+//!   switch-over time (`switch_ms`) runs from the request to the first
+//!   frame on the new path, seen in the fast path's counters
+//!   (`switch.rs`); `api_ms` is the API's answer time. Each series (one rate)
 //!   is also added up exactly once the paths have drained
 //!   (`migrate_total`: sent, received, lost, reordered).
 //! - `idle`: the CPU of the daemon and its VR processes (utime + stime
@@ -43,6 +45,7 @@ use crate::{Context, Result, bail};
 
 mod idle;
 mod migrate;
+mod switch;
 mod table;
 
 pub use idle::IdleRecord;
