@@ -46,6 +46,8 @@ pub type ApiRoutes = BTreeMap<(u32, u8), RouteConfig>;
 type Routes = BTreeMap<(u32, Ipv4Addr, u8), NextHop>;
 /// A select key as an ordered tuple: ifindex, VLAN, MAC.
 type KeyTuple = (u32, Option<u16>, Option<[u8; 6]>);
+/// Select entries: path and token bucket by key.
+type Selects = BTreeMap<KeyTuple, (Path, Option<TokenBucket>)>;
 
 /// What the maps should hold for one VR.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,7 +64,7 @@ pub struct Desired {
     pub neighbours: BTreeMap<Ipv4Addr, Neighbour>,
     /// Its select entries' paths and token buckets (its
     /// `rate_limit_pps`, the same on each of its keys).
-    pub selects: BTreeMap<KeyTuple, (Path, Option<TokenBucket>)>,
+    pub selects: Selects,
 }
 
 /// What was written for one VR, and its id.
@@ -238,6 +240,13 @@ pub fn desired(
         let (p, l) = prefix_of(&r.prefix)?;
         d.routes.insert((t, p, l), hop);
     }
+    d.selects = selects(plan, vr, ifindex);
+    Ok(d)
+}
+
+/// VR `vr`'s select entries: each of its keys on an attached port, with
+/// its path and port bucket.
+fn selects(plan: &Plan, vr: &VrPlan, ifindex: &BTreeMap<String, u32>) -> Selects {
     let path = match vr.path {
         DataPath::Slow => Path::Slow,
         DataPath::Fast => Path::Fast,
@@ -246,13 +255,14 @@ pub fn desired(
         rate_pps: l.rate_pps,
         burst: l.burst,
     });
+    let mut m = Selects::new();
     for k in vr.fast.as_deref().unwrap_or_default() {
         let Some(ifx) = plan.ports.get(k.port).and_then(|p| ifindex.get(&p.2)) else {
             continue;
         };
-        d.selects.insert((*ifx, k.vlan, k.dst_mac), (path, limit));
+        m.insert((*ifx, k.vlan, k.dst_mac), (path, limit));
     }
-    Ok(d)
+    m
 }
 
 fn key(t: &KeyTuple) -> SelectKey {
@@ -408,11 +418,12 @@ impl FastState {
     /// # Errors
     /// A map update failed (a map full, ...): the message names the VR;
     /// what was written before stays.
-    pub fn reconcile(
+    pub fn reconcile<'r>(
         &mut self,
         plan: &Plan,
-        api: &dyn Fn(&str) -> ApiRoutes,
+        api: &dyn Fn(&str) -> Option<&'r ApiRoutes>,
     ) -> Result<(), String> {
+        let none = ApiRoutes::new();
         let carried: Vec<&VrPlan> = plan.vrs.iter().filter(|v| v.fast.is_ok()).collect();
         let gone: Vec<String> = (self.written.keys())
             .filter(|n| !carried.iter().any(|v| &v.name == *n))
@@ -425,8 +436,14 @@ impl FastState {
         let mut want = Vec::new();
         for v in &carried {
             let learned = self.learned.get(&v.name).map_or(&[][..], Vec::as_slice);
-            let d = desired(plan, v, &api(&v.name), learned, &self.ifindex)
-                .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
+            let d = desired(
+                plan,
+                v,
+                api(&v.name).unwrap_or(&none),
+                learned,
+                &self.ifindex,
+            )
+            .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
             want.push((v.name.clone(), d));
         }
         for (name, d) in &want {
@@ -434,8 +451,29 @@ impl FastState {
                 .map_err(|e| format!("VR {name}: fast path: {e}"))?;
         }
         for (name, d) in &want {
-            self.write_selects(name, d)
+            self.write_selects(name, &d.selects)
                 .map_err(|e| format!("VR {name}: fast path: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Write the select entries of VRs `names` as `plan` has them, and
+    /// nothing else: a move whose routes and neighbours are already in
+    /// the maps (every VR the fast path carries has them, whatever its
+    /// path), made before the rest of a config change so that the switch
+    /// is one update per key. A VR not written yet is left to
+    /// [`FastState::reconcile`].
+    ///
+    /// # Errors
+    /// A map update failed; the message names the VR.
+    pub fn switch(&mut self, plan: &Plan, names: &[String]) -> Result<(), String> {
+        for v in plan.vrs.iter().filter(|v| names.contains(&v.name)) {
+            if v.fast.is_err() || !self.written.contains_key(&v.name) {
+                continue;
+            }
+            let sel = selects(plan, v, &self.ifindex);
+            self.write_selects(&v.name, &sel)
+                .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
         }
         Ok(())
     }
@@ -496,13 +534,13 @@ impl FastState {
         })
     }
 
-    fn write_selects(&mut self, name: &str, d: &Desired) -> Result<(), String> {
+    fn write_selects(&mut self, name: &str, selects: &Selects) -> Result<(), String> {
         let w = self.written.get_mut(name).expect("state written first");
         let (id, old) = (w.id, &mut w.state);
         let fp = &mut self.fp;
         // A changed rate or path rewrites the entry, which keeps the
         // bucket's state (`FastPath::set_select`).
-        write_changed(&mut old.selects, &d.selects, |k, (path, limit)| {
+        write_changed(&mut old.selects, selects, |k, (path, limit)| {
             let e = SelectEntry {
                 vr: id,
                 path,
@@ -510,7 +548,7 @@ impl FastState {
             };
             fp.set_select(key(&k), e)
         })?;
-        remove_stale(&mut old.selects, &d.selects, |k| fp.remove_select(key(&k)))
+        remove_stale(&mut old.selects, selects, |k| fp.remove_select(key(&k)))
     }
 
     /// Take VR `name` out of the maps: its select entries first (its

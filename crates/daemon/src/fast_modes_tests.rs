@@ -1,6 +1,7 @@
 //! A VR's routing mode (`router.mode`) from its config to the fast path's
-//! maps, checked on frames with `BPF_PROG_TEST_RUN` (needs root). The port
-//! is the loopback, whose index a test run reports as the ingress port.
+//! maps, and a move's early switch, checked on frames with
+//! `BPF_PROG_TEST_RUN` (needs root). The port is the loopback, whose index
+//! a test run reports as the ingress port.
 
 use std::net::Ipv4Addr;
 use std::path::Path as FsPath;
@@ -80,8 +81,7 @@ fn state(cfg: &str) -> (FastState, Plan) {
     st.ifindex.insert("lo".into(), lo);
     // What `attach` and `serve` do for a port: the loopback as an out port.
     st.fp.add_port(lo).expect("out port");
-    st.reconcile(&plan, &|_| ApiRoutes::new())
-        .expect("reconcile");
+    st.reconcile(&plan, &|_| None).expect("reconcile");
     (st, plan)
 }
 
@@ -123,9 +123,36 @@ fn each_routing_mode_reaches_the_fast_path_and_a_change_rewrites_it() {
     let (mut st, _) = state(&dst);
     for (cfg, a, b, _) in cases.iter().rev() {
         let (_, plan) = Config::parse(cfg, "t", FsPath::new(".")).expect("config");
-        st.reconcile(&plan, &|_| ApiRoutes::new())
-            .expect("reconcile");
+        st.reconcile(&plan, &|_| None).expect("reconcile");
         assert_eq!(hop(&mut st, &from_inside), *a, "after a change to {cfg}");
         assert_eq!(hop(&mut st, &from_outside), *b, "after a change to {cfg}");
     }
+}
+
+/// A move's early switch ([`FastState::switch`]) writes the select
+/// entries alone: the VR is forwarded by the fast path at once, with the
+/// routes already in the maps; a route the same change adds arrives with
+/// the reconcile that follows.
+#[test]
+fn a_switch_writes_the_select_entries_alone() {
+    let route = r#"{ prefix = "198.51.100.0/24", nexthop = 0 }"#;
+    let slow = config("dst", route, "").replace("path = \"fast\"", "path = \"slow\"");
+    let (mut st, _) = state(&slow);
+    let to_far = frame([10, 0, 1, 7], [198, 51, 100, 9]);
+    let to_new = frame([10, 0, 1, 7], [203, 0, 113, 9]);
+    assert_eq!(hop(&mut st, &to_far), None, "slow path");
+    let two = format!(r#"{route}, {{ prefix = "203.0.113.0/24", nexthop = 1 }}"#);
+    let (_, fast) = Config::parse(&config("dst", &two, ""), "t", FsPath::new(".")).expect("config");
+    st.switch(&fast, &["a".to_string()]).expect("switch");
+    assert_eq!(hop(&mut st, &to_far), Some(0), "fast path at once");
+    assert_eq!(
+        hop(&mut st, &to_new),
+        None,
+        "the new route is not written yet"
+    );
+    st.reconcile(&fast, &|_| None).expect("reconcile");
+    assert_eq!(hop(&mut st, &to_new), Some(1));
+    // A VR the maps do not hold yet is left to the reconcile.
+    st.switch(&fast, &["nobody".to_string()])
+        .expect("no such VR: nothing");
 }
