@@ -87,7 +87,7 @@ fn check_budget(old: &HostConf, new: &HostConf) -> Result<(), ControlError> {
 /// daemon starts; it stays attached to them until it stops.
 fn check_fast(old: &Plan, new: &Plan) -> Result<(), ControlError> {
     let (o, n) = (&old.host, &new.host);
-    if (o.fast_path, o.fast) != (n.fast_path, n.fast) {
+    if (o.fast_path, &o.fast) != (n.fast_path, &n.fast) {
         return Err(ControlError::Conflict(
             "host.fast_path and host.fast take effect when the daemon starts".into(),
         ));

@@ -336,13 +336,16 @@ fn since(a: FastCounters, b: FastCounters) -> FastCounters {
 
 impl FastState {
     /// Load the program with `[host.fast]`'s map sizes (the verifier runs
-    /// here).
+    /// here), its forwarding spread over `cpus`.
     ///
     /// # Errors
     /// The loader's error, with the verifier's reason.
     pub fn load(c: &FastConf) -> Result<FastState, String> {
+        let mut fp = FastPath::load(&fast_config(c)).map_err(fe)?;
+        fp.spread(&c.cpus)
+            .map_err(|e| format!("host.fast.cpus {:?}: {e}", c.cpus))?;
         Ok(FastState {
-            fp: FastPath::load(&fast_config(c)).map_err(fe)?,
+            fp,
             ifindex: BTreeMap::new(),
             written: BTreeMap::new(),
             learned: BTreeMap::new(),

@@ -148,6 +148,17 @@ impl Default for LiveGenConf {
     }
 }
 
+/// CPUs in `struct fast_cpus`.
+pub const MAX_FAST_CPUS: usize = 15;
+
+/// `struct fast_cpus` of `ebpf/xdp_router.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastCpus {
+    pub count: u32,
+    pub cpu: [u32; MAX_FAST_CPUS],
+}
+
 /// `struct livegen_state` of `ebpf/xdp_livegen.c`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -194,6 +205,8 @@ unsafe impl aya::Pod for CountersValue {}
 // SAFETY: see above.
 unsafe impl aya::Pod for LiveGenConf {}
 // SAFETY: see above.
+unsafe impl aya::Pod for FastCpus {}
+// SAFETY: see above.
 unsafe impl aya::Pod for LiveGenState {}
 // SAFETY: see above.
 unsafe impl aya::Pod for FlowState {}
@@ -222,6 +235,8 @@ mod tests {
         assert_eq!(size_of::<LiveGenConf>(), 88);
         assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48 + 4 + 4 + 8);
         assert_eq!(size_of::<LiveGenState>(), 5 * 8);
+        assert_eq!(size_of::<FastCpus>(), 64);
+        assert_eq!(size_of::<FastCpus>(), 4 + 15 * 4);
         assert_eq!(size_of::<FlowState>(), 4 * 8);
     }
 }

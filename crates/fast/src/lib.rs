@@ -19,7 +19,10 @@
 //!   ([`FastPath::set_neighbour`]), out ports ([`FastPath::add_port`]);
 //! - the slow path's XSKMAP ([`FastPath::serve`] for an AF_XDP port,
 //!   [`FastPath::set_xsk`] for one socket);
-//! - per-VR counters, summed over CPUs ([`FastPath::counters`]).
+//! - per-VR counters, summed over CPUs ([`FastPath::counters`]), also
+//!   readable from another process ([`CounterProbe`]);
+//! - the CPUs the forwarding is spread over ([`FastPath::spread`]: a
+//!   cpumap, so that on veth the transmit leaves the sender's core).
 //!
 //! For the benchmarks it also owns their traffic ends in XDP: a
 //! live-frames generator ([`LiveGen`], [`LiveSender`]:
@@ -84,6 +87,7 @@ mod livegen;
 mod load;
 mod probe;
 mod seqsink;
+mod spread;
 mod types;
 
 use std::collections::HashMap as StdHashMap;
@@ -146,6 +150,8 @@ pub struct FastPath {
     xsk_slots: Vec<u32>,
     counters: PerCpuArray<MapData, abi::CountersValue>,
     unselected: PerCpuArray<MapData, u64>,
+    /// The CPUs forwarding is spread over ([`FastPath::spread`]).
+    cpus: spread::Cpus,
     /// Each VR's own addresses as set, to remove them on change.
     own: StdHashMap<u32, Vec<Ipv4Addr>>,
     attached: Vec<Attached>,
@@ -277,6 +283,7 @@ impl FastPath {
             xsk_slots: Vec::new(),
             counters: take(&mut ebpf, COUNTERS)?,
             unselected: take(&mut ebpf, UNSELECTED)?,
+            cpus: spread::Cpus::load(&mut ebpf)?,
             own: StdHashMap::new(),
             attached: Vec::new(),
             links: Vec::new(),

@@ -118,6 +118,10 @@ pub struct FastpathArgs {
     /// The live generator: program runs per `BPF_PROG_RUN` call.
     #[arg(long, default_value_t = 1 << 22)]
     pub live_repeat: u32,
+    /// The fast forwarder: CPUs its forwarding is spread over through a
+    /// cpumap (`[host.fast] cpus`; default none).
+    #[arg(long, value_delimiter = ',')]
+    pub fast_cpus: Vec<u32>,
     #[command(flatten)]
     pub output: crate::report::Output,
 }
@@ -136,6 +140,7 @@ impl FastpathArgs {
             warmup: self.warmup,
             gen_cpu: self.gen_cpu,
             fwd_cpu: self.fwd_cpu,
+            fast_cpus: self.fast_cpus.clone(),
             vr_cpu: None,
             slots: 16384,
             xdp_ring: 8192,
