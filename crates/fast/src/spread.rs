@@ -63,9 +63,14 @@ impl FastPath {
                 why: "spread: a CPU given twice",
             });
         }
-        let online = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let n = self.cpus.map.len().min(online as u32);
-        if cpus.iter().any(|&c| c >= n) {
+        // Online, not this thread's affinity (a daemon pinned to one core
+        // spreads over others).
+        let online = aya::util::online_cpus().map_err(|(_, e)| FastError::Os {
+            call: "read /sys/devices/system/cpu/online",
+            source: e,
+        })?;
+        let room = self.cpus.map.len();
+        if cpus.iter().any(|&c| c >= room || !online.contains(&c)) {
             return Err(FastError::Config {
                 why: "spread: a CPU that is not online (or above 63)",
             });
