@@ -320,6 +320,26 @@ vr = "a"
     }
 
     #[test]
+    fn a_changed_routing_mode_restarts_its_vr() {
+        let vr_a = "addrs = [\"10.1.0.1/24\"] }]\n\n[[vrs]]\nname = \"b\"";
+        assert!(BASE.contains(vr_a));
+        for mode in ["src", "src-dst"] {
+            let new = BASE.replacen(
+                vr_a,
+                &vr_a.replacen(
+                    "}]\n",
+                    &format!("}}]\n[vrs.router]\nmode = \"{mode}\"\n"),
+                    1,
+                ),
+                1,
+            );
+            let d = diff(&plan(BASE), &plan(&new), running, None).unwrap();
+            assert_eq!(d.result.restarted, ["a"], "{mode}");
+            assert_eq!(d.result.unchanged, ["b"], "{mode}");
+        }
+    }
+
+    #[test]
     fn a_changed_limit_restarts_its_vr() {
         for (key, value) in [("cpu_quota", "0.5"), ("memory", "\"64M\"")] {
             let new = BASE.replacen(
