@@ -29,7 +29,10 @@
  *  3. conf.random_dst: a random destination address whose first octet is
  *     1..223 but not 10 or 127 (as the forward bench's trafgen config for
  *     a full table), and the IPv4 header checksum computed again.
- *  4. sent++ and XDP_TX.
+ *  4. conf.mix > 1: frames whose seq % mix is not 0 get conf.alt_dst as
+ *     their destination MAC (one frame to the template's MAC, mix - 1 to
+ *     the other, in turn: two tenants on one port for the fairness run).
+ *  5. sent++ and XDP_TX.
  *
  * State is a plain array, not per CPU and not atomic: one thread runs the
  * generator (one BPF_PROG_RUN at a time, on its pinned core).
@@ -55,7 +58,14 @@ struct livegen_conf {
 	__u64 burst;
 	/* the template's first HDR_LEN bytes; the rest is padding */
 	__u8 hdr[48];
+	/* frames not 0 mod mix go to alt_dst (mix <= 1: none) */
+	__u32 mix;
+	__u32 pad;
+	/* 6 bytes used */
+	__u8 alt_dst[8];
 };
+
+_Static_assert(sizeof(struct livegen_conf) == 88, "livegen_conf: abi.rs");
 
 struct livegen_state {
 	__u64 seq;
@@ -152,6 +162,8 @@ int xdp_livegen(struct xdp_md *ctx)
 	__builtin_memcpy(data, c->hdr, HDR_LEN);
 	flows = c->flows ? c->flows : 1;
 	flow = s->seq % flows;
+	if (c->mix > 1 && s->seq % c->mix != 0)
+		__builtin_memcpy(data, c->alt_dst, ETH_ALEN);
 	m->magic = LIVEGEN_MAGIC;
 	m->flow = flow;
 	m->seq = s->seq / flows;

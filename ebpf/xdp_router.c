@@ -67,6 +67,21 @@
  *  xsks        XSKMAP  base + rx queue -> AF_XDP socket: the slow path
  *  counters    PERCPU_ARRAY vr id -> fast_counters (summed by user space)
  *  unselected  PERCPU_ARRAY [0] -> frames without a select entry
+ *  fast_cpus   ARRAY   [0] -> {count, cpu[]}: the CPUs the forwarding is
+ *                      spread over (count 0: none, forwarded in place)
+ *  cpu_map     CPUMAP  cpu -> queue running xdp_router_cpu
+ *
+ * Spreading (fast_cpus.count > 0; `FastPath::spread`): a frame the fast
+ * path forwards is decided and rewritten here as above, its out port put
+ * in 4 bytes of XDP metadata, and it is redirected through `cpu_map` to
+ * one of the CPUs (by a hash of its addresses, so a flow keeps one CPU and
+ * its order), where `xdp_router_cpu` redirects it to the out port. The
+ * transmit, and on veth the peer's receive that the transmit schedules,
+ * then run on that CPU instead of the port's receiving one (on veth, the
+ * sender's: the generator's core). Everything that may go to the slow
+ * path is decided before, here: an AF_XDP socket takes frames of its own
+ * port's queue only. A frame the CPU's queue has no room for is dropped
+ * by the kernel (its xdp:xdp_cpumap_enqueue tracepoint counts it).
  *
  * Concurrency: counters are per CPU (no atomics). The token bucket lives
  * in the shared `select` value and is updated without a lock or atomics:
@@ -199,6 +214,15 @@ _Static_assert(sizeof(struct neigh_val) == 16, "neigh_val: abi.rs");
 _Static_assert(sizeof(struct xsk_slot) == 8, "xsk_slot: abi.rs");
 _Static_assert(sizeof(struct fast_counters) == 128, "fast_counters: abi.rs");
 
+#define MAX_FAST_CPUS 15
+
+struct fast_cpus {
+	__u32 count;
+	__u32 cpu[MAX_FAST_CPUS];
+};
+
+_Static_assert(sizeof(struct fast_cpus) == 64, "fast_cpus: abi.rs");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -277,6 +301,53 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } unselected SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fast_cpus);
+} fast_cpus SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct bpf_cpumap_val);
+} cpu_map SEC(".maps");
+
+/* Spreading on: hand the rewritten frame, its out port in the metadata, to
+ * one of fast_cpus by a hash of its addresses. -1: spreading off (or no
+ * room for the metadata): redirect in place. */
+static __always_inline int spread(struct xdp_md *ctx, __u32 ifindex, __u32 hash)
+{
+	__u32 zero = 0;
+	struct fast_cpus *fc = bpf_map_lookup_elem(&fast_cpus, &zero);
+
+	if (!fc || fc->count == 0 || fc->count > MAX_FAST_CPUS)
+		return -1;
+	__u32 i = hash % fc->count;
+
+	/* The compiler knows i < count <= MAX_FAST_CPUS and would drop the
+	 * check; the verifier does not know it: hide i from the compiler. */
+	asm volatile("" : "+r"(i));
+	if (i >= MAX_FAST_CPUS)
+		return -1;
+	__u32 cpu = fc->cpu[i];
+
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u32)))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	__u32 *meta = (void *)(long)ctx->data_meta;
+
+	if ((void *)(meta + 1) > data)
+		return -1;
+	*meta = ifindex;
+	/* A CPU missing from cpu_map: redirect in place. */
+	if (bpf_redirect_map(&cpu_map, cpu, XDP_PASS) != XDP_REDIRECT)
+		return -1;
+	return XDP_REDIRECT;
+}
 
 /* The slow path: the AF_XDP socket of the frame's port and rx queue, or
  * the kernel stack (XDP_PASS) when there is none. */
@@ -523,7 +594,16 @@ int xdp_router(struct xdp_md *ctx)
 	__builtin_memcpy(eth->h_dest, n->dst_mac, 6);
 	__builtin_memcpy(eth->h_source, n->src_mac, 6);
 	c->fwd += 1;
-	return XDP_REDIRECT;
+	__u32 h = ip->saddr ^ ip->daddr;
+
+	h ^= h >> 16;
+	int s = spread(ctx, n->ifindex, h ^ (h >> 8));
+
+	if (s >= 0)
+		return s;
+	/* The metadata was not moved (or spreading is off): the frame is
+	 * intact, but `spread` may have set another redirect target. */
+	return (int)bpf_redirect_map(&out_ports, n->ifindex, 0);
 
 unselected: {
 		__u64 *n = bpf_map_lookup_elem(&unselected, &zero);
@@ -532,6 +612,19 @@ unselected: {
 			*n += 1;
 		return to_slow(ctx);
 	}
+}
+
+/* On a CPU of fast_cpus, from cpu_map: the frame xdp_router rewrote, to
+ * the out port in its metadata. */
+SEC("xdp/cpumap")
+int xdp_router_cpu(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	__u32 *meta = (void *)(long)ctx->data_meta;
+
+	if ((void *)(meta + 1) > data)
+		return XDP_DROP;
+	return (int)bpf_redirect_map(&out_ports, *meta, 0);
 }
 
 /* XDP_PASS: for the peer of a veth that the fast path redirects into.

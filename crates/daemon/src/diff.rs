@@ -87,7 +87,7 @@ fn check_budget(old: &HostConf, new: &HostConf) -> Result<(), ControlError> {
 /// daemon starts; it stays attached to them until it stops.
 fn check_fast(old: &Plan, new: &Plan) -> Result<(), ControlError> {
     let (o, n) = (&old.host, &new.host);
-    if (o.fast_path, o.fast) != (n.fast_path, n.fast) {
+    if (o.fast_path, &o.fast) != (n.fast_path, &n.fast) {
         return Err(ControlError::Conflict(
             "host.fast_path and host.fast take effect when the daemon starts".into(),
         ));
@@ -317,6 +317,26 @@ vr = "a"
         let d = diff(&plan(BASE), &plan(BASE), running, Some("b")).unwrap();
         assert_eq!(d.vrs, [Some(0), None]);
         assert_eq!(d.result.restarted, ["b"]);
+    }
+
+    #[test]
+    fn a_changed_routing_mode_restarts_its_vr() {
+        let vr_a = "addrs = [\"10.1.0.1/24\"] }]\n\n[[vrs]]\nname = \"b\"";
+        assert!(BASE.contains(vr_a));
+        for mode in ["src", "src-dst"] {
+            let new = BASE.replacen(
+                vr_a,
+                &vr_a.replacen(
+                    "}]\n",
+                    &format!("}}]\n[vrs.router]\nmode = \"{mode}\"\n"),
+                    1,
+                ),
+                1,
+            );
+            let d = diff(&plan(BASE), &plan(&new), running, None).unwrap();
+            assert_eq!(d.result.restarted, ["a"], "{mode}");
+            assert_eq!(d.result.unchanged, ["b"], "{mode}");
+        }
     }
 
     #[test]

@@ -15,8 +15,11 @@
 //!
 //! What is written is kept per VR ([`Written`]) and each reconcile writes
 //! only the difference, so a config change or route change that does not
-//! touch a VR leaves its entries alone. Routing mode is dst (the
-//! user-space router's only one for now).
+//! touch a VR leaves its entries alone. The routing mode is the VR's
+//! router's (`router.mode`): in mode src the routes' prefixes are source
+//! prefixes in table 0; in mode src-dst `routes` are table 0, selected by
+//! `0.0.0.0/0`, and `source_tables[i]` table `i + 1`; connected subnets
+//! are routes in mode dst only, as in the router.
 //!
 //! Counters: the program counts per VR id; a VR's id is taken when it is
 //! first written and freed when it goes, and the counters it had at that
@@ -39,23 +42,29 @@ pub type Learned = (Ipv4Addr, [u8; 6], u16);
 
 /// A VR's API routes, by (prefix, length).
 pub type ApiRoutes = BTreeMap<(u32, u8), RouteConfig>;
-/// Routes by prefix.
-type Routes = BTreeMap<(Ipv4Addr, u8), NextHop>;
+/// Routes by table and prefix.
+type Routes = BTreeMap<(u32, Ipv4Addr, u8), NextHop>;
 /// A select key as an ordered tuple: ifindex, VLAN, MAC.
 type KeyTuple = (u32, Option<u16>, Option<[u8; 6]>);
+/// Select entries: path and token bucket by key.
+type Selects = BTreeMap<KeyTuple, (Path, Option<TokenBucket>)>;
 
 /// What the maps should hold for one VR.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Desired {
+    /// Its routing mode.
+    pub mode: RoutingMode,
     /// Its own addresses.
     pub addrs: Vec<Ipv4Addr>,
+    /// Mode src-dst: the table of each source prefix.
+    pub sources: BTreeMap<(Ipv4Addr, u8), u32>,
     /// Its routes.
     pub routes: Routes,
     /// Its neighbours (out port attached to the fast path).
     pub neighbours: BTreeMap<Ipv4Addr, Neighbour>,
     /// Its select entries' paths and token buckets (its
     /// `rate_limit_pps`, the same on each of its keys).
-    pub selects: BTreeMap<KeyTuple, (Path, Option<TokenBucket>)>,
+    pub selects: Selects,
 }
 
 /// What was written for one VR, and its id.
@@ -145,7 +154,10 @@ pub fn desired(
         let p = *vr.vnic_ports.get(usize::from(vnic))?;
         ifindex.get(&plan.ports.get(p)?.2).copied()
     };
-    let mut d = Desired::default();
+    let mut d = Desired {
+        mode: rc.mode,
+        ..Desired::default()
+    };
     let mut subnets = Vec::new();
     let mut macs = Vec::new();
     for (j, v) in rc.vnics.iter().enumerate() {
@@ -154,7 +166,9 @@ pub fn desired(
             let (own, len) = vrhost_router::parse_prefix(a)?;
             d.addrs.push(Ipv4Addr::from(own));
             let net = prefix_of(a)?;
-            d.routes.insert(net, NextHop::Connected);
+            if rc.mode == RoutingMode::Dst {
+                d.routes.insert((0, net.0, net.1), NextHop::Connected);
+            }
             subnets.push((j as u16, net, len));
         }
     }
@@ -199,7 +213,19 @@ pub fn desired(
             neigh(ip, mac, Some(vnic));
         }
     }
-    for r in rc.routes.iter().chain(api.values()) {
+    let mut tables = vec![(0, rc.routes.iter().chain(api.values()).collect::<Vec<_>>())];
+    if rc.mode == RoutingMode::SrcDst {
+        d.sources.insert((Ipv4Addr::UNSPECIFIED, 0), 0);
+    }
+    for st in &rc.source_tables {
+        let n = d.sources.len() as u32;
+        let t = *d.sources.entry(prefix_of(&st.src)?).or_insert(n);
+        tables.push((t, st.routes.iter().collect()));
+    }
+    for (t, r) in tables
+        .into_iter()
+        .flat_map(|(t, rs)| rs.into_iter().map(move |r| (t, r)))
+    {
         let hop = match (&r.via, r.nexthop) {
             (Some(v), _) => NextHop::Gateway(ip_of(v)?),
             (None, Some(i)) => match rc.nexthops.get(i as usize) {
@@ -211,8 +237,16 @@ pub fn desired(
             },
             (None, None) => return Err(format!("route {}: no next hop", r.prefix)),
         };
-        d.routes.insert(prefix_of(&r.prefix)?, hop);
+        let (p, l) = prefix_of(&r.prefix)?;
+        d.routes.insert((t, p, l), hop);
     }
+    d.selects = selects(plan, vr, ifindex);
+    Ok(d)
+}
+
+/// VR `vr`'s select entries: each of its keys on an attached port, with
+/// its path and port bucket.
+fn selects(plan: &Plan, vr: &VrPlan, ifindex: &BTreeMap<String, u32>) -> Selects {
     let path = match vr.path {
         DataPath::Slow => Path::Slow,
         DataPath::Fast => Path::Fast,
@@ -221,13 +255,14 @@ pub fn desired(
         rate_pps: l.rate_pps,
         burst: l.burst,
     });
+    let mut m = Selects::new();
     for k in vr.fast.as_deref().unwrap_or_default() {
         let Some(ifx) = plan.ports.get(k.port).and_then(|p| ifindex.get(&p.2)) else {
             continue;
         };
-        d.selects.insert((*ifx, k.vlan, k.dst_mac), (path, limit));
+        m.insert((*ifx, k.vlan, k.dst_mac), (path, limit));
     }
-    Ok(d)
+    m
 }
 
 fn key(t: &KeyTuple) -> SelectKey {
@@ -301,13 +336,16 @@ fn since(a: FastCounters, b: FastCounters) -> FastCounters {
 
 impl FastState {
     /// Load the program with `[host.fast]`'s map sizes (the verifier runs
-    /// here).
+    /// here), its forwarding spread over `cpus`.
     ///
     /// # Errors
     /// The loader's error, with the verifier's reason.
     pub fn load(c: &FastConf) -> Result<FastState, String> {
+        let mut fp = FastPath::load(&fast_config(c)).map_err(fe)?;
+        fp.spread(&c.cpus)
+            .map_err(|e| format!("host.fast.cpus {:?}: {e}", c.cpus))?;
         Ok(FastState {
-            fp: FastPath::load(&fast_config(c)).map_err(fe)?,
+            fp,
             ifindex: BTreeMap::new(),
             written: BTreeMap::new(),
             learned: BTreeMap::new(),
@@ -383,11 +421,12 @@ impl FastState {
     /// # Errors
     /// A map update failed (a map full, ...): the message names the VR;
     /// what was written before stays.
-    pub fn reconcile(
+    pub fn reconcile<'r>(
         &mut self,
         plan: &Plan,
-        api: &dyn Fn(&str) -> ApiRoutes,
+        api: &dyn Fn(&str) -> Option<&'r ApiRoutes>,
     ) -> Result<(), String> {
+        let none = ApiRoutes::new();
         let carried: Vec<&VrPlan> = plan.vrs.iter().filter(|v| v.fast.is_ok()).collect();
         let gone: Vec<String> = (self.written.keys())
             .filter(|n| !carried.iter().any(|v| &v.name == *n))
@@ -400,8 +439,14 @@ impl FastState {
         let mut want = Vec::new();
         for v in &carried {
             let learned = self.learned.get(&v.name).map_or(&[][..], Vec::as_slice);
-            let d = desired(plan, v, &api(&v.name), learned, &self.ifindex)
-                .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
+            let d = desired(
+                plan,
+                v,
+                api(&v.name).unwrap_or(&none),
+                learned,
+                &self.ifindex,
+            )
+            .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
             want.push((v.name.clone(), d));
         }
         for (name, d) in &want {
@@ -409,8 +454,29 @@ impl FastState {
                 .map_err(|e| format!("VR {name}: fast path: {e}"))?;
         }
         for (name, d) in &want {
-            self.write_selects(name, d)
+            self.write_selects(name, &d.selects)
                 .map_err(|e| format!("VR {name}: fast path: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Write the select entries of VRs `names` as `plan` has them, and
+    /// nothing else: a move whose routes and neighbours are already in
+    /// the maps (every VR the fast path carries has them, whatever its
+    /// path), made before the rest of a config change so that the switch
+    /// is one update per key. A VR not written yet is left to
+    /// [`FastState::reconcile`].
+    ///
+    /// # Errors
+    /// A map update failed; the message names the VR.
+    pub fn switch(&mut self, plan: &Plan, names: &[String]) -> Result<(), String> {
+        for v in plan.vrs.iter().filter(|v| names.contains(&v.name)) {
+            if v.fast.is_err() || !self.written.contains_key(&v.name) {
+                continue;
+            }
+            let sel = selects(plan, v, &self.ifindex);
+            self.write_selects(&v.name, &sel)
+                .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
         }
         Ok(())
     }
@@ -438,35 +504,46 @@ impl FastState {
         let w = self.written.get_mut(name).expect("inserted above");
         let (id, old) = (w.id, &mut w.state);
         let fp = &mut self.fp;
-        if fresh || old.addrs != d.addrs {
+        if fresh || old.addrs != d.addrs || old.mode != d.mode {
             let cfg = VrFastConfig {
-                mode: RoutingMode::Dst,
+                mode: d.mode,
                 addrs: d.addrs.clone(),
             };
             fp.set_vr(id, &cfg).map_err(fe)?;
             old.addrs = d.addrs.clone();
+            old.mode = d.mode;
         }
         // Routes are added after the neighbours they use and removed
         // before them.
         write_changed(&mut old.neighbours, &d.neighbours, |n, m| {
             fp.set_neighbour(id, n, m)
         })?;
-        write_changed(&mut old.routes, &d.routes, |p, h| {
-            fp.add_route(id, 0, (p.0, p.1), h)
+        // Source prefixes select a table once its routes are in, and stop
+        // before its routes go.
+        write_changed(&mut old.routes, &d.routes, |(t, p, l), h| {
+            fp.add_route(id, t, (p, l), h)
         })?;
-        remove_stale(&mut old.routes, &d.routes, |p| fp.remove_route(id, 0, p))?;
+        write_changed(&mut old.sources, &d.sources, |p, t| {
+            fp.set_source_table(id, p, t)
+        })?;
+        remove_stale(&mut old.sources, &d.sources, |p| {
+            fp.remove_source_table(id, p)
+        })?;
+        remove_stale(&mut old.routes, &d.routes, |(t, p, l)| {
+            fp.remove_route(id, t, (p, l))
+        })?;
         remove_stale(&mut old.neighbours, &d.neighbours, |n| {
             fp.remove_neighbour(id, n)
         })
     }
 
-    fn write_selects(&mut self, name: &str, d: &Desired) -> Result<(), String> {
+    fn write_selects(&mut self, name: &str, selects: &Selects) -> Result<(), String> {
         let w = self.written.get_mut(name).expect("state written first");
         let (id, old) = (w.id, &mut w.state);
         let fp = &mut self.fp;
         // A changed rate or path rewrites the entry, which keeps the
         // bucket's state (`FastPath::set_select`).
-        write_changed(&mut old.selects, &d.selects, |k, (path, limit)| {
+        write_changed(&mut old.selects, selects, |k, (path, limit)| {
             let e = SelectEntry {
                 vr: id,
                 path,
@@ -474,7 +551,7 @@ impl FastState {
             };
             fp.set_select(key(&k), e)
         })?;
-        remove_stale(&mut old.selects, &d.selects, |k| fp.remove_select(key(&k)))
+        remove_stale(&mut old.selects, selects, |k| fp.remove_select(key(&k)))
     }
 
     /// Take VR `name` out of the maps: its select entries first (its
@@ -488,8 +565,11 @@ impl FastState {
             self.fp.remove_select(key(k)).map_err(fe)?;
         }
         self.fp.remove_vr(id).map_err(fe)?;
-        for p in st.routes.keys() {
-            self.fp.remove_route(id, 0, *p).map_err(fe)?;
+        for p in st.sources.keys() {
+            self.fp.remove_source_table(id, *p).map_err(fe)?;
+        }
+        for &(t, p, l) in st.routes.keys() {
+            self.fp.remove_route(id, t, (p, l)).map_err(fe)?;
         }
         for n in st.neighbours.keys() {
             self.fp.remove_neighbour(id, *n).map_err(fe)?;
@@ -499,6 +579,10 @@ impl FastState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "fast_modes_tests.rs"]
+mod modes_tests;
 
 #[cfg(test)]
 mod tests {
@@ -563,7 +647,7 @@ vnic = 1
             d.addrs,
             [Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)]
         );
-        let r = |a, b, c, l| (Ipv4Addr::new(10, a, b, c), l);
+        let r = |a, b, c, l| (0, Ipv4Addr::new(10, a, b, c), l);
         assert_eq!(
             d.routes,
             BTreeMap::from([

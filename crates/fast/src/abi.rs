@@ -126,6 +126,11 @@ pub struct LiveGenConf {
     pub burst: u64,
     /// The template's headers (42 bytes used).
     pub hdr: [u8; 48],
+    /// Frames not 0 modulo `mix` go to `alt_dst` (<= 1: none).
+    pub mix: u32,
+    pub pad: u32,
+    /// The other destination MAC (6 bytes used).
+    pub alt_dst: [u8; 8],
 }
 
 impl Default for LiveGenConf {
@@ -136,8 +141,22 @@ impl Default for LiveGenConf {
             rate_pps: 0,
             burst: 1,
             hdr: [0; 48],
+            mix: 0,
+            pad: 0,
+            alt_dst: [0; 8],
         }
     }
+}
+
+/// CPUs in `struct fast_cpus`.
+pub const MAX_FAST_CPUS: usize = 15;
+
+/// `struct fast_cpus` of `ebpf/xdp_router.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastCpus {
+    pub count: u32,
+    pub cpu: [u32; MAX_FAST_CPUS],
 }
 
 /// `struct livegen_state` of `ebpf/xdp_livegen.c`.
@@ -186,6 +205,8 @@ unsafe impl aya::Pod for CountersValue {}
 // SAFETY: see above.
 unsafe impl aya::Pod for LiveGenConf {}
 // SAFETY: see above.
+unsafe impl aya::Pod for FastCpus {}
+// SAFETY: see above.
 unsafe impl aya::Pod for LiveGenState {}
 // SAFETY: see above.
 unsafe impl aya::Pod for FlowState {}
@@ -211,8 +232,11 @@ mod tests {
         assert_eq!(size_of::<NeighValue>(), 6 + 6 + 4);
         assert_eq!(size_of::<XskSlot>(), 8);
         assert_eq!(size_of::<CountersValue>(), 128);
-        assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48);
+        assert_eq!(size_of::<LiveGenConf>(), 88);
+        assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48 + 4 + 4 + 8);
         assert_eq!(size_of::<LiveGenState>(), 5 * 8);
+        assert_eq!(size_of::<FastCpus>(), 64);
+        assert_eq!(size_of::<FastCpus>(), 4 + 15 * 4);
         assert_eq!(size_of::<FlowState>(), 4 * 8);
     }
 }

@@ -19,7 +19,10 @@
 //!   ([`FastPath::set_neighbour`]), out ports ([`FastPath::add_port`]);
 //! - the slow path's XSKMAP ([`FastPath::serve`] for an AF_XDP port,
 //!   [`FastPath::set_xsk`] for one socket);
-//! - per-VR counters, summed over CPUs ([`FastPath::counters`]).
+//! - per-VR counters, summed over CPUs ([`FastPath::counters`]), also
+//!   readable from another process ([`CounterProbe`]);
+//! - the CPUs the forwarding is spread over ([`FastPath::spread`]: a
+//!   cpumap, so that on veth the transmit leaves the sender's core).
 //!
 //! For the benchmarks it also owns their traffic ends in XDP: a
 //! live-frames generator ([`LiveGen`], [`LiveSender`]:
@@ -82,7 +85,9 @@ mod bucket;
 mod error;
 mod livegen;
 mod load;
+mod probe;
 mod seqsink;
+mod spread;
 mod types;
 
 use std::collections::HashMap as StdHashMap;
@@ -104,6 +109,7 @@ pub use livegen::{
     udp_frame,
 };
 pub use load::{PeerPass, ifindex};
+pub use probe::CounterProbe;
 pub use seqsink::{SeqSink, SinkCounts};
 pub use types::*;
 pub use vrhost_fib::RoutingMode;
@@ -144,6 +150,8 @@ pub struct FastPath {
     xsk_slots: Vec<u32>,
     counters: PerCpuArray<MapData, abi::CountersValue>,
     unselected: PerCpuArray<MapData, u64>,
+    /// The CPUs forwarding is spread over ([`FastPath::spread`]).
+    cpus: spread::Cpus,
     /// Each VR's own addresses as set, to remove them on change.
     own: StdHashMap<u32, Vec<Ipv4Addr>>,
     attached: Vec<Attached>,
@@ -275,6 +283,7 @@ impl FastPath {
             xsk_slots: Vec::new(),
             counters: take(&mut ebpf, COUNTERS)?,
             unselected: take(&mut ebpf, UNSELECTED)?,
+            cpus: spread::Cpus::load(&mut ebpf)?,
             own: StdHashMap::new(),
             attached: Vec::new(),
             links: Vec::new(),
@@ -654,17 +663,7 @@ impl FastPath {
     /// [`FastError::VrRange`], [`FastError::Map`].
     pub fn counters(&self, vr: u32) -> Result<FastCounters, FastError> {
         self.check_vr(vr)?;
-        let per_cpu = self
-            .counters
-            .get(&vr, 0)
-            .map_err(map_err(COUNTERS, "get"))?;
-        let mut sum = [0u64; abi::COUNTERS];
-        for cpu in per_cpu.iter() {
-            for (s, v) in sum.iter_mut().zip(cpu.0) {
-                *s = s.wrapping_add(v);
-            }
-        }
-        Ok(FastCounters::from_words(&sum))
+        probe::sum(&self.counters, vr)
     }
 
     /// Frames that matched no select entry (sent to the slow path).
@@ -677,6 +676,21 @@ impl FastPath {
             .get(&0, 0)
             .map_err(map_err(UNSELECTED, "get"))?;
         Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
+    }
+
+    /// The kernel's id of the loaded program (what `ip link` shows for a
+    /// port it is attached to; [`CounterProbe::of_program`]).
+    ///
+    /// # Errors
+    /// [`FastError::Program`].
+    pub fn program_id(&mut self) -> Result<u32, FastError> {
+        let prog = program(&mut self.ebpf, PROGRAM)?;
+        let info = prog.info().map_err(|source| FastError::Program {
+            program: PROGRAM,
+            step: "info",
+            source: Box::new(source),
+        })?;
+        Ok(info.id())
     }
 
     /// Run the program once on `frame` with `BPF_PROG_TEST_RUN` (no

@@ -487,3 +487,21 @@ fn errors_name_the_map_and_the_interface() {
         Err(FastError::Config { .. })
     ));
 }
+
+#[test]
+fn a_probe_reads_the_counters_of_the_loaded_program_by_its_id() {
+    let mut fp = rig(RoutingMode::Dst);
+    let probe = CounterProbe::of_program(fp.program_id().expect("id")).expect("probe");
+    assert_eq!(probe.active(8).expect("active"), Vec::<u32>::new());
+    for n in 1..=3 {
+        let (act, _) = fp.test_run(&frame(SRC, DST, 64)).expect("test run");
+        assert_eq!(act, Action::Redirect);
+        let c = probe.counters(VR).expect("counters");
+        assert_eq!((c.rx, c.fwd), (n, n));
+        assert_eq!(c, fp.counters(VR).expect("counters"));
+    }
+    assert_eq!(probe.active(8).expect("active"), [VR]);
+    // No such program: refused with the reason.
+    let e = CounterProbe::of_program(u32::MAX).unwrap_err();
+    assert!(e.to_string().contains("no loaded program"), "{e}");
+}

@@ -145,6 +145,23 @@ fn fast_path_on_r(nr: &str) -> (FastPath, u32, u32, (AttachMode, AttachMode)) {
     })
 }
 
+/// Frames to r0's MAC on r0 (`r0` its index) selected for VR 0 on the
+/// fast path: the key and entry written.
+fn select_fast(fp: &mut FastPath, r0: u32) -> (SelectKey, SelectEntry) {
+    let key = SelectKey {
+        ifindex: r0,
+        vlan: None,
+        dst_mac: Some(R0_MAC),
+    };
+    let fast = SelectEntry {
+        vr: 0,
+        path: Path::Fast,
+        limit: None,
+    };
+    fp.set_select(key, fast).expect("select");
+    (key, fast)
+}
+
 /// VR 0 in mode dst owning r0's and r1's addresses, with ns-b's subnet
 /// connected out of r1 (`r1` its index) and b0 as its neighbour there.
 fn route_to_b(fp: &mut FastPath, r1: u32) {
@@ -193,17 +210,7 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
     assert_eq!(fp.counters(0).expect("counters").rx, 0);
 
     // The tenant selected to the fast path: everything arrives.
-    let key = SelectKey {
-        ifindex: r0,
-        vlan: None,
-        dst_mac: Some(R0_MAC),
-    };
-    let fast = SelectEntry {
-        vr: 0,
-        path: Path::Fast,
-        limit: None,
-    };
-    fp.set_select(key, fast).expect("select");
+    let (key, fast) = select_fast(&mut fp, r0);
     send(&tx, FRAMES);
     let got = receive(&rx, FRAMES);
     let c = fp.counters(0).expect("counters");
@@ -250,6 +257,70 @@ fn forwards_between_namespaces_with_kernel_forwarding_off() {
     assert_eq!(String::from_utf8_lossy(&fwd.stdout).trim(), "0");
     drop(fp);
     drop(pass);
+}
+
+/// Spread over the CPUs (`FastPath::spread`): every datagram still
+/// arrives, rewritten on this side and sent from the CPU's queue by
+/// `xdp_router_cpu` (a frame it could not send would be lost: the
+/// cpumap's program is the only way out once the port's program handed
+/// the frame over); spreading off again, the same.
+#[test]
+fn forwards_spread_over_cpus() {
+    assert!(
+        is_root(),
+        "loads XDP programs and makes namespaces: run as root"
+    );
+    let mut ns = Namespaces(Vec::new());
+    let [na, nr, nb] = topology(&mut ns, "c");
+    let (_pass, rx, tx) = ends(&na, &nb, Duration::from_millis(500));
+    let (mut fp, r0, r1, _) = fast_path_on_r(&nr);
+    route_to_b(&mut fp, r1);
+    select_fast(&mut fp, r0);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let spread: Vec<u32> = (0..cpus.min(2)).rev().collect();
+    fp.spread(&spread).expect("spread");
+    assert_eq!(fp.spread_cpus(), spread.as_slice());
+    let ran = cpumap_threads_ns();
+    send(&tx, FRAMES);
+    assert_eq!(receive(&rx, FRAMES), FRAMES, "spread: every datagram");
+    assert!(
+        cpumap_threads_ns() > ran,
+        "the cpumap's threads ran: the frames went through them"
+    );
+    fp.spread(&[]).expect("spread off");
+    send(&tx, FRAMES);
+    assert_eq!(receive(&rx, FRAMES), FRAMES, "in place: every datagram");
+    let c = fp.counters(0).expect("counters");
+    assert_eq!((c.rx, c.fwd), (2 * FRAMES, 2 * FRAMES), "{c:?}");
+    // Bad spreads are refused with the reason, and change nothing.
+    for (bad, why) in [
+        (vec![0, 0], "twice"),
+        (vec![cpus], "not online"),
+        (vec![0; 16], "15"),
+    ] {
+        let e = fp.spread(&bad).unwrap_err();
+        assert!(e.to_string().contains(why), "{bad:?}: {e}");
+    }
+    assert!(fp.spread_cpus().is_empty());
+}
+
+/// Time on a CPU (ns, `/proc/PID/schedstat`) of the kernel's cpumap
+/// threads (`cpumap/CPU/map:ID`, one per entry with a program; they run
+/// only when frames are queued to them), all added.
+fn cpumap_threads_ns() -> u64 {
+    let mut ns = 0;
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.starts_with("cpumap/") {
+            let st = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
+            ns += st
+                .split(' ')
+                .next()
+                .and_then(|t| t.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    ns
 }
 
 /// The three namespaces of the module docs (ns-a, ns-r, ns-b, named

@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
-use vrhost_fib::{Ipv4Fib, Ipv6Fib};
+use vrhost_fib::{Ipv4Fib, Ipv6Fib, PolicyFib, RoutingMode};
 use vrhost_packet::MacAddr;
 
 pub(super) use super::addr6::{Net, parse_net};
@@ -175,6 +175,30 @@ pub struct Ipv6Config {
     pub drop_ext_headers: bool,
 }
 
+/// Mode src-dst: the routes of packets from `src` (longest match).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceTableConfig {
+    /// The source prefix, `A.B.C.D/LEN` (host bits cleared).
+    pub src: String,
+    /// Its routes, IPv4, as `routes`.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+fn is_dst(m: &RoutingMode) -> bool {
+    *m == RoutingMode::Dst
+}
+
+/// A mode as the config writes it.
+pub(crate) fn mode_name(m: RoutingMode) -> &'static str {
+    match m {
+        RoutingMode::Dst => "dst",
+        RoutingMode::Src => "src",
+        RoutingMode::SrcDst => "src-dst",
+    }
+}
+
 /// The router's configuration (the `config` of its [`vrhost_proto::Hello`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -209,6 +233,20 @@ pub struct RouterConfig {
     /// IPv6 forwarding options.
     #[serde(default)]
     pub ipv6: Ipv6Config,
+    /// How IPv4 routes are chosen (`policy.rs`): `"dst"` (longest match
+    /// on the destination), `"src"` (on the source: each route's `prefix`
+    /// is a source prefix) or `"src-dst"` (the longest matching source
+    /// prefix of `source_tables` selects a table, `routes` being the
+    /// table of `0.0.0.0/0`; the destination is looked up in it, with no
+    /// fallback to another table). In modes src and src-dst, frames to the
+    /// router's own and broadcast addresses are still for the router, but
+    /// connected subnets give no route of their own, the API does not
+    /// change routes, and IPv6 is routed by destination.
+    #[serde(default, skip_serializing_if = "is_dst")]
+    pub mode: RoutingMode,
+    /// Mode src-dst: the tables of other source prefixes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_tables: Vec<SourceTableConfig>,
     /// Look destinations up a burst at a time (their cache misses
     /// overlap) rather than one by one. By default (`None`) the router
     /// does when its table is too large for the caches (more than 1 MiB
@@ -452,10 +490,12 @@ impl Router {
             fib: Ipv4Fib::new(),
             fib6: Ipv6Fib::new(),
             neigh6: NeighTable::new(a.neighbours as usize, a.pending as usize),
+            policy: (cfg.mode != RoutingMode::Dst).then(|| PolicyFib::new(cfg.mode)),
         };
         b.nexthops(&cfg.nexthops)?;
         b.neighbours(&cfg.neighbours)?;
-        b.routes(&cfg.routes)?;
+        b.routes(&cfg.routes, "routes", (0, 0))?;
+        b.source_tables(cfg.mode, &cfg.source_tables)?;
         if let Some(path) = &cfg.route_file {
             b.route_file(path, cfg.route_file_ipv6)?;
         }
@@ -465,6 +505,7 @@ impl Router {
             burst,
             burst_lookup: cfg.burst_lookup,
             fib: b.fib,
+            policy: b.policy.map(Box::new),
             hops: b.hops,
             hop_ids: b.hop_ids,
             n_nexthops: b.n_nexthops as u32,
@@ -553,6 +594,9 @@ struct Build {
     fib: Ipv4Fib,
     fib6: Ipv6Fib,
     neigh6: NeighTable<u128>,
+    /// Modes src and src-dst: the table of the IPv4 routes (`fib` then
+    /// holds the own routes only).
+    policy: Option<PolicyFib<u32>>,
 }
 
 impl Build {
@@ -590,11 +634,24 @@ impl Build {
     }
 
     /// Route `p/l` to hop `id`; the hop of a route it replaces gives back
-    /// its pin. `at` names the entry in the error.
-    fn insert(&mut self, net: Net, id: u32, at: impl FnOnce() -> String) -> Result<(), String> {
-        let old = match net {
-            Net::V4(p, l) => self.fib.insert(p, l, id),
-            Net::V6(p, l) => self.fib6.insert(p, l, id),
+    /// its pin. `at` names the entry in the error. `src`: a route of the
+    /// config (not an own route), in the table of that source prefix in
+    /// mode src-dst.
+    fn insert(
+        &mut self,
+        net: Net,
+        src: Option<(u32, u8)>,
+        id: u32,
+        at: impl FnOnce() -> String,
+    ) -> Result<(), String> {
+        let old = match (net, src, self.policy.as_mut()) {
+            // Mode src takes the route's prefix as the source prefix.
+            (Net::V4(p, l), Some((s, sl)), Some(pf)) => match pf.mode() {
+                RoutingMode::Src => pf.insert(p, l, 0, 0, id),
+                _ => pf.insert(s, sl, p, l, id),
+            },
+            (Net::V4(p, l), ..) => self.fib.insert(p, l, id),
+            (Net::V6(p, l), ..) => self.fib6.insert(p, l, id),
         }
         .map_err(|e| format!("{}: {e}", at()))?;
         release_hop(
@@ -691,10 +748,9 @@ impl Build {
 
     /// The static routes; each by `via` pins its gateway. The same prefix
     /// twice: the last one wins, the first one's gateway loses a route.
-    fn routes(&mut self, cfg: &[RouteConfig]) -> Result<(), String> {
+    fn routes(&mut self, cfg: &[RouteConfig], list: &str, src: (u32, u8)) -> Result<(), String> {
         for (i, r) in cfg.iter().enumerate() {
-            let (net, target) =
-                check_route(r, "routes", i, &self.vnics, &self.hops, self.n_nexthops)?;
+            let (net, target) = check_route(r, list, i, &self.vnics, &self.hops, self.n_nexthops)?;
             let id = match target {
                 RouteTarget::NextHop(nh) => nh,
                 RouteTarget::Via { ip, vnic } => {
@@ -712,7 +768,30 @@ impl Build {
                     self.gateway_hop(i, hop)?
                 }
             };
-            self.insert(net, id, || format!("routes[{i}]"))?;
+            if src.1 > 0 && matches!(net, Net::V6(..)) {
+                return Err(format!("{list}[{i}]: IPv6 is routed by destination"));
+            }
+            self.insert(net, Some(src), id, || format!("{list}[{i}]"))?;
+        }
+        Ok(())
+    }
+
+    /// Mode src-dst's tables of other source prefixes.
+    fn source_tables(
+        &mut self,
+        mode: RoutingMode,
+        cfg: &[SourceTableConfig],
+    ) -> Result<(), String> {
+        if mode != RoutingMode::SrcDst && !cfg.is_empty() {
+            return Err("source_tables: only in mode src-dst".into());
+        }
+        for (t, st) in cfg.iter().enumerate() {
+            let (s, l) =
+                parse_prefix(&st.src).map_err(|e| format!("source_tables[{t}].src {e}"))?;
+            if s & !super::mask(l) != 0 {
+                return Err(format!("source_tables[{t}].src {}: host bits set", st.src));
+            }
+            self.routes(&st.routes, &format!("source_tables[{t}].routes"), (s, l))?;
         }
         Ok(())
     }
@@ -736,14 +815,18 @@ impl Build {
         // routes (an MRT dump has both) would change what existing configs
         // load, and could go to a next hop resolved by ARP.
         for r in set.ipv4() {
-            self.insert(Net::V4(r.prefix, r.len), r.asn.unwrap_or(0) % n, || {
+            let id = r.asn.unwrap_or(0) % n;
+            self.insert(Net::V4(r.prefix, r.len), Some((0, 0)), id, || {
                 format!("route_file {path}")
             })?;
         }
         for r in set.ipv6().filter(|_| ipv6) {
-            self.insert(Net::V6(r.prefix, r.len), r.asn.unwrap_or(0) % n, || {
-                format!("route_file {path}")
-            })?;
+            self.insert(
+                Net::V6(r.prefix, r.len),
+                None,
+                r.asn.unwrap_or(0) % n,
+                || format!("route_file {path}"),
+            )?;
         }
         Ok(())
     }
@@ -758,14 +841,14 @@ impl Build {
         let at = |v: usize| move || format!("vnics[{v}].addrs");
         for &(v, ifa) in &addrs {
             let id = self.interner().intern(Hop::Connected { vnic: v as u16 });
-            self.insert(Net::V4(ifa.addr & ifa.mask(), ifa.len), id, at(v))?;
+            self.insert(Net::V4(ifa.addr & ifa.mask(), ifa.len), None, id, at(v))?;
         }
         for &(v, ifa) in &addrs {
             let local = self.interner().intern(Hop::Local);
-            self.insert(Net::V4(ifa.addr, 32), local, at(v))?;
+            self.insert(Net::V4(ifa.addr, 32), None, local, at(v))?;
             if ifa.len <= 30 {
                 let b = self.interner().intern(Hop::Broadcast);
-                self.insert(Net::V4(ifa.broadcast(), 32), b, at(v))?;
+                self.insert(Net::V4(ifa.broadcast(), 32), None, b, at(v))?;
             }
         }
         // IPv6: no broadcast; link-local addresses are answered on their
@@ -776,11 +859,11 @@ impl Build {
             .collect();
         for &(v, ifa) in &addrs6 {
             let id = self.interner().intern(Hop::Connected6 { vnic: v as u16 });
-            self.insert(Net::V6(ifa.addr & mask6(ifa.len), ifa.len), id, at(v))?;
+            self.insert(Net::V6(ifa.addr & mask6(ifa.len), ifa.len), None, id, at(v))?;
         }
         for &(v, ifa) in &addrs6 {
             let local = self.interner().intern(Hop::Local6);
-            self.insert(Net::V6(ifa.addr, 128), local, at(v))?;
+            self.insert(Net::V6(ifa.addr, 128), None, local, at(v))?;
         }
         Ok(())
     }

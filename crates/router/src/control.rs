@@ -164,6 +164,12 @@ impl Router {
     /// router's own addresses; no room for a gateway in the neighbour
     /// table. The table is then as it was.
     pub fn change_routes(&mut self, ch: &RouteChanges) -> Result<RouteChangeReply, String> {
+        if let Some(p) = &self.policy {
+            return Err(format!(
+                "routing mode {}: routes change with the config (router.routes), not through the API",
+                super::config::mode_name(p.mode())
+            ));
+        }
         // Check everything against the table as it is, changing nothing.
         let dels = self.check_dels(&ch.del)?;
         let adds = self.check_adds(&ch.add)?;
@@ -182,7 +188,7 @@ impl Router {
             added: adds.len(),
             replaced,
             deleted: dels.len(),
-            routes: self.fib.len() + self.fib6.len(),
+            routes: self.routes(),
         })
     }
 
@@ -389,7 +395,7 @@ impl Router {
             .map(|i| (counters::NAMES[i].to_string(), c(i)))
             .collect();
         RouterStats {
-            routes: self.fib.len() + self.fib6.len(),
+            routes: self.routes(),
             neighbours: self.neigh.used(),
             routes6: self.fib6.len(),
             neighbours6: self.neigh6.used(),

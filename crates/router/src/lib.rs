@@ -171,13 +171,14 @@ mod tests;
 
 use std::collections::HashMap;
 
-use vrhost_fib::{Ipv4Fib, Ipv6Fib};
+pub use vrhost_fib::RoutingMode;
+use vrhost_fib::{Ipv4Fib, Ipv6Fib, PolicyFib};
 use vrhost_packet::ethernet::{self, EtherType, EthernetFrame};
 use vrhost_packet::ipv4::Ipv4Packet;
 
 pub use config::{
     ArpConfig, IcmpConfig, Ipv6Config, NeighbourConfig, NextHopConfig, RouteConfig, RouterConfig,
-    VnicConfig, parse_prefix, parse_prefix6,
+    SourceTableConfig, VnicConfig, parse_prefix, parse_prefix6,
 };
 pub use control::{
     ResolvedNeighbour, ResolvedNeighbours, RouteChangeReply, RouteChanges, RouterControl,
@@ -403,8 +404,8 @@ enum Ingress {
     Done(Verdict),
     /// An ARP packet (handled in step 3, in order with the others).
     Arp,
-    /// An IPv4 packet to route; its destination.
-    Lookup(u32),
+    /// An IPv4 packet to route; its destination and source.
+    Lookup(u32, u32),
     /// An IPv6 frame (checked and routed on its own, see `ipv6.rs`).
     Ipv6,
 }
@@ -422,6 +423,9 @@ pub struct Router {
     /// `burst` by the table's size, again after each route change.
     burst_lookup: Option<bool>,
     fib: Ipv4Fib,
+    /// Routing modes src and src-dst (`RouterConfig::mode`): the IPv4
+    /// routes of the config; `fib` then holds the own routes only.
+    policy: Option<Box<PolicyFib<u32>>>,
     /// Indexed by the FIB's next-hop ids: first the next hops of the
     /// original form (`n_nexthops` of them, by their index), then the
     /// others, one per distinct hop (`hop_ids`).
@@ -455,7 +459,25 @@ impl Router {
     /// Routes in the FIBs, IPv4 and IPv6 (connected and local routes
     /// included).
     pub fn routes(&self) -> usize {
-        self.fib.len() + self.fib6.len()
+        self.fib.len() + self.fib6.len() + self.policy.as_ref().map_or(0, |p| p.len())
+    }
+
+    /// Modes src and src-dst: the route of a packet from `src` to `dst`
+    /// whose own route (`fib`'s answer) is `own`: that route if it is
+    /// one of the router's own or broadcast addresses, else the policy
+    /// table's.
+    #[inline(never)]
+    fn policy_route(
+        &self,
+        p: &PolicyFib<u32>,
+        own: Option<u32>,
+        src: u32,
+        dst: u32,
+    ) -> Option<u32> {
+        match own.and_then(|id| self.hops.get(id as usize)) {
+            Some(Hop::Local | Hop::Broadcast) => own,
+            _ => p.lookup(src, dst),
+        }
     }
 
     /// The time in milliseconds, read at most once per burst.
@@ -520,7 +542,7 @@ impl Router {
         if dst >= 0xe000_0000 || d[0] & 1 != 0 {
             return Ingress::Done(Verdict::Drop(DropReason::LocalUnsupported));
         }
-        Ingress::Lookup(dst)
+        Ingress::Lookup(dst, ip.src_u32())
     }
 
     /// Step 3: send the packet where its route says. Next hops with a
@@ -596,8 +618,11 @@ impl Vr for Router {
             Ingress::Done(v) => v,
             Ingress::Arp => self.arp_in(pkt),
             Ingress::Ipv6 => self.ipv6_in(pkt),
-            Ingress::Lookup(dst) => {
-                let id = self.fib.lookup(dst);
+            Ingress::Lookup(dst, src) => {
+                let mut id = self.fib.lookup(dst);
+                if let Some(p) = &self.policy {
+                    id = self.policy_route(p, id, src, dst);
+                }
                 self.route(pkt, id)
             }
         }];
@@ -617,6 +642,7 @@ impl Vr for Router {
             .zip(verdicts[..n].chunks_mut(BURST))
         {
             let mut dsts = [0u32; BURST];
+            let mut srcs = [0u32; BURST];
             let mut at = [0u8; BURST];
             let mut m = 0;
             for (i, (p, v)) in pkts.iter_mut().zip(verdicts.iter_mut()).enumerate() {
@@ -632,8 +658,9 @@ impl Vr for Router {
                     // is handled here, out of the IPv4 steps, with the
                     // verdicts it would have in order.
                     Ingress::Ipv6 => *v = self.ipv6_in(p),
-                    Ingress::Lookup(dst) => {
+                    Ingress::Lookup(dst, src) => {
                         dsts[m] = dst;
+                        srcs[m] = src;
                         at[m] = i as u8;
                         m += 1;
                     }
@@ -641,6 +668,11 @@ impl Vr for Router {
             }
             let mut ids = [None; BURST];
             self.fib.lookup_batch(&dsts[..m], &mut ids[..m]);
+            if let Some(p) = &self.policy {
+                for k in 0..m {
+                    ids[k] = self.policy_route(p, ids[k], srcs[k], dsts[k]);
+                }
+            }
             for (&a, &id) in at[..m].iter().zip(&ids[..m]) {
                 let i = usize::from(a & !ARP_MARK);
                 verdicts[i] = if a & ARP_MARK != 0 {

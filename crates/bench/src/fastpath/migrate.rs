@@ -11,6 +11,7 @@ use serde_json::json;
 use vrhost_client::{Client, Method};
 use vrhost_fast::SinkCounts;
 
+use super::switch::Watch;
 use super::{FastpathArgs, Setup};
 use crate::forward::generator::{Generator, GeneratorKind, LiveOptions};
 use crate::forward::measure::counter;
@@ -51,9 +52,14 @@ pub struct MoveRecord {
     pub lost_node_in: u64,
     /// Frames that arrived after a later frame of their flow, same window.
     pub reordered: u64,
+    /// From the move request to the first frame on the new path, ms:
+    /// to fast, the first frame the fast path forwarded; to slow, the
+    /// first it handed to the slow path (`switch.rs`). None: no frame on
+    /// the new path within `--move-settle`.
+    pub switch_ms: Option<f64>,
     /// From the move request to the API's answer (the select entry
     /// switched), ms.
-    pub switch_ms: f64,
+    pub api_ms: f64,
 }
 
 /// Counts at one instant.
@@ -198,6 +204,7 @@ fn series(
     let pps = (rate > 0).then_some(rate as f64);
     let mut run = generator.start(s.lab, pps, args.frame_bytes, args.gen_cpu)?;
     std::thread::sleep(Duration::from_secs_f64(args.warmup));
+    let watch = Watch::new(s.lab)?;
     let settle = Duration::from_secs_f64(args.move_settle);
     let mut out = Vec::new();
     for index in 0..args.moves {
@@ -206,7 +213,7 @@ fn series(
         std::thread::sleep(settle);
         let b = snap(s, generator, args.flows)?;
         let to = if *fast { "slow" } else { "fast" };
-        let switch_ms = move_vr(at.api, to)?;
+        let (api_ms, switch_ms) = watch.time(!*fast, settle, || move_vr(at.api, to))?;
         *fast = !*fast;
         std::thread::sleep(settle.saturating_sub(b.at.elapsed()));
         let c = snap(s, generator, args.flows)?;
@@ -224,9 +231,10 @@ fn series(
             lost_node_in: c.node_in.saturating_sub(b.node_in),
             reordered: moved.reordered,
             switch_ms,
+            api_ms,
         };
         eprintln!(
-            "move {index} {}: offered {:.0} forwarded {:.0} pps, lost {} (before {}, to node {}, node in {}), reordered {}, {:.1} ms",
+            "move {index} {}: offered {:.0} forwarded {:.0} pps, lost {} (before {}, to node {}, node in {}), reordered {}, first frame {:?} ms, answer {:.1} ms",
             r.direction,
             r.offered_pps,
             r.forwarded_pps,
@@ -235,7 +243,8 @@ fn series(
             r.lost_to_node,
             r.lost_node_in,
             r.reordered,
-            r.switch_ms
+            r.switch_ms,
+            r.api_ms
         );
         out.push(r);
     }

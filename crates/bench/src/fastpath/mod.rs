@@ -20,14 +20,17 @@
 //!   covers the `--move-settle` seconds from the request on, beside the
 //!   same span just before it (`lost_before`, no move) and the frames p0's
 //!   ring refused meanwhile (`lost_to_node`, before any forwarder). The
-//!   switch-over time is the API's answer time. Each series (one rate)
+//!   switch-over time (`switch_ms`) runs from the request to the first
+//!   frame on the new path, seen in the fast path's counters
+//!   (`switch.rs`); `api_ms` is the API's answer time. Each series (one rate)
 //!   is also added up exactly once the paths have drained
 //!   (`migrate_total`: sent, received, lost, reordered).
 //! - `idle`: the CPU of the daemon and its VR processes (utime + stime
 //!   from /proc) with one fast VR and no traffic.
-//! - `fairness`: another part of issue 21 (per-tenant token buckets);
-//!   its record has a place here ([`FastRecord::Fairness`]) and is not
-//!   measured by this bench yet.
+//! - `fairness`: a quiet and a noisy tenant on one port, both on the fast
+//!   path with their buckets in the select table, the live generator
+//!   offering 2 x the capacity (`bench isolation`'s one-port XDP run, on
+//!   its own lab once this one is down): the quiet tenant's `quiet_ratio`.
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +46,7 @@ use crate::{Context, Result, bail};
 
 mod idle;
 mod migrate;
+mod switch;
 mod table;
 
 pub use idle::IdleRecord;
@@ -51,8 +55,12 @@ pub use migrate::{MoveRecord, SeriesRecord};
 /// Options of `vrhost bench fastpath`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FastpathArgs {
-    /// Experiments to run: forward, migrate, idle.
-    #[arg(long, value_delimiter = ',', default_value = "forward,migrate,idle")]
+    /// Experiments to run: forward, migrate, idle, fairness.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "forward,migrate,idle,fairness"
+    )]
     pub experiments: Vec<String>,
     /// Generators of the forwarding points.
     #[arg(
@@ -115,6 +123,10 @@ pub struct FastpathArgs {
     /// The live generator: program runs per `BPF_PROG_RUN` call.
     #[arg(long, default_value_t = 1 << 22)]
     pub live_repeat: u32,
+    /// The fast forwarder: CPUs its forwarding is spread over through a
+    /// cpumap (`[host.fast] cpus`; default none).
+    #[arg(long, value_delimiter = ',')]
+    pub fast_cpus: Vec<u32>,
     #[command(flatten)]
     pub output: crate::report::Output,
 }
@@ -133,6 +145,7 @@ impl FastpathArgs {
             warmup: self.warmup,
             gen_cpu: self.gen_cpu,
             fwd_cpu: self.fwd_cpu,
+            fast_cpus: self.fast_cpus.clone(),
             vr_cpu: None,
             slots: 16384,
             xdp_ring: 8192,
@@ -155,8 +168,8 @@ impl FastpathArgs {
 
     fn check(&self) -> Result<()> {
         for e in &self.experiments {
-            if !["forward", "migrate", "idle"].contains(&e.as_str()) {
-                bail!("--experiments: unknown experiment {e:?} (forward, migrate, idle)");
+            if !["forward", "migrate", "idle", "fairness"].contains(&e.as_str()) {
+                bail!("--experiments: unknown experiment {e:?} (forward, migrate, idle, fairness)");
             }
         }
         for f in &self.forwarders {
@@ -198,7 +211,9 @@ pub enum FastRecord {
     /// The idle experiment.
     Idle(IdleRecord),
     /// Noisy vs quiet tenant on one shared port (per-tenant token buckets
-    /// in the select table): not measured by this bench yet; its place.
+    /// in the select table, both on the fast path): `bench isolation`'s
+    /// one-port XDP run with the live generator
+    /// ([`crate::isolation::fairness_fast`]), whose own records say more.
     Fairness {
         /// The quiet tenant's rate under the noisy one's overload, over
         /// its rate alone.
@@ -243,9 +258,22 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     lab.up()?;
     let dir = std::env::temp_dir().join(format!("vrhost-bench-fastpath-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let result = run_all(args, &lab, &tables, &dir);
+    let mut result = run_all(args, &lab, &tables, &dir);
     lab.down();
     let _ = std::fs::remove_dir_all(&dir);
+    // Its own lab, under the same prefix: after this one is down.
+    if let (Ok(out), true) = (&mut result, args.runs("fairness")) {
+        let o = crate::isolation::FairXdp {
+            path: "fast".into(),
+            seconds: args.seconds,
+            cpu: args.fwd_cpu,
+            ..Default::default()
+        };
+        match crate::isolation::fairness_fast(&o) {
+            Ok(quiet_ratio) => out.push(FastRecord::Fairness { quiet_ratio }),
+            Err(e) => result = Err(e),
+        }
+    }
     let report = Report {
         bench: "fastpath",
         machine: Machine::this(),

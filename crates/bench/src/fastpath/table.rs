@@ -4,7 +4,7 @@
 use super::{FastRecord, Report};
 use crate::report::{Column, heading, opt, row};
 
-const MOVES: [Column; 11] = [
+const MOVES: [Column; 12] = [
     Column::left("move", 8),
     Column::right("#", 3),
     Column::right("rate", 9),
@@ -15,7 +15,8 @@ const MOVES: [Column; 11] = [
     Column::right("to node", 9),
     Column::right("node in", 9),
     Column::right("reord", 7),
-    Column::right("switch ms", 9).decimals(1),
+    Column::right("switch ms", 9),
+    Column::right("answer ms", 9).decimals(1),
 ];
 
 pub(super) fn print(r: &Report) {
@@ -38,6 +39,7 @@ pub(super) fn print(r: &Report) {
         println!("\n{}", heading(&MOVES));
         for m in std::iter::once(first).chain(moves) {
             let rate = m.rate_pps.map_or("max".to_string(), |p| p.to_string());
+            let switch = opt(m.switch_ms, 2);
             println!(
                 "{}",
                 row(
@@ -53,7 +55,8 @@ pub(super) fn print(r: &Report) {
                         &m.lost_to_node,
                         &m.lost_node_in,
                         &m.reordered,
-                        &m.switch_ms,
+                        &switch,
+                        &m.api_ms,
                     ],
                 )
             );

@@ -135,7 +135,8 @@ impl Generator {
     }
 }
 
-fn mac(s: &str) -> [u8; 6] {
+/// `s` (`xx:xx:xx:xx:xx:xx`, a constant) as bytes.
+pub(crate) fn mac(s: &str) -> [u8; 6] {
     let mut m = [0u8; 6];
     for (b, x) in m.iter_mut().zip(s.split(':')) {
         *b = u8::from_str_radix(x, 16).unwrap_or(0);
@@ -212,7 +213,8 @@ fn trafgen_conf(frame_bytes: usize, random_dst: bool) -> String {
 pub(crate) struct Trafgen(Child);
 
 impl Trafgen {
-    fn start(lab: &Lab, conf: &Path, cpu: usize) -> Result<Self> {
+    /// trafgen on `cpu` of the lab's `gen`, sending `conf` out of `eth0`.
+    pub(crate) fn start(lab: &Lab, conf: &Path, cpu: usize) -> Result<Self> {
         use std::os::unix::process::CommandExt;
         let child = lab
             .ns("gen")
@@ -240,7 +242,8 @@ impl Trafgen {
         Ok(Self(child))
     }
 
-    fn check_running(&mut self) -> Result<()> {
+    /// An error (with its stderr) if it has exited.
+    pub(crate) fn check_running(&mut self) -> Result<()> {
         if let Some(st) = self.0.try_wait()? {
             let mut err = String::new();
             if let Some(mut e) = self.0.stderr.take() {
@@ -263,7 +266,7 @@ impl Drop for Trafgen {
 }
 
 /// Pace the generator's interface at `pps` frames/s (None: unpaced).
-fn pace(lab: &Lab, pps: Option<f64>, frame_bytes: usize) -> Result<()> {
+pub(crate) fn pace(lab: &Lab, pps: Option<f64>, frame_bytes: usize) -> Result<()> {
     let gen_ns = lab.ns("gen");
     let _ = gen_ns.exec("tc", &["qdisc", "del", "dev", "eth0", "root"]);
     if let Some(pps) = pps {

@@ -116,6 +116,11 @@ pub struct ForwardArgs {
     /// Core of the forwarder (kernel RPS target; vrhost host worker).
     #[arg(long, default_value_t = 1)]
     pub fwd_cpu: usize,
+    /// The fast forwarder: CPUs its forwarding is spread over through a
+    /// cpumap (`[host.fast] cpus`; default none: on the receiving CPU,
+    /// on veth the generator's).
+    #[arg(long, value_delimiter = ',')]
+    pub fast_cpus: Vec<u32>,
     /// Core of the VR process (default: not pinned; the scheduler places
     /// it, which on two cores beat pinning it beside the host worker).
     #[arg(long)]

@@ -273,7 +273,11 @@ pub(super) fn daemon_config(
     let (fast_path, fast, vr_path) = match path {
         Some(p) => (
             "fast_path = true\n",
-            format!("[host.fast]\nmax_routes = {}\n", table.len().max(16) + 16),
+            format!(
+                "[host.fast]\nmax_routes = {}\ncpus = {:?}\n",
+                table.len().max(16) + 16,
+                args.fast_cpus
+            ),
             format!("path = \"{p}\""),
         ),
         None => ("", String::new(), String::new()),

@@ -126,10 +126,15 @@ pub struct IsolationArgs {
     #[arg(long, default_value_t = 0.1)]
     pub quiet_load: f64,
     /// Fairness: the one-port run on real ports with the XDP fast path and
-    /// per-tenant buckets (`one_port_xdp`, needs root and trafgen), its
-    /// tenants on the `slow` or `fast` path, or `off`.
+    /// per-tenant buckets (`one_port_xdp`, needs root), its tenants on the
+    /// `slow` or `fast` path, or `off`.
     #[arg(long, default_value = "slow")]
     pub fairness_xdp: String,
+    /// Fairness: the one-port run's generator: `live` (the XDP
+    /// live-frames generator, several times trafgen's rate on veth) or
+    /// `trafgen` (netsniff-ng).
+    #[arg(long, value_enum, default_value = "live")]
+    pub fairness_generator: crate::forward::GeneratorKind,
     /// Core of the host worker; the VRs get the other core.
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
@@ -681,6 +686,7 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
                 cpu: args.cpu,
                 slots: args.slots,
                 unconfined: args.unconfined,
+                generator: args.fairness_generator,
             };
             for r in fairness_xdp(&o)? {
                 results.push(serde_json::to_value(r)?);
@@ -718,6 +724,7 @@ mod tests {
             overload_vrs: 1,
             quiet_load: 0.15,
             fairness_xdp: "off".into(),
+            fairness_generator: crate::forward::GeneratorKind::Live,
             cpu: 1,
             slots: 512,
             seed: 1,

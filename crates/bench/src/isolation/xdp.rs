@@ -12,33 +12,39 @@
 //! select-table key each): t0, the quiet tenant, and t1, the noisy one,
 //! both on `--fairness-xdp`'s path (`slow`: their user-space instances,
 //! where a flood fills the port's receive ring; `fast`: the XDP router).
-//! trafgen on the generator's core sends UDP frames to the two MACs in a
-//! fixed mix (1 to t0, k-1 to t1), paced by a tbf qdisc. A tenant's sent
-//! rate is its share of what the generator's interface sent (1/k for t0),
+//! The generator (`--fairness-generator`: the XDP live-frames generator,
+//! `vrhost_fast::LiveGen`, by default, or trafgen) on the generator's core
+//! sends UDP frames to the two MACs in a fixed mix (1 to t0, k-1 to t1),
+//! paced by its own token bucket (live) or a tbf qdisc (trafgen). A
+//! tenant's sent rate is its share of what the generator sent (1/k for t0),
 //! its arrival rate what the select table gave it (`fast.rx_packets`,
 //! before the bucket), its forwarded rate its `tx_packets`.
 //!
 //! Runs: `capacity` (t0 alone, unpaced, no limits: C, what t0 forwards,
 //! and G, what the generator offers); `alone` (limits on, only t0's frames,
 //! paced at q = `--quiet-load` x C); `with_noise` (limits on, the port paced
-//! at 2 x C, at most G, k = that / q); `with_noise_unlimited` (the same
+//! at 2 x C, with trafgen at most G, k = that / q); `with_noise_unlimited` (the same
 //! without limits: what the buckets fix). Limits: t0 1.25 x q, t1 0.8 x C
 //! minus t0's, so the admitted total stays below C. quiet_ratio = the
 //! share of t0's sent frames it forwards with noise / the same share
 //! alone (its frames the generator could not send at the pace are not
 //! counted against the host); `overload` = the generator's sent rate / C
 //! (below 2 when the generator cannot offer 2 x C, as trafgen on veth
-//! cannot here: reported, not hidden).
+//! cannot here, nor the live generator while the fast path's XDP runs on
+//! its core: reported, not hidden).
 
+use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use vrhost_client::{Client, Endpoint};
+use vrhost_fast::{LiveGen, LiveGenConfig, LiveSender, SendOn};
 use vrhost_lab::{Daemon, Lab};
 
 use super::{FairnessRecord, forwarded, ratio, u, vr};
+use crate::forward::generator::{GeneratorKind, Running, Trafgen, WmemDefault, mac, pace};
 use crate::{Context, Result, bail};
 
 const GEN_MAC: &str = "02:00:00:00:f0:10";
@@ -81,6 +87,9 @@ pub struct FairXdp {
     pub slots: u32,
     /// `host.confine = false`.
     pub unconfined: bool,
+    /// The generator: the live-frames generator reaches 2 x the capacity,
+    /// trafgen on veth does not.
+    pub generator: GeneratorKind,
 }
 
 impl Default for FairXdp {
@@ -92,6 +101,7 @@ impl Default for FairXdp {
             cpu: 1,
             slots: 16_384,
             unconfined: false,
+            generator: GeneratorKind::Live,
         }
     }
 }
@@ -163,7 +173,13 @@ fn runs(o: &FairXdp, lab: &Lab, dir: &Path) -> Result<Vec<FairnessRecord>> {
     let l1 = ((0.8 * c) as u64).saturating_sub(l0).max(1000);
     let limits = Some((l0, l1));
     let alone = run("alone", limits, 1, Some(q))?;
-    let port = (2.0 * c).min(g) as u64;
+    // trafgen's maximum is G (what it offered t0 alone); the live
+    // generator's is not (unpaced, t0's forwarding shares its core on
+    // veth), so it is asked for 2 x C and its sent rate says what it did.
+    let port = match o.generator {
+        GeneratorKind::Trafgen => (2.0 * c).min(g),
+        GeneratorKind::Live => 2.0 * c,
+    } as u64;
     let k = ((port as f64 / q as f64).round() as usize).max(2);
     let mut with = run("with_noise", limits, k, Some(port))?;
     let mut open = run("with_noise_unlimited", None, k, Some(port))?;
@@ -199,23 +215,17 @@ fn one_run(
     )
     .with_context(|| format!("fairness xdp {run}: start the daemon"))?;
     let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
-    let conf = dir.join(format!("trafgen-{run}.cfg"));
-    std::fs::write(&conf, trafgen_conf(k))?;
-    pace(lab, pps)?;
-    let gen_cpu = gen_cpu(o.cpu);
-    let mut tg = Trafgen::start(lab, &conf, gen_cpu)?;
+    let mut tg = FairGen::start(o, lab, dir, run, k, pps, gen_cpu(o.cpu))?;
     std::thread::sleep(Duration::from_millis(500));
-    let gen_ns = lab.ns("gen");
-    let sent_a = tx_packets(&gen_ns)?;
+    let sent_a = tg.sent(lab)?;
     let a: Value = api.get("/v1/stats")?.decode()?;
     let t = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(o.seconds));
     let b: Value = api.get("/v1/stats")?.decode()?;
     let dt = t.elapsed().as_secs_f64();
-    let sent = tx_packets(&gen_ns)?.saturating_sub(sent_a) as f64 / dt;
-    tg.check_running()?;
-    drop(tg);
-    pace(lab, None)?;
+    let sent = tg.sent(lab)?.saturating_sub(sent_a) as f64 / dt;
+    tg.0.check_running()?;
+    tg.0.stop(lab, 64)?;
     daemon.stop()?;
     let rate = |f: &dyn Fn(&Value) -> u64| f(&b).saturating_sub(f(&a)) as f64 / dt;
     let offered = |n: &'static str| move |s: &Value| u(&vr(s, n)["fast"]["rx_packets"]);
@@ -243,12 +253,6 @@ fn one_run(
         rec.noisy_forwarded_pps
     );
     Ok(rec)
-}
-
-/// Frames the generator's interface sent.
-fn tx_packets(ns: &vrhost_lab::Netns) -> Result<u64> {
-    let v = ns.exec("cat", &["/sys/class/net/eth0/statistics/tx_packets"])?;
-    Ok(v.trim().parse()?)
 }
 
 /// trafgen's core: one the worker and the VRs do not use if there is one.
@@ -320,81 +324,66 @@ fn trafgen_conf(k: usize) -> String {
     s
 }
 
-/// Pace the generator's interface at `pps` 64-byte frames/s (None:
-/// unpaced).
-fn pace(lab: &Lab, pps: Option<u64>) -> Result<()> {
-    let ns = lab.ns("gen");
-    let _ = ns.exec("tc", &["qdisc", "del", "dev", "eth0", "root"]);
-    if let Some(pps) = pps {
-        let rate = format!("{}bit", pps * 60 * 8);
-        ns.exec(
-            "tc",
-            &[
-                "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "1920",
-                "limit", "15360",
-            ],
-        )?;
-    }
-    Ok(())
-}
+/// The generator of a run: one frame to t0 for k - 1 to t1. The live
+/// generator is kept for its counter.
+struct FairGen(Running, Option<Arc<LiveGen>>);
 
-/// A running trafgen, its whole process group killed on drop.
-struct Trafgen(Child);
-
-impl Trafgen {
-    fn start(lab: &Lab, conf: &Path, cpu: usize) -> Result<Self> {
-        use std::os::unix::process::CommandExt;
-        let child = lab
-            .ns("gen")
-            .command("taskset")
-            .process_group(0)
-            .args(["-c", &cpu.to_string(), "trafgen", "--dev", "eth0"])
-            .args(["--cpus", "1", "-q", "--conf"])
-            .arg(conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("start trafgen (netsniff-ng)")?;
-        Ok(Self(child))
-    }
-
-    fn check_running(&mut self) -> Result<()> {
-        if let Some(st) = self.0.try_wait()? {
-            let mut err = String::new();
-            if let Some(mut e) = self.0.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+impl FairGen {
+    /// Start `o.generator` sending the mix of `k` at `pps` (None: unpaced)
+    /// on `cpu`; trafgen's config goes to `dir`.
+    fn start(
+        o: &FairXdp,
+        lab: &Lab,
+        dir: &Path,
+        run: &str,
+        k: usize,
+        pps: Option<u64>,
+        cpu: usize,
+    ) -> Result<Self> {
+        match o.generator {
+            GeneratorKind::Trafgen => {
+                let conf = dir.join(format!("trafgen-{run}.cfg"));
+                std::fs::write(&conf, trafgen_conf(k))?;
+                pace(lab, pps.map(|p| p as f64), 64)?;
+                Ok(Self(
+                    Running::Trafgen(Trafgen::start(lab, &conf, cpu)?),
+                    None,
+                ))
             }
-            bail!("trafgen exited ({st}): {}", err.trim());
+            GeneratorKind::Live => {
+                let frame = vrhost_fast::udp_frame(
+                    mac(GEN_MAC),
+                    mac(T_MAC[0][0]),
+                    Ipv4Addr::new(10, 1, 0, 2),
+                    Ipv4Addr::new(10, 9, 0, 2),
+                    64,
+                );
+                let g = Arc::new(LiveGen::load(&LiveGenConfig {
+                    frame,
+                    mix: (k > 1).then(|| (k as u32, mac(T_MAC[1][0]))),
+                    ..LiveGenConfig::default()
+                })?);
+                g.set_rate(pps.unwrap_or(0))?;
+                let on = SendOn {
+                    netns: Some(format!("/run/netns/{}", lab.ns("gen").name()).into()),
+                    ifname: "eth0".into(),
+                    cpu: Some(cpu),
+                };
+                let s =
+                    LiveSender::start(g.clone(), on).context("start the live-frames generator")?;
+                Ok(Self(Running::Live(s), Some(g)))
+            }
         }
-        Ok(())
     }
-}
 
-impl Drop for Trafgen {
-    fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_child(&self.0);
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        let _ = self.0.wait();
-    }
-}
-
-/// `net.core.wmem_default` raised, put back on drop.
-struct WmemDefault(String);
-
-impl WmemDefault {
-    const PATH: &str = "/proc/sys/net/core/wmem_default";
-
-    fn raise(bytes: u64) -> Result<Self> {
-        let old = std::fs::read_to_string(Self::PATH)?.trim().to_string();
-        std::fs::write(Self::PATH, bytes.to_string()).context("raise net.core.wmem_default")?;
-        Ok(Self(old))
-    }
-}
-
-impl Drop for WmemDefault {
-    fn drop(&mut self) {
-        let _ = std::fs::write(Self::PATH, &self.0);
+    /// Frames sent so far: the generator's own counter (live: its frames
+    /// are no skbs), else the generator interface's tx counter.
+    fn sent(&self, lab: &Lab) -> Result<u64> {
+        if let Some(g) = &self.1 {
+            return Ok(g.counters()?.sent);
+        }
+        let v = (lab.ns("gen")).exec("cat", &["/sys/class/net/eth0/statistics/tx_packets"])?;
+        Ok(v.trim().parse()?)
     }
 }
 

@@ -181,6 +181,17 @@ pub struct Controller {
     cluster: Option<crate::cluster::ClusterState>,
 }
 
+/// The change moves VRs and starts, stops, rescales or reopens nothing.
+fn move_only(r: &ApplyResult) -> bool {
+    !r.moved.is_empty()
+        && r.added.is_empty()
+        && r.removed.is_empty()
+        && r.restarted.is_empty()
+        && r.rescaled.is_empty()
+        && r.ports_added.is_empty()
+        && r.ports_removed.is_empty()
+}
+
 fn config_error(e: ConfigError) -> ControlError {
     match e {
         ConfigError::Read { .. } => ControlError::BadRequest(e.to_string()),
@@ -467,9 +478,19 @@ impl Controller {
             return Ok(());
         };
         let vrs = &self.vrs;
-        let api = |n: &str| vrs.get(n).map(|e| e.api_routes.clone()).unwrap_or_default();
+        // Borrowed, not copied: a VR may hold a full table of API routes.
+        let api = |n: &str| vrs.get(n).map(|e| &e.api_routes);
         fast.reconcile(&self.plan, &api)
             .map_err(ControlError::Internal)
+    }
+
+    /// The select entries of VRs `names` as `plan` has them
+    /// ([`FastState::switch`](crate::fast::FastState::switch)).
+    fn switch_fast(&mut self, plan: &Plan, names: &[String]) -> Result<(), ControlError> {
+        match self.fast.as_mut() {
+            Some(f) => f.switch(plan, names).map_err(ControlError::Internal),
+            None => Ok(()),
+        }
     }
 
     /// Routes added through the API to a VR.
@@ -539,8 +560,26 @@ impl Controller {
             res.generation = self.generation;
             return Ok(res);
         }
-        let (reconfig, entries) = self.prepare(&plan, &port_keep, &vr_keep)?;
-        self.install(&plan, reconfig)?;
+        // A move alone: the moved VRs' select entries are written first
+        // (their routes and neighbours are in the maps already), so the
+        // switch waits for nothing else; undone if the rest fails.
+        let early = move_only(&res);
+        if early {
+            self.switch_fast(&plan, &res.moved)?;
+        }
+        let done = self
+            .prepare(&plan, &port_keep, &vr_keep)
+            .and_then(|(reconfig, entries)| self.install(&plan, reconfig).map(|()| entries));
+        let entries = match done {
+            Ok(e) => e,
+            Err(e) => {
+                if early {
+                    let old = self.plan.clone();
+                    let _ = self.switch_fast(&old, &res.moved);
+                }
+                return Err(e);
+            }
+        };
         for name in res.removed.iter() {
             self.vrs.remove(name);
             self.cores.release(name);

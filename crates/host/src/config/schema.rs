@@ -484,7 +484,7 @@ pub struct HostConf {
 
 /// The fast path's map sizes (`[host.fast]`), fixed when the daemon
 /// starts; the defaults are `vrhost_fast::FastConfig`'s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FastConf {
     /// VRs the fast path can hold (ids `0..max_vrs`).
@@ -497,6 +497,9 @@ pub struct FastConf {
     pub max_addrs: u32,
     /// Select table entries (tenants' keys).
     pub max_select: u32,
+    /// CPUs the forwarding is spread over (a cpumap; empty: in place, on
+    /// the CPU that received the frame).
+    pub cpus: Vec<u32>,
 }
 
 impl Default for FastConf {
@@ -507,6 +510,7 @@ impl Default for FastConf {
             max_neighbours: 4096,
             max_addrs: 1024,
             max_select: 1024,
+            cpus: Vec::new(),
         }
     }
 }

@@ -19,6 +19,7 @@ mod icmp;
 mod ipv6;
 mod nd;
 mod peer;
+mod policy;
 
 /// The router's MACs, vNIC 0 and 1.
 const R0: [u8; 6] = [2, 0, 0, 0, 0x10, 0];

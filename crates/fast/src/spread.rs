@@ -1,0 +1,117 @@
+//! Spreading the fast path's forwarding over CPUs ([`FastPath::spread`]):
+//! the `fast_cpus` array and the `cpu_map` CPUMAP of `ebpf/xdp_router.c`,
+//! whose entries run `xdp_router_cpu`. See the program's header,
+//! "Spreading".
+
+use aya::Ebpf;
+use aya::maps::{Array, CpuMap, MapData};
+
+use crate::load::program;
+use crate::{FastError, FastPath, abi, map_err, take};
+
+pub(crate) const FAST_CPUS: &str = "fast_cpus";
+pub(crate) const CPU_MAP: &str = "cpu_map";
+/// The program run on a CPU of the spread.
+pub(crate) const CPU_PROGRAM: &str = "xdp_router_cpu";
+/// Frames each CPU's queue holds (the kernel's default for a cpumap).
+const QUEUE: u32 = 2048;
+
+/// The spread's maps.
+pub(crate) struct Cpus {
+    conf: Array<MapData, abi::FastCpus>,
+    map: CpuMap<MapData>,
+    /// The CPUs given, in order.
+    now: Vec<u32>,
+}
+
+impl Cpus {
+    /// Load `xdp_router_cpu` (attach type cpumap) and take the maps.
+    pub(crate) fn load(ebpf: &mut Ebpf) -> Result<Self, FastError> {
+        program(ebpf, CPU_PROGRAM)?
+            .load()
+            .map_err(|source| FastError::Program {
+                program: CPU_PROGRAM,
+                step: "load",
+                source: Box::new(source),
+            })?;
+        Ok(Self {
+            conf: take(ebpf, FAST_CPUS)?,
+            map: take(ebpf, CPU_MAP)?,
+            now: Vec::new(),
+        })
+    }
+}
+
+impl FastPath {
+    /// Forward on `cpus` (empty: in place, on the CPU that received the
+    /// frame, as after loading): frames the fast path forwards are handed
+    /// to one of them by a hash of their addresses, so that a flow keeps
+    /// its CPU and its order, and sent from there.
+    ///
+    /// # Errors
+    /// [`FastError::Config`] for more than 15 CPUs, one given twice, or
+    /// one that is not online; [`FastError::XdpMap`], [`FastError::Map`].
+    pub fn spread(&mut self, cpus: &[u32]) -> Result<(), FastError> {
+        let max = abi::MAX_FAST_CPUS;
+        if cpus.len() > max {
+            return Err(FastError::Config {
+                why: "spread: at most 15 CPUs",
+            });
+        }
+        if (1..cpus.len()).any(|i| cpus[..i].contains(&cpus[i])) {
+            return Err(FastError::Config {
+                why: "spread: a CPU given twice",
+            });
+        }
+        // Online, not this thread's affinity (a daemon pinned to one core
+        // spreads over others).
+        let online = aya::util::online_cpus().map_err(|(_, e)| FastError::Os {
+            call: "read /sys/devices/system/cpu/online",
+            source: e,
+        })?;
+        let room = self.cpus.map.len();
+        if cpus.iter().any(|&c| c >= room || !online.contains(&c)) {
+            return Err(FastError::Config {
+                why: "spread: a CPU that is not online (or above 63)",
+            });
+        }
+        let fd = program(&mut self.ebpf, CPU_PROGRAM)?
+            .fd()
+            .map_err(|source| FastError::Program {
+                program: CPU_PROGRAM,
+                step: "fd",
+                source: Box::new(source),
+            })?
+            .try_clone()
+            .map_err(|e| FastError::Os {
+                call: "dup",
+                source: e,
+            })?;
+        for &c in cpus {
+            self.cpus
+                .map
+                .set(c, QUEUE, Some(&fd), 0)
+                .map_err(|e| FastError::XdpMap {
+                    map: CPU_MAP,
+                    op: "set",
+                    source: Box::new(e),
+                })?;
+        }
+        let mut conf = abi::FastCpus {
+            count: cpus.len() as u32,
+            cpu: [0; abi::MAX_FAST_CPUS],
+        };
+        conf.cpu[..cpus.len()].copy_from_slice(cpus);
+        self.cpus
+            .conf
+            .set(0, conf, 0)
+            .map_err(map_err(FAST_CPUS, "set"))?;
+        self.cpus.now = cpus.to_vec();
+        Ok(())
+    }
+
+    /// The CPUs the forwarding is spread over (empty: none).
+    pub fn spread_cpus(&self) -> &[u32] {
+        &self.cpus.now
+    }
+}
