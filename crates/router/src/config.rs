@@ -55,6 +55,11 @@ pub struct VnicConfig {
     /// link-local addresses, `fe80::/10`: every link has that prefix).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addrs: Vec<String>,
+    /// The link's MTU (the largest IP packet it carries, 1280..=65535):
+    /// an IPv6 packet to forward out of this vNIC that is larger gets an
+    /// ICMPv6 packet too big instead. None: no limit is checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
 }
 
 /// A next hop of the original form: where routes by index send packets.
@@ -490,7 +495,10 @@ impl Router {
     }
 }
 
-/// The vNICs: their MACs, and their addresses, each given once.
+/// IPv6's minimum link MTU (RFC 8200 5).
+const MIN_MTU6: u16 = 1280;
+
+/// The vNICs: their MACs, their addresses, each given once, and MTUs.
 fn build_vnics(cfg: &[VnicConfig]) -> Result<Vec<Vnic>, String> {
     if cfg.len() > usize::from(u16::MAX) {
         return Err(format!("vnics: {} > 65535", cfg.len()));
@@ -517,7 +525,21 @@ fn build_vnics(cfg: &[VnicConfig]) -> Result<Vec<Vnic>, String> {
             }
             addrs.push(ifa);
         }
-        vnics.push(Vnic { mac, addrs, addrs6 });
+        let mtu = match v.mtu {
+            None => u16::MAX,
+            Some(m) if m >= MIN_MTU6 => m,
+            Some(m) => {
+                return Err(format!(
+                    "vnics[{i}].mtu {m}: must be 1280..=65535 (IPv6's minimum MTU)"
+                ));
+            }
+        };
+        vnics.push(Vnic {
+            mac,
+            addrs,
+            addrs6,
+            mtu,
+        });
     }
     Ok(vnics)
 }

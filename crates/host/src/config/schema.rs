@@ -193,6 +193,10 @@ pub struct VnicConf {
     /// Its IPv4 addresses `A.B.C.D/LEN` (router VRs).
     #[serde(default)]
     pub addrs: Vec<String>,
+    /// Its link's MTU (router VRs): larger IPv6 packets to forward out of
+    /// it get an ICMPv6 packet too big.
+    #[serde(default)]
+    pub mtu: Option<u16>,
 }
 
 /// A tunnel (`[[tunnels]]`): a vNIC endpoint whose frames travel

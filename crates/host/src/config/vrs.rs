@@ -155,6 +155,9 @@ impl Config {
                         ),
                     );
                 }
+                if let Some(mtu) = vn.mtu {
+                    m.insert("mtu".into(), toml::Value::Integer(mtu.into()));
+                }
                 Ok(toml::Value::Table(m))
             })
             .collect::<Result<_, String>>()?;

@@ -138,3 +138,20 @@ pub fn router_config() -> RouterConfig {
         ..RouterConfig::default()
     }
 }
+
+/// A daemon config of two ports `p0` and `p1` on `driver` over the
+/// interfaces `ifs`, each feeding vNIC 0 and 1 of VR `vr`, whose
+/// `[[vrs]]` table has `vr_body` after its name.
+pub fn two_port_config(driver: &str, ifs: [&str; 2], vr: &str, vr_body: &str) -> String {
+    let mut s = String::new();
+    for (i, ifname) in ifs.iter().enumerate() {
+        s += &format!(
+            "[[ports]]\nname = \"p{i}\"\ndriver = \"{driver}\"\ninterface = \"{ifname}\"\n\n"
+        );
+    }
+    s += &format!("[[vrs]]\nname = \"{vr}\"\n{vr_body}\n");
+    for i in 0..ifs.len() {
+        s += &format!("\n[[rules]]\nport = \"p{i}\"\nvr = \"{vr}\"\nvnic = {i}\n");
+    }
+    s
+}
