@@ -178,7 +178,7 @@ pub struct Rule {
 pub struct VrSpec {
     /// Unique name.
     pub name: String,
-    /// `router` or `program`.
+    /// `router`, `program` or `tap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// A custom program's executable.
@@ -483,7 +483,7 @@ impl VrStats {
 pub struct VrStatus {
     /// Name.
     pub name: String,
-    /// `router` or `program`.
+    /// `router`, `program` or `tap`.
     pub kind: String,
     /// `running` or `stopped`.
     pub state: String,

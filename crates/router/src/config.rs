@@ -226,6 +226,11 @@ pub struct RouterConfig {
     /// it leaves by its vNIC unchanged (`cplane.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub control_vnics: Vec<u16>,
+    /// Every frame of a vNIC goes to its control vNIC, untouched: the
+    /// router handles none itself, and the control namespace is the data
+    /// plane (a `kind = "tap"` VR). Needs `control_vnics`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control_all: bool,
 }
 
 pub(crate) use crate::prefix::parse_addr_len;
@@ -444,7 +449,7 @@ impl Router {
     /// subnet, unreadable route file, a table too small).
     pub fn new(cfg: &RouterConfig) -> Result<Self, String> {
         let vnics = build_vnics(&cfg.vnics)?;
-        let cplane = super::cplane::Cplane::new(&cfg.control_vnics, vnics.len())?;
+        let cplane = super::cplane::Cplane::new(&cfg.control_vnics, vnics.len(), cfg.control_all)?;
         let a = cfg.arp;
         check_arp(&a)?;
         let mut b = Build {

@@ -497,7 +497,7 @@ impl Router {
     fn ingress(&self, pkt: &Packet<'_>, cplane: bool) -> Ingress {
         // `cplane`: the router has a control plane (read once per burst:
         // a router without one pays nothing per packet here).
-        if cplane && let Some(out) = self.cplane.data_vnic_of(pkt.rx_vnic()) {
+        if cplane && let Some(out) = self.cplane.bypass(pkt.rx_vnic()) {
             return Ingress::Done(Verdict::Forward(out));
         }
         let d = pkt.data();

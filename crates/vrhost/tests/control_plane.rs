@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::CtlNs;
 use serde_json::Value;
 use vrhost_lab::{Netns, veth};
 
@@ -45,24 +46,6 @@ impl Drop for Kill {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-/// Removes a control namespace the daemon left (it is killed, not
-/// stopped), with what runs in it.
-struct CtlNs(String);
-
-impl Drop for CtlNs {
-    fn drop(&mut self) {
-        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.0]).output() {
-            for p in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-9", p]).status();
-            }
-        }
-        let _ = Command::new("ip")
-            .args(["netns", "delete", &self.0])
-            .status();
-        let _ = std::fs::remove_dir_all(Path::new("/run/vrhost/ctl").join(&self.0));
     }
 }
 

@@ -169,6 +169,12 @@ pub enum VrKind {
     Router,
     /// A custom VR program linked with the VR SDK.
     Program,
+    /// Its vNICs are TAP interfaces in its namespace (`vrctl-<vr>`),
+    /// whose Linux forwarding (or a router the tenant runs there, its
+    /// `control_plane` command) is the data plane; the VR process (the
+    /// built-in router with `control_all`) only moves frames between the
+    /// ports and the TAPs.
+    Tap,
 }
 
 /// One vNIC of a VR.

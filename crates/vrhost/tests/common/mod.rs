@@ -155,3 +155,22 @@ pub fn two_port_config(driver: &str, ifs: [&str; 2], vr: &str, vr_body: &str) ->
     }
     s
 }
+
+/// Removes a VR's control namespace (`vrctl-<vr>`) the daemon left (it is
+/// killed, not stopped), with what runs in it.
+pub struct CtlNs(pub String);
+
+impl Drop for CtlNs {
+    fn drop(&mut self) {
+        use std::process::Command;
+        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.0]).output() {
+            for p in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", p]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+        let _ = std::fs::remove_dir_all(Path::new("/run/vrhost/ctl").join(&self.0));
+    }
+}
