@@ -11,7 +11,9 @@
 //! RPS steering the forwarding to the forwarder's core: the kernel at its
 //! best, see BENCHMARKING.md) or with vrhost (no addresses, `ip_forward`
 //! off, one router VR on ports of the driver under test; `fast`: the fast
-//! path on, the VR on it, `af_xdp` ports as its slow path). MACs and
+//! path on, the VR on it, `af_xdp` ports as its slow path; `tap`: a tap
+//! VR on `af_xdp` ports, the kernel of its namespace forwarding between
+//! its TAPs with the same static neighbours as the kernel forwarder). MACs and
 //! neighbours are static, so every forwarder sees the same frames.
 //! The generator (`--generator`) on the generator's core sends UDP to the
 //! discard port at fractions of its own maximum (measured into an XDP
@@ -78,7 +80,9 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 #[derive(Debug, Clone, clap::Args)]
 pub struct ForwardArgs {
     /// Forwarders: kernel, af_xdp, af_packet, socket, fast (vrhost's
-    /// XDP fast path, the VR's slow path on af_xdp ports).
+    /// XDP fast path, the VR's slow path on af_xdp ports), tap (a
+    /// `kind = "tap"` VR on af_xdp ports: Linux forwarding in its
+    /// namespace behind TAPs).
     #[arg(
         long,
         value_delimiter = ',',
@@ -174,7 +178,7 @@ pub struct ForwardArgs {
 pub struct Record {
     /// The generator: trafgen | live.
     pub generator: &'static str,
-    /// kernel | af_xdp | af_packet | socket | generator (| fast in
+    /// kernel | af_xdp | af_packet | socket | tap | generator (| fast in
     /// `bench fastpath`).
     pub forwarder: String,
     /// Frame size on the wire.
@@ -282,9 +286,9 @@ impl Table {
 /// Run the benchmark.
 pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
-        if !["kernel", "af_xdp", "af_packet", "socket", "fast"].contains(&f.as_str()) {
+        if !["kernel", "af_xdp", "af_packet", "socket", "fast", "tap"].contains(&f.as_str()) {
             bail!(
-                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_packet, socket, fast)"
+                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_packet, socket, fast, tap)"
             );
         }
     }

@@ -17,9 +17,10 @@ pub(crate) fn xdp_sink_obj() -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Set up the node for `fwd` (kernel, a vrhost driver, or `fast`: vrhost
+/// Set up the node for `fwd` (kernel, a vrhost driver, `fast`: vrhost
 /// with `[host] fast_path = true` and the VR on the fast path, on af_xdp
-/// ports), returning the daemon if vrhost forwards.
+/// ports, or `tap`: a tap VR on af_xdp ports, its namespace's Linux
+/// forwarding), returning the daemon if vrhost forwards.
 pub(crate) fn setup_node(
     args: &ForwardArgs,
     lab: &Lab,
@@ -57,19 +58,7 @@ pub(crate) fn setup_node_on(
     let _ = node.ip(&["route", "flush", "proto", "static"]);
     if fwd == "kernel" {
         node.sysctl("net.ipv4.ip_forward", "1")?;
-        for (ip, mac, dev) in [("10.1.1.2", SINK_MAC, "p1"), ("10.1.0.2", GEN_MAC, "p0")] {
-            node.ip(&[
-                "neigh",
-                "replace",
-                ip,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ])?;
-        }
+        kernel_tables(&node, ["p0", "p1"], table, dir)?;
         node.exec(
             "sh",
             &[
@@ -80,50 +69,92 @@ pub(crate) fn setup_node_on(
                 ),
             ],
         )?;
-        if table.full() {
-            let batch = dir.join("routes.batch");
-            let mut f = std::io::BufWriter::new(std::fs::File::create(&batch)?);
-            for (p, l) in &table.routes {
-                writeln!(
-                    f,
-                    "route replace {}/{l} via 10.1.1.2 proto static",
-                    std::net::Ipv4Addr::from(*p)
-                )?;
-            }
-            writeln!(f, "route replace default via 10.1.1.2 proto static")?;
-            f.flush()?;
-            drop(f);
-            node.ip(&["-batch", &batch.display().to_string()])?;
-        }
         return Ok(None);
     }
     let (driver, path) = match fwd {
         "fast" => ("af_xdp", Some(path.unwrap_or("fast"))),
+        "tap" => ("af_xdp", None),
         d => (d, path),
     };
-    start_vrhost(args, lab, driver, path, table, dir).map(Some)
+    let tap = fwd == "tap";
+    let vrhost = start_vrhost(args, lab, (driver, tap), path, table, dir)?;
+    if tap {
+        // Made by the daemon (forwarding on there), removed by it.
+        let ns = vrhost_lab::Netns::existing("vrctl-bench");
+        kernel_tables(&ns, ["vnic0", "vnic1"], table, dir)?;
+    }
+    Ok(Some(vrhost))
+}
+
+/// An `ip -batch` file of the table's routes (and a default route) via
+/// the sink; its path.
+fn route_batch(table: &Table, dir: &Path) -> Result<String> {
+    let batch = dir.join("routes.batch");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&batch)?);
+    for (p, l) in &table.routes {
+        writeln!(
+            f,
+            "route replace {}/{l} via 10.1.1.2 proto static",
+            std::net::Ipv4Addr::from(*p)
+        )?;
+    }
+    writeln!(f, "route replace default via 10.1.1.2 proto static")?;
+    f.flush()?;
+    Ok(batch.display().to_string())
+}
+
+/// The Linux tables of a forwarding namespace `ns` (the node for the
+/// kernel forwarder, the tap VR's namespace) whose interfaces toward the
+/// generator and the sink are `devs`: the end hosts as permanent
+/// neighbours, and a full table's routes via the sink.
+fn kernel_tables(ns: &vrhost_lab::Netns, devs: [&str; 2], table: &Table, dir: &Path) -> Result<()> {
+    for (ip, mac, dev) in [
+        ("10.1.1.2", SINK_MAC, devs[1]),
+        ("10.1.0.2", GEN_MAC, devs[0]),
+    ] {
+        ns.ip(&[
+            "neigh",
+            "replace",
+            ip,
+            "lladdr",
+            mac,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ])
+        .with_context(|| format!("neighbours in {}", ns.name()))?;
+    }
+    if table.full() {
+        ns.ip(&["-batch", &route_batch(table, dir)?])?;
+    }
+    Ok(())
 }
 
 /// Start vrhost on the node (its addresses already flushed): ports of
-/// `driver`, one router VR; with `path` (`fast` or `slow`), the fast path
-/// on and the VR on that path.
+/// `driver`, one router VR (a tap VR with `tap`); with `path` (`fast` or
+/// `slow`), the fast path on and the VR on that path.
 fn start_vrhost(
     args: &ForwardArgs,
     lab: &Lab,
-    driver: &str,
+    (driver, tap): (&str, bool),
     path: Option<&str>,
     table: &Table,
     dir: &Path,
 ) -> Result<(Daemon, Client)> {
     let node = lab.ns("node");
-    let fwd = path.map_or(driver, |_| "fast");
+    let fwd = path.map_or(if tap { "tap" } else { driver }, |_| "fast");
     node.sysctl("net.ipv4.ip_forward", "0")?;
     node.exec(
         "sh",
         &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
     )?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
-    std::fs::write(&cfg, daemon_config(args, driver, table, path))?;
+    let mut src = daemon_config(args, driver, table, path);
+    if tap {
+        src = tap_vr(&src);
+    }
+    std::fs::write(&cfg, src)?;
     // Its API (a unix socket outside the namespaces) for the loss counters.
     let sock = dir.join(format!("vrhost-{fwd}.sock"));
     let daemon = Daemon::start(&cfg, Some(node.name()), 0, &sock.display().to_string())?;
@@ -219,6 +250,18 @@ pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `config` (of [`daemon_config`]) with its VR a tap VR: the vNICs' TAPs
+/// get the node's addresses, the namespace routes (no router table).
+fn tap_vr(config: &str) -> String {
+    let router = config.find("[vrs.router]").unwrap_or(config.len());
+    let rules = config.find("[[rules]]").unwrap_or(config.len());
+    let vr = config[..router].replace(
+        &format!("vnics = [{{ port = \"p0\", mac = \"{P0_MAC}\" }}, {{ port = \"p1\", mac = \"{P1_MAC}\" }}]"),
+        &format!("kind = \"tap\"\nvnics = [{{ port = \"p0\", mac = \"{P0_MAC}\", addrs = [\"10.1.0.1/24\"] }}, {{ port = \"p1\", mac = \"{P1_MAC}\", addrs = [\"10.1.1.1/24\"] }}]"),
+    );
+    format!("{vr}\n{}", &config[rules.max(router)..])
 }
 
 /// The daemon config of the vrhost forwarder with driver `driver`; with
