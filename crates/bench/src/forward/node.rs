@@ -7,7 +7,7 @@ use std::time::Duration;
 use vrhost_client::{Client, Endpoint};
 use vrhost_lab::{Daemon, Lab};
 
-use super::{ForwardArgs, GEN_MAC, P0_MAC, P1_MAC, SINK_MAC, Table};
+use super::{ForwardArgs, GEN_MAC, GEN6, P0_6, P0_MAC, P1_6, P1_MAC, SINK_MAC, SINK6, Table};
 use crate::{Context, Result, bail};
 
 /// The XDP sink object, written to a file `ip` can load.
@@ -49,15 +49,18 @@ pub(crate) fn setup_node_on(
     lab.ns("gen")
         .exec("ethtool", &["-K", "eth0", "gro", gro])
         .with_context(|| format!("GRO {gro} on the generator's eth0"))?;
-    for (dev, addr) in [("p0", "10.1.0.1/24"), ("p1", "10.1.1.1/24")] {
+    for (dev, addr, addr6) in [("p0", "10.1.0.1/24", P0_6), ("p1", "10.1.1.1/24", P1_6)] {
         let _ = node.ip(&["addr", "flush", "dev", dev]);
         if fwd == "kernel" {
             node.ip(&["addr", "add", addr, "dev", dev])?;
+            let a6 = format!("{addr6}/64");
+            node.ip(&["-6", "addr", "add", &a6, "dev", dev, "nodad"])?;
         }
     }
     let _ = node.ip(&["route", "flush", "proto", "static"]);
     if fwd == "kernel" {
         node.sysctl("net.ipv4.ip_forward", "1")?;
+        node.sysctl("net.ipv6.conf.all.forwarding", "1")?;
         kernel_tables(&node, ["p0", "p1"], table, dir)?;
         node.exec(
             "sh",
@@ -111,6 +114,8 @@ fn kernel_tables(ns: &vrhost_lab::Netns, devs: [&str; 2], table: &Table, dir: &P
     for (ip, mac, dev) in [
         ("10.1.1.2", SINK_MAC, devs[1]),
         ("10.1.0.2", GEN_MAC, devs[0]),
+        (SINK6, SINK_MAC, devs[1]),
+        (GEN6, GEN_MAC, devs[0]),
     ] {
         ns.ip(&[
             "neigh",
@@ -145,6 +150,7 @@ fn start_vrhost(
     let node = lab.ns("node");
     let fwd = path.map_or(if tap { "tap" } else { driver }, |_| "fast");
     node.sysctl("net.ipv4.ip_forward", "0")?;
+    node.sysctl("net.ipv6.conf.all.forwarding", "0")?;
     node.exec(
         "sh",
         &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
@@ -259,7 +265,7 @@ fn tap_vr(config: &str) -> String {
     let rules = config.find("[[rules]]").unwrap_or(config.len());
     let vr = config[..router].replace(
         &format!("vnics = [{{ port = \"p0\", mac = \"{P0_MAC}\" }}, {{ port = \"p1\", mac = \"{P1_MAC}\" }}]"),
-        &format!("kind = \"tap\"\nvnics = [{{ port = \"p0\", mac = \"{P0_MAC}\", addrs = [\"10.1.0.1/24\"] }}, {{ port = \"p1\", mac = \"{P1_MAC}\", addrs = [\"10.1.1.1/24\"] }}]"),
+        &format!("kind = \"tap\"\nvnics = [{{ port = \"p0\", mac = \"{P0_MAC}\", addrs = [\"10.1.0.1/24\", \"{P0_6}/64\"] }}, {{ port = \"p1\", mac = \"{P1_MAC}\", addrs = [\"10.1.1.1/24\", \"{P1_6}/64\"] }}]"),
     );
     format!("{vr}\n{}", &config[rules.max(router)..])
 }
@@ -278,6 +284,16 @@ pub(super) fn daemon_config(
     );
     if table.full() {
         routes.push_str(", { prefix = \"0.0.0.0/0\", nexthop = 0 }");
+    }
+    // IPv6 the same way, but for a VR the fast path may carry (IPv4 only).
+    let mut neighbours = format!("{{ ip = \"10.1.0.2\", mac = \"{GEN_MAC}\", vnic = 0 }}");
+    if path.is_none() {
+        routes.push_str(&format!(
+            ", {{ prefix = \"2001:db8:2::/64\", nexthop = 0 }}, {{ prefix = \"2001:db8:1::/64\", via = \"{GEN6}\", vnic = 0 }}"
+        ));
+        neighbours.push_str(&format!(
+            ", {{ ip = \"{GEN6}\", mac = \"{GEN_MAC}\", vnic = 0 }}"
+        ));
     }
     routes.push(']');
     // A VR the fast path may carry cannot have a route file (the config
@@ -328,7 +344,7 @@ slots = {slots}
 vnics = [{{ port = "p0", mac = "{P0_MAC}" }}, {{ port = "p1", mac = "{P1_MAC}" }}]
 [vrs.router]
 nexthops = [{{ vnic = 1, mac = "{SINK_MAC}" }}]
-neighbours = [{{ ip = "10.1.0.2", mac = "{GEN_MAC}", vnic = 0 }}]
+neighbours = [{neighbours}]
 {routes}
 {route_file}
 [[rules]]
