@@ -122,7 +122,10 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
                 fs.auto_rate_pps = Some(a.rate_pps() as u64);
             }
         }
-        stats.control_plane = ctl.control_plane(&name).map(control_plane_stats);
+        stats.control_plane = (ctl.control_plane(&name))
+            // A tap VR with nothing to run has no process to report.
+            .filter(|cp| cp.plan().run != vrhost_host::config::ControlRun::Nothing)
+            .map(control_plane_stats);
         vrs.push(VrCounters {
             name,
             state: state.to_string(),

@@ -3,7 +3,8 @@
 //! Linux forwarding is the data plane; vrhost moves the frames between
 //! the ports and the TAPs. Pings and TCP pass from ns-a to ns-b through
 //! it, with the TTL the namespace's kernel decremented; forwarding off
-//! in the namespace stops them.
+//! in the namespace stops them. What its `control_plane` command names
+//! runs in the namespace, and its status is the VR's.
 //!
 //! ```text
 //!  ns-a                   ns-r: vrhost daemon (nsenter --net)          ns-b
@@ -80,6 +81,7 @@ fn linux_forwarding_in_a_tap_vr_carries_ping_and_tcp() {
     let [na, nr, nb] = topology();
     let vnics = format!(
         r#"kind = "tap"
+control_plane = {{ command = ["/bin/sleep", "1000"] }}
 vnics = [
   {{ port = "p0", mac = "{R0_MAC}", addrs = ["10.0.1.1/24"] }},
   {{ port = "p1", mac = "{R1_MAC}", addrs = ["10.0.2.1/24"] }},
@@ -133,6 +135,15 @@ vnics = [
     }
     let gbps = vrhost_lab::tools::iperf3_ns(&nb, &na, B, 1).expect("iperf3");
     assert!(gbps > 0.0);
+    // The command runs in the namespace, as its status says.
+    let pids = Command::new("ip")
+        .args(["netns", "pids", &ns])
+        .output()
+        .unwrap();
+    let pid = String::from_utf8_lossy(&pids.stdout).trim().to_string();
+    let cp = d.json(&["vr", "show", &vr])["stats"]["control_plane"].clone();
+    assert_eq!(cp["running"], true, "{cp}");
+    assert_eq!(cp["pid"].to_string(), pid, "{cp}");
 
     // Forwarding off in the namespace: nothing passes.
     in_vr_ns(&ns, &["sysctl", "-qw", "net.ipv4.ip_forward=0"]);
