@@ -127,6 +127,10 @@ pub struct Vnic {
     /// Its addresses, `A.B.C.D/LEN`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub addrs: Vec<String>,
+    /// Its link's MTU (router VRs): larger IPv6 packets to forward out of
+    /// it get an ICMPv6 packet too big.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
 }
 
 /// `Rule`: frames matching every given field go to vNIC `vnic` of `vr`.
@@ -174,7 +178,7 @@ pub struct Rule {
 pub struct VrSpec {
     /// Unique name.
     pub name: String,
-    /// `router` or `program`.
+    /// `router`, `program` or `tap`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// A custom program's executable.
@@ -387,6 +391,33 @@ pub struct VrStats {
     /// forwarded and dropped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fast: Option<FastStats>,
+    /// Its control plane (a VR with `control_plane`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlaneStats>,
+}
+
+/// `ControlPlaneStats`: how a VR's control plane (its routing daemon in
+/// the VR's control namespace) runs, and what it gave the VR's FIB.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ControlPlaneStats {
+    /// Whether its process runs.
+    pub running: bool,
+    /// Its pid, while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Times it was started (the first start included).
+    pub starts: u64,
+    /// Times it exited (and was restarted, or is to be).
+    pub restarts: u64,
+    /// Routes the VR holds from it (learnt from its kernel table).
+    pub routes: u64,
+    /// Route changes from it the VR applied.
+    pub route_changes: u64,
+    /// Route changes from it the VR refused.
+    pub refused: u64,
+    /// CPU time of its process while it runs, seconds.
+    pub cpu_seconds: f64,
 }
 
 /// `FastStats`: what the XDP fast path did with a VR's frames.
@@ -452,7 +483,7 @@ impl VrStats {
 pub struct VrStatus {
     /// Name.
     pub name: String,
-    /// `router` or `program`.
+    /// `router`, `program` or `tap`.
     pub kind: String,
     /// `running` or `stopped`.
     pub state: String,

@@ -188,10 +188,12 @@ fn router() -> RouterConfig {
             VnicConfig {
                 mac: mac(VNIC0_MAC),
                 addrs: vec!["10.1.0.1/24".into()],
+                mtu: None,
             },
             VnicConfig {
                 mac: mac(VNIC1_MAC),
                 addrs: vec!["10.2.0.1/24".into()],
+                mtu: None,
             },
         ],
         neighbours: vec![

@@ -516,6 +516,27 @@ fn vr(m: &mut Reg, v: &VrCounters) {
     if let Some(f) = &st.fast {
         fast(m, &v.name, f);
     }
+    if let Some(c) = &st.control_plane {
+        control_plane(m, &v.name, c);
+    }
+}
+
+/// VR `vr`'s control plane: whether it runs, its restarts, its routes.
+fn control_plane(m: &mut Reg, vr: &str, c: &vrhost_api::ControlPlaneStats) {
+    let l = || vec![("vr", vr.to_string())];
+    let up = u64::from(c.running);
+    m.gauge(
+        "vr_control_plane_up",
+        "1 if the VR's control plane runs",
+        l(),
+        up,
+    );
+    let help = "Exits of the VR's control plane (each restarted)";
+    m.counter("vr_control_plane_restarts", help, l(), c.restarts);
+    let help = "Routes the VR holds from its control plane";
+    m.gauge("vr_control_plane_routes", help, l(), c.routes);
+    let help = "Route changes from the VR's control plane, applied";
+    m.counter("vr_control_plane_route_changes", help, l(), c.route_changes);
 }
 
 /// The XDP fast path's counters of VR `vr` (already added to its
@@ -674,6 +695,7 @@ mod tests {
                 })
                 .collect(),
             fast: None,
+            control_plane: None,
         }
     }
 

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use vrhost_api::{
-    FastStats, HostStats, InstanceStatus, PortStats, Stats, VnicStats, VrCounters,
-    VrStats as VrStatsView,
+    ControlPlaneStats, FastStats, HostStats, InstanceStatus, PortStats, Stats, VnicStats,
+    VrCounters, VrStats as VrStatsView,
 };
 use vrhost_fast::FastCounters;
 use vrhost_host::config::{Plan, VrPlan};
@@ -122,6 +122,10 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
                 fs.auto_rate_pps = Some(a.rate_pps() as u64);
             }
         }
+        stats.control_plane = (ctl.control_plane(&name))
+            // A tap VR with nothing to run has no process to report.
+            .filter(|cp| cp.plan().run != vrhost_host::config::ControlRun::Nothing)
+            .map(control_plane_stats);
         vrs.push(VrCounters {
             name,
             state: state.to_string(),
@@ -224,6 +228,23 @@ fn instance_status(
         .collect()
 }
 
+/// A VR's control plane as the API shows it.
+fn control_plane_stats(cp: &crate::cplane::ControlPlane) -> ControlPlaneStats {
+    let pid = cp.pid();
+    ControlPlaneStats {
+        running: cp.is_running(),
+        pid,
+        starts: cp.starts,
+        restarts: cp.exits,
+        routes: cp.routes().len() as u64,
+        route_changes: cp.applied,
+        refused: cp.refused,
+        cpu_seconds: pid
+            .and_then(vrhost_host::cpu::process_cpu_ns)
+            .map_or(0.0, |ns| ns as f64 / 1e9),
+    }
+}
+
 /// The fast path's counters of a VR as the API shows them.
 pub fn fast_stats(f: &FastCounters) -> FastStats {
     let to_slow = [
@@ -315,6 +336,7 @@ fn vr_stats_view(
         ctrl_dropped: s.ctrl_dropped.get(),
         vnics,
         fast: None,
+        control_plane: None,
     }
 }
 

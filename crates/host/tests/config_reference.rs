@@ -253,14 +253,18 @@ fn keys_of<'de, T: Deserialize<'de>>(path: &str) -> BTreeSet<String> {
 fn code_keys() -> BTreeSet<String> {
     let mut keys = keys_of::<Config>("");
     // `[vrs.router]` is kept as a TOML table by the host and read as the
-    // router's config, whose `vnics` and `control_vnics` the host fills
-    // from the VR's own `vnics` and control plane (and refuses in the
-    // table: checked below).
+    // router's config, whose `vnics`, `control_vnics` and `control_all`
+    // the host fills from the VR's own `vnics`, control plane and kind
+    // (and refuses in the table: checked below).
     let router = keys_of::<RouterConfig>("vrs[].router");
     let host_filled = |k: &String| {
-        ["vrs[].router.vnics", "vrs[].router.control_vnics"]
-            .iter()
-            .any(|f| k == f || k.starts_with(&format!("{f}[]")))
+        [
+            "vrs[].router.vnics",
+            "vrs[].router.control_vnics",
+            "vrs[].router.control_all",
+        ]
+        .iter()
+        .any(|f| k == f || k.starts_with(&format!("{f}[]")))
     };
     keys.extend(router.into_iter().filter(|k| !host_filled(k)));
     keys

@@ -4,6 +4,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::netns::Netns;
 use crate::topology::Lab;
 
 /// One iperf3 TCP test of `seconds` from host `client` to `addr`, served
@@ -18,8 +19,16 @@ pub fn iperf3(
     addr: &str,
     seconds: u64,
 ) -> Result<f64, String> {
-    let mut srv = lab
-        .ns(server)
+    iperf3_ns(&lab.ns(server), &lab.ns(client), addr, seconds)
+}
+
+/// As [`iperf3`], between two namespaces of any origin: served in
+/// `server` on `addr` (IPv4 or IPv6), run from `client`.
+///
+/// # Errors
+/// A message saying which step failed (server, client, output).
+pub fn iperf3_ns(server: &Netns, client: &Netns, addr: &str, seconds: u64) -> Result<f64, String> {
+    let mut srv = server
         .command("iperf3")
         .args(["-s", "-1", "-B", addr])
         .stdout(Stdio::null())
@@ -30,8 +39,7 @@ pub fn iperf3(
     let t = Instant::now();
     let secs = seconds.to_string();
     let result = loop {
-        let out = lab
-            .ns(client)
+        let out = client
             .command("iperf3")
             .args(["-c", addr, "-t", &secs, "-J", "--connect-timeout", "3000"])
             .stdin(Stdio::null())

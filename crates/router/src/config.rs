@@ -55,6 +55,11 @@ pub struct VnicConfig {
     /// link-local addresses, `fe80::/10`: every link has that prefix).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addrs: Vec<String>,
+    /// The link's MTU (the largest IP packet it carries, 1280..=65535):
+    /// an IPv6 packet to forward out of this vNIC that is larger gets an
+    /// ICMPv6 packet too big instead. None: no limit is checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
 }
 
 /// A next hop of the original form: where routes by index send packets.
@@ -259,6 +264,11 @@ pub struct RouterConfig {
     /// it leaves by its vNIC unchanged (`cplane.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub control_vnics: Vec<u16>,
+    /// Every frame of a vNIC goes to its control vNIC, untouched: the
+    /// router handles none itself, and the control namespace is the data
+    /// plane (a `kind = "tap"` VR). Needs `control_vnics`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub control_all: bool,
 }
 
 pub(crate) use crate::prefix::parse_addr_len;
@@ -477,7 +487,7 @@ impl Router {
     /// subnet, unreadable route file, a table too small).
     pub fn new(cfg: &RouterConfig) -> Result<Self, String> {
         let vnics = build_vnics(&cfg.vnics)?;
-        let cplane = super::cplane::Cplane::new(&cfg.control_vnics, vnics.len())?;
+        let cplane = super::cplane::Cplane::new(&cfg.control_vnics, vnics.len(), cfg.control_all)?;
         let a = cfg.arp;
         check_arp(&a)?;
         let mut b = Build {
@@ -531,7 +541,10 @@ impl Router {
     }
 }
 
-/// The vNICs: their MACs, and their addresses, each given once.
+/// IPv6's minimum link MTU (RFC 8200 5).
+const MIN_MTU6: u16 = 1280;
+
+/// The vNICs: their MACs, their addresses, each given once, and MTUs.
 fn build_vnics(cfg: &[VnicConfig]) -> Result<Vec<Vnic>, String> {
     if cfg.len() > usize::from(u16::MAX) {
         return Err(format!("vnics: {} > 65535", cfg.len()));
@@ -558,7 +571,21 @@ fn build_vnics(cfg: &[VnicConfig]) -> Result<Vec<Vnic>, String> {
             }
             addrs.push(ifa);
         }
-        vnics.push(Vnic { mac, addrs, addrs6 });
+        let mtu = match v.mtu {
+            None => u16::MAX,
+            Some(m) if m >= MIN_MTU6 => m,
+            Some(m) => {
+                return Err(format!(
+                    "vnics[{i}].mtu {m}: must be 1280..=65535 (IPv6's minimum MTU)"
+                ));
+            }
+        };
+        vnics.push(Vnic {
+            mac,
+            addrs,
+            addrs6,
+            mtu,
+        });
     }
     Ok(vnics)
 }

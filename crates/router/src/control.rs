@@ -392,6 +392,7 @@ impl Router {
     pub fn stats(&self) -> RouterStats {
         let c = |i: usize| self.counters[i];
         let ipv6 = (counters::ND_SOLICITS..=counters::ICMP6_RATE_LIMITED)
+            .chain([counters::ICMP6_PACKET_TOO_BIG])
             .map(|i| (counters::NAMES[i].to_string(), c(i)))
             .collect();
         RouterStats {
@@ -492,6 +493,7 @@ mod tests {
             vnics: vec![VnicConfig {
                 mac: "02:00:00:00:01:01".into(),
                 addrs: vec!["10.0.1.1/24".into()],
+                mtu: None,
             }],
             neighbours: vec![NeighbourConfig {
                 ip: "10.0.1.9".into(),

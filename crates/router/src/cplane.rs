@@ -22,6 +22,11 @@
 //!   slot carries a packet that waited for that neighbour (the router
 //!   resolved it too) is not handed on: the kernel's next request is.
 //!
+//! - With `control_all` (a `kind = "tap"` VR), every frame of a data
+//!   vNIC goes to its control vNIC untouched (`to_control`): the router
+//!   forwards nothing itself, the control namespace's kernel (or what the
+//!   tenant runs there) is the data plane.
+//!
 //! A VR without a control plane pays one bounds check per packet.
 
 use vrhost_packet::ethernet::{self, EtherType, EthernetFrame};
@@ -41,13 +46,18 @@ pub(super) struct Cplane {
     to_ctl: Box<[u16]>,
     /// vNIC -> the data vNIC whose control vNIC it is.
     from_ctl: Box<[Option<u16>]>,
+    /// Every frame of a data vNIC goes to its control vNIC (`control_all`).
+    all: bool,
 }
 
 impl Cplane {
     /// From the config's `control_vnics` (empty, or one per data vNIC:
-    /// not a data vNIC, each once).
-    pub(super) fn new(control_vnics: &[u16], data_vnics: usize) -> Result<Self, String> {
+    /// not a data vNIC, each once) and `control_all`.
+    pub(super) fn new(control_vnics: &[u16], data_vnics: usize, all: bool) -> Result<Self, String> {
         if control_vnics.is_empty() {
+            if all {
+                return Err("control_all needs control_vnics".into());
+            }
             return Ok(Self::default());
         }
         if control_vnics.len() != data_vnics {
@@ -70,7 +80,20 @@ impl Cplane {
         Ok(Self {
             to_ctl: control_vnics.into(),
             from_ctl: from_ctl.into(),
+            all,
         })
+    }
+
+    /// Where a frame received on `rx` goes without the router looking at
+    /// it: from a control vNIC to its data vNIC; with `control_all`, from
+    /// a data vNIC to its control vNIC.
+    #[inline(always)]
+    pub(super) fn bypass(&self, rx: u16) -> Option<u16> {
+        match self.data_vnic_of(rx) {
+            Some(out) => Some(out),
+            None if self.all => self.to_ctl.get(usize::from(rx)).copied(),
+            None => None,
+        }
     }
 
     /// The data vNIC a frame received on `rx` leaves by, if `rx` is a
@@ -102,11 +125,12 @@ impl Router {
             let Some(&ctl) = self.cplane.to_ctl.get(usize::from(rx)) else {
                 continue;
             };
-            let take = match *v {
-                Verdict::Drop(DropReason::LocalUnsupported | DropReason::Multicast) => true,
-                Verdict::Drop(DropReason::Consumed) => is_answer(p.data()),
-                _ => false,
-            };
+            let take = self.cplane.all
+                || match *v {
+                    Verdict::Drop(DropReason::LocalUnsupported | DropReason::Multicast) => true,
+                    Verdict::Drop(DropReason::Consumed) => is_answer(p.data()),
+                    _ => false,
+                };
             if take {
                 *v = Verdict::Forward(ctl);
                 self.counters[counters::TO_CONTROL] += 1;

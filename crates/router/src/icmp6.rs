@@ -31,6 +31,7 @@ impl Router {
             pkt,
             msg::TIME_EXCEEDED,
             icmpv6::time_exceeded::HOP_LIMIT,
+            0,
             DropReason::TtlExpired,
             counters::ICMP6_TIME_EXCEEDED,
         )
@@ -44,6 +45,7 @@ impl Router {
             pkt,
             msg::DST_UNREACHABLE,
             icmpv6::unreachable::NO_ROUTE,
+            0,
             DropReason::NoRoute,
             counters::ICMP6_NO_ROUTE,
         )
@@ -58,18 +60,37 @@ impl Router {
             pkt,
             msg::DST_UNREACHABLE,
             icmpv6::unreachable::ADDRESS,
+            0,
             DropReason::HostUnreachable,
             counters::ICMP6_ADDR_UNREACHABLE,
         )
     }
 
-    /// Rewrite `pkt` (a checked IPv6 frame) into an ICMPv6 error about it,
-    /// to its source; `Drop(otherwise)` when no error may or can be sent.
+    /// ICMPv6 packet too big (RFC 4443 3.2), the out vNIC's `mtu` in it,
+    /// in place of `pkt`; a drop (`Other`: no reason says "too big") when
+    /// none may be sent.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn packet_too_big6(&mut self, pkt: &mut Packet<'_>, mtu: u16) -> Verdict {
+        self.icmp6_error(
+            pkt,
+            msg::PACKET_TOO_BIG,
+            0,
+            u32::from(mtu),
+            DropReason::Other,
+            counters::ICMP6_PACKET_TOO_BIG,
+        )
+    }
+
+    /// Rewrite `pkt` (a checked IPv6 frame) into an ICMPv6 error about it
+    /// (`rest`: the 4 bytes after the checksum), to its source;
+    /// `Drop(otherwise)` when no error may or can be sent.
     fn icmp6_error(
         &mut self,
         pkt: &mut Packet<'_>,
         msg_type: u8,
         code: u8,
+        rest: u32,
         otherwise: DropReason,
         counter: usize,
     ) -> Verdict {
@@ -122,7 +143,7 @@ impl Router {
         Icmpv6Repr {
             msg_type,
             code,
-            rest_of_header: 0,
+            rest_of_header: rest,
         }
         .emit(&mut d[L3 + ipv6::HEADER_LEN..], from, src);
         self.counters[counter] += 1;

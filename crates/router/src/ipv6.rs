@@ -83,6 +83,14 @@ impl Router {
             return self.time_exceeded6(pkt);
         }
         let dst = ip.dst_u128();
+        if let Hop::Static { vnic, .. } | Hop::Gateway6 { vnic, .. } | Hop::Connected6 { vnic } =
+            hop
+            && let Some(v) = self.vnics.get(usize::from(vnic))
+            && ip.total_len() > usize::from(v.mtu)
+        {
+            let mtu = v.mtu;
+            return self.packet_too_big6(pkt, mtu);
+        }
         let (vnic, i) = match hop {
             Hop::Static { vnic, dst, src } => {
                 let d = pkt.data_mut();

@@ -133,9 +133,11 @@
 //!   the first packet, which waits in a pending buffer; the advertisement's
 //!   slot carries it out.
 //!
-//! Not for IPv6: packet too big (the router knows no MTU, so it never
-//! sends one; what becomes of a frame larger than the out link's MTU is
-//! up to the port), redirects, router advertisements (solicitations are
+//! A packet larger than its out vNIC's `mtu` (when one is given) gets an
+//! ICMPv6 packet too big with that MTU (RFC 4443 3.2), under the same
+//! rate limit, checked before the next hop is resolved.
+//!
+//! Not for IPv6: redirects, router advertisements (solicitations are
 //! ignored), duplicate address detection for its own addresses, batched
 //! lookups, and neighbours told to the other instances: peers carry IPv4
 //! neighbours only, and the host's balancer hands an IPv6 frame to an
@@ -264,8 +266,11 @@ pub mod counters {
     pub const TO_CONTROL: usize = 27;
     /// Frames from the control plane sent out of their data vNIC.
     pub const FROM_CONTROL: usize = 28;
+    /// ICMPv6 packet too big sent (a packet larger than its out vNIC's
+    /// MTU).
+    pub const ICMP6_PACKET_TOO_BIG: usize = 29;
     /// Number of counters.
-    pub const COUNT: usize = 29;
+    pub const COUNT: usize = 30;
     /// Counters published in the region.
     pub const PUBLISHED: usize = NEIGH_TABLE_FULL + 1;
     /// Their names, in order.
@@ -299,6 +304,7 @@ pub mod counters {
         "icmp6_rate_limited",
         "to_control",
         "from_control",
+        "icmp6_packet_too_big",
     ];
     const _: () = assert!(PUBLISHED <= vrhost_proto::counter::VR_SLOTS);
 }
@@ -379,6 +385,9 @@ struct Vnic {
     mac: [u8; 6],
     addrs: Vec<Iface>,
     addrs6: Vec<Iface6>,
+    /// The largest IPv6 packet forwarded out of it (`u16::MAX`: no
+    /// limit; an IPv6 packet is never larger).
+    mtu: u16,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -510,7 +519,7 @@ impl Router {
     fn ingress(&self, pkt: &Packet<'_>, cplane: bool) -> Ingress {
         // `cplane`: the router has a control plane (read once per burst:
         // a router without one pays nothing per packet here).
-        if cplane && let Some(out) = self.cplane.data_vnic_of(pkt.rx_vnic()) {
+        if cplane && let Some(out) = self.cplane.bypass(pkt.rx_vnic()) {
             return Ingress::Done(Verdict::Forward(out));
         }
         let d = pkt.data();

@@ -4,7 +4,10 @@
 //! BIRD peer in a lab namespace; the route the peer announces reaches the
 //! VR's FIB with origin `control-plane` and carries a ping; its
 //! withdrawal takes it out again; the VR's BIRD killed comes back and
-//! the session with it.
+//! the session with it. The same with OSPF (BIRD's `protocol ospf` on
+//! both sides): the adjacency comes up through vrhost and the peer's stub
+//! network forwards. The VR's control-plane status (`vr show`, metrics)
+//! follows its runs, restarts and routes.
 //!
 //! ```text
 //!  ns-a               ns-r: vrhost daemon (nsenter --net)        ns-p: BIRD AS 65002
@@ -26,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::CtlNs;
 use serde_json::Value;
 use vrhost_lab::{Netns, veth};
 
@@ -42,24 +46,6 @@ impl Drop for Kill {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-/// Removes a control namespace the daemon left (it is killed, not
-/// stopped), with what runs in it.
-struct CtlNs(String);
-
-impl Drop for CtlNs {
-    fn drop(&mut self) {
-        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.0]).output() {
-            for p in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-9", p]).status();
-            }
-        }
-        let _ = Command::new("ip")
-            .args(["netns", "delete", &self.0])
-            .status();
-        let _ = std::fs::remove_dir_all(Path::new("/run/vrhost/ctl").join(&self.0));
     }
 }
 
@@ -202,57 +188,116 @@ fn pings(na: &Netns) -> bool {
         .is_ok()
 }
 
-#[test]
-fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED: needs root");
-        return;
-    }
-    if !has_bird() {
-        eprintln!("SKIPPED: no bird (Debian package bird2)");
-        return;
-    }
-    let vr = format!("cp{}", std::process::id());
-    let _ctl = CtlNs(format!("vrctl-{vr}"));
-    let [na, nr, np] = topology();
-    let peer_dir = common::TempDir::new("cp-peer");
-    let peer_conf = peer_dir.path().join("peer.conf");
-    std::fs::write(&peer_conf, PEER_BIRD).unwrap();
-    let peer_sock = peer_dir.path().join("peer.ctl");
-    let _peer = Kill(
-        np.command("bird")
-            .arg("-f")
-            .arg("-c")
-            .arg(&peer_conf)
-            .arg("-s")
-            .arg(&peer_sock)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("peer bird"),
-    );
-    // The VR's bird.conf, named by its path (the daemon's config is
-    // written in a directory of its own); read again at each restart.
+/// A BIRD in `ns` on the config text `conf` (in a directory of its own,
+/// with its control socket): the process, killed when dropped, the
+/// socket, and the directory.
+fn peer_bird(ns: &Netns, conf: &str) -> (Kill, PathBuf, common::TempDir) {
+    let dir = common::TempDir::new("cp-peer");
+    let path = dir.path().join("peer.conf");
+    std::fs::write(&path, conf).unwrap();
+    let sock = dir.path().join("peer.ctl");
+    let child = ns
+        .command("bird")
+        .arg("-f")
+        .arg("-c")
+        .arg(&path)
+        .arg("-s")
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("peer bird");
+    (Kill(child), sock, dir)
+}
+
+/// The daemon in `nr` with VR `vr` whose BIRD runs on the config text
+/// `conf` (named by its path: the daemon's config is written in a
+/// directory of its own; read again at each restart), and that
+/// config's directory.
+fn start_with_bird(vr: &str, nr: &Netns, conf: &str) -> (common::daemon::Daemon, common::TempDir) {
     let net = format!("--net=/run/netns/{}", nr.name());
     let conf_dir = common::TempDir::new("cp-conf");
     let vr_conf = conf_dir.path().join("vr-bird.conf");
-    std::fs::write(&vr_conf, VR_BIRD).unwrap();
-    let cfg = config(&vr).replace(
+    std::fs::write(&vr_conf, conf).unwrap();
+    let cfg = config(vr).replace(
         "control_config = \"vr-bird.conf\"",
         &format!("control_config = {:?}", vr_conf.display().to_string()),
     );
     let d = common::daemon::Daemon::start_under("cp", &cfg, &["nsenter", &net]);
+    (d, conf_dir)
+}
 
-    // The session comes up through vrhost.
-    let sock: PathBuf = Path::new("/run/vrhost/ctl")
+/// A test of the VR's BIRD against a peer BIRD in ns-p: the daemon first
+/// (dropped first), the namespaces, then the control namespace's guard.
+struct BirdLab {
+    vr: String,
+    d: common::daemon::Daemon,
+    /// The VR's BIRD's control socket.
+    sock: PathBuf,
+    peer_sock: PathBuf,
+    _peer: Kill,
+    _dirs: [common::TempDir; 2],
+    na: Netns,
+    _nr: Netns,
+    _np: Netns,
+    _ctl: CtlNs,
+}
+
+/// [`BirdLab`] of VR `<tag><pid>` on the config texts `peer` and `mine`;
+/// `None` (the test skipped) when not root or without `bird`.
+fn bird_lab(tag: &str, peer: &str, mine: &str) -> Option<BirdLab> {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root");
+        return None;
+    }
+    if !has_bird() {
+        eprintln!("SKIPPED: no bird (Debian package bird2)");
+        return None;
+    }
+    let vr = format!("{tag}{}", std::process::id());
+    let ctl = CtlNs(format!("vrctl-{vr}"));
+    let [na, nr, np] = topology();
+    let (peer, peer_sock, peer_dir) = peer_bird(&np, peer);
+    let (d, conf_dir) = start_with_bird(&vr, &nr, mine);
+    let sock = Path::new("/run/vrhost/ctl")
         .join(format!("vrctl-{vr}"))
         .join("bird.ctl");
+    Some(BirdLab {
+        vr,
+        d,
+        sock,
+        peer_sock,
+        _peer: peer,
+        _dirs: [peer_dir, conf_dir],
+        na,
+        _nr: nr,
+        _np: np,
+        _ctl: ctl,
+    })
+}
+
+impl BirdLab {
+    /// The VR's name, the daemon, the sockets of the VR's BIRD and the
+    /// peer's, ns-a.
+    fn parts(&self) -> (&str, &common::daemon::Daemon, &Path, &Path, &Netns) {
+        (&self.vr, &self.d, &self.sock, &self.peer_sock, &self.na)
+    }
+}
+
+#[test]
+fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() {
+    let Some(lab) = bird_lab("cp", PEER_BIRD, VR_BIRD) else {
+        return;
+    };
+    let (vr, d, sock, peer_sock, na) = lab.parts();
+
+    // The session comes up through vrhost.
     until("the BGP session", || {
-        birdc(&sock, &["show", "protocols", "peer"])
+        birdc(sock, &["show", "protocols", "peer"])
             .contains("Established")
             .then_some(())
     });
-    assert!(birdc(&peer_sock, &["show", "protocols", "vr"]).contains("Established"));
+    assert!(birdc(peer_sock, &["show", "protocols", "vr"]).contains("Established"));
     // Frames both ways through the control TAP of vNIC 1 (its port's
     // counters: rx from the control plane, tx to it).
     let stats = d.stats();
@@ -268,7 +313,7 @@ fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() 
 
     // The announced route, in the FIB with origin control-plane.
     let r = until("the control plane's route", || {
-        cp_routes(&d, &vr)
+        cp_routes(d, vr)
             .into_iter()
             .find(|r| r["prefix"] == "192.0.2.0/24")
     });
@@ -278,7 +323,7 @@ fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() 
         (Some("10.0.2.2"), Some(1))
     );
     // Not listed by default with the config's routes, by origin.
-    let all = d.json(&["route", "list", &vr, "--origin", "all"]);
+    let all = d.json(&["route", "list", vr, "--origin", "all"]);
     assert!(
         all["routes"]
             .as_array()
@@ -289,15 +334,15 @@ fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() 
     );
     // It forwards: ns-a to the peer's 192.0.2.1.
     until("a ping through the learnt route", || {
-        pings(&na).then_some(())
+        pings(na).then_some(())
     });
 
     // Withdrawn by the peer: out of the FIB, no more forwarding.
-    birdc(&peer_sock, &["disable", "st"]);
+    birdc(peer_sock, &["disable", "st"]);
     until("the withdrawal", || {
-        cp_routes(&d, &vr).is_empty().then_some(())
+        cp_routes(d, vr).is_empty().then_some(())
     });
-    assert!(!pings(&na), "a withdrawn route still forwards");
+    assert!(!pings(na), "a withdrawn route still forwards");
 
     // The VR's BIRD killed: restarted, the session and the route back.
     let pid = until("the VR's bird pid", || {
@@ -310,9 +355,9 @@ fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() 
             .next()
             .map(str::to_string)
     });
-    birdc(&peer_sock, &["enable", "st"]);
+    birdc(peer_sock, &["enable", "st"]);
     until("the route again", || {
-        (!cp_routes(&d, &vr).is_empty()).then_some(())
+        (!cp_routes(d, vr).is_empty()).then_some(())
     });
     Command::new("kill").args(["-9", &pid]).status().unwrap();
     until("the daemon to restart it", || {
@@ -320,21 +365,22 @@ fn bgp_through_vrhost_puts_a_route_in_the_fib_and_its_withdrawal_takes_it_out() 
         let starts = log.iter().filter(|l| l.contains("control plane started"));
         (starts.count() >= 2).then_some(())
     });
+    let cp = d.json(&["vr", "show", vr])["stats"]["control_plane"].clone();
+    assert!(cp["restarts"].as_u64() >= Some(1), "{cp}");
+    assert!(cp["starts"].as_u64() >= Some(2), "{cp}");
     // Until its session is back and after, the route stays (BIRD in
     // graceful restart recovery keeps its kernel routes).
     let t = Instant::now();
-    while !birdc(&sock, &["show", "protocols", "peer"]).contains("Established") {
+    while !birdc(sock, &["show", "protocols", "peer"]).contains("Established") {
         assert!(
-            !cp_routes(&d, &vr).is_empty(),
+            !cp_routes(d, vr).is_empty(),
             "the route stays while the control plane restarts"
         );
         assert!(t.elapsed() < PATIENCE, "the session did not come back");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(!cp_routes(&d, &vr).is_empty());
-    until("a ping again", || pings(&na).then_some(()));
-    drop(d);
-    drop(nr);
+    assert!(!cp_routes(d, vr).is_empty());
+    until("a ping again", || pings(na).then_some(()));
 }
 
 /// A control plane of the tenant's own command, which stays down: the
@@ -499,4 +545,89 @@ fn a_changed_vr_keeps_its_control_plane_and_a_removed_one_its_namespace_goes() {
         !Path::new("/run/vrhost/ctl").join(&ns).exists(),
         "run directory removed"
     );
+}
+
+/// The VR's BIRD for [`ospf_through_vrhost_brings_up_an_adjacency_and_its_route_forwards`]:
+/// OSPF on vNIC 1 (point to point, fast timers), what OSPF learns beyond
+/// the link into the kernel table.
+const VR_OSPF: &str = r#"
+log stderr all;
+router id 10.0.2.1;
+protocol device { }
+protocol kernel { ipv4 { import none; export where source = RTS_OSPF && net != 10.0.2.0/24; }; }
+protocol ospf v2 o {
+  ipv4 { import all; export none; };
+  area 0 { interface "vnic1" { type ptp; hello 1; dead 4; }; };
+}
+"#;
+
+/// The OSPF neighbour: its loopback's 192.0.2.0/24 as a stub network.
+const PEER_OSPF: &str = r#"
+log stderr all;
+router id 10.0.2.2;
+protocol device { }
+protocol ospf v2 o {
+  ipv4 { import none; export none; };
+  area 0 {
+    interface "p0" { type ptp; hello 1; dead 4; };
+    interface "lo" { stub yes; };
+  };
+}
+"#;
+
+/// An OSPF neighbour (BIRD 2 in ns-p) of the VR's BIRD: the adjacency
+/// comes up through vrhost (hellos to 224.0.0.5 handed to the control
+/// plane, its own out of vNIC 1), the stub network it advertises reaches
+/// the FIB with origin control-plane and carries a ping; the VR's control
+/// plane status says it runs and how many routes it gave.
+#[test]
+fn ospf_through_vrhost_brings_up_an_adjacency_and_its_route_forwards() {
+    let Some(lab) = bird_lab("co", PEER_OSPF, VR_OSPF) else {
+        return;
+    };
+    let (vr, d, sock, peer_sock, na) = lab.parts();
+    until("the OSPF adjacency", || {
+        birdc(sock, &["show", "ospf", "neighbors", "o"])
+            .contains("Full")
+            .then_some(())
+    });
+    assert!(birdc(peer_sock, &["show", "ospf", "neighbors", "o"]).contains("Full"));
+    let r = until("the OSPF route", || {
+        cp_routes(d, vr)
+            .into_iter()
+            .find(|r| r["prefix"] == "192.0.2.0/24")
+    });
+    assert_eq!(
+        (r["via"].as_str(), r["vnic"].as_u64()),
+        (Some("10.0.2.2"), Some(1))
+    );
+    until("a ping through the OSPF route", || pings(na).then_some(()));
+    // Its status: running, the route it gave.
+    let show = d.json(&["vr", "show", vr]);
+    let cp = &show["stats"]["control_plane"];
+    assert_eq!(
+        (cp["running"].as_bool(), cp["routes"].as_u64()),
+        (Some(true), Some(1)),
+        "{cp}"
+    );
+    assert_eq!(
+        (cp["starts"].as_u64(), cp["restarts"].as_u64()),
+        (Some(1), Some(0)),
+        "{cp}"
+    );
+    let text = d.ok(&["vr", "show", vr]);
+    assert!(text.contains("0 restarts, 1 routes learnt"), "{text}");
+    let m = d.metrics();
+    for line in [
+        format!("vrhost_vr_control_plane_up{{vr=\"{vr}\"}} 1"),
+        format!("vrhost_vr_control_plane_routes{{vr=\"{vr}\"}} 1"),
+        format!("vrhost_vr_control_plane_restarts_total{{vr=\"{vr}\"}} 0"),
+    ] {
+        assert!(m.lines().any(|l| l == line), "no {line} in the metrics");
+    }
+    // The peer's stub withdrawn: out of the FIB.
+    birdc(peer_sock, &["disable", "o"]);
+    until("the withdrawal", || {
+        cp_routes(d, vr).is_empty().then_some(())
+    });
 }

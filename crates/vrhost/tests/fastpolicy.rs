@@ -152,16 +152,9 @@ fn fcount(stats: &Value, path: &[&str]) -> u64 {
         .unwrap_or_else(|| panic!("no fast counter {path:?} in {stats:#}"))
 }
 
-/// The daemon's metrics, over its API socket (HTTP/1.0: the server
-/// closes).
+/// The daemon's metrics.
 fn metrics(d: &common::Daemon) -> String {
-    use std::io::{Read, Write};
-    let mut c = std::os::unix::net::UnixStream::connect(&d.sock).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    c.read_to_string(&mut text).unwrap();
-    text
+    d.metrics()
 }
 
 /// Send `n` datagrams at once (a short sleep every 10 so the veth's ring

@@ -539,6 +539,7 @@ fn instances_share_the_neighbours_they_learn_by_arp() {
     let vnic = |mac: [u8; 6], addr: &str| VnicConfig {
         mac: MacAddr(mac).to_string(),
         addrs: vec![addr.into()],
+        mtu: None,
     };
     let cfg = RouterConfig {
         vnics: vec![vnic(lan::R0, "10.1.0.1/24"), vnic(lan::R1, "10.9.1.1/24")],

@@ -143,6 +143,7 @@ pub(super) fn migrate(args: &FastpathArgs, s: &Setup<'_>) -> Result<Migration> {
             flows: args.flows,
             repeat: args.live_repeat,
         },
+        crate::forward::Family::Ipv4,
     )?;
     let mut fast = false;
     let mut out = Migration {

@@ -137,6 +137,7 @@ impl FastpathArgs {
         ForwardArgs {
             forwarders: self.forwarders.clone(),
             frame_bytes: vec![self.frame_bytes],
+            family: vec![crate::forward::Family::Ipv4],
             loads: self.loads.clone(),
             table: self.table.clone(),
             generator,
@@ -337,6 +338,7 @@ fn forward(
                 repeat: args.live_repeat,
             },
             drop_obj: &obj,
+            family: crate::forward::Family::Ipv4,
         };
         for table in tables {
             let r = run_points(&fa, lab, &plan, args.frame_bytes, table, dir)?;

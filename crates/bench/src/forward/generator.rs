@@ -13,7 +13,7 @@ use serde::Serialize;
 use vrhost_fast::{LiveGen, LiveGenConfig, LiveSender, SendOn};
 use vrhost_lab::Lab;
 
-use super::{GEN_MAC, P0_MAC};
+use super::{Family, GEN_MAC, GEN6, P0_MAC, SINK6};
 use crate::{Context, Result, bail};
 
 /// Which generator sends.
@@ -53,22 +53,33 @@ pub(crate) struct LiveOptions {
 }
 
 impl Generator {
-    /// Set up `kind` for `frame_bytes` frames, to one destination or (a
-    /// full table) to random ones; trafgen's config is written in `dir`.
+    /// Set up `kind` for `frame_bytes` frames of `family`, to one
+    /// destination or (a full table, IPv4) to random ones; trafgen's
+    /// config is written in `dir`.
     pub(crate) fn new(
         kind: GeneratorKind,
         dir: &Path,
         frame_bytes: usize,
         random_dst: bool,
         live: LiveOptions,
+        family: Family,
     ) -> Result<Self> {
-        match kind {
-            GeneratorKind::Trafgen => {
+        match (kind, family) {
+            (GeneratorKind::Trafgen, Family::Ipv4) => {
                 let conf = dir.join(format!("trafgen-{frame_bytes}-{random_dst}.cfg"));
                 std::fs::write(&conf, trafgen_conf(frame_bytes, random_dst))?;
                 Ok(Self::Trafgen(conf))
             }
-            GeneratorKind::Live => {
+            (GeneratorKind::Trafgen, Family::Ipv6) => {
+                if random_dst {
+                    bail!("IPv6 frames go to one destination (table `2`)");
+                }
+                let conf = dir.join(format!("trafgen6-{frame_bytes}.cfg"));
+                std::fs::write(&conf, trafgen_conf6(frame_bytes)?)?;
+                Ok(Self::Trafgen(conf))
+            }
+            (GeneratorKind::Live, Family::Ipv6) => bail!("the live generator sends IPv4 only"),
+            (GeneratorKind::Live, Family::Ipv4) => {
                 let frame = vrhost_fast::udp_frame(
                     mac(GEN_MAC),
                     mac(P0_MAC),
@@ -207,6 +218,32 @@ fn trafgen_conf(frame_bytes: usize, random_dst: bool) -> String {
     } else {
         one("10, 1, 1, 2")
     }
+}
+
+/// The trafgen config of IPv6 frames: UDP to port 9, GEN6 -> SINK6, its
+/// checksum computed by trafgen.
+fn trafgen_conf6(frame_bytes: usize) -> Result<String> {
+    let Some(udp_len) = frame_bytes.checked_sub(4 + 14 + 40).filter(|l| *l >= 8) else {
+        bail!("{frame_bytes} B: an IPv6 UDP frame needs at least 66 bytes");
+    };
+    let bytes = |m: &str, sep: char, radix: &str| {
+        m.split(sep)
+            .map(|b| format!("{radix}{b}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ip6 = |a: &str| -> Result<String> {
+        let a: std::net::Ipv6Addr = a.parse().context("an IPv6 address")?;
+        Ok(a.octets().map(|o| o.to_string()).join(", "))
+    };
+    Ok(format!(
+        "{{ {}, {}, 0x86, 0xdd,\n  0x60, 0x00, 0x00, 0x00, const16({udp_len}), 17, 64,\n  {},\n  {},\n  const16(4000), const16(9), const16({udp_len}), csumudp6(14, 54),\n  fill(0x00, {}) }}\n",
+        bytes(P0_MAC, ':', "0x"),
+        bytes(GEN_MAC, ':', "0x"),
+        ip6(GEN6)?,
+        ip6(SINK6)?,
+        udp_len - 8
+    ))
 }
 
 /// A running trafgen, stopped on drop.

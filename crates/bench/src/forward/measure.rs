@@ -166,9 +166,9 @@ pub(crate) fn window(lab: &Lab, t: Timing, w: &WindowSpec<'_>) -> Result<Window>
 }
 
 /// Ping RTTs from gen to sink through the forwarder: (average, p99) µs.
-pub(crate) fn rtt(lab: &Lab, n: u32, interval: f64) -> Result<(f64, f64)> {
-    let v = vrhost_lab::tools::ping_rtts(lab, "gen", "10.1.1.2", n, interval)
-        .map_err(BenchError::Failed)?;
+pub(crate) fn rtt(lab: &Lab, to: &str, n: u32, interval: f64) -> Result<(f64, f64)> {
+    let v =
+        vrhost_lab::tools::ping_rtts(lab, "gen", to, n, interval).map_err(BenchError::Failed)?;
     let avg = v.iter().sum::<f64>() / v.len() as f64;
     let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
     eprintln!(

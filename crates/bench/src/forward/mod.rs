@@ -11,7 +11,9 @@
 //! RPS steering the forwarding to the forwarder's core: the kernel at its
 //! best, see BENCHMARKING.md) or with vrhost (no addresses, `ip_forward`
 //! off, one router VR on ports of the driver under test; `fast`: the fast
-//! path on, the VR on it, `af_xdp` ports as its slow path). MACs and
+//! path on, the VR on it, `af_xdp` ports as its slow path; `tap`: a tap
+//! VR on `af_xdp` ports, the kernel of its namespace forwarding between
+//! its TAPs with the same static neighbours as the kernel forwarder). MACs and
 //! neighbours are static, so every forwarder sees the same frames.
 //! The generator (`--generator`) on the generator's core sends UDP to the
 //! discard port at fractions of its own maximum (measured into an XDP
@@ -47,12 +49,37 @@ pub use generator::GeneratorKind;
 use generator::{Generator, LiveOptions, WmemDefault};
 use measure::{Timing, WindowSpec, rtt, window};
 use node::{setup_node, xdp_sink_obj};
+
 use table::print_table;
 
 const GEN_MAC: &str = "02:00:00:00:00:10";
 const P0_MAC: &str = "02:00:00:00:01:01";
 const P1_MAC: &str = "02:00:00:00:02:01";
 const SINK_MAC: &str = "02:00:00:00:00:20";
+/// The IPv6 addresses: the generator, the node's p0 and p1, the sink.
+const GEN6: &str = "2001:db8:1::2";
+const P0_6: &str = "2001:db8:1::1";
+const P1_6: &str = "2001:db8:2::1";
+const SINK6: &str = "2001:db8:2::2";
+
+pub use crate::memory::Family;
+
+/// The sink's address in `family` (ping, iperf3).
+pub(crate) fn sink_addr(family: Family) -> &'static str {
+    match family {
+        Family::Ipv4 => "10.1.1.2",
+        Family::Ipv6 => SINK6,
+    }
+}
+
+/// The frame size sent for `--frame-bytes` `fb` in `family`: an IPv6
+/// UDP frame has at least 66 bytes (with FCS).
+pub(crate) fn frame_bytes_of(family: Family, fb: usize) -> usize {
+    match family {
+        Family::Ipv4 => fb,
+        Family::Ipv6 => fb.max(66),
+    }
+}
 
 pub(crate) const LAB: &str = r#"
 prefix = "vrhb"
@@ -79,7 +106,9 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 pub struct ForwardArgs {
     /// Forwarders: kernel, af_xdp, af_xdp_dedicated (af_xdp with p0
     /// dedicated to the VR: its UMEM is the VR's pool), af_packet, socket,
-    /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports).
+    /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports),
+    /// tap (a `kind = "tap"` VR on af_xdp ports: Linux forwarding in its
+    /// namespace behind TAPs).
     #[arg(
         long,
         value_delimiter = ',',
@@ -89,6 +118,12 @@ pub struct ForwardArgs {
     /// Frame sizes on the wire, bytes (with FCS).
     #[arg(long, value_delimiter = ',', default_value = "64")]
     pub frame_bytes: Vec<usize>,
+    /// Address families of the frames: ipv4, ipv6 (UDP over IPv6 without
+    /// extension headers, at least 66 bytes; trafgen, table `2`, not the
+    /// fast forwarder: the live generator and the fast path are IPv4
+    /// only).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "ipv4")]
+    pub family: Vec<Family>,
     /// Offered loads as fractions of the generator's maximum (1 = unpaced).
     #[arg(long, value_delimiter = ',', default_value = "0.25,0.5,0.75,0.9,1")]
     pub loads: Vec<f64>,
@@ -180,7 +215,9 @@ pub struct ForwardArgs {
 pub struct Record {
     /// The generator: trafgen | live.
     pub generator: &'static str,
-    /// kernel | af_xdp | af_packet | socket | generator (| fast in
+    /// The frames' address family: ipv4 | ipv6.
+    pub family: &'static str,
+    /// kernel | af_xdp | af_packet | socket | tap | generator (| fast in
     /// `bench fastpath`).
     pub forwarder: String,
     /// Frame size on the wire.
@@ -294,7 +331,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
         if copies_per_frame(f).is_none() {
             bail!(
-                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_xdp_dedicated, af_packet, socket, fast)"
+                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_xdp_dedicated, af_packet, socket, fast, tap)"
             );
         }
     }
@@ -315,9 +352,23 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         .iter()
         .map(|t| Table::load(t))
         .collect::<Result<Vec<_>>>()?;
+    if args.family.contains(&Family::Ipv6) {
+        if args.generator == GeneratorKind::Live {
+            bail!("--family ipv6: the live generator sends IPv4 only (use --generator trafgen)");
+        }
+        if args.forwarders.iter().any(|f| f == "fast") {
+            bail!("--family ipv6: the fast path forwards IPv4 only (leave out --forwarders fast)");
+        }
+        if tables.iter().any(Table::full) {
+            bail!("--family ipv6: route files are IPv4 here (use --table 2)");
+        }
+    }
     let lab = Lab::parse(LAB, "bench forward")?;
     lab.down();
     lab.up()?;
+    if args.family.contains(&Family::Ipv6) {
+        end_hosts_ipv6(&lab)?;
+    }
     let dir = std::env::temp_dir().join(format!("vrhost-bench-forward-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let result = run_all(args, &lab, &tables, &dir);
@@ -390,23 +441,58 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                 .with_context(|| format!("RPS on {host}'s eth0"))?;
         }
     }
-    let plan = Plan {
-        forwarders: &args.forwarders,
-        generator: args.generator,
-        loads: &args.loads,
-        live: LiveOptions {
-            flows: 1,
-            repeat: args.live_repeat,
-        },
-        drop_obj: &obj,
-    };
     let mut out = Vec::new();
-    for &fb in &args.frame_bytes {
-        for table in tables {
-            out.extend(run_points(args, lab, &plan, fb, table, dir)?);
+    for &family in &args.family {
+        let plan = Plan {
+            forwarders: &args.forwarders,
+            generator: args.generator,
+            loads: &args.loads,
+            live: LiveOptions {
+                flows: 1,
+                repeat: args.live_repeat,
+            },
+            drop_obj: &obj,
+            family,
+        };
+        for &fb in &args.frame_bytes {
+            for table in tables {
+                let fb = frame_bytes_of(family, fb);
+                out.extend(run_points(args, lab, &plan, fb, table, dir)?);
+            }
         }
     }
     Ok(out)
+}
+
+/// IPv6 on the end hosts (no DAD: usable at once): addresses, the node as
+/// their default gateway, its MACs as permanent neighbours, as for IPv4.
+fn end_hosts_ipv6(lab: &Lab) -> Result<()> {
+    for (host, addr, gw, mac) in [("gen", GEN6, P0_6, P0_MAC), ("sink", SINK6, P1_6, P1_MAC)] {
+        let ns = lab.ns(host);
+        ns.ip(&[
+            "-6",
+            "addr",
+            "add",
+            &format!("{addr}/64"),
+            "dev",
+            "eth0",
+            "nodad",
+        ])?;
+        ns.ip(&["-6", "route", "add", "default", "via", gw])?;
+        ns.ip(&[
+            "-6",
+            "neigh",
+            "replace",
+            gw,
+            "lladdr",
+            mac,
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        ])?;
+    }
+    Ok(())
 }
 
 /// What `run_points` measures.
@@ -419,6 +505,8 @@ pub(crate) struct Plan<'a> {
     pub live: LiveOptions,
     /// The XDP drop object (a file) the generator alone is measured into.
     pub drop_obj: &'a str,
+    /// The frames' address family.
+    pub family: Family,
 }
 
 /// The node's `p0` gets GRO for the live generator (a veth takes
@@ -447,7 +535,14 @@ pub(crate) fn run_points(
     dir: &Path,
 ) -> Result<Vec<Record>> {
     p0_gro(lab, plan.generator)?;
-    let generator = Generator::new(plan.generator, dir, fb, table.full(), plan.live)?;
+    let generator = Generator::new(
+        plan.generator,
+        dir,
+        fb,
+        table.full(),
+        plan.live,
+        plan.family,
+    )?;
     let timing = Timing {
         warmup: args.warmup,
         seconds: args.seconds,
@@ -472,6 +567,7 @@ pub(crate) fn run_points(
     eprintln!("generator {gname} {fb} B: {:.0} pps", g.offered);
     let mut out = vec![Record {
         generator: gname,
+        family: plan.family.name(),
         forwarder: "generator".into(),
         frame_bytes: fb,
         routes: 0,
@@ -523,7 +619,7 @@ fn forwarder_points(
     // kernel would forward coalesced TCP segments, not like with like.
     p0_gro(lab, GeneratorKind::Trafgen)?;
     let (rtt_avg, rtt_p99) = if args.pings > 0 {
-        match rtt(lab, args.pings, args.ping_interval) {
+        match rtt(lab, sink_addr(plan.family), args.pings, args.ping_interval) {
             Ok((a, p)) => (Some(a), Some(p)),
             Err(e) => {
                 eprintln!("{fwd}: ping: {e:#}");
@@ -534,7 +630,7 @@ fn forwarder_points(
         (None, None)
     };
     let tcp = if args.tcp_seconds > 0 {
-        vrhost_lab::tools::iperf3(lab, "sink", "gen", "10.1.1.2", args.tcp_seconds)
+        vrhost_lab::tools::iperf3(lab, "sink", "gen", sink_addr(plan.family), args.tcp_seconds)
             .map_err(|e| eprintln!("{fwd}: iperf3: {e}"))
             .ok()
     } else {
@@ -567,6 +663,7 @@ fn forwarder_points(
         );
         out.push(Record {
             generator: plan.generator.name(),
+            family: plan.family.name(),
             forwarder: fwd.to_string(),
             frame_bytes: at.fb,
             routes: at.table.len(),
@@ -602,12 +699,17 @@ fn forwarder_points(
 ///   VR's slot, the worker into p1's UMEM, the kernel into an skb);
 /// - `af_xdp_dedicated` (p0's UMEM is the VR's pool): 3 (the kernel into
 ///   the VR's slot, the worker into p1's UMEM, the kernel into an skb);
-///   a frame in and out of the dedicated port takes 2.
+///   a frame in and out of the dedicated port takes 2;
+/// - `tap`: 7 (the kernel into p0's UMEM, the worker into the VR's slot,
+///   `write` into the TAP's skb; Linux forwards the skb; `read` from the
+///   other TAP into the port's buffer, the worker into a slot, the worker
+///   into p1's UMEM, the kernel into an skb).
 pub fn copies_per_frame(fwd: &str) -> Option<u32> {
     Some(match fwd {
         "kernel" | "fast" => 0,
         "socket" | "af_packet" | "af_xdp_dedicated" => 3,
         "af_xdp" => 4,
+        "tap" => 7,
         _ => return None,
     })
 }

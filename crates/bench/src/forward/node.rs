@@ -7,7 +7,7 @@ use std::time::Duration;
 use vrhost_client::{Client, Endpoint};
 use vrhost_lab::{Daemon, Lab};
 
-use super::{ForwardArgs, GEN_MAC, P0_MAC, P1_MAC, SINK_MAC, Table};
+use super::{ForwardArgs, GEN_MAC, GEN6, P0_6, P0_MAC, P1_6, P1_MAC, SINK_MAC, SINK6, Table};
 use crate::{Context, Result, bail};
 
 /// The XDP sink object, written to a file `ip` can load.
@@ -17,9 +17,10 @@ pub(crate) fn xdp_sink_obj() -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Set up the node for `fwd` (kernel, a vrhost driver, or `fast`: vrhost
+/// Set up the node for `fwd` (kernel, a vrhost driver, `fast`: vrhost
 /// with `[host] fast_path = true` and the VR on the fast path, on af_xdp
-/// ports), returning the daemon if vrhost forwards.
+/// ports, or `tap`: a tap VR on af_xdp ports, its namespace's Linux
+/// forwarding), returning the daemon if vrhost forwards.
 pub(crate) fn setup_node(
     args: &ForwardArgs,
     lab: &Lab,
@@ -48,28 +49,19 @@ pub(crate) fn setup_node_on(
     lab.ns("gen")
         .exec("ethtool", &["-K", "eth0", "gro", gro])
         .with_context(|| format!("GRO {gro} on the generator's eth0"))?;
-    for (dev, addr) in [("p0", "10.1.0.1/24"), ("p1", "10.1.1.1/24")] {
+    for (dev, addr, addr6) in [("p0", "10.1.0.1/24", P0_6), ("p1", "10.1.1.1/24", P1_6)] {
         let _ = node.ip(&["addr", "flush", "dev", dev]);
         if fwd == "kernel" {
             node.ip(&["addr", "add", addr, "dev", dev])?;
+            let a6 = format!("{addr6}/64");
+            node.ip(&["-6", "addr", "add", &a6, "dev", dev, "nodad"])?;
         }
     }
     let _ = node.ip(&["route", "flush", "proto", "static"]);
     if fwd == "kernel" {
         node.sysctl("net.ipv4.ip_forward", "1")?;
-        for (ip, mac, dev) in [("10.1.1.2", SINK_MAC, "p1"), ("10.1.0.2", GEN_MAC, "p0")] {
-            node.ip(&[
-                "neigh",
-                "replace",
-                ip,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ])?;
-        }
+        node.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+        kernel_tables(&node, ["p0", "p1"], table, dir)?;
         node.exec(
             "sh",
             &[
@@ -80,56 +72,96 @@ pub(crate) fn setup_node_on(
                 ),
             ],
         )?;
-        if table.full() {
-            let batch = dir.join("routes.batch");
-            let mut f = std::io::BufWriter::new(std::fs::File::create(&batch)?);
-            for (p, l) in &table.routes {
-                writeln!(
-                    f,
-                    "route replace {}/{l} via 10.1.1.2 proto static",
-                    std::net::Ipv4Addr::from(*p)
-                )?;
-            }
-            writeln!(f, "route replace default via 10.1.1.2 proto static")?;
-            f.flush()?;
-            drop(f);
-            node.ip(&["-batch", &batch.display().to_string()])?;
-        }
         return Ok(None);
     }
     let (driver, path) = match fwd {
         "fast" => ("af_xdp", Some(path.unwrap_or("fast"))),
         "af_xdp_dedicated" => ("af_xdp", path),
+        "tap" => ("af_xdp", None),
         d => (d, path),
     };
-    let dedicated = fwd == "af_xdp_dedicated";
-    start_vrhost(args, lab, (driver, dedicated), path, table, dir).map(Some)
+    let tap = fwd == "tap";
+    let vrhost = start_vrhost(args, lab, (driver, fwd), path, table, dir)?;
+    if tap {
+        // Made by the daemon (forwarding on there), removed by it.
+        let ns = vrhost_lab::Netns::existing("vrctl-bench");
+        kernel_tables(&ns, ["vnic0", "vnic1"], table, dir)?;
+    }
+    Ok(Some(vrhost))
+}
+
+/// An `ip -batch` file of the table's routes (and a default route) via
+/// the sink; its path.
+fn route_batch(table: &Table, dir: &Path) -> Result<String> {
+    let batch = dir.join("routes.batch");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&batch)?);
+    for (p, l) in &table.routes {
+        writeln!(
+            f,
+            "route replace {}/{l} via 10.1.1.2 proto static",
+            std::net::Ipv4Addr::from(*p)
+        )?;
+    }
+    writeln!(f, "route replace default via 10.1.1.2 proto static")?;
+    f.flush()?;
+    Ok(batch.display().to_string())
+}
+
+/// The Linux tables of a forwarding namespace `ns` (the node for the
+/// kernel forwarder, the tap VR's namespace) whose interfaces toward the
+/// generator and the sink are `devs`: the end hosts as permanent
+/// neighbours, and a full table's routes via the sink.
+fn kernel_tables(ns: &vrhost_lab::Netns, devs: [&str; 2], table: &Table, dir: &Path) -> Result<()> {
+    for (ip, mac, dev) in [
+        ("10.1.1.2", SINK_MAC, devs[1]),
+        ("10.1.0.2", GEN_MAC, devs[0]),
+        (SINK6, SINK_MAC, devs[1]),
+        (GEN6, GEN_MAC, devs[0]),
+    ] {
+        ns.ip(&[
+            "neigh",
+            "replace",
+            ip,
+            "lladdr",
+            mac,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ])
+        .with_context(|| format!("neighbours in {}", ns.name()))?;
+    }
+    if table.full() {
+        ns.ip(&["-batch", &route_batch(table, dir)?])?;
+    }
+    Ok(())
 }
 
 /// Start vrhost on the node (its addresses already flushed): ports of
-/// `driver`, one router VR; with `path` (`fast` or `slow`), the fast path
-/// on and the VR on that path.
+/// `driver`, one router VR (a tap VR with `tap`); with `path` (`fast` or
+/// `slow`), the fast path on and the VR on that path.
 fn start_vrhost(
     args: &ForwardArgs,
     lab: &Lab,
-    (driver, dedicated): (&str, bool),
+    (driver, fwd): (&str, &str),
     path: Option<&str>,
     table: &Table,
     dir: &Path,
 ) -> Result<(Daemon, Client)> {
     let node = lab.ns("node");
-    let fwd = match (path, dedicated) {
-        (Some(_), _) => "fast",
-        (None, true) => "af_xdp_dedicated",
-        (None, false) => driver,
-    };
+    let (dedicated, tap) = (fwd == "af_xdp_dedicated", fwd == "tap");
     node.sysctl("net.ipv4.ip_forward", "0")?;
+    node.sysctl("net.ipv6.conf.all.forwarding", "0")?;
     node.exec(
         "sh",
         &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
     )?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
-    std::fs::write(&cfg, daemon_config(args, (driver, dedicated), table, path))?;
+    let mut src = daemon_config(args, (driver, dedicated), table, path);
+    if tap {
+        src = tap_vr(&src);
+    }
+    std::fs::write(&cfg, src)?;
     // Its API (a unix socket outside the namespaces) for the loss counters.
     let sock = dir.join(format!("vrhost-{fwd}.sock"));
     let daemon = Daemon::start(&cfg, Some(node.name()), 0, &sock.display().to_string())?;
@@ -227,6 +259,18 @@ pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
     Ok(())
 }
 
+/// `config` (of [`daemon_config`]) with its VR a tap VR: the vNICs' TAPs
+/// get the node's addresses, the namespace routes (no router table).
+fn tap_vr(config: &str) -> String {
+    let router = config.find("[vrs.router]").unwrap_or(config.len());
+    let rules = config.find("[[rules]]").unwrap_or(config.len());
+    let vr = config[..router].replace(
+        &format!("vnics = [{{ port = \"p0\", mac = \"{P0_MAC}\" }}, {{ port = \"p1\", mac = \"{P1_MAC}\" }}]"),
+        &format!("kind = \"tap\"\nvnics = [{{ port = \"p0\", mac = \"{P0_MAC}\", addrs = [\"10.1.0.1/24\", \"{P0_6}/64\"] }}, {{ port = \"p1\", mac = \"{P1_MAC}\", addrs = [\"10.1.1.1/24\", \"{P1_6}/64\"] }}]"),
+    );
+    format!("{vr}\n{}", &config[rules.max(router)..])
+}
+
 /// The daemon config of the vrhost forwarder with driver `driver`; with
 /// `path`, the fast path on (room for the table's routes) and the VR on
 /// `path`.
@@ -241,6 +285,16 @@ pub(super) fn daemon_config(
     );
     if table.full() {
         routes.push_str(", { prefix = \"0.0.0.0/0\", nexthop = 0 }");
+    }
+    // IPv6 the same way, but for a VR the fast path may carry (IPv4 only).
+    let mut neighbours = format!("{{ ip = \"10.1.0.2\", mac = \"{GEN_MAC}\", vnic = 0 }}");
+    if path.is_none() {
+        routes.push_str(&format!(
+            ", {{ prefix = \"2001:db8:2::/64\", nexthop = 0 }}, {{ prefix = \"2001:db8:1::/64\", via = \"{GEN6}\", vnic = 0 }}"
+        ));
+        neighbours.push_str(&format!(
+            ", {{ ip = \"{GEN6}\", mac = \"{GEN_MAC}\", vnic = 0 }}"
+        ));
     }
     routes.push(']');
     // A VR the fast path may carry cannot have a route file (the config
@@ -306,7 +360,7 @@ slots = {slots}
 vnics = [{{ port = "p0", mac = "{P0_MAC}" }}, {{ port = "p1", mac = "{P1_MAC}" }}]
 [vrs.router]
 nexthops = [{{ vnic = 1, mac = "{SINK_MAC}" }}]
-neighbours = [{{ ip = "10.1.0.2", mac = "{GEN_MAC}", vnic = 0 }}]
+neighbours = [{neighbours}]
 {routes}
 {route_file}
 [[rules]]

@@ -3,8 +3,9 @@
 use super::Record;
 use crate::report::{Column, heading, opt, row};
 
-const FORWARDING: [Column; 13] = [
+const FORWARDING: [Column; 14] = [
     Column::left("gen", 8),
+    Column::left("family", 6),
     Column::left("forwarder", 16),
     Column::right("bytes", 5),
     Column::right("routes", 7),
@@ -29,6 +30,7 @@ pub(crate) fn print_table(r: &[Record]) {
             &FORWARDING,
             &[
                 &x.generator,
+                &x.family,
                 &x.forwarder,
                 &x.frame_bytes,
                 &x.routes,

@@ -13,6 +13,12 @@
 //! `cplane.rs`): the host only sees the TAPs as ports, and the VR process
 //! never sees the namespace.
 //!
+//! A `kind = "tap"` VR has the same namespace and TAPs, but the namespace
+//! is its data plane: forwarding is turned on there, its routes are not
+//! followed (the VR process only moves frames, `control_all`), and what
+//! runs there (nothing, or the tenant's command) is restarted the same
+//! way.
+//!
 //! A control plane that goes down: the kernel table it programmed stays
 //! as it was (BIRD killed leaves its routes; stopped cleanly it withdraws
 //! them, and the watch hands the withdrawals on), so its routes stay in
@@ -132,6 +138,9 @@ impl ControlPlane {
     pub fn start(vr: &VrPlan, plan: &ControlPlan) -> Result<Self, String> {
         let fail = |e: String| format!("VR {}: control plane: {e}", vr.name);
         netns::configure(&plan.netns, &plan.taps).map_err(fail)?;
+        if plan.data_plane {
+            netns::forwarding_on(&plan.netns).map_err(fail)?;
+        }
         let mut me = Self {
             vr: vr.name.clone(),
             plan: plan.clone(),
@@ -153,8 +162,12 @@ impl ControlPlane {
             applied: 0,
             refused: 0,
         };
-        me.watch().map_err(fail)?;
-        me.spawn().map_err(fail)?;
+        if !plan.data_plane {
+            me.watch().map_err(fail)?;
+        }
+        if plan.run != ControlRun::Nothing {
+            me.spawn().map_err(fail)?;
+        }
         Ok(me)
     }
 
@@ -235,6 +248,7 @@ impl ControlPlane {
                 Ok(c)
             }
             ControlRun::Command(c) => Ok(c.clone()),
+            ControlRun::Nothing => Err("nothing to run".into()),
         }
     }
 
@@ -291,7 +305,9 @@ impl ControlPlane {
                     return Tick::Quiet;
                 }
                 self.held = false;
-                if let Err(e) = self.watch() {
+                if !self.plan.data_plane
+                    && let Err(e) = self.watch()
+                {
                     tracing::error!(vr = %self.vr, "control plane: {e}");
                 }
                 return Tick::Resynced;

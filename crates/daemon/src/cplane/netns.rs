@@ -103,6 +103,15 @@ pub fn configure(ns: &str, taps: &[ControlTap]) -> Result<(), String> {
     Ok(())
 }
 
+/// Turn IPv4 and IPv6 forwarding on in `ns` (a tap VR's namespace, its
+/// data plane).
+pub fn forwarding_on(ns: &str) -> Result<(), String> {
+    for key in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"] {
+        ip(&["netns", "exec", ns, "sysctl", "-qw", key])?;
+    }
+    Ok(())
+}
+
 /// Kill every process left in `ns`, delete it and its run directory
 /// (what fails is logged: this runs on the way out).
 pub fn remove(ns: &str) {

@@ -50,6 +50,9 @@ pub enum ControlRun {
     },
     /// The tenant's command, as given.
     Command(Vec<String>),
+    /// Nothing (a tap VR without `control_plane`: the namespace's own
+    /// forwarding is the data plane).
+    Nothing,
 }
 
 /// One TAP interface of a control namespace: a vNIC's twin.
@@ -74,6 +77,10 @@ pub struct ControlPlan {
     pub taps: Vec<ControlTap>,
     /// How long its routes stay in the VR while it is down (ms).
     pub hold_ms: u64,
+    /// The namespace is the VR's data plane (`kind = "tap"`): forwarding
+    /// on there, and its routes are not synced into the VR (which has no
+    /// table of its own to use).
+    pub data_plane: bool,
 }
 
 /// The longest `control_hold_ms`: a day.
@@ -130,7 +137,16 @@ fn vr_control_in(
     find: impl Fn(&str) -> Option<PathBuf>,
 ) -> Result<Option<ControlPlan>, FieldError> {
     let name = v.name.get_ref();
+    let tap = v.kind == VrKind::Tap;
     let Some(cp) = &v.control_plane else {
+        if tap {
+            if v.control_config.is_some() || v.control_hold_ms.is_some() {
+                let msg = "a tap VR without `control_plane` takes no other control_* key";
+                return Err((v.name.span(), "control_plane", msg.into()));
+            }
+            // Nothing runs: the namespace's forwarding is the data plane.
+            return Ok(Some(control_plan(v, ControlRun::Nothing, CONTROL_HOLD_MS)));
+        }
         if let Some(c) = &v.control_config {
             let msg = "`control_config` needs `control_plane`".to_string();
             return Err((c.span(), "control_config", msg));
@@ -142,8 +158,10 @@ fn vr_control_in(
         return Ok(None);
     };
     let fail = |msg: String| (cp.span(), "control_plane", format!("VR {name:?}: {msg}"));
-    if v.kind != VrKind::Router {
-        return Err(fail("a control plane needs the built-in router".into()));
+    if v.kind == VrKind::Program {
+        return Err(fail(
+            "a control plane needs the built-in router (or kind = \"tap\")".into(),
+        ));
     }
     if v.path.as_ref().is_some_and(|p| p.get_ref() == "fast") {
         // `daemon/src/fast.rs` gives the maps config and API routes only.
@@ -187,6 +205,18 @@ fn vr_control_in(
             ControlRun::Command(command.clone())
         }
     };
+    let hold_ms = match v.control_hold_ms {
+        Some(ms) if ms > MAX_HOLD_MS => {
+            let msg = format!("{ms}: at most {MAX_HOLD_MS} (a day)");
+            return Err((v.name.span(), "control_hold_ms", msg));
+        }
+        ms => ms.unwrap_or(CONTROL_HOLD_MS),
+    };
+    Ok(Some(control_plan(v, run, hold_ms)))
+}
+
+/// The plan of VR `v`'s control namespace, with `run` running there.
+fn control_plan(v: &VrConf, run: ControlRun, hold_ms: u64) -> ControlPlan {
     let taps = (v.vnics.get_ref().iter().enumerate())
         .map(|(i, vn)| ControlTap {
             ifname: format!("vnic{i}"),
@@ -194,18 +224,13 @@ fn vr_control_in(
             addrs: vn.addrs.clone(),
         })
         .collect();
-    Ok(Some(ControlPlan {
-        netns: control_netns(name),
+    ControlPlan {
+        netns: control_netns(v.name.get_ref()),
         run,
         taps,
-        hold_ms: match v.control_hold_ms {
-            Some(ms) if ms > MAX_HOLD_MS => {
-                let msg = format!("{ms}: at most {MAX_HOLD_MS} (a day)");
-                return Err((v.name.span(), "control_hold_ms", msg));
-            }
-            ms => ms.unwrap_or(CONTROL_HOLD_MS),
-        },
-    }))
+        hold_ms,
+        data_plane: v.kind == VrKind::Tap,
+    }
 }
 
 /// The ports, vNICs and rules of the control planes of `vrs`: control
@@ -347,5 +372,40 @@ mod tests {
             let e = said(vr_control(&v, dir));
             assert!(e.contains(want), "{fields}: {e}");
         }
+    }
+
+    #[test]
+    fn a_tap_vr_is_its_namespace_with_or_without_a_command() {
+        let tap = GOOD.replace("slots = 1024\n", "slots = 1024\nkind = \"tap\"\n");
+        let e = parse(&tap).unwrap_err().to_string();
+        assert!(e.contains("a tap VR has no router table"), "{e}");
+        let tap = tap.replace(
+            "[vrs.router]\nnexthops = [{ vnic = 1, mac = \"02:00:00:00:02:02\" }]\nroutes = [{ prefix = \"10.1.1.0/24\", nexthop = 0 }]\n",
+            "",
+        );
+        let p = parse(&tap).unwrap();
+        let v = &p.vrs[0];
+        assert_eq!(v.vnic_ports, vec![0, 1, 2, 3]);
+        assert_eq!(v.config["control_vnics"], serde_json::json!([2, 3]));
+        assert_eq!(v.config["control_all"], serde_json::json!(true));
+        let cp = v.control.as_ref().unwrap();
+        assert_eq!((&cp.run, cp.data_plane), (&ControlRun::Nothing, true));
+        assert_eq!(cp.netns, "vrctl-tenant-a");
+        // With the tenant's router as its command.
+        let cmd = tap.replace(
+            "kind = \"tap\"\n",
+            "kind = \"tap\"\ncontrol_plane = { command = [\"/bin/sleep\", \"9\"] }\n",
+        );
+        let cp = parse(&cmd).unwrap().vrs[0].control.clone().unwrap();
+        assert!(matches!(&cp.run, ControlRun::Command(c) if c[0] == "/bin/sleep"));
+        assert!(cp.data_plane);
+        // A router's control plane is not its data plane.
+        let v = vr_conf(&format!(
+            "{VNICS}\ncontrol_plane = {{ command = [\"/bin/sleep\"] }}"
+        ));
+        assert!(!vr_control(&v, Path::new(".")).unwrap().unwrap().data_plane);
+        let v = vr_conf(&format!("{VNICS}\nkind = \"tap\"\ncontrol_hold_ms = 5"));
+        let e = said(vr_control(&v, Path::new(".")));
+        assert!(e.contains("takes no other control_* key"), "{e}");
     }
 }

@@ -178,6 +178,12 @@ pub enum VrKind {
     Router,
     /// A custom VR program linked with the VR SDK.
     Program,
+    /// Its vNICs are TAP interfaces in its namespace (`vrctl-<vr>`),
+    /// whose Linux forwarding (or a router the tenant runs there, its
+    /// `control_plane` command) is the data plane; the VR process (the
+    /// built-in router with `control_all`) only moves frames between the
+    /// ports and the TAPs.
+    Tap,
 }
 
 /// One vNIC of a VR.
@@ -202,6 +208,10 @@ pub struct VnicConf {
     /// Its IPv4 addresses `A.B.C.D/LEN` (router VRs).
     #[serde(default)]
     pub addrs: Vec<String>,
+    /// Its link's MTU (router VRs): larger IPv6 packets to forward out of
+    /// it get an ICMPv6 packet too big.
+    #[serde(default)]
+    pub mtu: Option<u16>,
 }
 
 /// A tunnel (`[[tunnels]]`): a vNIC endpoint whose frames travel

@@ -95,7 +95,7 @@ impl Config {
     /// JSON.
     fn vr_runs(&self, v: &VrConf) -> Result<Runs, FieldError> {
         match v.kind {
-            VrKind::Router => {
+            VrKind::Router | VrKind::Tap => {
                 let fail = |msg| (v.name.span(), "router", msg);
                 let rcfg = self.router_config(v).map_err(fail)?;
                 Router::new(&rcfg).map_err(fail)?;
@@ -124,12 +124,18 @@ impl Config {
     /// resolved against the config's directory.
     fn router_config(&self, v: &VrConf) -> Result<RouterConfig, String> {
         let mut t = v.router.clone().unwrap_or_default();
-        for k in ["vnics", "control_vnics"] {
+        for k in ["vnics", "control_vnics", "control_all"] {
             if t.contains_key(k) {
                 return Err(format!("`{k}` belongs to the VR, not to its router table"));
             }
         }
-        if v.control_plane.is_some() {
+        if v.kind == VrKind::Tap {
+            if !t.is_empty() {
+                return Err("a tap VR has no router table: its namespace routes".into());
+            }
+            t.insert("control_all".into(), toml::Value::Boolean(true));
+        }
+        if v.control_plane.is_some() || v.kind == VrKind::Tap {
             // Control vNIC n + i for vNIC i (`control.rs`).
             let n = v.vnics.get_ref().len() as i64;
             let ctl = (n..2 * n).map(toml::Value::Integer).collect();
@@ -154,6 +160,9 @@ impl Config {
                             vn.addrs.iter().cloned().map(toml::Value::String).collect(),
                         ),
                     );
+                }
+                if let Some(mtu) = vn.mtu {
+                    m.insert("mtu".into(), toml::Value::Integer(mtu.into()));
                 }
                 Ok(toml::Value::Table(m))
             })

@@ -58,6 +58,7 @@ fn config(tiny: bool) -> RouterConfig {
     let vnic = |mac, addrs: &[&str]| VnicConfig {
         mac: mac_str(mac),
         addrs: addrs.iter().map(|s| s.to_string()).collect(),
+        mtu: None,
     };
     let route = |prefix: &str, nexthop: Option<u32>, via: Option<&str>| RouteConfig {
         prefix: prefix.into(),

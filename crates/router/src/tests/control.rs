@@ -301,7 +301,7 @@ fn json_messages_and_their_errors() {
                         "nd_released": 0, "nd_unres_discards": 0, "nd_failed": 0,
                         "icmp6_echo_replies": 0, "icmp6_time_exceeded": 0,
                         "icmp6_no_route": 0, "icmp6_addr_unreachable": 0,
-                        "icmp6_rate_limited": 0}})
+                        "icmp6_rate_limited": 0, "icmp6_packet_too_big": 0}})
     );
     let e = r.control(&json!({"reboot": true})).unwrap_err();
     assert!(e.contains("unknown variant `reboot`"), "{e}");

@@ -118,3 +118,44 @@ fn ipv6_for_the_router_and_advertisements_to_it_go_to_the_control_vnic() {
     assert_eq!(v, Verdict::Forward(1));
     assert_eq!(c(&r, counters::TO_CONTROL), 3);
 }
+
+#[test]
+fn with_control_all_every_frame_goes_to_the_control_vnic_untouched() {
+    let mut r = router_with(&RouterConfig {
+        control_vnics: vec![2, 3],
+        control_all: true,
+        ..cfg()
+    });
+    let us = Ipv4Addr::new(10, 1, 0, 1);
+    // What the router would forward, answer or drop: all handed on as is.
+    let cases = [
+        (0, udp_from_h0(Ipv4Addr::new(192, 0, 2, 9))),
+        (0, echo(H0, R0, H0_IP, us, 64)),
+        (0, arp_request(H0, H0_IP, us)),
+        (0, udp_ttl(H0, R0, H0_IP, Ipv4Addr::new(192, 0, 2, 9), 1)),
+        (1, gw_reply(GW)),
+        (1, vec![0u8; 20]),
+    ];
+    let out = run_burst(&mut r, &cases);
+    for ((rx, f), (v, o)) in cases.iter().zip(&out) {
+        assert_eq!(*v, Verdict::Forward(rx + 2), "{f:?}");
+        assert_eq!(o, f, "untouched");
+    }
+    assert_eq!(run_one(&mut r, 0, &cases[0].1).0, Verdict::Forward(2));
+    // And back, as without control_all.
+    let seg = udp_ttl(R1, GW, Ipv4Addr::new(10, 1, 1, 1), GW_IP, 64);
+    assert_eq!(run(&mut r, 3, &seg), (Verdict::Forward(1), seg));
+    assert_eq!(c(&r, counters::TO_CONTROL), 7);
+    assert_eq!(c(&r, counters::FROM_CONTROL), 1);
+    assert_eq!(
+        c(&r, counters::ARP_REPLIES) + c(&r, counters::ICMP_ECHO_REPLIES),
+        0
+    );
+    // Not without control vNICs.
+    let e = Router::new(&RouterConfig {
+        control_all: true,
+        ..cfg()
+    })
+    .unwrap_err();
+    assert!(e.contains("control_all needs control_vnics"), "{e}");
+}

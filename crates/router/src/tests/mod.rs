@@ -17,6 +17,7 @@ mod cplane;
 mod forward;
 mod icmp;
 mod ipv6;
+mod mtu6;
 mod nd;
 mod peer;
 mod policy;
@@ -39,6 +40,7 @@ fn cfg() -> RouterConfig {
     let vnic = |mac: [u8; 6], addrs: &[&str]| VnicConfig {
         mac: MacAddr(mac).to_string(),
         addrs: addrs.iter().map(|s| s.to_string()).collect(),
+        mtu: None,
     };
     RouterConfig {
         vnics: vec![

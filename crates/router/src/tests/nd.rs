@@ -197,6 +197,7 @@ fn answers_a_linux_solicitation_as_linux_does_plus_the_router_flag() {
         vnics: vec![VnicConfig {
             mac: "02:00:00:00:00:0b".into(),
             addrs: vec!["2001:db8::b/64".into()],
+            mtu: None,
         }],
         ..RouterConfig::default()
     };

@@ -302,7 +302,25 @@ fn definition(v: &VrStatus) -> String {
         ("cpu", opt(v.spec.cpu)),
         ("api routes", v.api_routes.to_string()),
     ]);
+    lines.extend(
+        s.control_plane
+            .as_ref()
+            .map(|c| ("control", control_desc(c))),
+    );
     fields(12, &lines)
+}
+
+/// A VR's control plane on one line: whether it runs, its restarts, the
+/// routes it gave.
+fn control_desc(c: &vrhost_api::ControlPlaneStats) -> String {
+    let state = match c.pid {
+        Some(pid) if c.running => format!("running (pid {pid})"),
+        _ => "down".to_string(),
+    };
+    format!(
+        "{state}, {} restarts, {} routes learnt ({} changes, {} refused), {:.2} s CPU",
+        c.restarts, c.routes, c.route_changes, c.refused, c.cpu_seconds
+    )
 }
 
 /// A VR's vNICs: the definition and the counters of each.

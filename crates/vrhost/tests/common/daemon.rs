@@ -171,6 +171,17 @@ impl Daemon {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// Its metrics, over its API socket (HTTP/1.0: the server closes).
+    pub fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut c = std::os::unix::net::UnixStream::connect(&self.sock).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        c.read_to_string(&mut text).unwrap();
+        text
+    }
+
     /// `/v1/stats`.
     pub fn stats(&self) -> Value {
         self.json(&["stats"])

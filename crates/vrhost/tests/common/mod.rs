@@ -138,3 +138,39 @@ pub fn router_config() -> RouterConfig {
         ..RouterConfig::default()
     }
 }
+
+/// A daemon config of two ports `p0` and `p1` on `driver` over the
+/// interfaces `ifs`, each feeding vNIC 0 and 1 of VR `vr`, whose
+/// `[[vrs]]` table has `vr_body` after its name.
+pub fn two_port_config(driver: &str, ifs: [&str; 2], vr: &str, vr_body: &str) -> String {
+    let mut s = String::new();
+    for (i, ifname) in ifs.iter().enumerate() {
+        s += &format!(
+            "[[ports]]\nname = \"p{i}\"\ndriver = \"{driver}\"\ninterface = \"{ifname}\"\n\n"
+        );
+    }
+    s += &format!("[[vrs]]\nname = \"{vr}\"\n{vr_body}\n");
+    for i in 0..ifs.len() {
+        s += &format!("\n[[rules]]\nport = \"p{i}\"\nvr = \"{vr}\"\nvnic = {i}\n");
+    }
+    s
+}
+
+/// Removes a VR's control namespace (`vrctl-<vr>`) the daemon left (it is
+/// killed, not stopped), with what runs in it.
+pub struct CtlNs(pub String);
+
+impl Drop for CtlNs {
+    fn drop(&mut self) {
+        use std::process::Command;
+        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.0]).output() {
+            for p in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", p]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+        let _ = std::fs::remove_dir_all(Path::new("/run/vrhost/ctl").join(&self.0));
+    }
+}

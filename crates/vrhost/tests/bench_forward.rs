@@ -1,0 +1,82 @@
+//! `vrhost bench forward` end to end with tiny durations (root only;
+//! needs `ip`, `ethtool`, `trafgen`, `ping`, `iperf3`): IPv6 frames beside
+//! IPv4 ones (`--family`), and the tap forwarder (a `kind = "tap"` VR)
+//! beside the kernel and a vrhost driver; every record names its family,
+//! frames flowed, ping and TCP passed. Not figures: the durations are too
+//! short and the machine may be busy.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn num(r: &Value, k: &str) -> f64 {
+    r[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} is not a number: {r}"))
+}
+
+#[test]
+fn ipv6_and_tap_points_beside_ipv4_and_the_others() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args([
+            "bench",
+            "forward",
+            "--json",
+            "--family",
+            "ipv4,ipv6",
+            "--forwarders",
+            "kernel,af_packet,tap",
+            "--loads",
+            "0.5",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--pings",
+            "3",
+            "--ping-interval",
+            "0.02",
+            "--tcp-seconds",
+            "1",
+        ])
+        .output()
+        .expect("run vrhost bench forward");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["bench"], "forward");
+    let results = report["results"].as_array().expect("results");
+    for (family, bytes) in [("ipv4", 64), ("ipv6", 66)] {
+        for fwd in ["generator", "kernel", "af_packet", "tap"] {
+            let r = results
+                .iter()
+                .find(|r| r["family"] == family && r["forwarder"] == fwd)
+                .unwrap_or_else(|| panic!("no {family} {fwd} record"));
+            assert_eq!(r["frame_bytes"].as_u64(), Some(bytes), "{r}");
+            assert!(num(r, "forwarded_pps") > 0.0, "nothing forwarded: {r}");
+            if fwd != "generator" {
+                assert!(num(r, "rtt_us_avg") > 0.0, "no ping: {r}");
+                assert!(num(r, "tcp_gbps") > 0.0, "no TCP: {r}");
+            }
+        }
+    }
+    // The live generator and the fast path are IPv4 only: said, not run.
+    for (opt, want) in [
+        (
+            ["--generator", "live"],
+            "the live generator sends IPv4 only",
+        ),
+        (["--forwarders", "fast"], "the fast path forwards IPv4 only"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+            .args(["bench", "forward", "--family", "ipv6"])
+            .args(opt)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{err}");
+    }
+}
