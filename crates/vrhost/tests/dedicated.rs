@@ -81,10 +81,12 @@ fn router() -> RouterConfig {
             VnicConfig {
                 mac: R0_MAC.into(),
                 addrs: vec!["10.1.0.1/24".into()],
+                mtu: None,
             },
             VnicConfig {
                 mac: R1_MAC.into(),
                 addrs: vec!["10.2.0.1/24".into()],
+                mtu: None,
             },
         ],
         neighbours: vec![
