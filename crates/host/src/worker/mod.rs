@@ -43,10 +43,12 @@ use crate::tunnel::{ARP_REPLY_LEN, Decap};
 use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 mod active;
+mod colocate;
 mod mailbox;
 mod reconfig;
 
 use active::RankSet;
+use colocate::Colocate;
 
 pub use mailbox::{Job, Mailbox, MailboxError};
 use reconfig::Draining;
@@ -108,6 +110,9 @@ pub struct Worker {
     moved_by: Vec<usize>,
     /// A cluster dispatcher's data path: the ports it owns are its.
     dispatch: Option<Box<Dispatcher>>,
+    /// Lightly loaded VRs on the worker's core (with a pinned worker and
+    /// [`PollConfig::colocate_pps`]).
+    colocate: Option<Colocate>,
 }
 
 impl Worker {
@@ -157,7 +162,16 @@ impl Worker {
             flushed: Vec::new(),
             moved_by: Vec::new(),
             dispatch: None,
+            colocate: None,
         })
+    }
+
+    /// The worker runs pinned to `cpu`: with [`PollConfig::colocate_pps`],
+    /// unpinned VRs offered less than that are moved onto it (see
+    /// `colocate`).
+    pub fn set_cpu(&mut self, cpu: usize) {
+        self.colocate =
+            (self.poll.colocate_pps > 0).then(|| Colocate::new(cpu, self.poll.colocate_pps));
     }
 
     /// The doorbell VRs ring to wake this worker (passed to their processes).
@@ -574,6 +588,14 @@ impl Worker {
                 }
             }
         }
+        if let Some(c) = &mut self.colocate {
+            c.begin();
+            for vr in &self.vrs {
+                let n = c.place(vr.processes(), vr.stats().arrival_pps.get());
+                self.stats.colocations.add(n);
+            }
+            c.end();
+        }
         down
     }
 
@@ -591,6 +613,7 @@ impl Worker {
             match backoff.idle() {
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
+                Idle::Nap => self.nap(backoff.nap_timeout()),
                 Idle::Sleep => self.sleep(backoff.sleep_timeout()),
             }
         }
@@ -627,6 +650,41 @@ impl Worker {
         }
     }
 
+    /// Nap: sleep on the doorbell alone for up to `timeout` (see
+    /// [`PollConfig::nap_us`]). A VR that hands back frames meanwhile rings
+    /// it (its flag is raised, as for a sleep); frames arriving at the
+    /// ports wait for the nap's end, to be taken in one round. Exited VR
+    /// processes are seen by the next periodic reap.
+    fn nap(&mut self, timeout: Duration) {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        self.set_host_sleeping(true);
+        if !self.work_pending() {
+            self.stats.naps.add(1);
+            let ts = Timespec {
+                tv_sec: timeout.as_secs() as i64,
+                tv_nsec: i64::from(timeout.subsec_nanos()),
+            };
+            let mut fds = [PollFd::from_borrowed_fd(self.bell.fd(), PollFlags::IN)];
+            if let Ok(1..) = rustix::event::poll(&mut fds, Some(&ts)) {
+                self.bell.clear();
+            }
+        }
+        self.set_host_sleeping(false);
+    }
+
+    /// The last look after raising the host's sleeping flags (see
+    /// `vrhost_shm::wake`): jobs, draining VRs, and each active VR's tx
+    /// rings, as a round's tx phase would see them.
+    fn work_pending(&mut self) -> bool {
+        let mut pending = !self.draining.is_empty() || self.mailbox.pending();
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            pending = pending || self.vrs[self.order[at]].tx_pending();
+        }
+        pending
+    }
+
     /// Sleep until a VR or port has work, a VR process exits, or the
     /// timeout passes (at most [`REAP_EVERY`] while an instance is being
     /// retired: it moves on only when supervised). A sleep that times out
@@ -640,14 +698,7 @@ impl Worker {
         // have nothing to wake the host for, and get slots only from an
         // awake host.
         self.set_host_sleeping(true);
-        // The last look after raising the flags (see `vrhost_shm::wake`).
-        let mut pending = !self.draining.is_empty() || self.mailbox.pending();
-        // Each active VR's rings, as a round's tx phase would see them.
-        let mut r = 0;
-        while let Some(at) = self.active.next_from(r) {
-            r = at + 1;
-            pending = pending || self.vrs[self.order[at]].tx_pending();
-        }
+        let pending = self.work_pending();
         let mut child_exited = false;
         let mut timed_out = false;
         if !pending {
