@@ -146,6 +146,7 @@ impl PollConfig {
             spin_rounds: 0,
             yield_us: 0,
             busy_poll_us: 0,
+            nap_us: 0,
             ..self
         }
     }
@@ -161,6 +162,9 @@ impl PollConfig {
             spin_rounds: 0,
             yield_us: self.yield_us.min(BESIDE_VRS_YIELD_US),
             busy_poll_us: 0,
+            // Yielding hands the core to a VR with work without a doorbell
+            // from the host; a nap would raise the flag and cost one.
+            nap_us: 0,
             ..self
         }
     }
