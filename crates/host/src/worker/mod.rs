@@ -3,10 +3,13 @@
 //! Each round: an rx burst from every port, each frame classified and copied
 //! into a slot of its VR (one copy, as in Europa), the slots published to the
 //! VRs' rx rings in one store per ring; then every VR's tx rings drained,
-//! validated and sent on the out ports. When nothing moves it spins, yields,
-//! then sleeps on its doorbell (which VRs ring only while it sleeps) and on
-//! the VR processes' pidfds, so an idle host costs no CPU and a VR exit is
-//! seen at once.
+//! validated and sent on the out ports. When nothing moves it spins, yields
+//! (or naps: short sleeps on its doorbell alone, which batch the ports'
+//! frames), then sleeps on its doorbell (which VRs ring only while it
+//! sleeps or naps), the ports' descriptors and the VR processes' pidfds, so
+//! an idle host costs no CPU and a VR exit is seen at once. With a pinned
+//! worker, lightly loaded unpinned VRs may run on its core (see
+//! `colocate`), where waking them is a local switch.
 //!
 //! A round visits only the VRs with work (see `active`): those it staged
 //! frames for, and those that hold slots (whose tx rings may hold frames)
