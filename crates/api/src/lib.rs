@@ -539,6 +539,11 @@ pub struct HostStats {
     pub ingress_drops: BTreeMap<String, u64>,
     /// Times the worker slept.
     pub sleeps: u64,
+    /// Times the worker napped (`host.poll.nap_us`).
+    pub naps: u64,
+    /// Times the worker moved a VR process onto its own core or back
+    /// (`host.poll.colocate_pps`).
+    pub colocations: u64,
     /// Slot violations of all VRs.
     pub slot_violations: u64,
     /// VR restarts.

@@ -713,6 +713,7 @@ mod tests {
                 slot_violations: 3,
                 vr_restarts: 2,
                 worker_cpu_seconds: 12.75,
+                ..HostStats::default()
             },
             ports: vec![port("p0", "af_xdp", 1), port("p1", "af_packet", 3)],
             vrs: vec![

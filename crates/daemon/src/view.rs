@@ -27,6 +27,8 @@ struct WorkerRead {
     host_rx: u64,
     host_drops: Vec<u64>,
     sleeps: u64,
+    naps: u64,
+    colocations: u64,
     cpu_ns: u64,
     vrs: Vec<(String, &'static str, usize, usize, Vec<InstanceInfo>)>,
 }
@@ -63,6 +65,8 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
             host_rx: hs.rx_packets.get(),
             host_drops: hs.ingress_drops.iter().map(|c| c.get()).collect(),
             sleeps: hs.sleeps.get(),
+            naps: hs.naps.get(),
+            colocations: hs.colocations.get(),
             cpu_ns: thread_cpu_ns(),
             vrs: w
                 .vrs()
@@ -151,6 +155,8 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
                 })
                 .collect(),
             sleeps: r.sleeps,
+            naps: r.naps,
+            colocations: r.colocations,
             slot_violations: violations,
             vr_restarts: ctl.restarts(),
             worker_cpu_seconds: r.cpu_ns as f64 / 1e9,

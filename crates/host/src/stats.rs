@@ -313,6 +313,11 @@ pub struct HostStats {
     pub ingress_drops: [Counter; IngressDrop::COUNT],
     /// Times the worker slept.
     pub sleeps: Counter,
+    /// Times the worker napped ([`vrhost_proto::PollConfig::nap_us`]).
+    pub naps: Counter,
+    /// Times the worker moved a VR process onto its own core or back
+    /// ([`vrhost_proto::PollConfig::colocate_pps`]).
+    pub colocations: Counter,
     /// Rounds the worker ran (`Worker::poll_once`), with or without work:
     /// the host's CPU per round is its thread's CPU over this.
     pub rounds: Counter,

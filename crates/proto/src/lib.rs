@@ -86,6 +86,22 @@ pub struct PollConfig {
     /// core while traffic keeps coming at least this often. Only the
     /// worker and VRs with a core of their own poll so.
     pub busy_poll_us: u32,
+    /// Microseconds of each nap (0: none). With naps, the yield phase
+    /// (`yield_us` long) naps instead of yielding: a side sleeps on its
+    /// doorbell alone, with its flag raised, for up to this long, then
+    /// polls once. Frames that arrive at its ports meanwhile wait for the
+    /// nap's end and are taken in one batch (Linux's
+    /// `napi_defer_hard_irqs` with `gro_flush_timeout`), while a peer
+    /// that hands it work wakes it at once: the CPU that spinning or
+    /// yielding would burn between sparse frames is left idle.
+    pub nap_us: u32,
+    /// Frames/s below which the host moves an unpinned VR's process onto
+    /// the worker's core (0: never), and twice which it moves it back to
+    /// where it came from: waking a VR that sleeps on another core takes
+    /// an interrupt to that core, one on the worker's own core a local
+    /// switch. Only with a pinned worker (`host.cpu`). Set by the host;
+    /// the VR does not use it.
+    pub colocate_pps: u32,
     /// Longest sleep, in milliseconds, before looking at the control socket
     /// again even without a kick.
     pub sleep_ms: u32,
@@ -103,6 +119,8 @@ impl Default for PollConfig {
             spin_rounds: 512,
             yield_us: 2000,
             busy_poll_us: 0,
+            nap_us: 0,
+            colocate_pps: 0,
             sleep_ms: 200,
             slice_us: 100,
         }
@@ -128,6 +146,7 @@ impl PollConfig {
             spin_rounds: 0,
             yield_us: 0,
             busy_poll_us: 0,
+            nap_us: 0,
             ..self
         }
     }
@@ -143,6 +162,9 @@ impl PollConfig {
             spin_rounds: 0,
             yield_us: self.yield_us.min(BESIDE_VRS_YIELD_US),
             busy_poll_us: 0,
+            // Yielding hands the core to a VR with work without a doorbell
+            // from the host; a nap would raise the flag and cost one.
+            nap_us: 0,
             ..self
         }
     }

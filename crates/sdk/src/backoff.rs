@@ -4,8 +4,10 @@
 //! Busy, a side polls without pause. Idle, it spins for
 //! [`PollConfig::spin_rounds`] empty rounds (and, with
 //! [`PollConfig::busy_poll_us`], until that long after its last work),
-//! then yields the CPU for [`PollConfig::yield_us`], then sleeps on its
-//! doorbell. A sleep that ends
+//! then yields the CPU for [`PollConfig::yield_us`] (or, with
+//! [`PollConfig::nap_us`], naps for that long: short sleeps on its doorbell
+//! that let work pile up for a batch), then sleeps on its doorbell. A
+//! sleep that ends
 //! without work (the timeout that lets it look at its control socket) goes
 //! straight back to sleep: only work brings back spinning, so an idle side
 //! costs a wakeup per `sleep_ms` and nothing more. The host worker and every
@@ -22,6 +24,9 @@ pub enum Idle {
     Spin,
     /// Give the CPU away once, then poll again.
     Yield,
+    /// Sleep on the doorbell alone for up to [`Backoff::nap_timeout`]
+    /// (after the need-wakeup handshake), then poll again.
+    Nap,
     /// Sleep on the doorbell (after the need-wakeup handshake).
     Sleep,
 }
@@ -86,7 +91,11 @@ impl Backoff {
             }
         };
         if yield_since.elapsed() < Duration::from_micros(self.cfg.yield_us.into()) {
-            Idle::Yield
+            if self.cfg.nap_us > 0 {
+                Idle::Nap
+            } else {
+                Idle::Yield
+            }
         } else {
             self.rounds = u32::MAX;
             Idle::Sleep
@@ -101,6 +110,11 @@ impl Backoff {
     /// The longest single sleep.
     pub fn sleep_timeout(&self) -> Duration {
         Duration::from_millis(self.cfg.sleep_ms.max(1).into())
+    }
+
+    /// The longest single nap (at most the longest sleep).
+    pub fn nap_timeout(&self) -> Duration {
+        Duration::from_micros(self.cfg.nap_us.into()).min(self.sleep_timeout())
     }
 }
 
@@ -156,6 +170,31 @@ mod tests {
             assert_eq!(b.idle(), Idle::Sleep);
             b.busy();
         }
+    }
+
+    #[test]
+    fn naps_instead_of_yielding_for_the_yield_time() {
+        let mut b = Backoff::new(PollConfig {
+            spin_rounds: 1,
+            yield_us: 20_000,
+            nap_us: 50,
+            sleep_ms: 10,
+            ..PollConfig::default()
+        });
+        assert_eq!(b.nap_timeout(), Duration::from_micros(50));
+        assert_eq!(b.idle(), Idle::Spin);
+        let t = Instant::now();
+        let mut naps = 0;
+        while b.idle() == Idle::Nap {
+            naps += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(naps >= 1);
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        assert!(b.asleep());
+        // Work brings back the spin, then the naps.
+        b.busy();
+        assert_eq!([b.idle(), b.idle()], [Idle::Spin, Idle::Nap]);
     }
 
     #[test]

@@ -324,6 +324,13 @@ impl Instance {
             match backoff.idle() {
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
+                // A VR's nap is a short sleep: the host rings when it hands
+                // frames over, so its rings wake it either way.
+                Idle::Nap => {
+                    if self.sleep(vr, ctrl, backoff.nap_timeout(), peers)? == Ctrl::Stop {
+                        return Ok(());
+                    }
+                }
                 Idle::Sleep => {
                     if self.sleep(vr, ctrl, backoff.sleep_timeout(), peers)? == Ctrl::Stop {
                         return Ok(());

@@ -256,3 +256,120 @@ fn a_bad_config_is_refused_and_leaves_nothing_running() {
     let link = t.lab.ns("node").ip(&["link", "show", "p0"]).unwrap();
     assert!(!link.contains("xdp"), "{link}");
 }
+
+/// CPU time (user + system, all threads) of process `pid`, in clock
+/// ticks, from /proc (0 once it is gone).
+fn proc_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime
+    // are the 14th and 15th of the line, the 12th and 13th after it.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    f.iter().sum()
+}
+
+/// A ping through an idle VR with naps and co-location on: the VR's
+/// process was moved onto the worker's core (its affinity says so), a
+/// ping after an idle second is answered, the worker napped while the VR
+/// turned it around and the VR slept again after it; and the idle daemon
+/// and VR use next to no CPU (nothing spins while idle).
+#[test]
+fn an_idle_vr_on_the_workers_core_answers_the_first_ping_and_idles_for_free() {
+    let mut t = TestLab::new("vrti", "af_xdp");
+    let cfg = t.dir.join("default-vrhost.toml");
+    let src = std::fs::read_to_string(&cfg).unwrap();
+    assert!(src.contains("busy_poll_us = 0\n"));
+    let src = src.replace(
+        "busy_poll_us = 0\n",
+        "busy_poll_us = 0\nnap_us = 50\ncolocate_pps = 1000\n",
+    );
+    std::fs::write(&cfg, src).unwrap();
+    t.start_vrhost();
+    let api =
+        vrhost_client::Client::new(vrhost_client::Endpoint::Unix(t.dir.join("api.sock")), None)
+            .unwrap();
+    let stats = || -> serde_json::Value { api.get("/v1/stats").unwrap().decode().unwrap() };
+    let genh = t.lab.ns("gen");
+    // The first pings resolve the neighbours.
+    let warm = genh
+        .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "10.1.1.2"])
+        .unwrap();
+    assert!(!warm.contains(" 0 received"), "{warm}");
+    // Idle VRs are moved onto the worker's core (host.cpu = 1) when it
+    // supervises them.
+    let vr_a = |s: &serde_json::Value| -> serde_json::Value {
+        s["vrs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "tenant-a")
+            .unwrap()
+            .clone()
+    };
+    let t0 = Instant::now();
+    let pid = loop {
+        let s = stats();
+        let pid = vr_a(&s)["instances"][0]["pid"].as_u64().unwrap() as u32;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        if s["host"]["colocations"].as_u64().unwrap() >= 1
+            && status.contains("Cpus_allowed_list:\t1\n")
+        {
+            break pid;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "tenant-a not moved to the worker's core: {s} {status}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // An idle second, then one ping.
+    std::thread::sleep(Duration::from_secs(1));
+    let before = stats();
+    let ping = genh
+        .exec("ping", &["-c", "1", "-W", "2", "10.1.1.2"])
+        .unwrap();
+    assert!(ping.contains(" 1 received"), "{ping}");
+    std::thread::sleep(Duration::from_millis(100));
+    let after = stats();
+    let inst = |s: &serde_json::Value, k: &str| vr_a(s)["instances"][0][k].as_u64().unwrap();
+    let host = |s: &serde_json::Value, k: &str| s["host"][k].as_u64().unwrap();
+    // The request and the reply went through tenant-a, which went back
+    // to sleep after each; the worker napped meanwhile.
+    assert_eq!(inst(&after, "rx_packets") - inst(&before, "rx_packets"), 2);
+    assert!(inst(&after, "sleeps") > inst(&before, "sleeps"), "{after}");
+    assert!(host(&after, "naps") > host(&before, "naps"), "{after}");
+    // It stayed on the worker's core.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("Cpus_allowed_list:\t1\n"), "{status}");
+
+    // Idle: the daemon (every thread) and the VRs over a second.
+    std::thread::sleep(Duration::from_millis(500));
+    let daemon = t.daemon.as_ref().unwrap().id();
+    let s = stats();
+    let pids: Vec<u32> = std::iter::once(daemon)
+        .chain(
+            s["vrs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v["instances"][0]["pid"].as_u64().map(|p| p as u32)),
+        )
+        .collect();
+    let ticks = || pids.iter().map(|&p| proc_ticks(p)).sum::<u64>();
+    let (a, t1) = (ticks(), Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let used = (ticks() - a) as f64 / 100.0 / t1.elapsed().as_secs_f64();
+    // Generous: a spinning worker or VR takes most of a core, even on a
+    // busy machine a good share of one; an idle one about nothing.
+    assert!(
+        used < 0.05,
+        "idle daemon and VRs used {:.1}% of a core",
+        used * 100.0
+    );
+    t.stop_vrhost();
+}

@@ -51,6 +51,10 @@ pub(crate) struct Window {
     pub offered: f64,
     pub forwarded: f64,
     pub cpu_ns_per_pkt: Option<f64>,
+    /// vrhost: see [`super::Record::vrhost_cpu_ns_per_pkt`].
+    pub vrhost_cpu_ns_per_pkt: Option<f64>,
+    /// vrhost: see [`super::Record::wakeups_per_pkt`].
+    pub wakeups_per_pkt: Option<f64>,
     /// The live generator's own count of frames sent, per second.
     pub gen_sent: Option<f64>,
     pub lost: Lost,
@@ -63,6 +67,10 @@ struct LossCounters {
     node_in: u64,
     vr: u64,
     node_out: u64,
+    /// vrhost: CPU time of its worker and VR processes, ns.
+    cpu_ns: f64,
+    /// vrhost: times its worker and VRs went to sleep (or napped).
+    sleeps: u64,
 }
 
 impl LossCounters {
@@ -73,12 +81,16 @@ impl LossCounters {
             node_in: counter(&node, "p0", "rx_dropped")?,
             vr: 0,
             node_out: counter(&node, "p1", "tx_dropped")?,
+            ..Self::default()
         };
         if let Some(api) = daemon {
             let s: serde_json::Value = api.get("/v1/stats")?.decode()?;
             let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
             let sum = |v: &serde_json::Value| v.as_object().map_or(0, |o| o.values().map(u).sum());
             c.node_in += sum(&s["host"]["ingress_drops"]);
+            let h = &s["host"];
+            c.cpu_ns += h["worker_cpu_seconds"].as_f64().unwrap_or(0.0) * 1e9;
+            c.sleeps += u(&h["sleeps"]) + u(&h["naps"]);
             for p in s["ports"].as_array().into_iter().flatten() {
                 c.node_in += u(&p["rx_dropped"]);
                 c.node_out += u(&p["tx_dropped"]);
@@ -88,6 +100,10 @@ impl LossCounters {
                 c.node_in += sum(&st["ingress_drops"]);
                 c.vr += u(&st["vr_dropped"]);
                 c.node_out += u(&st["port_dropped"]);
+                for i in v["instances"].as_array().into_iter().flatten() {
+                    c.cpu_ns += i["cpu_seconds"].as_f64().unwrap_or(0.0) * 1e9;
+                    c.sleeps += u(&i["sleeps"]);
+                }
             }
         }
         Ok(c)
@@ -151,10 +167,13 @@ pub(crate) fn window(lab: &Lab, t: Timing, w: &WindowSpec<'_>) -> Result<Window>
     // second of the same span.
     let span = (b[3].0 - a[0].0).as_secs_f64();
     let per_s = |b: u64, a: u64| b.saturating_sub(a) as f64 / span;
+    let per_frame = |d: f64| (w.daemon.is_some() && fwd > 0.0).then(|| d / span / fwd);
     Ok(Window {
         offered: rate(0),
         forwarded: fwd,
         cpu_ns_per_pkt: (fwd > 0.0).then(|| cpu / fwd),
+        vrhost_cpu_ns_per_pkt: per_frame(lb.cpu_ns - la.cpu_ns),
+        wakeups_per_pkt: per_frame(lb.sleeps.saturating_sub(la.sleeps) as f64),
         gen_sent: w.generator.live().map(|_| rate(3)),
         lost: Lost {
             to_node_pps: per_s(lb.to_node, la.to_node),
@@ -166,13 +185,15 @@ pub(crate) fn window(lab: &Lab, t: Timing, w: &WindowSpec<'_>) -> Result<Window>
 }
 
 /// Ping RTTs from gen to sink through the forwarder: (average, p99) µs.
+/// With an interval of a second or more, each ping is the first frame
+/// after an idle second.
 pub(crate) fn rtt(lab: &Lab, to: &str, n: u32, interval: f64) -> Result<(f64, f64)> {
     let v =
         vrhost_lab::tools::ping_rtts(lab, "gen", to, n, interval).map_err(BenchError::Failed)?;
     let avg = v.iter().sum::<f64>() / v.len() as f64;
     let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
     eprintln!(
-        "ping: {} replies, min {:.0} median {:.0} avg {avg:.0} p99 {p99:.0} us",
+        "ping (every {interval} s): {} replies, min {:.0} median {:.0} avg {avg:.0} p99 {p99:.0} us",
         v.len(),
         v[0],
         v[v.len() / 2]

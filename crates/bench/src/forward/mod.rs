@@ -24,8 +24,11 @@
 //! (`ebpf/xdp_sink.c`) and counts them on its interface. Offered = the
 //! generator's tx (+ tx drops), forwarded = the sink's rx, over a window
 //! after a warm-up; CPU = busy time of the forwarder's core per forwarded
-//! frame (from /proc/stat). Then, without load: ping RTT (average, 99th
-//! percentile) and iperf3 TCP, with p0's GRO off whatever the generator.
+//! frame (from /proc/stat), and for vrhost its worker's and VRs' own CPU
+//! time and sleeps per frame (from its API). Then, without load: ping RTT
+//! (average, 99th percentile), the 99th percentile of pings a second apart
+//! (each the first frame after an idle second) and iperf3 TCP, with p0's
+//! GRO off whatever the generator.
 //!
 //! What `bench fastpath` reuses is `pub(crate)`: `run_points` (the
 //! generator alone, then each forwarder), the generators
@@ -178,6 +181,15 @@ pub struct ForwardArgs {
     /// before it sleeps (0: the default back-off).
     #[arg(long, default_value_t = 0)]
     pub busy_poll_us: u32,
+    /// vrhost: `[host.poll] nap_us` (default: the daemon's).
+    #[arg(long)]
+    pub nap_us: Option<u32>,
+    /// vrhost: `[host.poll] spin_rounds` (default: the daemon's).
+    #[arg(long)]
+    pub spin_rounds: Option<u32>,
+    /// vrhost: `[host.poll] colocate_pps` (default: the daemon's).
+    #[arg(long)]
+    pub colocate_pps: Option<u32>,
     /// Steer the end hosts' receive processing (gen's and sink's `eth0`,
     /// with RPS) to this CPU, for every forwarder: on veth a frame is
     /// received on the CPU that sent it, so without it the sink's TCP
@@ -195,6 +207,10 @@ pub struct ForwardArgs {
     /// Seconds between pings.
     #[arg(long, default_value_t = 0.05)]
     pub ping_interval: f64,
+    /// Pings a second apart, each the first frame after an idle second
+    /// (`rtt_idle_us_p99`; 0: skip).
+    #[arg(long, default_value_t = 10)]
+    pub idle_pings: u32,
     /// Seconds of iperf3 TCP (0: skip).
     #[arg(long, default_value_t = 3)]
     pub tcp_seconds: u64,
@@ -239,6 +255,10 @@ pub struct Record {
     pub rtt_us_avg: Option<f64>,
     /// 99th percentile of those RTTs (µs).
     pub rtt_us_p99: Option<f64>,
+    /// 99th percentile of the RTTs of pings a second apart (µs), each the
+    /// first frame through the forwarder after an idle second, on the
+    /// first point.
+    pub rtt_idle_us_p99: Option<f64>,
     /// iperf3 TCP through the forwarder (Gbit/s), on the first point.
     pub tcp_gbps: Option<f64>,
     /// Busy time of the forwarder's core per forwarded frame (ns).
@@ -247,6 +267,13 @@ pub struct Record {
     /// the code path the forwarder takes ([`copies_per_frame`]); `None`
     /// for the generator alone.
     pub copies_per_frame: Option<u32>,
+    /// vrhost: CPU time of its worker thread and VR processes per
+    /// forwarded frame (ns), wherever they ran: unlike `cpu_ns_per_pkt`,
+    /// not charged with what else ran on the core.
+    pub vrhost_cpu_ns_per_pkt: Option<f64>,
+    /// vrhost: sleeps and naps of its worker and VRs per forwarded frame
+    /// (each ends in a wakeup).
+    pub wakeups_per_pkt: Option<f64>,
     /// Where the lost frames were counted, frames/s over the window
     /// (flattened: `lost_to_node_pps`, ...).
     #[serde(flatten)]
@@ -578,9 +605,12 @@ pub(crate) fn run_points(
         gen_sent_pps: g.gen_sent,
         rtt_us_avg: None,
         rtt_us_p99: None,
+        rtt_idle_us_p99: None,
         tcp_gbps: None,
         cpu_ns_per_pkt: None,
         copies_per_frame: None,
+        vrhost_cpu_ns_per_pkt: None,
+        wakeups_per_pkt: None,
         lost: g.lost,
     }];
     for fwd in plan.forwarders {
@@ -618,16 +648,24 @@ fn forwarder_points(
     // RTT and TCP without GRO on p0, whatever the generator: with it the
     // kernel would forward coalesced TCP segments, not like with like.
     p0_gro(lab, GeneratorKind::Trafgen)?;
-    let (rtt_avg, rtt_p99) = if args.pings > 0 {
-        match rtt(lab, sink_addr(plan.family), args.pings, args.ping_interval) {
-            Ok((a, p)) => (Some(a), Some(p)),
-            Err(e) => {
-                eprintln!("{fwd}: ping: {e:#}");
-                (None, None)
-            }
+    let ping = |n: u32, interval: f64| match rtt(lab, sink_addr(plan.family), n, interval) {
+        Ok((a, p)) => (Some(a), Some(p)),
+        Err(e) => {
+            eprintln!("{fwd}: ping: {e:#}");
+            (None, None)
         }
-    } else {
-        (None, None)
+    };
+    let (rtt_avg, rtt_p99) = match args.pings {
+        0 => (None, None),
+        n => ping(n, args.ping_interval),
+    };
+    let rtt_idle_p99 = match args.idle_pings {
+        0 => None,
+        n => {
+            // An idle second before the first too.
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            ping(n, 1.0).1
+        }
     };
     let tcp = if args.tcp_seconds > 0 {
         vrhost_lab::tools::iperf3(lab, "sink", "gen", sink_addr(plan.family), args.tcp_seconds)
@@ -674,9 +712,12 @@ fn forwarder_points(
             gen_sent_pps: w.gen_sent,
             rtt_us_avg: if i == 0 { rtt_avg } else { None },
             rtt_us_p99: if i == 0 { rtt_p99 } else { None },
+            rtt_idle_us_p99: if i == 0 { rtt_idle_p99 } else { None },
             tcp_gbps: if i == 0 { tcp } else { None },
             cpu_ns_per_pkt: w.cpu_ns_per_pkt,
             copies_per_frame: copies_per_frame(fwd),
+            vrhost_cpu_ns_per_pkt: w.vrhost_cpu_ns_per_pkt,
+            wakeups_per_pkt: w.wakeups_per_pkt,
             lost: w.lost,
         });
     }

@@ -341,7 +341,7 @@ pub(super) fn daemon_config(
 cpu = {cpu}
 {fast_path}[host.poll]
 busy_poll_us = {busy_poll_us}
-{fast}
+{poll}{fast}
 [[ports]]
 name = "p0"
 driver = "{driver}"
@@ -376,9 +376,23 @@ vnic = 1
         cpu = args.fwd_cpu,
         slots = args.slots,
         busy_poll_us = args.busy_poll_us,
+        poll = poll_keys(args),
         vr_cpu = args
             .vr_cpu
             .map(|c| format!("cpu = {c}"))
             .unwrap_or_default(),
     )
+}
+
+/// The `[host.poll]` keys the bench's options set (the daemon's defaults
+/// for the others).
+fn poll_keys(args: &ForwardArgs) -> String {
+    [
+        ("nap_us", args.nap_us),
+        ("spin_rounds", args.spin_rounds),
+        ("colocate_pps", args.colocate_pps),
+    ]
+    .iter()
+    .filter_map(|(k, v)| v.map(|v| format!("{k} = {v}\n")))
+    .collect()
 }

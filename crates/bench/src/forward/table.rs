@@ -3,7 +3,7 @@
 use super::Record;
 use crate::report::{Column, heading, opt, row};
 
-const FORWARDING: [Column; 14] = [
+const FORWARDING: [Column; 17] = [
     Column::left("gen", 8),
     Column::left("family", 6),
     Column::left("forwarder", 16),
@@ -15,9 +15,12 @@ const FORWARDING: [Column; 14] = [
     Column::right("loss%", 7).decimals(2),
     Column::right("rtt avg", 8),
     Column::right("rtt p99", 8),
+    Column::right("idle p99", 8),
     Column::right("tcp", 7),
     Column::right("cpu ns", 8),
     Column::right("copies", 6),
+    Column::right("proc ns", 8),
+    Column::right("wake/pkt", 8),
 ];
 
 pub(crate) fn print_table(r: &[Record]) {
@@ -40,10 +43,13 @@ pub(crate) fn print_table(r: &[Record]) {
                 &x.loss_pct,
                 &opt(x.rtt_us_avg, 0),
                 &opt(x.rtt_us_p99, 0),
+                &opt(x.rtt_idle_us_p99, 0),
                 &opt(x.tcp_gbps, 2),
                 &opt(x.cpu_ns_per_pkt, 0),
                 &x.copies_per_frame
                     .map_or("-".to_string(), |c| c.to_string()),
+                &opt(x.vrhost_cpu_ns_per_pkt, 0),
+                &opt(x.wakeups_per_pkt, 3),
             ],
         );
         println!(

@@ -251,6 +251,9 @@ impl Controller {
         }
         let mut worker = Worker::new(ports, plan.classifier.clone(), plan.host.poll)
             .map_err(|e| e.to_string())?;
+        if let Some(c) = plan.host.cpu {
+            worker.set_cpu(c);
+        }
         let (exit_tx, exit_rx) = mpsc::channel();
         worker.set_exit_notify(exit_tx);
         let cluster = plan

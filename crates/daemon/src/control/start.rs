@@ -249,6 +249,7 @@ mod tests {
     pub(super) fn instances_back_off_by_what_shares_their_core() {
         let p = PollConfig {
             busy_poll_us: 100_000,
+            nap_us: 50,
             ..PollConfig::default()
         };
         let at = |cpu, worker, sharers| instance_poll(p, cpu, worker, sharers);
@@ -267,6 +268,7 @@ mod tests {
             at(Some(1), Some(1), 1),
         ] {
             assert_eq!(shared.busy_poll_us, 0, "{shared:?}");
+            assert_eq!(shared.nap_us, 0, "only a core of its own naps: {shared:?}");
         }
     }
 }

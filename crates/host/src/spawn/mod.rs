@@ -161,6 +161,8 @@ pub struct VrProcess {
     pub reaped: bool,
     /// Which instance of its VR it is.
     instance: u16,
+    /// Pinned to a CPU ([`VrCommand::cpu`]): the host never moves it.
+    pinned: bool,
     /// Its command's [`VrCommand::hurry`]: raised, [`VrProcess::stop`]
     /// kills it at once rather than wait for it to exit in the idle class.
     hurry: Hurry,
@@ -275,6 +277,7 @@ impl VrProcess {
             cgroups,
             reaped: false,
             instance,
+            pinned: cmd.cpu.is_some(),
             hurry: cmd.hurry.clone(),
         })
     }
@@ -377,6 +380,11 @@ impl VrProcess {
     /// Which instance of its VR it is (its rings in the region).
     pub fn instance(&self) -> u16 {
         self.instance
+    }
+
+    /// Whether it was pinned to a CPU when started.
+    pub fn pinned(&self) -> bool {
+        self.pinned
     }
 
     /// The pidfd (readable once the process exited), to poll with others.

@@ -3,10 +3,13 @@
 //! Each round: an rx burst from every port, each frame classified and copied
 //! into a slot of its VR (one copy, as in Europa), the slots published to the
 //! VRs' rx rings in one store per ring; then every VR's tx rings drained,
-//! validated and sent on the out ports. When nothing moves it spins, yields,
-//! then sleeps on its doorbell (which VRs ring only while it sleeps) and on
-//! the VR processes' pidfds, so an idle host costs no CPU and a VR exit is
-//! seen at once.
+//! validated and sent on the out ports. When nothing moves it spins, yields
+//! (or naps: short sleeps on its doorbell alone, which batch the ports'
+//! frames), then sleeps on its doorbell (which VRs ring only while it
+//! sleeps or naps), the ports' descriptors and the VR processes' pidfds, so
+//! an idle host costs no CPU and a VR exit is seen at once. With a pinned
+//! worker, lightly loaded unpinned VRs may run on its core (see
+//! `colocate`), where waking them is a local switch.
 //!
 //! A round visits only the VRs with work (see `active`): those it staged
 //! frames for, and those that hold slots (whose tx rings may hold frames)
@@ -43,10 +46,12 @@ use crate::tunnel::{ARP_REPLY_LEN, Decap};
 use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 mod active;
+mod colocate;
 mod mailbox;
 mod reconfig;
 
 use active::RankSet;
+use colocate::Colocate;
 
 pub use mailbox::{Job, Mailbox, MailboxError};
 use reconfig::Draining;
@@ -111,6 +116,9 @@ pub struct Worker {
     /// Per port: the VR it is dedicated to, whose pool is its UMEM (see
     /// `VrPath::set_dedicated`): its frames go to that VR with no copy.
     lent_to: Vec<Option<usize>>,
+    /// Lightly loaded VRs on the worker's core (with a pinned worker and
+    /// [`PollConfig::colocate_pps`]).
+    colocate: Option<Colocate>,
 }
 
 impl Worker {
@@ -161,7 +169,16 @@ impl Worker {
             moved_by: Vec::new(),
             dispatch: None,
             lent_to: Vec::new(),
+            colocate: None,
         })
+    }
+
+    /// The worker runs pinned to `cpu`: with [`PollConfig::colocate_pps`],
+    /// unpinned VRs offered less than that are moved onto it (see
+    /// `colocate`).
+    pub fn set_cpu(&mut self, cpu: usize) {
+        self.colocate =
+            (self.poll.colocate_pps > 0).then(|| Colocate::new(cpu, self.poll.colocate_pps));
     }
 
     /// The doorbell VRs ring to wake this worker (passed to their processes).
@@ -624,6 +641,14 @@ impl Worker {
                 }
             }
         }
+        if let Some(c) = &mut self.colocate {
+            c.begin();
+            for vr in &self.vrs {
+                let n = c.place(vr.processes(), vr.stats().arrival_pps.get());
+                self.stats.colocations.add(n);
+            }
+            c.end();
+        }
         down
     }
 
@@ -641,6 +666,7 @@ impl Worker {
             match backoff.idle() {
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
+                Idle::Nap => self.nap(backoff.nap_timeout()),
                 Idle::Sleep => self.sleep(backoff.sleep_timeout()),
             }
         }
@@ -677,6 +703,41 @@ impl Worker {
         }
     }
 
+    /// Nap: sleep on the doorbell alone for up to `timeout` (see
+    /// [`PollConfig::nap_us`]). A VR that hands back frames meanwhile rings
+    /// it (its flag is raised, as for a sleep); frames arriving at the
+    /// ports wait for the nap's end, to be taken in one round. Exited VR
+    /// processes are seen by the next periodic reap.
+    fn nap(&mut self, timeout: Duration) {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        self.set_host_sleeping(true);
+        if !self.work_pending() {
+            self.stats.naps.add(1);
+            let ts = Timespec {
+                tv_sec: timeout.as_secs() as i64,
+                tv_nsec: i64::from(timeout.subsec_nanos()),
+            };
+            let mut fds = [PollFd::from_borrowed_fd(self.bell.fd(), PollFlags::IN)];
+            if let Ok(1..) = rustix::event::poll(&mut fds, Some(&ts)) {
+                self.bell.clear();
+            }
+        }
+        self.set_host_sleeping(false);
+    }
+
+    /// The last look after raising the host's sleeping flags (see
+    /// `vrhost_shm::wake`): jobs, draining VRs, and each active VR's tx
+    /// rings, as a round's tx phase would see them.
+    fn work_pending(&mut self) -> bool {
+        let mut pending = !self.draining.is_empty() || self.mailbox.pending();
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            pending = pending || self.vrs[self.order[at]].tx_pending();
+        }
+        pending
+    }
+
     /// Sleep until a VR or port has work, a VR process exits, or the
     /// timeout passes (at most [`REAP_EVERY`] while an instance is being
     /// retired: it moves on only when supervised). A sleep that times out
@@ -690,14 +751,7 @@ impl Worker {
         // have nothing to wake the host for, and get slots only from an
         // awake host.
         self.set_host_sleeping(true);
-        // The last look after raising the flags (see `vrhost_shm::wake`).
-        let mut pending = !self.draining.is_empty() || self.mailbox.pending();
-        // Each active VR's rings, as a round's tx phase would see them.
-        let mut r = 0;
-        while let Some(at) = self.active.next_from(r) {
-            r = at + 1;
-            pending = pending || self.vrs[self.order[at]].tx_pending();
-        }
+        let pending = self.work_pending();
         let mut child_exited = false;
         let mut timed_out = false;
         if !pending {
