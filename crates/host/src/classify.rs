@@ -12,7 +12,7 @@
 //! into a tuple-space search (see [`Classifier`]), so the cost of a frame
 //! grows with the kinds of rules, not with the number of tenants.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vrhost_packet::FlowKey;
@@ -130,36 +130,6 @@ fn words(port: usize, key: &FlowKey) -> Words {
     )
 }
 
-/// A group's view of a frame (its [`Words`] under the group's masks), as
-/// a hash key. Hashing folds the three words into one before the seeded
-/// hash: a frame chosen to collide costs one more compare, and the table
-/// holds only the operator's rules.
-#[derive(Debug, Clone, Copy)]
-struct Key(Words);
-
-/// Word by word, as the scan of a small group compares: the derived
-/// comparison loads the key the lookup just stored word by word as one
-/// 16-byte vector, which stalls on store forwarding (measured: half the
-/// worker's time in `poll_once` at that one load with 101 rules in a
-/// group, `bench memory` with 100 idle VRs beside a busy one).
-impl PartialEq for Key {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (&self.0, &other.0);
-        (a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) == 0
-    }
-}
-
-impl Eq for Key {}
-
-impl std::hash::Hash for Key {
-    #[inline]
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let [a, b, c] = self.0;
-        state.write_u64(a ^ b.rotate_left(21) ^ c.rotate_left(42));
-    }
-}
-
 /// Where a rule sends what it matches, and its position (first match wins).
 #[derive(Debug, Clone, Copy)]
 struct Hit {
@@ -183,8 +153,9 @@ struct Group {
     table: Table,
 }
 
-/// Most keys a group scans; above, it hashes. Measured with `bench memory
-/// --modes inproc`: a hash lookup costs about as much as scanning 30 keys.
+/// Most keys a group scans; above, it looks them up in an exact-match
+/// table. Measured with `bench memory --modes inproc`: a general hash
+/// lookup cost about as much as scanning 30 keys.
 const FEW: usize = 24;
 
 /// A group's rules by their masked fields (the first rule of each key).
@@ -192,7 +163,7 @@ const FEW: usize = 24;
 enum Table {
     /// Up to [`FEW`] keys, in rule order: a scan beats hashing.
     Few(Vec<(Words, Hit)>),
-    Many(HashMap<Key, Hit, foldhash::fast::RandomState>),
+    Many(exact::Exact),
 }
 
 impl Group {
@@ -207,7 +178,7 @@ impl Group {
                 .iter()
                 .find(|(key, _)| (key[0] ^ k[0]) | (key[1] ^ k[1]) | (key[2] ^ k[2]) == 0)
                 .map(|(_, hit)| *hit),
-            Table::Many(map) => map.get(&Key(k)).copied(),
+            Table::Many(t) => t.get(&k),
         }
     }
 }
@@ -241,6 +212,7 @@ pub struct Classifier {
     tunnels: TunnelTable,
 }
 
+mod exact;
 mod v6;
 
 fn mask6(len: u8) -> u128 {
@@ -258,6 +230,8 @@ impl Classifier {
     /// [`RuleError`] naming the rule.
     pub fn new(rules: &[Rule]) -> Result<Self, RuleError> {
         let mut groups: Vec<Group> = Vec::new();
+        // (group, key) of the rules taken: the first rule of a key wins.
+        let mut seen: HashSet<(usize, Words)> = HashSet::new();
         let mut groups6 = v6::Group6s::default();
         for (i, r) in rules.iter().enumerate() {
             let pfx = |p: Option<(Ipv4Addr, u8)>| -> Result<(u32, u32), RuleError> {
@@ -327,31 +301,34 @@ impl Classifier {
                 });
                 continue;
             }
-            let same = |g: &&mut Group| {
-                g.mask == mask && g.needs_addr == needs_addr && g.needs_ip == needs_ip
-            };
-            match groups.iter_mut().find(same) {
-                None => groups.push(Group {
-                    mask,
-                    needs_addr,
-                    needs_ip,
-                    first: i,
-                    table: Table::Few(vec![(key, hit)]),
-                }),
-                Some(g) => match &mut g.table {
-                    // An earlier rule with the same fields shadows this one.
-                    Table::Few(list) if list.iter().any(|(k, _)| *k == key) => {}
-                    Table::Few(list) if list.len() < FEW => list.push((key, hit)),
-                    Table::Few(list) => {
-                        let mut map = HashMap::with_hasher(foldhash::fast::RandomState::default());
-                        map.extend(list.iter().map(|&(k, h)| (Key(k), h)));
-                        map.insert(Key(key), hit);
-                        g.table = Table::Many(map);
+            let same =
+                |g: &Group| g.mask == mask && g.needs_addr == needs_addr && g.needs_ip == needs_ip;
+            match groups.iter().position(same) {
+                None => {
+                    seen.insert((groups.len(), key));
+                    groups.push(Group {
+                        mask,
+                        needs_addr,
+                        needs_ip,
+                        first: i,
+                        table: Table::Few(vec![(key, hit)]),
+                    });
+                }
+                // An earlier rule with the same fields shadows this one.
+                Some(g) if !seen.insert((g, key)) => {}
+                Some(g) => {
+                    if let Table::Few(list) = &mut groups[g].table {
+                        list.push((key, hit));
                     }
-                    Table::Many(map) => {
-                        map.entry(Key(key)).or_insert(hit);
-                    }
-                },
+                }
+            }
+        }
+        // Large groups are looked up, not scanned.
+        for g in &mut groups {
+            if let Table::Few(list) = &g.table
+                && list.len() > FEW
+            {
+                g.table = Table::Many(exact::Exact::new(list));
             }
         }
         // Already in order of their first rule: a group is made by its
@@ -696,6 +673,41 @@ mod tests {
             prop_assert_eq!(c.len(), rules.len());
             for (port, key) in &frames {
                 prop_assert_eq!(c.classify(*port, key), reference(&rules, *port, key));
+            }
+        }
+    }
+
+    /// Tenants by source address, more than a group scans, between other
+    /// rules: looked up as a scan of the rules in order would answer.
+    fn tenant_rule() -> impl Strategy<Value = Rule> {
+        (0u32..64, 0usize..2, 0usize..100).prop_map(|(a, port, vr)| Rule {
+            m: Match {
+                in_port: Some(port),
+                src: Some((Ipv4Addr::from(0x0a00_0000 | a), 32)),
+                ..Match::default()
+            },
+            vr,
+            vnic: 0,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn a_large_group_matches_as_a_linear_scan(
+            before in prop::collection::vec(arb_rule(), 0..4),
+            tenants in prop::collection::vec(tenant_rule(), 25..120),
+            after in prop::collection::vec(arb_rule(), 0..4),
+            srcs in prop::collection::vec((0usize..3, 0u32..80, arb_key()), 1..64),
+        ) {
+            let rules: Vec<Rule> = before.into_iter().chain(tenants).chain(after).collect();
+            let c = Classifier::new(&rules).unwrap();
+            for (port, a, key) in &srcs {
+                let key = FlowKey {
+                    src: 0x0a00_0000 | a,
+                    ethertype: EtherType::IPV4,
+                    ..*key
+                };
+                prop_assert_eq!(c.classify(*port, &key), reference(&rules, *port, &key));
             }
         }
     }
