@@ -134,7 +134,7 @@ impl Exact {
 mod tests {
     use super::{Exact, Hit, MAX_RUN, Words};
 
-    fn hit(pos: usize) -> Hit {
+    fn hit(pos: u32) -> Hit {
         Hit {
             pos,
             vr: pos,
@@ -151,15 +151,14 @@ mod tests {
     #[test]
     fn every_key_is_found_with_its_first_hit_and_no_other() {
         for n in [1, 2, 25, 101, 1000, 5000] {
-            let mut keys: Vec<(Words, Hit)> =
-                (0..n).map(|i| (tenant(i), hit(i as usize))).collect();
+            let mut keys: Vec<(Words, Hit)> = (0..n).map(|i| (tenant(i), hit(i))).collect();
             // A later rule with the same key does not win.
             keys.push((tenant(0), hit(99_999)));
             let t = Exact::new(&keys);
             assert_eq!(t.len(), n as usize);
             assert!(t.longest_run() <= MAX_RUN, "n {n}: run {}", t.longest_run());
             for i in 0..n {
-                assert_eq!(t.get(&tenant(i)).map(|h| h.pos), Some(i as usize), "n {n}");
+                assert_eq!(t.get(&tenant(i)).map(|h| h.pos), Some(i), "n {n}");
             }
             for i in n..n + 500 {
                 assert!(t.get(&tenant(i)).is_none());
@@ -171,7 +170,7 @@ mod tests {
     #[test]
     fn keys_that_differ_in_any_word_are_told_apart() {
         let keys: Vec<(Words, Hit)> = (0..64u64)
-            .map(|i| ([i, i << 7, i << 13], hit(i as usize)))
+            .map(|i| ([i, i << 7, i << 13], hit(i as u32)))
             .collect();
         let t = Exact::new(&keys);
         for (k, h) in &keys {
