@@ -12,7 +12,7 @@
 //! into a tuple-space search (see [`Classifier`]), so the cost of a frame
 //! grows with the kinds of rules, not with the number of tenants.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vrhost_packet::FlowKey;
@@ -83,6 +83,12 @@ pub enum RuleError {
         /// The length.
         len: u8,
     },
+    /// A rule position or VR index past `u32::MAX`.
+    #[error("rule {rule}: its position or VR index does not fit in 32 bits")]
+    TooLarge {
+        /// Rule position.
+        rule: usize,
+    },
     /// VLAN id above 4095.
     #[error("rule {rule}: VLAN id {vlan} > 4095")]
     Vlan {
@@ -130,41 +136,16 @@ fn words(port: usize, key: &FlowKey) -> Words {
     )
 }
 
-/// A group's view of a frame (its [`Words`] under the group's masks), as
-/// a hash key. Hashing folds the three words into one before the seeded
-/// hash: a frame chosen to collide costs one more compare, and the table
-/// holds only the operator's rules.
-#[derive(Debug, Clone, Copy)]
-struct Key(Words);
-
-/// Word by word, as the scan of a small group compares: the derived
-/// comparison loads the key the lookup just stored word by word as one
-/// 16-byte vector, which stalls on store forwarding (measured: half the
-/// worker's time in `poll_once` at that one load with 101 rules in a
-/// group, `bench memory` with 100 idle VRs beside a busy one).
-impl PartialEq for Key {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (&self.0, &other.0);
-        (a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) == 0
-    }
-}
-
-impl Eq for Key {}
-
-impl std::hash::Hash for Key {
-    #[inline]
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let [a, b, c] = self.0;
-        state.write_u64(a ^ b.rotate_left(21) ^ c.rotate_left(42));
-    }
-}
-
 /// Where a rule sends what it matches, and its position (first match wins).
+///
+/// Narrow fields, so that `Option<Hit>` (16 bytes) comes back from a
+/// lookup in two registers: with `usize` fields it came back through
+/// memory, and the worker stalled on reloading it (perf: a third of
+/// `Classifier::best`'s samples on that reload with 101 tenants).
 #[derive(Debug, Clone, Copy)]
 struct Hit {
-    pos: usize,
-    vr: usize,
+    pos: u32,
+    vr: u32,
     vnic: u16,
 }
 
@@ -179,12 +160,13 @@ struct Group {
     /// The frame must be IPv4 (a rule of the group has a protocol or port).
     needs_ip: bool,
     /// Position of the group's first rule.
-    first: usize,
+    first: u32,
     table: Table,
 }
 
-/// Most keys a group scans; above, it hashes. Measured with `bench memory
-/// --modes inproc`: a hash lookup costs about as much as scanning 30 keys.
+/// Most keys a group scans; above, it looks them up in an exact-match
+/// table. Measured with `bench memory --modes inproc`: a general hash
+/// lookup cost about as much as scanning 30 keys.
 const FEW: usize = 24;
 
 /// A group's rules by their masked fields (the first rule of each key).
@@ -192,7 +174,7 @@ const FEW: usize = 24;
 enum Table {
     /// Up to [`FEW`] keys, in rule order: a scan beats hashing.
     Few(Vec<(Words, Hit)>),
-    Many(HashMap<Key, Hit, foldhash::fast::RandomState>),
+    Many(exact::Exact),
 }
 
 impl Group {
@@ -207,7 +189,7 @@ impl Group {
                 .iter()
                 .find(|(key, _)| (key[0] ^ k[0]) | (key[1] ^ k[1]) | (key[2] ^ k[2]) == 0)
                 .map(|(_, hit)| *hit),
-            Table::Many(map) => map.get(&Key(k)).copied(),
+            Table::Many(t) => t.get(&k),
         }
     }
 }
@@ -241,6 +223,7 @@ pub struct Classifier {
     tunnels: TunnelTable,
 }
 
+mod exact;
 mod v6;
 
 fn mask6(len: u8) -> u128 {
@@ -258,6 +241,8 @@ impl Classifier {
     /// [`RuleError`] naming the rule.
     pub fn new(rules: &[Rule]) -> Result<Self, RuleError> {
         let mut groups: Vec<Group> = Vec::new();
+        // (group, key) of the rules taken: the first rule of a key wins.
+        let mut seen: HashSet<(usize, Words)> = HashSet::new();
         let mut groups6 = v6::Group6s::default();
         for (i, r) in rules.iter().enumerate() {
             let pfx = |p: Option<(Ipv4Addr, u8)>| -> Result<(u32, u32), RuleError> {
@@ -312,9 +297,12 @@ impl Classifier {
                 r.m.vlan.unwrap_or(0),
                 proto.unwrap_or(0),
             );
+            let (Ok(pos), Ok(vr)) = (u32::try_from(i), u32::try_from(r.vr)) else {
+                return Err(RuleError::TooLarge { rule: i });
+            };
             let hit = Hit {
-                pos: i,
-                vr: r.vr,
+                pos,
+                vr,
                 vnic: r.vnic,
             };
             if is6 {
@@ -327,31 +315,34 @@ impl Classifier {
                 });
                 continue;
             }
-            let same = |g: &&mut Group| {
-                g.mask == mask && g.needs_addr == needs_addr && g.needs_ip == needs_ip
-            };
-            match groups.iter_mut().find(same) {
-                None => groups.push(Group {
-                    mask,
-                    needs_addr,
-                    needs_ip,
-                    first: i,
-                    table: Table::Few(vec![(key, hit)]),
-                }),
-                Some(g) => match &mut g.table {
-                    // An earlier rule with the same fields shadows this one.
-                    Table::Few(list) if list.iter().any(|(k, _)| *k == key) => {}
-                    Table::Few(list) if list.len() < FEW => list.push((key, hit)),
-                    Table::Few(list) => {
-                        let mut map = HashMap::with_hasher(foldhash::fast::RandomState::default());
-                        map.extend(list.iter().map(|&(k, h)| (Key(k), h)));
-                        map.insert(Key(key), hit);
-                        g.table = Table::Many(map);
+            let same =
+                |g: &Group| g.mask == mask && g.needs_addr == needs_addr && g.needs_ip == needs_ip;
+            match groups.iter().position(same) {
+                None => {
+                    seen.insert((groups.len(), key));
+                    groups.push(Group {
+                        mask,
+                        needs_addr,
+                        needs_ip,
+                        first: pos,
+                        table: Table::Few(vec![(key, hit)]),
+                    });
+                }
+                // An earlier rule with the same fields shadows this one.
+                Some(g) if !seen.insert((g, key)) => {}
+                Some(g) => {
+                    if let Table::Few(list) = &mut groups[g].table {
+                        list.push((key, hit));
                     }
-                    Table::Many(map) => {
-                        map.entry(Key(key)).or_insert(hit);
-                    }
-                },
+                }
+            }
+        }
+        // Large groups are looked up, not scanned.
+        for g in &mut groups {
+            if let Table::Few(list) = &g.table
+                && list.len() > FEW
+            {
+                g.table = Table::Many(exact::Exact::new(list));
             }
         }
         // Already in order of their first rule: a group is made by its
@@ -396,7 +387,7 @@ impl Classifier {
     /// [`Classifier::classify_frame`]).
     #[inline]
     pub fn classify(&self, port: usize, key: &FlowKey) -> Option<(usize, u16)> {
-        self.best(port, key).map(|h| (h.vr, h.vnic))
+        self.best(port, key).map(|h| (h.vr as usize, h.vnic))
     }
 
     /// As [`Classifier::classify`], with the frame (`key` is its key) for
@@ -408,7 +399,7 @@ impl Classifier {
         }
         let best = self.best(port, key);
         let Some(f) = v6::fields(frame, key.vlan.is_some()) else {
-            return best.map(|h| (h.vr, h.vnic));
+            return best.map(|h| (h.vr as usize, h.vnic));
         };
         let w = pack(
             0,
@@ -419,7 +410,9 @@ impl Classifier {
             key.vlan.unwrap_or(0xffff),
             f.next,
         );
-        self.groups6.find(&w, &f, best).map(|h| (h.vr, h.vnic))
+        self.groups6
+            .find(&w, &f, best)
+            .map(|h| (h.vr as usize, h.vnic))
     }
 
     /// The first IPv4, ARP or link-layer rule matching a frame's key.
@@ -696,6 +689,41 @@ mod tests {
             prop_assert_eq!(c.len(), rules.len());
             for (port, key) in &frames {
                 prop_assert_eq!(c.classify(*port, key), reference(&rules, *port, key));
+            }
+        }
+    }
+
+    /// Tenants by source address, more than a group scans, between other
+    /// rules: looked up as a scan of the rules in order would answer.
+    fn tenant_rule() -> impl Strategy<Value = Rule> {
+        (0u32..64, 0usize..2, 0usize..100).prop_map(|(a, port, vr)| Rule {
+            m: Match {
+                in_port: Some(port),
+                src: Some((Ipv4Addr::from(0x0a00_0000 | a), 32)),
+                ..Match::default()
+            },
+            vr,
+            vnic: 0,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn a_large_group_matches_as_a_linear_scan(
+            before in prop::collection::vec(arb_rule(), 0..4),
+            tenants in prop::collection::vec(tenant_rule(), 25..120),
+            after in prop::collection::vec(arb_rule(), 0..4),
+            srcs in prop::collection::vec((0usize..3, 0u32..80, arb_key()), 1..64),
+        ) {
+            let rules: Vec<Rule> = before.into_iter().chain(tenants).chain(after).collect();
+            let c = Classifier::new(&rules).unwrap();
+            for (port, a, key) in &srcs {
+                let key = FlowKey {
+                    src: 0x0a00_0000 | a,
+                    ethertype: EtherType::IPV4,
+                    ..*key
+                };
+                prop_assert_eq!(c.classify(*port, &key), reference(&rules, *port, &key));
             }
         }
     }

@@ -65,6 +65,17 @@ fn ipv6_points_beside_ipv4_ones() {
     assert!(has("ipv4", "shm", 1) && has("ipv4", "shm", 2) && has("ipv4", "inproc", 1));
     assert!(has("ipv6", "shm", 1) && has("ipv6", "shm", 2) && has("ipv6", "inproc", 2));
     assert_eq!(points.len(), 8, "{points:?}");
+    // The 2 VRs / 1 VR aggregate of each family, as the table prints it.
+    let ratios = r["ratios"].as_array().expect("ratios");
+    for family in ["ipv4", "ipv6"] {
+        let row = ratios
+            .iter()
+            .find(|q| q["family"] == family && q["vrs"] == 2)
+            .unwrap_or_else(|| panic!("no {family} 2/1 ratio: {r:#}"));
+        assert_eq!(row["mode"], "shm", "{row}");
+        assert!(row["ratio"].as_f64().is_some(), "{row}");
+        assert_eq!(row["rounds"].as_array().map(Vec::len), Some(1), "{row}");
+    }
 }
 
 #[test]

@@ -240,6 +240,8 @@ struct Report<'a> {
     bench: &'static str,
     machine: Machine,
     results: &'a [AnyRecord],
+    /// N busy VRs' aggregate over one VR's, per table.
+    ratios: Vec<table::ScaleRatio>,
 }
 
 /// Most VRs in one point: each is a process with a region and three file
@@ -673,6 +675,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
             bench: "memory",
             machine: Machine::this(),
             results: &results,
+            ratios: table::all_scale_ratios(&results, &runs),
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

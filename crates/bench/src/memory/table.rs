@@ -1,5 +1,7 @@
 //! The memory bench's table and ratios.
 
+use serde::Serialize;
+
 use super::{AnyRecord, Family, IdleRecord, Mode, Record};
 use crate::machine::Machine;
 use crate::report::{Column, heading, row};
@@ -37,14 +39,7 @@ pub(super) fn print_table(results: &[AnyRecord], rounds: &[Vec<Record>]) {
     }
     // Ratios per route table (the first record of each point: the pool
     // sweep comes after the main points).
-    let mut tables: Vec<(Family, usize)> = Vec::new();
-    for r in results {
-        if let AnyRecord::Fwd(r) = r
-            && !tables.contains(&(r.family, r.routes))
-        {
-            tables.push((r.family, r.routes));
-        }
-    }
+    let tables = tables_of(results);
     for &table in &tables {
         print_ratios(results, rounds, table);
     }
@@ -138,7 +133,7 @@ fn print_idle(i: &IdleRecord) {
 }
 
 /// The ratios of the 64 B points of a table: shm to inproc, shm to
-/// syscall, 10 VRs to 1.
+/// syscall, N VRs to 1.
 fn print_ratios(
     results: &[AnyRecord],
     rounds: &[Vec<Record>],
@@ -191,18 +186,16 @@ fn print_ratios(
             shm / sys
         );
     }
-    if let (Some(one), Some(ten)) = (get(Mode::Shm, 1), get(Mode::Shm, 10)) {
+    for r in scale_ratios(results, rounds, (family, routes_n)) {
+        let each: Vec<String> = r.rounds.iter().map(|v| format!("{v:.2}")).collect();
         println!(
-            "shm 10 VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}{}",
-            ten / one,
-            per_round((Mode::Shm, 10), (Mode::Shm, 1))
-        );
-    }
-    if let (Some(one), Some(hundred)) = (get(Mode::Shm, 1), get(Mode::Shm, 100)) {
-        println!(
-            "shm 100 VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}{}",
-            hundred / one,
-            per_round((Mode::Shm, 100), (Mode::Shm, 1))
+            "shm {} VRs / 1 VR aggregate (64 B, {routes} routes): {:.2}{}",
+            r.vrs,
+            r.ratio,
+            match each.is_empty() {
+                true => String::new(),
+                false => format!(" (each round: {})", each.join(" ")),
+            }
         );
     }
     print_idle_beside(results, (family, routes_n));
@@ -240,4 +233,102 @@ fn print_idle_beside(results: &[AnyRecord], (family, routes): (Family, usize)) {
             base.host_ns_per_round
         );
     }
+}
+
+/// The aggregate of N busy VRs against one VR's (`shm`, 64 B, no idle VRs
+/// beside them): a row of the table and a record of the JSON report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleRatio {
+    /// Always `shm`.
+    pub mode: Mode,
+    /// The points' address family.
+    pub family: Family,
+    /// Routes in each VR's table.
+    pub routes: usize,
+    /// Busy VRs of the numerator (the denominator is 1 VR).
+    pub vrs: usize,
+    /// Median aggregate rate with `vrs` VRs over the median with 1.
+    pub ratio: f64,
+    /// The same ratio within each round (points run seconds apart).
+    pub rounds: Vec<f64>,
+}
+
+/// Every N-VR / 1-VR ratio of the `shm` points of one table, N > 1 in
+/// increasing order.
+pub(super) fn scale_ratios(
+    results: &[AnyRecord],
+    rounds: &[Vec<Record>],
+    (family, routes): (Family, usize),
+) -> Vec<ScaleRatio> {
+    let is_point = |r: &Record, vrs: usize| {
+        (r.mode, r.vrs, r.idle_vrs, r.frame_bytes, r.routes, r.family)
+            == (Mode::Shm, vrs, 0, 64, routes, family)
+    };
+    let get = |vrs: usize| {
+        results.iter().find_map(|r| match r {
+            AnyRecord::Fwd(r) if is_point(r, vrs) && r.runs > 0 => Some(r.mpps),
+            _ => None,
+        })
+    };
+    let round_of = |vrs: usize| {
+        rounds
+            .iter()
+            .find(|r| r.first().is_some_and(|r| is_point(r, vrs)))
+    };
+    let Some(one) = get(1).filter(|&m| m > 0.0) else {
+        return Vec::new();
+    };
+    let mut counts: Vec<usize> = results
+        .iter()
+        .filter_map(|r| match r {
+            AnyRecord::Fwd(r) if r.vrs > 1 && is_point(r, r.vrs) => Some(r.vrs),
+            _ => None,
+        })
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    counts
+        .into_iter()
+        .filter_map(|n| {
+            let per_round = match (round_of(n), round_of(1)) {
+                (Some(a), Some(b)) => a
+                    .iter()
+                    .zip(b)
+                    .filter(|(_, d)| d.mpps > 0.0)
+                    .map(|(n, d)| n.mpps / d.mpps)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            Some(ScaleRatio {
+                mode: Mode::Shm,
+                family,
+                routes,
+                vrs: n,
+                ratio: get(n)? / one,
+                rounds: per_round,
+            })
+        })
+        .collect()
+}
+
+/// The scale ratios of every table of `results` (the JSON report's).
+pub(super) fn all_scale_ratios(results: &[AnyRecord], rounds: &[Vec<Record>]) -> Vec<ScaleRatio> {
+    tables_of(results)
+        .into_iter()
+        .flat_map(|t| scale_ratios(results, rounds, t))
+        .collect()
+}
+
+/// The (family, routes) of the forwarding points, in order of first
+/// appearance.
+fn tables_of(results: &[AnyRecord]) -> Vec<(Family, usize)> {
+    let mut tables: Vec<(Family, usize)> = Vec::new();
+    for r in results {
+        if let AnyRecord::Fwd(r) = r
+            && !tables.contains(&(r.family, r.routes))
+        {
+            tables.push((r.family, r.routes));
+        }
+    }
+    tables
 }

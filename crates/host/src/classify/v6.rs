@@ -85,7 +85,7 @@ pub(super) struct Group6 {
     dst_mask: u128,
     src_mask: u128,
     /// Position of the group's first rule.
-    pub first: usize,
+    pub first: u32,
     table: Table6,
 }
 

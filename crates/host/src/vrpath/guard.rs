@@ -17,6 +17,13 @@ impl VrPath {
     /// processes: if one exited, take the VR out of the data path, reclaim
     /// every slot it held and reset its rings, and say why it went down.
     pub fn supervise(&mut self, now: Instant) -> Option<ExitEvent> {
+        self.supervise_seen(now, true)
+    }
+
+    /// As [`VrPath::supervise`], told whether any VR process may have
+    /// exited (the worker asks every pidfd at once, in one system call):
+    /// with `exits` false no process of this VR is asked.
+    pub fn supervise_seen(&mut self, now: Instant, exits: bool) -> Option<ExitEvent> {
         self.sample_load(now);
         if self.up && !self.quarantined {
             if let Some(n) = self.cold.guard.quarantine_after
@@ -31,7 +38,7 @@ impl VrPath {
                 self.watchdog(now, d);
             }
         }
-        self.reap()
+        self.reap_seen(exits)
     }
 
     /// Check the VR's processes. A retired instance that has handed back
@@ -41,6 +48,12 @@ impl VrPath {
     /// instance is left, the VR goes down: everything is reclaimed and the
     /// event says why.
     pub fn reap(&mut self) -> Option<ExitEvent> {
+        self.reap_seen(true)
+    }
+
+    /// [`VrPath::reap`]; its processes are asked whether they exited only
+    /// if `exits`.
+    fn reap_seen(&mut self, exits: bool) -> Option<ExitEvent> {
         let Backend::Process(procs) = &mut self.backend else {
             return None;
         };
@@ -59,7 +72,7 @@ impl VrPath {
             let Some(inst) = self.inst.get_mut(i) else {
                 continue;
             };
-            if p.has_exited() {
+            if exits && p.has_exited() {
                 p.reaped = true;
                 if inst.state == InstanceState::Stopping {
                     // A retirement completed: collect it, free its slot.
