@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
-use vrhost_host::cluster::{Beacon, DispatchSpec, DispatchStats, Dispatcher, Placed, Responder};
+use vrhost_host::cluster::{
+    Beacon, DispatchSpec, DispatchStats, Dispatcher, Liveness, Placed, Responder,
+};
 use vrhost_host::config::ClusterPlan;
 use vrhost_host::worker::Worker;
 
@@ -42,7 +44,7 @@ impl ClusterState {
         port_names: Vec<String>,
     ) -> Result<Self, String> {
         match plan {
-            ClusterPlan::Engine { heartbeat } => Responder::start(*heartbeat)
+            ClusterPlan::Engine { heartbeat, .. } => Responder::start(*heartbeat)
                 .map(ClusterState::Engine)
                 .map_err(|e| format!("cluster.heartbeat {heartbeat}: {e}")),
             ClusterPlan::Dispatcher {
@@ -51,6 +53,7 @@ impl ClusterState {
                 interval,
                 misses,
                 beats,
+                ..
             } => {
                 let beacon = Beacon::start(*heartbeat, beats.clone(), *interval, *misses)
                     .map_err(|e| format!("cluster.heartbeat {heartbeat}: {e}"))?;
@@ -65,6 +68,14 @@ impl ClusterState {
                     port_names,
                 })))
             }
+        }
+    }
+
+    /// A dispatcher's spec and the engines' liveness it follows.
+    pub fn dispatch_parts(&self) -> Option<(&DispatchSpec, &Arc<Liveness>)> {
+        match self {
+            ClusterState::Dispatcher(d) => Some((&d.spec, d.beacon.liveness())),
+            ClusterState::Engine(_) => None,
         }
     }
 
@@ -112,7 +123,7 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
                 state: l.state(i).name().into(),
                 last_heartbeat_ms: l.since_heard(i).map(|x| x.as_secs_f64() * 1e3),
                 mac: e.remote_mac.map(mac_str).unwrap_or_default(),
-                capacity: e.capacity,
+                capacity: l.capacity(i).unwrap_or(e.capacity),
                 tx_frames: t.tx_frames.get(),
                 tx_bytes: t.tx_bytes.get(),
                 rx_frames: t.rx_frames.get(),
@@ -125,7 +136,8 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
         })
         .collect();
     let live = l.live();
-    let placed = vrhost_host::cluster::dispatch::placement_of(&d.spec, live);
+    let caps = vrhost_host::cluster::dispatch::capacities(&d.spec, l);
+    let placed = vrhost_host::cluster::dispatch::placement_with(&d.spec, &caps, live);
     let vrs = d
         .spec
         .vrs

@@ -291,6 +291,11 @@ impl Controller {
             .map_or_else(crate::cluster::no_cluster, |c| c.status())
     }
 
+    /// Its part in a cluster, running (none without `[cluster]`).
+    pub fn cluster(&self) -> Option<&crate::cluster::ClusterState> {
+        self.cluster.as_ref()
+    }
+
     /// The reports of VRs that went down, for the supervisor (once).
     pub fn take_exits(&mut self) -> Option<mpsc::Receiver<ExitEvent>> {
         self.exits.take()
