@@ -13,7 +13,8 @@
 //! same placement, and frames cross again with the engine's VR never
 //! restarted. Then the placed engine's daemon is killed: its lease
 //! expires, the VR is placed on another engine, whose agent starts it,
-//! and frames cross again.
+//! and frames cross again. Last, that engine's daemon is started again:
+//! with no config push, the VR is placed back on it and crosses there.
 
 mod common;
 
@@ -221,5 +222,12 @@ fn engines_run_the_vrs_etcd_places_on_them_and_a_restarted_dispatcher_or_an_expi
         "engine e1 killed: VR r placed on e2 and forwarding again after {:?}",
         t0.elapsed()
     );
+    // Engine e1's daemon started again on the same config: it registers,
+    // and the placement (a function of the registrations) is the first
+    // one again: its agent starts VR r from etcd alone, e2's stops it.
+    engines[0] = Some(start_engine(&lab, 0));
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    flows.wait_through(3, &d);
     flows.finish();
 }
