@@ -111,7 +111,8 @@ enum BenchCmd {
     Fib(vrhost_bench::fib::BenchFibArgs),
     /// PdP's cluster on the cluster lab: throughput against 1, 2, 3
     /// engines (each the bottleneck) and the dispatcher's own limit,
-    /// reordering per policy, failover time and frames lost.
+    /// reordering per policy, failover time and frames lost, RTT the
+    /// dispatcher hop adds.
     Cluster(vrhost_bench::cluster::ClusterArgs),
 }
 

@@ -82,7 +82,16 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
     assert_eq!(f.len(), 1, "{rep:#}");
     assert!(f[0]["lost_other_flows"].as_u64().is_some(), "{rep:#}");
     assert!(f[0]["lost_moved_flows"].as_u64().is_some(), "{rep:#}");
-    for r in results {
+    let rtt = of("rtt");
+    assert_eq!(rtt.len(), 1, "{rep:#}");
+    assert!(num(rtt[0], "rtt_us_avg") > 0.0, "{rep:#}");
+    assert!(num(rtt[0], "local_rtt_us_avg") > 0.0, "{rep:#}");
+    let added = num(rtt[0], "rtt_us_avg") - num(rtt[0], "local_rtt_us_avg");
+    assert!(
+        (num(rtt[0], "added_us_avg") - added).abs() < 1e-6,
+        "{rep:#}"
+    );
+    for r in results.iter().filter(|r| r["experiment"] != "rtt") {
         assert!(num(r, "received") > 0.0, "nothing crossed the cluster: {r}");
         assert!(num(r, "received") <= num(r, "sent"), "{r}");
         assert!((0.0..=100.0).contains(&num(r, "reorder_pct")), "{r}");

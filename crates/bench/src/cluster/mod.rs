@@ -19,6 +19,10 @@
 //!   flows (those the dispatcher's rendezvous hashing put on it) are
 //!   forwarded again, and the frames lost on them and on the others.
 //!
+//! - `rtt`: ping from the generator to the sink through the dispatcher
+//!   and one engine, against the same VR run locally on the dispatcher's
+//!   host: what the dispatcher hop adds (the default, no busy polling).
+//!
 //! Each point starts the engines and the dispatcher anew from the lab's
 //! configs, changed in a temporary directory (the VR's rate limit, the
 //! dispatcher's engines and policy).
@@ -103,6 +107,15 @@ pub struct ClusterRecord {
     /// `failover`: frames lost on the other flows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_other_flows: Option<u64>,
+    /// `rtt`: ping's average through the dispatcher and an engine, us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_us_avg: Option<f64>,
+    /// `rtt`: the same VR local on the dispatcher's host, us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_rtt_us_avg: Option<f64>,
+    /// `rtt`: the difference, us (what the dispatcher hop adds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added_us_avg: Option<f64>,
 }
 
 /// The report.
@@ -192,7 +205,87 @@ impl Bench<'_> {
             out.push(self.point("reorder", 3, p, None)?);
         }
         out.push(self.point("failover", 3, ClusterPolicy::Flow, None)?);
+        out.push(self.rtt()?);
         Ok(out)
+    }
+
+    /// Ping's average RTT from the generator to the sink through the
+    /// cluster (one engine), then through the same VR run locally on the
+    /// dispatcher's host (its config: the dispatcher's ports, the
+    /// engine's VR with a port in place of each tunnel).
+    fn rtt(&self) -> Result<ClusterRecord> {
+        let through = {
+            let _d = self.start(1, ClusterPolicy::Flow, None)?;
+            self.ping()?
+        };
+        let mut doc = self.nodes[0].1.clone();
+        let ports = (doc.remove("cluster").and_then(|c| c.get("vrs").cloned()))
+            .and_then(|v| v.get(0).and_then(|v| v.get("ports")).cloned());
+        let vr = (self.nodes[1].1.get("vrs").and_then(|v| v.get(0)).cloned())
+            .and_then(|v| v.as_table().cloned());
+        let (Some(toml::Value::Array(ports)), Some(mut vr)) = (ports, vr) else {
+            bail!("the lab's configs have no remote VR with ports and engine VR");
+        };
+        // Every frame of each port to the VR's vNIC on it.
+        let name: toml::Value = vr.get("name").cloned().unwrap_or_else(|| "r".into());
+        let mut rules = Vec::new();
+        if let Some(toml::Value::Array(vnics)) = vr.get_mut("vnics") {
+            for (k, (v, p)) in vnics.iter_mut().zip(ports).enumerate() {
+                if let Some(t) = v.as_table_mut() {
+                    t.remove("tunnel");
+                    t.insert("port".into(), p.clone());
+                }
+                let mut rule = toml::Table::new();
+                rule.insert("port".into(), p);
+                rule.insert("vr".into(), name.clone());
+                rule.insert("vnic".into(), (k as i64).into());
+                rules.push(toml::Value::Table(rule));
+            }
+        }
+        doc.insert("vrs".into(), toml::Value::Array(vec![vr.into()]));
+        doc.insert("rules".into(), toml::Value::Array(rules));
+        let cfg = self.dir.join("local.toml");
+        std::fs::write(&cfg, toml::to_string(&doc).context("a config")?)?;
+        let local = {
+            let ns = self.lab.ns_name(&self.nodes[0].0);
+            let _d = Daemon::start(&cfg, Some(&ns), 0, "none")?;
+            self.ping()?
+        };
+        Ok(ClusterRecord {
+            experiment: "rtt",
+            engines: 1,
+            policy: ClusterPolicy::Flow.name(),
+            rtt_us_avg: Some(through),
+            local_rtt_us_avg: Some(local),
+            added_us_avg: Some(through - local),
+            ..ClusterRecord::default()
+        })
+    }
+
+    /// Ping's average RTT (us) from the generator to the sink, after a
+    /// warm-up (the engines' heartbeats, the first frames).
+    fn ping(&self) -> Result<f64> {
+        let generator = self.lab.ns("gen");
+        let t0 = Instant::now();
+        while generator
+            .exec("ping", &["-c", "1", "-W", "1", "10.2.0.2"])
+            .is_err()
+        {
+            if t0.elapsed() > Duration::from_secs(30) {
+                bail!("rtt: no answer through the path in 30 s");
+            }
+        }
+        let count = ((self.args.seconds * 50.0) as u32).max(5).to_string();
+        let out = generator.exec("ping", &["-q", "-c", &count, "-i", "0.02", "10.2.0.2"])?;
+        // "rtt min/avg/max/mdev = 0.041/0.052/0.071/0.008 ms"
+        let avg = (out.lines().find(|l| l.contains("min/avg")))
+            .and_then(|l| l.split('=').nth(1))
+            .and_then(|v| v.trim().split('/').nth(1))
+            .and_then(|v| v.parse::<f64>().ok());
+        match avg {
+            Some(ms) => Ok(ms * 1e3),
+            None => bail!("rtt: ping said {out:?}"),
+        }
     }
 
     /// Write node `i`'s config for this point; its path.
@@ -325,7 +418,7 @@ fn print_table(rs: &[ClusterRecord]) {
         Column::right("Mpps", 8).decimals(4),
         Column::right("ratio", 6),
         Column::right("reorder%", 8).decimals(2),
-        Column::left("failover", 30),
+        Column::left("failover / rtt", 30),
     ];
     println!("{}", heading(&C));
     for r in rs {
@@ -336,7 +429,10 @@ fn print_table(rs: &[ClusterRecord]) {
                 "back {} ms, lost {m} moved / {o} other",
                 crate::report::opt(rec, 0)
             ),
-            _ => "-".into(),
+            _ => match (r.rtt_us_avg, r.local_rtt_us_avg) {
+                (Some(c), Some(l)) => format!("rtt {c:.0} us, local {l:.0} us"),
+                _ => "-".into(),
+            },
         };
         let cells: [&dyn std::fmt::Display; 9] = [
             &r.experiment,
