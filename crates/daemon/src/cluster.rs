@@ -4,7 +4,7 @@
 //! `docs/cluster.md`.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
 use vrhost_host::cluster::{
@@ -12,6 +12,44 @@ use vrhost_host::cluster::{
 };
 use vrhost_host::config::ClusterPlan;
 use vrhost_host::worker::Worker;
+
+/// The etcd agent's state, as the status shows it.
+#[derive(Debug, Default)]
+pub struct EtcdHealth(AtomicU8);
+
+/// What [`EtcdHealth`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum EtcdState {
+    /// No etcd configured.
+    None = 0,
+    /// Connecting (or registering, or being elected).
+    Connecting = 1,
+    /// Connected, acting.
+    Up = 2,
+    /// A dispatcher another one's election key keeps from acting.
+    Standby = 3,
+    /// Unreachable: the data path keeps its last state.
+    Down = 4,
+}
+
+impl EtcdHealth {
+    /// Set the state.
+    pub fn set(&self, s: EtcdState) {
+        self.0.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// The state's name.
+    pub fn name(&self) -> &'static str {
+        match self.0.load(Ordering::Relaxed) {
+            1 => "connecting",
+            2 => "up",
+            3 => "standby",
+            4 => "down",
+            _ => "none",
+        }
+    }
+}
 
 /// What a dispatcher keeps beside its worker.
 pub struct DispatchSide {
@@ -202,5 +240,6 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
         vrs,
         drops,
         heartbeats_answered: 0,
+        ..ClusterStatus::default()
     }
 }

@@ -15,6 +15,8 @@
 //! expires, the VR is placed on another engine, whose agent starts it,
 //! and frames cross again. Last, that engine's daemon is started again:
 //! with no config push, the VR is placed back on it and crosses there.
+//! Last, etcd is killed: every daemon's status says `etcd: down` and
+//! frames keep crossing with the last state.
 
 mod common;
 
@@ -173,7 +175,7 @@ fn engines_run_the_vrs_etcd_places_on_them_and_a_restarted_dispatcher_or_an_expi
         "this test makes namespaces: run as root"
     );
     let lab = lab();
-    let _etcd = start_etcd(&lab.ul);
+    let etcd = start_etcd(&lab.ul);
     let mut engines: Vec<Option<common::Daemon>> =
         (0..3).map(|i| Some(start_engine(&lab, i))).collect();
     // No VR on any engine before the dispatcher places one.
@@ -182,6 +184,7 @@ fn engines_run_the_vrs_etcd_places_on_them_and_a_restarted_dispatcher_or_an_expi
     }
     let d = start_dispatcher(&lab, "etcd-disp");
     wait_logged(&d, &["the cluster's dispatcher"]);
+    assert_eq!(d.json(&["cluster", "status"])["etcd"], "up");
     wait_placement(&d, "e1");
     wait_placed(&engines, &[0]);
 
@@ -229,5 +232,28 @@ fn engines_run_the_vrs_etcd_places_on_them_and_a_restarted_dispatcher_or_an_expi
     wait_placement(&d, "e1");
     wait_placed(&engines, &[0]);
     flows.wait_through(3, &d);
+
+    // etcd gone: the status says so, and the data path keeps forwarding
+    // with its last state.
+    drop(etcd);
+    for n in engines.iter().flatten().chain([&d]) {
+        wait_etcd(n, "down");
+    }
+    assert!(d.ok(&["cluster", "status"]).contains("etcd: down"));
+    wait_placed(&engines, &[0]);
+    flows.wait_through(4, &d);
     flows.finish();
+}
+
+/// Wait until daemon `d`'s status says etcd is `state`.
+fn wait_etcd(d: &common::Daemon, state: &str) {
+    let t0 = Instant::now();
+    loop {
+        let s = d.json(&["cluster", "status"]);
+        if s["etcd"] == state {
+            return;
+        }
+        assert!(t0.elapsed() < PATIENCE, "etcd not {state}: {s:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

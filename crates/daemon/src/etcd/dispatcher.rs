@@ -20,9 +20,10 @@ use vrhost_host::cluster::{DispatchSpec, Liveness};
 
 use super::{Lease, again, connect, e2s, list, lock, pause, settle};
 use crate::api::ApiState;
+use crate::cluster::{EtcdHealth, EtcdState};
 
 /// Run until `stop`.
-pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, stop: &AtomicBool) {
+pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, stop: &AtomicBool) {
     let parts = {
         let c = lock(&state.ctl);
         let parts = c.cluster().and_then(|c| c.dispatch_parts());
@@ -38,7 +39,10 @@ pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, stop: &AtomicBool) {
         liveness,
     };
     let what = "forwarding with the last state";
-    again(stop, what, async || p.session(etcd, stop).await).await;
+    again(stop, health, what, async || {
+        p.session(etcd, health, stop).await
+    })
+    .await;
 }
 
 struct Placer {
@@ -50,12 +54,18 @@ struct Placer {
 }
 
 impl Placer {
-    async fn session(&self, etcd: &EtcdPlan, stop: &AtomicBool) -> Result<(), String> {
+    async fn session(
+        &self,
+        etcd: &EtcdPlan,
+        health: &EtcdHealth,
+        stop: &AtomicBool,
+    ) -> Result<(), String> {
         let mut c = connect(&etcd.endpoints).await.map_err(e2s)?;
         let mut lease = Lease::grant(&mut c, etcd.lease).await?;
         let mut said = false;
         while !self.elected(&mut c, lease.id).await? {
             if !said {
+                health.set(EtcdState::Standby);
                 tracing::warn!("etcd: another dispatcher acts on this cluster; standing by");
                 said = true;
             }
@@ -66,6 +76,7 @@ impl Placer {
             }
         }
         tracing::info!(lease = lease.id, "etcd: the cluster's dispatcher");
+        health.set(EtcdState::Up);
         self.publish(&mut c).await?;
         let watch = WatchOptions::new().with_prefix();
         let engines = self.keys.engines();

@@ -14,9 +14,10 @@ use vrhost_host::cluster::desired::{Assignment, EngineAd, EtcdPlan, Keys, merged
 
 use super::{Lease, again, connect, e2s, list, lock, settle};
 use crate::api::ApiState;
+use crate::cluster::{EtcdHealth, EtcdState};
 
 /// Run until `stop`.
-pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, stop: &AtomicBool) {
+pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, stop: &AtomicBool) {
     let Some(ad) = etcd.engine.clone() else {
         return;
     };
@@ -28,7 +29,10 @@ pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, stop: &AtomicBool) {
         tried: None,
     };
     let what = "the VRs keep their last state";
-    again(stop, what, async || a.session(etcd, stop).await).await;
+    again(stop, health, what, async || {
+        a.session(etcd, health, stop).await
+    })
+    .await;
 }
 
 struct Agent {
@@ -42,7 +46,12 @@ struct Agent {
 }
 
 impl Agent {
-    async fn session(&mut self, etcd: &EtcdPlan, stop: &AtomicBool) -> Result<(), String> {
+    async fn session(
+        &mut self,
+        etcd: &EtcdPlan,
+        health: &EtcdHealth,
+        stop: &AtomicBool,
+    ) -> Result<(), String> {
         let mut c = connect(&etcd.endpoints).await.map_err(e2s)?;
         let mut lease = Lease::grant(&mut c, etcd.lease).await?;
         let ad = serde_json::to_vec(&self.ad).map_err(|e| e.to_string())?;
@@ -50,6 +59,7 @@ impl Agent {
         let put = PutOptions::new().with_lease(lease.id);
         c.put(key, ad, Some(put)).await.map_err(e2s)?;
         tracing::info!(engine = %self.ad.name, lease = lease.id, "etcd: registered");
+        health.set(EtcdState::Up);
         let mine = self.keys.placements(&self.ad.name);
         let watch = WatchOptions::new().with_prefix();
         let mut events = c.watch(mine.as_str(), Some(watch)).await.map_err(e2s)?;

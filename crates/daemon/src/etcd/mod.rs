@@ -21,6 +21,7 @@ use vrhost_host::config::ClusterPlan;
 
 use crate::Controller;
 use crate::api::ApiState;
+use crate::cluster::{EtcdHealth, EtcdState};
 
 /// How long a request to etcd may take, and the pause before reconnecting.
 pub const PATIENCE: Duration = Duration::from_secs(1);
@@ -33,7 +34,10 @@ pub fn start(
     state: Arc<ApiState>,
     stop: Arc<AtomicBool>,
 ) -> Result<Option<JoinHandle<()>>, String> {
-    let plan = lock(&state.ctl).plan().cluster.clone();
+    let (plan, health) = {
+        let c = lock(&state.ctl);
+        (c.plan().cluster.clone(), c.etcd_health().clone())
+    };
     let (etcd, engine) = match plan {
         Some(ClusterPlan::Engine {
             etcd: Some(etcd), ..
@@ -43,6 +47,7 @@ pub fn start(
         }) => (etcd, false),
         _ => return Ok(None),
     };
+    health.set(EtcdState::Connecting);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -57,9 +62,9 @@ pub fn start(
         .spawn(move || {
             rt.block_on(async move {
                 if engine {
-                    engine::run(&etcd, &state, &stop).await;
+                    engine::run(&etcd, &state, &health, &stop).await;
                 } else {
-                    dispatcher::run(&etcd, &state, &stop).await;
+                    dispatcher::run(&etcd, &state, &health, &stop).await;
                 }
             });
         })
@@ -125,11 +130,13 @@ pub(crate) fn e2s(e: etcd_client::Error) -> String {
 /// `stop`; a failure is logged with what holds meanwhile (`meanwhile`).
 pub(crate) async fn again(
     stop: &AtomicBool,
+    health: &EtcdHealth,
     meanwhile: &str,
     mut session: impl AsyncFnMut() -> Result<(), String>,
 ) {
     while !stop.load(Ordering::Relaxed) {
         if let Err(e) = session().await {
+            health.set(EtcdState::Down);
             tracing::warn!("etcd: {e}; {meanwhile}; reconnecting");
         }
         if !pause(PATIENCE, stop).await {
