@@ -50,6 +50,10 @@ pub struct EngineAd {
     pub cores: u32,
     /// The rate one core forwards (pps).
     pub per_core_pps: u64,
+    /// The MAC its tunnels send to (the underlay's next hop), if not the
+    /// dispatcher's own.
+    #[serde(default)]
+    pub next_hop_mac: Option<String>,
 }
 
 impl EngineAd {
@@ -172,7 +176,8 @@ pub fn fragment(spec: &DispatchSpec, vr: &RemoteVr, ad: &EngineAd) -> Result<tom
         t.insert("local".into(), ad.address.to_string().into());
         t.insert("remote".into(), spec.local.to_string().into());
         t.insert("vni".into(), i64::from(vni).into());
-        let mac = vrhost_packet::MacAddr(spec.local_mac).to_string();
+        let mac = (ad.next_hop_mac.clone())
+            .unwrap_or_else(|| vrhost_packet::MacAddr(spec.local_mac).to_string());
         t.insert("remote_mac".into(), mac.into());
         tunnels.push(toml::Value::Table(t));
     }

@@ -9,6 +9,7 @@ fn ad(name: &str, last: u8) -> EngineAd {
         address: Ipv4Addr::new(10, 9, 0, last),
         cores: 2,
         per_core_pps: 50_000,
+        next_hop_mac: None,
     }
 }
 
@@ -60,6 +61,14 @@ fn a_fragment_binds_each_vnic_to_a_tunnel_with_its_port_s_tag() {
     assert_eq!(vr["name"].as_str(), Some("r"));
     assert_eq!(vr["vnics"][1]["tunnel"].as_str(), Some("c7p1"));
     assert_eq!(vr["vnics"][1]["mac"].as_str(), Some("02:00:00:00:01:01"));
+    // Behind a router: the tunnels send to the engine's next hop.
+    let mut routed = ad("e1", 11);
+    routed.next_hop_mac = Some("02:00:00:00:09:fe".into());
+    let doc = fragment(&s, &s.vrs[0], &routed).unwrap();
+    assert_eq!(
+        doc["tunnels"][0]["remote_mac"].as_str(),
+        Some("02:00:00:00:09:fe")
+    );
     // A VR whose vNICs do not match its ports is refused.
     let mut bad = s.clone();
     bad.vrs[0].ports.push(3);

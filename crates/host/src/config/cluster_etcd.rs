@@ -62,8 +62,8 @@ pub(super) fn etcd_plan(
     }))
 }
 
-/// An engine's advertisement: its name, underlay port and address, cores
-/// and per-core rate.
+/// An engine's advertisement: its name, underlay port and address, cores,
+/// per-core rate and the next hop its tunnels send to.
 fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd, ConfigError> {
     let need = |m: &str| at.err(c.role.span(), "cluster".into(), m.into());
     let (Some(name), Some(under), Some(local)) = (&c.name, &c.underlay, &c.local) else {
@@ -83,12 +83,21 @@ fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd,
             "cluster.cores and cluster.per_core_pps must be at least 1",
         ));
     }
+    let next_hop_mac = match &c.next_hop_mac {
+        Some(m) => {
+            let mac = super::parse_mac(m.get_ref())
+                .map_err(|e| at.err(m.span(), "cluster.next_hop_mac".into(), e))?;
+            Some(vrhost_packet::MacAddr(mac).to_string())
+        }
+        None => None,
+    };
     Ok(EngineAd {
         name: n.clone(),
         underlay: cx.ports[p].name.get_ref().clone(),
         address,
         cores,
         per_core_pps,
+        next_hop_mac,
     })
 }
 

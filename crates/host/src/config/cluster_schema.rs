@@ -58,6 +58,10 @@ pub struct ClusterConf {
     /// advertises `cores` x `per_core_pps` as its capacity.
     #[serde(default)]
     pub per_core_pps: Option<Spanned<u64>>,
+    /// Engine with etcd: the MAC its VRs' tunnels send to, when the
+    /// dispatcher is behind a router (default: the dispatcher's own).
+    #[serde(default)]
+    pub next_hop_mac: Option<Spanned<String>>,
 }
 
 /// `[[cluster.engines]]`: an engine host.

@@ -568,6 +568,11 @@ fn the_etcd_keys_of_a_cluster_table_plan_the_agents() {
         ("http://10.9.0.254:2379", "10.9.0.254", "cluster.etcd[0]"),
         ("name = \"e1\"\n", "", "needs name, underlay and local"),
         ("cores = 2", "cores = 0", "at least 1"),
+        (
+            "cores = 2",
+            "cores = 2\nnext_hop_mac = \"x\"",
+            "cluster.next_hop_mac",
+        ),
         ("[\"http://10.9.0.254:2379\"]", "[]", "only with etcd"),
     ] {
         assert_refused(parse(&engine.replacen(from, to, 1)), want, to);
