@@ -1,5 +1,5 @@
 //! `vrhost bench cluster` end to end with tiny durations (root only;
-//! needs `ip`): on a copy of `lab/cluster.toml` with a namespace prefix of
+//! needs `ip`, `ping` and Debian's `etcd-server`): on a copy of `lab/cluster.toml` with a namespace prefix of
 //! its own, the report parses, has every experiment's records, well
 //! formed, and frames crossed the cluster in each. Not figures: the runs
 //! are too short and the machine may be busy.
@@ -91,7 +91,13 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
         (num(rtt[0], "added_us_avg") - added).abs() < 1e-6,
         "{rep:#}"
     );
-    for r in results.iter().filter(|r| r["experiment"] != "rtt") {
+    let restart: Vec<&Value> = of("restart").iter().map(|r| &r["component"]).collect();
+    assert_eq!(restart, ["dispatcher", "agent"], "{rep:#}");
+    for r in of("restart") {
+        assert!(r["same_placement"].is_boolean(), "{r}");
+    }
+    let traffic = |r: &&Value| r["experiment"] != "rtt" && r["experiment"] != "restart";
+    for r in results.iter().filter(traffic) {
         assert!(num(r, "received") > 0.0, "nothing crossed the cluster: {r}");
         assert!(num(r, "received") <= num(r, "sent"), "{r}");
         assert!((0.0..=100.0).contains(&num(r, "reorder_pct")), "{r}");

@@ -23,11 +23,17 @@
 //!   and one engine, against the same VR run locally on the dispatcher's
 //!   host: what the dispatcher hop adds (the default, no busy polling).
 //!
+//! - `restart` ([`restart`](mod@restart)): with the desired state in
+//!   etcd, the dispatcher and then the agent running the VR killed and
+//!   started again: the same placement, and how long until traffic
+//!   crosses again.
+//!
 //! Each point starts the engines and the dispatcher anew from the lab's
 //! configs, changed in a temporary directory (the VR's rate limit, the
 //! dispatcher's engines and policy).
 
 pub mod flows;
+mod restart;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -116,6 +122,16 @@ pub struct ClusterRecord {
     /// `rtt`: the difference, us (what the dispatcher hop adds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub added_us_avg: Option<f64>,
+    /// `restart`: `dispatcher` or `agent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub component: Option<&'static str>,
+    /// `restart`: the dispatcher's placement the same after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_placement: Option<bool>,
+    /// `restart`: from the restart to every flow crossing again, ms
+    /// (null: not within 30 s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub back_ms: Option<f64>,
 }
 
 /// The report.
@@ -206,6 +222,7 @@ impl Bench<'_> {
         }
         out.push(self.point("failover", 3, ClusterPolicy::Flow, None)?);
         out.push(self.rtt()?);
+        out.extend(self.restarts()?);
         Ok(out)
     }
 
@@ -301,13 +318,7 @@ impl Bench<'_> {
             let engines: Vec<toml::Value> = (self.nodes[1..=n].iter())
                 .map(|(name, _)| name.clone().into())
                 .collect();
-            let vr = (doc.get_mut("cluster").and_then(|c| c.get_mut("vrs")))
-                .and_then(|v| v.as_array_mut())
-                .and_then(|v| v.first_mut())
-                .and_then(|v| v.as_table_mut());
-            let Some(vr) = vr else {
-                bail!("the dispatcher's config has no [[cluster.vrs]]");
-            };
+            let vr = remote_vr(&mut doc)?;
             vr.insert("engines".into(), engines.into());
             vr.insert("policy".into(), policy.name().into());
         } else if let Some(limit) = limit {
@@ -408,6 +419,18 @@ impl Bench<'_> {
     }
 }
 
+/// The dispatcher's (first) remote VR, `[[cluster.vrs]]`, in `doc`.
+fn remote_vr(doc: &mut toml::Table) -> Result<&mut toml::Table> {
+    let vr = (doc.get_mut("cluster").and_then(|c| c.get_mut("vrs")))
+        .and_then(|v| v.as_array_mut())
+        .and_then(|v| v.first_mut())
+        .and_then(|v| v.as_table_mut());
+    match vr {
+        Some(vr) => Ok(vr),
+        None => bail!("the dispatcher's config has no [[cluster.vrs]]"),
+    }
+}
+
 fn print_table(rs: &[ClusterRecord]) {
     const C: [Column; 9] = [
         Column::left("experiment", 16),
@@ -418,7 +441,7 @@ fn print_table(rs: &[ClusterRecord]) {
         Column::right("Mpps", 8).decimals(4),
         Column::right("ratio", 6),
         Column::right("reorder%", 8).decimals(2),
-        Column::left("failover / rtt", 30),
+        Column::left("failover / rtt / restart", 30),
     ];
     println!("{}", heading(&C));
     for r in rs {
@@ -429,8 +452,13 @@ fn print_table(rs: &[ClusterRecord]) {
                 "back {} ms, lost {m} moved / {o} other",
                 crate::report::opt(rec, 0)
             ),
-            _ => match (r.rtt_us_avg, r.local_rtt_us_avg) {
-                (Some(c), Some(l)) => format!("rtt {c:.0} us, local {l:.0} us"),
+            _ => match (r.rtt_us_avg, r.local_rtt_us_avg, r.component) {
+                (Some(c), Some(l), _) => format!("rtt {c:.0} us, local {l:.0} us"),
+                (_, _, Some(c)) => format!(
+                    "{c}: same placement {}, back {} ms",
+                    r.same_placement.unwrap_or(false),
+                    crate::report::opt(r.back_ms, 0)
+                ),
                 _ => "-".into(),
             },
         };

@@ -54,6 +54,10 @@ pub struct EngineAd {
     /// dispatcher's own.
     #[serde(default)]
     pub next_hop_mac: Option<String>,
+    /// Its underlay's MAC, if configured (else its tunnels read the
+    /// interface's).
+    #[serde(default)]
+    pub local_mac: Option<String>,
 }
 
 impl EngineAd {
@@ -179,6 +183,9 @@ pub fn fragment(spec: &DispatchSpec, vr: &RemoteVr, ad: &EngineAd) -> Result<tom
         let mac = (ad.next_hop_mac.clone())
             .unwrap_or_else(|| vrhost_packet::MacAddr(spec.local_mac).to_string());
         t.insert("remote_mac".into(), mac.into());
+        if let Some(m) = &ad.local_mac {
+            t.insert("local_mac".into(), m.clone().into());
+        }
         tunnels.push(toml::Value::Table(t));
     }
     table.insert("name".into(), vr.name.clone().into());

@@ -10,6 +10,7 @@ fn ad(name: &str, last: u8) -> EngineAd {
         cores: 2,
         per_core_pps: 50_000,
         next_hop_mac: None,
+        local_mac: None,
     }
 }
 

@@ -68,7 +68,10 @@ pub(super) fn check_cluster(
     match c.role.get_ref().as_str() {
         "engine" => {
             let agent = c.etcd.is_empty()
-                && (c.underlay.is_some() || c.name.is_some() || c.local.is_some());
+                && (c.underlay.is_some()
+                    || c.name.is_some()
+                    || c.local.is_some()
+                    || c.local_mac.is_some());
             if agent || !c.engines.is_empty() || !c.vrs.is_empty() {
                 let msg = "an engine has no engines or VRs of its own here (its VRs are \
                            [[vrs]] whose vNICs are VXLAN tunnels to the dispatcher), and \
@@ -266,7 +269,7 @@ fn remote_vr(
     let (rate, engines) = rate_engines(i, v, engines, names.len(), at)?;
     let vr =
         v.vr.as_ref()
-            .map(|t| super::cluster_etcd::engine_vr(t, &ports, cx, at, &f("vr")))
+            .map(|t| super::cluster_etcd::engine_vr(t, &v.name, &ports, cx, at, &f("vr")))
             .transpose()?;
     Ok(RemoteVr {
         name: v.name.get_ref().clone(),

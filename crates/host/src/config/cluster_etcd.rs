@@ -83,14 +83,14 @@ fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd,
             "cluster.cores and cluster.per_core_pps must be at least 1",
         ));
     }
-    let next_hop_mac = match &c.next_hop_mac {
-        Some(m) => {
-            let mac = super::parse_mac(m.get_ref())
-                .map_err(|e| at.err(m.span(), "cluster.next_hop_mac".into(), e))?;
-            Some(vrhost_packet::MacAddr(mac).to_string())
-        }
-        None => None,
+    let mac = |m: &Option<toml::Spanned<String>>, field: &str| match m {
+        Some(m) => super::parse_mac(m.get_ref())
+            .map(|mac| Some(vrhost_packet::MacAddr(mac).to_string()))
+            .map_err(|e| at.err(m.span(), field.into(), e)),
+        None => Ok(None),
     };
+    let next_hop_mac = mac(&c.next_hop_mac, "cluster.next_hop_mac")?;
+    let local_mac = mac(&c.local_mac, "cluster.local_mac")?;
     Ok(EngineAd {
         name: n.clone(),
         underlay: cx.ports[p].name.get_ref().clone(),
@@ -98,6 +98,7 @@ fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd,
         cores,
         per_core_pps,
         next_hop_mac,
+        local_mac,
     })
 }
 
@@ -106,14 +107,17 @@ fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd,
 /// and each vNIC's `mac` defaulting to its dispatcher port's interface
 /// MAC (the frames cross unchanged, so the engine's VR answers for it).
 pub(super) fn engine_vr(
-    t: &toml::Spanned<toml::Table>,
+    t: &toml::Table,
+    name: &toml::Spanned<String>,
     ports: &[usize],
     cx: &Ctx<'_>,
     at: &Source,
     field: &str,
 ) -> Result<toml::Table, ConfigError> {
-    let bad = |m: String| at.err(t.span(), field.into(), m);
-    let mut table = t.get_ref().clone();
+    // A nested table's span is not kept (serde's `Spanned` of a table
+    // header with arrays of tables does not parse): the VR's name's.
+    let bad = |m: String| at.err(name.span(), field.into(), m);
+    let mut table = t.clone();
     if table.contains_key("name") {
         return Err(bad("no `name` here: the VR is the remote VR's name".into()));
     }

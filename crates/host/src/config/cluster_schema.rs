@@ -20,7 +20,8 @@ pub struct ClusterConf {
     /// Its underlay address (a dispatcher's, or an engine's with etcd).
     #[serde(default)]
     pub local: Option<Spanned<String>>,
-    /// Dispatcher: the underlay's MAC (default: the interface's).
+    /// The underlay's MAC (default: the interface's): a dispatcher's, or
+    /// an engine's with etcd (its tunnels' `local_mac`).
     #[serde(default)]
     pub local_mac: Option<Spanned<String>>,
     /// Dispatcher: heartbeat period in ms (default 100).
@@ -109,5 +110,5 @@ pub struct RemoteVrConf {
     /// per port, `tunnel` left out) the dispatcher binds to tunnels of
     /// the tags; written to etcd for the engines it is placed on.
     #[serde(default)]
-    pub vr: Option<Spanned<toml::Table>>,
+    pub vr: Option<toml::Table>,
 }
