@@ -665,6 +665,11 @@ pub struct ClusterStatus {
     pub drops: std::collections::BTreeMap<String, u64>,
     /// An engine's heartbeats answered.
     pub heartbeats_answered: u64,
+    /// The desired state in etcd: `none` (no etcd), `connecting`, `up`,
+    /// `standby` (a dispatcher another one's election key keeps from
+    /// acting) or `down` (unreachable: the data path keeps its last
+    /// state).
+    pub etcd: String,
 }
 
 /// `EngineStatus`: one engine, as its dispatcher sees it.

@@ -4,7 +4,7 @@
 //!
 //! What it owns: each bench's arguments, run and report ([`memory`],
 //! [`forward`], [`fastpath`], [`control`], [`cplane`], [`capture`], [`isolation`], [`monitor`],
-//! [`soak`], [`fib`]), what they share ([`report`]: JSON or table,
+//! [`soak`], [`fib`], [`cluster`]), what they share ([`report`]: JSON or table,
 //! quantiles; [`machine`]: the machine a run was on; [`probe`]: timed
 //! frames), and the errors they end with ([`BenchError`]). What it does not
 //! own: the command line around it (the `vrhost` binary), what is measured
@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod cluster;
 pub mod control;
 pub mod cplane;
 mod error;

@@ -4,12 +4,52 @@
 //! `docs/cluster.md`.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
-use vrhost_host::cluster::{Beacon, DispatchSpec, DispatchStats, Dispatcher, Placed, Responder};
+use vrhost_host::cluster::{
+    Beacon, DispatchSpec, DispatchStats, Dispatcher, Liveness, Placed, Responder,
+};
 use vrhost_host::config::ClusterPlan;
 use vrhost_host::worker::Worker;
+
+/// The etcd agent's state, as the status shows it.
+#[derive(Debug, Default)]
+pub struct EtcdHealth(AtomicU8);
+
+/// What [`EtcdHealth`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum EtcdState {
+    /// No etcd configured.
+    None = 0,
+    /// Connecting (or registering, or being elected).
+    Connecting = 1,
+    /// Connected, acting.
+    Up = 2,
+    /// A dispatcher another one's election key keeps from acting.
+    Standby = 3,
+    /// Unreachable: the data path keeps its last state.
+    Down = 4,
+}
+
+impl EtcdHealth {
+    /// Set the state.
+    pub fn set(&self, s: EtcdState) {
+        self.0.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// The state's name.
+    pub fn name(&self) -> &'static str {
+        match self.0.load(Ordering::Relaxed) {
+            1 => "connecting",
+            2 => "up",
+            3 => "standby",
+            4 => "down",
+            _ => "none",
+        }
+    }
+}
 
 /// What a dispatcher keeps beside its worker.
 pub struct DispatchSide {
@@ -42,7 +82,7 @@ impl ClusterState {
         port_names: Vec<String>,
     ) -> Result<Self, String> {
         match plan {
-            ClusterPlan::Engine { heartbeat } => Responder::start(*heartbeat)
+            ClusterPlan::Engine { heartbeat, .. } => Responder::start(*heartbeat)
                 .map(ClusterState::Engine)
                 .map_err(|e| format!("cluster.heartbeat {heartbeat}: {e}")),
             ClusterPlan::Dispatcher {
@@ -51,6 +91,7 @@ impl ClusterState {
                 interval,
                 misses,
                 beats,
+                ..
             } => {
                 let beacon = Beacon::start(*heartbeat, beats.clone(), *interval, *misses)
                     .map_err(|e| format!("cluster.heartbeat {heartbeat}: {e}"))?;
@@ -65,6 +106,14 @@ impl ClusterState {
                     port_names,
                 })))
             }
+        }
+    }
+
+    /// A dispatcher's spec and the engines' liveness it follows.
+    pub fn dispatch_parts(&self) -> Option<(&DispatchSpec, &Arc<Liveness>)> {
+        match self {
+            ClusterState::Dispatcher(d) => Some((&d.spec, d.beacon.liveness())),
+            ClusterState::Engine(_) => None,
         }
     }
 
@@ -112,7 +161,7 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
                 state: l.state(i).name().into(),
                 last_heartbeat_ms: l.since_heard(i).map(|x| x.as_secs_f64() * 1e3),
                 mac: e.remote_mac.map(mac_str).unwrap_or_default(),
-                capacity: e.capacity,
+                capacity: l.capacity(i).unwrap_or(e.capacity),
                 tx_frames: t.tx_frames.get(),
                 tx_bytes: t.tx_bytes.get(),
                 rx_frames: t.rx_frames.get(),
@@ -125,7 +174,8 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
         })
         .collect();
     let live = l.live();
-    let placed = vrhost_host::cluster::dispatch::placement_of(&d.spec, live);
+    let caps = vrhost_host::cluster::dispatch::capacities(&d.spec, l);
+    let placed = vrhost_host::cluster::dispatch::placement_with(&d.spec, &caps, live);
     let vrs = d
         .spec
         .vrs
@@ -190,5 +240,6 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
         vrs,
         drops,
         heartbeats_answered: 0,
+        ..ClusterStatus::default()
     }
 }

@@ -6,8 +6,10 @@
 //! show them ([`view`]), the HTTP API ([`api`]) and its document as the check
 //! of request bodies ([`contract`]), packet capture to a pcap
 //! stream ([`capture`]), the Prometheus exposition ([`metrics`]),
-//! restarting VRs that go down ([`supervise`]) and the VRs' control
-//! planes: their namespaces, routing daemons and routes ([`cplane`]).
+//! restarting VRs that go down ([`supervise`]), the VRs' control
+//! planes: their namespaces, routing daemons and routes ([`cplane`]), and
+//! (feature `etcd`) the cluster's agents of the desired state in etcd
+//! (`etcd`).
 //!
 //! It does not own the data path (`vrhost-host`'s worker runs it on its own
 //! thread; the control plane reaches it through the worker's mailbox) nor
@@ -23,6 +25,8 @@ pub mod control;
 pub mod cores;
 pub mod cplane;
 pub mod diff;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fast;
 pub mod limits;
 pub mod metrics;

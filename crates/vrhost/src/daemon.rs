@@ -154,9 +154,20 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
             return Err(e);
         }
     };
+    let agent = match etcd_agent(&state, &stop) {
+        Ok(a) => a,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            let _ = handle.join();
+            return Err(e);
+        }
+    };
     announce(&state, &args.api);
     watch(args, &state, &stop, &hup);
     drop(server);
+    if let Some(a) = agent {
+        let _ = a.join();
+    }
     let _ = supervisor.join();
     state
         .ctl
@@ -190,6 +201,30 @@ fn set_sync_hook(state: &Arc<ApiState>) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .set_sync_hook(hook);
+}
+
+/// The agent of the cluster's desired state in etcd, if `[cluster] etcd`
+/// names it (a build without the `etcd` feature refuses such a config).
+fn etcd_agent(
+    state: &Arc<ApiState>,
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<std::thread::JoinHandle<()>>> {
+    #[cfg(feature = "etcd")]
+    {
+        vrhost_daemon::etcd::start(state.clone(), stop.clone()).map_err(anyhow::Error::msg)
+    }
+    #[cfg(not(feature = "etcd"))]
+    {
+        let _ = stop;
+        let c = state
+            .ctl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if c.cluster().is_some() && c.doc().get("cluster").and_then(|t| t.get("etcd")).is_some() {
+            bail!("[cluster] etcd: this vrhost is built without the `etcd` feature");
+        }
+        Ok(None)
+    }
 }
 
 /// The token TCP clients must send, from `--token-file` (required with

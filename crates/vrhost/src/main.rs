@@ -109,6 +109,11 @@ enum BenchCmd {
     /// Longest-prefix match: vrhost's FIB against other Rust LPM crates on a
     /// real table (lookups, build time, updates, memory).
     Fib(vrhost_bench::fib::BenchFibArgs),
+    /// PdP's cluster on the cluster lab: throughput against 1, 2, 3
+    /// engines (each the bottleneck) and the dispatcher's own limit,
+    /// reordering per policy, failover time and frames lost, RTT the
+    /// dispatcher hop adds.
+    Cluster(vrhost_bench::cluster::ClusterArgs),
 }
 
 fn main() -> ExitCode {
@@ -128,6 +133,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Tunnel(a)) => vrhost_bench::tunnel::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Monitor(a)) => vrhost_bench::monitor::run(&a).map_err(Into::into),
         Cmd::Bench(BenchCmd::Fib(a)) => vrhost_bench::fib::run_cli(&a).map_err(Into::into),
+        Cmd::Bench(BenchCmd::Cluster(a)) => vrhost_bench::cluster::run(&a).map_err(Into::into),
         Cmd::Vr(a) => cli::vr::run(&a),
         Cmd::Rule(a) => cli::rule::run(&a),
         Cmd::Route(a) => cli::route::run(&a),

@@ -179,6 +179,7 @@ pub struct Controller {
     pub(crate) sync_hook: Option<crate::cplane::SyncHook>,
     /// Its part in a cluster (`[cluster]`; fixed at start).
     cluster: Option<crate::cluster::ClusterState>,
+    etcd_health: Arc<crate::cluster::EtcdHealth>,
 }
 
 /// The change moves VRs and starts, stops, rescales or reopens nothing.
@@ -291,6 +292,7 @@ impl Controller {
             auto: BTreeMap::new(),
             sync_hook: None,
             cluster,
+            etcd_health: Arc::default(),
         };
         for (v, vr) in plan.vrs.iter().enumerate() {
             let mut s = ctl
@@ -308,9 +310,19 @@ impl Controller {
 
     /// Its part in a cluster, for `GET /v1/cluster`.
     pub fn cluster_status(&self) -> vrhost_api::ClusterStatus {
-        self.cluster
-            .as_ref()
-            .map_or_else(crate::cluster::no_cluster, |c| c.status())
+        let mut s = (self.cluster.as_ref()).map_or_else(crate::cluster::no_cluster, |c| c.status());
+        s.etcd = self.etcd_health.name().into();
+        s
+    }
+
+    /// The etcd agent's state, which it sets and the status shows.
+    pub fn etcd_health(&self) -> &Arc<crate::cluster::EtcdHealth> {
+        &self.etcd_health
+    }
+
+    /// Its part in a cluster, running (none without `[cluster]`).
+    pub fn cluster(&self) -> Option<&crate::cluster::ClusterState> {
+        self.cluster.as_ref()
     }
 
     /// The reports of VRs that went down, for the supervisor (once).

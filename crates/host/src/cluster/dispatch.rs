@@ -64,6 +64,9 @@ pub struct RemoteVr {
     /// The rate it asks for (pps): placed by Algorithm 1 on the live
     /// engines (its `engines` are then all of them).
     pub rate: Option<f64>,
+    /// The engines' VR (a `[[vrs]]` table, each vNIC's `mac` filled in,
+    /// `tunnel` not), written to etcd for the engines it is placed on.
+    pub vr: Option<toml::Table>,
 }
 
 /// What the dispatcher needs: the underlay, the engines, the remote VRs.
@@ -134,6 +137,7 @@ pub struct Dispatcher {
     table: TunnelTable,
     liveness: Arc<Liveness>,
     live_seen: u64,
+    caps_seen: u64,
     bufs: Box<[[u8; BUF]]>,
     stats: Arc<DispatchStats>,
 }
@@ -141,12 +145,24 @@ pub struct Dispatcher {
 /// The placement of `spec`'s VRs that ask for a rate, with engines `live`
 /// up (empty when none asks).
 pub fn placement_of(spec: &DispatchSpec, live: u64) -> Vec<super::Placed> {
+    let caps: Vec<u64> = spec.engines.iter().map(|e| e.capacity).collect();
+    placement_with(spec, &caps, live)
+}
+
+/// The engines' capacities: advertised (in `liveness`) or configured.
+pub fn capacities(spec: &DispatchSpec, liveness: &Liveness) -> Vec<u64> {
+    (spec.engines.iter().enumerate())
+        .map(|(i, e)| liveness.capacity(i).unwrap_or(e.capacity))
+        .collect()
+}
+
+/// As [`placement_of`], with the engines' capacities `caps` (pps).
+pub fn placement_with(spec: &DispatchSpec, caps: &[u64], live: u64) -> Vec<super::Placed> {
     if spec.vrs.iter().all(|v| v.rate.is_none()) {
         return Vec::new();
     }
-    let caps: Vec<u64> = spec.engines.iter().map(|e| e.capacity).collect();
     let rates: Vec<Option<f64>> = spec.vrs.iter().map(|v| v.rate).collect();
-    super::place(&caps, live, &rates)
+    super::place(caps, live, &rates)
 }
 
 impl Dispatcher {
@@ -263,6 +279,7 @@ impl Dispatcher {
             table,
             liveness,
             live_seen: !0,
+            caps_seen: 0,
             bufs: vec![[0u8; BUF]; BURST].into_boxed_slice(),
             stats: Arc::new(stats),
         };
@@ -313,14 +330,16 @@ impl Dispatcher {
     #[inline]
     fn sync_live(&mut self) {
         let live = self.liveness.live();
-        if live != self.live_seen {
-            self.follow(live);
+        let version = self.liveness.version();
+        if live != self.live_seen || version != self.caps_seen {
+            self.follow(live, version);
         }
     }
 
     #[cold]
-    fn follow(&mut self, live: u64) {
+    fn follow(&mut self, live: u64, version: u64) {
         self.live_seen = live;
+        self.caps_seen = version;
         let placed = self.placement(live);
         for (vi, (v, s)) in self.spec.vrs.iter().zip(&mut self.sets).enumerate() {
             let allowed = placed.get(vi).and_then(|p| p.mask(live)).unwrap_or(!0);
@@ -349,7 +368,7 @@ impl Dispatcher {
     /// The placement of the VRs that ask for a rate, with engines `live`
     /// up (empty when none asks).
     pub fn placement(&self, live: u64) -> Vec<super::Placed> {
-        placement_of(&self.spec, live)
+        placement_with(&self.spec, &capacities(&self.spec, &self.liveness), live)
     }
 }
 

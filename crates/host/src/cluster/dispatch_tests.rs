@@ -87,6 +87,7 @@ fn setup(policy: ClusterPolicy) -> (Dispatcher, Vec<Box<dyn Port>>, [Wire; 3]) {
             engines: vec![0, 1, 2],
             policy,
             rate: None,
+            vr: None,
         }],
     };
     let l = Arc::new(Liveness::new(3));

@@ -99,6 +99,12 @@ pub struct EngineBeats {
 pub struct Liveness {
     epoch: Instant,
     live: AtomicU64,
+    /// Engines whose etcd lease holds (all without etcd).
+    leased: AtomicU64,
+    /// Advertised capacities (0: the configured one).
+    capacity: Vec<AtomicU64>,
+    /// Bumped when `capacity` changes.
+    version: AtomicU64,
     engines: Vec<EngineBeats>,
     /// Heartbeats that did not parse or came from elsewhere.
     pub bad: AtomicU64,
@@ -110,6 +116,9 @@ impl Liveness {
         Self {
             epoch: Instant::now(),
             live: AtomicU64::new(0),
+            leased: AtomicU64::new(!0),
+            capacity: (0..n.min(MAX_ENGINES)).map(|_| AtomicU64::new(0)).collect(),
+            version: AtomicU64::new(0),
             engines: (0..n.min(MAX_ENGINES))
                 .map(|_| EngineBeats::default())
                 .collect(),
@@ -117,11 +126,43 @@ impl Liveness {
         }
     }
 
-    /// Which engines are up, one bit each.
+    /// Which engines are up (answering heartbeats, and with a lease in
+    /// etcd when there is one), one bit each.
     #[inline]
     pub fn live(&self) -> u64 {
-        // Relaxed: a flag word; the data path acts on a recent value.
-        self.live.load(Ordering::Relaxed)
+        // Relaxed: flag words; the data path acts on a recent value.
+        self.live.load(Ordering::Relaxed) & self.leased.load(Ordering::Relaxed)
+    }
+
+    /// Which engines hold a lease in etcd (all without etcd).
+    pub fn leased(&self) -> u64 {
+        self.leased.load(Ordering::Relaxed)
+    }
+
+    /// Set which engines hold a lease in etcd (the etcd agent's).
+    pub fn set_leased(&self, mask: u64) {
+        self.leased.store(mask, Ordering::Relaxed);
+    }
+
+    /// Engine `i`'s advertised capacity (pps; `None`: not advertised).
+    pub fn capacity(&self, i: usize) -> Option<u64> {
+        let c = self.capacity.get(i)?.load(Ordering::Relaxed);
+        (c != 0).then_some(c)
+    }
+
+    /// Set engine `i`'s advertised capacity (0: none).
+    pub fn set_capacity(&self, i: usize, pps: u64) {
+        if let Some(c) = self.capacity.get(i)
+            && c.swap(pps, Ordering::Relaxed) != pps
+        {
+            self.version.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Changes of the advertised capacities so far.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
     }
 
     /// Set which engines are up, for a cluster without heartbeats (all
@@ -173,7 +214,7 @@ impl Liveness {
     /// Mark engines up or down by how long ago they answered; logs and
     /// counts each change.
     fn judge(&self, names: &[String], dead_after: Duration) {
-        let mut live = self.live();
+        let mut live = self.live.load(Ordering::Relaxed);
         for (i, e) in self.engines.iter().enumerate() {
             let up = self.since_heard(i).is_some_and(|d| d <= dead_after);
             let was = live & (1 << i) != 0;

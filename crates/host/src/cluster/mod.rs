@@ -6,13 +6,15 @@
 //! of an engine for a frame by the VR's policy over the live engines
 //! ([`engines`]), the engines' liveness from heartbeats ([`heartbeat`]),
 //! where a VR that asks for a rate is placed by PdP's Algorithm 1
-//! ([`place`](mod@place)) and the dispatcher's data path ([`dispatch`]).
+//! ([`place`](mod@place)), the dispatcher's data path ([`dispatch`]) and
+//! the desired state's schema in etcd ([`desired`]).
 //! It does not own the tunnels' encapsulation ([`crate::tunnel`]), the
 //! classifier, or the placement of instances ([`crate::alloc`]).
 //! The format and the protocol are written down in `docs/cluster.md`.
 
 #![forbid(unsafe_code)]
 
+pub mod desired;
 pub mod dispatch;
 pub mod engines;
 pub mod heartbeat;

@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use super::cluster_etcd::etcd_plan;
 use super::cluster_schema::{ClusterConf, EngineConf, RemoteVrConf};
 use super::plan::VrPlan;
 use super::schema::{PortConfig, TunnelConf};
 use super::{ConfigError, Source, parse_mac};
+use crate::cluster::desired::EtcdPlan;
 use crate::cluster::heartbeat::{INTERVAL, MISSES};
 use crate::cluster::{ClusterPolicy, DispatchSpec, EngineLink, RemoteVr};
 
@@ -33,11 +35,15 @@ pub enum ClusterPlan {
         misses: u32,
         /// Each engine's name and heartbeat address.
         beats: Vec<(String, SocketAddr)>,
+        /// The desired state in etcd, if any.
+        etcd: Option<EtcdPlan>,
     },
     /// An engine: answers heartbeats on this address.
     Engine {
         /// Its heartbeat socket.
         heartbeat: SocketAddr,
+        /// The desired state in etcd and its advertisement, if any.
+        etcd: Option<EtcdPlan>,
     },
 }
 
@@ -61,13 +67,20 @@ pub(super) fn check_cluster(
     })?;
     match c.role.get_ref().as_str() {
         "engine" => {
-            if c.underlay.is_some() || !c.engines.is_empty() || !c.vrs.is_empty() {
-                let msg = "an engine has no underlay, engines or VRs of its own here: its VRs \
-                           are [[vrs]] whose vNICs are VXLAN tunnels to the dispatcher"
+            let agent = c.etcd.is_empty()
+                && (c.underlay.is_some()
+                    || c.name.is_some()
+                    || c.local.is_some()
+                    || c.local_mac.is_some());
+            if agent || !c.engines.is_empty() || !c.vrs.is_empty() {
+                let msg = "an engine has no engines or VRs of its own here (its VRs are \
+                           [[vrs]] whose vNICs are VXLAN tunnels to the dispatcher), and \
+                           name, underlay and local only with etcd"
                     .into();
                 return Err(at.err(c.role.span(), "cluster.role".into(), msg));
             }
-            Ok(ClusterPlan::Engine { heartbeat })
+            let etcd = etcd_plan(c, true, cx, at)?;
+            Ok(ClusterPlan::Engine { heartbeat, etcd })
         }
         "dispatcher" => dispatcher(c, heartbeat, cx, at),
         r => {
@@ -150,16 +163,22 @@ fn dispatcher(
     if interval.is_zero() || interval > Duration::from_secs(10) || misses == 0 {
         return Err(role("heartbeat_ms must be 1..=10000 and misses at least 1"));
     }
+    let etcd = etcd_plan(c, false, cx, at)?;
+    if let (None, Some(v)) = (&etcd, c.vrs.iter().find(|v| v.vr.is_some())) {
+        let msg = "a VR's `vr` table is written to etcd: give cluster.etcd".into();
+        return Err(at.err(v.name.span(), "cluster.vrs[].vr".into(), msg));
+    }
     Ok(ClusterPlan::Dispatcher {
         spec,
         heartbeat,
         interval,
         misses,
         beats,
+        etcd,
     })
 }
 
-fn port(
+pub(super) fn port(
     name: &toml::Spanned<String>,
     field: &str,
     cx: &Ctx<'_>,
@@ -171,7 +190,11 @@ fn port(
     })
 }
 
-fn ipv4(s: &toml::Spanned<String>, field: &str, at: &Source) -> Result<Ipv4Addr, ConfigError> {
+pub(super) fn ipv4(
+    s: &toml::Spanned<String>,
+    field: &str,
+    at: &Source,
+) -> Result<Ipv4Addr, ConfigError> {
     match s.get_ref().parse::<Ipv4Addr>() {
         Ok(a) if !a.is_unspecified() && !a.is_broadcast() && !a.is_multicast() => Ok(a),
         _ => {
@@ -244,6 +267,10 @@ fn remote_vr(
         None => ClusterPolicy::Flow,
     };
     let (rate, engines) = rate_engines(i, v, engines, names.len(), at)?;
+    let vr =
+        v.vr.as_ref()
+            .map(|t| super::cluster_etcd::engine_vr(t, &v.name, &ports, cx, at, &f("vr")))
+            .transpose()?;
     Ok(RemoteVr {
         name: v.name.get_ref().clone(),
         id: *v.id.get_ref(),
@@ -251,6 +278,7 @@ fn remote_vr(
         engines,
         policy,
         rate,
+        vr,
     })
 }
 

@@ -13,13 +13,15 @@ pub struct ClusterConf {
     /// Address and UDP port of the heartbeat socket: the dispatcher's
     /// beacon sends from it, an engine answers on it.
     pub heartbeat: Spanned<String>,
-    /// Dispatcher: the underlay port (a `ports[].name`).
+    /// The underlay port (a `ports[].name`): a dispatcher's, or an
+    /// engine's with etcd (its VRs' tunnels go there).
     #[serde(default)]
     pub underlay: Option<Spanned<String>>,
-    /// Dispatcher: its underlay address.
+    /// Its underlay address (a dispatcher's, or an engine's with etcd).
     #[serde(default)]
     pub local: Option<Spanned<String>>,
-    /// Dispatcher: the underlay's MAC (default: the interface's).
+    /// The underlay's MAC (default: the interface's): a dispatcher's, or
+    /// an engine's with etcd (its tunnels' `local_mac`).
     #[serde(default)]
     pub local_mac: Option<Spanned<String>>,
     /// Dispatcher: heartbeat period in ms (default 100).
@@ -35,6 +37,32 @@ pub struct ClusterConf {
     /// Dispatcher: the VRs that run on engines.
     #[serde(default)]
     pub vrs: Vec<RemoteVrConf>,
+    /// etcd endpoints (`http://host:port`): the cluster's desired state
+    /// lives there (none: no etcd, the config is the whole state).
+    #[serde(default)]
+    pub etcd: Vec<Spanned<String>>,
+    /// Key prefix of this cluster's desired state (default
+    /// `/vrhost/default`).
+    #[serde(default)]
+    pub etcd_prefix: Option<Spanned<String>>,
+    /// TTL of etcd leases in seconds (an engine's registration, the
+    /// dispatcher's election; default 2).
+    #[serde(default)]
+    pub lease_s: Option<Spanned<u64>>,
+    /// Engine with etcd: its name (the dispatcher's `cluster.engines[].name`).
+    #[serde(default)]
+    pub name: Option<Spanned<String>>,
+    /// Engine with etcd: cores it gives VR instances (default 1).
+    #[serde(default)]
+    pub cores: Option<Spanned<u32>>,
+    /// Engine with etcd: the rate one core forwards, pps (default 1); it
+    /// advertises `cores` x `per_core_pps` as its capacity.
+    #[serde(default)]
+    pub per_core_pps: Option<Spanned<u64>>,
+    /// Engine with etcd: the MAC its VRs' tunnels send to, when the
+    /// dispatcher is behind a router (default: the dispatcher's own).
+    #[serde(default)]
+    pub next_hop_mac: Option<Spanned<String>>,
 }
 
 /// `[[cluster.engines]]`: an engine host.
@@ -78,4 +106,9 @@ pub struct RemoteVrConf {
     /// `flow` (default), `rr` or `proportional`.
     #[serde(default)]
     pub policy: Option<Spanned<String>>,
+    /// With etcd: the engines' VR, a `[[vrs]]` table whose `vnics` (one
+    /// per port, `tunnel` left out) the dispatcher binds to tunnels of
+    /// the tags; written to etcd for the engines it is placed on.
+    #[serde(default)]
+    pub vr: Option<toml::Table>,
 }

@@ -18,6 +18,7 @@
 
 mod auto;
 mod cluster;
+mod cluster_etcd;
 mod cluster_schema;
 mod confinement;
 mod control;

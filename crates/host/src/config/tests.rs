@@ -459,11 +459,13 @@ fn a_dispatcher_s_cluster_table_plans_its_engines_and_remote_vrs() {
         interval,
         misses,
         beats,
+        etcd,
     }) = p.cluster
     else {
         panic!("{:?}", p.cluster);
     };
     assert_eq!(heartbeat.to_string(), "10.9.0.1:4790");
+    assert_eq!(etcd, None);
     assert_eq!((interval.as_millis(), misses), (100, 3));
     assert_eq!(spec.underlay, 1);
     assert_eq!(spec.engines[0].capacity, 2);
@@ -536,7 +538,61 @@ fn a_cluster_table_that_cannot_work_is_refused_with_its_field() {
     let eng = "[cluster]\nrole = \"engine\"\nheartbeat = \"10.9.0.11:4790\"\nunderlay = \"x\"\n";
     assert_refused(
         parse(eng),
-        "an engine has no underlay",
+        "underlay and local only with etcd",
         "engine with underlay",
     );
+}
+
+/// `[cluster] etcd`: the engine's advertisement, the dispatcher's `vr`
+/// table (each vNIC's MAC filled in), and what cannot work refused.
+#[test]
+fn the_etcd_keys_of_a_cluster_table_plan_the_agents() {
+    use crate::cluster::desired::{DEFAULT_LEASE, DEFAULT_PREFIX};
+    use crate::config::ClusterPlan;
+    let engine = "[[ports]]\nname = \"under\"\ndriver = \"null\"\n[cluster]\nrole = \"engine\"\n\
+                  heartbeat = \"10.9.0.11:4790\"\netcd = [\"http://10.9.0.254:2379\"]\n\
+                  name = \"e1\"\nunderlay = \"under\"\nlocal = \"10.9.0.11\"\ncores = 2\n\
+                  per_core_pps = 50000\n";
+    let Some(ClusterPlan::Engine { etcd: Some(e), .. }) = parse(engine).unwrap().cluster else {
+        panic!("no etcd plan");
+    };
+    assert_eq!(e.endpoints, ["http://10.9.0.254:2379"]);
+    assert_eq!(
+        (e.prefix.as_str(), e.lease),
+        (DEFAULT_PREFIX, DEFAULT_LEASE)
+    );
+    let ad = e.engine.unwrap();
+    assert_eq!((ad.name.as_str(), ad.underlay.as_str()), ("e1", "under"));
+    assert_eq!(ad.capacity(), 100_000);
+    for (from, to, want) in [
+        ("http://10.9.0.254:2379", "10.9.0.254", "cluster.etcd[0]"),
+        ("name = \"e1\"\n", "", "needs name, underlay and local"),
+        ("cores = 2", "cores = 0", "at least 1"),
+        (
+            "cores = 2",
+            "cores = 2\nnext_hop_mac = \"x\"",
+            "cluster.next_hop_mac",
+        ),
+        ("[\"http://10.9.0.254:2379\"]", "[]", "only with etcd"),
+    ] {
+        assert_refused(parse(&engine.replacen(from, to, 1)), want, to);
+    }
+    let keys = "local_mac = \"02:00:00:00:00:01\"\netcd = [\"http://10.9.0.254:2379\"]\n\
+                etcd_prefix = \"/vrhost/lab/\"";
+    let src = CLUSTER.replacen("local_mac = \"02:00:00:00:00:01\"", keys, 1)
+        + "[cluster.vrs.vr]\nvnics = [{ addrs = [\"10.1.0.1/24\"], mac = \"02:00:00:00:01:01\" }]\n";
+    let p = parse(&src).unwrap();
+    let Some(ClusterPlan::Dispatcher { spec, etcd, .. }) = p.cluster else {
+        panic!()
+    };
+    assert_eq!(etcd.unwrap().prefix, "/vrhost/lab");
+    let t = spec.vrs[0].vr.as_ref().unwrap();
+    assert_eq!(t["vnics"][0]["mac"].as_str(), Some("02:00:00:00:01:01"));
+    // A vNIC per port; no tunnel of its own; no `vr` without etcd.
+    let two = src.replacen("vnics = [{", "vnics = [{}, {", 1);
+    assert_refused(parse(&two), "2 vnics for 1 ports", "two vNICs");
+    let tunnel = src.replacen("mac = \"02:00:00:00:01:01\"", "tunnel = \"t\"", 1);
+    assert_refused(parse(&tunnel), "the engine binds it", "a tunnel");
+    let no_etcd = src.replacen("etcd = [\"http://10.9.0.254:2379\"]", "", 1);
+    assert_refused(parse(&no_etcd), "give cluster.etcd", "vr without etcd");
 }

@@ -113,6 +113,9 @@ pub fn render(s: &ClusterStatus) -> String {
         }
         _ => o += "no cluster: a single vrhost\n",
     }
+    if s.etcd != "none" && !s.etcd.is_empty() {
+        let _ = writeln!(o, "etcd: {}", s.etcd);
+    }
     o
 }
 

@@ -1,5 +1,6 @@
 //! The integration tests' kit: a real `vrhost daemon` ([`daemon`]), the
-//! configs it is started on ([`config`]), an in-process data path
+//! configs it is started on ([`config`]), the cluster tests' lab
+//! ([`cluster`]), an in-process data path
 //! ([`datapath`]), frames on the wire ([`wire`]), temporary directories,
 //! the tests' VR program and readers of the daemon's stats.
 
@@ -9,6 +10,7 @@
     reason = "each test binary includes this module and uses a part of it"
 )]
 
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod datapath;

@@ -1,0 +1,500 @@
+//! `vrhost bench cluster`: PdP's cluster on the cluster lab's namespaces
+//! (`lab/cluster.toml`: a generator, a sink, a dispatcher vrhost and three
+//! engine vrhosts, each its own `vrhost daemon`), with numbered UDP flows
+//! from the generator to the sink ([`flows`]).
+//!
+//! - `scale`: received rate against the number of engines (1, 2, 3), each
+//!   engine the bottleneck. A 2-core machine cannot give each engine a
+//!   core, so an engine's capacity is emulated below what the machine
+//!   carries: its VR's `rate_limit_pps` (`--engine-pps`; the excess is a
+//!   counted `rate_limited` drop at the engine's ingress), with the
+//!   offered rate above what the engines together admit.
+//! - `dispatcher_limit`: three engines without a limit, the same offered
+//!   rate: what the dispatcher (and the generator) carry, in the same run.
+//! - `reorder`: per policy (rr, proportional, flow), three engines
+//!   without a limit at the offered rate, the percent of frames that arrived after a later
+//!   frame of their flow.
+//! - `failover`: flow policy, three engines, a paced load; engine e2's
+//!   daemon is killed (SIGKILL) a third into the run: how long until its
+//!   flows (those the dispatcher's rendezvous hashing put on it) are
+//!   forwarded again, and the frames lost on them and on the others.
+//!
+//! - `rtt`: ping from the generator to the sink through the dispatcher
+//!   and one engine, against the same VR run locally on the dispatcher's
+//!   host: what the dispatcher hop adds (the default, no busy polling).
+//!
+//! - `restart` ([`restart`](mod@restart)): with the desired state in
+//!   etcd, the dispatcher and then the agent running the VR killed and
+//!   started again: the same placement, and how long until traffic
+//!   crosses again.
+//!
+//! Each point starts the engines and the dispatcher anew from the lab's
+//! configs, changed in a temporary directory (the VR's rate limit, the
+//! dispatcher's engines and policy).
+
+pub mod flows;
+mod restart;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use vrhost_host::balance::flow_hash;
+use vrhost_host::cluster::{ClusterPolicy, EngineSet};
+use vrhost_lab::{Daemon, Lab, Up};
+
+use crate::machine::Machine;
+use crate::report::{Column, heading, row};
+use crate::{Context, Result, bail};
+use flows::{Flows, Run, header_of};
+
+/// Options of `vrhost bench cluster`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// The cluster lab (brought up if it is not, down again after).
+    #[arg(long, default_value = "lab/cluster.toml")]
+    pub lab: PathBuf,
+    /// Seconds of traffic per point.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// UDP flows.
+    #[arg(long, default_value_t = 24)]
+    pub flows: u16,
+    /// Each engine's emulated capacity (its VR's rate_limit_pps) in
+    /// `scale`.
+    #[arg(long, default_value_t = 2_000)]
+    pub engine_pps: u64,
+    /// Rate offered in `scale`, `dispatcher_limit` and `reorder`
+    /// (frames/s): above what the engines admit together.
+    #[arg(long, default_value_t = 20_000)]
+    pub offered_pps: u64,
+    /// Rate offered in `failover` (frames/s).
+    #[arg(long, default_value_t = 5_000)]
+    pub paced_pps: u64,
+    /// Write a PNG plot (scripts/plot-cluster, from the repository root).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Where the report goes: `--json`, `--out FILE`.
+    #[command(flatten)]
+    pub output: crate::report::Output,
+}
+
+/// One point.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClusterRecord {
+    /// `scale`, `dispatcher_limit`, `reorder` or `failover`.
+    pub experiment: &'static str,
+    /// Engines in use.
+    pub engines: usize,
+    /// The dispatcher's policy.
+    pub policy: &'static str,
+    /// Each engine's emulated capacity (none: no limit).
+    pub engine_pps: Option<u64>,
+    /// Offered rate (frames/s).
+    pub offered_pps: u64,
+    /// Frames sent and received.
+    pub sent: u64,
+    /// Frames received.
+    pub received: u64,
+    /// Received rate, Mpps.
+    pub mpps: f64,
+    /// `scale`: this rate over the one-engine rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_one: Option<f64>,
+    /// Percent of arrivals after a later frame of their flow.
+    pub reorder_pct: f64,
+    /// `failover`: from the kill to the killed engine's flows forwarded
+    /// again, ms (the slowest flow's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_ms: Option<f64>,
+    /// `failover`: frames lost on the killed engine's flows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_moved_flows: Option<u64>,
+    /// `failover`: frames lost on the other flows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_other_flows: Option<u64>,
+    /// `rtt`: ping's average through the dispatcher and an engine, us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_us_avg: Option<f64>,
+    /// `rtt`: the same VR local on the dispatcher's host, us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_rtt_us_avg: Option<f64>,
+    /// `rtt`: the difference, us (what the dispatcher hop adds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added_us_avg: Option<f64>,
+    /// `restart`: `dispatcher` or `agent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub component: Option<&'static str>,
+    /// `restart`: the dispatcher's placement the same after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_placement: Option<bool>,
+    /// `restart`: from the restart to every flow crossing again, ms
+    /// (null: not within 30 s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub back_ms: Option<f64>,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterReport {
+    /// "cluster".
+    pub bench: &'static str,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The points.
+    pub results: Vec<ClusterRecord>,
+}
+
+/// The lab, its vrhost configs and a scratch directory.
+struct Bench<'a> {
+    args: &'a ClusterArgs,
+    lab: Lab,
+    /// The dispatcher's node and config, then the engines'.
+    nodes: Vec<(String, toml::Table)>,
+    dir: PathBuf,
+}
+
+/// Run `vrhost bench cluster`.
+///
+/// # Errors
+/// The lab, a daemon, a socket; traffic that never gets through.
+pub fn run(args: &ClusterArgs) -> Result<()> {
+    if args.flows == 0 || args.seconds <= 0.0 || args.engine_pps == 0 {
+        bail!("--flows, --seconds and --engine-pps must be > 0");
+    }
+    let lab = Lab::load(&args.lab)?;
+    let mut nodes = Vec::new();
+    for (name, cfg) in lab.vrhost_nodes() {
+        let src = std::fs::read_to_string(&cfg).with_context(|| cfg.display().to_string())?;
+        let doc: toml::Table = toml::from_str(&src).context(cfg.display().to_string())?;
+        nodes.push((name.to_string(), doc));
+    }
+    if nodes.len() < 4 {
+        bail!(
+            "{}: needs a dispatcher and three engines",
+            args.lab.display()
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("vrhost-bench-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let up = lab.up()?;
+    let b = Bench {
+        args,
+        lab,
+        nodes,
+        dir,
+    };
+    let results = b.all();
+    if matches!(up, Up::Built) {
+        b.lab.down();
+    }
+    let _ = std::fs::remove_dir_all(&b.dir);
+    let report = ClusterReport {
+        bench: "cluster",
+        machine: Machine::this(),
+        results: results?,
+    };
+    crate::report::emit(&report, &args.output, |r| print_table(&r.results))?;
+    if let Some(png) = &args.plot {
+        plot(&report, args, png)?;
+    }
+    Ok(())
+}
+
+impl Bench<'_> {
+    fn all(&self) -> Result<Vec<ClusterRecord>> {
+        let a = self.args;
+        let mut out = Vec::new();
+        let mut one = None;
+        for n in 1..=3 {
+            let mut r = self.point("scale", n, ClusterPolicy::Flow, Some(a.engine_pps))?;
+            let base = *one.get_or_insert(r.mpps);
+            r.ratio_to_one = Some(if base > 0.0 { r.mpps / base } else { 0.0 });
+            out.push(r);
+        }
+        out.push(self.point("dispatcher_limit", 3, ClusterPolicy::Flow, None)?);
+        for p in [
+            ClusterPolicy::Rr,
+            ClusterPolicy::Proportional,
+            ClusterPolicy::Flow,
+        ] {
+            out.push(self.point("reorder", 3, p, None)?);
+        }
+        out.push(self.point("failover", 3, ClusterPolicy::Flow, None)?);
+        out.push(self.rtt()?);
+        out.extend(self.restarts()?);
+        Ok(out)
+    }
+
+    /// Ping's average RTT from the generator to the sink through the
+    /// cluster (one engine), then through the same VR run locally on the
+    /// dispatcher's host (its config: the dispatcher's ports, the
+    /// engine's VR with a port in place of each tunnel).
+    fn rtt(&self) -> Result<ClusterRecord> {
+        let through = {
+            let _d = self.start(1, ClusterPolicy::Flow, None)?;
+            self.ping()?
+        };
+        let mut doc = self.nodes[0].1.clone();
+        let ports = (doc.remove("cluster").and_then(|c| c.get("vrs").cloned()))
+            .and_then(|v| v.get(0).and_then(|v| v.get("ports")).cloned());
+        let vr = (self.nodes[1].1.get("vrs").and_then(|v| v.get(0)).cloned())
+            .and_then(|v| v.as_table().cloned());
+        let (Some(toml::Value::Array(ports)), Some(mut vr)) = (ports, vr) else {
+            bail!("the lab's configs have no remote VR with ports and engine VR");
+        };
+        // Every frame of each port to the VR's vNIC on it.
+        let name: toml::Value = vr.get("name").cloned().unwrap_or_else(|| "r".into());
+        let mut rules = Vec::new();
+        if let Some(toml::Value::Array(vnics)) = vr.get_mut("vnics") {
+            for (k, (v, p)) in vnics.iter_mut().zip(ports).enumerate() {
+                if let Some(t) = v.as_table_mut() {
+                    t.remove("tunnel");
+                    t.insert("port".into(), p.clone());
+                }
+                let mut rule = toml::Table::new();
+                rule.insert("port".into(), p);
+                rule.insert("vr".into(), name.clone());
+                rule.insert("vnic".into(), (k as i64).into());
+                rules.push(toml::Value::Table(rule));
+            }
+        }
+        doc.insert("vrs".into(), toml::Value::Array(vec![vr.into()]));
+        doc.insert("rules".into(), toml::Value::Array(rules));
+        let cfg = self.dir.join("local.toml");
+        std::fs::write(&cfg, toml::to_string(&doc).context("a config")?)?;
+        let local = {
+            let ns = self.lab.ns_name(&self.nodes[0].0);
+            let _d = Daemon::start(&cfg, Some(&ns), 0, "none")?;
+            self.ping()?
+        };
+        Ok(ClusterRecord {
+            experiment: "rtt",
+            engines: 1,
+            policy: ClusterPolicy::Flow.name(),
+            rtt_us_avg: Some(through),
+            local_rtt_us_avg: Some(local),
+            added_us_avg: Some(through - local),
+            ..ClusterRecord::default()
+        })
+    }
+
+    /// Ping's average RTT (us) from the generator to the sink, after a
+    /// warm-up (the engines' heartbeats, the first frames).
+    fn ping(&self) -> Result<f64> {
+        let generator = self.lab.ns("gen");
+        let t0 = Instant::now();
+        while generator
+            .exec("ping", &["-c", "1", "-W", "1", "10.2.0.2"])
+            .is_err()
+        {
+            if t0.elapsed() > Duration::from_secs(30) {
+                bail!("rtt: no answer through the path in 30 s");
+            }
+        }
+        let count = ((self.args.seconds * 50.0) as u32).max(5).to_string();
+        let out = generator.exec("ping", &["-q", "-c", &count, "-i", "0.02", "10.2.0.2"])?;
+        // "rtt min/avg/max/mdev = 0.041/0.052/0.071/0.008 ms"
+        let avg = (out.lines().find(|l| l.contains("min/avg")))
+            .and_then(|l| l.split('=').nth(1))
+            .and_then(|v| v.trim().split('/').nth(1))
+            .and_then(|v| v.parse::<f64>().ok());
+        match avg {
+            Some(ms) => Ok(ms * 1e3),
+            None => bail!("rtt: ping said {out:?}"),
+        }
+    }
+
+    /// Write node `i`'s config for this point; its path.
+    fn config(
+        &self,
+        i: usize,
+        n: usize,
+        policy: ClusterPolicy,
+        limit: Option<u64>,
+    ) -> Result<PathBuf> {
+        let mut doc = self.nodes[i].1.clone();
+        if i == 0 {
+            let engines: Vec<toml::Value> = (self.nodes[1..=n].iter())
+                .map(|(name, _)| name.clone().into())
+                .collect();
+            let vr = remote_vr(&mut doc)?;
+            vr.insert("engines".into(), engines.into());
+            vr.insert("policy".into(), policy.name().into());
+        } else if let Some(limit) = limit {
+            let vr = (doc.get_mut("vrs").and_then(|v| v.as_array_mut()))
+                .and_then(|v| v.first_mut())
+                .and_then(|v| v.as_table_mut());
+            let Some(vr) = vr else {
+                bail!("engine {}'s config has no [[vrs]]", self.nodes[i].0);
+            };
+            vr.insert("rate_limit_pps".into(), (limit as i64).into());
+        }
+        let path = self.dir.join(format!("{}.toml", self.nodes[i].0));
+        std::fs::write(&path, toml::to_string(&doc).context("a config")?)?;
+        Ok(path)
+    }
+
+    /// Start engines 1..=`n` and the dispatcher.
+    fn start(&self, n: usize, policy: ClusterPolicy, limit: Option<u64>) -> Result<Vec<Daemon>> {
+        let mut ds = Vec::new();
+        for i in (1..=n).chain([0]) {
+            let cfg = self.config(i, n, policy, limit)?;
+            let ns = self.lab.ns_name(&self.nodes[i].0);
+            ds.push(Daemon::start(&cfg, Some(&ns), 0, "none")?);
+        }
+        Ok(ds)
+    }
+
+    fn point(
+        &self,
+        experiment: &'static str,
+        n: usize,
+        policy: ClusterPolicy,
+        limit: Option<u64>,
+    ) -> Result<ClusterRecord> {
+        let a = self.args;
+        let mut daemons = self.start(n, policy, limit)?;
+        let flows = Flows::bind(&self.lab.ns("gen"), &self.lab.ns("sink"), a.flows)?;
+        if !flows.warm_up(Duration::from_secs(30)) {
+            bail!("{experiment}: not every flow got through the cluster in 30 s");
+        }
+        // Every engine's heartbeats heard (100 ms each) before measuring.
+        std::thread::sleep(Duration::from_millis(500));
+        let offered = match experiment {
+            "failover" => a.paced_pps,
+            _ => a.offered_pps,
+        };
+        let mut killed_at = None;
+        let kill_round = (a.seconds / 3.0 * offered as f64 / f64::from(a.flows)) as u32;
+        let run = flows.blast(offered, a.seconds, |seq| {
+            if experiment == "failover" && seq == kill_round.max(1) && killed_at.is_none() {
+                // Engine e2: the second daemon started.
+                let pid = daemons[1].pid();
+                if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+                killed_at = Some(Instant::now());
+            }
+        });
+        daemons.clear();
+        let mut r = ClusterRecord {
+            experiment,
+            engines: n,
+            policy: policy.name(),
+            engine_pps: limit,
+            offered_pps: offered,
+            sent: run.frames_sent(),
+            received: run.got.len() as u64,
+            mpps: run.pps() / 1e6,
+            reorder_pct: run.reorder_pct(),
+            ..ClusterRecord::default()
+        };
+        if let Some(at) = killed_at {
+            self.failover(&run, at, &mut r);
+        }
+        Ok(r)
+    }
+
+    /// The failover figures: the flows the dispatcher put on the killed
+    /// engine (its own choice, rendezvous hashing), when they came back,
+    /// and what was lost on them and on the others.
+    fn failover(&self, run: &Run, at: Instant, r: &mut ClusterRecord) {
+        let names: Vec<&str> = self.nodes[1..=3].iter().map(|n| n.0.as_str()).collect();
+        let mut set = EngineSet::new(ClusterPolicy::Flow, &names, &[]);
+        set.set_live(0b111);
+        let moved: Vec<u16> = (0..run.flows)
+            .filter(|&f| set.pick(flow_hash(&header_of(f))) == Some(1))
+            .collect();
+        let lost = run.lost();
+        let count = |pick: bool| -> u64 {
+            (lost.iter().enumerate())
+                .filter(|(f, _)| moved.contains(&(*f as u16)) == pick)
+                .map(|(_, l)| l.len() as u64)
+                .sum()
+        };
+        r.recovery_ms = run.back_after(&moved, at).map(|d| d.as_secs_f64() * 1e3);
+        r.lost_moved_flows = Some(count(true));
+        r.lost_other_flows = Some(count(false));
+    }
+}
+
+/// The dispatcher's (first) remote VR, `[[cluster.vrs]]`, in `doc`.
+fn remote_vr(doc: &mut toml::Table) -> Result<&mut toml::Table> {
+    let vr = (doc.get_mut("cluster").and_then(|c| c.get_mut("vrs")))
+        .and_then(|v| v.as_array_mut())
+        .and_then(|v| v.first_mut())
+        .and_then(|v| v.as_table_mut());
+    match vr {
+        Some(vr) => Ok(vr),
+        None => bail!("the dispatcher's config has no [[cluster.vrs]]"),
+    }
+}
+
+fn print_table(rs: &[ClusterRecord]) {
+    const C: [Column; 9] = [
+        Column::left("experiment", 16),
+        Column::right("engines", 7),
+        Column::left("policy", 12),
+        Column::right("engine_pps", 10),
+        Column::right("offered", 8),
+        Column::right("Mpps", 8).decimals(4),
+        Column::right("ratio", 6),
+        Column::right("reorder%", 8).decimals(2),
+        Column::left("failover / rtt / restart", 30),
+    ];
+    println!("{}", heading(&C));
+    for r in rs {
+        let limit = r.engine_pps.map_or("-".into(), |p| p.to_string());
+        let ratio = crate::report::opt(r.ratio_to_one, 2);
+        let fail = match (r.recovery_ms, r.lost_moved_flows, r.lost_other_flows) {
+            (rec, Some(m), Some(o)) => format!(
+                "back {} ms, lost {m} moved / {o} other",
+                crate::report::opt(rec, 0)
+            ),
+            _ => match (r.rtt_us_avg, r.local_rtt_us_avg, r.component) {
+                (Some(c), Some(l), _) => format!("rtt {c:.0} us, local {l:.0} us"),
+                (_, _, Some(c)) => format!(
+                    "{c}: same placement {}, back {} ms",
+                    r.same_placement.unwrap_or(false),
+                    crate::report::opt(r.back_ms, 0)
+                ),
+                _ => "-".into(),
+            },
+        };
+        let cells: [&dyn std::fmt::Display; 9] = [
+            &r.experiment,
+            &r.engines,
+            &r.policy,
+            &limit,
+            &r.offered_pps,
+            &r.mpps,
+            &ratio,
+            &r.reorder_pct,
+            &fail,
+        ];
+        println!("{}", row(&C, &cells));
+    }
+}
+
+/// The PNG, by scripts/plot-cluster (Debian's python3-matplotlib).
+fn plot(report: &ClusterReport, args: &ClusterArgs, png: &Path) -> Result<()> {
+    let json = match &args.output.out {
+        Some(p) => p.clone(),
+        None => {
+            let p = png.with_extension("json");
+            std::fs::write(&p, serde_json::to_string_pretty(report)?)?;
+            p
+        }
+    };
+    let st = std::process::Command::new("scripts/plot-cluster")
+        .arg(&json)
+        .arg(png)
+        .status()
+        .context("scripts/plot-cluster (run from the repository root)")?;
+    if !st.success() {
+        bail!("plot failed ({st})");
+    }
+    eprintln!("plot: {}", png.display());
+    Ok(())
+}

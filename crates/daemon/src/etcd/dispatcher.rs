@@ -1,0 +1,177 @@
+//! The dispatcher's placer: wins the election (`<prefix>/dispatcher`,
+//! held under its lease: a second dispatcher stands by and writes
+//! nothing), publishes its remote VRs (`<prefix>/vrs/<name>`), follows
+//! the engines' registrations (their leases: an engine whose lease
+//! expired is gone, for the data path too, and its capacity is what it
+//! advertises) and writes the placements Algorithm 1 makes over them
+//! (`<prefix>/placements/<engine>/<vr>`), deleting the stale ones. The
+//! placement is a function of the registrations and the config, so a
+//! restarted dispatcher writes the same one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, WatchOptions};
+use vrhost_host::cluster::desired::{EngineAd, EtcdPlan, Keys, VrRecord, assignments};
+use vrhost_host::cluster::dispatch::{capacities, placement_with};
+use vrhost_host::cluster::{DispatchSpec, Liveness};
+
+use super::{Lease, again, connect, e2s, list, lock, pause, settle};
+use crate::api::ApiState;
+use crate::cluster::{EtcdHealth, EtcdState};
+
+/// Run until `stop`.
+pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, stop: &AtomicBool) {
+    let parts = {
+        let c = lock(&state.ctl);
+        let parts = c.cluster().and_then(|c| c.dispatch_parts());
+        parts.map(|(s, l)| (s.clone(), l.clone()))
+    };
+    let Some((spec, liveness)) = parts else {
+        return;
+    };
+    let p = Placer {
+        keys: Keys::new(&etcd.prefix),
+        me: format!("{} pid {}", spec.local, std::process::id()),
+        spec,
+        liveness,
+    };
+    let what = "forwarding with the last state";
+    again(stop, health, what, async || {
+        p.session(etcd, health, stop).await
+    })
+    .await;
+}
+
+struct Placer {
+    keys: Keys,
+    /// Who this dispatcher is, in the election key.
+    me: String,
+    spec: DispatchSpec,
+    liveness: Arc<Liveness>,
+}
+
+impl Placer {
+    async fn session(
+        &self,
+        etcd: &EtcdPlan,
+        health: &EtcdHealth,
+        stop: &AtomicBool,
+    ) -> Result<(), String> {
+        let mut c = connect(&etcd.endpoints).await.map_err(e2s)?;
+        let mut lease = Lease::grant(&mut c, etcd.lease).await?;
+        let mut said = false;
+        while !self.elected(&mut c, lease.id).await? {
+            if !said {
+                health.set(EtcdState::Standby);
+                tracing::warn!("etcd: another dispatcher acts on this cluster; standing by");
+                said = true;
+            }
+            lease.keep().await?;
+            if !pause(Duration::from_millis(200), stop).await {
+                let _ = c.lease_revoke(lease.id).await;
+                return Ok(());
+            }
+        }
+        tracing::info!(lease = lease.id, "etcd: the cluster's dispatcher");
+        health.set(EtcdState::Up);
+        self.publish(&mut c).await?;
+        let watch = WatchOptions::new().with_prefix();
+        let engines = self.keys.engines();
+        let mut events = c.watch(engines.as_str(), Some(watch)).await.map_err(e2s)?;
+        while !stop.load(Ordering::Relaxed) {
+            lease.keep().await?;
+            self.place(&mut c).await?;
+            settle(&mut events).await?;
+        }
+        let _ = c.lease_revoke(lease.id).await;
+        Ok(())
+    }
+
+    /// Take the election key if free; whether this dispatcher holds it.
+    async fn elected(&self, c: &mut Client, lease: i64) -> Result<bool, String> {
+        let key = self.keys.dispatcher();
+        let put = PutOptions::new().with_lease(lease);
+        let txn = Txn::new()
+            .when([Compare::version(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.as_str(), self.me.as_str(), Some(put))])
+            .or_else([TxnOp::get(key.as_str(), None)]);
+        let r = c.txn(txn).await.map_err(e2s)?;
+        if r.succeeded() {
+            return Ok(true);
+        }
+        let held = c.get(key, None).await.map_err(e2s)?;
+        Ok(held
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.value() == self.me.as_bytes()))
+    }
+
+    /// Write the remote VRs' records.
+    async fn publish(&self, c: &mut Client) -> Result<(), String> {
+        for v in &self.spec.vrs {
+            let config = v.vr.as_ref().and_then(|t| toml::to_string(t).ok());
+            let rec = VrRecord {
+                id: v.id,
+                policy: v.policy.name().into(),
+                rate: v.rate,
+                config,
+            };
+            let json = serde_json::to_vec(&rec).map_err(|e| e.to_string())?;
+            let key = format!("{}{}", self.keys.vrs(), v.name);
+            c.put(key, json, None).await.map_err(e2s)?;
+        }
+        Ok(())
+    }
+
+    /// Follow the registrations and write the placement they give.
+    async fn place(&self, c: &mut Client) -> Result<(), String> {
+        let regs: BTreeMap<String, Vec<u8>> = list(c, &self.keys.engines())
+            .await
+            .map_err(e2s)?
+            .into_iter()
+            .collect();
+        let mut mask = 0u64;
+        let ads: Vec<Option<EngineAd>> = (self.spec.engines.iter().enumerate())
+            .map(|(i, e)| {
+                let ad = regs
+                    .get(&self.keys.engine(&e.name))
+                    .and_then(|v| serde_json::from_slice::<EngineAd>(v).ok())
+                    .filter(|a| a.name == e.name && a.capacity() > 0);
+                if ad.is_some() && i < 64 {
+                    mask |= 1 << i;
+                }
+                self.liveness
+                    .set_capacity(i, ad.as_ref().map_or(0, EngineAd::capacity));
+                ad
+            })
+            .collect();
+        if self.liveness.leased() != mask {
+            tracing::info!(leased = format!("{mask:#b}"), "etcd: engines with a lease");
+        }
+        self.liveness.set_leased(mask);
+        let caps = capacities(&self.spec, &self.liveness);
+        let placed = placement_with(&self.spec, &caps, mask);
+        let want = assignments(&self.spec, &placed, &ads);
+        let all = self.keys.all_placements();
+        let have: BTreeMap<String, Vec<u8>> =
+            list(c, &all).await.map_err(e2s)?.into_iter().collect();
+        let mut wanted = Vec::new();
+        for ((engine, vr), a) in &want {
+            let key = format!("{}{vr}", self.keys.placements(engine));
+            let json = serde_json::to_vec(a).map_err(|e| e.to_string())?;
+            if have.get(&key) != Some(&json) {
+                tracing::info!(%engine, %vr, pps = a.pps, "etcd: placed");
+                c.put(key.as_str(), json, None).await.map_err(e2s)?;
+            }
+            wanted.push(key);
+        }
+        for k in have.keys().filter(|k| !wanted.contains(k)) {
+            tracing::info!(key = %k, "etcd: placement removed");
+            c.delete(k.as_str(), None).await.map_err(e2s)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,259 @@
+//! The cluster's desired state in etcd (root only; needs `ip`, `ethtool`
+//! and Debian's `etcd-server`): the lab of `tests/cluster.rs` with an etcd
+//! on the underlay bridge (10.9.0.254, in namespace `ul`).
+//!
+//! The engines' configs hold no VR: only their underlay port and
+//! `[cluster]` with etcd, a name and an advertised capacity (1 core of
+//! 100 kpps). The dispatcher's remote VR `r` asks for 100 kpps and gives
+//! its engines' VR as a `vr` table: Algorithm 1 places it whole on one
+//! engine, the dispatcher writes the placement to etcd, and that engine's
+//! agent starts the VR (its tunnels to the dispatcher with the tags'
+//! VNIs): frames cross. Then the dispatcher is killed and started again:
+//! it waits for its old election lease to expire, takes over, writes the
+//! same placement, and frames cross again with the engine's VR never
+//! restarted. Then the placed engine's daemon is killed: its lease
+//! expires, the VR is placed on another engine, whose agent starts it,
+//! and frames cross again. Last, that engine's daemon is started again:
+//! with no config push, the VR is placed back on it and crosses there.
+//! Last, etcd is killed: every daemon's status says `etcd: down` and
+//! frames keep crossing with the last state.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::*;
+use serde_json::Value;
+use vrhost_lab::{Etcd, Netns};
+
+const ETCD_IP: &str = "10.9.0.254";
+const RATE: u32 = 100_000;
+
+fn etcd_keys() -> String {
+    format!("etcd = [\"http://{ETCD_IP}:2379\"]\netcd_prefix = \"/vrhost/test\"\nlease_s = 2\n")
+}
+
+fn dispatcher_config() -> String {
+    let s = format!(
+        r#"{DISPATCHER_BASE}{etcd}
+[[cluster.vrs]]
+name = "r"
+id = 7
+ports = ["in", "out"]
+rate = {RATE}
+policy = "flow"
+[cluster.vrs.vr]
+vnics = [{{ addrs = ["10.1.0.1/24"] }}, {{ addrs = ["10.2.0.1/24"] }}]
+[cluster.vrs.vr.router]
+nexthops = [{{ vnic = 1, mac = "{S0_MAC}" }}, {{ vnic = 0, mac = "{G0_MAC}" }}]
+routes = [{{ prefix = "10.2.0.2/32", nexthop = 0 }}, {{ prefix = "10.1.0.2/32", nexthop = 1 }}]
+"#,
+        etcd = etcd_keys()
+    );
+    s + &engines_toml(&format!("capacity = {RATE}\n"))
+}
+
+fn engine_config(i: usize) -> String {
+    let ip = engine_ip(i);
+    format!(
+        r#"{port}
+[cluster]
+role = "engine"
+heartbeat = "{ip}:4790"
+name = "{name}"
+underlay = "under"
+local = "{ip}"
+cores = 1
+per_core_pps = {RATE}
+{etcd}"#,
+        port = engine_port(i),
+        name = ENGINES[i],
+        etcd = etcd_keys()
+    )
+}
+
+fn start_engine(lab: &Lab, i: usize) -> common::Daemon {
+    common::Daemon::start_under(
+        &format!("etcd-e{}", i + 1),
+        &engine_config(i),
+        &["ip", "netns", "exec", lab.engines[i].name()],
+    )
+}
+
+fn start_dispatcher(lab: &Lab, tag: &str) -> common::Daemon {
+    common::Daemon::start_under(
+        tag,
+        &dispatcher_config(),
+        &["ip", "netns", "exec", lab.disp.name()],
+    )
+}
+
+/// The names of the VRs daemon `d` runs.
+fn vrs(d: &common::Daemon) -> Vec<String> {
+    let s = d.stats();
+    s["vrs"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Wait until exactly the engines `want` (indexes) run VR `r`, among the
+/// running ones (`None`: killed).
+fn wait_placed(engines: &[Option<common::Daemon>], want: &[usize]) {
+    let t0 = Instant::now();
+    loop {
+        let running: Vec<usize> = (engines.iter().enumerate())
+            .filter(|(_, d)| d.as_ref().is_some_and(|d| vrs(d) == ["r"]))
+            .map(|(i, _)| i)
+            .collect();
+        if running == want {
+            return;
+        }
+        assert!(
+            t0.elapsed() < PATIENCE,
+            "VR r runs on engines {running:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The dispatcher's placement of VR `r`: (engine, pps) per slice.
+fn placement(d: &common::Daemon) -> Vec<(String, f64)> {
+    let s: Value = d.json(&["cluster", "status"]);
+    (s["vrs"][0]["placement"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default())
+    .iter()
+    .map(|p| {
+        let e = p["engine"].as_str().unwrap_or_default().to_string();
+        (e, p["pps"].as_f64().unwrap_or(-1.0))
+    })
+    .collect()
+}
+
+/// Wait until daemon `d` logs a line with `words`.
+fn wait_logged(d: &common::Daemon, words: &[&str]) -> String {
+    let t0 = Instant::now();
+    loop {
+        if let Some(l) = d.logged(words) {
+            return l;
+        }
+        assert!(t0.elapsed() < PATIENCE, "never logged {words:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Wait until the dispatcher places `r` whole on `engine`.
+fn wait_placement(d: &common::Daemon, engine: &str) {
+    let t0 = Instant::now();
+    while placement(d) != [(engine.to_string(), f64::from(RATE))] {
+        assert!(
+            t0.elapsed() < PATIENCE,
+            "placement {:?}, not {engine}",
+            placement(d)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn start_etcd(ul: &Netns) -> Etcd {
+    ul.ip(&["addr", "add", &format!("{ETCD_IP}/24"), "dev", "br0"])
+        .unwrap();
+    Etcd::start(ul, ETCD_IP.parse().unwrap()).expect("etcd (Debian etcd-server)")
+}
+
+#[test]
+fn engines_run_the_vrs_etcd_places_on_them_and_a_restarted_dispatcher_or_an_expired_lease_places_them_again()
+ {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let lab = lab();
+    let etcd = start_etcd(&lab.ul);
+    let mut engines: Vec<Option<common::Daemon>> =
+        (0..3).map(|i| Some(start_engine(&lab, i))).collect();
+    // No VR on any engine before the dispatcher places one.
+    for e in engines.iter().flatten() {
+        assert!(vrs(e).is_empty(), "{:?}", vrs(e));
+    }
+    let d = start_dispatcher(&lab, "etcd-disp");
+    wait_logged(&d, &["the cluster's dispatcher"]);
+    assert_eq!(d.json(&["cluster", "status"])["etcd"], "up");
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+
+    let mut flows = Flows::start(&lab);
+    flows.wait_through(0, &d);
+    let e1_vr_before = engines[0].as_ref().unwrap().stats()["vrs"][0]["pid"].clone();
+
+    // The dispatcher killed and started again: the same placement, from
+    // etcd's registrations, once its old election lease expired.
+    let mut d = d;
+    d.child.kill().unwrap();
+    let _ = d.child.wait();
+    drop(d);
+    let d = start_dispatcher(&lab, "etcd-disp2");
+    // The killed one's election lease holds until its TTL: the new one
+    // stands by, then takes over.
+    wait_logged(&d, &["another dispatcher", "standing by"]);
+    wait_logged(&d, &["the cluster's dispatcher"]);
+    assert!(d.logged(&["etcd: placed"]).is_none(), "placed anew");
+    wait_placement(&d, "e1");
+    flows.wait_through(1, &d);
+    wait_placed(&engines, &[0]);
+    let e1_vr_after = engines[0].as_ref().unwrap().stats()["vrs"][0]["pid"].clone();
+    assert_eq!(e1_vr_before, e1_vr_after, "the engine's VR was restarted");
+
+    // The placed engine's daemon killed: its lease expires, the VR is
+    // placed on another engine, whose agent starts it.
+    let mut e1 = engines[0].take().unwrap();
+    e1.child.kill().unwrap();
+    let _ = e1.child.wait();
+    drop(e1);
+    let t0 = Instant::now();
+    wait_placement(&d, "e2");
+    wait_logged(&d, &["etcd: placed", "e2"]);
+    wait_placed(&engines, &[1]);
+    flows.wait_through(2, &d);
+    eprintln!(
+        "engine e1 killed: VR r placed on e2 and forwarding again after {:?}",
+        t0.elapsed()
+    );
+    // Engine e1's daemon started again on the same config: it registers,
+    // and the placement (a function of the registrations) is the first
+    // one again: its agent starts VR r from etcd alone, e2's stops it.
+    engines[0] = Some(start_engine(&lab, 0));
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    flows.wait_through(3, &d);
+
+    // etcd gone: the status says so, and the data path keeps forwarding
+    // with its last state.
+    drop(etcd);
+    for n in engines.iter().flatten().chain([&d]) {
+        wait_etcd(n, "down");
+    }
+    assert!(d.ok(&["cluster", "status"]).contains("etcd: down"));
+    wait_placed(&engines, &[0]);
+    flows.wait_through(4, &d);
+    flows.finish();
+}
+
+/// Wait until daemon `d`'s status says etcd is `state`.
+fn wait_etcd(d: &common::Daemon, state: &str) {
+    let t0 = Instant::now();
+    loop {
+        let s = d.json(&["cluster", "status"]);
+        if s["etcd"] == state {
+            return;
+        }
+        assert!(t0.elapsed() < PATIENCE, "etcd not {state}: {s:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
