@@ -318,6 +318,17 @@ fn a_frame_crosses_from_one_shared_port_to_the_other_with_no_copy() {
     let [mut p0, mut p1] = ports;
     assert_eq!(p0.lent_frames(), Some(0..FRAMES));
     assert_eq!(p1.lent_frames(), Some(FRAMES..2 * FRAMES));
+    // Frames neither port lent, its own or the other's, are refused and
+    // left alone.
+    for frame in [0, FRAMES, 2 * FRAMES, u32::MAX] {
+        let bogus = LentFrame {
+            frame,
+            offset: 256,
+            len: 64,
+        };
+        assert_eq!(p1.tx_lent_from(&mut p0, &[bogus]), 0);
+    }
+    assert_eq!(p1.refused_lent(), 4);
     // Both ways, more frames than the UMEM has, so frames must go home.
     for seq in 0..(3 * FRAMES) {
         let len = [60, 128, 512, 1000, 1500, 1514][seq as usize % 6];
@@ -362,6 +373,9 @@ fn a_frame_crosses_from_one_shared_port_to_the_other_with_no_copy() {
         }
         assert!(Instant::now() < deadline, "completions never came");
     }
-    // A port on its own UMEM shares nothing.
-    assert_eq!(p0.refused_lent() + p1.refused_lent(), 0);
+    assert_eq!(
+        p0.refused_lent() + p1.refused_lent(),
+        4,
+        "no good frame refused"
+    );
 }
