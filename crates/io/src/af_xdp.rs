@@ -82,6 +82,7 @@
 mod config;
 mod queue;
 mod ring;
+mod shared;
 mod socket;
 mod sys;
 mod umem;
@@ -101,7 +102,7 @@ pub use sys::{XdpLink, XdpStatistics};
 pub use umem::UmemArea;
 
 use crate::{Port, PortStats};
-use socket::Socket;
+use socket::{ShareUmem, Socket};
 
 /// The XDP program, compiled from `ebpf/xdp_redirect.c` by `build.rs`.
 static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_redirect.o"));
@@ -142,6 +143,9 @@ pub struct AfXdpPort {
     next_stats: usize,
     /// UMEM frames, when the UMEM is a lent area ([`AfXdpPort::open_on`]).
     lent_area: Option<u32>,
+    /// The lent area (start, length) and the end of this port's frames in
+    /// it, for a port that shares it ([`AfXdpPort::open_sharing`]).
+    lent_at: Option<(usize, usize, u32)>,
 }
 
 impl fmt::Debug for AfXdpPort {
@@ -164,7 +168,7 @@ impl AfXdpPort {
     /// [`AfXdpError`], naming the interface and the failed step; whatever
     /// was set up before it is undone.
     pub fn open(ifname: &str, cfg: &AfXdpConfig) -> Result<AfXdpPort, AfXdpError> {
-        Self::open_with(ifname, cfg, None)
+        Self::open_with(ifname, cfg, None, None)
     }
 
     /// [`AfXdpPort::open`] with `area` as the UMEM (its first
@@ -185,16 +189,21 @@ impl AfXdpPort {
         cfg: &AfXdpConfig,
         area: UmemArea,
     ) -> Result<AfXdpPort, AfXdpError> {
-        Self::open_with(ifname, cfg, Some(area))
+        Self::open_with(ifname, cfg, Some(area), None)
     }
 
     fn open_with(
         ifname: &str,
         cfg: &AfXdpConfig,
         mut area: Option<UmemArea>,
+        share: Option<ShareUmem<'_>>,
     ) -> Result<AfXdpPort, AfXdpError> {
         let name = ifname.to_string();
         let lent_area = area.is_some();
+        let lent_at = area.as_ref().map(|a| {
+            let first = share.map_or(0, |s| s.first_frame);
+            (a.ptr() as usize, a.len(), first + cfg.frames)
+        });
         cfg.check().map_err(|why| AfXdpError::Config {
             ifname: name.clone(),
             why,
@@ -232,7 +241,7 @@ impl AfXdpPort {
         let mut socks = Vec::with_capacity(queues as usize);
         let mut whole_ring = true;
         for q in 0..queues {
-            let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach, area.take())?;
+            let (s, w) = Socket::open(ifname, ifindex, q, cfg, attach, area.take(), share)?;
             if let Some(own) = &mut own {
                 own.xsks
                     .set(q, s.fd.as_raw_fd(), 0)
@@ -280,6 +289,7 @@ impl AfXdpPort {
             rx_calls: 0,
             next_stats: 0,
             lent_area: lent_area.then_some(cfg.frames),
+            lent_at,
         })
     }
 

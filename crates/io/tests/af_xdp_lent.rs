@@ -10,6 +10,7 @@
 
 use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrhost_io::Port;
@@ -86,20 +87,34 @@ impl Drop for Shared {
 /// The memfd, the port's area over a first mapping of it, and a second
 /// mapping: the VR's view.
 fn pool() -> (UmemArea, Shared) {
-    let len = (FRAMES * FRAME) as usize;
+    let (host, vr) = pool_of(FRAMES);
+    (area_on(&host), vr)
+}
+
+/// A memfd of `frames` frames: the host's mapping of it (to make areas
+/// of) and the VR's.
+fn pool_of(frames: u32) -> (Arc<Shared>, Shared) {
+    let len = (frames * FRAME) as usize;
     let fd = rustix::fs::memfd_create("vrhost-umem-test", rustix::fs::MemfdFlags::CLOEXEC)
         .expect("memfd_create");
     rustix::fs::ftruncate(&fd, len as u64).unwrap();
-    let host = Shared::map(&fd, len);
-    let vr = Shared::map(&fd, len);
-    let ptr = host.ptr;
+    (Arc::new(Shared::map(&fd, len)), Shared::map(&fd, len))
+}
+
+/// An area over all of `host`'s mapping, which it keeps mapped.
+fn area_on(host: &Arc<Shared>) -> UmemArea {
     // SAFETY: page aligned (mmap), read-write and shared, kept mapped by
-    // `host`, which the area owns; this test makes no reference into it.
-    let area = unsafe { UmemArea::new(ptr, len, Box::new(host)) };
-    (area, vr)
+    // the clone of `host` the area owns; this test makes no reference into
+    // it.
+    unsafe { UmemArea::new(host.ptr, host.len, Box::new(host.clone())) }
 }
 
 fn lab() -> (Netns, Netns) {
+    lab_of(1)
+}
+
+/// Namespaces A and B joined by `pairs` veth pairs `aI` - `bI`.
+fn lab_of(pairs: u32) -> (Netns, Netns) {
     let a = Netns::unique("vrh-xzc").unwrap();
     let b = Netns::unique("vrh-xzc").unwrap();
     for ns in [&a, &b] {
@@ -107,7 +122,9 @@ fn lab() -> (Netns, Netns) {
         ns.sysctl("net.ipv6.conf.default.disable_ipv6", "1")
             .unwrap();
     }
-    veth(&a, "a0", None, &b, "b0", None).unwrap();
+    for i in 0..pairs {
+        veth(&a, &format!("a{i}"), None, &b, &format!("b{i}"), None).unwrap();
+    }
     (a, b)
 }
 
@@ -265,4 +282,100 @@ fn an_area_too_small_is_refused_by_name() {
         .unwrap()
         .unwrap_err();
     assert!(e.to_string().contains("UMEM area"), "{e}");
+}
+
+/// Two ports on one UMEM (a VR with two dedicated ports), `a0` and `a1`,
+/// and the peers' ports on `b0` and `b1`.
+fn open_shared() -> ((Netns, Netns), Shared, [AfXdpPort; 2], [SocketPort; 2]) {
+    let (a, b) = lab_of(2);
+    let (host, vr) = pool_of(2 * FRAMES);
+    let (area0, area1) = (area_on(&host), area_on(&host));
+    let p0 = a
+        .run(|| AfXdpPort::open_on("a0", &cfg(), area0))
+        .unwrap()
+        .expect("the first port registers the UMEM");
+    // The port is Send, not Sync: it goes into the namespace's thread and
+    // comes back.
+    let (p0, p1) = a
+        .run(move || {
+            let p1 = AfXdpPort::open_sharing("a1", &cfg(), area1, &p0);
+            (p0, p1)
+        })
+        .unwrap();
+    let p1 = p1.expect("a second veth binds on the first's UMEM (XDP_SHARED_UMEM)");
+    let peer = |i| {
+        b.run(|| SocketPort::open(&format!("b{i}"), SocketConfig::default()))
+            .unwrap()
+            .unwrap()
+    };
+    let peers = [peer(0), peer(1)];
+    ((a, b), vr, [p0, p1], peers)
+}
+
+#[test]
+fn a_frame_crosses_from_one_shared_port_to_the_other_with_no_copy() {
+    let (_lab, vr, ports, mut peers) = open_shared();
+    let [mut p0, mut p1] = ports;
+    assert_eq!(p0.lent_frames(), Some(0..FRAMES));
+    assert_eq!(p1.lent_frames(), Some(FRAMES..2 * FRAMES));
+    // Frames neither port lent, its own or the other's, are refused and
+    // left alone.
+    for frame in [0, FRAMES, 2 * FRAMES, u32::MAX] {
+        let bogus = LentFrame {
+            frame,
+            offset: 256,
+            len: 64,
+        };
+        assert_eq!(p1.tx_lent_from(&mut p0, &[bogus]), 0);
+    }
+    assert_eq!(p1.refused_lent(), 4);
+    // Both ways, more frames than the UMEM has, so frames must go home.
+    for seq in 0..(3 * FRAMES) {
+        let len = [60, 128, 512, 1000, 1500, 1514][seq as usize % 6];
+        let sent = frame(seq, len);
+        let (rx, tx, from, to) = if seq % 2 == 0 {
+            (0, 1, &mut p0, &mut p1)
+        } else {
+            (1, 0, &mut p1, &mut p0)
+        };
+        assert_eq!(peers[rx].tx_burst(&[&sent]), 1);
+        let (l, got) = next_lent(from, &vr);
+        assert_eq!(got, sent, "frame {seq} read where the kernel wrote it");
+        assert!(from.lent_frames().unwrap().contains(&l.frame));
+        assert_eq!(
+            to.tx_lent_from(from, &[l]),
+            1,
+            "frame {seq} sent as it lies"
+        );
+        to.flush().unwrap();
+        assert!(!from.is_lent(l.frame) && !to.is_lent(l.frame));
+        assert!(!from.give_back(l.frame), "sent: no longer lent");
+        assert_eq!(
+            peer_rx(&mut peers[tx]),
+            sent,
+            "frame {seq} intact out of port {tx}"
+        );
+        to.reclaim_tx();
+        to.return_frames(from);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        p0.reclaim_tx();
+        p0.return_frames(&mut p1);
+        p1.reclaim_tx();
+        p1.return_frames(&mut p0);
+        let (c0, c1) = (p0.frame_counts(), p1.frame_counts());
+        if c0.tx + c1.tx + c0.returning + c1.returning == 0 {
+            // Every frame back home, none twice.
+            assert_eq!((c0.total, c1.total), (FRAMES, FRAMES));
+            assert_eq!((c0.lent, c1.lent), (0, 0));
+            break;
+        }
+        assert!(Instant::now() < deadline, "completions never came");
+    }
+    assert_eq!(
+        p0.refused_lent() + p1.refused_lent(),
+        4,
+        "no good frame refused"
+    );
 }

@@ -14,11 +14,16 @@
 //! The first `rx_target` frames go to the fill ring, the rest to tx. An rx
 //! burst's frames go back to the fill ring at the start of the next burst;
 //! completed tx frames go back to the free stack.
+//!
+//! Sockets of several ports may share one UMEM (`share.rs`): each queue
+//! then starts with its own range of frames (its home), records the
+//! others as away, and passes frames to and from the other queues.
 
 use super::ring::{ConsRing, ProdRing, RingMem};
 use super::sys::{XDP_PKT_CONTD, XdpDesc};
 
 mod lend;
+mod share;
 pub use lend::LentFrame;
 
 /// Shortest frame accepted either way: an Ethernet header.
@@ -38,6 +43,9 @@ enum Owner {
     /// Lent to the caller by an rx burst (`lend`), until it gives it back
     /// or sends it (see `lend.rs`).
     Lent,
+    /// Another queue's of the same UMEM, or on its way home to it
+    /// (`share.rs`).
+    Away,
 }
 
 /// Where a queue's frames are. [`super::AfXdpPort::frame_counts`] sums
@@ -57,6 +65,9 @@ pub struct FrameCounts {
     /// Lent to the caller by [`super::AfXdpPort::rx_lend`], not yet given
     /// back or sent.
     pub lent: u32,
+    /// Frames of another port sharing the UMEM, sent from this one and
+    /// waiting to go home ([`super::AfXdpPort::return_frames`]).
+    pub returning: u32,
 }
 
 impl FrameCounts {
@@ -67,6 +78,7 @@ impl FrameCounts {
         self.rx_held += o.rx_held;
         self.tx += o.tx;
         self.lent += o.lent;
+        self.returning += o.returning;
     }
 }
 
@@ -94,7 +106,10 @@ pub(super) struct Queue {
     umem: *mut u8,
     frame_size: u32,
     frame_shift: u32,
+    /// Frames of the whole UMEM (the owner record's length).
     nframes: u32,
+    /// This queue's own frames (all of them unless the UMEM is shared).
+    home: std::ops::Range<u32>,
     owner: Box<[Owner]>,
     /// Free frame indexes (a stack); `free_len` in use.
     free: Box<[u32]>,
@@ -107,6 +122,10 @@ pub(super) struct Queue {
     in_tx: u32,
     /// Frames lent to the caller.
     lent: u32,
+    /// Frames of other queues, completed here, waiting to go home; a
+    /// stack, `returning_len` in use.
+    returning: Box<[u32]>,
+    returning_len: usize,
     fill: ProdRing<u64>,
     comp: ConsRing<u64>,
     rx: ConsRing<XdpDesc>,
@@ -124,8 +143,10 @@ unsafe impl Send for Queue {}
 
 impl Queue {
     /// The data path of one socket whose UMEM is `nframes` frames of
-    /// `frame_size` bytes (a power of two) at `umem`; `rx_target` of them
-    /// are for rx. Frames go to the fill ring at once.
+    /// `frame_size` bytes (a power of two) at `umem`, of which frames
+    /// `home` are this queue's (the others, another socket's of a shared
+    /// UMEM); `rx_target` of them are for rx. Frames go to the fill ring
+    /// at once.
     ///
     /// # Safety
     /// - `umem` points to `nframes * frame_size` bytes that stay mapped and
@@ -141,6 +162,7 @@ impl Queue {
         umem: *mut u8,
         frame_size: u32,
         nframes: u32,
+        home: std::ops::Range<u32>,
         rx_target: u32,
         fill: RingMem<u64>,
         comp: RingMem<u64>,
@@ -148,22 +170,33 @@ impl Queue {
         tx: RingMem<XdpDesc>,
     ) -> Queue {
         assert!(frame_size.is_power_of_two() && frame_size >= 2 * MIN_FRAME);
-        assert!(rx_target <= nframes && rx_target <= fill.size);
+        assert!(home.start <= home.end && home.end <= nframes);
+        assert!(rx_target <= home.len() as u32 && rx_target <= fill.size);
+        let mut owner = vec![Owner::Away; nframes as usize].into_boxed_slice();
+        owner[home.start as usize..home.end as usize].fill(Owner::Free);
+        let mut free = vec![0; nframes as usize].into_boxed_slice();
+        // The first home frame on top: the rx share is taken from the low
+        // frames.
+        for (i, f) in home.clone().rev().enumerate() {
+            free[i] = f;
+        }
         let mut q = Queue {
             umem,
             frame_size,
             frame_shift: frame_size.trailing_zeros(),
             nframes,
-            owner: vec![Owner::Free; nframes as usize].into_boxed_slice(),
-            // Frame 0 on top: the rx share is taken from the low frames.
-            free: (0..nframes).rev().collect(),
-            free_len: nframes as usize,
+            free_len: home.len(),
+            home,
+            owner,
+            free,
             held: vec![0; rx.size as usize].into_boxed_slice(),
             held_len: 0,
             rx_target,
             in_fill: 0,
             in_tx: 0,
             lent: 0,
+            returning: vec![0; nframes as usize].into_boxed_slice(),
+            returning_len: 0,
             // SAFETY: forwarded contract (each ring valid for our life).
             fill: unsafe { ProdRing::new(fill) },
             // SAFETY: as above.
@@ -305,6 +338,13 @@ impl Queue {
 
     /// Frame `idx`, which nobody else holds, onto the free stack.
     fn put_free(&mut self, idx: u32) {
+        if !self.home.contains(&idx) {
+            // Another queue's frame, sent from here: it goes home.
+            self.owner[idx as usize] = Owner::Away;
+            self.returning[self.returning_len] = idx;
+            self.returning_len += 1;
+            return;
+        }
         self.owner[idx as usize] = Owner::Free;
         self.free[self.free_len] = idx;
         self.free_len += 1;
@@ -400,10 +440,7 @@ impl Queue {
 
     /// Where the frames are, counted from the ownership record.
     pub(super) fn frame_counts(&self) -> FrameCounts {
-        let mut c = FrameCounts {
-            total: self.nframes,
-            ..FrameCounts::default()
-        };
+        let mut c = FrameCounts::default();
         for o in self.owner.iter() {
             match o {
                 Owner::Free => c.free += 1,
@@ -411,8 +448,11 @@ impl Queue {
                 Owner::Rx => c.rx_held += 1,
                 Owner::Tx => c.tx += 1,
                 Owner::Lent => c.lent += 1,
+                Owner::Away => continue,
             }
+            c.total += 1;
         }
+        c.returning = self.returning_len as u32;
         debug_assert_eq!(c.free as usize, self.free_len);
         debug_assert_eq!(c.fill, self.in_fill);
         debug_assert_eq!(c.rx_held as usize, self.held_len);
@@ -467,6 +507,7 @@ mod tests {
                     r.umem.as_mut_ptr(),
                     FS,
                     nframes,
+                    0..nframes,
                     rx_target,
                     r.fill.mem(),
                     r.comp.mem(),

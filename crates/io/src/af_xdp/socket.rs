@@ -3,7 +3,8 @@
 //! step named in the error.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use super::config::{AfXdpConfig, AfXdpError, AttachMode, BindMode};
 use super::queue::Queue;
@@ -37,10 +38,19 @@ fn step<T>(r: io::Result<T>, step: &'static str) -> StepResult<T> {
     r.map_err(|e| (step, e))
 }
 
+/// A socket whose UMEM another socket registered (`XDP_SHARED_UMEM`):
+/// that socket, and the frames of the UMEM that start as this one's.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ShareUmem<'a> {
+    pub(super) with: BorrowedFd<'a>,
+    pub(super) first_frame: u32,
+}
+
 impl Socket {
     /// Open the socket of rx queue `queue` of interface `ifindex`: UMEM
-    /// (its own, or `area`), rings, bind, options. Also returns whether one
-    /// copy-mode `sendto` moves the whole tx ring.
+    /// (its own, or `area`, registered here or, with `share`, by another
+    /// socket), rings, bind, options. Also returns whether one copy-mode
+    /// `sendto` moves the whole tx ring.
     pub(super) fn open(
         ifname: &str,
         ifindex: u32,
@@ -48,6 +58,7 @@ impl Socket {
         cfg: &AfXdpConfig,
         attach: AttachMode,
         area: Option<UmemArea>,
+        share: Option<ShareUmem<'_>>,
     ) -> Result<(Socket, bool), AfXdpError> {
         let socket_err = |(step, source)| AfXdpError::Socket {
             ifname: ifname.to_string(),
@@ -56,14 +67,31 @@ impl Socket {
             source,
         };
         let fd = step(sys::xsk_socket(), "socket(AF_XDP)").map_err(socket_err)?;
-        let umem = register_umem(fd.as_fd(), cfg, area).map_err(socket_err)?;
+        let first_frame = share.map_or(0, |s| s.first_frame);
+        let (umem, nframes, home) =
+            register_umem(fd.as_fd(), cfg, area, first_frame, share.is_none())
+                .map_err(socket_err)?;
         let maps = RingMaps::create(fd.as_fd(), cfg).map_err(socket_err)?;
-        let (flags, mode) = bind_flags(cfg, attach);
-        bind_retrying(fd.as_fd(), ifindex, queue, flags).map_err(|source| AfXdpError::Bind {
-            ifname: ifname.to_string(),
-            queue,
-            mode,
-            source,
+        let (flags, mode, shared_fd) = match share {
+            // The first socket's pool decides copy or zero-copy and
+            // need-wakeup: the kernel refuses those flags here.
+            Some(s) => (
+                sys::XDP_SHARED_UMEM,
+                "shared UMEM",
+                s.with.as_raw_fd() as u32,
+            ),
+            None => {
+                let (f, m) = bind_flags(cfg, attach);
+                (f, m, 0)
+            }
+        };
+        bind_retrying(fd.as_fd(), ifindex, queue, flags, shared_fd).map_err(|source| {
+            AfXdpError::Bind {
+                ifname: ifname.to_string(),
+                queue,
+                mode,
+                source,
+            }
         })?;
         let (zero_copy, whole_ring) = tune_bound(fd.as_fd(), cfg).map_err(socket_err)?;
 
@@ -78,7 +106,8 @@ impl Socket {
             Queue::new(
                 umem.ptr(),
                 cfg.frame_size,
-                cfg.frames,
+                nframes,
+                home,
                 cfg.rx_frames(),
                 maps.fill.1,
                 maps.comp.1,
@@ -104,28 +133,46 @@ impl Socket {
     }
 }
 
-/// The UMEM: `area`'s first `frames * frame_size` bytes, or an anonymous
-/// mapping of that size, registered with the socket (`XDP_UMEM_REG`).
+/// The UMEM, its frames, and this socket's among them
+/// (`first_frame..first_frame + cfg.frames`): the whole of `area` (in
+/// whole frames and pages), or an anonymous mapping of `cfg.frames`
+/// frames; registered with the socket (`XDP_UMEM_REG`) if `register`
+/// (else another socket did).
 fn register_umem(
     fd: BorrowedFd<'_>,
     cfg: &AfXdpConfig,
     area: Option<UmemArea>,
-) -> StepResult<Umem> {
-    let umem_len = cfg.frames as usize * cfg.frame_size as usize;
-    let umem = match area {
-        Some(a) if a.len() < umem_len || !(a.ptr() as usize).is_multiple_of(4096) => {
-            return Err((
-                "UMEM area",
-                io::Error::other(format!(
-                    "{} bytes at {:p}: not page aligned or smaller than {umem_len} bytes",
-                    a.len(),
-                    a.ptr()
-                )),
-            ));
+    first_frame: u32,
+    register: bool,
+) -> StepResult<(Umem, u32, Range<u32>)> {
+    let fs = cfg.frame_size as usize;
+    let (umem, nframes) = match area {
+        Some(a) => {
+            let unit = fs.max(4096);
+            let frames = (a.len() / unit * unit / fs).min(u32::MAX as usize) as u32;
+            let need = u64::from(first_frame) + u64::from(cfg.frames);
+            if u64::from(frames) < need || !(a.ptr() as usize).is_multiple_of(4096) {
+                return Err((
+                    "UMEM area",
+                    io::Error::other(format!(
+                        "{} bytes at {:p}: not page aligned or smaller than {need} frames of {fs} bytes",
+                        a.len(),
+                        a.ptr()
+                    )),
+                ));
+            }
+            (Umem::Lent(a), frames)
         }
-        Some(a) => Umem::Lent(a),
-        None => Umem::Own(step(Mmap::anonymous(umem_len), "mmap UMEM")?),
+        None => {
+            let m = step(Mmap::anonymous(cfg.frames as usize * fs), "mmap UMEM")?;
+            (Umem::Own(m), cfg.frames)
+        }
     };
+    let home = first_frame..first_frame + cfg.frames;
+    if !register {
+        return Ok((umem, nframes, home));
+    }
+    let umem_len = nframes as usize * fs;
     let reg = sys::XdpUmemReg {
         addr: umem.ptr() as u64,
         len: umem_len as u64,
@@ -138,7 +185,7 @@ fn register_umem(
         sys::set_opt(fd, sys::XDP_UMEM_REG, &reg),
         "setsockopt(XDP_UMEM_REG)",
     )?;
-    Ok(umem)
+    Ok((umem, nframes, home))
 }
 
 /// The socket's four rings, each a mapping and its checked layout.
@@ -267,10 +314,16 @@ const BIND_BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_millis
 /// only after an RCU grace period and a kernel work item
 /// (`xp_release_deferred`), so a port reopened right after another one on
 /// the same interface was dropped can find the queue still taken.
-fn bind_retrying(fd: BorrowedFd<'_>, ifindex: u32, queue: u32, flags: u16) -> io::Result<()> {
+fn bind_retrying(
+    fd: BorrowedFd<'_>,
+    ifindex: u32,
+    queue: u32,
+    flags: u16,
+    shared_fd: u32,
+) -> io::Result<()> {
     let start = std::time::Instant::now();
     loop {
-        match sys::bind(fd, ifindex, queue, flags) {
+        match sys::bind(fd, ifindex, queue, flags, shared_fd) {
             Err(e)
                 if e.raw_os_error() == Some(libc::EBUSY)
                     && start.elapsed() < BIND_BUSY_PATIENCE =>

@@ -33,6 +33,8 @@ pub(super) const XDP_OPTIONS: i32 = 8;
 pub(super) const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 
 // Bind flags (`sockaddr_xdp.sxdp_flags`).
+/// `bind` flag: use the UMEM of the socket `sxdp_shared_umem_fd` names.
+pub(super) const XDP_SHARED_UMEM: u16 = 1 << 0;
 pub(super) const XDP_COPY: u16 = 1 << 1;
 pub(super) const XDP_ZEROCOPY: u16 = 1 << 2;
 pub(super) const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
@@ -223,14 +225,21 @@ pub(super) fn get_opt<T: Copy + Default>(fd: BorrowedFd<'_>, opt: i32) -> io::Re
     Ok((value, len as usize))
 }
 
-/// Bind an `AF_XDP` socket to queue `queue_id` of interface `ifindex`.
-pub(super) fn bind(fd: BorrowedFd<'_>, ifindex: u32, queue_id: u32, flags: u16) -> io::Result<()> {
+/// Bind an `AF_XDP` socket to queue `queue_id` of interface `ifindex`
+/// (with [`XDP_SHARED_UMEM`], on the UMEM of socket `shared_umem_fd`).
+pub(super) fn bind(
+    fd: BorrowedFd<'_>,
+    ifindex: u32,
+    queue_id: u32,
+    flags: u16,
+    shared_umem_fd: u32,
+) -> io::Result<()> {
     let sa = SockaddrXdp {
         family: AF_XDP as u16,
         flags,
         ifindex,
         queue_id,
-        shared_umem_fd: 0,
+        shared_umem_fd,
     };
     // SAFETY: `sa` is a live sockaddr_xdp and the length passed is its size;
     // the kernel only reads it.
