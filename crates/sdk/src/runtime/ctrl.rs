@@ -335,7 +335,11 @@ mod tests {
         // default): an error goes in its place.
         send(&host, &control(2, json!({"big": 300_000})));
         send(&host, &control(3, json!({"big": 10})));
-        assert_eq!(ch.serve(&mut vr, vr_end.as_fd()), Ctrl::Open);
+        // A serve may stop at its time budget (a loaded machine, a debug
+        // build encoding 300 kB): serve until the last is answered.
+        while vr.0 < 2 || ch.poll_flags() == PollFlags::OUT {
+            assert_eq!(ch.serve(&mut vr, vr_end.as_fd()), Ctrl::Open);
+        }
         let (id, r) = reply(&host);
         assert_eq!(id, 0);
         assert!(r.unwrap_err().contains("longer than"));
