@@ -136,7 +136,7 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
         return Err("route_file: the fast path does not load route files".into());
     }
     if v.vnics.get_ref().iter().any(|n| n.tunnel.is_some()) {
-        return Err("a tunnel vNIC: the fast path does not decapsulate yet".into());
+        return Err("a tunnel vNIC: the daemon does not give the fast path its tunnels yet".into());
     }
     if v.control_plane.is_some() {
         return Err("a control plane: the fast path does not take its routes yet".into());
