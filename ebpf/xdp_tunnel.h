@@ -43,7 +43,7 @@
  */
 
 #define TUN_IFINDEX 0x80000000u
-#define TUN_MAX 256
+#define TUN_MAX 4096
 #define TUN_KIND_VXLAN 1
 #define TUN_KIND_UDP 2
 #define TUN_PEER_KNOWN 1

@@ -24,6 +24,7 @@ pub mod cores;
 pub mod cplane;
 pub mod diff;
 pub mod fast;
+mod fast_tunnels;
 pub mod limits;
 pub mod metrics;
 pub mod supervise;

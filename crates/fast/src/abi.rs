@@ -234,7 +234,7 @@ pub const TUN_LEARN: u16 = 2;
 /// `TUN_IFINDEX`: a tunnel vNIC's port is this | its id.
 pub const TUN_IFINDEX: u32 = 0x8000_0000;
 /// `TUN_MAX`: tunnel ids are below it.
-pub const TUN_MAX: u32 = 256;
+pub const TUN_MAX: u32 = 4096;
 
 /// Fields of `struct tun_counters`, in order.
 pub const TUN_COUNTERS: usize = 8;

@@ -2,7 +2,7 @@
 //! and `tun_stats` maps of `ebpf/xdp_tunnel.h` ([`FastPath::set_tunnel`],
 //! [`FastPath::remove_tunnel`], [`FastPath::tunnel_counters`]).
 //!
-//! A tunnel is known to the program by an id below 256; its vNIC is the
+//! A tunnel is known to the program by an id below 4096; its vNIC is the
 //! port [`tunnel_ifindex`]`(id)`: a select key with that ifindex selects
 //! the VR of the frames that come out of the tunnel, and a neighbour with
 //! that ifindex is reached through the tunnel. VXLAN and plain UDP
@@ -180,7 +180,7 @@ impl FastPath {
     pub fn set_tunnel(&mut self, id: u32, t: &FastTunnel) -> Result<(), FastError> {
         let bad = |why| Err(FastError::Config { why });
         if id >= MAX_TUNNELS {
-            return bad("tunnel id past 255");
+            return bad("tunnel id past 4095");
         }
         if t.vni() > 0x00ff_ffff {
             return bad("VNI over 24 bits");
