@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
  * xdp_tunnel.h: tunnel vNICs in the fast path (included by xdp_router.c,
- * after its maps and counters). VXLAN and plain UDP over IPv4, as the
- * user-space path does them (crates/host/src/tunnel.rs,
+ * after its maps and counters). VXLAN, plain UDP and IP-in-IP over IPv4,
+ * as the user-space path does them (crates/host/src/tunnel.rs,
  * crates/packet/src/tunnel.rs): the same outer headers byte for byte.
  *
  * A tunnel has an id (0 .. TUN_MAX); the fast path sees its vNIC as the
@@ -16,14 +16,20 @@
  * I flag), the tunnel found in `tun_in` by {port, local, remote, UDP port,
  * VNI}, and the outer headers stripped with bpf_xdp_adjust_head: the inner
  * frame then goes through the select table as a frame of port
- * TUN_IFINDEX | id. Anything else about a tunnel frame (a bad outer
+ * TUN_IFINDEX | id. IP-in-IP (protocol 4 to a `tun_locals` entry with UDP
+ * port 0): the outer IPv4 header is stripped and an Ethernet header made
+ * up for the inner packet as the host's tunnel table makes it ({the
+ * tunnel's inner_mac, the outer source MAC, IPv4}), over the outer
+ * header's last 14 bytes, which `tun_saved` keeps for a restore.
+ * Anything else about a tunnel frame (a bad outer
  * header, an unknown VNI, padding after the UDP payload, a kind the fast
  * path does not decapsulate) goes to the slow path unchanged, where the
  * user-space tunnel table counts it by reason; `tun_stats` counts it here.
  * A decapsulated frame that the pipeline then hands to the slow path gets
  * its outer headers back (bpf_xdp_adjust_head by minus as much: the bytes
- * are still there, nothing wrote them), so the slow path sees the frame as
- * it arrived. A valid frame teaches the tunnel its peer MAC (the outer
+ * are still there, nothing wrote them but IP-in-IP's made-up header, whose
+ * 14 bytes are written back from `tun_saved`), so the slow path sees the
+ * frame as it arrived. A valid frame teaches the tunnel its peer MAC (the outer
  * source MAC) when none is configured (TUN_LEARN), as Encap::learn does.
  *
  * Out (tun_encap, for a neighbour whose ifindex is a tunnel's): the peer
@@ -33,26 +39,33 @@
  * identification from the tunnel's counter, the checksum), UDP (source
  * port from the inner flow's hash as vrhost_host::balance::flow_hash and
  * flow_src_port compute it, checksum 0) and VXLAN headers pushed with
- * bpf_xdp_adjust_head, and a redirect to the underlay port.
+ * bpf_xdp_adjust_head, and a redirect to the underlay port. IP-in-IP: the
+ * inner frame's Ethernet header is replaced by the outer Ethernet and IPv4
+ * (protocol 4) headers.
  *
  * Maps:
  *  tun_locals  HASH   {port, local, UDP port} -> kind: frames for a tunnel
  *  tun_in      HASH   {port, local, remote, UDP port, VNI} -> tunnel id
  *  tunnels     ARRAY  id -> struct tunnel (kind 0: none)
  *  tun_stats   PERCPU_ARRAY [0] -> struct tun_counters
+ *  tun_saved   PERCPU_ARRAY [0] -> the bytes IP-in-IP decapsulation wrote over
  */
 
 #define TUN_IFINDEX 0x80000000u
 #define TUN_MAX 4096
 #define TUN_KIND_VXLAN 1
 #define TUN_KIND_UDP 2
+#define TUN_KIND_IPIP 3
 #define TUN_PEER_KNOWN 1
 #define TUN_LEARN 2
 #define TUN_OUTER_TTL 64
 #define VXLAN_FLAG_I 0x08
-/* Ethernet 14 + IPv4 20 + UDP 8 (+ VXLAN 8). */
+/* Ethernet 14 + IPv4 20 + UDP 8 (+ VXLAN 8); IP-in-IP: the outer IPv4
+ * header in place of the inner Ethernet header. */
 #define UDP_OVERHEAD 42
 #define VXLAN_OVERHEAD 50
+#define IPIP_HEADERS 34
+#define IPIP_UNDO 20
 
 struct tun_local_key {
 	__u32 ifindex;
@@ -81,6 +94,9 @@ struct tunnel {
 	__u8 peer_mac[6];	/* outer destination MAC, if TUN_PEER_KNOWN */
 	__u16 flags;		/* TUN_PEER_KNOWN, TUN_LEARN */
 	__u32 ident;		/* the last outer IPv4 identification sent */
+	__u8 inner_mac[6];	/* IP-in-IP: the destination MAC of the
+				 * Ethernet header made up for an inner packet */
+	__u16 pad;
 };
 
 struct tun_counters {
@@ -96,8 +112,16 @@ struct tun_counters {
 
 _Static_assert(sizeof(struct tun_local_key) == 12, "tun_local_key: abi.rs");
 _Static_assert(sizeof(struct tun_in_key) == 20, "tun_in_key: abi.rs");
-_Static_assert(sizeof(struct tunnel) == 40, "tunnel: abi.rs");
+_Static_assert(sizeof(struct tunnel) == 48, "tunnel: abi.rs");
 _Static_assert(sizeof(struct tun_counters) == 64, "tun_counters: abi.rs");
+
+/* IP-in-IP decapsulation writes the made-up Ethernet header over the
+ * outer IPv4 header's last 14 bytes: kept here (per CPU, for the one
+ * program run) to put back if the frame goes to the slow path. */
+struct tun_saved {
+	__u8 bytes[14];
+	__u16 valid;
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -126,6 +150,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tun_counters);
 } tun_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tun_saved);
+} tun_saved SEC(".maps");
 
 static __always_inline struct tun_counters *tun_count(void)
 {
@@ -175,6 +206,8 @@ static __always_inline __u16 tun_src_port(const struct iphdr *ip, void *end)
  * the bytes stripped (> 0) with *ifindex set to the tunnel vNIC's, 0 for a
  * frame that is no tunnel's (untouched), -1 for a tunnel frame the slow
  * path must take (untouched, counted). */
+static __always_inline int tun_decap_ipip(struct xdp_md *ctx, __u32 *ifindex);
+
 static __always_inline int tun_decap(struct xdp_md *ctx, __u32 *ifindex)
 {
 	void *data = (void *)(long)ctx->data;
@@ -183,8 +216,12 @@ static __always_inline int tun_decap(struct xdp_md *ctx, __u32 *ifindex)
 	struct iphdr *ip = (void *)(eth + 1);
 	__be16 *udp = (void *)(ip + 1);
 
-	if ((void *)(udp + 4) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
-	    ip->protocol != 17 || ip->ihl != 5)
+	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
+	    ip->ihl != 5)
+		return 0;
+	if (ip->protocol == 4)
+		return tun_decap_ipip(ctx, ifindex);
+	if ((void *)(udp + 4) > end || ip->protocol != 17)
 		return 0;
 	struct tun_local_key lk = {
 		.ifindex = *ifindex, .local = ip->daddr, .udp_port = bpf_ntohs(udp[1]),
@@ -245,6 +282,80 @@ bad:
 	return -1;
 }
 
+/* tun_decap for an IPv4 protocol 4 frame: the inner IPv4 packet behind
+ * an Ethernet header made up as the host's TunnelTable makes it ({the
+ * tunnel's inner_mac, the outer source MAC, IPv4}), written over the
+ * outer IPv4 header's last 14 bytes, which tun_saved keeps. */
+static __always_inline int tun_decap_ipip(struct xdp_md *ctx, __u32 *ifindex)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct iphdr *in = (void *)(ip + 1);
+	__u32 zero = 0;
+
+	if ((void *)(in + 1) > end)
+		return 0;
+	struct tun_local_key lk = { .ifindex = *ifindex, .local = ip->daddr };
+
+	if (!bpf_map_lookup_elem(&tun_locals, &lk))
+		return 0;
+	struct tun_counters *tc = tun_count();
+	struct tun_saved *sv = bpf_map_lookup_elem(&tun_saved, &zero);
+
+	if (!tc || !sv)
+		return -1;
+	__u16 tot = bpf_ntohs(ip->tot_len);
+
+	if (ip->version != 4 || (void *)ip + tot != end ||
+	    (bpf_ntohs(ip->frag_off) & 0x3fff) || !checksum_ok(ip) ||
+	    in->version != 4)
+		goto bad;
+	struct tun_in_key ik = {
+		.ifindex = *ifindex, .local = ip->daddr, .remote = ip->saddr,
+	};
+	__u32 *id = bpf_map_lookup_elem(&tun_in, &ik);
+
+	if (!id) {
+		tc->to_slow_unknown += 1;
+		return -1;
+	}
+	__u32 tid = *id;
+	struct tunnel *t = bpf_map_lookup_elem(&tunnels, &tid);
+
+	if (!t || t->kind != TUN_KIND_IPIP)
+		goto bad;
+	__u8 peer[6];
+
+	__builtin_memcpy(peer, eth->h_source, 6);
+	if (t->flags & TUN_LEARN) {
+		__builtin_memcpy(t->peer_mac, peer, 6);
+		t->flags |= TUN_PEER_KNOWN;
+	}
+	__builtin_memcpy(sv->bytes, (__u8 *)in - 14, 14);
+	sv->valid = 1;
+	if (bpf_xdp_adjust_head(ctx, IPIP_UNDO))
+		goto bad;
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	eth = data;
+	/* Always true (the inner packet is 20 bytes or more), for the
+	 * verifier; were it not, the pipeline finds no Ethernet header and
+	 * hands the frame, restored, to the slow path. */
+	if ((void *)(eth + 1) <= end) {
+		__builtin_memcpy(eth->h_dest, t->inner_mac, 6);
+		__builtin_memcpy(eth->h_source, peer, 6);
+		eth->h_proto = bpf_htons(ETH_P_IP);
+	}
+	tc->decap += 1;
+	*ifindex = TUN_IFINDEX | tid;
+	return IPIP_UNDO;
+bad:
+	tc->to_slow_bad_outer += 1;
+	return -1;
+}
+
 /* The outer IPv4 header's checksum, written. */
 static __always_inline void tun_fill_checksum(struct iphdr *ip)
 {
@@ -252,9 +363,9 @@ static __always_inline void tun_fill_checksum(struct iphdr *ip)
 	ip->check = (__u16)~header_sum(ip);
 }
 
-/* Write the outer headers of tunnel `t` in front of an inner frame of
- * `inner` bytes, at `data` (`over` bytes up to the inner frame, checked
- * against `end` by the caller). */
+/* Write the outer headers of tunnel `t` in front of an inner frame (or
+ * IP-in-IP packet) of `inner` bytes, at `data` (`over` bytes up to it,
+ * checked against `end` by the caller). */
 static __always_inline void tun_write_outer(void *data, struct tunnel *t, int over,
 					    __u16 inner, __u16 sport)
 {
@@ -262,6 +373,7 @@ static __always_inline void tun_write_outer(void *data, struct tunnel *t, int ov
 	struct iphdr *oi = (void *)(oe + 1);
 	__be16 *ou = (void *)(oi + 1);
 	__u16 iplen = over - ETH_HLEN + inner;
+	int ipip = t->kind == TUN_KIND_IPIP;
 
 	__builtin_memcpy(oe->h_dest, t->peer_mac, 6);
 	__builtin_memcpy(oe->h_source, t->local_mac, 6);
@@ -276,10 +388,12 @@ static __always_inline void tun_write_outer(void *data, struct tunnel *t, int ov
 	oi->id = bpf_htons((__u16)ident);
 	oi->frag_off = 0;
 	oi->ttl = TUN_OUTER_TTL;
-	oi->protocol = 17;
+	oi->protocol = ipip ? 4 : 17;
 	oi->saddr = t->local;
 	oi->daddr = t->remote;
 	tun_fill_checksum(oi);
+	if (ipip)
+		return;
 	ou[0] = bpf_htons(sport);
 	ou[1] = bpf_htons(t->udp_port);
 	ou[2] = bpf_htons(iplen - 20);
@@ -305,6 +419,20 @@ static __always_inline int slow(struct xdp_md *ctx, int undo)
 		if (bpf_xdp_adjust_head(ctx, -undo))
 			return XDP_DROP;
 	}
+	if (undo == IPIP_UNDO) {
+		/* The outer IPv4 header's bytes the made-up Ethernet header
+		 * took. */
+		__u32 zero = 0;
+		struct tun_saved *sv = bpf_map_lookup_elem(&tun_saved, &zero);
+		void *data = (void *)(long)ctx->data;
+		void *end = (void *)(long)ctx->data_end;
+		__u8 *at = data + IPIP_UNDO;
+
+		if (!sv || !sv->valid || (void *)(at + 14) > end)
+			return XDP_DROP;
+		__builtin_memcpy(at, sv->bytes, 14);
+		sv->valid = 0;
+	}
 	return to_slow(ctx);
 }
 
@@ -318,7 +446,7 @@ static __always_inline int tun_encap(struct xdp_md *ctx, struct fast_counters *c
 	struct tunnel *t = bpf_map_lookup_elem(&tunnels, &tid);
 	struct tun_counters *tc = tun_count();
 
-	if (!tc || !t || (t->kind != TUN_KIND_VXLAN && t->kind != TUN_KIND_UDP) ||
+	if (!tc || !t || t->kind == 0 || t->kind > TUN_KIND_IPIP ||
 	    !(t->flags & TUN_PEER_KNOWN)) {
 		if (tc)
 			tc->to_slow_no_mac += 1;
@@ -329,7 +457,11 @@ static __always_inline int tun_encap(struct xdp_md *ctx, struct fast_counters *c
 		c->to_slow_no_port += 1;
 		return slow(ctx, undo);
 	}
-	int over = t->kind == TUN_KIND_VXLAN ? VXLAN_OVERHEAD : UDP_OVERHEAD;
+	/* Bytes of outer headers, and of the frame's own they replace (an
+	 * IP-in-IP packet leaves without its Ethernet header). */
+	int over = t->kind == TUN_KIND_VXLAN ? VXLAN_OVERHEAD :
+		   t->kind == TUN_KIND_UDP ? UDP_OVERHEAD : IPIP_HEADERS;
+	int strip = t->kind == TUN_KIND_IPIP ? ETH_HLEN : 0;
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
@@ -341,9 +473,9 @@ static __always_inline int tun_encap(struct xdp_md *ctx, struct fast_counters *c
 	__builtin_memcpy(eth->h_dest, n->dst_mac, 6);
 	__builtin_memcpy(eth->h_source, n->src_mac, 6);
 	__u16 sport = tun_src_port(ip, end);
-	__u16 inner = (__u16)(end - data);
+	__u16 inner = (__u16)(end - data) - strip;
 
-	if (bpf_xdp_adjust_head(ctx, -over)) {
+	if (bpf_xdp_adjust_head(ctx, -(over - strip))) {
 		tc->drop_headroom += 1;
 		return XDP_DROP;
 	}

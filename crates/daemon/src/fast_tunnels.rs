@@ -1,6 +1,6 @@
 //! A VR's tunnel vNICs in the fast path ([`crate::fast`]): which of its
-//! tunnels the program carries (`vxlan` and `udp` on an attached underlay
-//! port) and the tunnel ids they get.
+//! tunnels the program carries (those on an attached underlay port) and
+//! the tunnel ids they get.
 //!
 //! A tunnel's id is the VR's fast-path id x [`FAST_TUNNEL_VNICS`] + its
 //! vNIC, so ids stay the VR's as long as its own id does. What the daemon
@@ -27,7 +27,7 @@ pub(crate) fn tunnels_of(
         let kind = match t.kind {
             TunnelKind::Vxlan => FastTunnelKind::Vxlan(t.vni),
             TunnelKind::Udp => FastTunnelKind::Udp,
-            TunnelKind::Ipip => continue,
+            TunnelKind::Ipip => FastTunnelKind::Ipip,
         };
         let Some(&ifx) = plan.ports.get(t.port).and_then(|p| ifindex.get(&p.2)) else {
             continue;
@@ -43,6 +43,7 @@ pub(crate) fn tunnels_of(
             udp_port: t.udp_port,
             local_mac: t.local_mac,
             peer_mac: t.remote_mac,
+            inner_mac: t.inner_mac,
         };
         m.insert(j as u16, ft);
     }
@@ -139,6 +140,7 @@ vnic = 1
             udp_port: 4789,
             local_mac: [2, 0, 0, 0, 0, 0x0b],
             peer_mac: Some([2, 0, 0, 0, 0, 0x0a]),
+            inner_mac: [2, 0, 0, 0, 1, 1],
         };
         assert_eq!(d.tunnels, BTreeMap::from([(0, t)]));
         let n = Neighbour {
@@ -160,14 +162,16 @@ vnic = 1
     }
 
     #[test]
-    fn an_ip_in_ip_vnic_keeps_its_vr_off_the_fast_path() {
-        let mut src = cfg("ipip", "");
-        src = src.replace("path = \"fast\"\n", "");
+    fn every_kind_is_carried_on_an_af_xdp_underlay_only() {
+        for (kind, extra) in [("udp", "udp_port = 6000"), ("ipip", "")] {
+            let (_, plan) = Config::parse(&cfg(kind, extra), "t", FsPath::new(".")).unwrap();
+            assert!(plan.vrs[0].fast.is_ok(), "{kind}: {:?}", plan.vrs[0].fast);
+        }
+        let src = cfg("ipip", "")
+            .replacen("driver = \"af_xdp\"", "driver = \"af_packet\"", 1)
+            .replace("path = \"fast\"\n", "");
         let (_, plan) = Config::parse(&src, "t", FsPath::new(".")).unwrap();
         let why = plan.vrs[0].fast.clone().unwrap_err();
-        assert!(why.contains("vxlan and udp tunnels only"), "{why}");
-        let (_, plan) =
-            Config::parse(&cfg("udp", "udp_port = 6000"), "t", FsPath::new(".")).unwrap();
-        assert!(plan.vrs[0].fast.is_ok(), "{:?}", plan.vrs[0].fast);
+        assert!(why.contains("not an af_xdp port"), "{why}");
     }
 }

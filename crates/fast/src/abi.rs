@@ -221,12 +221,16 @@ pub struct TunnelValue {
     pub peer_mac: [u8; 6],
     pub flags: u16,
     pub ident: u32,
+    pub inner_mac: [u8; 6],
+    pub pad: u16,
 }
 
 /// `TUN_KIND_VXLAN`.
 pub const TUN_KIND_VXLAN: u32 = 1;
 /// `TUN_KIND_UDP`.
 pub const TUN_KIND_UDP: u32 = 2;
+/// `TUN_KIND_IPIP`.
+pub const TUN_KIND_IPIP: u32 = 3;
 /// `TUN_PEER_KNOWN`: `peer_mac` is set.
 pub const TUN_PEER_KNOWN: u16 = 1;
 /// `TUN_LEARN`: take `peer_mac` from the frames received.
@@ -314,10 +318,10 @@ mod tests {
         assert_eq!(size_of::<TunLocalKey>(), 4 + 4 + 2 + 2);
         assert_eq!(size_of::<TunInKey>(), 20);
         assert_eq!(size_of::<TunInKey>(), 4 + 4 + 4 + 2 + 2 + 4);
-        assert_eq!(size_of::<TunnelValue>(), 40);
+        assert_eq!(size_of::<TunnelValue>(), 48);
         assert_eq!(
             size_of::<TunnelValue>(),
-            4 + 4 + 4 + 4 + 4 + 2 + 6 + 6 + 2 + 4
+            4 + 4 + 4 + 4 + 4 + 2 + 6 + 6 + 2 + 4 + 6 + 2
         );
         assert_eq!(size_of::<TunCountersValue>(), 64);
     }

@@ -42,9 +42,9 @@
 //! kept in step with its config, API routes and the neighbours its router
 //! resolved; `vrhost vr move`). What it does not do yet: it sends no ICMP
 //! and does no ARP (both stay in the user-space router, which gets those
-//! frames); no IPv6, no VLAN forwarding (tagged frames go slow), no
-//! IP-in-IP tunnels (VXLAN and UDP tunnel vNICs: [`FastPath::set_tunnel`],
-//! `ebpf/xdp_tunnel.h`). Moving a tenant between the paths is one
+//! frames); no IPv6 (nor IPv6 tunnel underlays), no VLAN forwarding
+//! (tagged frames go slow). Tunnel vNICs (VXLAN, UDP, IP-in-IP):
+//! [`FastPath::set_tunnel`], `ebpf/xdp_tunnel.h`. Moving a tenant between the paths is one
 //! select-table update (below).
 //!
 //! # Sharing a port with the AF_XDP slow path

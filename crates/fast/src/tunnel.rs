@@ -5,8 +5,8 @@
 //! A tunnel is known to the program by an id below 4096; its vNIC is the
 //! port [`tunnel_ifindex`]`(id)`: a select key with that ifindex selects
 //! the VR of the frames that come out of the tunnel, and a neighbour with
-//! that ifindex is reached through the tunnel. VXLAN and plain UDP
-//! encapsulation; IP-in-IP tunnels stay on the slow path.
+//! that ifindex is reached through the tunnel. VXLAN, plain UDP and
+//! IP-in-IP encapsulation.
 
 use std::collections::HashMap as StdHashMap;
 use std::net::Ipv4Addr;
@@ -37,6 +37,9 @@ pub enum FastTunnelKind {
     Vxlan(u32),
     /// An Ethernet frame as a UDP payload.
     Udp,
+    /// IPv4 in IPv4 (protocol 4): the inner packet only; an Ethernet header
+    /// is made up for it on the way in.
+    Ipip,
 }
 
 /// One tunnel, as the fast path needs it.
@@ -51,13 +54,16 @@ pub struct FastTunnel {
     pub local: Ipv4Addr,
     /// Remote underlay address.
     pub remote: Ipv4Addr,
-    /// UDP destination port.
+    /// UDP destination port (ignored for IP-in-IP).
     pub udp_port: u16,
     /// Outer source MAC (the underlay port's).
     pub local_mac: [u8; 6],
     /// Outer destination MAC; `None`: learned from the first valid frame
     /// received (until then frames out go to the slow path).
     pub peer_mac: Option<[u8; 6]>,
+    /// IP-in-IP: the destination MAC of the Ethernet header made up for
+    /// an inner packet (the vNIC's, as the host's tunnel table makes it).
+    pub inner_mac: [u8; 6],
 }
 
 impl FastTunnel {
@@ -65,13 +71,22 @@ impl FastTunnel {
         match self.kind {
             FastTunnelKind::Vxlan(_) => abi::TUN_KIND_VXLAN,
             FastTunnelKind::Udp => abi::TUN_KIND_UDP,
+            FastTunnelKind::Ipip => abi::TUN_KIND_IPIP,
+        }
+    }
+
+    /// The UDP port its frames are told apart by (0: IP-in-IP).
+    fn port(&self) -> u16 {
+        match self.kind {
+            FastTunnelKind::Ipip => 0,
+            _ => self.udp_port,
         }
     }
 
     fn vni(&self) -> u32 {
         match self.kind {
             FastTunnelKind::Vxlan(v) => v,
-            FastTunnelKind::Udp => 0,
+            FastTunnelKind::Udp | FastTunnelKind::Ipip => 0,
         }
     }
 
@@ -79,7 +94,7 @@ impl FastTunnel {
         abi::TunLocalKey {
             ifindex: self.ifindex,
             local: self.local.octets(),
-            udp_port: self.udp_port,
+            udp_port: self.port(),
             pad: 0,
         }
     }
@@ -89,7 +104,7 @@ impl FastTunnel {
             ifindex: self.ifindex,
             local: self.local.octets(),
             remote: self.remote.octets(),
-            udp_port: self.udp_port,
+            udp_port: self.port(),
             pad: 0,
             vni: self.vni(),
         }
@@ -106,11 +121,13 @@ impl FastTunnel {
             local: self.local.octets(),
             remote: self.remote.octets(),
             ifindex: self.ifindex,
-            udp_port: self.udp_port,
+            udp_port: self.port(),
             local_mac: self.local_mac,
             peer_mac: self.peer_mac.unwrap_or([0; 6]),
             flags,
             ident: 0,
+            inner_mac: self.inner_mac,
+            pad: 0,
         }
     }
 }
@@ -185,7 +202,7 @@ impl FastPath {
         if t.vni() > 0x00ff_ffff {
             return bad("VNI over 24 bits");
         }
-        if t.udp_port == 0 {
+        if t.port() == 0 && t.kind != FastTunnelKind::Ipip {
             return bad("tunnel UDP port 0");
         }
         let tun = &self.tunnels;

@@ -38,11 +38,12 @@ fn lo() -> u32 {
     ifindex("lo").expect("loopback's index")
 }
 
-/// The kinds tested: VXLAN VNI 42 on 4789, UDP on 6000.
-fn kinds() -> [(FastTunnelKind, u16); 2] {
+/// The kinds tested: VXLAN VNI 42 on 4789, UDP on 6000, IP-in-IP.
+fn kinds() -> [(FastTunnelKind, u16); 3] {
     [
         (FastTunnelKind::Vxlan(42), 4789),
         (FastTunnelKind::Udp, 6000),
+        (FastTunnelKind::Ipip, 0),
     ]
 }
 
@@ -55,6 +56,7 @@ fn fast_tunnel(kind: FastTunnelKind, port: u16, peer: Option<[u8; 6]>) -> FastTu
         udp_port: port,
         local_mac: OUR_MAC,
         peer_mac: peer,
+        inner_mac: VNIC_MAC,
     }
 }
 
@@ -64,6 +66,7 @@ fn host_tunnel(kind: FastTunnelKind, port: u16, mirror: bool) -> Tunnel {
     let (kind, vni) = match kind {
         FastTunnelKind::Vxlan(v) => (TunnelKind::Vxlan, v),
         FastTunnelKind::Udp => (TunnelKind::Udp, 0),
+        FastTunnelKind::Ipip => (TunnelKind::Ipip, 0),
     };
     let (local, remote, local_mac, remote_mac) = match mirror {
         false => (LOCAL, REMOTE, OUR_MAC, PEER_MAC),
@@ -78,7 +81,7 @@ fn host_tunnel(kind: FastTunnelKind, port: u16, mirror: bool) -> Tunnel {
         vni,
         local_mac,
         remote_mac: Some(remote_mac),
-        inner_mac: [0xff; 6],
+        inner_mac: VNIC_MAC,
     }
 }
 
@@ -175,8 +178,10 @@ fn a_tunnel_frame_is_decapsulated_and_routed_as_user_space_decapsulates_it() {
         let Decap::Inner { body, head, .. } = table.decap(0, &outer) else {
             panic!("{kind:?}: user space does not decapsulate it");
         };
-        assert_eq!(head, None);
-        let (act, expected) = fp.test_run(body).expect("test run");
+        // IP-in-IP: the Ethernet header user space makes up, then the packet.
+        let inner_frame = [head.as_ref().map_or(&[][..], |h| &h[..]), body].concat();
+        assert_eq!(head.is_some(), kind == FastTunnelKind::Ipip);
+        let (act, expected) = fp.test_run(&inner_frame).expect("test run");
         assert_eq!(act, Action::Redirect, "{kind:?}: the inner frame, routed");
         let (act, out) = fp.test_run(&outer).expect("test run");
         assert_eq!(act, Action::Redirect, "{kind:?}: decapsulated and routed");
@@ -270,6 +275,20 @@ fn a_decapsulated_frame_for_the_slow_path_gets_its_outer_headers_back() {
     assert_eq!((c.decap, c.to_slow_restored), (2, 2));
     let v = fp.counters(VR).expect("counters");
     assert_eq!((v.to_slow_no_route, v.to_slow_not_ip), (1, 1));
+    // IP-in-IP, whose made-up Ethernet header took 14 bytes of the outer
+    // IPv4 header: they are put back.
+    let mut fp = rig(FastTunnelKind::Ipip, 0, Some(PEER_MAC));
+    let peer = host_tunnel(FastTunnelKind::Ipip, 0, true);
+    let outer = encapsulate(peer, &mut Encap::new(peer), &inner);
+    assert_slow(&mut fp, &outer, "IP-in-IP, no route");
+    let mut bad_sum = outer.clone();
+    bad_sum[24] ^= 0xff;
+    assert_slow(&mut fp, &bad_sum, "IP-in-IP, bad outer checksum");
+    let c = fp.tunnel_counters().expect("counters");
+    assert_eq!(
+        (c.decap, c.to_slow_restored, c.to_slow_bad_outer),
+        (1, 1, 1)
+    );
 }
 
 #[test]

@@ -213,8 +213,8 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
 /// (`vrhost_daemon::fast`: tunnel id = VR id x 16 + vNIC).
 pub const FAST_TUNNEL_VNICS: usize = 16;
 
-/// Whether the fast path can carry VR `v`'s tunnel vNICs: `vxlan` and
-/// `udp` tunnels on an `af_xdp` underlay port, on one of its first
+/// Whether the fast path can carry VR `v`'s tunnel vNICs: tunnels (of any
+/// kind) on an `af_xdp` underlay port, on one of its first
 /// [`FAST_TUNNEL_VNICS`] vNICs.
 fn tunnel_vnics(cfg: &Config, v: &VrConf) -> Result<(), String> {
     for (j, n) in v.vnics.get_ref().iter().enumerate() {
@@ -226,12 +226,6 @@ fn tunnel_vnics(cfg: &Config, v: &VrConf) -> Result<(), String> {
         else {
             continue;
         };
-        let kind = t.kind.get_ref().as_str();
-        if kind != "vxlan" && kind != "udp" {
-            return Err(format!(
-                "a tunnel vNIC of kind {kind:?}: the fast path carries vxlan and udp tunnels only"
-            ));
-        }
         let xdp = cfg
             .ports
             .iter()
