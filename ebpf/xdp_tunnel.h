@@ -49,6 +49,7 @@
  *  tunnels     ARRAY  id -> struct tunnel (kind 0: none)
  *  tun_stats   PERCPU_ARRAY [0] -> struct tun_counters
  *  tun_saved   PERCPU_ARRAY [0] -> the bytes IP-in-IP decapsulation wrote over
+ *  tun_on      ARRAY  [0] -> how many tunnels are set (0: none looked up)
  */
 
 #define TUN_IFINDEX 0x80000000u
@@ -158,6 +159,16 @@ struct {
 	__type(value, struct tun_saved);
 } tun_saved SEC(".maps");
 
+/* [0]: how many tunnels are set. 0: no frame is looked up in tun_locals
+ * (an array read, which the verifier inlines, instead of a hash lookup
+ * per UDP frame on a host without tunnels). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} tun_on SEC(".maps");
+
 static __always_inline struct tun_counters *tun_count(void)
 {
 	__u32 zero = 0;
@@ -215,7 +226,11 @@ static __always_inline int tun_decap(struct xdp_md *ctx, __u32 *ifindex)
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
 	__be16 *udp = (void *)(ip + 1);
+	__u32 zero = 0;
+	__u32 *on = bpf_map_lookup_elem(&tun_on, &zero);
 
+	if (!on || *on == 0)
+		return 0;
 	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
 	    ip->ihl != 5)
 		return 0;

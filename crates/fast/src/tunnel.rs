@@ -20,6 +20,7 @@ pub(crate) const TUN_LOCALS: &str = "tun_locals";
 pub(crate) const TUN_IN: &str = "tun_in";
 pub(crate) const TUNNELS: &str = "tunnels";
 pub(crate) const TUN_STATS: &str = "tun_stats";
+pub(crate) const TUN_ON: &str = "tun_on";
 
 /// Tunnel ids are `0..MAX_TUNNELS`.
 pub const MAX_TUNNELS: u32 = abi::TUN_MAX;
@@ -159,6 +160,8 @@ pub(crate) struct Tunnels {
     ins: HashMap<MapData, abi::TunInKey, u32>,
     table: Array<MapData, abi::TunnelValue>,
     stats: PerCpuArray<MapData, abi::TunCountersValue>,
+    /// How many tunnels are set: 0 spares every frame the lookup.
+    on: Array<MapData, u32>,
     now: StdHashMap<u32, FastTunnel>,
 }
 
@@ -169,8 +172,15 @@ impl Tunnels {
             ins: take(ebpf, TUN_IN)?,
             table: take(ebpf, TUNNELS)?,
             stats: take(ebpf, TUN_STATS)?,
+            on: take(ebpf, TUN_ON)?,
             now: StdHashMap::new(),
         })
+    }
+
+    /// Tell the program how many tunnels are set.
+    fn count(&mut self) -> Result<(), FastError> {
+        let n = self.now.len() as u32;
+        self.on.set(0, n, 0).map_err(map_err(TUN_ON, "set"))
     }
 
     /// Whether a tunnel other than `id` uses `t`'s local endpoint.
@@ -231,7 +241,7 @@ impl FastPath {
             .insert(t.local_key(), t.kind_code(), 0)
             .map_err(map_err(TUN_LOCALS, "insert"))?;
         tun.now.insert(id, *t);
-        Ok(())
+        tun.count()
     }
 
     /// Remove tunnel `id`: its frames go to the slow path again. Returns
@@ -252,6 +262,7 @@ impl FastPath {
             .set(id, abi::TunnelValue::default(), 0)
             .map_err(map_err(TUNNELS, "set"))?;
         tun.now.remove(&id);
+        tun.count()?;
         Ok(true)
     }
 
