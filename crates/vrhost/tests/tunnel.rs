@@ -18,7 +18,8 @@
 //! The same VR on the XDP fast path (`af_xdp` ports, `path = "fast"`):
 //! the Linux VXLAN device pings b0 through it, and once the VR's
 //! neighbours are in the fast path's maps each echo request is
-//! decapsulated and each reply encapsulated in XDP (counted there).
+//! decapsulated and each reply encapsulated in XDP (counted there); a
+//! frame with a broken outer checksum still reaches the host's count.
 //!
 //! IP-in-IP (the test kernel has no IPIP device) and UDP encapsulation (an
 //! Ethernet frame in UDP, no VXLAN header), on frames: a hand-built frame
@@ -307,6 +308,16 @@ fn a_linux_vxlan_device_pings_through_a_fast_vr_s_vxlan_vnic() {
     for r in ["tunnel_malformed", "tunnel_checksum", "tunnel_unknown"] {
         assert_eq!(host_drop(&s, r), 0, "{r}: {s:#}");
     }
+    // A broken outer checksum: XDP hands the frame to the slow path as it
+    // came, where the host counts and drops it; nothing is forwarded.
+    let mut f = encapsulated(EncapKind::Vxlan(42), &inner_udp(), mac(R0_MAC));
+    f[24] ^= 0x10;
+    let forwarded = fast_forwarded(&s);
+    send_raw(&na, &f);
+    let s = d.wait_for("tunnel_checksum", PATIENCE, |s| {
+        host_drop(s, "tunnel_checksum") == 1
+    });
+    assert_eq!(fast_forwarded(&s), forwarded, "{s:#}");
 }
 
 /// A UDP datagram 10.1.0.2:7777 -> 10.2.0.2:7778 in an Ethernet frame to
