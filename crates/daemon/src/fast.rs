@@ -30,12 +30,14 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use vrhost_fast::{
-    AttachMode, FastConfig, FastCounters, FastPath, Neighbour, NextHop, Path, RoutingMode,
-    SelectEntry, SelectKey, TokenBucket, VrFastConfig,
+    AttachMode, FastConfig, FastCounters, FastPath, FastTunnel, Neighbour, NextHop, Path,
+    RoutingMode, SelectEntry, SelectKey, TokenBucket, VrFastConfig,
 };
 use vrhost_host::config::{DataPath, FastConf, Plan, VrPlan};
 use vrhost_io::af_xdp::AfXdpPort;
 use vrhost_router::{RouteConfig, RouterConfig};
+
+use crate::fast_tunnels::{real_port, tunnel_id, tunnels_of, vnic_port};
 
 /// A neighbour its router resolved: address, MAC, vNIC.
 pub type Learned = (Ipv4Addr, [u8; 6], u16);
@@ -65,6 +67,9 @@ pub struct Desired {
     /// Its select entries' paths and token buckets (its
     /// `rate_limit_pps`, the same on each of its keys).
     pub selects: Selects,
+    /// Its tunnel vNICs the fast path carries, by vNIC (neighbours and
+    /// select keys on one have its `fast_tunnels::vnic_port`).
+    pub tunnels: BTreeMap<u16, FastTunnel>,
 }
 
 /// What was written for one VR, and its id.
@@ -150,7 +155,11 @@ pub fn desired(
     ifindex: &BTreeMap<String, u32>,
 ) -> Result<Desired, String> {
     let rc: RouterConfig = serde_json::from_value(vr.config.clone()).map_err(|e| e.to_string())?;
+    let tunnels = tunnels_of(plan, vr, ifindex);
     let port_of = |vnic: u16| -> Option<u32> {
+        if tunnels.contains_key(&vnic) {
+            return Some(vnic_port(vnic));
+        }
         let p = *vr.vnic_ports.get(usize::from(vnic))?;
         ifindex.get(&plan.ports.get(p)?.2).copied()
     };
@@ -241,6 +250,7 @@ pub fn desired(
         d.routes.insert((t, p, l), hop);
     }
     d.selects = selects(plan, vr, ifindex);
+    d.tunnels = tunnels;
     Ok(d)
 }
 
@@ -262,12 +272,17 @@ fn selects(plan: &Plan, vr: &VrPlan, ifindex: &BTreeMap<String, u32>) -> Selects
         };
         m.insert((*ifx, k.vlan, k.dst_mac), (path, limit));
     }
+    // Every frame out of a tunnel is its vNIC's.
+    for j in tunnels_of(plan, vr, ifindex).keys() {
+        m.insert((vnic_port(*j), None, None), (path, limit));
+    }
     m
 }
 
-fn key(t: &KeyTuple) -> SelectKey {
+/// The select key of `t` for VR id `vr`.
+fn key(vr: u32, t: &KeyTuple) -> SelectKey {
     SelectKey {
-        ifindex: t.0,
+        ifindex: real_port(vr, t.0),
         vlan: t.1,
         dst_mac: t.2,
     }
@@ -513,10 +528,15 @@ impl FastState {
             old.addrs = d.addrs.clone();
             old.mode = d.mode;
         }
-        // Routes are added after the neighbours they use and removed
-        // before them.
+        // Tunnels are set before the neighbours behind them and removed
+        // after; routes are added after the neighbours they use and
+        // removed before them.
+        write_changed(&mut old.tunnels, &d.tunnels, |j, t| {
+            fp.set_tunnel(tunnel_id(id, j), &t)
+        })?;
         write_changed(&mut old.neighbours, &d.neighbours, |n, m| {
-            fp.set_neighbour(id, n, m)
+            let ifindex = real_port(id, m.ifindex);
+            fp.set_neighbour(id, n, Neighbour { ifindex, ..m })
         })?;
         // Source prefixes select a table once its routes are in, and stop
         // before its routes go.
@@ -534,6 +554,9 @@ impl FastState {
         })?;
         remove_stale(&mut old.neighbours, &d.neighbours, |n| {
             fp.remove_neighbour(id, n)
+        })?;
+        remove_stale(&mut old.tunnels, &d.tunnels, |j| {
+            fp.remove_tunnel(tunnel_id(id, j))
         })
     }
 
@@ -549,9 +572,9 @@ impl FastState {
                 path,
                 limit,
             };
-            fp.set_select(key(&k), e)
+            fp.set_select(key(id, &k), e)
         })?;
-        remove_stale(&mut old.selects, selects, |k| fp.remove_select(key(&k)))
+        remove_stale(&mut old.selects, selects, |k| fp.remove_select(key(id, &k)))
     }
 
     /// Take VR `name` out of the maps: its select entries first (its
@@ -562,7 +585,7 @@ impl FastState {
         };
         let (id, st) = (w.id, w.state.clone());
         for k in st.selects.keys() {
-            self.fp.remove_select(key(k)).map_err(fe)?;
+            self.fp.remove_select(key(id, k)).map_err(fe)?;
         }
         self.fp.remove_vr(id).map_err(fe)?;
         for p in st.sources.keys() {
@@ -574,6 +597,9 @@ impl FastState {
         for n in st.neighbours.keys() {
             self.fp.remove_neighbour(id, *n).map_err(fe)?;
         }
+        for j in st.tunnels.keys() {
+            self.fp.remove_tunnel(tunnel_id(id, *j)).map_err(fe)?;
+        }
         self.written.remove(name);
         self.learned.remove(name);
         Ok(())
@@ -583,6 +609,10 @@ impl FastState {
 #[cfg(test)]
 #[path = "fast_modes_tests.rs"]
 mod modes_tests;
+
+#[cfg(test)]
+#[path = "fast_tunnel_tests.rs"]
+mod tunnel_tests;
 
 #[cfg(test)]
 mod tests {

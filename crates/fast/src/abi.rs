@@ -180,6 +180,74 @@ pub struct FlowState {
     pub reordered: u64,
 }
 
+/// `struct tun_local_key` of `ebpf/xdp_tunnel.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TunLocalKey {
+    pub ifindex: u32,
+    /// Network order.
+    pub local: [u8; 4],
+    pub udp_port: u16,
+    pub pad: u16,
+}
+
+/// `struct tun_in_key` of `ebpf/xdp_tunnel.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TunInKey {
+    pub ifindex: u32,
+    /// Network order.
+    pub local: [u8; 4],
+    /// Network order.
+    pub remote: [u8; 4],
+    pub udp_port: u16,
+    pub pad: u16,
+    pub vni: u32,
+}
+
+/// `struct tunnel` of `ebpf/xdp_tunnel.h`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TunnelValue {
+    pub kind: u32,
+    pub vni: u32,
+    /// Network order.
+    pub local: [u8; 4],
+    /// Network order.
+    pub remote: [u8; 4],
+    pub ifindex: u32,
+    pub udp_port: u16,
+    pub local_mac: [u8; 6],
+    pub peer_mac: [u8; 6],
+    pub flags: u16,
+    pub ident: u32,
+    pub inner_mac: [u8; 6],
+    pub pad: u16,
+}
+
+/// `TUN_KIND_VXLAN`.
+pub const TUN_KIND_VXLAN: u32 = 1;
+/// `TUN_KIND_UDP`.
+pub const TUN_KIND_UDP: u32 = 2;
+/// `TUN_KIND_IPIP`.
+pub const TUN_KIND_IPIP: u32 = 3;
+/// `TUN_PEER_KNOWN`: `peer_mac` is set.
+pub const TUN_PEER_KNOWN: u16 = 1;
+/// `TUN_LEARN`: take `peer_mac` from the frames received.
+pub const TUN_LEARN: u16 = 2;
+/// `TUN_IFINDEX`: a tunnel vNIC's port is this | its id.
+pub const TUN_IFINDEX: u32 = 0x8000_0000;
+/// `TUN_MAX`: tunnel ids are below it.
+pub const TUN_MAX: u32 = 4096;
+
+/// Fields of `struct tun_counters`, in order.
+pub const TUN_COUNTERS: usize = 8;
+
+/// `struct tun_counters`, as its [`TUN_COUNTERS`] words.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TunCountersValue(pub [u64; TUN_COUNTERS]);
+
 // SAFETY (each impl below): a `#[repr(C)]` struct of integers and byte
 // arrays whose fields leave no padding (the size assertions in the tests
 // prove it: each size is the sum of its fields), so every byte pattern is
@@ -210,6 +278,14 @@ unsafe impl aya::Pod for FastCpus {}
 unsafe impl aya::Pod for LiveGenState {}
 // SAFETY: see above.
 unsafe impl aya::Pod for FlowState {}
+// SAFETY: see above.
+unsafe impl aya::Pod for TunLocalKey {}
+// SAFETY: see above.
+unsafe impl aya::Pod for TunInKey {}
+// SAFETY: see above.
+unsafe impl aya::Pod for TunnelValue {}
+// SAFETY: see above.
+unsafe impl aya::Pod for TunCountersValue {}
 
 #[cfg(test)]
 mod tests {
@@ -238,5 +314,15 @@ mod tests {
         assert_eq!(size_of::<FastCpus>(), 64);
         assert_eq!(size_of::<FastCpus>(), 4 + 15 * 4);
         assert_eq!(size_of::<FlowState>(), 4 * 8);
+        assert_eq!(size_of::<TunLocalKey>(), 12);
+        assert_eq!(size_of::<TunLocalKey>(), 4 + 4 + 2 + 2);
+        assert_eq!(size_of::<TunInKey>(), 20);
+        assert_eq!(size_of::<TunInKey>(), 4 + 4 + 4 + 2 + 2 + 4);
+        assert_eq!(size_of::<TunnelValue>(), 48);
+        assert_eq!(
+            size_of::<TunnelValue>(),
+            4 + 4 + 4 + 4 + 4 + 2 + 6 + 6 + 2 + 4 + 6 + 2
+        );
+        assert_eq!(size_of::<TunCountersValue>(), 64);
     }
 }

@@ -42,8 +42,9 @@
 //! kept in step with its config, API routes and the neighbours its router
 //! resolved; `vrhost vr move`). What it does not do yet: it sends no ICMP
 //! and does no ARP (both stay in the user-space router, which gets those
-//! frames); no IPv6, no VLAN forwarding (tagged frames go slow), no
-//! tunnels, no cpumap spreading. Moving a tenant between the paths is one
+//! frames); no IPv6 (nor IPv6 tunnel underlays), no VLAN forwarding
+//! (tagged frames go slow). Tunnel vNICs (VXLAN, UDP, IP-in-IP):
+//! [`FastPath::set_tunnel`], `ebpf/xdp_tunnel.h`. Moving a tenant between the paths is one
 //! select-table update (below).
 //!
 //! # Sharing a port with the AF_XDP slow path
@@ -88,6 +89,7 @@ mod load;
 mod probe;
 mod seqsink;
 mod spread;
+mod tunnel;
 mod types;
 
 use std::collections::HashMap as StdHashMap;
@@ -111,6 +113,7 @@ pub use livegen::{
 pub use load::{PeerPass, ifindex};
 pub use probe::CounterProbe;
 pub use seqsink::{SeqSink, SinkCounts};
+pub use tunnel::{FastTunnel, FastTunnelKind, MAX_TUNNELS, TunnelCounters, tunnel_ifindex};
 pub use types::*;
 pub use vrhost_fib::RoutingMode;
 /// How the program runs on a port: native (driver) or generic (skb) XDP.
@@ -152,6 +155,8 @@ pub struct FastPath {
     unselected: PerCpuArray<MapData, u64>,
     /// The CPUs forwarding is spread over ([`FastPath::spread`]).
     cpus: spread::Cpus,
+    /// Tunnel vNICs ([`FastPath::set_tunnel`]).
+    tunnels: tunnel::Tunnels,
     /// Each VR's own addresses as set, to remove them on change.
     own: StdHashMap<u32, Vec<Ipv4Addr>>,
     attached: Vec<Attached>,
@@ -284,6 +289,7 @@ impl FastPath {
             counters: take(&mut ebpf, COUNTERS)?,
             unselected: take(&mut ebpf, UNSELECTED)?,
             cpus: spread::Cpus::load(&mut ebpf)?,
+            tunnels: tunnel::Tunnels::load(&mut ebpf)?,
             own: StdHashMap::new(),
             attached: Vec::new(),
             links: Vec::new(),
@@ -703,7 +709,7 @@ impl FastPath {
     /// [`FastError::Program`].
     pub fn test_run(&mut self, frame: &[u8]) -> Result<(Action, Vec<u8>), FastError> {
         let prog = program(&mut self.ebpf, PROGRAM)?;
-        // Headroom for a program that grows the frame (this one does not).
+        // Room for a frame the program grows (a tunnel's outer headers).
         let mut out = vec![0u8; frame.len() + 256];
         let r = prog
             .test_run(TestRunOptions {

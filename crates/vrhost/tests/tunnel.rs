@@ -15,6 +15,12 @@
 //! checksum, are counted drops by reason. The peer's MAC is learned. A
 //! config applied live moves the tunnel to the other VNI.
 //!
+//! The same VR on the XDP fast path (`af_xdp` ports, `path = "fast"`):
+//! the Linux VXLAN device pings b0 through it, and once the VR's
+//! neighbours are in the fast path's maps each echo request is
+//! decapsulated and each reply encapsulated in XDP (counted there); a
+//! frame with a broken outer checksum still reaches the host's count.
+//!
 //! IP-in-IP (the test kernel has no IPIP device) and UDP encapsulation (an
 //! Ethernet frame in UDP, no VXLAN header), on frames: a hand-built frame
 //! from a0 carrying a UDP datagram for b0 is decapsulated and routed to
@@ -241,6 +247,77 @@ fn a_linux_vxlan_device_pings_through_a_vr_s_vxlan_vnic() {
             d.stats()
         );
     }
+}
+
+/// [`config`] on a host with the XDP fast path: `af_xdp` ports, the VR
+/// on `path = "fast"`.
+fn fast_config(tunnel: &str) -> String {
+    let c = config(tunnel, "")
+        .replace("driver = \"af_packet\"", "driver = \"af_xdp\"")
+        .replace("name = \"r\"\n", "name = \"r\"\npath = \"fast\"\n");
+    format!("[host]\nfast_path = true\n{c}")
+}
+
+/// The fast path's `forwarded` count of VR `r`.
+fn fast_forwarded(stats: &Value) -> u64 {
+    common::vr_stats(stats, "r")["fast"]["forwarded"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("fast.forwarded in {stats:#}"))
+}
+
+#[test]
+fn a_linux_vxlan_device_pings_through_a_fast_vr_s_vxlan_vnic() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let [na, nr, nb] = topology(false);
+    // Frames the fast path redirects into a veth are delivered when its
+    // peer has NAPI (GRO on).
+    na.exec("ethtool", &["-K", "a0", "gro", "on"])
+        .expect("a0 gro on");
+    nb.exec("ethtool", &["-K", "b0", "gro", "on"])
+        .expect("b0 gro on");
+    vxlan_dev(&na, "vx0", "42", "10.1.0.2/24");
+    na.ip(&["route", "add", "10.2.0.0/24", "via", "10.1.0.1"])
+        .unwrap();
+    let d = common::Daemon::start_under(
+        "tunnel-fast",
+        &fast_config("kind = \"vxlan\"\nvni = 42"),
+        &["ip", "netns", "exec", nr.name()],
+    );
+    // The first replies take the slow path (ARP inside and outside the
+    // tunnel, then the VR's ARP for b0); once the daemon has written the
+    // neighbours the VR resolved, the echo requests are decapsulated and
+    // the replies encapsulated in XDP: both counted as forwarded there.
+    let t0 = Instant::now();
+    loop {
+        let before = fast_forwarded(&d.stats());
+        let (ok, out) = ping(&na, "10.2.0.2", "5");
+        let fast = fast_forwarded(&d.stats()) - before;
+        if ok && out.contains("5 received") && fast >= 10 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < PATIENCE,
+            "pings not forwarded in XDP both ways ({fast} of 10; {out}): {:#}",
+            d.stats()
+        );
+    }
+    let s = d.stats();
+    for r in ["tunnel_malformed", "tunnel_checksum", "tunnel_unknown"] {
+        assert_eq!(host_drop(&s, r), 0, "{r}: {s:#}");
+    }
+    // A broken outer checksum: XDP hands the frame to the slow path as it
+    // came, where the host counts and drops it; nothing is forwarded.
+    let mut f = encapsulated(EncapKind::Vxlan(42), &inner_udp(), mac(R0_MAC));
+    f[24] ^= 0x10;
+    let forwarded = fast_forwarded(&s);
+    send_raw(&na, &f);
+    let s = d.wait_for("tunnel_checksum", PATIENCE, |s| {
+        host_drop(s, "tunnel_checksum") == 1
+    });
+    assert_eq!(fast_forwarded(&s), forwarded, "{s:#}");
 }
 
 /// A UDP datagram 10.1.0.2:7777 -> 10.2.0.2:7778 in an Ethernet frame to

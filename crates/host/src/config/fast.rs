@@ -135,9 +135,7 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
     {
         return Err("route_file: the fast path does not load route files".into());
     }
-    if v.vnics.get_ref().iter().any(|n| n.tunnel.is_some()) {
-        return Err("a tunnel vNIC: the fast path does not decapsulate yet".into());
-    }
+    tunnel_vnics(cfg, v)?;
     if v.control_plane.is_some() {
         return Err("a control plane: the fast path does not take its routes yet".into());
     }
@@ -202,12 +200,49 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
             dst_mac: m.dst_mac,
         }));
     }
-    if keys.is_empty() {
+    // A tunnel vNIC's frames come through its tunnel, not a rule.
+    if keys.is_empty() && !v.vnics.get_ref().iter().any(|n| n.tunnel.is_some()) {
         return Err("no rule sends it frames".into());
     }
     keys.sort_unstable();
     keys.dedup();
     Ok(keys)
+}
+
+/// vNICs a VR may have per tunnel id block in the fast path
+/// (`vrhost_daemon::fast`: tunnel id = VR id x 16 + vNIC).
+pub const FAST_TUNNEL_VNICS: usize = 16;
+
+/// Whether the fast path can carry VR `v`'s tunnel vNICs: tunnels (of any
+/// kind) on an `af_xdp` underlay port, on one of its first
+/// [`FAST_TUNNEL_VNICS`] vNICs.
+fn tunnel_vnics(cfg: &Config, v: &VrConf) -> Result<(), String> {
+    for (j, n) in v.vnics.get_ref().iter().enumerate() {
+        let Some(name) = &n.tunnel else { continue };
+        let Some(t) = cfg
+            .tunnels
+            .iter()
+            .find(|t| t.name.get_ref() == name.get_ref())
+        else {
+            continue;
+        };
+        let xdp = cfg
+            .ports
+            .iter()
+            .any(|p| p.name.get_ref() == t.port.get_ref() && p.driver == Driver::AfXdp);
+        if !xdp {
+            return Err(format!(
+                "a tunnel vNIC whose underlay port {:?} is not an af_xdp port",
+                t.port.get_ref()
+            ));
+        }
+        if j >= FAST_TUNNEL_VNICS {
+            return Err(format!(
+                "a tunnel vNIC past the first {FAST_TUNNEL_VNICS} vNICs (vnics[{j}])"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether every frame VR `vr` gets arrives through the XDP program: each

@@ -45,7 +45,7 @@ pub use control::{
     CONTROL_HOLD_MS, CONTROL_NETNS_PREFIX, ControlPlan, ControlPlaneConf, ControlRun, ControlTap,
     control_netns, find_program, split_netns,
 };
-pub use fast::{DataPath, FastKey, PortLimit};
+pub use fast::{DataPath, FAST_TUNNEL_VNICS, FastKey, PortLimit};
 pub use plan::{Plan, VrPlan};
 pub use schema::{
     Config, Driver, FastConf, GenConf, HostConf, PortConfig, PortRings, RuleConf, ScaleConf,
