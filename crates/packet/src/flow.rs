@@ -95,7 +95,11 @@ impl FlowKey {
     ///
     /// [`Ipv4Packet::check`]: crate::ipv4::Ipv4Packet::check
     /// [`ArpPacket::check`]: crate::arp::ArpPacket::check
-    #[inline]
+    // Always inlined: out of line, the key comes back through memory and
+    // the caller's copies of it (in pieces of other widths) stall on store
+    // forwarding: the worker's classification took 23.7 ns a frame instead
+    // of 12.6 (perf annotate on `bench memory --modes inproc`).
+    #[inline(always)]
     pub fn extract(frame: &[u8]) -> Result<FlowKey, ParseError> {
         if frame.len() < 14 {
             return Err(ParseError::Truncated);
