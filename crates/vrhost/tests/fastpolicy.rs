@@ -28,8 +28,9 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::line::{LineMacs, line};
 use serde_json::Value;
-use vrhost_lab::{Netns, veth};
+use vrhost_lab::Netns;
 
 const R0_MAC: &str = "02:fc:00:00:00:10";
 const R1_MAC: &str = "02:fc:00:00:00:11";
@@ -101,39 +102,13 @@ vnic = 1
 
 /// ns-a, ns-r, ns-b with their veths.
 fn topology() -> [Netns; 3] {
-    let na = Netns::unique("fq-a").expect("ns-a");
-    let nr = Netns::unique("fq-r").expect("ns-r");
-    let nb = Netns::unique("fq-b").expect("ns-b");
-    for n in [&na, &nr, &nb] {
-        n.sysctl("net.ipv6.conf.all.disable_ipv6", "1").unwrap();
-        n.sysctl("net.ipv6.conf.default.disable_ipv6", "1").unwrap();
-    }
-    veth(&na, "a0", Some(A0_MAC), &nr, "r0", Some(R0_MAC)).expect("a0-r0");
-    veth(&nr, "r1", Some(R1_MAC), &nb, "b0", Some(B0_MAC)).expect("r1-b0");
-    na.ip(&["addr", "add", "10.0.1.2/24", "dev", "a0"]).unwrap();
-    nb.ip(&["addr", "add", "10.0.2.2/24", "dev", "b0"]).unwrap();
-    na.ip(&["route", "add", "default", "via", "10.0.1.1"])
-        .unwrap();
-    nb.ip(&["route", "add", "default", "via", "10.0.2.1"])
-        .unwrap();
-    let neigh = [
-        "neigh",
-        "replace",
-        "10.0.1.1",
-        "lladdr",
-        R0_MAC,
-        "dev",
-        "a0",
-        "nud",
-        "permanent",
-    ];
-    na.ip(&neigh).unwrap();
-    nr.sysctl("net.ipv4.ip_forward", "0").unwrap();
-    na.exec("ethtool", &["-K", "a0", "tx", "off"])
-        .expect("a0 tx checksum off");
-    nb.exec("ethtool", &["-K", "b0", "gro", "on"])
-        .expect("b0 gro on");
-    [na, nr, nb]
+    let macs = LineMacs {
+        a0: A0_MAC,
+        r0: R0_MAC,
+        r1: R1_MAC,
+        b0: B0_MAC,
+    };
+    line("fq", &macs)
 }
 
 /// A socket in ns-a that sends UDP to b0.

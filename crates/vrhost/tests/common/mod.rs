@@ -1,7 +1,7 @@
 //! The integration tests' kit: a real `vrhost daemon` ([`daemon`]), the
 //! configs it is started on ([`config`]), the cluster tests' lab
 //! ([`cluster`]), an in-process data path
-//! ([`datapath`]), frames on the wire ([`wire`]), temporary directories,
+//! ([`datapath`]), three namespaces in a line ([`line`]), frames on the wire ([`wire`]), temporary directories,
 //! the tests' VR program and readers of the daemon's stats.
 
 #![allow(
@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod datapath;
+pub mod line;
 pub mod wire;
 
 use std::path::{Path, PathBuf};

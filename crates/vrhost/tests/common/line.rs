@@ -1,0 +1,56 @@
+//! Three namespaces in a line, `a - r - b`, as the fast-path tests draw
+//! them: `a0` (10.0.1.2) to `r0`, `r1` to `b0` (10.0.2.2), the router's
+//! addresses 10.0.1.1 and 10.0.2.1 (the daemon in `r` takes `r0`/`r1`).
+
+use vrhost_lab::{Netns, veth};
+
+/// The four ends' MACs (each test its own, so a leftover of one test is
+/// never mistaken for another's frames).
+pub struct LineMacs {
+    pub a0: &'static str,
+    pub r0: &'static str,
+    pub r1: &'static str,
+    pub b0: &'static str,
+}
+
+/// The namespaces (named from `prefix`) with their veths: IPv6 off before
+/// the veths exist (no neighbour discovery or MLD beside the test's own
+/// frames), the router's MAC known in `a` (no ARP in the test's counts),
+/// no forwarding in `r`, `a0`'s tx checksum offload off (a UDP checksum
+/// left partial would reach an AF_XDP socket) and GRO on `b0` (a veth
+/// takes XDP-forwarded frames only with it).
+pub fn line(prefix: &str, m: &LineMacs) -> [Netns; 3] {
+    let na = Netns::unique(&format!("{prefix}-a")).expect("ns-a");
+    let nr = Netns::unique(&format!("{prefix}-r")).expect("ns-r");
+    let nb = Netns::unique(&format!("{prefix}-b")).expect("ns-b");
+    for n in [&na, &nr, &nb] {
+        n.sysctl("net.ipv6.conf.all.disable_ipv6", "1").unwrap();
+        n.sysctl("net.ipv6.conf.default.disable_ipv6", "1").unwrap();
+    }
+    veth(&na, "a0", Some(m.a0), &nr, "r0", Some(m.r0)).expect("a0-r0");
+    veth(&nr, "r1", Some(m.r1), &nb, "b0", Some(m.b0)).expect("r1-b0");
+    na.ip(&["addr", "add", "10.0.1.2/24", "dev", "a0"]).unwrap();
+    nb.ip(&["addr", "add", "10.0.2.2/24", "dev", "b0"]).unwrap();
+    na.ip(&["route", "add", "default", "via", "10.0.1.1"])
+        .unwrap();
+    nb.ip(&["route", "add", "default", "via", "10.0.2.1"])
+        .unwrap();
+    na.ip(&[
+        "neigh",
+        "replace",
+        "10.0.1.1",
+        "lladdr",
+        m.r0,
+        "dev",
+        "a0",
+        "nud",
+        "permanent",
+    ])
+    .unwrap();
+    nr.sysctl("net.ipv4.ip_forward", "0").unwrap();
+    na.exec("ethtool", &["-K", "a0", "tx", "off"])
+        .expect("a0 tx checksum off");
+    nb.exec("ethtool", &["-K", "b0", "gro", "on"])
+        .expect("b0 gro on");
+    [na, nr, nb]
+}
