@@ -38,8 +38,9 @@ mod common;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use common::line::{LineMacs, bare_line};
 use serde_json::Value;
-use vrhost_lab::{Netns, veth};
+use vrhost_lab::Netns;
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
 use vrhost_packet::tunnel::{EncapKind, EncapRepr};
@@ -101,15 +102,13 @@ vnic = 1
 /// learns r0's MAC for the tunnel's local address by ARP (vrhost answers
 /// it) when `static_neigh` is false.
 fn topology(static_neigh: bool) -> [Netns; 3] {
-    let na = Netns::unique("tun-a").expect("ns-a");
-    let nr = Netns::unique("tun-r").expect("ns-r");
-    let nb = Netns::unique("tun-b").expect("ns-b");
-    for n in [&na, &nr, &nb] {
-        n.sysctl("net.ipv6.conf.all.disable_ipv6", "1").unwrap();
-        n.sysctl("net.ipv6.conf.default.disable_ipv6", "1").unwrap();
-    }
-    veth(&na, "a0", Some(A0_MAC), &nr, "r0", Some(R0_MAC)).expect("a0-r0");
-    veth(&nr, "r1", Some(R1_MAC), &nb, "b0", Some(B0_MAC)).expect("r1-b0");
+    let macs = LineMacs {
+        a0: A0_MAC,
+        r0: R0_MAC,
+        r1: R1_MAC,
+        b0: B0_MAC,
+    };
+    let [na, nr, nb] = bare_line("tun", &macs);
     let ip = |n: &Netns, args: &[&str]| n.ip(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     ip(&na, &["addr", "add", "192.0.2.1/24", "dev", "a0"]);
     if static_neigh {

@@ -16,7 +16,8 @@ mod common;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use vrhost_lab::{Netns, veth};
+use common::line::{LineMacs, bare_line};
+use vrhost_lab::Netns;
 use vrhost_packet::MacAddr;
 use vrhost_packet::build::UdpFrameSpec;
 use vrhost_packet::checksum;
@@ -127,15 +128,13 @@ fn echo_to(vnic: &str) -> Vec<u8> {
 }
 
 fn topology() -> [Netns; 3] {
-    let na = Netns::unique("vlan-a").expect("ns-a");
-    let nr = Netns::unique("vlan-r").expect("ns-r");
-    let nb = Netns::unique("vlan-b").expect("ns-b");
-    for n in [&na, &nr, &nb] {
-        n.sysctl("net.ipv6.conf.all.disable_ipv6", "1").unwrap();
-        n.sysctl("net.ipv6.conf.default.disable_ipv6", "1").unwrap();
-    }
-    veth(&na, "a0", Some(A0_MAC), &nr, "r0", Some(R0_MAC)).expect("a0-r0");
-    veth(&nr, "r1", Some(R1_MAC), &nb, "b0", Some(B0_MAC)).expect("r1-b0");
+    let macs = LineMacs {
+        a0: A0_MAC,
+        r0: R0_MAC,
+        r1: R1_MAC,
+        b0: B0_MAC,
+    };
+    let [na, nr, nb] = bare_line("vlan", &macs);
     let ip = |n: &Netns, args: &[&str]| n.ip(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     ip(&nb, &["addr", "add", "10.2.0.2/24", "dev", "b0"]);
     ip(&nb, &["route", "add", "default", "via", "10.2.0.1"]);

@@ -13,13 +13,10 @@ pub struct LineMacs {
     pub b0: &'static str,
 }
 
-/// The namespaces (named from `prefix`) with their veths: IPv6 off before
-/// the veths exist (no neighbour discovery or MLD beside the test's own
-/// frames), the router's MAC known in `a` (no ARP in the test's counts),
-/// no forwarding in `r`, `a0`'s tx checksum offload off (a UDP checksum
-/// left partial would reach an AF_XDP socket) and GRO on `b0` (a veth
-/// takes XDP-forwarded frames only with it).
-pub fn line(prefix: &str, m: &LineMacs) -> [Netns; 3] {
+/// The namespaces (named from `prefix`) and their two veths, nothing
+/// else but IPv6 off before the veths exist (no neighbour discovery or
+/// MLD beside the test's own frames).
+pub fn bare_line(prefix: &str, m: &LineMacs) -> [Netns; 3] {
     let na = Netns::unique(&format!("{prefix}-a")).expect("ns-a");
     let nr = Netns::unique(&format!("{prefix}-r")).expect("ns-r");
     let nb = Netns::unique(&format!("{prefix}-b")).expect("ns-b");
@@ -29,6 +26,16 @@ pub fn line(prefix: &str, m: &LineMacs) -> [Netns; 3] {
     }
     veth(&na, "a0", Some(m.a0), &nr, "r0", Some(m.r0)).expect("a0-r0");
     veth(&nr, "r1", Some(m.r1), &nb, "b0", Some(m.b0)).expect("r1-b0");
+    [na, nr, nb]
+}
+
+/// [`bare_line`] with the ends' addresses and routes: the router's MAC
+/// known in `a` (no ARP in the test's counts), no forwarding in `r`,
+/// `a0`'s tx checksum offload off (a UDP checksum left partial would reach
+/// an AF_XDP socket) and GRO on `b0` (a veth takes XDP-forwarded frames
+/// only with it).
+pub fn line(prefix: &str, m: &LineMacs) -> [Netns; 3] {
+    let [na, nr, nb] = bare_line(prefix, m);
     na.ip(&["addr", "add", "10.0.1.2/24", "dev", "a0"]).unwrap();
     nb.ip(&["addr", "add", "10.0.2.2/24", "dev", "b0"]).unwrap();
     na.ip(&["route", "add", "default", "via", "10.0.1.1"])
