@@ -5,8 +5,8 @@ use std::net::Ipv4Addr;
 use vrhost_shm::SlotState;
 
 use super::*;
-use crate::stats::IngressDrop;
 use crate::classify::{Match, Rule};
+use crate::stats::IngressDrop;
 use crate::vrpath::Sched;
 use crate::vrpath::testkit::{Instance, Kit, Sent, Sink, Source, frame};
 
