@@ -43,7 +43,7 @@ use super::addr6::{is_local6, parse_iface6, parse_ip6, vnic_for6};
 use super::icmp::TokenBucket;
 use super::neigh::NeighTable;
 use super::peer::PeerState;
-use super::{Clock, Hop, Iface, Iface6, Router, Timers, Vnic, counters, mask6};
+use super::{Clock, Hop, Iface, Iface6, Router, Timers, Vnic, counters};
 
 /// One vNIC of the router.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

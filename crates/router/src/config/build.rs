@@ -1,8 +1,14 @@
 //! Building a router's tables from its config: the vNICs, next hops, neighbours and routes checked and entered ([`Build`]'s steps).
 
-use super::*;
-use crate::addr6::{parse_ip6, vnic_for6};
 use vrhost_fib::RoutingMode;
+
+use super::{
+    Build, Hops, NeighbourConfig, Net, NextHopConfig, RouteConfig, RouteTarget, SourceTableConfig,
+    check_route, parse_ip, parse_unicast_mac, release_hop, vnic_for,
+};
+use crate::addr6::{parse_ip6, vnic_for6};
+use crate::prefix::parse_prefix;
+use crate::{Hop, Iface, Iface6, mask6};
 
 impl Build {
     /// Vnic `v` of `field`, if there is one.
