@@ -302,7 +302,7 @@ fn open_pair(lab: &Lab, second: &str, region: &Region) -> (AfXdpPort, AfXdpPort)
 }
 
 #[test]
-fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy() {
+fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy_and_dies_leaking_none() {
     let lab = lab();
     let spec = PathSpec::new("zc2", vec![0, 1], 2048);
     let region = spec.create_region().unwrap();
@@ -317,6 +317,7 @@ fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy() {
     path.set_dedicated(1, PORT_FRAMES).unwrap();
     worker.add_vr(path);
     let stats = worker.vrs()[0].stats().clone();
+    let pid = worker.vrs()[0].instance_info()[0].pid.unwrap();
 
     let sizes = [18, 64, 100, 512, 1000, 1400, 1472];
     let (pings, there, back) = with_worker(&mut worker, || {
@@ -332,8 +333,25 @@ fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy() {
             &sizes,
             b"zc2-back",
         );
+        // Killed under traffic: what it held goes back to the ports.
+        let to_b = Ipv4Addr::new(10, 2, 0, 2);
+        std::thread::scope(|s| {
+            s.spawn(|| blast(&lab.a, Ipv4Addr::UNSPECIFIED, to_b, 400, 1000, b"zc2-kill"));
+            std::thread::sleep(Duration::from_millis(40));
+            let st = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(st.success(), "kill -KILL {pid}");
+        });
+        let t = Instant::now();
+        while stats.exits.get() == 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         (pings, there, back)
     });
+    assert_eq!(stats.exits.get(), 1, "the VR's exit was seen");
+    assert!(stats.reclaimed.get() > 0, "it held slots when it died");
     for out in &pings {
         assert!(out.contains(" 0% packet loss"), "{out}");
     }
@@ -509,9 +527,15 @@ fn a_hostile_vr_on_two_dedicated_ports_is_contained_and_sees_no_other_tenant() {
     assert_all_home(&mut worker, 0, &[0, 3]);
 }
 
+/// r1 as an AF_PACKET port, in [`daemon_config`].
+const R1_PACKET: &str = "driver = \"af_packet\"";
+
+/// r1 as a second dedicated port of VR `r`, in [`daemon_config`].
+const R1_DEDICATED: &str = "driver = \"af_xdp\"\nframes = 512\nring_size = 256\ndedicated = \"r\"";
+
 /// The daemon's config: r0 dedicated to VR `r` (`frames` of its `slots`),
-/// r1 an AF_PACKET port.
-fn daemon_config(slots: u32) -> String {
+/// r1 with `r1` (its driver and what goes with it).
+fn daemon_config(slots: u32, r1: &str) -> String {
     format!(
         r#"
 [[ports]]
@@ -524,7 +548,7 @@ dedicated = "r"
 
 [[ports]]
 name = "r1"
-driver = "af_packet"
+{r1}
 interface = "r1"
 
 [[vrs]]
@@ -558,7 +582,7 @@ fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
     let lab = lab();
     let d = common::Daemon::start_under(
         "dedicated",
-        &daemon_config(1024),
+        &daemon_config(1024, R1_PACKET),
         &["ip", "netns", "exec", lab.r.name()],
     );
     for size in ["56", "1472"] {
@@ -579,7 +603,7 @@ fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
     // Its VR restarted on a new region would leave the port on the old
     // one: refused, and the data path is as it was.
     let changed = d.dir().join("changed.toml");
-    std::fs::write(&changed, daemon_config(2048)).unwrap();
+    std::fs::write(&changed, daemon_config(2048, R1_PACKET)).unwrap();
     let (ok, _, err) = d.run(&["apply", changed.to_str().unwrap()]);
     assert!(!ok && err.contains("needs a daemon restart"), "{err}");
     let out = lab
@@ -587,4 +611,32 @@ fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
         .exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "10.2.0.2"])
         .unwrap();
     assert!(out.contains(" 0% packet loss"), "{out}");
+}
+
+#[test]
+fn the_daemon_opens_a_vr_s_two_dedicated_ports_on_one_umem() {
+    let lab = lab();
+    let d = common::Daemon::start_under(
+        "dedicated-two",
+        &daemon_config(2048, R1_DEDICATED),
+        &["ip", "netns", "exec", lab.r.name()],
+    );
+    for size in [56, 1472] {
+        let out = ping_from_a(&lab, "10.2.0.2", size);
+        assert!(out.contains(" 0% packet loss"), "{out}\n{:#}", d.stats());
+    }
+    let sizes = [18, 512, 1472];
+    assert_intact(
+        &udp_a_to_b(&lab, &sizes, b"zc2-daemon"),
+        &sizes,
+        b"zc2-daemon",
+    );
+    let back = udp(
+        &lab.b,
+        &lab.a,
+        Ipv4Addr::new(10, 1, 0, 2),
+        &sizes,
+        b"zc2-d-back",
+    );
+    assert_intact(&back, &sizes, b"zc2-d-back");
 }
