@@ -577,29 +577,30 @@ vnic = 1
     )
 }
 
+/// The daemon on [`daemon_config`] (`slots`, `r1`) in `lab`'s ns-r, checked
+/// to forward ping and UDP from a0 to b0 intact.
+fn daemon_forwarding(lab: &Lab, tag: &str, slots: u32, r1: &str) -> common::Daemon {
+    let d = common::Daemon::start_under(
+        tag,
+        &daemon_config(slots, r1),
+        &["ip", "netns", "exec", lab.r.name()],
+    );
+    for size in [56, 1472] {
+        let out = ping_from_a(lab, "10.2.0.2", size);
+        assert!(out.contains(" 0% packet loss"), "{out}\n{:#}", d.stats());
+    }
+    let sizes = [18, 512, 1472];
+    let got = udp_a_to_b(lab, &sizes, tag.as_bytes());
+    assert_intact(&got, &sizes, tag.as_bytes());
+    d
+}
+
 #[test]
 fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
     let lab = lab();
-    let d = common::Daemon::start_under(
-        "dedicated",
-        &daemon_config(1024, R1_PACKET),
-        &["ip", "netns", "exec", lab.r.name()],
-    );
-    for size in ["56", "1472"] {
-        let out = lab
-            .a
-            .exec(
-                "ping",
-                &["-c", "3", "-i", "0.2", "-W", "2", "-s", size, "10.2.0.2"],
-            )
-            .unwrap_or_else(|e| panic!("ping -s {size}: {e}\n{:#}", d.stats()));
-        assert!(out.contains(" 0% packet loss"), "{out}");
-    }
-    let sizes = [18, 512, 1472];
-    let got = udp_a_to_b(&lab, &sizes, b"zc-daemon");
-    assert_intact(&got, &sizes, b"zc-daemon");
+    let d = daemon_forwarding(&lab, "dedicated", 1024, R1_PACKET);
     let rx = common::count(&d.stats(), "r", "rx_packets");
-    assert!(rx >= 6 + 3, "the VR got the frames: {rx}");
+    assert!(rx >= 4 + 3, "the VR got the frames: {rx}");
     // Its VR restarted on a new region would leave the port on the old
     // one: refused, and the data path is as it was.
     let changed = d.dir().join("changed.toml");
@@ -616,27 +617,14 @@ fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
 #[test]
 fn the_daemon_opens_a_vr_s_two_dedicated_ports_on_one_umem() {
     let lab = lab();
-    let d = common::Daemon::start_under(
-        "dedicated-two",
-        &daemon_config(2048, R1_DEDICATED),
-        &["ip", "netns", "exec", lab.r.name()],
-    );
-    for size in [56, 1472] {
-        let out = ping_from_a(&lab, "10.2.0.2", size);
-        assert!(out.contains(" 0% packet loss"), "{out}\n{:#}", d.stats());
-    }
+    let _d = daemon_forwarding(&lab, "dedicated-two", 2048, R1_DEDICATED);
     let sizes = [18, 512, 1472];
-    assert_intact(
-        &udp_a_to_b(&lab, &sizes, b"zc2-daemon"),
-        &sizes,
-        b"zc2-daemon",
-    );
     let back = udp(
         &lab.b,
         &lab.a,
         Ipv4Addr::new(10, 1, 0, 2),
         &sizes,
-        b"zc2-d-back",
+        b"zc2-back",
     );
-    assert_intact(&back, &sizes, b"zc2-d-back");
+    assert_intact(&back, &sizes, b"zc2-back");
 }
