@@ -354,3 +354,38 @@ pub(super) fn push_back(ded: &mut [Dedicated], s: u32) {
         d.back.push(s);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use vrhost_io::LentFrame;
+
+    use super::super::testkit::Kit;
+    use crate::stats::IngressDrop;
+
+    #[test]
+    fn each_dedicated_port_lends_its_own_range_of_the_pool() {
+        let mut k = Kit::new(3, 1, 64, 64);
+        k.vp.set_dedicated(0, 16).unwrap();
+        let e = k.vp.set_dedicated(0, 8).unwrap_err();
+        assert!(e.contains("already"), "{e}");
+        let e = k.vp.set_dedicated(1, 49).unwrap_err();
+        assert!(e.contains("after 16"), "{e}");
+        k.vp.set_dedicated(1, 16).unwrap();
+        assert_eq!(k.vp.dedicated_ports().collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(k.vp.free_slots(), 32, "the ports' 32 frames are not free");
+        let lent = |frame| LentFrame {
+            frame,
+            offset: 0,
+            len: 64,
+        };
+        // Port 1's frames are 16..32: it lends no other.
+        assert_eq!(k.vp.adopt(1, lent(3)), Err(IngressDrop::Malformed));
+        assert_eq!(k.vp.adopt(1, lent(32)), Err(IngressDrop::Malformed));
+        assert_eq!(k.vp.adopt(0, lent(20)), Err(IngressDrop::Malformed));
+        assert_eq!(k.vp.adopt(2, lent(20)), Err(IngressDrop::NoMatch));
+        k.vp.adopt(1, lent(20)).unwrap();
+        k.vp.adopt(0, lent(3)).unwrap();
+        assert!(!k.vp.is_drained());
+        k.vp.check_slot_accounting().unwrap();
+    }
+}
