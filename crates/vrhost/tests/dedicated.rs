@@ -333,16 +333,22 @@ fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy_and_dies_leaki
             &sizes,
             b"zc2-back",
         );
-        // Killed under traffic: what it held goes back to the ports.
+        // Killed under traffic, holding the frames that came while it was
+        // stopped: what it held goes back to the ports.
         let to_b = Ipv4Addr::new(10, 2, 0, 2);
-        std::thread::scope(|s| {
-            s.spawn(|| blast(&lab.a, Ipv4Addr::UNSPECIFIED, to_b, 400, 1000, b"zc2-kill"));
-            std::thread::sleep(Duration::from_millis(40));
+        let signal = |sig: &str| {
             let st = std::process::Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
+                .args([sig, &pid.to_string()])
                 .status()
                 .unwrap();
-            assert!(st.success(), "kill -KILL {pid}");
+            assert!(st.success(), "kill {sig} {pid}");
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| blast(&lab.a, Ipv4Addr::UNSPECIFIED, to_b, 400, 1000, b"zc2-kill"));
+            std::thread::sleep(Duration::from_millis(20));
+            signal("-STOP");
+            std::thread::sleep(Duration::from_millis(30));
+            signal("-KILL");
         });
         let t = Instant::now();
         while stats.exits.get() == 0 && t.elapsed() < Duration::from_secs(10) {
