@@ -55,6 +55,6 @@ pub use stats::{
 pub use tunnel::{Tunnel, TunnelKind, TunnelTable};
 pub use vrpath::{
     Backend, Class, DownReason, ExitEvent, Guard, InstanceInfo, InstanceState, PathSpec, Sched,
-    VrPath, open_dedicated,
+    VrPath, open_dedicated, open_dedicated_sharing,
 };
 pub use worker::{CaptureRefused, Keep, Mailbox, MailboxError, Reconfig, Worker};

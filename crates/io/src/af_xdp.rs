@@ -740,4 +740,23 @@ impl crate::Lender for AfXdpPort {
     fn tx_lent(&mut self, frames: &[LentFrame]) -> usize {
         AfXdpPort::tx_lent(self, frames)
     }
+
+    fn take_lent_from(&mut self, from: &mut dyn crate::Lender, frames: &[LentFrame]) -> usize {
+        match from.as_any_mut().downcast_mut::<AfXdpPort>() {
+            Some(from) => AfXdpPort::take_lent_from(self, from, frames),
+            None => 0,
+        }
+    }
+
+    fn return_frames(&mut self, home: &mut dyn crate::Lender) -> usize {
+        let Some(home) = home.as_any_mut().downcast_mut::<AfXdpPort>() else {
+            return 0;
+        };
+        self.reclaim_tx();
+        AfXdpPort::return_frames(self, home)
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }

@@ -126,6 +126,23 @@ pub trait Lender {
     /// port's again (sent, or refused and counted). Returns how many were
     /// queued.
     fn tx_lent(&mut self, frames: &[LentFrame]) -> usize;
+
+    /// Take over, lent now by this port, those of `frames` that `from` lent
+    /// when both ports share one UMEM (a VR with several dedicated ports),
+    /// so that [`Lender::tx_lent`] sends them from where they lie; returns
+    /// how many. None from a port on another UMEM, and none `from` did not
+    /// lend.
+    fn take_lent_from(&mut self, from: &mut dyn Lender, frames: &[LentFrame]) -> usize;
+
+    /// Take completed tx frames back and hand `home` (a port sharing this
+    /// port's UMEM) those of its own frames this port sent; returns how
+    /// many went home.
+    fn return_frames(&mut self, home: &mut dyn Lender) -> usize;
+
+    /// The port itself, for [`Lender::take_lent_from`] and
+    /// [`Lender::return_frames`] to see whether the other one is of their
+    /// kind.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
 }
 
 /// The benchmark sink's XDP program (`ebpf/xdp_sink.c`, compiled by clang

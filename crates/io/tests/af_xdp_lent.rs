@@ -287,29 +287,93 @@ fn an_area_too_small_is_refused_by_name() {
 /// Two ports on one UMEM (a VR with two dedicated ports), `a0` and `a1`,
 /// and the peers' ports on `b0` and `b1`.
 fn open_shared() -> ((Netns, Netns), Shared, [AfXdpPort; 2], [SocketPort; 2]) {
-    let (a, b) = lab_of(2);
-    let (host, vr) = pool_of(2 * FRAMES);
-    let (area0, area1) = (area_on(&host), area_on(&host));
+    let (lab, vr, ports, peers) = open_chain(2);
+    let (Ok(ports), Ok(peers)) = (ports.try_into(), peers.try_into()) else {
+        unreachable!("two of each");
+    };
+    (lab, vr, ports, peers)
+}
+
+/// `n` ports on one UMEM, `a0` .. `a{n-1}`, each after the first bound on
+/// the one before it (as the daemon opens a VR's dedicated ports), and the
+/// peers' ports on `b0` ..
+fn open_chain(n: u32) -> ((Netns, Netns), Shared, Vec<AfXdpPort>, Vec<SocketPort>) {
+    let (a, b) = lab_of(n);
+    let (host, vr) = pool_of(n * FRAMES);
     let p0 = a
-        .run(|| AfXdpPort::open_on("a0", &cfg(), area0))
+        .run(|| AfXdpPort::open_on("a0", &cfg(), area_on(&host)))
         .unwrap()
         .expect("the first port registers the UMEM");
-    // The port is Send, not Sync: it goes into the namespace's thread and
-    // comes back.
-    let (p0, p1) = a
-        .run(move || {
-            let p1 = AfXdpPort::open_sharing("a1", &cfg(), area1, &p0);
-            (p0, p1)
+    let mut ports = vec![p0];
+    for i in 1..n {
+        let area = area_on(&host);
+        // The port is Send, not Sync: the ports go into the namespace's
+        // thread and come back.
+        let (back, p) = a
+            .run(move || {
+                let p = AfXdpPort::open_sharing(
+                    &format!("a{i}"),
+                    &cfg(),
+                    area,
+                    &ports[ports.len() - 1],
+                );
+                (ports, p)
+            })
+            .unwrap();
+        ports = back;
+        ports.push(p.expect("a veth binds on the UMEM of the one before (XDP_SHARED_UMEM)"));
+    }
+    let peers = (0..n)
+        .map(|i| {
+            b.run(|| SocketPort::open(&format!("b{i}"), SocketConfig::default()))
+                .unwrap()
+                .unwrap()
         })
-        .unwrap();
-    let p1 = p1.expect("a second veth binds on the first's UMEM (XDP_SHARED_UMEM)");
-    let peer = |i| {
-        b.run(|| SocketPort::open(&format!("b{i}"), SocketConfig::default()))
-            .unwrap()
-            .unwrap()
-    };
-    let peers = [peer(0), peer(1)];
-    ((a, b), vr, [p0, p1], peers)
+        .collect();
+    ((a, b), vr, ports, peers)
+}
+
+#[test]
+fn three_ports_on_one_umem_send_each_other_s_frames_and_each_goes_home() {
+    let (_lab, vr, mut ports, mut peers) = open_chain(3);
+    for (i, p) in ports.iter().enumerate() {
+        let i = i as u32;
+        assert_eq!(p.lent_frames(), Some(i * FRAMES..(i + 1) * FRAMES));
+    }
+    // Round the ring a0 -> a2 -> a1 -> a0, more frames than the UMEM has.
+    for seq in 0..(4 * FRAMES) {
+        let (rx, tx) = [(0, 2), (2, 1), (1, 0)][seq as usize % 3];
+        let sent = frame(seq, [60, 700, 1514][seq as usize % 3]);
+        assert_eq!(peers[rx].tx_burst(&[&sent]), 1);
+        let (l, got) = next_lent(&mut ports[rx], &vr);
+        assert_eq!(got, sent, "frame {seq} read where the kernel wrote it");
+        let [from, to, third] = ports.get_disjoint_mut([rx, tx, 3 - rx - tx]).unwrap();
+        // Taken over from the port that lent it only.
+        assert_eq!(to.take_lent_from(third, &[l]), 0);
+        assert_eq!(to.take_lent_from(from, &[l]), 1);
+        assert_eq!(to.tx_lent(&[l]), 1, "frame {seq} sent as it lies");
+        to.flush().unwrap();
+        assert_eq!(peer_rx(&mut peers[tx]), sent, "frame {seq} intact");
+        to.reclaim_tx();
+        to.return_frames(from);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        for (a, b) in [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)] {
+            let [a, b] = ports.get_disjoint_mut([a, b]).unwrap();
+            a.reclaim_tx();
+            a.return_frames(b);
+        }
+        let c: Vec<_> = ports.iter().map(AfXdpPort::frame_counts).collect();
+        if c.iter().all(|c| c.tx + c.returning == 0) {
+            for c in &c {
+                assert_eq!((c.total, c.lent), (FRAMES, 0), "every frame home once");
+            }
+            break;
+        }
+        assert!(Instant::now() < deadline, "completions never came");
+    }
+    assert_eq!(ports.iter().map(AfXdpPort::refused_lent).sum::<u64>(), 0);
 }
 
 #[test]

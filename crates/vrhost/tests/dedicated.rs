@@ -6,8 +6,9 @@
 //! ns-a (a0) --- r0 [worker in this process] r1 --- b0 (ns-b)
 //!
 //! r0 is dedicated to one VR (its vNIC 0); r1 is an ordinary AF_PACKET
-//! port (the copy path), shared by rules. The worker runs in a thread of
-//! the test; its VRs are processes.
+//! port (the copy path), shared by rules, or a second dedicated port of
+//! the same VR on the same UMEM (`vrhost_host::open_dedicated_sharing`).
+//! The worker runs in a thread of the test; its VRs are processes.
 
 mod common;
 
@@ -17,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use vrhost_host::{
     Backend, Classifier, Confine, Match, PathSpec, Rule, VrCommand, VrPath, VrProcess, Worker,
-    open_dedicated,
+    open_dedicated, open_dedicated_sharing,
 };
 use vrhost_io::Port;
 use vrhost_io::af_packet::AfPacketPort;
-use vrhost_io::af_xdp::AfXdpConfig;
+use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort};
 use vrhost_lab::{Netns, veth};
 use vrhost_proto::PollConfig;
 use vrhost_router::{NeighbourConfig, RouterConfig, VnicConfig};
@@ -177,6 +178,15 @@ fn assert_intact(got: &[Vec<u8>], sizes: &[usize], tag: &[u8]) {
     }
 }
 
+/// Two pings of `size` bytes from a0 to `addr`; ping's output.
+fn ping_from_a(lab: &Lab, addr: &str, size: usize) -> String {
+    let size_s = size.to_string();
+    let args = ["-c", "2", "-i", "0.2", "-W", "2", "-s", &size_s, addr];
+    lab.a
+        .exec("ping", &args)
+        .unwrap_or_else(|e| panic!("ping -s {size} {addr}: {e}"))
+}
+
 /// Datagram `k` of `n` bytes: `tag`, then a pattern.
 fn payload(k: usize, n: usize, tag: &[u8]) -> Vec<u8> {
     let mut d = tag.to_vec();
@@ -223,24 +233,7 @@ fn a_vr_on_a_dedicated_port_forwards_ping_and_udp_intact_with_no_host_copy() {
 
     let sizes = [18, 64, 100, 512, 1000, 1400, 1472];
     let (pings, pings_router, got) = with_worker(&mut worker, || {
-        let ping = |addr: &str, size: usize| {
-            lab.a
-                .exec(
-                    "ping",
-                    &[
-                        "-c",
-                        "2",
-                        "-i",
-                        "0.2",
-                        "-W",
-                        "2",
-                        "-s",
-                        &size.to_string(),
-                        addr,
-                    ],
-                )
-                .unwrap_or_else(|e| panic!("ping -s {size} {addr}: {e}"))
-        };
+        let ping = |addr: &str, size: usize| ping_from_a(&lab, addr, size);
         let across: Vec<String> = [56, 1000, 1472]
             .iter()
             .map(|&n| ping("10.2.0.2", n))
@@ -261,6 +254,125 @@ fn a_vr_on_a_dedicated_port_forwards_ping_and_udp_intact_with_no_host_copy() {
     assert!(lent_out >= 4, "lent out: {lent_out}");
     assert_eq!(stats.violations.iter().map(|c| c.get()).sum::<u64>(), 0);
     worker.vrs()[0].check_slot_accounting().unwrap();
+}
+
+/// Stop VR `vr` of `worker` (stopped itself), and check that every slot
+/// came back: the ledger all free or at the ports, and each of `ports`
+/// (the VR's dedicated ports, taken back from the worker) holding all its
+/// frames again, none lent and none on its way home from a sibling.
+fn assert_all_home(worker: &mut Worker, vr: usize, ports: &[usize]) {
+    let path = &mut worker.vrs_mut()[vr];
+    path.shutdown();
+    assert!(path.is_drained(), "the VR holds no slot after stop");
+    path.check_slot_accounting().unwrap();
+    let mut taken: Vec<Box<dyn Port>> = (0..worker.ports().len())
+        .map(|p| worker.set_port(p, Box::new(vrhost_io::null::NullPort::new("gone"))))
+        .collect();
+    // In-flight completions land within a moment.
+    std::thread::sleep(Duration::from_millis(100));
+    let path = &mut worker.vrs_mut()[vr];
+    for &p in ports {
+        path.bring_home(p, &mut taken);
+        path.give_back(p, taken[p].lender().expect("a dedicated port"));
+    }
+    for &p in ports {
+        let port = taken[p].lender().unwrap().as_any_mut();
+        let port = port.downcast_mut::<AfXdpPort>().unwrap();
+        port.reclaim_tx();
+        let c = port.frame_counts();
+        assert_eq!(
+            (c.total, c.lent, c.returning),
+            (PORT_FRAMES, 0, 0),
+            "port {p}: every frame home, none lent: {c:?}"
+        );
+    }
+}
+
+/// r0 and `second` (in ns-r) opened as two dedicated ports on `region`'s
+/// pool, `second` sharing r0's UMEM.
+fn open_pair(lab: &Lab, second: &str, region: &Region) -> (AfXdpPort, AfXdpPort) {
+    lab.r
+        .run(|| {
+            let r0 = open_dedicated("r0", &xdp(), region)?;
+            let other = open_dedicated_sharing(second, &xdp(), region, &r0)?;
+            Ok::<_, vrhost_io::af_xdp::AfXdpError>((r0, other))
+        })
+        .unwrap()
+        .expect("two AF_XDP ports on one pool")
+}
+
+#[test]
+fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy_and_dies_leaking_none() {
+    let lab = lab();
+    let spec = PathSpec::new("zc2", vec![0, 1], 2048);
+    let region = spec.create_region().unwrap();
+    let (r0, r1) = open_pair(&lab, "r1", &region);
+    assert_eq!(r1.lent_frames(), Some(PORT_FRAMES..2 * PORT_FRAMES));
+    let ports: Vec<Box<dyn Port>> = vec![Box::new(r0), Box::new(r1)];
+    let mut worker =
+        Worker::new(ports, Classifier::new(&[]).unwrap(), PollConfig::default()).unwrap();
+    let cmd = common::datapath::router_cmd(&router(), Confine::default());
+    let mut path = start(&worker, &spec, region, &cmd);
+    path.set_dedicated(0, PORT_FRAMES).unwrap();
+    path.set_dedicated(1, PORT_FRAMES).unwrap();
+    worker.add_vr(path);
+    let stats = worker.vrs()[0].stats().clone();
+    let pid = worker.vrs()[0].instance_info()[0].pid.unwrap();
+
+    let sizes = [18, 64, 100, 512, 1000, 1400, 1472];
+    let (pings, there, back) = with_worker(&mut worker, || {
+        let pings: Vec<String> = [56, 1000, 1472]
+            .iter()
+            .map(|&n| ping_from_a(&lab, "10.2.0.2", n))
+            .collect();
+        let there = udp_a_to_b(&lab, &sizes, b"zc2-there");
+        let back = udp(
+            &lab.b,
+            &lab.a,
+            Ipv4Addr::new(10, 1, 0, 2),
+            &sizes,
+            b"zc2-back",
+        );
+        // Killed under traffic, holding the frames that came while it was
+        // stopped: what it held goes back to the ports.
+        let to_b = Ipv4Addr::new(10, 2, 0, 2);
+        let signal = |sig: &str| {
+            let st = std::process::Command::new("kill")
+                .args([sig, &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(st.success(), "kill {sig} {pid}");
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| blast(&lab.a, Ipv4Addr::UNSPECIFIED, to_b, 400, 1000, b"zc2-kill"));
+            std::thread::sleep(Duration::from_millis(20));
+            signal("-STOP");
+            std::thread::sleep(Duration::from_millis(30));
+            signal("-KILL");
+        });
+        let t = Instant::now();
+        while stats.exits.get() == 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (pings, there, back)
+    });
+    assert_eq!(stats.exits.get(), 1, "the VR's exit was seen");
+    assert!(stats.reclaimed.get() > 0, "it held slots when it died");
+    for out in &pings {
+        assert!(out.contains(" 0% packet loss"), "{out}");
+    }
+    assert_intact(&there, &sizes, b"zc2-there");
+    assert_intact(&back, &sizes, b"zc2-back");
+    // Every frame forwarded left from the slot the kernel wrote it in, on
+    // the other port: 6 echo requests and 6 replies, the datagrams both
+    // ways.
+    let forwarded = 12 + 2 * sizes.len() as u64;
+    let (lent_in, lent_out) = (stats.lent_in.get(), stats.lent_out.get());
+    assert!(lent_in >= forwarded, "lent in: {lent_in}");
+    assert!(lent_out >= forwarded, "lent out: {lent_out}");
+    assert_eq!(stats.port_dropped.get(), 0);
+    assert_eq!(stats.violations.iter().map(|c| c.get()).sum::<u64>(), 0);
+    assert_all_home(&mut worker, 0, &[0, 1]);
 }
 
 /// Tenant B's datagrams carry this: no byte of it may reach the other
@@ -292,7 +404,7 @@ fn blast(ns: &Netns, src: Ipv4Addr, dst: Ipv4Addr, n: usize, len: usize, tag: &[
 }
 
 #[test]
-fn a_hostile_vr_on_a_dedicated_port_is_contained_and_sees_no_other_tenant() {
+fn a_hostile_vr_on_two_dedicated_ports_is_contained_and_sees_no_other_tenant() {
     let lab = lab();
     // Frames reach the VRs without ARP (the hostile one answers none).
     lab.b
@@ -301,13 +413,12 @@ fn a_hostile_vr_on_a_dedicated_port_is_contained_and_sees_no_other_tenant() {
     lab.a
         .ip(&["neigh", "add", "10.1.0.1", "lladdr", R0_MAC, "dev", "a0"])
         .unwrap();
-    let evil_spec = PathSpec::new("evil", vec![0, 1], 1024);
+    // The hostile VR's second dedicated port, r2 (to a1 in ns-a), shares
+    // r0's UMEM: its vNIC 1, where its honest case sends what vNIC 0 got.
+    veth(&lab.a, "a1", None, &lab.r, "r2", None).unwrap();
+    let evil_spec = PathSpec::new("evil", vec![0, 3, 1], 2048);
     let evil_region = evil_spec.create_region().unwrap();
-    let r0 = lab
-        .r
-        .run(|| open_dedicated("r0", &xdp(), &evil_region))
-        .unwrap()
-        .unwrap();
+    let (r0, r2) = open_pair(&lab, "r2", &evil_region);
     let r1 = lab
         .r
         .run(|| AfPacketPort::open("r1", Default::default()))
@@ -317,6 +428,7 @@ fn a_hostile_vr_on_a_dedicated_port_is_contained_and_sees_no_other_tenant() {
         Box::new(r0),
         Box::new(r1),
         Box::new(vrhost_io::null::NullPort::new("sink")),
+        Box::new(r2),
     ];
     // r1 is shared: tenant B (10.2.0.2) to `good`, 10.2.0.3 to `evil`.
     let from = |ip: [u8; 4], vr, vnic| Rule {
@@ -328,7 +440,7 @@ fn a_hostile_vr_on_a_dedicated_port_is_contained_and_sees_no_other_tenant() {
         vr,
         vnic,
     };
-    let rules = [from([10, 2, 0, 2], 1, 0), from([10, 2, 0, 3], 0, 1)];
+    let rules = [from([10, 2, 0, 2], 1, 0), from([10, 2, 0, 3], 0, 2)];
     let mut worker = Worker::new(
         ports,
         Classifier::new(&rules).unwrap(),
@@ -341,6 +453,7 @@ fn a_hostile_vr_on_a_dedicated_port_is_contained_and_sees_no_other_tenant() {
     );
     let mut evil = start(&worker, &evil_spec, evil_region.clone(), &hostile);
     evil.set_dedicated(0, PORT_FRAMES).unwrap();
+    evil.set_dedicated(3, PORT_FRAMES).unwrap();
     worker.add_vr(evil);
     // The honest router: tenant B's 10.9.0.0/16 goes to the sink.
     let good_spec = PathSpec::new("good", vec![1, 2], 1024);
@@ -415,11 +528,20 @@ fn a_hostile_vr_on_a_dedicated_port_is_contained_and_sees_no_other_tenant() {
     for vr in worker.vrs() {
         vr.check_slot_accounting().unwrap();
     }
+    // Its frames sent on the other dedicated port went home, and whatever
+    // it forged, nothing is lost when it stops.
+    assert_all_home(&mut worker, 0, &[0, 3]);
 }
 
+/// r1 as an AF_PACKET port, in [`daemon_config`].
+const R1_PACKET: &str = "driver = \"af_packet\"";
+
+/// r1 as a second dedicated port of VR `r`, in [`daemon_config`].
+const R1_DEDICATED: &str = "driver = \"af_xdp\"\nframes = 512\nring_size = 256\ndedicated = \"r\"";
+
 /// The daemon's config: r0 dedicated to VR `r` (`frames` of its `slots`),
-/// r1 an AF_PACKET port.
-fn daemon_config(slots: u32) -> String {
+/// r1 with `r1` (its driver and what goes with it).
+fn daemon_config(slots: u32, r1: &str) -> String {
     format!(
         r#"
 [[ports]]
@@ -432,7 +554,7 @@ dedicated = "r"
 
 [[ports]]
 name = "r1"
-driver = "af_packet"
+{r1}
 interface = "r1"
 
 [[vrs]]
@@ -461,33 +583,34 @@ vnic = 1
     )
 }
 
+/// The daemon on [`daemon_config`] (`slots`, `r1`) in `lab`'s ns-r, checked
+/// to forward ping and UDP from a0 to b0 intact.
+fn daemon_forwarding(lab: &Lab, tag: &str, slots: u32, r1: &str) -> common::Daemon {
+    let d = common::Daemon::start_under(
+        tag,
+        &daemon_config(slots, r1),
+        &["ip", "netns", "exec", lab.r.name()],
+    );
+    for size in [56, 1472] {
+        let out = ping_from_a(lab, "10.2.0.2", size);
+        assert!(out.contains(" 0% packet loss"), "{out}\n{:#}", d.stats());
+    }
+    let sizes = [18, 512, 1472];
+    let got = udp_a_to_b(lab, &sizes, tag.as_bytes());
+    assert_intact(&got, &sizes, tag.as_bytes());
+    d
+}
+
 #[test]
 fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
     let lab = lab();
-    let d = common::Daemon::start_under(
-        "dedicated",
-        &daemon_config(1024),
-        &["ip", "netns", "exec", lab.r.name()],
-    );
-    for size in ["56", "1472"] {
-        let out = lab
-            .a
-            .exec(
-                "ping",
-                &["-c", "3", "-i", "0.2", "-W", "2", "-s", size, "10.2.0.2"],
-            )
-            .unwrap_or_else(|e| panic!("ping -s {size}: {e}\n{:#}", d.stats()));
-        assert!(out.contains(" 0% packet loss"), "{out}");
-    }
-    let sizes = [18, 512, 1472];
-    let got = udp_a_to_b(&lab, &sizes, b"zc-daemon");
-    assert_intact(&got, &sizes, b"zc-daemon");
+    let d = daemon_forwarding(&lab, "dedicated", 1024, R1_PACKET);
     let rx = common::count(&d.stats(), "r", "rx_packets");
-    assert!(rx >= 6 + 3, "the VR got the frames: {rx}");
+    assert!(rx >= 4 + 3, "the VR got the frames: {rx}");
     // Its VR restarted on a new region would leave the port on the old
     // one: refused, and the data path is as it was.
     let changed = d.dir().join("changed.toml");
-    std::fs::write(&changed, daemon_config(2048)).unwrap();
+    std::fs::write(&changed, daemon_config(2048, R1_PACKET)).unwrap();
     let (ok, _, err) = d.run(&["apply", changed.to_str().unwrap()]);
     assert!(!ok && err.contains("needs a daemon restart"), "{err}");
     let out = lab
@@ -495,4 +618,19 @@ fn the_daemon_opens_a_dedicated_port_on_its_vr_s_pool_and_keeps_it() {
         .exec("ping", &["-c", "2", "-i", "0.2", "-W", "2", "10.2.0.2"])
         .unwrap();
     assert!(out.contains(" 0% packet loss"), "{out}");
+}
+
+#[test]
+fn the_daemon_opens_a_vr_s_two_dedicated_ports_on_one_umem() {
+    let lab = lab();
+    let _d = daemon_forwarding(&lab, "dedicated-two", 2048, R1_DEDICATED);
+    let sizes = [18, 512, 1472];
+    let back = udp(
+        &lab.b,
+        &lab.a,
+        Ipv4Addr::new(10, 1, 0, 2),
+        &sizes,
+        b"zc2-back",
+    );
+    assert_intact(&back, &sizes, b"zc2-back");
 }

@@ -107,8 +107,8 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 /// Options of `vrhost bench forward`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ForwardArgs {
-    /// Forwarders: kernel, af_xdp, af_xdp_dedicated (af_xdp with p0
-    /// dedicated to the VR: its UMEM is the VR's pool), af_packet, socket,
+    /// Forwarders: kernel, af_xdp, af_xdp_dedicated (af_xdp with p0 and p1
+    /// dedicated to the VR: their UMEM is the VR's pool), af_packet, socket,
     /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports),
     /// tap (a `kind = "tap"` VR on af_xdp ports: Linux forwarding in its
     /// namespace behind TAPs).
@@ -356,7 +356,7 @@ impl Table {
 /// Run the benchmark.
 pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
-        if copies_per_frame(f).is_none() {
+        if copies_per_frame(f, args).is_none() {
             bail!(
                 "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_xdp_dedicated, af_packet, socket, fast, tap)"
             );
@@ -715,7 +715,7 @@ fn forwarder_points(
             rtt_idle_us_p99: if i == 0 { rtt_idle_p99 } else { None },
             tcp_gbps: if i == 0 { tcp } else { None },
             cpu_ns_per_pkt: w.cpu_ns_per_pkt,
-            copies_per_frame: copies_per_frame(fwd),
+            copies_per_frame: copies_per_frame(fwd, args),
             vrhost_cpu_ns_per_pkt: w.vrhost_cpu_ns_per_pkt,
             wakeups_per_pkt: w.wakeups_per_pkt,
             lost: w.lost,
@@ -728,7 +728,9 @@ fn forwarder_points(
 }
 
 /// Copies of a frame's bytes on the node between p0 and p1 for forwarder
-/// `fwd` (`None`: no such forwarder), counted from the code each takes:
+/// `fwd` under `args` (`None`: no such forwarder), counted from the code
+/// each takes; a copy is a write of the frame's bytes somewhere else (by
+/// the kernel or by vrhost), a descriptor or a page reference is not:
 /// - `kernel`, `fast`: 0 (the skb, or the XDP frame redirected into p1,
 ///   crosses by reference; `fast`'s slow path is `af_xdp`'s);
 /// - `socket`: 3 (`recvmsg` into the port's buffer, the worker into the
@@ -737,17 +739,20 @@ fn forwarder_points(
 ///   VR's slot, the worker into the tx ring; the kernel's skb takes the tx
 ///   ring's pages by reference);
 /// - `af_xdp`, copy mode: 4 (the kernel into the UMEM, the worker into the
-///   VR's slot, the worker into p1's UMEM, the kernel into an skb);
-/// - `af_xdp_dedicated` (p0's UMEM is the VR's pool): 3 (the kernel into
-///   the VR's slot, the worker into p1's UMEM, the kernel into an skb);
-///   a frame in and out of the dedicated port takes 2;
+///   VR's slot, the worker into p1's UMEM, the kernel's generic xmit into
+///   an skb);
+/// - `af_xdp_dedicated`, p0 and p1 both dedicated to the VR on one UMEM
+///   ([`node::dedicated_ports`]): 2 (the kernel into the VR's slot, the
+///   generic xmit into an skb); p0 alone: 3 (the worker into p1's UMEM
+///   besides);
 /// - `tap`: 7 (the kernel into p0's UMEM, the worker into the VR's slot,
 ///   `write` into the TAP's skb; Linux forwards the skb; `read` from the
 ///   other TAP into the port's buffer, the worker into a slot, the worker
 ///   into p1's UMEM, the kernel into an skb).
-pub fn copies_per_frame(fwd: &str) -> Option<u32> {
+pub fn copies_per_frame(fwd: &str, args: &ForwardArgs) -> Option<u32> {
     Some(match fwd {
         "kernel" | "fast" => 0,
+        "af_xdp_dedicated" if node::dedicated_ports(args).0 == 2 => 2,
         "socket" | "af_packet" | "af_xdp_dedicated" => 3,
         "af_xdp" => 4,
         "tap" => 7,

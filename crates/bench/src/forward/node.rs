@@ -313,16 +313,19 @@ pub(super) fn daemon_config(
     } else {
         String::new()
     };
-    // A dedicated p0's UMEM is the VR's pool: at most half of it, the
-    // other half for the frames coming back from p1.
-    let p0_rings = if dedicated {
-        format!(
-            "ring_size = {}\nframes = {}\ndedicated = \"bench\"\n",
-            args.xdp_ring,
-            args.xdp_frames.min(args.slots / 2)
-        )
-    } else {
-        rings.clone()
+    // A dedicated port's UMEM is the VR's pool (see [`dedicated_ports`]).
+    let (n_dedicated, frames) = dedicated_ports(args);
+    let dedicated_rings = format!(
+        "ring_size = {}\nframes = {frames}\ndedicated = \"bench\"\n",
+        args.xdp_ring,
+    );
+    let p0_rings = match dedicated {
+        true => dedicated_rings.clone(),
+        false => rings.clone(),
+    };
+    let rings = match dedicated && n_dedicated == 2 {
+        true => dedicated_rings,
+        false => rings,
     };
     let (fast_path, fast, vr_path) = match path {
         Some(p) => (
@@ -384,6 +387,20 @@ vnic = 1
     )
 }
 
+/// The dedicated ports of forwarder `af_xdp_dedicated` (1 or 2) and each
+/// one's frames: p0 and p1 both, on one UMEM, when the VR's pool holds
+/// their frames with slots to spare (`--slots` of 176 or more: each takes
+/// up to 3/8 of it, at least 64 frames), else p0 alone (up to half of it,
+/// the other half for the frames coming back from p1, copied).
+pub(crate) fn dedicated_ports(args: &ForwardArgs) -> (u32, u32) {
+    let two = args.xdp_frames.min(args.slots / 8 * 3);
+    if two >= 64 {
+        (2, two)
+    } else {
+        (1, args.xdp_frames.min(args.slots / 2))
+    }
+}
+
 /// The `[host.poll]` keys the bench's options set (the daemon's defaults
 /// for the others).
 fn poll_keys(args: &ForwardArgs) -> String {
@@ -395,4 +412,39 @@ fn poll_keys(args: &ForwardArgs) -> String {
     .iter()
     .filter_map(|(k, v)| v.map(|v| format!("{k} = {v}\n")))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use vrhost_host::config::Config;
+
+    use super::{ForwardArgs, daemon_config, dedicated_ports};
+    use crate::forward::Table;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ForwardArgs,
+    }
+
+    fn dedicated(argv: &[&str]) -> Vec<Option<usize>> {
+        let args = Cli::parse_from([&["forward"], argv].concat()).args;
+        let table = Table::load("2").unwrap();
+        let src = daemon_config(&args, ("af_xdp", true), &table, None);
+        let (_, plan) = Config::parse(&src, "bench.toml", std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e}\n{src}"));
+        assert_eq!(
+            plan.dedicated.iter().flatten().count() as u32,
+            dedicated_ports(&args).0
+        );
+        plan.dedicated
+    }
+
+    #[test]
+    fn af_xdp_dedicated_gives_the_vr_both_ports_when_its_pool_holds_them() {
+        assert_eq!(dedicated(&[]), [Some(0), Some(0)]);
+        assert_eq!(dedicated(&["--slots", "1024"]), [Some(0), Some(0)]);
+        assert_eq!(dedicated(&["--slots", "128"]), [Some(0), None]);
+    }
 }

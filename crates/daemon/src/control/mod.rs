@@ -298,8 +298,8 @@ impl Controller {
             let mut s = ctl
                 .start_vr(&plan, vr, &BTreeMap::new())
                 .map_err(|e| e.to_string())?;
-            for p in (0..plan.ports.len()).filter(|&p| plan.dedicated[p] == Some(v)) {
-                worker.set_port(p, open_dedicated_on(&plan, p, &mut s.path)?);
+            for (p, port) in open_dedicated_on(&plan, v, &mut s.path)? {
+                worker.set_port(p, port);
             }
             ctl.vrs.insert(vr.name.clone(), s.entry);
             worker.add_vr(s.path);

@@ -75,23 +75,40 @@ pub fn open_port(
     port.map_err(|e| format!("{} on {iface}: {e}", driver.name()))
 }
 
-/// Open port `p` of `plan`, dedicated to the VR of `path`, on that VR's
-/// pool (`ports[].dedicated`), and make it the VR's dedicated port.
+/// Ports opened for the worker, each with its index among its ports.
+pub(super) type Opened = Vec<(usize, Box<dyn Port>)>;
+
+/// Open the ports of `plan` dedicated to the VR of `path` (VR `v`), on
+/// that VR's pool (`ports[].dedicated`): the first registers the pool as
+/// its UMEM, the others share it; each becomes a dedicated port of the VR.
+/// Returns each port's index and the port.
 ///
 /// # Errors
-/// The driver's, or why the VR cannot take it, in words.
+/// The driver's, or why the VR cannot take one, in words.
 pub(super) fn open_dedicated_on(
     plan: &Plan,
-    p: usize,
+    v: usize,
     path: &mut VrPath,
-) -> Result<Box<dyn Port>, String> {
-    let (name, _, iface) = &plan.ports[p];
-    let cfg = plan.rings[p].af_xdp();
-    let port = vrhost_host::open_dedicated(iface, &cfg, path.region())
+) -> Result<Opened, String> {
+    let mut opened: Vec<(usize, AfXdpPort)> = Vec::new();
+    for p in (0..plan.ports.len()).filter(|&p| plan.dedicated[p] == Some(v)) {
+        let (name, _, iface) = &plan.ports[p];
+        let cfg = plan.rings[p].af_xdp();
+        let port = match opened.last() {
+            None => vrhost_host::open_dedicated(iface, &cfg, path.region()),
+            Some((_, first)) => {
+                vrhost_host::open_dedicated_sharing(iface, &cfg, path.region(), first)
+            }
+        }
         .map_err(|e| format!("port {name}: {e}"))?;
-    path.set_dedicated(p, cfg.frames)
-        .map_err(|e| format!("port {name}: {e}"))?;
-    Ok(Box::new(port))
+        path.set_dedicated(p, cfg.frames)
+            .map_err(|e| format!("port {name}: {e}"))?;
+        opened.push((p, port));
+    }
+    Ok(opened
+        .into_iter()
+        .map(|(p, port)| (p, Box::new(port) as Box<dyn Port>))
+        .collect())
 }
 
 /// Why a change cannot be applied live for the dedicated ports

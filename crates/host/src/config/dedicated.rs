@@ -2,7 +2,9 @@
 //! VR, whose pool becomes the port's UMEM (see `crate::vrpath::lent`).
 //! Only a port no other tenant uses may be: the VR reads and writes that
 //! memory, so a second VR on the port, or a rule sending its frames
-//! elsewhere, is refused.
+//! elsewhere, is refused. A VR may have several dedicated ports: they
+//! share its pool as one UMEM, each with its own frames, and together
+//! take fewer frames than it has slots.
 
 use std::collections::BTreeMap;
 
@@ -38,20 +40,21 @@ pub(super) fn check_dedicated(
         if fast_path {
             return refuse("a host with a fast path owns its ports' XDP programs".into());
         }
-        if out.contains(&Some(v)) {
-            return refuse(format!(
-                "{name:?} has a dedicated port already (one per VR)"
-            ));
-        }
         if let Some(why) = why_not(i, v, vrs, rules) {
             return refuse(format!("{name:?}: {why}"));
         }
+        // Its dedicated ports share its pool as one UMEM, each its frames.
+        let before: u64 = (0..i)
+            .filter(|&q| out[q] == Some(v))
+            .map(|q| u64::from(port_rings(&ports[q]).af_xdp().frames))
+            .sum();
         let frames = port_rings(p).af_xdp().frames;
-        if frames >= vrs[v].slots {
+        if before + u64::from(frames) >= u64::from(vrs[v].slots) {
             return refuse(format!(
-                "{name:?} has {} slots: the port's {frames} frames (ports[{i}].frames) must be fewer, \
-                 the rest take the frames of its other ports",
-                vrs[v].slots
+                "{name:?} has {} slots: the {} frames of its dedicated ports (ports[].frames) \
+                 must be fewer, the rest take the frames of its other ports",
+                vrs[v].slots,
+                before + u64::from(frames)
             ));
         }
         out[i] = Some(v);
@@ -128,11 +131,29 @@ mod tests {
             with("tenant-a", 256)
         );
         refused(&two, "has a vNIC on the port too");
-        let both = with("tenant-a", 256).replacen(
+    }
+
+    /// GOOD with both ports dedicated to tenant-a (p0 with 256 frames, p1
+    /// with `frames`).
+    fn both(frames: u32) -> String {
+        with("tenant-a", 256).replacen(
             "name = \"p1\"",
-            "name = \"p1\"\ndedicated = \"tenant-a\"\nframes = 256",
+            &format!("name = \"p1\"\ndedicated = \"tenant-a\"\nframes = {frames}"),
             1,
+        )
+    }
+
+    #[test]
+    fn a_vr_s_dedicated_ports_share_its_pool_and_take_fewer_frames_than_it_has() {
+        let p = parse(&both(256)).unwrap();
+        assert_eq!(p.dedicated, [Some(0), Some(0)]);
+        // 256 + 768 of 1024 slots: none left for its other ports.
+        assert_refused(parse(&both(768)), "ports[1].dedicated", "must be fewer");
+        // Another VR's vNIC on the second port still refuses it.
+        let shared = format!(
+            "{}\n[[vrs]]\nname = \"b\"\nvnics = [{{ port = \"p1\", mac = \"02:00:00:00:03:01\" }}]\n",
+            both(256)
         );
-        assert_refused(parse(&both), "ports[1].dedicated", "one per VR");
+        assert_refused(parse(&shared), "ports[1].dedicated", "on the port too");
     }
 }

@@ -116,16 +116,20 @@ impl VrPath {
         let mut take = [0u32; BURST];
         let mut nt = 0;
         let mut bytes = 0u64;
-        // Frames that leave on the dedicated port from its own frames: sent
-        // where they lie.
+        // Frames that leave on a dedicated port from the dedicated ports'
+        // frames (one UMEM): sent where they lie.
         let mut lent = [LentFrame::default(); BURST];
         let mut nl = 0;
         let port_slots = self.slots.port_slots();
         let lent_port = match port_slots {
             0 => None,
-            n => self.cold.dedicated.as_ref().and_then(|d| {
-                (self.vnic_port.get(usize::from(vnic)) == Some(&d.port)).then_some(n)
-            }),
+            n => {
+                let out = self.vnic_port.get(usize::from(vnic));
+                let d = &self.cold.dedicated;
+                d.iter()
+                    .any(|d| d.vnic == vnic && out == Some(&d.port))
+                    .then_some(n)
+            }
         };
         // The VR wrote these slots' states and headers on its core.
         let prefetch = self.backend.uses_rings();

@@ -265,11 +265,11 @@ impl VrPath {
             q.clear();
         }
         let region = &self.region;
-        let mut back = self.cold.dedicated.as_mut().map(|d| &mut d.back);
+        let ded = &mut self.cold.dedicated;
         let taken = self.slots.reclaim(i, |s, port| {
             region.meta(s).expect("valid index").set(SlotState::Empty);
-            if port && let Some(b) = back.as_mut() {
-                b.push(s);
+            if port {
+                super::lent::push_back(ded, s);
             }
         });
         self.stats.reclaimed.add(taken);

@@ -70,7 +70,7 @@ pub(crate) mod testkit;
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
 use ledger::SlotLedger;
-pub use lent::open_dedicated;
+pub use lent::{open_dedicated, open_dedicated_sharing};
 use load::Load;
 pub use spec::PathSpec;
 
@@ -333,9 +333,9 @@ struct Cold {
     /// Violations counted before its processes were last started.
     violations_base: u64,
     load: Load,
-    /// Its dedicated port, if it has one (see `lent`; per burst only for a
+    /// Its dedicated ports, in the order of their frames (see `lent`; per burst only for a
     /// VR with one: the ledger says so first).
-    dedicated: Option<lent::Dedicated>,
+    dedicated: Vec<lent::Dedicated>,
 }
 
 impl VrPath {
@@ -400,7 +400,7 @@ impl VrPath {
                 kill_reason: None,
                 violations_base: 0,
                 load: Load::new(inst.len()),
-                dedicated: None,
+                dedicated: Vec::new(),
             }),
             inst,
             region,
@@ -536,7 +536,7 @@ impl VrPath {
     /// If `ports` does not have one entry per vNIC.
     pub fn set_vnic_ports(&mut self, ports: Vec<usize>) {
         assert_eq!(ports.len(), self.vnic_port.len(), "one port per vNIC");
-        if let Some(d) = self.cold.dedicated.as_mut() {
+        for d in &mut self.cold.dedicated {
             d.port = ports[usize::from(d.vnic)];
         }
         self.vnic_port = ports;

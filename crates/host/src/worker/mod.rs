@@ -238,7 +238,11 @@ impl Worker {
             .collect();
         self.flushed = vec![0; n];
         self.lent_to = (0..self.ports.len())
-            .map(|p| self.vrs.iter().position(|v| v.dedicated_port() == Some(p)))
+            .map(|p| {
+                self.vrs
+                    .iter()
+                    .position(|v| v.dedicated_ports().any(|q| q == p))
+            })
             .collect();
     }
 

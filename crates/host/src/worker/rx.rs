@@ -96,17 +96,20 @@ impl Worker {
     /// stage them for it where they lie; hand the port back the frames the
     /// VR released. Returns frames taken, and whether the VR had no room.
     pub(super) fn rx_lent_to_vr(&mut self, p: usize, vr: usize, want: usize) -> (usize, bool) {
+        if let Some(path) = self.vrs.get_mut(vr) {
+            path.bring_home(p, &mut self.ports);
+        }
         let (Some(port), Some(path)) = (self.ports[p].lender(), self.vrs.get_mut(vr)) else {
             return self.rx_burst_to_vrs(p, want);
         };
-        path.give_back(port);
+        path.give_back(p, port);
         let mut lent = [LentFrame::default(); BURST];
         let n = port.rx_lend(&mut lent[..want]);
         self.stats.rx_packets.add(n as u64);
         let mut full = false;
         for l in &lent[..n] {
             let first = path.staged() == 0;
-            match path.adopt(*l) {
+            match path.adopt(p, *l) {
                 Ok(()) if first => self.staging.push(vr),
                 Ok(()) => {}
                 Err(why) => {

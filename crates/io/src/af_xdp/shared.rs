@@ -64,15 +64,27 @@ impl AfXdpPort {
     /// [`AfXdpPort::refused_lent`]) and left alone. Completed, `from`'s
     /// frames wait here for [`AfXdpPort::return_frames`].
     pub fn tx_lent_from(&mut self, from: &mut AfXdpPort, frames: &[LentFrame]) -> usize {
-        if self.same_umem(from) {
-            let (to, fr) = (&mut self.socks[0].q, &mut from.socks[0].q);
-            for f in frames {
-                if !to.is_lent(f.frame) {
-                    to.adopt_lent(fr, f.frame);
-                }
+        self.take_lent_from(from, frames);
+        self.tx_lent(frames)
+    }
+
+    /// Take over, lent now by this port, those of `frames` that `from` (a
+    /// port sharing this port's UMEM) lent; returns how many. The others
+    /// are left alone: a port on another UMEM gives none. What
+    /// [`AfXdpPort::tx_lent_from`] does before it sends, for frames lent
+    /// by several ports.
+    pub fn take_lent_from(&mut self, from: &mut AfXdpPort, frames: &[LentFrame]) -> usize {
+        if !self.same_umem(from) {
+            return 0;
+        }
+        let (to, fr) = (&mut self.socks[0].q, &mut from.socks[0].q);
+        let mut n = 0;
+        for f in frames {
+            if !to.is_lent(f.frame) && to.adopt_lent(fr, f.frame) {
+                n += 1;
             }
         }
-        self.tx_lent(frames)
+        n
     }
 
     /// Send `home`'s frames this port sent and completed back to it (to its
