@@ -64,6 +64,10 @@ impl Flows {
     pub fn bind(generator: &Netns, sink: &Netns, flows: u16) -> Result<Self> {
         let rx = sink.run(|| UdpSocket::bind(SocketAddr::from((SINK_IP, SINK_PORT))))??;
         rx.set_read_timeout(Some(Duration::from_millis(20)))?;
+        // Room for the arrivals of a pause of the sink's thread at the
+        // highest rates (`dispatcher_limit`): a frame the sink's socket
+        // drops would count as lost by the cluster (best effort).
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&rx, 32 << 20);
         let socks = generator.run(|| {
             (0..flows)
                 .map(|f| UdpSocket::bind(SocketAddr::from((GEN_IP, FIRST_SPORT + f))))
@@ -158,11 +162,20 @@ fn receive(rx: &UdpSocket, got: &Mutex<Vec<Arrival>>, stop: &AtomicBool) {
 impl Run {
     /// Frames received per second over the sending time.
     pub fn pps(&self) -> f64 {
+        self.rate(self.got.len() as f64)
+    }
+
+    /// `frames` per second over the sending time.
+    fn rate(&self, frames: f64) -> f64 {
         let (Some(a), Some(b)) = (self.sent.first(), self.sent.last()) else {
             return 0.0;
         };
-        let secs = b.duration_since(*a).as_secs_f64().max(1e-3);
-        self.got.len() as f64 / secs
+        frames / b.duration_since(*a).as_secs_f64().max(1e-3)
+    }
+
+    /// Frames sent per second over the sending time.
+    pub fn sent_pps(&self) -> f64 {
+        self.rate(self.frames_sent() as f64)
     }
 
     /// Frames sent.
