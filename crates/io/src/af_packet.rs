@@ -32,7 +32,13 @@
 //! as it was on the wire.
 //!
 //! The price of blocks is latency at low rates: a lone frame waits in a
-//! partly filled block for the block timeout (1 ms by default). And since
+//! partly filled block for the block timeout (1 ms by default), and a
+//! sleeping reader is woken only when the block is handed over, however
+//! fast it polls. [`RxMode::Frames`] trades the blocks for a `TPACKET_V2`
+//! ring of fixed-size slots, one per frame, each handed over (and the
+//! reader woken) as soon as its frame is in it: the port for a path where
+//! single frames must not wait, such as a cluster's underlay and access
+//! ports (`docs/cluster.md`). And since
 //! the kernel hands over a partly filled block at every timeout, a reader
 //! that pauses longer than `block_count x block_timeout_ms` (64 ms by
 //! default) finds the ring full and frames dropped, however few of them
@@ -74,6 +80,7 @@ use std::ffi::c_int;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use self::frames::RxFrames;
 use self::ring::{RxRing, TxRing, h3};
 use crate::packet_sys::{self as sys, ETH_HLEN, KernelDrops, Mapping, SysError, ifname_bytes};
 use crate::{Driver, Port, PortError, PortStats};
@@ -98,6 +105,19 @@ pub enum TxVersion {
     /// `TPACKET_V3` on the receiving socket (kernel 4.11+).
     #[default]
     V3,
+}
+
+/// The rx ring's format. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxMode {
+    /// `TPACKET_V3` blocks, handed over when full or after
+    /// [`AfPacketConfig::block_timeout_ms`]: dense, one wakeup per block.
+    #[default]
+    Blocks,
+    /// `TPACKET_V2` slots, one per frame, each handed over at once (the
+    /// tx ring is then V2 too, on the same socket; `block_timeout_ms` and
+    /// `tx_version` are not used).
+    Frames,
 }
 
 /// An [`AfPacketPort`]'s ring sizes and options.
@@ -129,20 +149,28 @@ pub struct AfPacketConfig {
     /// Hand frames to the driver directly, bypassing the qdisc
     /// (`PACKET_QDISC_BYPASS`).
     pub qdisc_bypass: bool,
+    /// The rx ring's format.
+    pub rx_mode: RxMode,
 }
 
 impl Default for AfPacketConfig {
     fn default() -> Self {
-        AfPacketConfig {
-            block_bytes: 256 << 10,
-            block_count: 64,
-            frame_bytes: 2048,
-            block_timeout_ms: 1,
-            tx_frames: 1024,
-            tx_version: TxVersion::V3,
-            qdisc_bypass: true,
-        }
+        Self::DEFAULT
     }
+}
+
+impl AfPacketConfig {
+    /// [`Default`], as a constant.
+    pub const DEFAULT: AfPacketConfig = AfPacketConfig {
+        block_bytes: 256 << 10,
+        block_count: 64,
+        frame_bytes: 2048,
+        block_timeout_ms: 1,
+        tx_frames: 1024,
+        tx_version: TxVersion::V3,
+        qdisc_bypass: true,
+        rx_mode: RxMode::Blocks,
+    };
 }
 
 /// Ring sizes derived from a valid config.
@@ -239,7 +267,7 @@ impl AfPacketConfig {
 pub struct AfPacketPort {
     name: String,
     ifindex: i32,
-    rx: RxRing,
+    rx: Rx,
     tx: TxRing,
     /// Largest frame accepted either way.
     max_frame: usize,
@@ -283,10 +311,14 @@ impl AfPacketPort {
         let fd = sys::packet_socket().map_err(err)?;
         let ifindex = sys::prepare_packet_socket(fd.as_fd(), &cname).map_err(err)?;
         let mtu = sys::mtu(fd.as_fd(), &cname).map_err(err)?;
-        set_version(fd.as_fd(), TxVersion::V3).map_err(err)?;
-        let mapped = match cfg.tx_version {
-            TxVersion::V3 => map_v3_rings(fd.as_fd(), &geo, &cfg),
-            TxVersion::V2 => map_v2_rings(fd.as_fd(), ifindex, &geo, &cfg),
+        let mapped = match (cfg.rx_mode, cfg.tx_version) {
+            (RxMode::Frames, _) => map_frame_rings(fd.as_fd(), &geo, &cfg),
+            (RxMode::Blocks, tx) => {
+                set_version(fd.as_fd(), TxVersion::V3).and_then(|()| match tx {
+                    TxVersion::V3 => map_v3_rings(fd.as_fd(), &geo, &cfg),
+                    TxVersion::V2 => map_v2_rings(fd.as_fd(), ifindex, &geo, &cfg),
+                })
+            }
         }
         .map_err(err)?;
         // Room in the send buffer for a whole tx ring in flight (best
@@ -372,17 +404,27 @@ struct MappedRings {
 
 impl MappedRings {
     /// The port's views of the rx and tx rings.
-    fn rings(&self, geo: &Geometry, cfg: &AfPacketConfig) -> (RxRing, TxRing) {
-        // SAFETY: the rx ring is the first rx_bytes of a live mapping that
-        // the port keeps (and drops after the ring), page aligned; the
-        // kernel laid it out as rx_blocks blocks of rx_block bytes.
-        let rx = unsafe {
-            RxRing::new(
-                self.rx_map.ptr(),
-                geo.rx_block,
-                geo.rx_blocks,
-                cfg.max_frame_len(),
-            )
+    fn rings(&self, geo: &Geometry, cfg: &AfPacketConfig) -> (Rx, TxRing) {
+        let (base, max) = (self.rx_map.ptr(), cfg.max_frame_len());
+        let rx = match cfg.rx_mode {
+            RxMode::Blocks => {
+                // SAFETY: the rx ring is the first rx_bytes of a live
+                // mapping that the port keeps (and drops after the ring),
+                // page aligned; the kernel laid it out as rx_blocks blocks
+                // of rx_block bytes.
+                let r = unsafe { RxRing::new(base, geo.rx_block, geo.rx_blocks, max) };
+                Rx::Blocks(r)
+            }
+            RxMode::Frames => {
+                // SAFETY: as above, the blocks holding slots of `frame`
+                // bytes (map_frame_rings asked the kernel for that layout).
+                let r = unsafe { RxFrames::new(base, geo.rx_block, geo.rx_blocks, geo.frame, max) };
+                Rx::Frames(r)
+            }
+        };
+        let version = match cfg.rx_mode {
+            RxMode::Frames => TxVersion::V2,
+            RxMode::Blocks => cfg.tx_version,
         };
         // SAFETY: the tx ring is tx_bytes at `tx_base` inside a live mapping
         // the port keeps; the kernel laid it out as tx_blocks blocks of
@@ -393,7 +435,7 @@ impl MappedRings {
                 geo.tx_block,
                 geo.tx_blocks,
                 geo.frame,
-                cfg.tx_version,
+                version,
             )
         };
         (rx, tx)
@@ -457,7 +499,11 @@ fn map_v3_rings(
         tp_feature_req_word: 0,
     };
     set_tx_ring(fd, &tx_req)?;
-    // One mapping: the rx ring, then the tx ring.
+    map_one(fd, geo)
+}
+
+/// Both rings of `fd` in one mapping: the rx ring, then the tx ring.
+fn map_one(fd: BorrowedFd<'_>, geo: &Geometry) -> Result<MappedRings, SysError> {
     let map = Mapping::map(fd, geo.rx_bytes() + geo.tx_bytes())?;
     // SAFETY: the mapping is rx_bytes + tx_bytes long; the tx ring starts
     // right after the rx ring.
@@ -468,6 +514,37 @@ fn map_v3_rings(
         tx_map: None,
         tx_base,
     })
+}
+
+/// The `tpacket_req` of a V2 tx ring of `geo`.
+fn tx_req_v2(geo: &Geometry) -> libc::tpacket_req {
+    libc::tpacket_req {
+        tp_block_size: geo.tx_block as u32,
+        tp_block_nr: geo.tx_blocks as u32,
+        tp_frame_size: geo.frame as u32,
+        tp_frame_nr: tx_frame_nr(geo),
+    }
+}
+
+/// [`RxMode::Frames`]: a `TPACKET_V2` rx ring of `frame`-byte slots and a
+/// V2 tx ring, both on `fd`, in one mapping, the tx ring right after.
+fn map_frame_rings(
+    fd: BorrowedFd<'_>,
+    geo: &Geometry,
+    cfg: &AfPacketConfig,
+) -> Result<MappedRings, SysError> {
+    set_version(fd, TxVersion::V2)?;
+    set_tx_options(fd, cfg)?;
+    let rx_req = libc::tpacket_req {
+        tp_block_size: geo.rx_block as u32,
+        tp_block_nr: geo.rx_blocks as u32,
+        tp_frame_size: geo.frame as u32,
+        tp_frame_nr: (geo.rx_blocks * (geo.rx_block / geo.frame)) as u32,
+    };
+    let call = "setsockopt(PACKET_RX_RING)";
+    sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req, call)?;
+    set_tx_ring(fd, &tx_req_v2(geo))?;
+    map_one(fd, geo)
 }
 
 /// V2 tx: the rx ring on `fd`, the tx ring on a second, send-only
@@ -483,13 +560,7 @@ fn map_v2_rings(
     let tfd = sys::packet_socket()?;
     set_version(tfd.as_fd(), TxVersion::V2)?;
     set_tx_options(tfd.as_fd(), cfg)?;
-    let tx_req = libc::tpacket_req {
-        tp_block_size: geo.tx_block as u32,
-        tp_block_nr: geo.tx_blocks as u32,
-        tp_frame_size: geo.frame as u32,
-        tp_frame_nr: tx_frame_nr(geo),
-    };
-    set_tx_ring(tfd.as_fd(), &tx_req)?;
+    set_tx_ring(tfd.as_fd(), &tx_req_v2(geo))?;
     let tx_map = Mapping::map(tfd.as_fd(), geo.tx_bytes())?;
     // Protocol 0: bound to the interface for sending, receives nothing.
     sys::bind_packet(tfd.as_fd(), ifindex, 0)?;
@@ -531,7 +602,10 @@ impl Port for AfPacketPort {
     /// Frames from the blocks the kernel has handed over, as slices of the
     /// ring; hands back the blocks finished in the previous call first.
     fn rx_burst<'a>(&'a mut self, out: &mut [&'a [u8]]) -> usize {
-        let n = self.rx.burst(out, &mut self.stats);
+        let n = match &mut self.rx {
+            Rx::Blocks(r) => r.burst(out, &mut self.stats),
+            Rx::Frames(r) => r.burst(out, &mut self.stats),
+        };
         if n == 0 {
             // A socket whose link went down keeps ENETDOWN pending, and
             // poll() reports it ready until it is read: a sleeping worker
@@ -597,13 +671,24 @@ impl Port for AfPacketPort {
         self.kernel_drops.add_to(self.fd.as_fd(), self.stats)
     }
 
-    /// The socket: readable when the kernel has handed over a block.
+    /// The socket: readable when the kernel has handed over a block (a
+    /// frame, with [`RxMode::Frames`]).
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.fd.as_fd())
     }
 }
 
+/// The port's rx ring, in its format.
+#[derive(Debug)]
+enum Rx {
+    Blocks(RxRing),
+    Frames(RxFrames),
+}
+
+mod frames;
 mod ring;
 
+#[cfg(test)]
+mod frames_tests;
 #[cfg(test)]
 mod tests;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use vrhost_io::Port;
-use vrhost_io::af_packet::{AfPacketConfig, AfPacketPort, TxVersion};
+use vrhost_io::af_packet::{AfPacketConfig, AfPacketPort, RxMode, TxVersion};
 use vrhost_io::socket::{SocketConfig, SocketPort};
 use vrhost_io::tap::{TapConfig, TapPort};
 use vrhost_lab::{Netns, veth};
@@ -262,10 +262,30 @@ fn ports_are_send() {
     send::<TapPort>();
 }
 
+/// Both rx ring formats; `Frames` with a block timeout that would show if
+/// it were used (it is not: each frame is handed over at once).
+const RX_MODES: [AfPacketConfig; 2] = {
+    let d = AfPacketConfig::DEFAULT;
+    [
+        d,
+        AfPacketConfig {
+            rx_mode: RxMode::Frames,
+            block_timeout_ms: 60_000,
+            ..d
+        },
+    ]
+};
+
 #[test]
 fn af_packet_receives_what_the_peer_sends() {
+    for cfg in RX_MODES {
+        af_packet_receives(cfg);
+    }
+}
+
+fn af_packet_receives(cfg: AfPacketConfig) {
     let l = pair();
-    let mut rx = open_af(&l.a, "a0", AfPacketConfig::default());
+    let mut rx = open_af(&l.a, "a0", cfg);
     assert_eq!(rx.name(), "a0");
     let mut peer = open_sock(&l.b, "b0", SocketConfig::default());
     let frames = mixed(300, MAC_A, MAC_B);
@@ -391,10 +411,12 @@ fn drain_counting(p: &mut dyn Port, total: u64) -> (u64, vrhost_io::PortStats) {
 
 #[test]
 fn af_packet_wait_fd_wakes_on_a_frame() {
-    let l = pair();
-    let mut rx = open_af(&l.a, "a0", AfPacketConfig::default());
-    let mut peer = open_sock(&l.b, "b0", SocketConfig::default());
-    wait_fd_wakes(&mut rx, &mut peer, udp(1, 64, MAC_A, MAC_B));
+    for cfg in RX_MODES {
+        let l = pair();
+        let mut rx = open_af(&l.a, "a0", cfg);
+        let mut peer = open_sock(&l.b, "b0", SocketConfig::default());
+        wait_fd_wakes(&mut rx, &mut peer, udp(1, 64, MAC_A, MAC_B));
+    }
 }
 
 fn wait_fd_wakes(port: &mut dyn Port, peer: &mut dyn Port, frame: Vec<u8>) {

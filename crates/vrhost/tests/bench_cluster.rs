@@ -53,6 +53,8 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
             "0.5",
             "--flows",
             "6",
+            "--max-pps",
+            "40000",
         ])
         .arg("--lab")
         .arg(&lab)
@@ -75,7 +77,23 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
         assert!(r["engine_pps"].as_u64().is_some(), "{r}");
         assert!(num(r, "ratio_to_one") >= 0.0, "{r}");
     }
-    assert_eq!(of("dispatcher_limit").len(), 1, "{rep:#}");
+    // The search for the dispatcher's limit: 20,000 then at most 40,000
+    // frames/s, the last record saying what ended it.
+    let limit = of("dispatcher_limit");
+    assert!((1..=2).contains(&limit.len()), "{rep:#}");
+    let (last, before) = limit.split_last().unwrap();
+    assert!(before.iter().all(|r| r["limited_by"].is_null()), "{rep:#}");
+    let why = last["limited_by"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{rep:#}"));
+    assert!(["loss", "generator", "max_pps"].contains(&why), "{rep:#}");
+    for r in &limit {
+        assert!(num(r, "sent_pps") > 0.0, "{r}");
+    }
+    // Reordering at the last rate of that search.
+    for r in of("reorder") {
+        assert_eq!(r["offered_pps"], last["offered_pps"], "{rep:#}");
+    }
     let policies: Vec<&Value> = of("reorder").iter().map(|r| &r["policy"]).collect();
     assert_eq!(policies, ["rr", "proportional", "flow"], "{rep:#}");
     let f = of("failover");
@@ -83,14 +101,14 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
     assert!(f[0]["lost_other_flows"].as_u64().is_some(), "{rep:#}");
     assert!(f[0]["lost_moved_flows"].as_u64().is_some(), "{rep:#}");
     let rtt = of("rtt");
-    assert_eq!(rtt.len(), 1, "{rep:#}");
-    assert!(num(rtt[0], "rtt_us_avg") > 0.0, "{rep:#}");
-    assert!(num(rtt[0], "local_rtt_us_avg") > 0.0, "{rep:#}");
-    let added = num(rtt[0], "rtt_us_avg") - num(rtt[0], "local_rtt_us_avg");
-    assert!(
-        (num(rtt[0], "added_us_avg") - added).abs() < 1e-6,
-        "{rep:#}"
-    );
+    let polls: Vec<&Value> = rtt.iter().map(|r| &r["poll"]).collect();
+    assert_eq!(polls, ["default", "busy"], "{rep:#}");
+    for r in rtt {
+        assert!(num(r, "rtt_us_avg") > 0.0, "{r}");
+        assert!(num(r, "local_rtt_us_avg") > 0.0, "{r}");
+        let added = num(r, "rtt_us_avg") - num(r, "local_rtt_us_avg");
+        assert!((num(r, "added_us_avg") - added).abs() < 1e-6, "{r}");
+    }
     let restart: Vec<&Value> = of("restart").iter().map(|r| &r["component"]).collect();
     assert_eq!(restart, ["dispatcher", "agent"], "{rep:#}");
     for r in of("restart") {

@@ -9,11 +9,15 @@
 //!   carries: its VR's `rate_limit_pps` (`--engine-pps`; the excess is a
 //!   counted `rate_limited` drop at the engine's ingress), with the
 //!   offered rate above what the engines together admit.
-//! - `dispatcher_limit`: three engines without a limit, the same offered
-//!   rate: what the dispatcher (and the generator) carry, in the same run.
+//! - `dispatcher_limit`: three engines without a limit, the offered rate
+//!   doubled from `--offered-pps` until frames are lost (the dispatcher's
+//!   limit, or the engines' if they are slower), the generator falls
+//!   behind, or `--max-pps`: a record per rate, the last one saying what
+//!   stopped the search (`limited_by`).
 //! - `reorder`: per policy (rr, proportional, flow), three engines
-//!   without a limit at the offered rate, the percent of frames that arrived after a later
-//!   frame of their flow.
+//!   without a limit at the last rate of that search (the path
+//!   saturated), the percent of frames that arrived after a later frame
+//!   of their flow.
 //! - `failover`: flow policy, three engines, a paced load; engine e2's
 //!   daemon is killed (SIGKILL) a third into the run: how long until its
 //!   flows (those the dispatcher's rendezvous hashing put on it) are
@@ -21,7 +25,12 @@
 //!
 //! - `rtt`: ping from the generator to the sink through the dispatcher
 //!   and one engine, against the same VR run locally on the dispatcher's
-//!   host: what the dispatcher hop adds (the default, no busy polling).
+//!   host: what the dispatcher hop adds, once with the default
+//!   `[host.poll]` (`"poll":"default"`: idle workers sleep, woken by the
+//!   ports' sockets) and once with `busy_poll_us` on every daemon
+//!   (`"poll":"busy"`: the dispatcher's worker, and the local daemon's,
+//!   keep polling between pings; the engine's too with
+//!   `--busy-engines`).
 //!
 //! - `restart` ([`restart`](mod@restart)): with the desired state in
 //!   etcd, the dispatcher and then the agent running the VR killed and
@@ -71,6 +80,21 @@ pub struct ClusterArgs {
     /// Rate offered in `failover` (frames/s).
     #[arg(long, default_value_t = 5_000)]
     pub paced_pps: u64,
+    /// Highest rate offered in the search for the dispatcher's own limit
+    /// (frames/s): from `--offered-pps`, doubled until frames are lost,
+    /// the generator falls behind, or this.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub max_pps: u64,
+    /// `rtt` with busy polling: the dispatcher's (and the local daemon's)
+    /// `[host.poll] busy_poll_us` (its worker polls for this long after
+    /// each frame, longer than ping's 20 ms interval: it never sleeps).
+    #[arg(long, default_value_t = 50_000)]
+    pub busy_poll_us: u32,
+    /// The engine's worker busy-polls too in `rtt`'s busy run (a core of
+    /// its own: not on a 2-core machine, where the two spinning workers
+    /// leave none to the engine's VR and the kernel).
+    #[arg(long)]
+    pub busy_engines: bool,
     /// Write a PNG plot (scripts/plot-cluster, from the repository root).
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -92,6 +116,9 @@ pub struct ClusterRecord {
     pub engine_pps: Option<u64>,
     /// Offered rate (frames/s).
     pub offered_pps: u64,
+    /// The rate the generator sent at (frames/s): below `offered_pps`
+    /// when it could not keep up.
+    pub sent_pps: f64,
     /// Frames sent and received.
     pub sent: u64,
     /// Frames received.
@@ -113,6 +140,15 @@ pub struct ClusterRecord {
     /// `failover`: frames lost on the other flows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_other_flows: Option<u64>,
+    /// `dispatcher_limit`: what ended the search here: `loss` (frames
+    /// lost on the way: the dispatcher's, or the engines', limit),
+    /// `generator` (it sent below the offered rate) or `max_pps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<&'static str>,
+    /// `rtt`: `default` (the daemons' default `[host.poll]`: workers
+    /// sleep when idle) or `busy` (`busy_poll_us` on both daemons).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll: Option<&'static str>,
     /// `rtt`: ping's average through the dispatcher and an engine, us.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt_us_avg: Option<f64>,
@@ -201,41 +237,107 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     Ok(())
 }
 
+/// What a point runs: engines 1..=`n`, the dispatcher's policy, each
+/// engine's emulated capacity, busy polling or not.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    n: usize,
+    policy: ClusterPolicy,
+    limit: Option<u64>,
+    busy: bool,
+}
+
+impl Point {
+    /// `n` engines without a limit, flow policy, default polling.
+    fn engines(n: usize) -> Self {
+        Self {
+            n,
+            policy: ClusterPolicy::Flow,
+            limit: None,
+            busy: false,
+        }
+    }
+}
+
 impl Bench<'_> {
     fn all(&self) -> Result<Vec<ClusterRecord>> {
         let a = self.args;
         let mut out = Vec::new();
         let mut one = None;
         for n in 1..=3 {
-            let mut r = self.point("scale", n, ClusterPolicy::Flow, Some(a.engine_pps))?;
+            let pt = Point {
+                limit: Some(a.engine_pps),
+                ..Point::engines(n)
+            };
+            let mut r = self.point("scale", pt, a.offered_pps)?;
             let base = *one.get_or_insert(r.mpps);
             r.ratio_to_one = Some(if base > 0.0 { r.mpps / base } else { 0.0 });
             out.push(r);
         }
-        out.push(self.point("dispatcher_limit", 3, ClusterPolicy::Flow, None)?);
-        for p in [
+        let (limit, saturating) = self.dispatcher_limit()?;
+        out.extend(limit);
+        for policy in [
             ClusterPolicy::Rr,
             ClusterPolicy::Proportional,
             ClusterPolicy::Flow,
         ] {
-            out.push(self.point("reorder", 3, p, None)?);
+            let pt = Point {
+                policy,
+                ..Point::engines(3)
+            };
+            out.push(self.point("reorder", pt, saturating)?);
         }
-        out.push(self.point("failover", 3, ClusterPolicy::Flow, None)?);
-        out.push(self.rtt()?);
+        out.push(self.point("failover", Point::engines(3), a.paced_pps)?);
+        out.push(self.rtt(false)?);
+        out.push(self.rtt(true)?);
         out.extend(self.restarts()?);
         Ok(out)
+    }
+
+    /// Three engines without a limit, the offered rate doubled from
+    /// `--offered-pps` until frames are lost (more than 2%: the
+    /// dispatcher's limit, or the engines' where they are slower), the
+    /// generator falls behind (below 90% of the offered rate) or
+    /// `--max-pps`: a record per rate, and the last rate offered (the
+    /// one that saturated the path, for `reorder`).
+    fn dispatcher_limit(&self) -> Result<(Vec<ClusterRecord>, u64)> {
+        let a = self.args;
+        let mut out = Vec::new();
+        let mut offered = a.offered_pps.min(a.max_pps).max(1);
+        loop {
+            let mut r = self.point("dispatcher_limit", Point::engines(3), offered)?;
+            let why = if r.received < r.sent - r.sent / 50 {
+                Some("loss")
+            } else if r.sent_pps < 0.9 * offered as f64 {
+                Some("generator")
+            } else if offered >= a.max_pps {
+                Some("max_pps")
+            } else {
+                None
+            };
+            r.limited_by = why;
+            out.push(r);
+            if why.is_some() {
+                return Ok((out, offered));
+            }
+            offered = offered.saturating_mul(2).min(a.max_pps);
+        }
     }
 
     /// Ping's average RTT from the generator to the sink through the
     /// cluster (one engine), then through the same VR run locally on the
     /// dispatcher's host (its config: the dispatcher's ports, the
     /// engine's VR with a port in place of each tunnel).
-    fn rtt(&self) -> Result<ClusterRecord> {
+    fn rtt(&self, busy: bool) -> Result<ClusterRecord> {
         let through = {
-            let _d = self.start(1, ClusterPolicy::Flow, None)?;
+            let _d = self.start(Point {
+                busy,
+                ..Point::engines(1)
+            })?;
             self.ping()?
         };
         let mut doc = self.nodes[0].1.clone();
+        self.set_poll(&mut doc, busy);
         let ports = (doc.remove("cluster").and_then(|c| c.get("vrs").cloned()))
             .and_then(|v| v.get(0).and_then(|v| v.get("ports")).cloned());
         let vr = (self.nodes[1].1.get("vrs").and_then(|v| v.get(0)).cloned())
@@ -272,6 +374,7 @@ impl Bench<'_> {
             experiment: "rtt",
             engines: 1,
             policy: ClusterPolicy::Flow.name(),
+            poll: Some(if busy { "busy" } else { "default" }),
             rtt_us_avg: Some(through),
             local_rtt_us_avg: Some(local),
             added_us_avg: Some(through - local),
@@ -305,23 +408,39 @@ impl Bench<'_> {
         }
     }
 
+    /// With `busy`, `[host.poll] busy_poll_us` in `doc`.
+    fn set_poll(&self, doc: &mut toml::Table, busy: bool) {
+        if !busy {
+            return;
+        }
+        let host = doc
+            .entry("host")
+            .or_insert_with(|| toml::Table::new().into());
+        if let Some(host) = host.as_table_mut() {
+            let poll = host
+                .entry("poll")
+                .or_insert_with(|| toml::Table::new().into());
+            if let Some(poll) = poll.as_table_mut() {
+                poll.insert(
+                    "busy_poll_us".into(),
+                    i64::from(self.args.busy_poll_us).into(),
+                );
+            }
+        }
+    }
+
     /// Write node `i`'s config for this point; its path.
-    fn config(
-        &self,
-        i: usize,
-        n: usize,
-        policy: ClusterPolicy,
-        limit: Option<u64>,
-    ) -> Result<PathBuf> {
+    fn config(&self, i: usize, pt: Point) -> Result<PathBuf> {
         let mut doc = self.nodes[i].1.clone();
+        self.set_poll(&mut doc, pt.busy && (i == 0 || self.args.busy_engines));
         if i == 0 {
-            let engines: Vec<toml::Value> = (self.nodes[1..=n].iter())
+            let engines: Vec<toml::Value> = (self.nodes[1..=pt.n].iter())
                 .map(|(name, _)| name.clone().into())
                 .collect();
             let vr = remote_vr(&mut doc)?;
             vr.insert("engines".into(), engines.into());
-            vr.insert("policy".into(), policy.name().into());
-        } else if let Some(limit) = limit {
+            vr.insert("policy".into(), pt.policy.name().into());
+        } else if let Some(limit) = pt.limit {
             let vr = (doc.get_mut("vrs").and_then(|v| v.as_array_mut()))
                 .and_then(|v| v.first_mut())
                 .and_then(|v| v.as_table_mut());
@@ -335,36 +454,26 @@ impl Bench<'_> {
         Ok(path)
     }
 
-    /// Start engines 1..=`n` and the dispatcher.
-    fn start(&self, n: usize, policy: ClusterPolicy, limit: Option<u64>) -> Result<Vec<Daemon>> {
+    /// Start the point's engines and the dispatcher.
+    fn start(&self, pt: Point) -> Result<Vec<Daemon>> {
         let mut ds = Vec::new();
-        for i in (1..=n).chain([0]) {
-            let cfg = self.config(i, n, policy, limit)?;
+        for i in (1..=pt.n).chain([0]) {
+            let cfg = self.config(i, pt)?;
             let ns = self.lab.ns_name(&self.nodes[i].0);
             ds.push(Daemon::start(&cfg, Some(&ns), 0, "none")?);
         }
         Ok(ds)
     }
 
-    fn point(
-        &self,
-        experiment: &'static str,
-        n: usize,
-        policy: ClusterPolicy,
-        limit: Option<u64>,
-    ) -> Result<ClusterRecord> {
+    fn point(&self, experiment: &'static str, pt: Point, offered: u64) -> Result<ClusterRecord> {
         let a = self.args;
-        let mut daemons = self.start(n, policy, limit)?;
+        let mut daemons = self.start(pt)?;
         let flows = Flows::bind(&self.lab.ns("gen"), &self.lab.ns("sink"), a.flows)?;
         if !flows.warm_up(Duration::from_secs(30)) {
             bail!("{experiment}: not every flow got through the cluster in 30 s");
         }
         // Every engine's heartbeats heard (100 ms each) before measuring.
         std::thread::sleep(Duration::from_millis(500));
-        let offered = match experiment {
-            "failover" => a.paced_pps,
-            _ => a.offered_pps,
-        };
         let mut killed_at = None;
         let kill_round = (a.seconds / 3.0 * offered as f64 / f64::from(a.flows)) as u32;
         let run = flows.blast(offered, a.seconds, |seq| {
@@ -380,10 +489,11 @@ impl Bench<'_> {
         daemons.clear();
         let mut r = ClusterRecord {
             experiment,
-            engines: n,
-            policy: policy.name(),
-            engine_pps: limit,
+            engines: pt.n,
+            policy: pt.policy.name(),
+            engine_pps: pt.limit,
             offered_pps: offered,
+            sent_pps: run.sent_pps(),
             sent: run.frames_sent(),
             received: run.got.len() as u64,
             mpps: run.pps() / 1e6,
@@ -453,7 +563,16 @@ fn print_table(rs: &[ClusterRecord]) {
                 crate::report::opt(rec, 0)
             ),
             _ => match (r.rtt_us_avg, r.local_rtt_us_avg, r.component) {
-                (Some(c), Some(l), _) => format!("rtt {c:.0} us, local {l:.0} us"),
+                (Some(c), Some(l), _) => format!(
+                    "rtt {c:.0} us, local {l:.0} us ({} poll)",
+                    r.poll.unwrap_or("default")
+                ),
+                _ if r.experiment == "dispatcher_limit" => format!(
+                    "sent {:.0}/s{}",
+                    r.sent_pps,
+                    r.limited_by
+                        .map_or(String::new(), |w| format!(", stop: {w}"))
+                ),
                 (_, _, Some(c)) => format!(
                     "{c}: same placement {}, back {} ms",
                     r.same_placement.unwrap_or(false),

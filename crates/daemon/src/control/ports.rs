@@ -55,7 +55,7 @@ pub fn open_port(
         Driver::Null => Ok(Box::new(vrhost_io::null::NullPort::new(name)) as _),
         Driver::AfPacket => boxed(vrhost_io::af_packet::AfPacketPort::open(
             iface,
-            Default::default(),
+            rings.af_packet(),
         )),
         Driver::Socket => boxed(vrhost_io::socket::SocketPort::open(
             iface,

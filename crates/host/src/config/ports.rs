@@ -96,6 +96,15 @@ fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError>
             ));
         }
     }
+    if let Some(v) = &p.rx_ring
+        && p.driver != Driver::AfPacket
+    {
+        return Err(at.err(
+            v.span(),
+            format!("ports[{i}].rx_ring"),
+            "only an af_packet port has rx_ring".into(),
+        ));
+    }
     if p.driver == Driver::AfXdp
         && let Err(m) = port_rings(p).af_xdp().check()
     {
@@ -219,9 +228,32 @@ traffic = { frame_bytes = 128 }
                 "ring_size = 1000",
                 "p.toml:6: ports[0].ring_size: ring_size 1000 is not a power of two",
             ),
+            (
+                "ring_size = 1024",
+                "rx_ring = \"frames\"",
+                "p.toml:6: ports[0].rx_ring: only an af_packet port has rx_ring",
+            ),
         ] {
             let src = TWO.replacen(from, to, 1);
             assert_refused(check(&src), want, &src);
         }
+    }
+
+    #[test]
+    fn an_af_packet_port_takes_rx_ring() {
+        let src = TWO.replacen(
+            "driver = \"af_xdp\"\ninterface = \"veth0\"\nring_size = 1024",
+            "driver = \"af_packet\"\ninterface = \"veth0\"\nrx_ring = \"frames\"",
+            1,
+        );
+        assert!(check(&src).is_ok(), "{src}");
+        let p: PortConfig = toml::from_str(
+            "name = \"u\"\ndriver = \"af_packet\"\ninterface = \"u0\"\nrx_ring = \"frames\"",
+        )
+        .unwrap();
+        let cfg = crate::config::schema::port_rings(&p).af_packet();
+        assert_eq!(cfg.rx_mode, vrhost_io::af_packet::RxMode::Frames);
+        let bad = "name = \"u\"\ndriver = \"af_packet\"\nrx_ring = \"v9\"";
+        assert!(toml::from_str::<PortConfig>(bad).is_err());
     }
 }

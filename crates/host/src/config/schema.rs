@@ -75,6 +75,22 @@ pub struct PortConfig {
     /// have one rx queue.
     #[serde(default)]
     pub dedicated: Option<Spanned<String>>,
+    /// `af_packet`: the rx ring's format, `blocks` (TPACKET_V3, the
+    /// default) or `frames` (TPACKET_V2: each frame handed over at once,
+    /// no block timer; for latency).
+    #[serde(default)]
+    pub rx_ring: Option<Spanned<RxRing>>,
+}
+
+/// An `af_packet` port's rx ring format (`ports[].rx_ring`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RxRing {
+    /// TPACKET_V3 blocks, handed over full or after 1 ms.
+    #[default]
+    Blocks,
+    /// TPACKET_V2 slots, one per frame, handed over at once.
+    Frames,
 }
 
 /// The ring sizes of an `af_xdp` port (`None`: the driver's default).
@@ -84,6 +100,8 @@ pub struct PortRings {
     pub ring_size: Option<u32>,
     /// UMEM frames per queue.
     pub frames: Option<u32>,
+    /// `af_packet`: the rx ring's format.
+    pub rx_ring: RxRing,
 }
 
 impl PortRings {
@@ -94,6 +112,18 @@ impl PortRings {
             ring_size: self.ring_size.unwrap_or(d.ring_size),
             frames: self.frames.unwrap_or(d.frames),
             ..d
+        }
+    }
+
+    /// The AF_PACKET port config this gives.
+    pub fn af_packet(&self) -> vrhost_io::af_packet::AfPacketConfig {
+        use vrhost_io::af_packet::{AfPacketConfig, RxMode};
+        AfPacketConfig {
+            rx_mode: match self.rx_ring {
+                RxRing::Blocks => RxMode::Blocks,
+                RxRing::Frames => RxMode::Frames,
+            },
+            ..AfPacketConfig::DEFAULT
         }
     }
 }
@@ -569,6 +599,7 @@ pub(super) fn port_rings(p: &PortConfig) -> PortRings {
     PortRings {
         ring_size: p.ring_size.as_ref().map(|v| *v.get_ref()),
         frames: p.frames.as_ref().map(|v| *v.get_ref()),
+        rx_ring: p.rx_ring.as_ref().map(|v| *v.get_ref()).unwrap_or_default(),
     }
 }
 
@@ -632,7 +663,8 @@ mod tests {
             rings,
             PortRings {
                 ring_size: None,
-                frames: Some(8192)
+                frames: Some(8192),
+                rx_ring: RxRing::Blocks,
             }
         );
         let x = rings.af_xdp();

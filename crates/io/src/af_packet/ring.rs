@@ -272,31 +272,24 @@ impl RxRing {
         }
 
         let vlan = VlanTag::from_status(status, tci, tpid);
-        let frame_len = snaplen + if vlan.is_some() { VLAN_HLEN } else { 0 };
-        if snaplen < len || snaplen < ETH_HLEN || frame_len > self.max_frame {
-            return Next::Drop;
-        }
         let at = b * self.block_bytes + start;
-        match vlan {
-            None => Next::Frame(at, snaplen),
-            // The tag needs 4 bytes before the frame, past the header.
-            Some(_) if mac < h3::HEADER_LEN + VLAN_HLEN => Next::Drop,
-            Some(tag) => {
-                // SAFETY: bytes `at - 4 .. at + snaplen` lie in block `b`
-                // (mac >= 52, end <= block_bytes), which user space owns
-                // until the next call; they overlap no frame handed out in
-                // this burst (those end at or before `off` < at - 4,
-                // enforced by `floor`) and no header still to be read
-                // (those start at or after `end`).
-                let buf = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        self.base.add(at - VLAN_HLEN),
-                        snaplen + VLAN_HLEN,
-                    )
-                };
-                sys::insert_vlan(buf, tag);
-                Next::Frame(at - VLAN_HLEN, frame_len)
-            }
+        // SAFETY: bytes `at - 4 .. at + snaplen` lie in block `b` when
+        // mac >= 52 (end <= block_bytes), which user space owns until the
+        // next call; they overlap no frame handed out in this burst (those
+        // end at or before `off` < at - 4, enforced by `floor`) and no
+        // header still to be read (those start at or after `end`).
+        match unsafe {
+            keep(
+                self.base,
+                at,
+                (snaplen, len),
+                mac - h3::HEADER_LEN,
+                vlan,
+                self.max_frame,
+            )
+        } {
+            Some((at, len)) => Next::Frame(at, len),
+            None => Next::Drop,
         }
     }
 
@@ -333,6 +326,44 @@ impl RxRing {
             }
         }
         n
+    }
+}
+
+/// A received frame at byte `at` of the ring at `base`, `snaplen` of its
+/// `len` bytes captured, `room` bytes free before it (past its header),
+/// its VLAN tag (if the kernel moved one into the header) put back in
+/// place: (offset, length) of the frame to hand out, or `None`: a drop
+/// (cut short, a runt, over `max_frame`, no room for the tag).
+///
+/// # Safety
+/// `at .. at + snaplen` and the `room` bytes before it must lie in ring
+/// memory that user space owns and no frame handed out overlaps.
+pub(super) unsafe fn keep(
+    base: *mut u8,
+    at: usize,
+    (snaplen, len): (usize, usize),
+    room: usize,
+    vlan: Option<VlanTag>,
+    max_frame: usize,
+) -> Option<(usize, usize)> {
+    let frame_len = snaplen + if vlan.is_some() { VLAN_HLEN } else { 0 };
+    if snaplen < len || snaplen < ETH_HLEN || frame_len > max_frame {
+        return None;
+    }
+    match vlan {
+        None => Some((at, snaplen)),
+        // The tag needs 4 bytes before the frame, past the header.
+        Some(_) if room < VLAN_HLEN => None,
+        Some(tag) => {
+            // SAFETY: `at - 4 .. at + snaplen` lies in owned ring memory
+            // that nothing handed out overlaps (the caller's promise, room
+            // >= 4).
+            let buf = unsafe {
+                std::slice::from_raw_parts_mut(base.add(at - VLAN_HLEN), snaplen + VLAN_HLEN)
+            };
+            sys::insert_vlan(buf, tag);
+            Some((at - VLAN_HLEN, frame_len))
+        }
     }
 }
 

@@ -183,14 +183,18 @@ fn vlan_tag_put_back() {
     m.block(0, &[(&f, TP_STATUS_VLAN_VALID, 0x0123)]);
     let mut rx = m.rx(2000);
     let mut st = PortStats::default();
-    let got = take(&mut rx, 4, &mut st);
+    assert_vlan_put_back(&take(&mut rx, 4, &mut st), &f);
+    assert_eq!(st.rx_bytes, 64);
+}
+
+/// `got` is `f` (60 bytes) alone, with VLAN tag 0x0123 back in place.
+pub(super) fn assert_vlan_put_back(got: &[Vec<u8>], f: &[u8]) {
     assert_eq!(got.len(), 1);
     let g = &got[0];
     assert_eq!(g.len(), 64);
     assert_eq!(&g[..12], &f[..12]);
     assert_eq!(&g[12..16], &[0x81, 0x00, 0x01, 0x23]);
     assert_eq!(&g[16..], &f[12..]);
-    assert_eq!(st.rx_bytes, 64);
 }
 
 /// Each corruption: what is still delivered, what is counted lost.
