@@ -73,6 +73,10 @@ reasons! {
         TunnelUnknown = "tunnel_unknown",
         /// A frame for a VLAN sub-interface without that VLAN's tag.
         VlanMismatch = "vlan_mismatch",
+        /// A frame on its way into a tap VR's namespace while the frames
+        /// in flight through it already hold their share of the VR's pool
+        /// (the rest is kept for the frames coming back from its TAPs).
+        TapBacklog = "tap_backlog",
     }
 }
 

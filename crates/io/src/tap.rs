@@ -11,7 +11,14 @@
 //! Frames the kernel sends out of the interface are read with one
 //! non-blocking `read` each (the burst stops at `EAGAIN`); frames given to
 //! `tx_burst` are written with one `write` each and enter the kernel as if
-//! received on the interface. The tap descriptor is the port's `wait_fd`.
+//! received on the interface (the kernel runs its stack on the frame, IP
+//! forwarding included, inside that `write`). One call per frame is what
+//! a TAP allows: its descriptor is a character device, so neither
+//! `sendmmsg`/`recvmmsg` nor a ring applies, and the kernel's batched path
+//! (`tun_sendmsg` with a batch of XDP buffers, `IFF_NAPI` with `MSG_MORE`)
+//! is open only to vhost-net inside the kernel; a burst is therefore a
+//! loop of calls, made a burst at a time. The tap descriptor is the
+//! port's `wait_fd`.
 //! Each burst slot has a buffer allocated at open, so `rx_burst` does not
 //! allocate; frames borrow them until the next call.
 //!

@@ -95,6 +95,14 @@ impl LossCounters {
                 c.node_in += u(&p["rx_dropped"]);
                 c.node_out += u(&p["tx_dropped"]);
             }
+            // A tap VR's namespace: what its TAPs' queues dropped (read too
+            // slowly by the worker) was lost in the VR.
+            if Netns::exists(super::node::TAP_NS) {
+                let ns = Netns::existing(super::node::TAP_NS);
+                for dev in ["vnic0", "vnic1"] {
+                    c.vr += counter(&ns, dev, "tx_dropped")?;
+                }
+            }
             for v in s["vrs"].as_array().into_iter().flatten() {
                 let st = &v["stats"];
                 c.node_in += sum(&st["ingress_drops"]);

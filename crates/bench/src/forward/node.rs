@@ -84,7 +84,7 @@ pub(crate) fn setup_node_on(
     let vrhost = start_vrhost(args, lab, (driver, fwd), path, table, dir)?;
     if tap {
         // Made by the daemon (forwarding on there), removed by it.
-        let ns = vrhost_lab::Netns::existing("vrctl-bench");
+        let ns = vrhost_lab::Netns::existing(TAP_NS);
         kernel_tables(&ns, ["vnic0", "vnic1"], table, dir)?;
     }
     Ok(Some(vrhost))
@@ -258,6 +258,9 @@ pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// The tap VR's namespace (its VR is `bench`).
+pub(super) const TAP_NS: &str = "vrctl-bench";
 
 /// `config` (of [`daemon_config`]) with its VR a tap VR: the vNICs' TAPs
 /// get the node's addresses, the namespace routes (no router table).

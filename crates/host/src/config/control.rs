@@ -391,6 +391,10 @@ mod tests {
         let cp = v.control.as_ref().unwrap();
         assert_eq!((&cp.run, cp.data_plane), (&ControlRun::Nothing, true));
         assert_eq!(cp.netns, "vrctl-tenant-a");
+        // Its data vNICs' frames come back on its TAPs: the host keeps
+        // them room in its pool.
+        assert_eq!(v.path_spec().loop_vnics, 2);
+        assert_eq!(p.vrs[0].path_spec().slots, 1024);
         // With the tenant's router as its command.
         let cmd = tap.replace(
             "kind = \"tap\"\n",

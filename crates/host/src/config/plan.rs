@@ -84,6 +84,11 @@ impl VrPlan {
             sched: self.sched,
             tunnels: self.vnic_tunnels.clone(),
             vlans: self.vnic_vlans.clone(),
+            // A tap VR's data vNICs: their frames come back on its TAPs.
+            loop_vnics: match &self.control {
+                Some(c) if c.data_plane => c.taps.len() as u16,
+                _ => 0,
+            },
             ..PathSpec::new(&self.name, self.vnic_ports.clone(), self.slots)
         }
     }
@@ -204,5 +209,6 @@ mod tests {
         );
         assert_eq!(s.instances, v.instance_slots());
         assert_eq!((s.balance, s.guard, s.sched), (v.balance, v.guard, v.sched));
+        assert_eq!(s.loop_vnics, 0, "not a tap VR");
     }
 }

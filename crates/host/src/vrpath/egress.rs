@@ -6,7 +6,7 @@
 use vrhost_io::{LentFrame, Port};
 use vrhost_shm::{Region, RingError, SlotState};
 
-use super::{BURST, MIN_FRAME, VrPath};
+use super::{BURST, MIN_FRAME, TX_QUANTUM, VrPath};
 use crate::capture::Direction;
 use crate::stats::{EgressDrop, Violation, VrStats, mono_ns};
 use crate::tunnel::Encap;
@@ -60,10 +60,22 @@ impl VrPath {
     /// Send what the tx rings hold, up to `budget` frames (the worker's
     /// share for this VR in one round; what is left waits for the next).
     /// Returns frames handled.
+    ///
+    /// A loop's VR (a tap VR, see [`VrPath::set_loop`]) sends at most
+    /// [`TX_QUANTUM`] frames a round whatever its weight or priority: each
+    /// frame written into one of its TAPs is forwarded by the namespace
+    /// into the queue of another (`txqueuelen`, 1,000 frames by default),
+    /// which the worker reads up to 256 frames a round; writing more
+    /// between two reads would have the kernel drop frames it has just
+    /// forwarded.
     pub fn poll_tx_budget(&mut self, ports: &mut [Box<dyn Port>], budget: usize) -> usize {
         if !self.backend.uses_rings() || self.quarantined {
             return 0;
         }
+        let budget = match self.loop_vnics {
+            0 => budget,
+            _ => budget.min(TX_QUANTUM),
+        };
         // Messages count as work done (they keep the worker awake), and
         // take from the round's budget as frames do.
         let mut done = self.serve_ctrl().min(budget);
@@ -538,6 +550,23 @@ mod tests {
         assert_eq!(k.vp.poll_tx_budget(&mut k.ports, 70), 30);
         assert!(!k.vp.tx_pending());
         assert_eq!(k.sent(0).len(), 100);
+    }
+
+    /// A tap VR writes at most a quantum a round into its TAPs, however
+    /// large its budget: the namespace forwards each frame into another
+    /// TAP's queue, read a round's worth at a time.
+    #[test]
+    fn a_loop_s_vr_sends_a_quantum_a_round() {
+        let mut k = Kit::new(2, 1, 1024, 1024);
+        k.vp.set_loop(1);
+        for t in 0..300 {
+            k.give(1, &frame(t as u8));
+        }
+        let s = k.take(0, 1);
+        k.hand_back(0, 0, &s, SlotState::Processed);
+        assert_eq!(k.vp.poll_tx(&mut k.ports), TX_QUANTUM);
+        assert_eq!(k.vp.poll_tx(&mut k.ports), 300 - TX_QUANTUM);
+        assert_eq!(k.sent(0).len(), 300);
     }
 
     #[test]

@@ -12,6 +12,19 @@ use crate::balance::{flow_hash, flow_key_hash};
 use crate::capture::Direction;
 use crate::stats::{IngressDrop, Violation};
 
+/// The most frames a tap VR may have on their way into its namespace
+/// (held, from a loop's entry vNIC) before it takes more: enough for the
+/// VR process to miss its core for 10 ms at the TAP path's peak (about
+/// 0.2 Mpps), and more waiting would only delay every frame behind them.
+pub const LOOP_ENTRY_MAX: usize = 2048;
+
+/// The part of a pool of `pool` slots a loop's entry frames may hold: half
+/// (the frames coming back hold at most what went in), up to
+/// [`LOOP_ENTRY_MAX`].
+pub fn loop_share(pool: usize) -> usize {
+    (pool / 2).clamp(1, LOOP_ENTRY_MAX)
+}
+
 impl VrPath {
     /// Copy `frame` into a free slot and stage it for `vnic`'s rx ring.
     /// The caller flushes with [`VrPath::flush_rx`] after the burst. A
@@ -133,8 +146,11 @@ impl VrPath {
         if len > usize::from(self.slot_bytes - self.headroom) {
             return Err(IngressDrop::TooBig);
         }
-        if self.slots.free() <= self.pool_reserve && !control() {
+        if self.slots.free() <= self.pool_reserve as usize && !control() {
             return Err(IngressDrop::PoolEmpty);
+        }
+        if vnic < self.loop_vnics && self.slots.free() <= self.loop_floor as usize && !control() {
+            return Err(IngressDrop::TapBacklog);
         }
         let Some(slot) = self.slots.give(iu) else {
             return Err(IngressDrop::PoolEmpty);
@@ -172,6 +188,28 @@ impl VrPath {
             tap.copy_parts(Direction::In, vnic, head, frame);
         }
         Ok(())
+    }
+
+    /// Make vNICs `0..entries` a loop's entries: frames given to them come
+    /// back to the VR on other vNICs after a detour (a tap VR: its data
+    /// vNICs' frames go through its namespace's TAPs and return on its
+    /// control vNICs). A data frame for an entry vNIC is refused
+    /// ([`IngressDrop::TapBacklog`]) while the VR holds
+    /// [`loop_share`] of its pool or more, so the frames on their way
+    /// back always find slots: otherwise a flood fills the pool with
+    /// frames going in, and the ones coming back, which have already cost
+    /// their trip through the namespace, are dropped (a receive livelock:
+    /// the forwarded rate falls to almost nothing while the host stays
+    /// busy). The drop is the cheapest there is: before the copy. 0: no
+    /// loop.
+    pub fn set_loop(&mut self, entries: u16) {
+        self.loop_vnics = entries;
+        let pool = self.slots.pool();
+        // A pool has at most u32::MAX slots.
+        self.loop_floor = match entries {
+            0 => 0,
+            _ => (pool - loop_share(pool).min(pool)) as u32,
+        };
     }
 
     /// Admission of a frame for `vnic` (up, rate limit, the instance, room
@@ -213,7 +251,7 @@ impl VrPath {
         }
         if self.backend.uses_rings() {
             let rx = &mut self.inst[iu].rx[v];
-            let need = staged as u32 + self.ring_reserve;
+            let need = staged as u32 + u32::from(self.ring_reserve);
             if need >= rx.free_cached() {
                 match rx.free() {
                     // Within the reserve: control frames only.
@@ -506,5 +544,57 @@ mod tests {
             k.vp.stage(0, &frame(0), || Class::Data),
             Err(IngressDrop::VrDown)
         );
+    }
+
+    /// A tap VR (vNICs 0, 1 enter its namespace; 2, 3 are its TAPs):
+    /// flooded, the frames going in stop at their share of the pool,
+    /// and the ones coming back from the TAPs still find room, up to the
+    /// control reserve.
+    #[test]
+    fn a_loop_s_entries_leave_the_pool_to_the_frames_coming_back() {
+        let mut k = Kit::new(4, 1, 256, 256);
+        k.vp.set_loop(2);
+        let share = loop_share(256);
+        assert_eq!(share, 128);
+        // Published as they come (a staging queue holds a burst).
+        let flood = |k: &mut Kit, vnic: u16| {
+            (0..256)
+                .take_while(|&t| {
+                    let ok = k.vp.stage(vnic, &frame(t as u8), || Class::Data).is_ok();
+                    k.vp.flush_rx(&mut k.ports);
+                    ok
+                })
+                .count()
+        };
+        assert_eq!(flood(&mut k, 0), share);
+        assert_eq!(
+            k.vp.stage(1, &frame(0), || Class::Data),
+            Err(IngressDrop::TapBacklog),
+            "the other entry shares the same share"
+        );
+        // Control frames (ARP) go in all the same.
+        assert_eq!(k.vp.stage(0, &frame(0), || Class::Control), Ok(()));
+        k.vp.flush_rx(&mut k.ports);
+        // What comes back takes the rest, but for the control reserve.
+        let back = flood(&mut k, 3);
+        assert_eq!(back, 256 - share - 1 - k.vp.pool_reserve as usize);
+        // The VR sends the frames going in to the TAP (vNIC 2): the
+        // entries take frames again.
+        let slots = k.take(0, 0);
+        k.hand_back(0, 2, &slots, SlotState::Processed);
+        k.vp.poll_tx(&mut k.ports);
+        assert_eq!(k.sent(2).len(), share + 1, "and the control frame");
+        assert!(k.vp.stage(0, &frame(1), || Class::Data).is_ok());
+        k.vp.check_slot_accounting().unwrap();
+        // Without a loop, the same flood takes the pool.
+        let mut k = Kit::new(4, 1, 256, 256);
+        assert_eq!(flood(&mut k, 0), 256 - k.vp.pool_reserve as usize);
+    }
+
+    #[test]
+    fn a_loop_s_share_is_half_the_pool_up_to_its_maximum() {
+        assert_eq!(loop_share(1), 1);
+        assert_eq!(loop_share(1024), 512);
+        assert_eq!(loop_share(1 << 20), LOOP_ENTRY_MAX);
     }
 }

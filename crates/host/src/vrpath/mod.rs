@@ -67,6 +67,7 @@ mod spec;
 )]
 pub(crate) mod testkit;
 
+pub use ingress::{LOOP_ENTRY_MAX, loop_share};
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
 use ledger::SlotLedger;
@@ -217,10 +218,11 @@ impl Backend {
 ///   VR for its staged frames and serves its control rings), together at
 ///   the start so that a VR the burst skipped costs one cache line;
 /// - per packet (ingress `stage_with`, egress `send`): `bucket`,
-///   `vnic_port`, `staged`, `backend`, `inst`, `pool_reserve`, `slots`,
-///   `region`, `tap` (a null check when there is none), `stats`,
-///   `ring_reserve`, `solo`, `headroom`, `slot_bytes`, `up`; with several
-///   live instances also `inst_cap` and `balancer`;
+///   `vnic_port`, `staged`, `backend`, `inst`, `pool_reserve`,
+///   `loop_floor`, `slots`, `region`, `tap` (a null check when there is
+///   none), `stats`, `ring_reserve`, `solo`, `headroom`, `slot_bytes`,
+///   `loop_vnics`, `up`; with several live instances also `inst_cap` and
+///   `balancer`;
 /// - per batch or round: `sched`, `relay` (only when two instances or more
 ///   are served), `inproc` (only for in-process backends, boxed: 300
 ///   bytes the process backends never touch), `quarantined`,
@@ -229,7 +231,7 @@ impl Backend {
 ///
 /// `repr(C)` keeps that order in memory (Rust's default layout reorders
 /// fields freely, and spread the per-packet ones over all nine cache
-/// lines): the per-burst and per-packet fields take the first 344 bytes
+/// lines): the per-burst and per-packet fields take the first 368 bytes
 /// on 64-bit targets, the 8-byte aligned ones first so that no padding
 /// Most vNICs that can be VLAN sub-interfaces (a config's vNICs).
 pub const MAX_VLAN_VNICS: usize = 64;
@@ -251,8 +253,11 @@ pub struct VrPath {
     staged: Vec<Vec<u32>>,
     backend: Backend,
     inst: Vec<Inst>,
-    /// Pool slots only control frames may take.
-    pool_reserve: usize,
+    /// Pool slots only control frames may take (at most a burst).
+    pool_reserve: u32,
+    /// Free slots a frame of a loop's entry vNIC leaves (see
+    /// [`VrPath::set_loop`]; 0: no loop).
+    loop_floor: u32,
     /// Who has each slot: the host's record (see [`ledger`]).
     slots: SlotLedger,
     region: Region,
@@ -265,17 +270,19 @@ pub struct VrPath {
     /// pointer: this struct's inline size is counted).
     vlans: Option<Box<[u16; MAX_VLAN_VNICS]>>,
     stats: Arc<VrStats>,
-    /// Rx ring entries only control frames may take.
-    ring_reserve: u32,
     /// Most slots one instance may hold: its share of the pool, so that a
     /// slow instance (or one that stopped) cannot take the slots its
     /// siblings need (several live instances only).
     inst_cap: u32,
+    /// Rx ring entries only control frames may take (at most a burst).
+    ring_reserve: u16,
     /// The only live instance, or [`SHARED`] when there are several (or
     /// none): the balancer is asked only then.
     solo: u16,
     headroom: u16,
     slot_bytes: u16,
+    /// The vNICs below this one are a loop's entries (0: none).
+    loop_vnics: u16,
     /// Whether it accepts packets.
     up: bool,
     /// No vNIC is a tunnel endpoint or a VLAN sub-interface: frames cross
@@ -369,8 +376,10 @@ impl VrPath {
                 .collect(),
             staged_n: 0,
             backend,
-            ring_reserve: control_reserve(cfg.ring_entries),
-            pool_reserve: control_reserve(cfg.slot_count) as usize,
+            ring_reserve: control_reserve(cfg.ring_entries) as u16,
+            pool_reserve: control_reserve(cfg.slot_count),
+            loop_floor: 0,
+            loop_vnics: 0,
             headroom: cfg.headroom as u16,
             slot_bytes: cfg.slot_bytes as u16,
             slots: SlotLedger::new(cfg.slot_count, inst.len()),

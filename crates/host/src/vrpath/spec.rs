@@ -35,6 +35,9 @@ pub struct PathSpec {
     /// The VLAN of each vNIC that is an 802.1Q sub-interface of its port
     /// (empty, or `None`: untagged).
     pub vlans: Vec<Option<u16>>,
+    /// vNICs `0..loop_vnics` feed a loop back into the VR (a tap VR's data
+    /// vNICs, see [`VrPath::set_loop`]); 0: none.
+    pub loop_vnics: u16,
 }
 
 impl PathSpec {
@@ -53,6 +56,7 @@ impl PathSpec {
             sched: Sched::default(),
             tunnels: Vec::new(),
             vlans: Vec::new(),
+            loop_vnics: 0,
         }
     }
 
@@ -95,6 +99,7 @@ impl VrPath {
         path.set_sched(spec.sched);
         path.set_tunnels(&spec.tunnels);
         path.set_vlans(&spec.vlans);
+        path.set_loop(spec.loop_vnics);
         path
     }
 }
