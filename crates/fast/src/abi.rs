@@ -128,7 +128,9 @@ pub struct LiveGenConf {
     pub hdr: [u8; 48],
     /// Frames not 0 modulo `mix` go to `alt_dst` (<= 1: none).
     pub mix: u32,
-    pub pad: u32,
+    /// 0: the frames leave by `XDP_TX`; CPU c + 1: through CPU c's entry
+    /// of the generator's cpumap.
+    pub via_cpu: u32,
     /// The other destination MAC (6 bytes used).
     pub alt_dst: [u8; 8],
 }
@@ -142,7 +144,7 @@ impl Default for LiveGenConf {
             burst: 1,
             hdr: [0; 48],
             mix: 0,
-            pad: 0,
+            via_cpu: 0,
             alt_dst: [0; 8],
         }
     }

@@ -110,7 +110,7 @@ pub use livegen::{
     LiveGen, LiveGenConfig, LiveGenCounters, LiveSender, MARK_OFFSET, MAX_BATCH, MAX_FLOWS, SendOn,
     udp_frame,
 };
-pub use load::{PeerPass, ifindex};
+pub use load::{PeerPass, ifindex, online_cpus};
 pub use probe::CounterProbe;
 pub use seqsink::{SeqSink, SinkCounts};
 pub use tunnel::{FastTunnel, FastTunnelKind, MAX_TUNNELS, TunnelCounters, tunnel_ifindex};
