@@ -142,6 +142,7 @@ pub(super) fn migrate(args: &FastpathArgs, s: &Setup<'_>) -> Result<Migration> {
         LiveOptions {
             flows: args.flows,
             repeat: args.live_repeat,
+            fwd_cpu: args.fwd_cpu,
         },
         crate::forward::Family::Ipv4,
     )?;

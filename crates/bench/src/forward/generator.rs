@@ -22,8 +22,16 @@ use crate::{Context, Result, bail};
 pub enum GeneratorKind {
     /// trafgen (netsniff-ng): skbs through the generator's veth.
     Trafgen,
-    /// The XDP live-frames generator: xdp_frames into the node's `p0`.
+    /// The XDP live-frames generator: xdp_frames into the node's `p0`,
+    /// whose receive side (the veth's NAPI, the forwarder behind it) runs
+    /// on the generator's core.
     Live,
+    /// The live-frames generator handing its frames to the forwarder's
+    /// core through a cpumap: `p0`'s receive side and the forward run
+    /// there, and the generator keeps its core to itself.
+    #[value(name = "live-split")]
+    #[serde(rename = "live-split")]
+    LiveSplit,
 }
 
 impl GeneratorKind {
@@ -32,7 +40,13 @@ impl GeneratorKind {
         match self {
             Self::Trafgen => "trafgen",
             Self::Live => "live",
+            Self::LiveSplit => "live-split",
         }
+    }
+
+    /// One of the live-frames generators.
+    pub fn is_live(self) -> bool {
+        self != Self::Trafgen
     }
 }
 
@@ -50,6 +64,8 @@ pub(crate) struct LiveOptions {
     pub flows: u32,
     /// Program runs per `BPF_PROG_RUN` call.
     pub repeat: u32,
+    /// The forwarder's core, which `live-split` hands its frames to.
+    pub fwd_cpu: usize,
 }
 
 impl Generator {
@@ -78,8 +94,10 @@ impl Generator {
                 std::fs::write(&conf, trafgen_conf6(frame_bytes)?)?;
                 Ok(Self::Trafgen(conf))
             }
-            (GeneratorKind::Live, Family::Ipv6) => bail!("the live generator sends IPv4 only"),
-            (GeneratorKind::Live, Family::Ipv4) => {
+            (GeneratorKind::Live | GeneratorKind::LiveSplit, Family::Ipv6) => {
+                bail!("the live generator sends IPv4 only")
+            }
+            (GeneratorKind::Live | GeneratorKind::LiveSplit, Family::Ipv4) => {
                 let frame = vrhost_fast::udp_frame(
                     mac(GEN_MAC),
                     mac(P0_MAC),
@@ -92,6 +110,7 @@ impl Generator {
                     flows: live.flows,
                     random_dst,
                     repeat: live.repeat,
+                    via_cpu: (kind == GeneratorKind::LiveSplit).then_some(live.fwd_cpu as u32),
                     ..LiveGenConfig::default()
                 })
                 .context("load the live-frames generator")?;

@@ -43,6 +43,7 @@ use vrhost_lab::Lab;
 
 use crate::machine::Machine;
 
+pub(crate) mod best;
 pub(crate) mod generator;
 pub(crate) mod measure;
 pub(crate) mod node;
@@ -107,7 +108,8 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 /// Options of `vrhost bench forward`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ForwardArgs {
-    /// Forwarders: kernel, af_xdp, af_xdp_dedicated (af_xdp with p0
+    /// Forwarders: kernel (RPS to the forwarder's core), kernel_norps
+    /// (in the receiving core's softirq), af_xdp, af_xdp_dedicated (af_xdp with p0
     /// dedicated to the VR: its UMEM is the VR's pool), af_packet, socket,
     /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports),
     /// tap (a `kind = "tap"` VR on af_xdp ports: Linux forwarding in its
@@ -134,10 +136,12 @@ pub struct ForwardArgs {
     /// route file (full table, random class-C destinations). Repeatable.
     #[arg(long, default_value = "2")]
     pub table: Vec<String>,
-    /// The generator: trafgen (skbs through the veth) or live (the XDP
-    /// live-frames generator, about ten times trafgen's rate on veth).
-    #[arg(long, value_enum, default_value_t = GeneratorKind::Trafgen)]
-    pub generator: GeneratorKind,
+    /// Generators, each measured in turn: trafgen (skbs through the
+    /// veth), live (the XDP live-frames generator, about ten times
+    /// trafgen's rate on veth; p0's receive side runs on its core) or
+    /// live-split (the same, handing its frames to the forwarder's core).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "trafgen")]
+    pub generator: Vec<GeneratorKind>,
     /// The live generator: program runs per `BPF_PROG_RUN` call (larger
     /// keeps its core busier; the generator stops within one call).
     #[arg(long, default_value_t = 1 << 22)]
@@ -227,7 +231,7 @@ pub struct ForwardArgs {
 }
 
 /// One measured point.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Record {
     /// The generator: trafgen | live.
     pub generator: &'static str,
@@ -358,7 +362,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
         if copies_per_frame(f).is_none() {
             bail!(
-                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_xdp_dedicated, af_packet, socket, fast, tap)"
+                "--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, af_xdp, af_xdp_dedicated, af_packet, socket, fast, tap)"
             );
         }
     }
@@ -380,7 +384,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         .map(|t| Table::load(t))
         .collect::<Result<Vec<_>>>()?;
     if args.family.contains(&Family::Ipv6) {
-        if args.generator == GeneratorKind::Live {
+        if args.generator.iter().any(|g| g.is_live()) {
             bail!("--family ipv6: the live generator sends IPv4 only (use --generator trafgen)");
         }
         if args.forwarders.iter().any(|f| f == "fast") {
@@ -469,14 +473,19 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
         }
     }
     let mut out = Vec::new();
-    for &family in &args.family {
+    for (&family, &generator) in args
+        .family
+        .iter()
+        .flat_map(|f| args.generator.iter().map(move |g| (f, g)))
+    {
         let plan = Plan {
             forwarders: &args.forwarders,
-            generator: args.generator,
+            generator,
             loads: &args.loads,
             live: LiveOptions {
                 flows: 1,
                 repeat: args.live_repeat,
+                fwd_cpu: args.fwd_cpu,
             },
             drop_obj: &obj,
             family,
@@ -540,11 +549,7 @@ pub(crate) struct Plan<'a> {
 /// xdp_frames only with NAPI; with an XDP program on p0 it has NAPI
 /// anyway), and loses it for trafgen (its skbs then go as before).
 pub(crate) fn p0_gro(lab: &Lab, kind: GeneratorKind) -> Result<()> {
-    let on = if kind == GeneratorKind::Live {
-        "on"
-    } else {
-        "off"
-    };
+    let on = if kind.is_live() { "on" } else { "off" };
     lab.ns("node")
         .exec("ethtool", &["-K", "p0", "gro", on])
         .with_context(|| format!("GRO {on} on the node's p0"))?;
@@ -729,7 +734,7 @@ fn forwarder_points(
 
 /// Copies of a frame's bytes on the node between p0 and p1 for forwarder
 /// `fwd` (`None`: no such forwarder), counted from the code each takes:
-/// - `kernel`, `fast`: 0 (the skb, or the XDP frame redirected into p1,
+/// - `kernel`, `kernel_norps`, `fast`: 0 (the skb, or the XDP frame redirected into p1,
 ///   crosses by reference; `fast`'s slow path is `af_xdp`'s);
 /// - `socket`: 3 (`recvmsg` into the port's buffer, the worker into the
 ///   VR's slot, `send` into an skb);
@@ -747,7 +752,7 @@ fn forwarder_points(
 ///   into p1's UMEM, the kernel into an skb).
 pub fn copies_per_frame(fwd: &str) -> Option<u32> {
     Some(match fwd {
-        "kernel" | "fast" => 0,
+        "kernel" | "kernel_norps" | "fast" => 0,
         "socket" | "af_packet" | "af_xdp_dedicated" => 3,
         "af_xdp" => 4,
         "tap" => 7,

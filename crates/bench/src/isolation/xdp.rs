@@ -30,8 +30,11 @@
 //! alone (its frames the generator could not send at the pace are not
 //! counted against the host); `overload` = the generator's sent rate / C
 //! (below 2 when the generator cannot offer 2 x C, as trafgen on veth
-//! cannot here, nor the live generator while the fast path's XDP runs on
-//! its core: reported, not hidden).
+//! cannot here, nor `live` while the fast path's XDP runs on its core:
+//! reported, not hidden). `live-split` hands its frames to the host
+//! worker's core through a cpumap, where p0's receive side and the fast
+//! path then run: the generator keeps its core, and C is what that other
+//! core forwards.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -178,7 +181,7 @@ fn runs(o: &FairXdp, lab: &Lab, dir: &Path) -> Result<Vec<FairnessRecord>> {
     // veth), so it is asked for 2 x C and its sent rate says what it did.
     let port = match o.generator {
         GeneratorKind::Trafgen => (2.0 * c).min(g),
-        GeneratorKind::Live => 2.0 * c,
+        GeneratorKind::Live | GeneratorKind::LiveSplit => 2.0 * c,
     } as u64;
     let k = ((port as f64 / q as f64).round() as usize).max(2);
     let mut with = run("with_noise", limits, k, Some(port))?;
@@ -350,7 +353,7 @@ impl FairGen {
                     None,
                 ))
             }
-            GeneratorKind::Live => {
+            GeneratorKind::Live | GeneratorKind::LiveSplit => {
                 let frame = vrhost_fast::udp_frame(
                     mac(GEN_MAC),
                     mac(T_MAC[0][0]),
@@ -361,6 +364,7 @@ impl FairGen {
                 let g = Arc::new(LiveGen::load(&LiveGenConfig {
                     frame,
                     mix: (k > 1).then(|| (k as u32, mac(T_MAC[1][0]))),
+                    via_cpu: (o.generator == GeneratorKind::LiveSplit).then_some(o.cpu as u32),
                     ..LiveGenConfig::default()
                 })?);
                 g.set_rate(pps.unwrap_or(0))?;
