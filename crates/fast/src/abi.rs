@@ -54,12 +54,20 @@ pub struct SelectValue {
     pub last_ns: u64,
 }
 
+/// Own addresses a [`VrConf`] holds (`VR_INLINE_ADDRS`).
+pub const VR_INLINE_ADDRS: usize = 5;
+
 /// `struct vr_conf`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct VrConf {
     pub mode: u32,
     pub fast: u32,
+    /// The VR's own addresses; up to [`VR_INLINE_ADDRS`] all in `addr`
+    /// (the program then skips the `addrs` map), more only in `addrs`.
+    pub naddrs: u32,
+    /// Network byte order.
+    pub addr: [[u8; 4]; VR_INLINE_ADDRS],
 }
 
 /// `struct lpm_key` without its `prefixlen`, which aya's
@@ -302,7 +310,7 @@ mod tests {
         assert_eq!(size_of::<SelectKey>(), 4 + 2 + 6);
         assert_eq!(size_of::<SelectValue>(), 40);
         assert_eq!(size_of::<SelectValue>(), 4 + 4 + 4 * 8);
-        assert_eq!(size_of::<VrConf>(), 8);
+        assert_eq!(size_of::<VrConf>(), 32);
         assert_eq!(size_of::<aya::maps::lpm_trie::Key<LpmData>>(), 16);
         assert_eq!(size_of::<LpmData>(), 4 + 4 + 4);
         assert_eq!(size_of::<RouteValue>(), 8);
