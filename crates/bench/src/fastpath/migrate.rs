@@ -143,6 +143,7 @@ pub(super) fn migrate(args: &FastpathArgs, s: &Setup<'_>) -> Result<Migration> {
             flows: args.flows,
             repeat: args.live_repeat,
             fwd_cpu: args.fwd_cpu,
+            batch: args.live_batch,
         },
         crate::forward::Family::Ipv4,
     )?;

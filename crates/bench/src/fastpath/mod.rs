@@ -139,6 +139,11 @@ pub struct FastpathArgs {
     /// The live generator: program runs per `BPF_PROG_RUN` call.
     #[arg(long, default_value_t = 1 << 22)]
     pub live_repeat: u32,
+    /// The live generator: frames per batch (1..=256; its page pool holds
+    /// as many, and `live-split`'s frames come back to it from the
+    /// forwarder's core).
+    #[arg(long, default_value_t = 64)]
+    pub live_batch: u32,
     /// The fast forwarder: CPUs its forwarding is spread over through a
     /// cpumap (`[host.fast] cpus`; default none).
     #[arg(long, value_delimiter = ',')]
@@ -158,6 +163,7 @@ impl FastpathArgs {
             table: self.table.clone(),
             generator: vec![generator],
             live_repeat: self.live_repeat,
+            live_batch: self.live_batch,
             seconds: self.seconds,
             warmup: self.warmup,
             gen_cpu: self.gen_cpu,
@@ -360,6 +366,7 @@ fn forward(
                 flows: 1,
                 repeat: args.live_repeat,
                 fwd_cpu: args.fwd_cpu,
+                batch: args.live_batch,
             },
             drop_obj: &obj,
             family: crate::forward::Family::Ipv4,

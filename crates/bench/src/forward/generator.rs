@@ -66,6 +66,10 @@ pub(crate) struct LiveOptions {
     pub repeat: u32,
     /// The forwarder's core, which `live-split` hands its frames to.
     pub fwd_cpu: usize,
+    /// Frames per batch in the kernel's test run (its page pool holds as
+    /// many pages, which bounds what it recycles when frames come back
+    /// from another CPU).
+    pub batch: u32,
 }
 
 impl Generator {
@@ -111,6 +115,7 @@ impl Generator {
                     random_dst,
                     repeat: live.repeat,
                     via_cpu: (kind == GeneratorKind::LiveSplit).then_some(live.fwd_cpu as u32),
+                    batch: live.batch,
                     ..LiveGenConfig::default()
                 })
                 .context("load the live-frames generator")?;

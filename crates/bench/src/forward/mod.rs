@@ -146,6 +146,9 @@ pub struct ForwardArgs {
     /// keeps its core busier; the generator stops within one call).
     #[arg(long, default_value_t = 1 << 22)]
     pub live_repeat: u32,
+    /// The live generator: frames per batch (1..=256).
+    #[arg(long, default_value_t = 64)]
+    pub live_batch: u32,
     /// Measurement window per point, seconds.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
@@ -486,6 +489,7 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
                 flows: 1,
                 repeat: args.live_repeat,
                 fwd_cpu: args.fwd_cpu,
+                batch: args.live_batch,
             },
             drop_obj: &obj,
             family,
