@@ -42,7 +42,8 @@
  *     lengths (bad -> drop_bad_header), header checksum (bad -> slow, which
  *     counts it), source no host may have (drop_bad_header), group MAC or
  *     multicast/class E/broadcast destination (slow), one of the VR's own
- *     addresses (`addrs`; slow), route lookup by the VR's mode (`vrs`):
+ *     addresses (in `vrs`, or `addrs` past 5; slow), route lookup by the
+ *     VR's mode (`vrs`):
  *       dst:     `routes` {vr, table 0, dst}
  *       src:     `routes` {vr, table 0, src}
  *       src-dst: `src_tables` {vr, 0, src} gives a table t, then `routes`
@@ -115,7 +116,8 @@
  *
  * Loops: none (the header checksum's ten words are unrolled). The verifier
  * of kernel 6.18 accepts it: 9666 instructions verified with the tunnels
- * of xdp_tunnel.h (aya's ProgramInfo::verified_instruction_count; the
+ * of xdp_tunnel.h, before the own addresses moved into vr_conf (aya's
+ * ProgramInfo::verified_instruction_count; the
  * figure noted before them was 973), far below the verifier's limit of
  * 10^6. crates/fast's tests load it each run.
  *
