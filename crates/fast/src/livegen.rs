@@ -127,6 +127,7 @@ pub struct LiveGen {
     /// With `via_cpu`: the devmap of the generator's veth (set by the
     /// sending thread, in its namespace), and the cpumap, kept open.
     out: Option<(Mutex<DevMap<MapData>>, CpuMap<MapData>)>,
+    via_cpu: Option<u32>,
     frame: Vec<u8>,
     repeat: u32,
     batch: u32,
@@ -139,7 +140,7 @@ impl std::fmt::Debug for LiveGen {
             .field("frame_len", &self.frame.len())
             .field("repeat", &self.repeat)
             .field("batch", &self.batch)
-            .field("via_cpu", &self.out.is_some())
+            .field("via_cpu", &self.via_cpu)
             .finish_non_exhaustive()
     }
 }
@@ -193,6 +194,7 @@ impl LiveGen {
             conf: Mutex::new(conf),
             state,
             out,
+            via_cpu: cfg.via_cpu,
             frame: cfg.frame.clone(),
             repeat: cfg.repeat,
             batch: cfg.batch,
@@ -255,6 +257,55 @@ impl LiveGen {
         // the tokens it would have spent meanwhile are not lost.
         c.burst = c.burst.max(rate_pps / 250);
         self.write_conf(c)
+    }
+
+    /// The CPU frames are handed to (`via_cpu`), if any.
+    pub fn via_cpu(&self) -> Option<u32> {
+        self.via_cpu
+    }
+
+    /// With `via_cpu`: give the cpumap kthread that forwards the frames
+    /// (`cpumap/CPU/map:ID`) the highest nice level, -20. The receive
+    /// side it stands in for, NAPI in softirq, preempts every task of its
+    /// CPU; a kthread of ordinary weight would share the CPU with them (a
+    /// forwarder's own worker thread pinned there, say). Returns whether
+    /// it was found (false without `via_cpu`).
+    ///
+    /// # Errors
+    /// [`FastError::Os`]: /proc unreadable, or the priority refused.
+    pub fn raise_forwarding_priority(&self) -> Result<bool, FastError> {
+        use aya::maps::IterableMap;
+        let Some((_, cpus)) = &self.out else {
+            return Ok(false);
+        };
+        let id = cpus.map().info().map_err(map_err(CPUS, "info"))?.id();
+        let os = |call| move |e| FastError::Os { call, source: e };
+        let suffix = format!("/map:{id}");
+        for entry in std::fs::read_dir("/proc").map_err(os("read /proc"))? {
+            let path = entry.map_err(os("read /proc"))?.path();
+            let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+                continue;
+            };
+            let comm = comm.trim_end();
+            if !(comm.starts_with("cpumap/") && comm.ends_with(&suffix)) {
+                continue;
+            }
+            let pid = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.parse().ok())
+                .and_then(rustix::process::Pid::from_raw);
+            if let Some(pid) = pid {
+                rustix::process::setpriority_process(Some(pid), -20).map_err(|e| {
+                    FastError::Os {
+                        call: "setpriority of the cpumap kthread",
+                        source: e.into(),
+                    }
+                })?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The counters so far.

@@ -20,7 +20,8 @@
 //! Through another CPU (`via_cpu`), the generator pinned to CPU 0 and its
 //! frames handed to CPU 1: every frame is forwarded and arrives in order,
 //! and the sink behind the router counted them all on CPU 1, none on CPU 0
-//! (the veth's receive side, the router and its redirect ran there).
+//! (the veth's receive side, the router and its redirect ran there); its
+//! cpumap kthread is found and given nice -20.
 //!
 //! The namespaces are named with the process id and deleted by a guard
 //! even when a check fails.
@@ -344,6 +345,7 @@ fn via_another_cpu_the_forward_runs_there_not_on_the_generator_s() {
     let fp = router(&t.1);
     let sink = in_ns(&t.0.1, || SeqSink::attach("s0").expect("sink on s0"));
     let g = routed_generator(50_000, Some(1));
+    assert!(g.raise_forwarding_priority().unwrap(), "its cpumap kthread");
     let on = SendOn {
         cpu: Some(0),
         ..send_on(&t.0)
@@ -365,6 +367,7 @@ fn frames_recycled_through_a_router_in_xdp_keep_their_headers() {
     let fp = router(&t.1);
     let sink = in_ns(&t.0.1, || SeqSink::attach("s0").expect("sink on s0"));
     let g = routed_generator(100_000, None);
+    assert!(!g.raise_forwarding_priority().unwrap(), "no cpumap kthread");
     // A page is reused after at most a few hundred frames: 64 recycles
     // would have run a TTL of 64 down.
     send_at_least(&g, &t.0, 50_000);

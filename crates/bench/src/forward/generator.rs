@@ -119,6 +119,7 @@ impl Generator {
                     ..LiveGenConfig::default()
                 })
                 .context("load the live-frames generator")?;
+                split_priority(&g)?;
                 Ok(Self::Live(Arc::new(g)))
             }
         }
@@ -168,6 +169,19 @@ impl Generator {
             Self::Trafgen(_) => Ok(None),
         }
     }
+}
+
+/// `live-split`: its cpumap kthread, where the forwarder's receive side
+/// runs, at nice -20, as the softirq it stands in for would preempt the
+/// forwarder core's tasks (a warning if it is not found).
+pub(crate) fn split_priority(g: &LiveGen) -> Result<()> {
+    if g.raise_forwarding_priority()? {
+        return Ok(());
+    }
+    if g.via_cpu().is_some() {
+        eprintln!("live-split: no cpumap kthread found; its priority stays as it was");
+    }
+    Ok(())
 }
 
 /// `s` (`xx:xx:xx:xx:xx:xx`, a constant) as bytes.

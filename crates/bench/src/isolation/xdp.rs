@@ -367,6 +367,7 @@ impl FairGen {
                     via_cpu: (o.generator == GeneratorKind::LiveSplit).then_some(o.cpu as u32),
                     ..LiveGenConfig::default()
                 })?);
+                crate::forward::generator::split_priority(&g)?;
                 g.set_rate(pps.unwrap_or(0))?;
                 let on = SendOn {
                     netns: Some(format!("/run/netns/{}", lab.ns("gen").name()).into()),
