@@ -175,6 +175,8 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
         .collect();
     assert_eq!(fair.len(), 1, "{fair:?}");
     assert!(num(fair[0], "quiet_ratio") > 0.0, "{}", fair[0]);
+    assert!(num(fair[0], "overload") > 0.0, "{}", fair[0]);
+    assert!(num(fair[0], "port_overload") > 0.0, "{}", fair[0]);
     // Every record is flat.
     for r in results {
         for (k, v) in r.as_object().expect("object") {

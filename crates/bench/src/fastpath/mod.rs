@@ -247,6 +247,11 @@ pub enum FastRecord {
         /// The quiet tenant's rate under the noisy one's overload, over
         /// its rate alone.
         quiet_ratio: f64,
+        /// What the generator sent over the port's capacity (the target
+        /// is 2).
+        overload: f64,
+        /// What reached the select table over the capacity.
+        port_overload: f64,
     },
 }
 
@@ -300,7 +305,11 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
             ..Default::default()
         };
         match crate::isolation::fairness_fast(&o) {
-            Ok(quiet_ratio) => out.push(FastRecord::Fairness { quiet_ratio }),
+            Ok(f) => out.push(FastRecord::Fairness {
+                quiet_ratio: f.quiet_ratio,
+                overload: f.overload,
+                port_overload: f.port_overload,
+            }),
             Err(e) => result = Err(e),
         }
     }

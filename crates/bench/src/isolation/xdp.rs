@@ -109,17 +109,36 @@ impl Default for FairXdp {
     }
 }
 
+/// What `vrhost bench fastpath`'s `fairness` record says of the
+/// `with_noise` run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FairFast {
+    /// The quiet tenant's forwarded share with noise / alone.
+    pub quiet_ratio: f64,
+    /// What the generator sent / the capacity.
+    pub overload: f64,
+    /// What reached the select table (both tenants) / the capacity: the
+    /// overload the port saw.
+    pub port_overload: f64,
+}
+
 /// The quiet tenant's forwarded rate with noise / alone at 2 x overload of
-/// one shared port, with the fast path's per-tenant buckets (for `vrhost
-/// bench fastpath`'s `{"experiment":"fairness","quiet_ratio":...}`).
-/// Needs root and trafgen.
+/// one shared port, with the fast path's per-tenant buckets, and the
+/// overload reached (for `vrhost bench fastpath`'s
+/// `{"experiment":"fairness",...}`). Needs root (and trafgen with it).
 ///
 /// # Errors
-/// The lab, the daemon or trafgen failed.
-pub fn fairness_fast(o: &FairXdp) -> Result<f64> {
+/// The lab, the daemon or the generator failed.
+pub fn fairness_fast(o: &FairXdp) -> Result<FairFast> {
     let recs = fairness_xdp(o)?;
+    let cap = recs.iter().find(|r| r.run == "capacity");
+    let c = cap.map_or(0.0, |r| r.quiet_forwarded_pps);
     let with = recs.iter().find(|r| r.run == "with_noise");
-    Ok(with.map_or(0.0, |r| r.quiet_ratio))
+    Ok(with.map_or(FairFast::default(), |r| FairFast {
+        quiet_ratio: r.quiet_ratio,
+        overload: r.overload.unwrap_or(0.0),
+        port_overload: ratio(r.quiet_classified_pps + r.noisy_classified_pps, c),
+    }))
 }
 
 /// Every run of the experiment (see the module doc), as the isolation
