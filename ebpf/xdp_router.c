@@ -109,6 +109,10 @@
  * (crates/fast/src/bucket.rs).
  * An rx queue is served by one CPU at a time, so a tenant whose frames
  * arrive on one queue is limited exactly.
+ * A VR's vr_conf is replaced by one update of the array, which copies the
+ * value without a lock: a frame on another CPU at that moment may see
+ * part of the old and part of the new (its own addresses among them), as
+ * it may see the addrs hash half updated, one address at a time.
  *
  * veth: a frame redirected into a veth is delivered only if the veth's
  * peer has an XDP program attached (or GRO on, which gives it NAPI);
