@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The node forwards with the kernel (`ip_forward`, addresses on p0/p1,
-//! RPS steering the forwarding to the forwarder's core: the kernel at its
-//! best, see BENCHMARKING.md) or with vrhost (no addresses, `ip_forward`
+//! RPS steering the forwarding to the forwarder's core, or without RPS:
+//! `kernel_norps`; the best of them is the kernel at its best, see
+//! BENCHMARKING.md and `best.rs`) or with vrhost (no addresses, `ip_forward`
 //! off, one router VR on ports of the driver under test; `fast`: the fast
 //! path on, the VR on it, `af_xdp` ports as its slow path; `tap`: a tap
 //! VR on `af_xdp` ports, the kernel of its namespace forwarding between
@@ -18,7 +19,8 @@
 //! The generator (`--generator`) on the generator's core sends UDP to the
 //! discard port at fractions of its own maximum (measured into an XDP
 //! drop on p0): trafgen (netsniff-ng, the default), paced by a tbf qdisc,
-//! or the XDP live-frames generator (`vrhost_fast::LiveGen`), paced by
+//! or the XDP live-frames generator (`vrhost_fast::LiveGen`; `live-split`
+//! hands its frames to the forwarder's core), paced by
 //! its own token bucket, with GRO on at p0 (a veth takes xdp_frames only
 //! with NAPI: an XDP program or GRO). The sink drops them in XDP
 //! (`ebpf/xdp_sink.c`) and counts them on its interface. Offered = the
