@@ -32,7 +32,21 @@
  *  4. conf.mix > 1: frames whose seq % mix is not 0 get conf.alt_dst as
  *     their destination MAC (one frame to the template's MAC, mix - 1 to
  *     the other, in turn: two tenants on one port for the fairness run).
- *  5. sent++ and XDP_TX.
+ *  5. sent++ and XDP_TX; or, with conf.via_cpu (CPU c + 1), XDP_REDIRECT
+ *     into livegen_cpus[c] (below).
+ *
+ * Through another CPU (conf.via_cpu): XDP_TX makes the kernel hand the
+ * frame to the veth at once (ndo_xdp_xmit), and a veth schedules its
+ * peer's NAPI on the CPU that sent: the receiver's XDP program, and the
+ * whole forward behind it, would run on the generator's core and slow it.
+ * Instead the frame is redirected into the CPUMAP livegen_cpus, whose
+ * entry for CPU c runs xdp_livegen_out in that CPU's cpumap kthread: it
+ * redirects the frame into the DEVMAP livegen_out (the generator's veth),
+ * so ndo_xdp_xmit, the peer's NAPI and everything behind it run on CPU c
+ * and the generator keeps its core. A frame the cpumap's queue cannot
+ * take is dropped by the kernel there (tracepoint
+ * xdp:xdp_cpumap_enqueue): it was counted sent, as a frame the veth
+ * refuses is.
  *
  * State is a plain array, not per CPU and not atomic: one thread runs the
  * generator (one BPF_PROG_RUN at a time, on its pinned core).
@@ -60,7 +74,8 @@ struct livegen_conf {
 	__u8 hdr[48];
 	/* frames not 0 mod mix go to alt_dst (mix <= 1: none) */
 	__u32 mix;
-	__u32 pad;
+	/* 0: XDP_TX; c + 1: through CPU c's entry of livegen_cpus */
+	__u32 via_cpu;
 	/* 6 bytes used */
 	__u8 alt_dst[8];
 };
@@ -95,6 +110,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct livegen_state);
 } livegen_state SEC(".maps");
+
+/* CPU -> queue running xdp_livegen_out (set by user space). */
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct bpf_cpumap_val);
+} livegen_cpus SEC(".maps");
+
+/* 0 -> the generator's veth (set from inside its namespace). */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bpf_devmap_val);
+} livegen_out SEC(".maps");
 
 /* Whether the token bucket admits one more frame now. */
 static __always_inline int admit(const struct livegen_conf *c, struct livegen_state *s)
@@ -171,8 +202,22 @@ int xdp_livegen(struct xdp_md *ctx)
 	udp->source = bpf_htons(4000 + flow);
 	if (c->random_dst)
 		random_dst(ip);
+	if (c->via_cpu) {
+		/* A CPU without an entry: not sent, and visible as such. */
+		if (bpf_redirect_map(&livegen_cpus, c->via_cpu - 1, XDP_ABORTED) != XDP_REDIRECT)
+			return XDP_ABORTED;
+		s->sent++;
+		return XDP_REDIRECT;
+	}
 	s->sent++;
 	return XDP_TX;
+}
+
+/* In the cpumap kthread of conf.via_cpu's CPU: into the generator's veth. */
+SEC("xdp/cpumap")
+int xdp_livegen_out(struct xdp_md *ctx)
+{
+	return (int)bpf_redirect_map(&livegen_out, 0, XDP_DROP);
 }
 
 char _license[] SEC("license") = "Dual MIT/GPL";

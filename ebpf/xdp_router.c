@@ -42,7 +42,8 @@
  *     lengths (bad -> drop_bad_header), header checksum (bad -> slow, which
  *     counts it), source no host may have (drop_bad_header), group MAC or
  *     multicast/class E/broadcast destination (slow), one of the VR's own
- *     addresses (`addrs`; slow), route lookup by the VR's mode (`vrs`):
+ *     addresses (in `vrs`, or `addrs` past 5; slow), route lookup by the
+ *     VR's mode (`vrs`):
  *       dst:     `routes` {vr, table 0, dst}
  *       src:     `routes` {vr, table 0, src}
  *       src-dst: `src_tables` {vr, 0, src} gives a table t, then `routes`
@@ -61,8 +62,11 @@
  * Maps (sizes set by the loader from its config):
  *  select      HASH    select_key -> select_entry: tenant -> VR, path,
  *                      token bucket
- *  vrs         ARRAY   vr id -> vr_conf: routing mode, fast-capable flag
- *  addrs       HASH    {vr, ip} -> 1: the VR's own addresses
+ *  vrs         ARRAY   vr id -> vr_conf: routing mode, fast-capable flag,
+ *                      the VR's own addresses when it has at most
+ *                      VR_INLINE_ADDRS (the common case: one per vNIC)
+ *  addrs       HASH    {vr, ip} -> 1: the VR's own addresses, looked up
+ *                      only for a VR with more than VR_INLINE_ADDRS
  *  routes      LPM     {prefixlen, vr, table, ip} -> route_val (next hop);
  *                      prefixlen = 64 + the prefix length: vr and table
  *                      are always matched whole
@@ -105,6 +109,10 @@
  * (crates/fast/src/bucket.rs).
  * An rx queue is served by one CPU at a time, so a tenant whose frames
  * arrive on one queue is limited exactly.
+ * A VR's vr_conf is replaced by one update of the array, which copies the
+ * value without a lock: a frame on another CPU at that moment may see
+ * part of the old and part of the new (its own addresses among them), as
+ * it may see the addrs hash half updated, one address at a time.
  *
  * veth: a frame redirected into a veth is delivered only if the veth's
  * peer has an XDP program attached (or GRO on, which gives it NAPI);
@@ -112,7 +120,8 @@
  *
  * Loops: none (the header checksum's ten words are unrolled). The verifier
  * of kernel 6.18 accepts it: 9666 instructions verified with the tunnels
- * of xdp_tunnel.h (aya's ProgramInfo::verified_instruction_count; the
+ * of xdp_tunnel.h, before the own addresses moved into vr_conf (aya's
+ * ProgramInfo::verified_instruction_count; the
  * figure noted before them was 973), far below the verifier's limit of
  * 10^6. crates/fast's tests load it each run.
  *
@@ -160,9 +169,15 @@ struct select_entry {
 	__u64 last_ns;
 };
 
+#define VR_INLINE_ADDRS 5
+
 struct vr_conf {
 	__u32 mode;		/* MODE_* */
 	__u32 fast;		/* 0: not set up for the fast path: slow */
+	/* The VR's own addresses: up to VR_INLINE_ADDRS all here (addrs is
+	 * not looked up), more only in addrs. */
+	__u32 naddrs;
+	__be32 addr[VR_INLINE_ADDRS];
 };
 
 struct lpm_key {
@@ -217,7 +232,7 @@ struct fast_counters {
 
 _Static_assert(sizeof(struct select_key) == 12, "select_key: abi.rs");
 _Static_assert(sizeof(struct select_entry) == 40, "select_entry: abi.rs");
-_Static_assert(sizeof(struct vr_conf) == 8, "vr_conf: abi.rs");
+_Static_assert(sizeof(struct vr_conf) == 32, "vr_conf: abi.rs");
 _Static_assert(sizeof(struct lpm_key) == 16, "lpm_key: abi.rs");
 _Static_assert(sizeof(struct route_val) == 8, "route_val: abi.rs");
 _Static_assert(sizeof(struct vr_ip) == 8, "vr_ip: abi.rs");
@@ -327,36 +342,41 @@ struct {
 	__type(value, struct bpf_cpumap_val);
 } cpu_map SEC(".maps");
 
+/* What spread() did when it did not hand the frame over. */
+#define SPREAD_OFF -1		/* the redirect target is untouched */
+#define SPREAD_FAILED -2	/* it may have been changed: set it again */
+
 /* Spreading on: hand the rewritten frame, its out port in the metadata, to
- * one of fast_cpus by a hash of its addresses. -1: spreading off (or no
- * room for the metadata): redirect in place. */
+ * one of fast_cpus by a hash of its addresses. SPREAD_OFF: spreading off;
+ * SPREAD_FAILED: no room for the metadata or a CPU missing from cpu_map:
+ * redirect in place. */
 static __always_inline int spread(struct xdp_md *ctx, __u32 ifindex, __u32 hash)
 {
 	__u32 zero = 0;
 	struct fast_cpus *fc = bpf_map_lookup_elem(&fast_cpus, &zero);
 
 	if (!fc || fc->count == 0 || fc->count > MAX_FAST_CPUS)
-		return -1;
+		return SPREAD_OFF;
 	__u32 i = hash % fc->count;
 
 	/* The compiler knows i < count <= MAX_FAST_CPUS and would drop the
 	 * check; the verifier does not know it: hide i from the compiler. */
 	asm volatile("" : "+r"(i));
 	if (i >= MAX_FAST_CPUS)
-		return -1;
+		return SPREAD_OFF;
 	__u32 cpu = fc->cpu[i];
 
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u32)))
-		return -1;
+		return SPREAD_OFF;
 	void *data = (void *)(long)ctx->data;
 	__u32 *meta = (void *)(long)ctx->data_meta;
 
 	if ((void *)(meta + 1) > data)
-		return -1;
+		return SPREAD_OFF;
 	*meta = ifindex;
 	/* A CPU missing from cpu_map: redirect in place. */
 	if (bpf_redirect_map(&cpu_map, cpu, XDP_PASS) != XDP_REDIRECT)
-		return -1;
+		return SPREAD_FAILED;
 	return XDP_REDIRECT;
 }
 
@@ -446,6 +466,24 @@ static __always_inline __u16 header_sum(const struct iphdr *ip)
 static __always_inline int checksum_ok(const struct iphdr *ip)
 {
 	return header_sum(ip) == 0xffff;
+}
+
+/* Whether daddr is one of the VR's own addresses: compared with those in
+ * its vr_conf, the hash map only for a VR with more. */
+static __always_inline int own_addr(const struct vr_conf *conf, __u32 vr, __be32 daddr)
+{
+	__u32 n = conf->naddrs;
+
+	if (n <= VR_INLINE_ADDRS) {
+#pragma unroll
+		for (int i = 0; i < VR_INLINE_ADDRS; i++)
+			if (i < n && conf->addr[i] == daddr)
+				return 1;
+		return 0;
+	}
+	struct vr_ip own = { .vr = vr, .addr = daddr };
+
+	return bpf_map_lookup_elem(&addrs, &own) != NULL;
 }
 
 /* Route lookup by the VR's mode; NULL: no route. */
@@ -583,9 +621,7 @@ int xdp_router(struct xdp_md *ctx)
 		c->to_slow_group += 1;
 		return slow(ctx, undo);
 	}
-	struct vr_ip own = { .vr = vr, .addr = ip->daddr };
-
-	if (bpf_map_lookup_elem(&addrs, &own)) {
+	if (own_addr(conf, vr, ip->daddr)) {
 		c->to_slow_local += 1;
 		return slow(ctx, undo);
 	}
@@ -628,8 +664,12 @@ int xdp_router(struct xdp_md *ctx)
 
 	if (s >= 0)
 		return s;
-	/* The metadata was not moved (or spreading is off): the frame is
-	 * intact, but `spread` may have set another redirect target. */
+	/* Spreading off: the target set above stands (no second lookup of
+	 * out_ports per frame). */
+	if (s == SPREAD_OFF)
+		return XDP_REDIRECT;
+	/* The frame is intact (its metadata moved, at most), but `spread`
+	 * set another redirect target. */
 	return (int)bpf_redirect_map(&out_ports, n->ifindex, 0);
 
 unselected: {

@@ -11,7 +11,10 @@
  *  lost       sequence numbers skipped: seq > next adds seq - next; a late
  *             frame (seq < next) takes one back, as it was counted lost;
  *  reordered  frames that arrived after a later one of their flow.
- * Other discard-port frames (trafgen's) are counted in `other`.
+ * Other discard-port frames (trafgen's) are counted in `other`. Every
+ * discard-port frame is also counted in `seqsink_cpus`, per CPU: on which
+ * core the receive side ran (the generator's, or the one it hands its
+ * frames to).
  *
  * The flow state is a plain array, updated without atomics: XDP runs one
  * NAPI poll of a receive queue at a time, and the sink's veth has one
@@ -55,6 +58,13 @@ struct {
 	__type(value, __u64);
 } seqsink_other SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} seqsink_cpus SEC(".maps");
+
 static __always_inline void count(struct flow_state *f, __u64 seq)
 {
 	f->received++;
@@ -79,7 +89,7 @@ int xdp_seqsink(struct xdp_md *ctx)
 	struct livegen_mark *m;
 	struct flow_state *f;
 	__u32 zero = 0, flow;
-	__u64 *other;
+	__u64 *other, *here;
 
 	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
 		return XDP_PASS;
@@ -88,6 +98,10 @@ int xdp_seqsink(struct xdp_md *ctx)
 	udp = (void *)(ip + 1);
 	if ((void *)(udp + 1) > end || udp->dest != bpf_htons(9))
 		return XDP_PASS;
+	here = bpf_map_lookup_elem(&seqsink_cpus, &zero);
+	/* Per-CPU slot: only this CPU writes it. */
+	if (here)
+		*here += 1;
 	m = (void *)(udp + 1);
 	if ((void *)(m + 1) <= end && m->magic == LIVEGEN_MAGIC) {
 		flow = m->flow;

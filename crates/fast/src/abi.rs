@@ -54,12 +54,20 @@ pub struct SelectValue {
     pub last_ns: u64,
 }
 
+/// Own addresses a [`VrConf`] holds (`VR_INLINE_ADDRS`).
+pub const VR_INLINE_ADDRS: usize = 5;
+
 /// `struct vr_conf`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct VrConf {
     pub mode: u32,
     pub fast: u32,
+    /// The VR's own addresses; up to [`VR_INLINE_ADDRS`] all in `addr`
+    /// (the program then skips the `addrs` map), more only in `addrs`.
+    pub naddrs: u32,
+    /// Network byte order.
+    pub addr: [[u8; 4]; VR_INLINE_ADDRS],
 }
 
 /// `struct lpm_key` without its `prefixlen`, which aya's
@@ -128,7 +136,9 @@ pub struct LiveGenConf {
     pub hdr: [u8; 48],
     /// Frames not 0 modulo `mix` go to `alt_dst` (<= 1: none).
     pub mix: u32,
-    pub pad: u32,
+    /// 0: the frames leave by `XDP_TX`; CPU c + 1: through CPU c's entry
+    /// of the generator's cpumap.
+    pub via_cpu: u32,
     /// The other destination MAC (6 bytes used).
     pub alt_dst: [u8; 8],
 }
@@ -142,7 +152,7 @@ impl Default for LiveGenConf {
             burst: 1,
             hdr: [0; 48],
             mix: 0,
-            pad: 0,
+            via_cpu: 0,
             alt_dst: [0; 8],
         }
     }
@@ -300,7 +310,7 @@ mod tests {
         assert_eq!(size_of::<SelectKey>(), 4 + 2 + 6);
         assert_eq!(size_of::<SelectValue>(), 40);
         assert_eq!(size_of::<SelectValue>(), 4 + 4 + 4 * 8);
-        assert_eq!(size_of::<VrConf>(), 8);
+        assert_eq!(size_of::<VrConf>(), 32);
         assert_eq!(size_of::<aya::maps::lpm_trie::Key<LpmData>>(), 16);
         assert_eq!(size_of::<LpmData>(), 4 + 4 + 4);
         assert_eq!(size_of::<RouteValue>(), 8);

@@ -110,7 +110,7 @@ pub use livegen::{
     LiveGen, LiveGenConfig, LiveGenCounters, LiveSender, MARK_OFFSET, MAX_BATCH, MAX_FLOWS, SendOn,
     udp_frame,
 };
-pub use load::{PeerPass, ifindex};
+pub use load::{PeerPass, ifindex, online_cpus};
 pub use probe::CounterProbe;
 pub use seqsink::{SeqSink, SinkCounts};
 pub use tunnel::{FastTunnel, FastTunnelKind, MAX_TUNNELS, TunnelCounters, tunnel_ifindex};
@@ -426,9 +426,18 @@ impl FastPath {
             RoutingMode::Src => abi::MODE_SRC,
             RoutingMode::SrcDst => abi::MODE_SRC_DST,
         };
-        self.vrs
-            .set(vr, abi::VrConf { mode, fast: 1 }, 0)
-            .map_err(map_err(VRS, "set"))
+        // The addresses in `addrs` first: a VR with more than the inline
+        // ones is looked up there as soon as its conf says so.
+        let mut conf = abi::VrConf {
+            mode,
+            fast: 1,
+            naddrs: cfg.addrs.len() as u32,
+            ..abi::VrConf::default()
+        };
+        for (slot, ip) in conf.addr.iter_mut().zip(&cfg.addrs) {
+            *slot = ip.octets();
+        }
+        self.vrs.set(vr, conf, 0).map_err(map_err(VRS, "set"))
     }
 
     /// Take VR `vr` off the fast path: its frames selected fast go to the

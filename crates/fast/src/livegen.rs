@@ -19,6 +19,15 @@
 //! an XDP program or has GRO on; otherwise they vanish without a counter.
 //! The interface is looked up, and the test run made, in the sending
 //! thread's namespace.
+//!
+//! Where the receiver runs: a veth schedules its peer's NAPI on the CPU
+//! that hands it the frame, so with `XDP_TX` the receiver's XDP program
+//! and the whole forward behind it run on the generator's core, which then
+//! offers only what is left of it. With [`LiveGenConfig::via_cpu`] the
+//! program redirects each frame into a cpumap entry of another CPU instead,
+//! whose program (`xdp_livegen_out`, attach type cpumap) redirects it into
+//! the generator's veth (a devmap): the veth's transmit, the peer's NAPI
+//! and the forward run on that CPU, and the generator keeps its own.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -26,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use aya::maps::{Array, MapData};
+use aya::maps::{Array, CpuMap, DevMap, MapData};
 use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp};
 use aya::{Ebpf, EbpfLoader};
 
@@ -38,6 +47,13 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xd
 const PROGRAM: &str = "xdp_livegen";
 const CONF: &str = "livegen_conf";
 const STATE: &str = "livegen_state";
+const CPUS: &str = "livegen_cpus";
+const OUT: &str = "livegen_out";
+/// The cpumap entry's program: into the generator's veth.
+const OUT_PROGRAM: &str = "xdp_livegen_out";
+/// Frames the cpumap entry's queue holds: a few of the generator's
+/// batches, so a short stall of the forwarding CPU loses nothing.
+const CPU_QUEUE: u32 = 8192;
 
 /// Flows the generator can number (the sink's table has as many).
 pub const MAX_FLOWS: u32 = 256;
@@ -71,6 +87,10 @@ pub struct LiveGenConfig {
     /// template's destination MAC and the `k - 1` others to `mac`, in
     /// turn (two tenants on one port).
     pub mix: Option<(u32, [u8; 6])>,
+    /// Hand each frame to this CPU's cpumap kthread, which sends it into
+    /// the veth (None: `XDP_TX` on the generator's own CPU). The receiver
+    /// then runs on this CPU, not the generator's.
+    pub via_cpu: Option<u32>,
 }
 
 impl Default for LiveGenConfig {
@@ -84,6 +104,7 @@ impl Default for LiveGenConfig {
             repeat: 1 << 22,
             batch: 64,
             mix: None,
+            via_cpu: None,
         }
     }
 }
@@ -103,6 +124,10 @@ pub struct LiveGenCounters {
 pub struct LiveGen {
     conf: Mutex<Array<MapData, LiveGenConf>>,
     state: Array<MapData, LiveGenState>,
+    /// With `via_cpu`: the devmap of the generator's veth (set by the
+    /// sending thread, in its namespace), and the cpumap, kept open.
+    out: Option<(Mutex<DevMap<MapData>>, CpuMap<MapData>)>,
+    via_cpu: Option<u32>,
     frame: Vec<u8>,
     repeat: u32,
     batch: u32,
@@ -115,6 +140,7 @@ impl std::fmt::Debug for LiveGen {
             .field("frame_len", &self.frame.len())
             .field("repeat", &self.repeat)
             .field("batch", &self.batch)
+            .field("via_cpu", &self.via_cpu)
             .finish_non_exhaustive()
     }
 }
@@ -160,9 +186,15 @@ impl LiveGen {
             .map_err(prog_err("load"))?;
         let conf = take(&mut ebpf, CONF)?;
         let state = take(&mut ebpf, STATE)?;
+        let out = match cfg.via_cpu {
+            Some(cpu) => Some(via_cpu(&mut ebpf, cpu)?),
+            None => None,
+        };
         let g = Self {
             conf: Mutex::new(conf),
             state,
+            out,
+            via_cpu: cfg.via_cpu,
             frame: cfg.frame.clone(),
             repeat: cfg.repeat,
             batch: cfg.batch,
@@ -180,10 +212,29 @@ impl LiveGen {
             burst: cfg.burst.max(1),
             hdr,
             mix,
-            pad: 0,
+            via_cpu: cfg.via_cpu.map_or(0, |c| c + 1),
             alt_dst,
         })?;
         Ok(g)
+    }
+
+    /// With `via_cpu`, send into `ifindex` (of the calling thread's
+    /// namespace: a devmap entry names an interface of the writer's) from
+    /// the forwarding CPU; without, nothing to do.
+    ///
+    /// # Errors
+    /// [`FastError::XdpMap`] (an interface that cannot take redirected
+    /// frames).
+    pub fn route_out(&self, ifindex: u32) -> Result<(), FastError> {
+        let Some((out, _)) = &self.out else {
+            return Ok(());
+        };
+        let mut m = out.lock().unwrap_or_else(|p| p.into_inner());
+        m.set(0, ifindex, None, 0).map_err(|e| FastError::XdpMap {
+            map: OUT,
+            op: "set",
+            source: Box::new(e),
+        })
     }
 
     fn write_conf(&self, c: LiveGenConf) -> Result<(), FastError> {
@@ -206,6 +257,55 @@ impl LiveGen {
         // the tokens it would have spent meanwhile are not lost.
         c.burst = c.burst.max(rate_pps / 250);
         self.write_conf(c)
+    }
+
+    /// The CPU frames are handed to (`via_cpu`), if any.
+    pub fn via_cpu(&self) -> Option<u32> {
+        self.via_cpu
+    }
+
+    /// With `via_cpu`: give the cpumap kthread that forwards the frames
+    /// (`cpumap/CPU/map:ID`) the highest nice level, -20. The receive
+    /// side it stands in for, NAPI in softirq, preempts every task of its
+    /// CPU; a kthread of ordinary weight would share the CPU with them (a
+    /// forwarder's own worker thread pinned there, say). Returns whether
+    /// it was found (false without `via_cpu`).
+    ///
+    /// # Errors
+    /// [`FastError::Os`]: /proc unreadable, or the priority refused.
+    pub fn raise_forwarding_priority(&self) -> Result<bool, FastError> {
+        use aya::maps::IterableMap;
+        let Some((_, cpus)) = &self.out else {
+            return Ok(false);
+        };
+        let id = cpus.map().info().map_err(map_err(CPUS, "info"))?.id();
+        let os = |call| move |e| FastError::Os { call, source: e };
+        let suffix = format!("/map:{id}");
+        for entry in std::fs::read_dir("/proc").map_err(os("read /proc"))? {
+            let path = entry.map_err(os("read /proc"))?.path();
+            let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+                continue;
+            };
+            let comm = comm.trim_end();
+            if !(comm.starts_with("cpumap/") && comm.ends_with(&suffix)) {
+                continue;
+            }
+            let pid = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.parse().ok())
+                .and_then(rustix::process::Pid::from_raw);
+            if let Some(pid) = pid {
+                rustix::process::setpriority_process(Some(pid), -20).map_err(|e| {
+                    FastError::Os {
+                        call: "setpriority of the cpumap kthread",
+                        source: e.into(),
+                    }
+                })?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The counters so far.
@@ -256,6 +356,41 @@ impl LiveGen {
             Err(e) => Err(prog_err("live test run")(e)),
         }
     }
+}
+
+/// Load the cpumap program and point `cpu`'s entry of the cpumap at it;
+/// the devmap it sends into, and the cpumap.
+fn via_cpu(
+    ebpf: &mut Ebpf,
+    cpu: u32,
+) -> Result<(Mutex<DevMap<MapData>>, CpuMap<MapData>), FastError> {
+    if !crate::load::online_cpus()?.contains(&cpu) {
+        return Err(FastError::Config {
+            why: "live generator: via_cpu is not an online CPU",
+        });
+    }
+    crate::load::program(ebpf, OUT_PROGRAM)?
+        .load()
+        .map_err(|e| FastError::Program {
+            program: OUT_PROGRAM,
+            step: "load",
+            source: Box::new(e),
+        })?;
+    let fd = crate::load::program_fd(ebpf, OUT_PROGRAM)?;
+    let mut cpus: CpuMap<MapData> = take(ebpf, CPUS)?;
+    if cpu >= cpus.len() {
+        return Err(FastError::Config {
+            why: "live generator: via_cpu above the cpumap's 64 entries",
+        });
+    }
+    cpus.set(cpu, CPU_QUEUE, Some(&fd), 0)
+        .map_err(|e| FastError::XdpMap {
+            map: CPUS,
+            op: "set",
+            source: Box::new(e),
+        })?;
+    let out = take(ebpf, OUT)?;
+    Ok((Mutex::new(out), cpus))
 }
 
 /// `struct xdp_md` as the test run takes it: data 0, data_end the frame's
@@ -346,7 +481,7 @@ impl LiveSender {
         let thread = std::thread::Builder::new()
             .name("livegen".into())
             .spawn(move || {
-                let idx = match prepare(&on) {
+                let idx = match prepare(&on).and_then(|i| generator.route_out(i).map(|()| i)) {
                     Ok(i) => i,
                     Err(e) => {
                         let _ = tx.send(Err(e));

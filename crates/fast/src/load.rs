@@ -85,6 +85,37 @@ pub(crate) fn program<'a>(
         .map_err(|e| err("find", e))
 }
 
+/// A descriptor of the loaded program `name` of its own (a cpumap or
+/// devmap entry takes the program's descriptor, not its id).
+pub(crate) fn program_fd(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+) -> Result<aya::programs::ProgramFd, FastError> {
+    program(ebpf, name)?
+        .fd()
+        .map_err(|source| FastError::Program {
+            program: name,
+            step: "fd",
+            source: Box::new(source),
+        })?
+        .try_clone()
+        .map_err(|e| FastError::Os {
+            call: "dup",
+            source: e,
+        })
+}
+
+/// The CPUs online now.
+///
+/// # Errors
+/// [`FastError::Os`].
+pub fn online_cpus() -> Result<Vec<u32>, FastError> {
+    aya::util::online_cpus().map_err(|(_, e)| FastError::Os {
+        call: "read /sys/devices/system/cpu/online",
+        source: e,
+    })
+}
+
 /// Attach the loaded `prog` to `ifindex`: native, else generic, through
 /// an [`XdpLink`], which detaches it with `BPF_LINK_DETACH` when dropped
 /// (aya's own links detach only when the last copy of their descriptor

@@ -3,9 +3,11 @@
 //! to and counts the [`crate::LiveGen`]'s frames per flow from their
 //! sequence numbers: received, lost (sequence numbers that never came)
 //! and reordered (a frame after a later one of its flow). Other frames to
-//! port 9 (trafgen's) are counted apart; everything else passes.
+//! port 9 (trafgen's) are counted apart; everything else passes. Each
+//! CPU's count of the frames it received says where the receive side ran
+//! ([`SeqSink::per_cpu`]).
 
-use aya::maps::{Array, MapData};
+use aya::maps::{Array, MapData, PerCpuArray};
 use aya::{Ebpf, EbpfLoader};
 use vrhost_io::af_xdp::XdpLink;
 
@@ -18,6 +20,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xd
 const PROGRAM: &str = "xdp_seqsink";
 const FLOWS: &str = "seqsink_flows";
 const OTHER: &str = "seqsink_other";
+const CPUS: &str = "seqsink_cpus";
 
 /// What the sink counted (one flow, or all added).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -54,6 +57,7 @@ pub struct SeqSink {
     link: XdpLink,
     flows: Array<MapData, FlowState>,
     other: Array<MapData, u64>,
+    cpus: PerCpuArray<MapData, u64>,
     _ebpf: Ebpf,
 }
 
@@ -88,10 +92,12 @@ impl SeqSink {
         let link = attach_either(prog, PROGRAM, ifname, idx)?;
         let flows = take(&mut ebpf, FLOWS)?;
         let other = take(&mut ebpf, OTHER)?;
+        let cpus = take(&mut ebpf, CPUS)?;
         Ok(Self {
             link,
             flows,
             other,
+            cpus,
             _ebpf: ebpf,
         })
     }
@@ -127,6 +133,16 @@ impl SeqSink {
                 .map_err(map_err(FLOWS, "set"))?;
         }
         self.other.set(0, 0, 0).map_err(map_err(OTHER, "set"))
+    }
+
+    /// Discard-port frames received so far on each possible CPU (index:
+    /// the CPU), whoever sent them.
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn per_cpu(&self) -> Result<Vec<u64>, FastError> {
+        let v = self.cpus.get(&0, 0).map_err(map_err(CPUS, "get"))?;
+        Ok(v.iter().copied().collect())
     }
 
     /// Counts of the first `flows` flows added, and the unmarked frames.

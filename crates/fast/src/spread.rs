@@ -65,28 +65,14 @@ impl FastPath {
         }
         // Online, not this thread's affinity (a daemon pinned to one core
         // spreads over others).
-        let online = aya::util::online_cpus().map_err(|(_, e)| FastError::Os {
-            call: "read /sys/devices/system/cpu/online",
-            source: e,
-        })?;
+        let online = crate::load::online_cpus()?;
         let room = self.cpus.map.len();
         if cpus.iter().any(|&c| c >= room || !online.contains(&c)) {
             return Err(FastError::Config {
                 why: "spread: a CPU that is not online (or above 63)",
             });
         }
-        let fd = program(&mut self.ebpf, CPU_PROGRAM)?
-            .fd()
-            .map_err(|source| FastError::Program {
-                program: CPU_PROGRAM,
-                step: "fd",
-                source: Box::new(source),
-            })?
-            .try_clone()
-            .map_err(|e| FastError::Os {
-                call: "dup",
-                source: e,
-            })?;
+        let fd = crate::load::program_fd(&mut self.ebpf, CPU_PROGRAM)?;
         for &c in cpus {
             self.cpus
                 .map

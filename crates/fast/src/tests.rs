@@ -255,6 +255,31 @@ fn what_the_fast_path_leaves_to_the_slow_path() {
     assert_eq!(act, Action::Redirect);
 }
 
+/// A VR's own addresses go to the slow path whether its conf holds them
+/// all (up to `VR_INLINE_ADDRS`) or the program looks them up in `addrs`
+/// (more); an address it no longer owns is forwarded again, either way.
+#[test]
+fn own_addresses_inline_or_in_the_map_go_slow() {
+    let mut fp = rig(RoutingMode::Dst);
+    let own = |i: u8| Ipv4Addr::new(10, 2, 0, i);
+    let inline = abi::VR_INLINE_ADDRS as u8;
+    for n in [1, inline, inline + 1, inline + 4] {
+        set_mode(&mut fp, VR, RoutingMode::Dst, (1..=n).map(own).collect());
+        for i in 1..=n {
+            let what = format!("own address {i} of {n}");
+            assert_slow_to(&mut fp, own(i), |c| c.to_slow_local, &what);
+        }
+        let (act, _) = fp.test_run(&frame(SRC, own(n + 1), 64)).expect("run");
+        assert_eq!(act, Action::Redirect, "not owned, with {n}");
+    }
+    set_mode(&mut fp, VR, RoutingMode::Dst, vec![OWN]);
+    for i in 1..=inline + 4 {
+        let (act, _) = fp.test_run(&frame(SRC, own(i), 64)).expect("run");
+        assert_eq!(act, Action::Redirect, "{} owned no more", own(i));
+    }
+    assert_slow_to(&mut fp, OWN, |c| c.to_slow_local, "own address");
+}
+
 #[test]
 fn vlan_tagged_frames_select_by_vlan_and_go_slow() {
     let mut fp = rig(RoutingMode::Dst);

@@ -17,6 +17,11 @@
 //! them (TTL - 1, MACs), are all forwarded and all arrive in order: the
 //! generator writes the headers again on every run (without that, the TTL
 //! ran down over the recycles and every frame went to the slow path).
+//! Through another CPU (`via_cpu`), the generator pinned to CPU 0 and its
+//! frames handed to CPU 1: every frame is forwarded and arrives in order,
+//! and the sink behind the router counted them all on CPU 1, none on CPU 0
+//! (the veth's receive side, the router and its redirect ran there); its
+//! cpumap kthread is found and given nice -20.
 //!
 //! The namespaces are named with the process id and deleted by a guard
 //! even when a check fails.
@@ -122,8 +127,12 @@ fn send_on(p: &Pair) -> SendOn {
 
 /// Send until the generator has sent `n` frames (or more), then stop.
 fn send_at_least(g: &Arc<LiveGen>, p: &Pair, n: u64) {
+    send_at_least_on(g, send_on(p), n);
+}
+
+fn send_at_least_on(g: &Arc<LiveGen>, on: SendOn, n: u64) {
     let t = Instant::now();
-    let mut s = LiveSender::start(g.clone(), send_on(p)).expect("start sending");
+    let mut s = LiveSender::start(g.clone(), on).expect("start sending");
     while g.counters().expect("counters").sent < n {
         assert!(s.check().expect("sender"), "the sender stopped");
         assert!(t.elapsed() < PATIENCE, "sent {:?}", g.counters());
@@ -206,16 +215,25 @@ fn bad_configs_are_refused() {
         ..LiveGenConfig::default()
     });
     assert!(flows.unwrap_err().to_string().contains("flows"));
+    if is_root() {
+        let frame = udp_frame(G0_MAC, S0_MAC, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, 64);
+        let offline = LiveGen::load(&LiveGenConfig {
+            frame,
+            via_cpu: Some(4095),
+            ..LiveGenConfig::default()
+        });
+        assert!(offline.unwrap_err().to_string().contains("online"));
+    }
 }
 
 /// ns-g -- ns-r -- ns-s: g0 -- r0, r1 -- s0, deleted on drop.
 struct Three(Pair, String);
 
 impl Three {
-    fn new() -> Self {
+    fn new(tag: &str) -> Self {
         let id = std::process::id();
-        let p = Pair(format!("lg-g-r-{id}"), format!("lg-s-r-{id}"));
-        let r = format!("lg-r-r-{id}");
+        let p = Pair(format!("lg-g-{tag}-{id}"), format!("lg-s-{tag}-{id}"));
+        let r = format!("lg-r-{tag}-{id}");
         for n in [&p.0, &r, &p.1] {
             ip(&["netns", "add", n]);
         }
@@ -318,14 +336,48 @@ fn router(nr: &str) -> FastPath {
 }
 
 #[test]
+fn via_another_cpu_the_forward_runs_there_not_on_the_generator_s() {
+    if !is_root() || !vrhost_fast::online_cpus().unwrap().contains(&1) {
+        eprintln!("skipped: needs root and CPUs 0 and 1");
+        return;
+    }
+    let t = Three::new("c");
+    let fp = router(&t.1);
+    let sink = in_ns(&t.0.1, || SeqSink::attach("s0").expect("sink on s0"));
+    let g = routed_generator(50_000, Some(1));
+    assert!(g.raise_forwarding_priority().unwrap(), "its cpumap kthread");
+    let on = SendOn {
+        cpu: Some(0),
+        ..send_on(&t.0)
+    };
+    send_at_least_on(&g, on, 20_000);
+    let sent = all_forwarded(&g, &fp, &sink);
+    let cpus = sink.per_cpu().unwrap();
+    assert_eq!(cpus[0], 0, "received on the generator's CPU: {cpus:?}");
+    assert_eq!(cpus[1], sent, "{cpus:?}");
+}
+
+#[test]
 fn frames_recycled_through_a_router_in_xdp_keep_their_headers() {
     if !is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let t = Three::new();
+    let t = Three::new("r");
     let fp = router(&t.1);
     let sink = in_ns(&t.0.1, || SeqSink::attach("s0").expect("sink on s0"));
+    let g = routed_generator(100_000, None);
+    assert!(!g.raise_forwarding_priority().unwrap(), "no cpumap kthread");
+    // A page is reused after at most a few hundred frames: 64 recycles
+    // would have run a TTL of 64 down.
+    send_at_least(&g, &t.0, 50_000);
+    let c = fp.counters(0).expect("counters");
+    assert_eq!(c.to_slow_ttl, 0, "the TTL ran down: {c:?}");
+    all_forwarded(&g, &fp, &sink);
+}
+
+/// A generator of 2 flows through [`router`] at `rate_pps`.
+fn routed_generator(rate_pps: u64, via_cpu: Option<u32>) -> Arc<LiveGen> {
     let frame = udp_frame(
         G0_MAC,
         R0_MAC,
@@ -333,25 +385,28 @@ fn frames_recycled_through_a_router_in_xdp_keep_their_headers() {
         Ipv4Addr::new(10, 9, 1, 2),
         64,
     );
-    let g = Arc::new(
+    Arc::new(
         LiveGen::load(&LiveGenConfig {
             frame,
             flows: 2,
-            rate_pps: 100_000,
+            rate_pps,
             repeat: 1 << 16,
+            via_cpu,
             ..LiveGenConfig::default()
         })
         .expect("load the generator"),
-    );
-    // A page is reused after at most a few hundred frames: 64 recycles
-    // would have run a TTL of 64 down.
-    send_at_least(&g, &t.0, 50_000);
+    )
+}
+
+/// After the last frames have had time to arrive: every frame sent was
+/// forwarded by the router and received in order by the sink. What was sent.
+fn all_forwarded(g: &LiveGen, fp: &FastPath, sink: &SeqSink) -> u64 {
     std::thread::sleep(Duration::from_millis(200));
     let sent = g.counters().unwrap().sent;
     let c = fp.counters(0).expect("counters");
-    assert_eq!(c.to_slow_ttl, 0, "the TTL ran down: {c:?}");
     assert_eq!(c.fwd, sent, "{c:?}, sent {sent}");
     let got = sink.counts(2).unwrap();
     assert_eq!(got.received, sent, "{got:?}");
     assert_eq!((got.lost, got.reordered), (0, 0), "{got:?}");
+    sent
 }

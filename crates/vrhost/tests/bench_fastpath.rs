@@ -19,8 +19,8 @@ fn num(r: &Value, k: &str) -> f64 {
 }
 
 fn check_forward(results: &[Value]) {
-    for generator in ["live", "trafgen"] {
-        for fwd in ["generator", "kernel", "fast", "af_xdp"] {
+    for generator in ["live", "live-split", "trafgen"] {
+        for fwd in ["generator", "kernel", "kernel_norps", "fast", "af_xdp"] {
             let r = results
                 .iter()
                 .find(|r| {
@@ -36,14 +36,35 @@ fn check_forward(results: &[Value]) {
                 continue;
             }
             assert_eq!(r["routes"], 2, "{r}");
-            // Measured on the forwarder's core (CPU 1); the fast path runs
-            // in XDP on p0, on the generator's core, so its figure there
-            // may be 0.
-            assert!(num(r, "cpu_ns_per_pkt") > 0.0 || fwd == "fast", "{r}");
+            // Measured on the forwarder's core (CPU 1); with `live` the
+            // fast path runs in XDP on p0, on the generator's core, so its
+            // figure there may be 0.
+            assert!(
+                num(r, "cpu_ns_per_pkt") > 0.0 || (fwd, generator) == ("fast", "live"),
+                "{r}"
+            );
             assert!(num(r, "rtt_us_avg") > 0.0, "{r}");
             assert!(num(r, "tcp_gbps") > 0.0, "{r}");
-            assert_eq!(r["gen_sent_pps"].is_number(), generator == "live", "{r}");
+            assert_eq!(r["gen_sent_pps"].is_number(), generator != "trafgen", "{r}");
         }
+    }
+    // Each forwarder against the kernel at its best, over both kernel
+    // forwarders and every generator.
+    for fwd in ["fast", "af_xdp"] {
+        let b = results
+            .iter()
+            .find(|r| r["experiment"] == "best" && r["forwarder"] == fwd)
+            .unwrap_or_else(|| panic!("no best record of {fwd}"));
+        let kernel_max = results
+            .iter()
+            .filter(|r| {
+                r["experiment"] == "forward"
+                    && (r["forwarder"] == "kernel" || r["forwarder"] == "kernel_norps")
+            })
+            .map(|r| num(r, "forwarded_pps"))
+            .fold(0.0, f64::max);
+        assert_eq!(num(b, "kernel_pps"), kernel_max, "{b}");
+        assert!(num(b, "ratio") > 0.0, "{b}");
     }
 }
 
@@ -104,7 +125,7 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
             "--table",
             "2",
             "--generators",
-            "live,trafgen",
+            "live,live-split,trafgen",
             "--seconds",
             "0.5",
             "--warmup",
@@ -146,7 +167,7 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
     assert_eq!(idle.len(), 1);
     assert!(num(idle[0], "cpu_pct") >= 0.0);
     assert!(idle[0]["processes"].as_u64().unwrap() >= 1);
-    // The fairness run (the live generator, both tenants fast): one
+    // The fairness run (live-split, both tenants fast): one
     // record, the quiet tenant's share with noise over alone.
     let fair: Vec<&Value> = results
         .iter()
@@ -154,6 +175,8 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
         .collect();
     assert_eq!(fair.len(), 1, "{fair:?}");
     assert!(num(fair[0], "quiet_ratio") > 0.0, "{}", fair[0]);
+    assert!(num(fair[0], "overload") > 0.0, "{}", fair[0]);
+    assert!(num(fair[0], "port_overload") > 0.0, "{}", fair[0]);
     // Every record is flat.
     for r in results {
         for (k, v) in r.as_object().expect("object") {

@@ -142,6 +142,8 @@ pub(super) fn migrate(args: &FastpathArgs, s: &Setup<'_>) -> Result<Migration> {
         LiveOptions {
             flows: args.flows,
             repeat: args.live_repeat,
+            fwd_cpu: args.fwd_cpu,
+            batch: args.live_batch,
         },
         crate::forward::Family::Ipv4,
     )?;

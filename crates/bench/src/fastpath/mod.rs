@@ -3,15 +3,20 @@
 //! `vrhf-*`: `gen -- p0 [node] p1 -- sink`).
 //!
 //! Experiments (`--experiments`, each a kind of flat record):
-//! - `forward`: for each generator (the XDP live-frames generator and
-//!   trafgen) and table (2 routes, the full table), the generator alone
+//! - `forward`: for each generator (the XDP live-frames generator with
+//!   p0's receive side on its core, `live`, or handing its frames to the
+//!   forwarder's core through a cpumap, `live-split`, and trafgen) and
+//!   table (2 routes, the full table), the generator alone
 //!   into an XDP drop on p0, then each forwarder: `kernel` (RPS to the
-//!   forwarder's core, its best), `fast` (a daemon with `fast_path = true`,
+//!   forwarder's core), `kernel_norps` (in the receiving core's softirq),
+//!   `fast` (a daemon with `fast_path = true`,
 //!   one VR on the fast path, af_xdp ports), `af_xdp` (the same VR in user
 //!   space): offered and forwarded frames/s, CPU of the forwarder's core
 //!   per frame, ping RTT and iperf3 TCP without load (the lab's links have
 //!   TSO/GSO/GRO and checksum offloads off at the end hosts). This is
-//!   `bench forward`'s code (`crate::forward::run_points`).
+//!   `bench forward`'s code (`crate::forward::run_points`). Then, per
+//!   table, each forwarder's best against the kernel's best over both
+//!   kernel forwarders and every generator of the run (`best` records).
 //! - `migrate`: the VR moved between the paths `--moves` times in a row
 //!   (`POST /v1/vrs/bench/move`), while the live generator sends
 //!   `--flows` numbered flows at its maximum and at each paced rate of
@@ -29,7 +34,8 @@
 //!   from /proc) with one fast VR and no traffic.
 //! - `fairness`: a quiet and a noisy tenant on one port, both on the fast
 //!   path with their buckets in the select table, the live generator
-//!   offering 2 x the capacity (`bench isolation`'s one-port XDP run, on
+//!   (`--fairness-generator`, `live-split` by default: the port's
+//!   receive side off the generator's core) offering 2 x the capacity (`bench isolation`'s one-port XDP run, on
 //!   its own lab once this one is down): the quiet tenant's `quiet_ratio`.
 
 use std::path::{Path, PathBuf};
@@ -38,6 +44,7 @@ use serde::Serialize;
 use vrhost_fast::SeqSink;
 use vrhost_lab::Lab;
 
+use crate::forward::best::{Best, best};
 use crate::forward::generator::{GeneratorKind, LiveOptions, WmemDefault};
 use crate::forward::node::xdp_sink_obj;
 use crate::forward::{ForwardArgs, Plan, Record, Table, TempFile, run_points};
@@ -67,12 +74,21 @@ pub struct FastpathArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "live,trafgen"
+        default_value = "live,live-split,trafgen"
     )]
     pub generators: Vec<GeneratorKind>,
-    /// Forwarders of the forwarding points: kernel, fast, af_xdp.
-    #[arg(long, value_delimiter = ',', default_value = "kernel,fast,af_xdp")]
+    /// Forwarders of the forwarding points: kernel, kernel_norps, fast,
+    /// af_xdp.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kernel,kernel_norps,fast,af_xdp"
+    )]
     pub forwarders: Vec<String>,
+    /// The fairness experiment's generator (trafgen cannot offer 2 x the
+    /// port's capacity on veth).
+    #[arg(long, value_enum, default_value_t = GeneratorKind::LiveSplit)]
+    pub fairness_generator: GeneratorKind,
     /// Route tables: `2`, or a route file (the full table). Repeatable.
     #[arg(long, default_values_t = ["2".to_string(), "../shared/data/fib/ipasn_20140513.dat.gz".to_string()])]
     pub table: Vec<String>,
@@ -123,6 +139,11 @@ pub struct FastpathArgs {
     /// The live generator: program runs per `BPF_PROG_RUN` call.
     #[arg(long, default_value_t = 1 << 22)]
     pub live_repeat: u32,
+    /// The live generator: frames per batch (1..=256; its page pool holds
+    /// as many, and `live-split`'s frames come back to it from the
+    /// forwarder's core).
+    #[arg(long, default_value_t = 64)]
+    pub live_batch: u32,
     /// The fast forwarder: CPUs its forwarding is spread over through a
     /// cpumap (`[host.fast] cpus`; default none).
     #[arg(long, value_delimiter = ',')]
@@ -140,8 +161,9 @@ impl FastpathArgs {
             family: vec![crate::forward::Family::Ipv4],
             loads: self.loads.clone(),
             table: self.table.clone(),
-            generator,
+            generator: vec![generator],
             live_repeat: self.live_repeat,
+            live_batch: self.live_batch,
             seconds: self.seconds,
             warmup: self.warmup,
             gen_cpu: self.gen_cpu,
@@ -178,8 +200,8 @@ impl FastpathArgs {
             }
         }
         for f in &self.forwarders {
-            if !["kernel", "fast", "af_xdp"].contains(&f.as_str()) {
-                bail!("--forwarders: unknown forwarder {f:?} (kernel, fast, af_xdp)");
+            if !["kernel", "kernel_norps", "fast", "af_xdp"].contains(&f.as_str()) {
+                bail!("--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, fast, af_xdp)");
             }
         }
         if !(64..=1518).contains(&self.frame_bytes) {
@@ -208,6 +230,8 @@ impl FastpathArgs {
 pub enum FastRecord {
     /// A forwarding point (`bench forward`'s record).
     Forward(Record),
+    /// A forwarder at its best against the kernel at its best, per table.
+    Best(Best),
     /// One move of the migrate experiment.
     Migrate(MoveRecord),
     /// A series of moves at one rate, added up once drained.
@@ -223,6 +247,11 @@ pub enum FastRecord {
         /// The quiet tenant's rate under the noisy one's overload, over
         /// its rate alone.
         quiet_ratio: f64,
+        /// What the generator sent over the port's capacity (the target
+        /// is 2).
+        overload: f64,
+        /// What reached the select table over the capacity.
+        port_overload: f64,
     },
 }
 
@@ -272,10 +301,15 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
             path: "fast".into(),
             seconds: args.seconds,
             cpu: args.fwd_cpu,
+            generator: args.fairness_generator,
             ..Default::default()
         };
         match crate::isolation::fairness_fast(&o) {
-            Ok(quiet_ratio) => out.push(FastRecord::Fairness { quiet_ratio }),
+            Ok(f) => out.push(FastRecord::Fairness {
+                quiet_ratio: f.quiet_ratio,
+                overload: f.overload,
+                port_overload: f.port_overload,
+            }),
             Err(e) => result = Err(e),
         }
     }
@@ -340,14 +374,18 @@ fn forward(
             live: LiveOptions {
                 flows: 1,
                 repeat: args.live_repeat,
+                fwd_cpu: args.fwd_cpu,
+                batch: args.live_batch,
             },
             drop_obj: &obj,
             family: crate::forward::Family::Ipv4,
         };
         for table in tables {
-            let r = run_points(&fa, lab, &plan, args.frame_bytes, table, dir)?;
-            out.extend(r.into_iter().map(FastRecord::Forward));
+            out.extend(run_points(&fa, lab, &plan, args.frame_bytes, table, dir)?);
         }
     }
+    let b = best(&out);
+    let mut out: Vec<FastRecord> = out.into_iter().map(FastRecord::Forward).collect();
+    out.extend(b.into_iter().map(FastRecord::Best));
     Ok(out)
 }

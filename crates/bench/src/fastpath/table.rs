@@ -77,8 +77,17 @@ pub(super) fn print(r: &Report) {
                 t.lost,
                 t.reordered
             ),
-            FastRecord::Fairness { quiet_ratio } => {
-                println!("\nfairness: quiet tenant at {}", opt(Some(*quiet_ratio), 2));
+            FastRecord::Fairness {
+                quiet_ratio,
+                overload,
+                port_overload,
+            } => {
+                println!(
+                    "\nfairness: quiet tenant at {} (sent {} x the capacity, {} x at the port)",
+                    opt(Some(*quiet_ratio), 2),
+                    opt(Some(*overload), 2),
+                    opt(Some(*port_overload), 2)
+                );
             }
             _ => {}
         }

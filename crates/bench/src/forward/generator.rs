@@ -22,8 +22,16 @@ use crate::{Context, Result, bail};
 pub enum GeneratorKind {
     /// trafgen (netsniff-ng): skbs through the generator's veth.
     Trafgen,
-    /// The XDP live-frames generator: xdp_frames into the node's `p0`.
+    /// The XDP live-frames generator: xdp_frames into the node's `p0`,
+    /// whose receive side (the veth's NAPI, the forwarder behind it) runs
+    /// on the generator's core.
     Live,
+    /// The live-frames generator handing its frames to the forwarder's
+    /// core through a cpumap: `p0`'s receive side and the forward run
+    /// there, and the generator keeps its core to itself.
+    #[value(name = "live-split")]
+    #[serde(rename = "live-split")]
+    LiveSplit,
 }
 
 impl GeneratorKind {
@@ -32,7 +40,13 @@ impl GeneratorKind {
         match self {
             Self::Trafgen => "trafgen",
             Self::Live => "live",
+            Self::LiveSplit => "live-split",
         }
+    }
+
+    /// One of the live-frames generators.
+    pub fn is_live(self) -> bool {
+        self != Self::Trafgen
     }
 }
 
@@ -50,6 +64,12 @@ pub(crate) struct LiveOptions {
     pub flows: u32,
     /// Program runs per `BPF_PROG_RUN` call.
     pub repeat: u32,
+    /// The forwarder's core, which `live-split` hands its frames to.
+    pub fwd_cpu: usize,
+    /// Frames per batch in the kernel's test run (its page pool holds as
+    /// many pages, which bounds what it recycles when frames come back
+    /// from another CPU).
+    pub batch: u32,
 }
 
 impl Generator {
@@ -78,8 +98,10 @@ impl Generator {
                 std::fs::write(&conf, trafgen_conf6(frame_bytes)?)?;
                 Ok(Self::Trafgen(conf))
             }
-            (GeneratorKind::Live, Family::Ipv6) => bail!("the live generator sends IPv4 only"),
-            (GeneratorKind::Live, Family::Ipv4) => {
+            (GeneratorKind::Live | GeneratorKind::LiveSplit, Family::Ipv6) => {
+                bail!("the live generator sends IPv4 only")
+            }
+            (GeneratorKind::Live | GeneratorKind::LiveSplit, Family::Ipv4) => {
                 let frame = vrhost_fast::udp_frame(
                     mac(GEN_MAC),
                     mac(P0_MAC),
@@ -92,9 +114,12 @@ impl Generator {
                     flows: live.flows,
                     random_dst,
                     repeat: live.repeat,
+                    via_cpu: (kind == GeneratorKind::LiveSplit).then_some(live.fwd_cpu as u32),
+                    batch: live.batch,
                     ..LiveGenConfig::default()
                 })
                 .context("load the live-frames generator")?;
+                split_priority(&g)?;
                 Ok(Self::Live(Arc::new(g)))
             }
         }
@@ -144,6 +169,19 @@ impl Generator {
             Self::Trafgen(_) => Ok(None),
         }
     }
+}
+
+/// `live-split`: its cpumap kthread, where the forwarder's receive side
+/// runs, at nice -20, as the softirq it stands in for would preempt the
+/// forwarder core's tasks (a warning if it is not found).
+pub(crate) fn split_priority(g: &LiveGen) -> Result<()> {
+    if g.raise_forwarding_priority()? {
+        return Ok(());
+    }
+    if g.via_cpu().is_some() {
+        eprintln!("live-split: no cpumap kthread found; its priority stays as it was");
+    }
+    Ok(())
 }
 
 /// `s` (`xx:xx:xx:xx:xx:xx`, a constant) as bytes.

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The node forwards with the kernel (`ip_forward`, addresses on p0/p1,
-//! RPS steering the forwarding to the forwarder's core: the kernel at its
-//! best, see BENCHMARKING.md) or with vrhost (no addresses, `ip_forward`
+//! RPS steering the forwarding to the forwarder's core, or without RPS:
+//! `kernel_norps`; the best of them is the kernel at its best, see
+//! BENCHMARKING.md and `best.rs`) or with vrhost (no addresses, `ip_forward`
 //! off, one router VR on ports of the driver under test; `fast`: the fast
 //! path on, the VR on it, `af_xdp` ports as its slow path; `tap`: a tap
 //! VR on `af_xdp` ports, the kernel of its namespace forwarding between
@@ -18,7 +19,8 @@
 //! The generator (`--generator`) on the generator's core sends UDP to the
 //! discard port at fractions of its own maximum (measured into an XDP
 //! drop on p0): trafgen (netsniff-ng, the default), paced by a tbf qdisc,
-//! or the XDP live-frames generator (`vrhost_fast::LiveGen`), paced by
+//! or the XDP live-frames generator (`vrhost_fast::LiveGen`; `live-split`
+//! hands its frames to the forwarder's core), paced by
 //! its own token bucket, with GRO on at p0 (a veth takes xdp_frames only
 //! with NAPI: an XDP program or GRO). The sink drops them in XDP
 //! (`ebpf/xdp_sink.c`) and counts them on its interface. Offered = the
@@ -43,6 +45,7 @@ use vrhost_lab::Lab;
 
 use crate::machine::Machine;
 
+pub(crate) mod best;
 pub(crate) mod generator;
 pub(crate) mod measure;
 pub(crate) mod node;
@@ -107,8 +110,10 @@ b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1
 /// Options of `vrhost bench forward`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ForwardArgs {
-    /// Forwarders: kernel, af_xdp, af_xdp_dedicated (af_xdp with p0 and p1
-    /// dedicated to the VR: their UMEM is the VR's pool), af_packet, socket,
+    /// Forwarders: kernel (RPS to the forwarder's core), kernel_norps
+    /// (in the receiving core's softirq), af_xdp, af_xdp_dedicated (af_xdp
+    /// with p0 and p1 dedicated to the VR: their UMEM is the VR's pool),
+    /// af_packet, socket,
     /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports),
     /// tap (a `kind = "tap"` VR on af_xdp ports: Linux forwarding in its
     /// namespace behind TAPs).
@@ -134,14 +139,19 @@ pub struct ForwardArgs {
     /// route file (full table, random class-C destinations). Repeatable.
     #[arg(long, default_value = "2")]
     pub table: Vec<String>,
-    /// The generator: trafgen (skbs through the veth) or live (the XDP
-    /// live-frames generator, about ten times trafgen's rate on veth).
-    #[arg(long, value_enum, default_value_t = GeneratorKind::Trafgen)]
-    pub generator: GeneratorKind,
+    /// Generators, each measured in turn: trafgen (skbs through the
+    /// veth), live (the XDP live-frames generator, about ten times
+    /// trafgen's rate on veth; p0's receive side runs on its core) or
+    /// live-split (the same, handing its frames to the forwarder's core).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "trafgen")]
+    pub generator: Vec<GeneratorKind>,
     /// The live generator: program runs per `BPF_PROG_RUN` call (larger
     /// keeps its core busier; the generator stops within one call).
     #[arg(long, default_value_t = 1 << 22)]
     pub live_repeat: u32,
+    /// The live generator: frames per batch (1..=256).
+    #[arg(long, default_value_t = 64)]
+    pub live_batch: u32,
     /// Measurement window per point, seconds.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
@@ -227,7 +237,7 @@ pub struct ForwardArgs {
 }
 
 /// One measured point.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Record {
     /// The generator: trafgen | live.
     pub generator: &'static str,
@@ -358,7 +368,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
         if copies_per_frame(f, args).is_none() {
             bail!(
-                "--forwarders: unknown forwarder {f:?} (kernel, af_xdp, af_xdp_dedicated, af_packet, socket, fast, tap)"
+                "--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, af_xdp, af_xdp_dedicated, af_packet, socket, fast, tap)"
             );
         }
     }
@@ -380,7 +390,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         .map(|t| Table::load(t))
         .collect::<Result<Vec<_>>>()?;
     if args.family.contains(&Family::Ipv6) {
-        if args.generator == GeneratorKind::Live {
+        if args.generator.iter().any(|g| g.is_live()) {
             bail!("--family ipv6: the live generator sends IPv4 only (use --generator trafgen)");
         }
         if args.forwarders.iter().any(|f| f == "fast") {
@@ -469,14 +479,20 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
         }
     }
     let mut out = Vec::new();
-    for &family in &args.family {
+    for (&family, &generator) in args
+        .family
+        .iter()
+        .flat_map(|f| args.generator.iter().map(move |g| (f, g)))
+    {
         let plan = Plan {
             forwarders: &args.forwarders,
-            generator: args.generator,
+            generator,
             loads: &args.loads,
             live: LiveOptions {
                 flows: 1,
                 repeat: args.live_repeat,
+                fwd_cpu: args.fwd_cpu,
+                batch: args.live_batch,
             },
             drop_obj: &obj,
             family,
@@ -540,11 +556,7 @@ pub(crate) struct Plan<'a> {
 /// xdp_frames only with NAPI; with an XDP program on p0 it has NAPI
 /// anyway), and loses it for trafgen (its skbs then go as before).
 pub(crate) fn p0_gro(lab: &Lab, kind: GeneratorKind) -> Result<()> {
-    let on = if kind == GeneratorKind::Live {
-        "on"
-    } else {
-        "off"
-    };
+    let on = if kind.is_live() { "on" } else { "off" };
     lab.ns("node")
         .exec("ethtool", &["-K", "p0", "gro", on])
         .with_context(|| format!("GRO {on} on the node's p0"))?;
@@ -731,7 +743,8 @@ fn forwarder_points(
 /// `fwd` under `args` (`None`: no such forwarder), counted from the code
 /// each takes; a copy is a write of the frame's bytes somewhere else (by
 /// the kernel or by vrhost), a descriptor or a page reference is not:
-/// - `kernel`, `fast`: 0 (the skb, or the XDP frame redirected into p1,
+/// - `kernel`, `kernel_norps`, `fast`: 0 (the skb, or the XDP frame
+///   redirected into p1,
 ///   crosses by reference; `fast`'s slow path is `af_xdp`'s);
 /// - `socket`: 3 (`recvmsg` into the port's buffer, the worker into the
 ///   VR's slot, `send` into an skb);
@@ -751,7 +764,7 @@ fn forwarder_points(
 ///   into p1's UMEM, the kernel into an skb).
 pub fn copies_per_frame(fwd: &str, args: &ForwardArgs) -> Option<u32> {
     Some(match fwd {
-        "kernel" | "fast" => 0,
+        "kernel" | "kernel_norps" | "fast" => 0,
         "af_xdp_dedicated" if node::dedicated_ports(args).0 == 2 => 2,
         "socket" | "af_packet" | "af_xdp_dedicated" => 3,
         "af_xdp" => 4,

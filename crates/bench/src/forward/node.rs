@@ -42,6 +42,7 @@ pub(crate) fn setup_node_on(
     dir: &Path,
 ) -> Result<Option<(Daemon, Client)>> {
     let node = lab.ns("node");
+    let kernel = fwd == "kernel" || fwd == "kernel_norps";
     // The fast path redirects the replies (ping, TCP's ACKs) into p0, and
     // a veth delivers redirected frames only when its peer has NAPI: GRO
     // on the generator's eth0 for it (off for every other forwarder).
@@ -51,14 +52,21 @@ pub(crate) fn setup_node_on(
         .with_context(|| format!("GRO {gro} on the generator's eth0"))?;
     for (dev, addr, addr6) in [("p0", "10.1.0.1/24", P0_6), ("p1", "10.1.1.1/24", P1_6)] {
         let _ = node.ip(&["addr", "flush", "dev", dev]);
-        if fwd == "kernel" {
+        if kernel {
             node.ip(&["addr", "add", addr, "dev", dev])?;
             let a6 = format!("{addr6}/64");
             node.ip(&["-6", "addr", "add", &a6, "dev", dev, "nodad"])?;
         }
     }
     let _ = node.ip(&["route", "flush", "proto", "static"]);
-    if fwd == "kernel" {
+    if kernel {
+        // kernel_norps: forwarded in the softirq of the core that received
+        // (with live-split, the forwarder's; with live, the generator's).
+        let rps = if fwd == "kernel" {
+            1u64 << args.fwd_cpu
+        } else {
+            0
+        };
         node.sysctl("net.ipv4.ip_forward", "1")?;
         node.sysctl("net.ipv6.conf.all.forwarding", "1")?;
         kernel_tables(&node, ["p0", "p1"], table, dir)?;
@@ -66,10 +74,7 @@ pub(crate) fn setup_node_on(
             "sh",
             &[
                 "-c",
-                &format!(
-                    "echo {:x} > /sys/class/net/p0/queues/rx-0/rps_cpus",
-                    1u64 << args.fwd_cpu
-                ),
+                &format!("echo {rps:x} > /sys/class/net/p0/queues/rx-0/rps_cpus"),
             ],
         )?;
         return Ok(None);

@@ -57,4 +57,5 @@ pub(crate) fn print_table(r: &[Record]) {
             x.lost.to_node_pps, x.lost.node_in_pps, x.lost.vr_pps, x.lost.node_out_pps
         );
     }
+    super::best::print_best(r);
 }

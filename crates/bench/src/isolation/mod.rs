@@ -81,7 +81,7 @@ mod overload;
 mod table;
 mod xdp;
 
-pub use xdp::{FairXdp, fairness_fast, fairness_xdp};
+pub use xdp::{FairFast, FairXdp, fairness_fast, fairness_xdp};
 
 use hostile::hostile_run;
 use kill::kill_run;

@@ -30,8 +30,11 @@
 //! alone (its frames the generator could not send at the pace are not
 //! counted against the host); `overload` = the generator's sent rate / C
 //! (below 2 when the generator cannot offer 2 x C, as trafgen on veth
-//! cannot here, nor the live generator while the fast path's XDP runs on
-//! its core: reported, not hidden).
+//! cannot here, nor `live` while the fast path's XDP runs on its core:
+//! reported, not hidden). `live-split` hands its frames to the host
+//! worker's core through a cpumap, where p0's receive side and the fast
+//! path then run: the generator keeps its core, and C is what that other
+//! core forwards.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -106,17 +109,36 @@ impl Default for FairXdp {
     }
 }
 
+/// What `vrhost bench fastpath`'s `fairness` record says of the
+/// `with_noise` run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FairFast {
+    /// The quiet tenant's forwarded share with noise / alone.
+    pub quiet_ratio: f64,
+    /// What the generator sent / the capacity.
+    pub overload: f64,
+    /// What reached the select table (both tenants) / the capacity: the
+    /// overload the port saw.
+    pub port_overload: f64,
+}
+
 /// The quiet tenant's forwarded rate with noise / alone at 2 x overload of
-/// one shared port, with the fast path's per-tenant buckets (for `vrhost
-/// bench fastpath`'s `{"experiment":"fairness","quiet_ratio":...}`).
-/// Needs root and trafgen.
+/// one shared port, with the fast path's per-tenant buckets, and the
+/// overload reached (for `vrhost bench fastpath`'s
+/// `{"experiment":"fairness",...}`). Needs root (and trafgen with it).
 ///
 /// # Errors
-/// The lab, the daemon or trafgen failed.
-pub fn fairness_fast(o: &FairXdp) -> Result<f64> {
+/// The lab, the daemon or the generator failed.
+pub fn fairness_fast(o: &FairXdp) -> Result<FairFast> {
     let recs = fairness_xdp(o)?;
+    let cap = recs.iter().find(|r| r.run == "capacity");
+    let c = cap.map_or(0.0, |r| r.quiet_forwarded_pps);
     let with = recs.iter().find(|r| r.run == "with_noise");
-    Ok(with.map_or(0.0, |r| r.quiet_ratio))
+    Ok(with.map_or(FairFast::default(), |r| FairFast {
+        quiet_ratio: r.quiet_ratio,
+        overload: r.overload.unwrap_or(0.0),
+        port_overload: ratio(r.quiet_classified_pps + r.noisy_classified_pps, c),
+    }))
 }
 
 /// Every run of the experiment (see the module doc), as the isolation
@@ -178,7 +200,7 @@ fn runs(o: &FairXdp, lab: &Lab, dir: &Path) -> Result<Vec<FairnessRecord>> {
     // veth), so it is asked for 2 x C and its sent rate says what it did.
     let port = match o.generator {
         GeneratorKind::Trafgen => (2.0 * c).min(g),
-        GeneratorKind::Live => 2.0 * c,
+        GeneratorKind::Live | GeneratorKind::LiveSplit => 2.0 * c,
     } as u64;
     let k = ((port as f64 / q as f64).round() as usize).max(2);
     let mut with = run("with_noise", limits, k, Some(port))?;
@@ -350,7 +372,7 @@ impl FairGen {
                     None,
                 ))
             }
-            GeneratorKind::Live => {
+            GeneratorKind::Live | GeneratorKind::LiveSplit => {
                 let frame = vrhost_fast::udp_frame(
                     mac(GEN_MAC),
                     mac(T_MAC[0][0]),
@@ -361,8 +383,10 @@ impl FairGen {
                 let g = Arc::new(LiveGen::load(&LiveGenConfig {
                     frame,
                     mix: (k > 1).then(|| (k as u32, mac(T_MAC[1][0]))),
+                    via_cpu: (o.generator == GeneratorKind::LiveSplit).then_some(o.cpu as u32),
                     ..LiveGenConfig::default()
                 })?);
+                crate::forward::generator::split_priority(&g)?;
                 g.set_rate(pps.unwrap_or(0))?;
                 let on = SendOn {
                     netns: Some(format!("/run/netns/{}", lab.ns("gen").name()).into()),
