@@ -102,6 +102,8 @@ impl VrPath {
             ));
         }
         self.slots = SlotLedger::with_port(self.slots.pool() as u32, self.inst.len(), frames);
+        // A port's pool is whole: all of it is the port's memory.
+        self.pool_in_use_changed();
         self.cold.dedicated = Some(Dedicated {
             port,
             vnic: v as u16,

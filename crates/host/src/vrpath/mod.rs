@@ -49,6 +49,7 @@ use crate::tunnel::{Encap, Tunnel};
     reason = "reads the bytes of a slot the VR handed back, under the slot protocol"
 )]
 mod egress;
+mod grow;
 mod guard;
 mod ingress;
 mod instances;
@@ -67,6 +68,7 @@ mod spec;
 )]
 pub(crate) mod testkit;
 
+pub use grow::{GrowStep, RETRY as GROW_RETRY};
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
 use ledger::SlotLedger;
@@ -336,6 +338,8 @@ struct Cold {
     /// Its dedicated port, if it has one (see `lent`; per burst only for a
     /// VR with one: the ledger says so first).
     dedicated: Option<lent::Dedicated>,
+    /// Its pool's growth, when it starts small (see `grow`).
+    growth: grow::Growth,
 }
 
 impl VrPath {
@@ -401,10 +405,12 @@ impl VrPath {
                 violations_base: 0,
                 load: Load::new(inst.len()),
                 dedicated: None,
+                growth: grow::Growth::default(),
             }),
             inst,
             region,
         };
+        path.stats.pool_usable.set(u64::from(cfg.slot_count));
         path.go_live(bells);
         path
     }

@@ -35,6 +35,9 @@ pub struct PathSpec {
     /// The VLAN of each vNIC that is an 802.1Q sub-interface of its port
     /// (empty, or `None`: untagged).
     pub vlans: Vec<Option<u16>>,
+    /// Slots in use at the start when the pool grows with its load
+    /// ([`VrPath::start_small`]); `None`: all of them.
+    pub pool_initial: Option<u32>,
 }
 
 impl PathSpec {
@@ -53,6 +56,7 @@ impl PathSpec {
             sched: Sched::default(),
             tunnels: Vec::new(),
             vlans: Vec::new(),
+            pool_initial: None,
         }
     }
 
@@ -95,6 +99,9 @@ impl VrPath {
         path.set_sched(spec.sched);
         path.set_tunnels(&spec.tunnels);
         path.set_vlans(&spec.vlans);
+        if let Some(n) = spec.pool_initial {
+            path.start_small(n);
+        }
         path
     }
 }
