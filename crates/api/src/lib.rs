@@ -366,6 +366,14 @@ pub struct VrStats {
     pub pool_slots: u64,
     /// Free slots in the pool.
     pub free_slots: u64,
+    /// Slots of the pool in use: all, or for a VR with a memory limit,
+    /// those its pool has grown to (its pages charged to the VR).
+    pub pool_usable: u64,
+    /// Steps its pool grew by.
+    pub pool_grows: u64,
+    /// Steps of its pool's growth refused (too little room under its
+    /// memory limit).
+    pub pool_grow_refused: u64,
     /// Frames a capture could not keep.
     pub capture_dropped: u64,
     /// Frames/s offered to it (EWMA over 100 ms).

@@ -31,6 +31,7 @@ pub mod fast;
 mod fast_tunnels;
 pub mod limits;
 pub mod metrics;
+pub mod pool;
 pub mod supervise;
 pub mod view;
 

@@ -220,6 +220,16 @@ const VR_SCALING: &[Family<VrStats>] = &[
         "Changes of the set of a VR's instances fed",
     ),
     (
+        "vr_pool_grows",
+        |s| s.pool_grows,
+        "Steps a VR's pool grew by (populated in its memory cgroup)",
+    ),
+    (
+        "vr_pool_grow_refused",
+        |s| s.pool_grow_refused,
+        "Steps of a VR's pool's growth refused (too little room under its memory limit)",
+    ),
+    (
         "vr_instance_exits",
         |s| s.instance_exits,
         "Instances of a VR that exited while others went on",
@@ -261,6 +271,11 @@ const VR_GAUGES: &[Family<VrStats>] = &[
         "vr_pool_slots",
         |s| s.pool_slots,
         "Slots in a VR's packet pool",
+    ),
+    (
+        "vr_pool_usable",
+        |s| s.pool_usable,
+        "Slots of a VR's pool in use (grown to, for a VR with a memory limit)",
     ),
     (
         "vr_free_slots",
@@ -673,6 +688,9 @@ mod tests {
             kicks: 11 * k,
             pool_slots: 2048,
             free_slots: 2000 - k,
+            pool_usable: 1024,
+            pool_grows: k,
+            pool_grow_refused: 0,
             capture_dropped: 0,
             arrival_pps: 150_000 * k,
             rebalances: 2 * k,

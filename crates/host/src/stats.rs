@@ -203,6 +203,13 @@ pub struct VrStats {
     /// Frames/s offered to the VR (given or dropped at its ingress): an
     /// EWMA over [`LOAD_TAU`], sampled as the worker supervises.
     pub arrival_pps: Gauge,
+    /// Pool slots in use: all of them, or, for a pool that grows with its
+    /// load, those grown so far (0 until the path reports it).
+    pub pool_usable: Gauge,
+    /// Steps its pool grew by.
+    pub pool_grows: Counter,
+    /// Steps of its pool's growth refused (its memory limit).
+    pub pool_grow_refused: Counter,
 }
 
 /// Time constant of the load estimates ([`VrStats::arrival_pps`],

@@ -68,6 +68,27 @@ enum Cmd {
     /// Run the built-in router as a VR process (started by the host).
     #[command(hide = true)]
     VrRun,
+    /// Populate a step of a VR's pool in its memory cgroup (started by the
+    /// daemon; see `vrhost_host::pool`).
+    #[command(hide = true, name = "pool-populate")]
+    PoolPopulate(PoolPopulateArgs),
+}
+
+/// `vrhost pool-populate`'s arguments.
+#[derive(Debug, clap::Args)]
+struct PoolPopulateArgs {
+    /// The VR's memory cgroup directory, joined first.
+    #[arg(long)]
+    cgroup: std::path::PathBuf,
+    /// The region's memfd (`/proc/PID/fd/N` of the daemon).
+    #[arg(long)]
+    file: std::path::PathBuf,
+    /// Byte offset of the step.
+    #[arg(long)]
+    offset: u64,
+    /// Its bytes.
+    #[arg(long)]
+    len: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -145,6 +166,8 @@ fn main() -> ExitCode {
         Cmd::Top(a) => cli::top::run(&a),
         Cmd::Capture(a) => cli::capture::run(&a),
         Cmd::Completions(a) => cli::completions(&a, Cli::command()),
+        Cmd::PoolPopulate(a) => vrhost_host::pool::populate_in(&a.cgroup, &a.file, a.offset, a.len)
+            .map_err(anyhow::Error::msg),
         Cmd::VrRun => {
             return vrhost_sdk::runtime::main(|hello| {
                 let cfg: vrhost_router::RouterConfig = serde_json::from_value(hello.config.clone())

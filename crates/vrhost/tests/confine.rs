@@ -760,23 +760,12 @@ fn a_daemon_started_by_ip_netns_exec_confines_its_vrs() {
         .expect("a pid") as u32;
     // Its memory cgroup, seen from the test's own mount namespace, holds
     // it and has its limit.
-    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let path = cg
-        .lines()
-        .find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-            (ctrls.split(',').any(|c| c == "memory") || ctrls.is_empty()).then(|| path.to_string())
-        })
-        .unwrap_or_else(|| panic!("no memory cgroup in {cg}"));
-    assert!(path.contains("/vrhost/limited.0"), "{cg}");
-    let v1 = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
-    let limit = if v1.exists() {
-        std::fs::read_to_string(v1.join("memory.limit_in_bytes")).unwrap()
-    } else {
-        let v2 = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
-        std::fs::read_to_string(v2.join("memory.max")).unwrap()
-    };
+    let dir = common::memory_cgroup(pid);
+    assert!(dir.ends_with("vrhost/limited.0"), "{}", dir.display());
+    let limit = ["memory.limit_in_bytes", "memory.max"]
+        .into_iter()
+        .find_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        .expect("a memory limit file");
     assert_eq!(limit.trim(), (64u64 << 20).to_string());
     drop(d);
 }

@@ -257,6 +257,10 @@ impl Controller {
         }
         let (exit_tx, exit_rx) = mpsc::channel();
         worker.set_exit_notify(exit_tx);
+        let (grow_tx, grow_rx) = mpsc::channel();
+        worker.set_grow_notify(grow_tx);
+        crate::pool::spawn_grower(grow_rx, worker.mailbox(), exe.clone())
+            .map_err(|e| format!("pool grower: {e}"))?;
         let cluster = plan
             .cluster
             .as_ref()

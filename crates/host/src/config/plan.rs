@@ -89,10 +89,17 @@ impl VrPlan {
                 Some(c) if c.data_plane => c.taps.len() as u16,
                 _ => 0,
             },
+            // A pool counts against the VR's memory limit: it grows in
+            // the VR's cgroup (see `crate::pool`).
+            pool_initial: self.confine.memory.map(|_| POOL_INITIAL.min(self.slots)),
             ..PathSpec::new(&self.name, self.vnic_ports.clone(), self.slots)
         }
     }
 }
+
+/// Slots in use at the start in the pool of a VR with a memory limit (2
+/// MiB of 2 KiB slots); the rest grow with its load.
+pub const POOL_INITIAL: u32 = 1024;
 
 /// A checked config: what the daemon will build.
 #[derive(Debug, Clone)]

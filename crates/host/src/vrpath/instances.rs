@@ -122,7 +122,7 @@ impl VrPath {
             [only] => only,
             _ => SHARED,
         };
-        let pool = self.slots.pool() as u32;
+        let pool = self.slots.usable();
         self.inst_cap = (pool / live.len().max(1) as u32)
             .max(2 * BURST as u32)
             .min(pool);

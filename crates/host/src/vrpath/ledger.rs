@@ -24,6 +24,11 @@
 //! `i`); released, they go back to the port instead of the free list
 //! ([`SlotLedger::release`] says so), as do those reclaimed from an
 //! instance that is gone.
+//!
+//! A pool that grows with its load ([`SlotLedger::limit`]) keeps its slots
+//! from `usable` up out of use (`RESERVED`: never given, and a VR that
+//! hands one back holds no such slot) until [`SlotLedger::grow`] frees
+//! them, once their memory is there (see `crate::pool`).
 
 use crate::stats::Violation;
 
@@ -34,9 +39,12 @@ const RETURNING: u8 = u8::MAX;
 /// `owner` of a slot that is a dedicated port's frame, at the port.
 const PORT: u8 = u8::MAX - 1;
 
+/// `owner` of a slot past the usable part of a pool that grows.
+const RESERVED: u8 = PORT - 1;
+
 /// Most instances a ledger tells apart (`owner` is instance + 1 in a byte,
-/// below [`PORT`]).
-pub(crate) const MAX_INSTANCES: usize = PORT as usize - 1;
+/// below [`RESERVED`]).
+pub(crate) const MAX_INSTANCES: usize = RESERVED as usize - 1;
 
 /// Who has each slot of a VR's pool (see the module doc).
 #[derive(Debug, Clone)]
@@ -44,13 +52,15 @@ pub(crate) struct SlotLedger {
     /// Free slots; the last one is given next.
     free: Vec<u32>,
     /// Per slot: [`FREE`], instance + 1, or [`RETURNING`].
-    owner: Vec<u8>,
+    owner: Box<[u8]>,
     /// Slots each instance holds (given and not released): its backlog.
     held: Box<[u32]>,
     /// Slots `0..port_slots` are a dedicated port's frames (0: none).
     port_slots: u32,
     /// Of those, the ones at the port (`PORT`).
     at_port: u32,
+    /// Slots `usable..` are not in use yet (`RESERVED`).
+    usable: u32,
 }
 
 impl SlotLedger {
@@ -63,10 +73,11 @@ impl SlotLedger {
         Self {
             // Reversed: slot 0 is given first.
             free: (0..slots).rev().collect(),
-            owner: vec![FREE; slots as usize],
+            owner: vec![FREE; slots as usize].into_boxed_slice(),
             held: vec![0; instances].into_boxed_slice(),
             port_slots: 0,
             at_port: 0,
+            usable: slots,
         }
     }
 
@@ -91,10 +102,51 @@ impl SlotLedger {
         self.port_slots
     }
 
-    /// True when every slot is free or at the port: no instance holds one.
+    /// True when every slot is free, at the port or not in use yet: no
+    /// instance holds one.
     #[inline]
     pub(crate) fn drained(&self) -> bool {
-        self.free.len() + self.at_port as usize == self.owner.len()
+        self.free.len() + self.at_port as usize + self.reserved() == self.owner.len()
+    }
+
+    /// Slots not in use yet.
+    #[inline]
+    fn reserved(&self) -> usize {
+        self.owner.len() - self.usable as usize
+    }
+
+    /// Slots `0..usable` are in use; the rest wait for [`SlotLedger::grow`].
+    #[inline]
+    pub(crate) fn usable(&self) -> u32 {
+        self.usable
+    }
+
+    /// Keep slots `usable..` out of use. Only for a pool whose slots from
+    /// `usable` up are all free (a new one), without a port's frames;
+    /// returns false and changes nothing otherwise.
+    pub(crate) fn limit(&mut self, usable: u32) -> bool {
+        let usable = usable.min(self.owner.len() as u32);
+        let from = usable as usize;
+        if self.port_slots > 0 || self.owner[from..].iter().any(|&o| o != FREE) {
+            return false;
+        }
+        self.free.retain(|&s| s < usable);
+        self.owner[from..].fill(RESERVED);
+        self.usable = usable;
+        true
+    }
+
+    /// Put slots `usable..to` in use (free, given after the lower ones);
+    /// returns the new usable count.
+    pub(crate) fn grow(&mut self, to: u32) -> u32 {
+        let to = to.min(self.owner.len() as u32);
+        if to > self.usable {
+            self.owner[self.usable as usize..to as usize].fill(FREE);
+            // The last is given first: the new slots go at the front.
+            self.free.splice(0..0, (self.usable..to).rev());
+            self.usable = to;
+        }
+        self.usable
     }
 
     /// Take `slot`, a frame the port lent (it is at the port), for instance
@@ -236,6 +288,12 @@ impl SlotLedger {
             if o == FREE && !seen[i] {
                 return Err(format!("slot {i} neither free nor held"));
             }
+            if (o == RESERVED) != (i as u32 >= self.usable) {
+                return Err(format!("slot {i}: owner {o}, {} usable", self.usable));
+            }
+            if o == RESERVED {
+                continue;
+            }
             if o == PORT {
                 if i as u32 >= self.port_slots {
                     return Err(format!("slot {i} at a port it is not a frame of"));
@@ -265,6 +323,42 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn a_pool_that_grows_gives_only_its_usable_slots_lowest_first() {
+        let mut l = SlotLedger::new(8, 1);
+        assert!(l.limit(2));
+        l.check().unwrap();
+        assert_eq!((l.free(), l.usable(), l.pool()), (2, 2, 8));
+        assert!(l.drained());
+        assert_eq!(l.give(0), Some(0));
+        assert_eq!(l.give(0), Some(1));
+        assert_eq!(l.give(0), None, "only the usable slots");
+        assert_eq!(
+            l.claim(5, 0),
+            Err(Violation::SlotNotOwned),
+            "not in use yet"
+        );
+        assert!(!l.limit(1), "slot 1 is held");
+        assert_eq!(l.grow(4), 4);
+        l.check().unwrap();
+        assert_eq!(l.give(0), Some(2), "the lowest new slot first");
+        l.claim(0, 0).unwrap();
+        assert!(!l.release(0, 0));
+        assert_eq!(l.give(0), Some(0), "a released slot before the new ones");
+        assert_eq!(l.grow(1), 4, "never shrinks");
+        assert_eq!(l.grow(100), 8, "at most the pool");
+        l.check().unwrap();
+        let mut n = 0;
+        l.reclaim(0, |_, _| n += 1);
+        assert_eq!(n, 3);
+        assert!(l.drained());
+        l.check().unwrap();
+        assert!(
+            !SlotLedger::with_port(8, 1, 4).limit(6),
+            "a port's pool is whole"
+        );
+    }
 
     #[test]
     fn a_port_s_frames_go_round_through_the_port_not_the_free_list() {

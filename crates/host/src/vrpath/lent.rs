@@ -165,6 +165,8 @@ impl VrPath {
         }
         let end = end as u32;
         self.slots = SlotLedger::with_port(self.slots.pool() as u32, self.inst.len(), end);
+        // A port's pool is whole: all of it is the port's memory.
+        self.pool_in_use_changed();
         self.cold.dedicated.push(Dedicated {
             port,
             vnic: v as u16,

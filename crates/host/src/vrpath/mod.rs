@@ -49,6 +49,7 @@ use crate::tunnel::{Encap, Tunnel};
     reason = "reads the bytes of a slot the VR handed back, under the slot protocol"
 )]
 mod egress;
+mod grow;
 mod guard;
 mod ingress;
 mod instances;
@@ -67,6 +68,7 @@ mod spec;
 )]
 pub(crate) mod testkit;
 
+pub use grow::{GrowStep, RETRY as GROW_RETRY};
 pub use ingress::{LOOP_ENTRY_MAX, loop_share};
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
@@ -343,6 +345,8 @@ struct Cold {
     /// Its dedicated ports, in the order of their frames (see `lent`; per burst only for a
     /// VR with one: the ledger says so first).
     dedicated: Vec<lent::Dedicated>,
+    /// Its pool's growth, when it starts small (see `grow`).
+    growth: grow::Growth,
 }
 
 impl VrPath {
@@ -410,10 +414,12 @@ impl VrPath {
                 violations_base: 0,
                 load: Load::new(inst.len()),
                 dedicated: Vec::new(),
+                growth: grow::Growth::default(),
             }),
             inst,
             region,
         };
+        path.stats.pool_usable.set(u64::from(cfg.slot_count));
         path.go_live(bells);
         path
     }

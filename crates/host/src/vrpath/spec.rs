@@ -38,6 +38,9 @@ pub struct PathSpec {
     /// vNICs `0..loop_vnics` feed a loop back into the VR (a tap VR's data
     /// vNICs, see [`VrPath::set_loop`]); 0: none.
     pub loop_vnics: u16,
+    /// Slots in use at the start when the pool grows with its load
+    /// ([`VrPath::start_small`]); `None`: all of them.
+    pub pool_initial: Option<u32>,
 }
 
 impl PathSpec {
@@ -57,6 +60,7 @@ impl PathSpec {
             tunnels: Vec::new(),
             vlans: Vec::new(),
             loop_vnics: 0,
+            pool_initial: None,
         }
     }
 
@@ -100,6 +104,9 @@ impl VrPath {
         path.set_tunnels(&spec.tunnels);
         path.set_vlans(&spec.vlans);
         path.set_loop(spec.loop_vnics);
+        if let Some(n) = spec.pool_initial {
+            path.start_small(n);
+        }
         path
     }
 }

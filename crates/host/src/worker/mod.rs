@@ -39,6 +39,7 @@ use vrhost_shm::Doorbell;
 use crate::capture::Tap;
 use crate::classify::Classifier;
 use crate::cluster::Dispatcher;
+use crate::pool::GrowRequest;
 use crate::spawn::VrProcess;
 use crate::stats::HostStats;
 use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
@@ -94,6 +95,9 @@ pub struct Worker {
     last_reap: Instant,
     /// Where VRs that went down are reported (a supervisor restarts them).
     exits: Option<mpsc::Sender<ExitEvent>>,
+    /// Where steps of pools that grow are asked (see [`crate::pool`]).
+    /// Without it a step is taken at once, its pages the daemon's.
+    grows: Option<mpsc::Sender<GrowRequest>>,
     /// VR indexes in tx service order (high priority first).
     order: Vec<usize>,
     /// Each VR's position in `order`.
@@ -159,6 +163,7 @@ impl Worker {
             rx_round: 256,
             last_reap: Instant::now(),
             exits: None,
+            grows: None,
             order: Vec::new(),
             rank: Vec::new(),
             active: RankSet::default(),
@@ -195,6 +200,53 @@ impl Worker {
     /// [`Worker::restore_vr`]. Without it they stay down.
     pub fn set_exit_notify(&mut self, tx: mpsc::Sender<ExitEvent>) {
         self.exits = Some(tx);
+    }
+
+    /// Ask the steps of the VRs' pools that grow on `tx` (see
+    /// [`crate::pool`]), for a grower to populate in each VR's memory
+    /// cgroup and answer with [`Worker::pool_grown`].
+    pub fn set_grow_notify(&mut self, tx: mpsc::Sender<GrowRequest>) {
+        self.grows = Some(tx);
+    }
+
+    /// The answer to a [`GrowRequest`] of the VR whose [`VrPath::id`] is
+    /// `id`: its step to `to` slots is populated (`ok`) or refused. False
+    /// if the VR is gone.
+    pub fn pool_grown(&mut self, id: u64, to: u32, ok: bool) -> bool {
+        let Some(vr) = self.vrs.iter_mut().find(|v| v.id() == id) else {
+            return false;
+        };
+        match ok {
+            true => vr.grow_pool(to),
+            false => vr.grow_refused(Instant::now()),
+        }
+        true
+    }
+
+    /// Ask for the next step of each VR's pool that wants one (see
+    /// [`VrPath::growth_wanted`]); taken at once without a grower, or for
+    /// a VR with no process of its own.
+    fn ask_growth(&mut self, now: Instant) {
+        for vr in &mut self.vrs {
+            let Some(step) = vr.growth_wanted(now) else {
+                continue;
+            };
+            let asked = self.grows.as_ref().and_then(|tx| {
+                let p = vr.processes().iter().find(|p| !p.reaped)?;
+                let region = vr.region().fd().try_clone_to_owned().ok()?;
+                let req = GrowRequest {
+                    vr_id: vr.id(),
+                    vr: vr.name().to_string(),
+                    step,
+                    region,
+                    cgroups: p.cgroups().to_vec(),
+                };
+                tx.send(req).ok()
+            });
+            if asked.is_none() {
+                vr.grow_pool(step.to);
+            }
+        }
     }
 
     /// Give the VR whose [`VrPath::id`] is `id` new processes after it
@@ -534,6 +586,7 @@ impl Worker {
                 }
             }
         }
+        self.ask_growth(now);
         if let Some(c) = &mut self.colocate {
             c.begin();
             for vr in &self.vrs {

@@ -298,7 +298,7 @@ fn definition(v: &VrStatus) -> String {
     );
     lines.extend(program.map(|cmd| ("program", cmd)));
     lines.extend([
-        ("pool", format!("{pool_slots} slots, {} free", s.free_slots)),
+        ("pool", pool_desc(pool_slots, s)),
         ("cpu", opt(v.spec.cpu)),
         ("api routes", v.api_routes.to_string()),
     ]);
@@ -547,6 +547,21 @@ fn toml_to_json(v: toml::Value) -> Value {
             Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
         }
     }
+}
+
+/// A VR's pool: its slots, those in use when it grows with its load, free.
+fn pool_desc(pool_slots: u64, s: &VrStats) -> String {
+    let mut d = format!("{pool_slots} slots, {} free", s.free_slots);
+    if s.pool_usable > 0 && s.pool_usable < pool_slots {
+        d.push_str(&format!(", {} grown to", s.pool_usable));
+    }
+    if s.pool_grow_refused > 0 {
+        d.push_str(&format!(
+            ", {} steps refused (memory limit)",
+            s.pool_grow_refused
+        ));
+    }
+    d
 }
 
 #[cfg(test)]

@@ -177,3 +177,23 @@ impl Drop for CtlNs {
         let _ = std::fs::remove_dir_all(Path::new("/run/vrhost/ctl").join(&self.0));
     }
 }
+
+/// The memory cgroup directory of process `pid`, as this test sees it.
+pub fn memory_cgroup(pid: u32) -> std::path::PathBuf {
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path = cg
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            (ctrls.split(',').any(|c| c == "memory") || ctrls.is_empty()).then(|| path.to_string())
+        })
+        .unwrap_or_else(|| panic!("no memory cgroup in {cg}"));
+    let rel = path.trim_start_matches('/');
+    let v1 = std::path::PathBuf::from("/sys/fs/cgroup/memory").join(rel);
+    if v1.exists() {
+        v1
+    } else {
+        std::path::PathBuf::from("/sys/fs/cgroup").join(rel)
+    }
+}
