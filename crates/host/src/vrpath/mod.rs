@@ -52,6 +52,7 @@ mod egress;
 mod guard;
 mod ingress;
 mod instances;
+mod kick;
 mod ledger;
 #[expect(
     unsafe_code,
@@ -69,6 +70,7 @@ pub(crate) mod testkit;
 
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
+use kick::Kicks;
 use ledger::SlotLedger;
 pub use lent::open_dedicated;
 use load::Load;
@@ -336,6 +338,9 @@ struct Cold {
     /// Its dedicated port, if it has one (see `lent`; per burst only for a
     /// VR with one: the ledger says so first).
     dedicated: Option<lent::Dedicated>,
+    /// Doorbells deferred for its sleeping instances (see `kick`; per
+    /// burst only for an instance that sleeps).
+    kicks: Kicks,
 }
 
 impl VrPath {
@@ -401,6 +406,7 @@ impl VrPath {
                 violations_base: 0,
                 load: Load::new(inst.len()),
                 dedicated: None,
+                kicks: Kicks::new(),
             }),
             inst,
             region,

@@ -240,6 +240,10 @@ impl Worker {
         self.lent_to = (0..self.ports.len())
             .map(|p| self.vrs.iter().position(|v| v.dedicated_port() == Some(p)))
             .collect();
+        let wait = Duration::from_micros(self.poll.kick_wait_us.into());
+        for v in &mut self.vrs {
+            v.set_kick_batch(self.poll.kick_batch, wait);
+        }
     }
 
     /// Frames taken from a port per burst (1..=64, default 32).
@@ -427,6 +431,9 @@ impl Worker {
                 s.weight as usize * TX_QUANTUM
             };
             let n = vr.poll_tx_budget(&mut self.ports, budget);
+            if vr.kicks_deferred() {
+                vr.ring_deferred(Some(round));
+            }
             if vr.idle() {
                 self.active.remove(at);
             }
@@ -575,6 +582,7 @@ impl Worker {
                 backoff.busy();
                 continue;
             }
+            self.ring_deferred();
             match backoff.idle() {
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
@@ -596,6 +604,7 @@ impl Worker {
         let t = Instant::now();
         while t.elapsed() < DRAIN_TIMEOUT {
             for vr in &mut self.vrs {
+                vr.ring_deferred(None);
                 vr.poll_tx(&mut self.ports);
             }
             if !self.draining.is_empty() {
@@ -710,6 +719,17 @@ impl Worker {
         } else {
             // The pidfds were watched while we slept: no periodic reap is due.
             self.last_reap = Instant::now();
+        }
+    }
+
+    /// Ring every doorbell deferred by `kick_batch` (the worker found no
+    /// work: nothing more is coming to batch with). Only VRs holding slots
+    /// (the active set) can have one.
+    fn ring_deferred(&mut self) {
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            self.vrs[self.order[at]].ring_deferred(None);
         }
     }
 
