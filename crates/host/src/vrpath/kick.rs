@@ -2,8 +2,8 @@
 //! sleeps is rung once per sleep ([`vrhost_shm::take_kick`]), and with a
 //! kick batch ([`vrhost_proto::PollConfig::kick_batch`]) only once it has
 //! been given that many frames since it went to sleep, once the first of
-//! them has waited the kick wait, or once the worker runs out of work,
-//! whichever comes first. Each wakeup then brings the instance a batch
+//! them has waited the kick wait, or once the worker is not saturated (a
+//! round emptied the ports), whichever comes first. Each wakeup then brings the instance a batch
 //! rather than the few frames of one burst, so VRs that share a core run
 //! in long turns (interrupt coalescing, as a NIC's `rx-frames` and
 //! `rx-usecs`).

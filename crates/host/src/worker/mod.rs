@@ -361,6 +361,9 @@ impl Worker {
             self.vrs[i].refill(mark);
         }
         let round = mark;
+        // Whether a port had more than the round took (its budget spent, or
+        // a VR full): the worker is saturated.
+        let mut saturated = false;
         for p in 0..self.ports.len() {
             let mut budget = self.rx_round;
             while budget > 0 {
@@ -382,6 +385,7 @@ impl Worker {
                     None => self.rx_burst_to_vrs(p, want),
                 };
                 if n == 0 {
+                    saturated |= full;
                     break;
                 }
                 moved += n;
@@ -404,9 +408,11 @@ impl Worker {
                 // frees slots) before taking more, rather than spend the
                 // round taking frames only to drop them (receive livelock).
                 if n < want || full {
+                    saturated |= full;
                     break;
                 }
             }
+            saturated |= budget == 0;
         }
         if moved > 0 {
             self.flush_staged(1);
@@ -416,30 +422,12 @@ impl Worker {
             mark = now;
             self.charge(per_frame);
         }
-        // The tx phase: the VRs that may have sent something, in service
-        // order; one found with nothing held (and no peers) leaves the set.
-        let mut moved_tx = 0;
-        let mut r = 0;
-        while let Some(at) = self.active.next_from(r) {
-            r = at + 1;
-            let i = self.order[at];
-            let vr = &mut self.vrs[i];
-            let s = vr.sched();
-            let budget = if s.high_priority {
-                usize::MAX
-            } else {
-                s.weight as usize * TX_QUANTUM
-            };
-            let n = vr.poll_tx_budget(&mut self.ports, budget);
-            if vr.kicks_deferred() {
-                vr.ring_deferred(Some(round));
-            }
-            if vr.idle() {
-                self.active.remove(at);
-            }
-            self.note_moved(i, n);
-            moved_tx += n;
-        }
+        // Doorbells deferred for a batch (`kick_batch`): a round that
+        // emptied the ports is not saturated, and waiting would not fill
+        // the batches, so they ring now; otherwise those whose first frame
+        // has waited `kick_wait_us`.
+        let kick_due = saturated.then_some(round);
+        let moved_tx = self.tx_phase(kick_due);
         if moved_tx > 0 {
             // The tx phase's time, shared by the indexes each VR handed back
             // (valid or not).
@@ -465,6 +453,38 @@ impl Worker {
             self.reap();
         }
         moved
+    }
+
+    /// The tx phase: the VRs that may have sent something, in service
+    /// order; one found with nothing held (and no peers) leaves the set.
+    /// Rings the doorbells deferred for a batch that are due by `kick_due`
+    /// (`None`: all). Returns the indexes handed back.
+    #[inline]
+    fn tx_phase(&mut self, kick_due: Option<Instant>) -> usize {
+        let mut moved_tx = 0;
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            let i = self.order[at];
+            let vr = &mut self.vrs[i];
+            let s = vr.sched();
+            let budget = if s.high_priority {
+                usize::MAX
+            } else {
+                s.weight as usize * TX_QUANTUM
+            };
+            // Before its tx rings: the instance wakes while they are served.
+            if vr.kicks_deferred() {
+                vr.ring_deferred(kick_due);
+            }
+            let n = vr.poll_tx_budget(&mut self.ports, budget);
+            if vr.idle() {
+                self.active.remove(at);
+            }
+            self.note_moved(i, n);
+            moved_tx += n;
+        }
+        moved_tx
     }
 
     /// Publish the staged frames of every VR that holds at least `min` of
