@@ -111,6 +111,70 @@ pub struct PollConfig {
     /// a busy one from waiting whole default slices for it. Set by the
     /// host; the VR does not use it.
     pub slice_us: u32,
+    /// How a VR that shares its core only with other VRs ends its turn on
+    /// the core when its rings are empty (see [`PollConfig::beside_vrs`]).
+    /// Set by the host.
+    pub turns: Turns,
+    /// With [`Turns::Spin`]: microseconds such a VR goes on polling its
+    /// empty rings before it sleeps.
+    pub turn_us: u32,
+    /// Frames the worker gives a sleeping VR instance before it rings its
+    /// doorbell, while the worker has other work (0 or 1: at once). The
+    /// instance then wakes to a batch rather than to one burst's few
+    /// frames, so VRs that share a core take long turns. Bounded by
+    /// `kick_wait_us`; the worker rings every deferred doorbell as soon as
+    /// it runs out of work, so a lone frame (a ping) waits for nothing.
+    /// Used by the worker only.
+    pub kick_batch: u32,
+    /// Longest wait, in microseconds, of a frame for its sleeping VR's
+    /// doorbell under `kick_batch` while the worker is busy.
+    pub kick_wait_us: u32,
+}
+
+/// How a VR beside other VRs on its core ends its turn when its rings are
+/// empty ([`PollConfig::beside_vrs`]). In TOML and JSON: `"yield"`,
+/// `"sleep"`, `"spin"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Turns {
+    /// Yield the core for up to [`BESIDE_VRS_YIELD_US`], then sleep on the
+    /// doorbell: a yield hands the core to another VR, usually one with
+    /// as little to do, so turns are short (the back-off before
+    /// 2026-11-26).
+    #[default]
+    Yield,
+    /// Sleep on the doorbell at once: the core goes to a VR with work, and
+    /// the VR comes back when the host rings, once per sleep, with what
+    /// came meanwhile.
+    Sleep,
+    /// Poll the empty rings (spin-loop hints, no yield) for up to
+    /// [`PollConfig::turn_us`] after the last work, then sleep: the turn
+    /// lasts while the host keeps refilling the rings, up to the kernel's
+    /// time slice.
+    Spin,
+}
+
+impl std::fmt::Display for Turns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Yield => "yield",
+            Self::Sleep => "sleep",
+            Self::Spin => "spin",
+        })
+    }
+}
+
+impl std::str::FromStr for Turns {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "yield" => Ok(Self::Yield),
+            "sleep" => Ok(Self::Sleep),
+            "spin" => Ok(Self::Spin),
+            _ => Err(format!("{s:?}: expected yield, sleep or spin")),
+        }
+    }
 }
 
 impl Default for PollConfig {
@@ -123,11 +187,21 @@ impl Default for PollConfig {
             colocate_pps: 0,
             sleep_ms: 200,
             slice_us: 100,
+            turns: Turns::default(),
+            turn_us: DEFAULT_TURN_US,
+            kick_batch: 256,
+            kick_wait_us: 100,
         }
     }
 }
 
-/// Longest yielding phase of a VR beside other VRs, µs. Measured with 4
+/// Default [`PollConfig::turn_us`], µs: about the host's round with 100
+/// busy VRs (about 20 µs in a release build), so that the host refills a
+/// spinning VR's rings before its turn ends.
+pub const DEFAULT_TURN_US: u32 = 50;
+
+/// Longest yielding phase of a VR beside other VRs with [`Turns::Yield`],
+/// µs. Measured with 4
 /// daemon VRs on one core (`vrhost bench control`): sleeping at once gave
 /// 15 Mpps of capacity, yielding 24-25 Mpps; with 2 ms of yielding, VRs
 /// lost 0.06% of 3 Mpps while processes started beside them, with 50 µs
@@ -151,21 +225,38 @@ impl PollConfig {
         }
     }
 
-    /// The back-off of a VR that shares its core only with other VRs: no
-    /// spinning (that would hold the core from the others for a whole time
-    /// slice), but yielding for up to [`BESIDE_VRS_YIELD_US`] before
-    /// sleeping, which hands the core to a VR with work and spares the host
-    /// a doorbell write per burst.
+    /// The back-off of a VR that shares its core only with other VRs: by
+    /// [`PollConfig::turns`], never napping (a nap raises the flag and
+    /// costs the host a doorbell for frames a yielding or spinning VR
+    /// would take anyway).
+    ///
+    /// - [`Turns::Yield`]: no spinning (that would hold the core from the
+    ///   others for a whole time slice), but yielding for up to
+    ///   [`BESIDE_VRS_YIELD_US`] before sleeping, which hands the core to a
+    ///   VR with work and spares the host a doorbell write per burst.
+    /// - [`Turns::Sleep`]: sleeping as soon as the rings are empty, as
+    ///   [`PollConfig::beside_worker`].
+    /// - [`Turns::Spin`]: polling the empty rings for up to `turn_us` after
+    ///   the last work, then sleeping.
     #[must_use]
     pub fn beside_vrs(self) -> Self {
-        Self {
+        let base = Self {
             spin_rounds: 0,
-            yield_us: self.yield_us.min(BESIDE_VRS_YIELD_US),
+            yield_us: 0,
             busy_poll_us: 0,
-            // Yielding hands the core to a VR with work without a doorbell
-            // from the host; a nap would raise the flag and cost one.
             nap_us: 0,
             ..self
+        };
+        match self.turns {
+            Turns::Yield => Self {
+                yield_us: self.yield_us.min(BESIDE_VRS_YIELD_US),
+                ..base
+            },
+            Turns::Sleep => base,
+            Turns::Spin => Self {
+                busy_poll_us: self.turn_us,
+                ..base
+            },
         }
     }
 }

@@ -44,4 +44,4 @@ pub use ring::{Consumer, Producer, RingError, RingMem, heap_ring};
 pub use slot::{SlotMeta, SlotState, TransitionError};
 #[cfg(not(loom))]
 pub use wake::Doorbell;
-pub use wake::{cancel_sleep, needs_kick, prepare_sleep};
+pub use wake::{cancel_sleep, needs_kick, prepare_sleep, take_kick};

@@ -6,7 +6,9 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU32, Ordering};
 use loom::thread;
-use vrhost_shm::{SlotMeta, SlotState, cancel_sleep, heap_ring, needs_kick, prepare_sleep};
+use vrhost_shm::{
+    SlotMeta, SlotState, cancel_sleep, heap_ring, needs_kick, prepare_sleep, take_kick,
+};
 
 /// Items arrive in order, once each, and what the producer wrote before
 /// pushing an index is visible to the consumer after popping it.
@@ -112,26 +114,53 @@ fn slot_cas_under_hostile_flips() {
     });
 }
 
+/// A sleeper that raises its flag and looks at its ring once, racing a
+/// producer thread that runs `produce` (pushes and kicks) on a 2-entry
+/// ring: whether the sleeper saw work (and stayed awake), and what
+/// `produce` returned.
+fn race<R: Send + 'static>(
+    produce: impl FnOnce(&mut vrhost_shm::Producer, &AtomicU32) -> R + Send + 'static,
+) -> (bool, R) {
+    let mem = heap_ring(2);
+    let flag = Arc::new(AtomicU32::new(0));
+    let f = flag.clone();
+    let mut p = mem.clone().producer();
+    let producer = thread::spawn(move || produce(&mut p, &f));
+    let mut c = mem.consumer();
+    prepare_sleep(&flag);
+    let work = c.ready().unwrap() > 0;
+    if work {
+        cancel_sleep(&flag);
+    }
+    (work, producer.join().unwrap())
+}
+
 /// No lost wakeup: if the sleeper decides to sleep, the producer sees its flag
 /// and kicks.
 #[test]
 fn need_wakeup_never_loses_a_wakeup() {
     loom::model(|| {
-        let mem = heap_ring(2);
-        let flag = Arc::new(AtomicU32::new(0));
-        let f = flag.clone();
-        let mut p = mem.clone().producer();
-        let producer = thread::spawn(move || {
+        let (work, kicked) = race(|p, f| {
             p.push(&[7]).unwrap();
-            needs_kick(&f)
+            needs_kick(f)
         });
-        let mut c = mem.consumer();
-        prepare_sleep(&flag);
-        let work = c.ready().unwrap() > 0;
-        if work {
-            cancel_sleep(&flag);
-        }
-        let kicked = producer.join().unwrap();
         assert!(work || kicked, "sleeper slept and producer did not kick");
+    });
+}
+
+/// Taking the flag (one ring per sleep) loses no wakeup either: of two
+/// pushes each followed by `take_kick`, a sleeper that saw no work is rung
+/// by one of them, and by at most one.
+#[test]
+fn take_kick_rings_a_sleep_once_and_never_loses_it() {
+    loom::model(|| {
+        let (work, (first, second)) = race(|p, f| {
+            p.push(&[7]).unwrap();
+            let first = take_kick(f);
+            p.push(&[8]).unwrap();
+            (first, take_kick(f))
+        });
+        assert!(work || first || second, "sleeper slept and was not rung");
+        assert!(!(first && second), "one sleep rung twice");
     });
 }

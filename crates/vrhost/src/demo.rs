@@ -45,7 +45,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         idle: 0,
         pool: 1024,
         table: &table,
-        slice_us: vrhost_proto::PollConfig::default().slice_us,
+        poll: vrhost_proto::PollConfig::default(),
     };
     let vr_cpu = cpu::cpus().saturating_sub(1);
     let (mut worker, sink) = router_worker(&p, Dst::Random, vr_cpu)?;

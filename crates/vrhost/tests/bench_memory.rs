@@ -1,7 +1,7 @@
 //! `vrhost bench memory` runs and reports what it measured: both address
 //! families, well-formed records, frames forwarded through VR processes,
-//! two IPv6 tenants told apart by source (tiny windows: this checks the
-//! command, not a figure).
+//! two IPv6 tenants told apart by source, the VRs' turns counted (tiny
+//! windows: this checks the command, not a figure).
 
 use std::process::Command;
 
@@ -60,6 +60,21 @@ fn ipv6_points_beside_ipv4_ones() {
             through_vrs > 0.0,
             "no {family} frame forwarded by a VR: {r:#}"
         );
+    }
+    // How the VRs took turns: two VRs on one core switch (a yield to the
+    // other, the end of a slice, a sleep), so a point that forwarded has
+    // turns to count; the host's doorbells are counted too.
+    for p in results
+        .iter()
+        .filter(|p| p["mode"] == "shm" && p["vrs"] == 2)
+    {
+        let switches = p["vr_sleeps_per_kframe"].as_f64().unwrap()
+            + p["vr_preempts_per_kframe"].as_f64().unwrap();
+        assert!(p["kicks_per_kframe"].as_f64().unwrap() >= 0.0, "{p}");
+        if p["mpps"].as_f64().unwrap() > 0.0 {
+            assert!(switches > 0.0, "{p}");
+            assert!(p["frames_per_turn"].as_f64().unwrap() > 0.0, "{p}");
+        }
     }
     let has = |f: &str, m: &str, v: u64| points.contains(&(f.into(), m.into(), v));
     assert!(has("ipv4", "shm", 1) && has("ipv4", "shm", 2) && has("ipv4", "inproc", 1));

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use vrhost_host::{Backend, PathSpec, VrPath, VrProcess, Worker, cpu};
 use vrhost_io::Port;
-use vrhost_proto::PollConfig;
 use vrhost_shm::Doorbell;
 
 use super::{
@@ -41,13 +40,13 @@ pub(super) fn run_idle(
     spec.write(&mut frame)?;
     let (port, probe) = ProbePort::new(frame)?;
     let ports: Vec<Box<dyn Port>> = vec![Box::new(port)];
-    let poll = PollConfig::default();
+    let poll = args.poll();
     let mut worker = Worker::new(ports, rules(vrs, Family::Ipv4)?, poll)?;
     for i in 0..vrs {
         let name = format!("idle{i}");
         let vr_spec = PathSpec::new(&name, vec![0, 0], 256);
         let region = vr_spec.create_region()?;
-        let cmd = vr_command(table, args.vr_cpu, vrs > 1, args.slice_us)?;
+        let cmd = vr_command(table, args.vr_cpu, vrs > 1, args.poll())?;
         let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
         let backend = Backend::Process(vec![proc_]);
         worker.add_vr(VrPath::assemble(&vr_spec, region, backend, vec![bell]));

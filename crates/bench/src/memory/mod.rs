@@ -32,7 +32,7 @@ use vrhost_host::{
 use vrhost_io::Port;
 use vrhost_io::mem::{DstMode, MemPort, MemPortConfig};
 use vrhost_io::null::{NullPort, SinkCounters};
-use vrhost_proto::PollConfig;
+use vrhost_proto::{PollConfig, Turns};
 use vrhost_router::Router;
 
 use crate::machine::Machine;
@@ -147,6 +147,22 @@ pub struct MemoryArgs {
     /// as the daemon's `[host.poll] slice_us`.
     #[arg(long, default_value_t = PollConfig::default().slice_us)]
     pub slice_us: u32,
+    /// How a VR beside other VRs ends its turn when its rings are empty:
+    /// `yield`, `sleep` or `spin`; as the daemon's `[host.poll] turns`.
+    #[arg(long, default_value_t = PollConfig::default().turns)]
+    pub turns: Turns,
+    /// With `--turns spin`: how long such a VR polls its empty rings
+    /// before it sleeps, µs; as the daemon's `[host.poll] turn_us`.
+    #[arg(long, default_value_t = PollConfig::default().turn_us)]
+    pub turn_us: u32,
+    /// Frames the worker gives a sleeping VR before it rings it, while
+    /// busy (0: at once); as the daemon's `[host.poll] kick_batch`.
+    #[arg(long, default_value_t = PollConfig::default().kick_batch)]
+    pub kick_batch: u32,
+    /// Longest wait of a frame for its VR's doorbell under `--kick-batch`,
+    /// µs; as the daemon's `[host.poll] kick_wait_us`.
+    #[arg(long, default_value_t = PollConfig::default().kick_wait_us)]
+    pub kick_wait_us: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -193,6 +209,31 @@ pub struct Record {
     pub seconds: f64,
     /// Runs of this point; the one with the median rate is this record.
     pub runs: usize,
+    /// The VR processes' voluntary context switches (sleeps on the
+    /// doorbell) per 1,000 forwarded frames (`shm`, `syscall`).
+    pub vr_sleeps_per_kframe: f64,
+    /// Their involuntary ones (a yield to another VR, the end of a time
+    /// slice) per 1,000 forwarded frames.
+    pub vr_preempts_per_kframe: f64,
+    /// Frames a VR forwards per turn on its core: forwarded frames over
+    /// the VR processes' context switches of both kinds.
+    pub frames_per_turn: f64,
+    /// Doorbell writes of the host to the VRs per 1,000 forwarded frames.
+    pub kicks_per_kframe: f64,
+}
+
+impl MemoryArgs {
+    /// The back-off the VRs are given before it is adapted to their core.
+    fn poll(&self) -> PollConfig {
+        PollConfig {
+            slice_us: self.slice_us,
+            turns: self.turns,
+            turn_us: self.turn_us,
+            kick_batch: self.kick_batch,
+            kick_wait_us: self.kick_wait_us,
+            ..PollConfig::default()
+        }
+    }
 }
 
 /// The idle figures.
@@ -273,8 +314,9 @@ pub struct Point<'a> {
     pub idle: usize,
     pub pool: u32,
     pub table: &'a Table,
-    /// Time slice of each VR process, µs (see `PollConfig::slice_us`).
-    pub slice_us: u32,
+    /// The VRs' back-off before it is adapted to their core (time slice,
+    /// turns: `PollConfig::slice_us`, `PollConfig::turn_us`).
+    pub poll: PollConfig,
 }
 
 fn generator(p: &Point<'_>, dst: Dst) -> Result<MemPort> {
@@ -321,13 +363,15 @@ fn rules(vrs: usize, family: Family) -> Result<Classifier> {
     Ok(Classifier::new(&rules)?)
 }
 
-/// How to start a router VR on `vr_cpu`. VRs that share their core with
-/// others back off as the daemon's do ([`PollConfig::beside_vrs`]).
-fn vr_command(table: &Table, vr_cpu: usize, shared_core: bool, slice_us: u32) -> Result<VrCommand> {
-    let poll = PollConfig {
-        slice_us,
-        ..PollConfig::default()
-    };
+/// How to start a router VR on `vr_cpu` with `poll`. VRs that share their
+/// core with others back off as the daemon's do
+/// ([`PollConfig::beside_vrs`]).
+fn vr_command(
+    table: &Table,
+    vr_cpu: usize,
+    shared_core: bool,
+    poll: PollConfig,
+) -> Result<VrCommand> {
     Ok(VrCommand {
         program: std::env::current_exe()?,
         args: vec!["vr-run".into()],
@@ -352,6 +396,9 @@ struct Snap {
     host_ns: u64,
     vr_ns: u64,
     rounds: u64,
+    /// The VR processes' voluntary and involuntary context switches.
+    vr_switches: (u64, u64),
+    kicks: u64,
 }
 
 struct Probes {
@@ -388,8 +435,31 @@ impl Probes {
                 .filter_map(|&p| cpu::process_cpu_ns(p))
                 .sum(),
             rounds: self.host_drops.rounds.get(),
+            vr_switches: self
+                .vr_pids
+                .iter()
+                .filter_map(|&p| context_switches(p))
+                .fold((0, 0), |(v, n), (a, b)| (v + a, n + b)),
+            kicks: self.vr_stats.iter().map(|s| s.kicks.get()).sum(),
         }
     }
+}
+
+/// Voluntary and involuntary context switches of process `pid`'s threads.
+fn context_switches(pid: u32) -> Option<(u64, u64)> {
+    let mut total = (0, 0);
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let s = std::fs::read_to_string(task.ok()?.path().join("status")).ok()?;
+        for line in s.lines() {
+            let field = |name: &str| line.strip_prefix(name)?.trim().parse::<u64>().ok();
+            if let Some(n) = field("voluntary_ctxt_switches:") {
+                total.0 += n;
+            } else if let Some(n) = field("nonvoluntary_ctxt_switches:") {
+                total.1 += n;
+            }
+        }
+    }
+    Some(total)
 }
 
 fn thread_cpu_ns_of(tid: i32) -> Option<u64> {
@@ -404,6 +474,15 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
             .unwrap_or(1.0);
     let fwd = b.fwd - a.fwd;
     let cpu_ns = (b.host_ns - a.host_ns) + (b.vr_ns - a.vr_ns);
+    let per_kframe = |n: u64| {
+        if fwd > 0 {
+            n as f64 * 1000.0 / fwd as f64
+        } else {
+            0.0
+        }
+    };
+    let sleeps = b.vr_switches.0.saturating_sub(a.vr_switches.0);
+    let preempts = b.vr_switches.1.saturating_sub(a.vr_switches.1);
     Record {
         mode: p.mode,
         family: p.table.family,
@@ -429,6 +508,13 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
         violations: b.violations - a.violations,
         seconds: secs,
         runs: 1,
+        vr_sleeps_per_kframe: per_kframe(sleeps),
+        vr_preempts_per_kframe: per_kframe(preempts),
+        frames_per_turn: match sleeps + preempts {
+            0 => 0.0,
+            n => fwd as f64 / n as f64,
+        },
+        kicks_per_kframe: per_kframe(b.kicks - a.kicks),
     }
 }
 
@@ -494,8 +580,7 @@ pub fn router_worker(
     let sink = NullPort::new("null0");
     let counters = sink.counters();
     let ports: Vec<Box<dyn Port>> = vec![Box::new(mem), Box::new(sink)];
-    let poll = PollConfig::default();
-    let mut worker = Worker::new(ports, rules(p.vrs + p.idle, p.table.family)?, poll)?;
+    let mut worker = Worker::new(ports, rules(p.vrs + p.idle, p.table.family)?, p.poll)?;
     for i in 0..p.vrs + p.idle {
         let name = format!("vr{i}");
         let spec = PathSpec::new(&name, vec![0, 1], p.pool);
@@ -507,7 +592,7 @@ pub fn router_worker(
         } else {
             // The busy VRs poll as they would without the idle ones.
             let shared_core = p.vrs > 1 || i >= p.vrs;
-            let cmd = vr_command(p.table, vr_cpu, shared_core, p.slice_us)?;
+            let cmd = vr_command(p.table, vr_cpu, shared_core, p.poll)?;
             let (proc_, bell) = VrProcess::start(&name, 0, &region, worker.bell(), &cmd)?;
             VrPath::assemble(&spec, region, Backend::Process(vec![proc_]), vec![bell])
         };

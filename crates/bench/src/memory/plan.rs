@@ -69,7 +69,7 @@ pub(super) fn points<'a>(args: &MemoryArgs, tables: &'a [Table]) -> Vec<Point<'a
                         idle: 0,
                         pool: args.pool,
                         table,
-                        slice_us: args.slice_us,
+                        poll: args.poll(),
                     });
                 }
             }
@@ -97,7 +97,7 @@ pub(super) fn points<'a>(args: &MemoryArgs, tables: &'a [Table]) -> Vec<Point<'a
             idle,
             pool: args.pool,
             table: &tables[0],
-            slice_us: args.slice_us,
+            poll: args.poll(),
         });
     }
     if !args.no_pool_sweep {
@@ -109,7 +109,7 @@ pub(super) fn points<'a>(args: &MemoryArgs, tables: &'a [Table]) -> Vec<Point<'a
                 idle: 0,
                 pool,
                 table: &tables[0],
-                slice_us: args.slice_us,
+                poll: args.poll(),
             });
         }
     }

@@ -6,7 +6,7 @@ use super::{AnyRecord, Family, IdleRecord, Mode, Record};
 use crate::machine::Machine;
 use crate::report::{Column, heading, row};
 
-const FORWARDING: [Column; 15] = [
+const FORWARDING: [Column; 18] = [
     Column::left("mode", 8),
     Column::left("family", 6),
     Column::right("frame", 6),
@@ -22,6 +22,9 @@ const FORWARDING: [Column; 15] = [
     Column::right("vr%", 6).decimals(0),
     Column::right("drops", 9),
     Column::right("viol", 5),
+    Column::right("cs/kf", 7).decimals(2),
+    Column::right("f/turn", 7).decimals(0),
+    Column::right("kick/kf", 8).decimals(2),
 ];
 
 pub(super) fn print_table(results: &[AnyRecord], rounds: &[Vec<Record>]) {
@@ -107,6 +110,9 @@ fn print_forwarding(r: &Record) {
                 &r.vr_cpu_pct,
                 &r.drops,
                 &r.violations,
+                &(r.vr_sleeps_per_kframe + r.vr_preempts_per_kframe),
+                &r.frames_per_turn,
+                &r.kicks_per_kframe,
             ]
         )
     );

@@ -18,8 +18,9 @@ use super::{ControlError, Controller, Instances, Started, VrEntry, send_routes};
 /// config.
 ///
 /// A VR on the worker's core sleeps as soon as its rings are empty (the
-/// worker never yields); one on a core that only VRs share yields to them
-/// first; one on a core of its own spins first. An unpinned VR sleeps at
+/// worker never yields); one on a core that only VRs share ends its turn
+/// as `[host.poll] turns` says ([`PollConfig::beside_vrs`]: by default it
+/// yields to them first); one on a core of its own spins first. An unpinned VR sleeps at
 /// once too, because what else runs where it runs is not known. Yielding
 /// there was tried (2026-11-24): two busy `mem` VRs beside a worker on CPU
 /// 1 went from 13.6 to 20-23.5 Mfps (sleeping, they cost the worker a
@@ -243,6 +244,8 @@ impl Controller {
 
 #[cfg(test)]
 mod tests {
+    use vrhost_proto::Turns;
+
     use super::*;
 
     #[test]
@@ -260,7 +263,7 @@ mod tests {
         assert_eq!(at(Some(0), Some(1), 2), p.beside_vrs(), "a core VRs share");
         assert_eq!(at(Some(0), Some(1), 1), p, "a core of its own");
         assert_ne!(p.beside_vrs(), p.beside_worker());
-        // Only a VR with a core of its own busy-polls.
+        // Only a VR with a core of its own busy-polls for `busy_poll_us`.
         assert_eq!(at(Some(0), Some(1), 1).busy_poll_us, 100_000);
         for shared in [
             at(Some(0), Some(1), 2),
@@ -270,5 +273,12 @@ mod tests {
             assert_eq!(shared.busy_poll_us, 0, "{shared:?}");
             assert_eq!(shared.nap_us, 0, "only a core of its own naps: {shared:?}");
         }
+        // Beside other VRs, by `turns`: a short yield, sleeping at once, or
+        // spinning for `turn_us` (never for `busy_poll_us`).
+        let beside = |turns| instance_poll(PollConfig { turns, ..p }, Some(0), Some(1), 2);
+        let shape = |q: PollConfig| (q.spin_rounds, q.yield_us, q.busy_poll_us, q.nap_us);
+        assert_eq!(shape(beside(Turns::Yield)), (0, 50, 0, 0));
+        assert_eq!(shape(beside(Turns::Sleep)), (0, 0, 0, 0));
+        assert_eq!(shape(beside(Turns::Spin)), (0, 0, p.turn_us, 0));
     }
 }

@@ -5,7 +5,7 @@
 
 use vrhost_io::Port;
 use vrhost_packet::FlowKey;
-use vrhost_shm::{SlotState, needs_kick};
+use vrhost_shm::SlotState;
 
 use super::{BURST, Backend, Class, SHARED, STAGE_MAX, VrPath};
 use crate::balance::{flow_hash, flow_key_hash};
@@ -353,7 +353,7 @@ impl VrPath {
                 self.staged[q].clear();
             }
             if given > 0 && self.backend.uses_rings() {
-                self.kick(i);
+                self.kick_given(i, given);
             }
         }
         self.staged_n = 0;
@@ -394,20 +394,6 @@ impl VrPath {
         }
         if let Some(c) = self.stats.instances.get(i) {
             c.rx_packets.add(n as u64);
-        }
-    }
-
-    /// Ring instance `i`'s doorbell if it sleeps.
-    #[inline]
-    pub(super) fn kick(&self, i: usize) {
-        let Some(block) = self.region.instance(i as u16) else {
-            return;
-        };
-        if needs_kick(&block.vr_sleeping)
-            && let Some(b) = &self.inst[i].bell
-        {
-            b.ring();
-            self.stats.kicks.add(1);
         }
     }
 }

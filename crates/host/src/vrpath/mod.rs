@@ -53,6 +53,7 @@ mod grow;
 mod guard;
 mod ingress;
 mod instances;
+mod kick;
 mod ledger;
 #[expect(
     unsafe_code,
@@ -72,6 +73,7 @@ pub use grow::{GrowStep, RETRY as GROW_RETRY};
 pub use ingress::{LOOP_ENTRY_MAX, loop_share};
 use instances::{Inst, SHARED};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
+use kick::Kicks;
 use ledger::SlotLedger;
 pub use lent::{open_dedicated, open_dedicated_sharing};
 use load::Load;
@@ -347,6 +349,9 @@ struct Cold {
     dedicated: Vec<lent::Dedicated>,
     /// Its pool's growth, when it starts small (see `grow`).
     growth: grow::Growth,
+    /// Doorbells deferred for its sleeping instances (see `kick`; per
+    /// burst only for an instance that sleeps).
+    kicks: Kicks,
 }
 
 impl VrPath {
@@ -415,6 +420,7 @@ impl VrPath {
                 load: Load::new(inst.len()),
                 dedicated: Vec::new(),
                 growth: grow::Growth::default(),
+                kicks: Kicks::new(),
             }),
             inst,
             region,

@@ -296,6 +296,10 @@ impl Worker {
                     .position(|v| v.dedicated_ports().any(|q| q == p))
             })
             .collect();
+        let wait = Duration::from_micros(self.poll.kick_wait_us.into());
+        for v in &mut self.vrs {
+            v.set_kick_batch(self.poll.kick_batch, wait);
+        }
     }
 
     /// Frames taken from a port per burst (1..=64, default 32).
@@ -413,6 +417,9 @@ impl Worker {
             self.vrs[i].refill(mark);
         }
         let round = mark;
+        // Whether a port had more than the round took (its budget spent, or
+        // a VR full): the worker is saturated.
+        let mut saturated = false;
         for p in 0..self.ports.len() {
             let mut budget = self.rx_round;
             while budget > 0 {
@@ -434,6 +441,7 @@ impl Worker {
                     None => self.rx_burst_to_vrs(p, want),
                 };
                 if n == 0 {
+                    saturated |= full;
                     break;
                 }
                 moved += n;
@@ -456,9 +464,11 @@ impl Worker {
                 // frees slots) before taking more, rather than spend the
                 // round taking frames only to drop them (receive livelock).
                 if n < want || full {
+                    saturated |= full;
                     break;
                 }
             }
+            saturated |= budget == 0;
         }
         if moved > 0 {
             self.flush_staged(1);
@@ -468,27 +478,12 @@ impl Worker {
             mark = now;
             self.charge(per_frame);
         }
-        // The tx phase: the VRs that may have sent something, in service
-        // order; one found with nothing held (and no peers) leaves the set.
-        let mut moved_tx = 0;
-        let mut r = 0;
-        while let Some(at) = self.active.next_from(r) {
-            r = at + 1;
-            let i = self.order[at];
-            let vr = &mut self.vrs[i];
-            let s = vr.sched();
-            let budget = if s.high_priority {
-                usize::MAX
-            } else {
-                s.weight as usize * TX_QUANTUM
-            };
-            let n = vr.poll_tx_budget(&mut self.ports, budget);
-            if vr.idle() {
-                self.active.remove(at);
-            }
-            self.note_moved(i, n);
-            moved_tx += n;
-        }
+        // Doorbells deferred for a batch (`kick_batch`): a round that
+        // emptied the ports is not saturated, and waiting would not fill
+        // the batches, so they ring now; otherwise those whose first frame
+        // has waited `kick_wait_us`.
+        let kick_due = saturated.then_some(round);
+        let moved_tx = self.tx_phase(kick_due);
         if moved_tx > 0 {
             // The tx phase's time, shared by the indexes each VR handed back
             // (valid or not).
@@ -514,6 +509,38 @@ impl Worker {
             self.reap();
         }
         moved
+    }
+
+    /// The tx phase: the VRs that may have sent something, in service
+    /// order; one found with nothing held (and no peers) leaves the set.
+    /// Rings the doorbells deferred for a batch that are due by `kick_due`
+    /// (`None`: all). Returns the indexes handed back.
+    #[inline]
+    fn tx_phase(&mut self, kick_due: Option<Instant>) -> usize {
+        let mut moved_tx = 0;
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            let i = self.order[at];
+            let vr = &mut self.vrs[i];
+            let s = vr.sched();
+            let budget = if s.high_priority {
+                usize::MAX
+            } else {
+                s.weight as usize * TX_QUANTUM
+            };
+            // Before its tx rings: the instance wakes while they are served.
+            if vr.kicks_deferred() {
+                vr.ring_deferred(kick_due);
+            }
+            let n = vr.poll_tx_budget(&mut self.ports, budget);
+            if vr.idle() {
+                self.active.remove(at);
+            }
+            self.note_moved(i, n);
+            moved_tx += n;
+        }
+        moved_tx
     }
 
     /// Publish the staged frames of every VR that holds at least `min` of
@@ -632,6 +659,7 @@ impl Worker {
                 backoff.busy();
                 continue;
             }
+            self.ring_deferred();
             match backoff.idle() {
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
@@ -653,6 +681,7 @@ impl Worker {
         let t = Instant::now();
         while t.elapsed() < DRAIN_TIMEOUT {
             for vr in &mut self.vrs {
+                vr.ring_deferred(None);
                 vr.poll_tx(&mut self.ports);
             }
             if !self.draining.is_empty() {
@@ -767,6 +796,17 @@ impl Worker {
         } else {
             // The pidfds were watched while we slept: no periodic reap is due.
             self.last_reap = Instant::now();
+        }
+    }
+
+    /// Ring every doorbell deferred by `kick_batch` (the worker found no
+    /// work: nothing more is coming to batch with). Only VRs holding slots
+    /// (the active set) can have one.
+    fn ring_deferred(&mut self) {
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            self.vrs[self.order[at]].ring_deferred(None);
         }
     }
 
