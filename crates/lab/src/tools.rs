@@ -82,21 +82,30 @@ pub fn ping_rtts(
     n: u32,
     interval_s: f64,
 ) -> Result<Vec<f64>, String> {
-    let out = lab
-        .ns(from)
-        .exec(
-            "ping",
-            &[
-                "-c",
-                &n.to_string(),
-                "-i",
-                &interval_s.to_string(),
-                "-W",
-                "1",
-                addr,
-            ],
-        )
-        .map_err(|e| e.to_string())?;
+    ping_rtts_on(lab, from, addr, n, interval_s, None)
+}
+
+/// [`ping_rtts`] with `ping` pinned to `cpu` (`taskset`): on veth the
+/// sender's CPU is where the frame's receive side runs, as the CPU of a
+/// NIC's interrupt is on a real port.
+pub fn ping_rtts_on(
+    lab: &Lab,
+    from: &str,
+    addr: &str,
+    n: u32,
+    interval_s: f64,
+    cpu: Option<usize>,
+) -> Result<Vec<f64>, String> {
+    let (n, interval) = (n.to_string(), interval_s.to_string());
+    let ping = ["ping", "-c", &n, "-i", &interval, "-W", "1", addr];
+    let cpu = cpu.map(|c| c.to_string());
+    let out = match &cpu {
+        Some(c) => lab
+            .ns(from)
+            .exec("taskset", &[&["-c", c.as_str()], &ping[..]].concat()),
+        None => lab.ns(from).exec(ping[0], &ping[1..]),
+    }
+    .map_err(|e| e.to_string())?;
     let mut v: Vec<f64> = out
         .lines()
         .filter_map(|l| l.split("time=").nth(1))

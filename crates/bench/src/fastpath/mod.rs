@@ -178,6 +178,7 @@ impl FastpathArgs {
             spin_rounds: None,
             colocate_pps: None,
             idle_pings: 0,
+            ping_cpu: None,
             endpoint_rps_cpu: None,
             threaded_napi: false,
             pings: self.pings,

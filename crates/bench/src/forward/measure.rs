@@ -195,9 +195,15 @@ pub(crate) fn window(lab: &Lab, t: Timing, w: &WindowSpec<'_>) -> Result<Window>
 /// Ping RTTs from gen to sink through the forwarder: (average, p99) µs.
 /// With an interval of a second or more, each ping is the first frame
 /// after an idle second.
-pub(crate) fn rtt(lab: &Lab, to: &str, n: u32, interval: f64) -> Result<(f64, f64)> {
-    let v =
-        vrhost_lab::tools::ping_rtts(lab, "gen", to, n, interval).map_err(BenchError::Failed)?;
+pub(crate) fn rtt(
+    lab: &Lab,
+    to: &str,
+    n: u32,
+    interval: f64,
+    cpu: Option<usize>,
+) -> Result<(f64, f64)> {
+    let v = vrhost_lab::tools::ping_rtts_on(lab, "gen", to, n, interval, cpu)
+        .map_err(BenchError::Failed)?;
     let avg = v.iter().sum::<f64>() / v.len() as f64;
     let p99 = v[((v.len() as f64 * 0.99).ceil() as usize).clamp(1, v.len()) - 1];
     eprintln!(

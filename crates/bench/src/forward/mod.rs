@@ -221,6 +221,12 @@ pub struct ForwardArgs {
     /// (`rtt_idle_us_p99`; 0: skip).
     #[arg(long, default_value_t = 10)]
     pub idle_pings: u32,
+    /// Core of the pinging process (none: where the scheduler puts it). On
+    /// veth the sender's core runs the frame's receive side, as the core
+    /// of a NIC's interrupt does: with the worker's core, a wakeup of the
+    /// worker is a local switch.
+    #[arg(long)]
+    pub ping_cpu: Option<usize>,
     /// Seconds of iperf3 TCP (0: skip).
     #[arg(long, default_value_t = 3)]
     pub tcp_seconds: u64,
@@ -660,7 +666,13 @@ fn forwarder_points(
     // RTT and TCP without GRO on p0, whatever the generator: with it the
     // kernel would forward coalesced TCP segments, not like with like.
     p0_gro(lab, GeneratorKind::Trafgen)?;
-    let ping = |n: u32, interval: f64| match rtt(lab, sink_addr(plan.family), n, interval) {
+    let ping = |n: u32, interval: f64| match rtt(
+        lab,
+        sink_addr(plan.family),
+        n,
+        interval,
+        args.ping_cpu,
+    ) {
         Ok((a, p)) => (Some(a), Some(p)),
         Err(e) => {
             eprintln!("{fwd}: ping: {e:#}");
