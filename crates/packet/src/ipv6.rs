@@ -233,7 +233,25 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// [`ParseError::Truncated`] if a header runs past the payload;
     /// [`ParseError::BadExtHeader`] for a hop-by-hop header not first, or
     /// more than [`MAX_EXT_HEADERS`] headers.
+    #[inline]
     pub fn upper_layer(&self) -> Result<UpperLayer, ParseError> {
+        // Most packets carry none: the walk's first step, inline.
+        let nh = self.next_header();
+        if !is_extension_header(nh) {
+            return Ok(UpperLayer {
+                protocol: nh,
+                offset: HEADER_LEN,
+                ext_headers: 0,
+                later_fragment: false,
+            });
+        }
+        self.walk_extension_headers()
+    }
+
+    /// [`upper_layer`](Self::upper_layer) for a chain that starts with an
+    /// extension header.
+    #[inline(never)]
+    fn walk_extension_headers(&self) -> Result<UpperLayer, ParseError> {
         let p = self.payload();
         let mut nh = self.next_header();
         let mut at = 0usize;
@@ -326,6 +344,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
         let t = self.total_len();
         &mut self.buffer.as_mut()[HEADER_LEN..t]
     }
+}
+
+/// Whether the walk of [`Ipv6Packet::upper_layer`] steps over next header
+/// `nh` (the kinds [`next_header`] names as extension headers).
+#[inline]
+pub const fn is_extension_header(nh: u8) -> bool {
+    matches!(
+        nh,
+        next_header::HOP_BY_HOP
+            | next_header::ROUTING
+            | next_header::FRAGMENT
+            | next_header::AUTH
+            | next_header::DST_OPTS
+    )
 }
 
 /// A fixed IPv6 header as values (no extension headers).
@@ -575,6 +607,26 @@ pub(crate) mod tests {
             .upper_layer()
             .unwrap();
         assert_eq!((u.protocol, u.offset), (17, 56));
+    }
+
+    #[test]
+    fn upper_layer_without_extension_headers_is_the_walks_answer() {
+        // Every next header value: the inline answer for the ones that are
+        // no extension header is what the walk says; the others walk.
+        let mut kinds = 0;
+        for nh in 0..=u8::MAX {
+            let mut b = UDP6;
+            b[6] = nh;
+            let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+            if is_extension_header(nh) {
+                kinds += 1;
+                assert_ne!(p.upper_layer().map(|u| u.ext_headers), Ok(0), "{nh}");
+            } else {
+                assert_eq!(p.upper_layer(), p.walk_extension_headers(), "{nh}");
+                assert_eq!(p.upper_layer().unwrap().protocol, nh);
+            }
+        }
+        assert_eq!(kinds, 5);
     }
 
     use crate::testdata::LINUX_MLD;

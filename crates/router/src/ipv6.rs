@@ -53,8 +53,10 @@ impl Router {
             return Verdict::Drop(DropReason::LinkLocal);
         }
         let id = self.fib6.lookup(dst);
-        let hop = id.and_then(|id| self.hops.get(id as usize)).copied();
-        if hop == Some(Hop::Local6) {
+        // By reference: a copy of the hop, compared whole, went through
+        // the stack and was read back in pieces (perf annotate).
+        let hop = id.and_then(|id| self.hops.get(id as usize));
+        if matches!(hop, Some(Hop::Local6)) {
             return self.local6_in(pkt, up, false);
         }
         if up.ext_headers > 0 && self.drop_ext_headers {
@@ -72,19 +74,51 @@ impl Router {
         let Some(hop) = hop else {
             return self.no_route6(pkt);
         };
-        self.route6(pkt, hop)
+        // Field by field, as IPv4's `route` reads its hop.
+        match *hop {
+            Hop::Static { vnic, dst, src } => self.route6(pkt, vnic, (dst, src)),
+            other => self.route6_other(pkt, other),
+        }
     }
 
-    /// Forward a checked packet by `hop`.
-    fn route6(&mut self, pkt: &mut Packet<'_>, hop: Hop) -> Verdict {
+    /// Forward a checked packet out of `vnic` to a next hop with a
+    /// configured MAC (`(dst, src)`: the frame's new MAC addresses), inline
+    /// as IPv4's [`Router::route`]; other hops go to
+    /// [`Router::route6_other`].
+    #[inline(always)]
+    fn route6(
+        &mut self,
+        pkt: &mut Packet<'_>,
+        vnic: u16,
+        (dst, src): ([u8; 6], [u8; 6]),
+    ) -> Verdict {
+        let d = pkt.data_mut();
+        let ip = Ipv6Packet::new_unchecked(&d[L3..]);
+        if ip.hop_limit() <= 1 {
+            return self.time_exceeded6(pkt);
+        }
+        if let Some(v) = self.vnics.get(usize::from(vnic))
+            && ip.total_len() > usize::from(v.mtu)
+        {
+            let mtu = v.mtu;
+            return self.packet_too_big6(pkt, mtu);
+        }
+        d[L3 + 7] -= 1;
+        d[0..6].copy_from_slice(&dst);
+        d[6..12].copy_from_slice(&src);
+        Verdict::Forward(vnic)
+    }
+
+    /// Forward a checked packet by a hop other than [`Hop::Static`].
+    #[inline(never)]
+    fn route6_other(&mut self, pkt: &mut Packet<'_>, hop: Hop) -> Verdict {
         let d = pkt.data();
         let ip = Ipv6Packet::new_unchecked(&d[L3..]);
         if ip.hop_limit() <= 1 {
             return self.time_exceeded6(pkt);
         }
         let dst = ip.dst_u128();
-        if let Hop::Static { vnic, .. } | Hop::Gateway6 { vnic, .. } | Hop::Connected6 { vnic } =
-            hop
+        if let Hop::Gateway6 { vnic, .. } | Hop::Connected6 { vnic } = hop
             && let Some(v) = self.vnics.get(usize::from(vnic))
             && ip.total_len() > usize::from(v.mtu)
         {
@@ -92,13 +126,6 @@ impl Router {
             return self.packet_too_big6(pkt, mtu);
         }
         let (vnic, i) = match hop {
-            Hop::Static { vnic, dst, src } => {
-                let d = pkt.data_mut();
-                d[L3 + 7] -= 1;
-                d[0..6].copy_from_slice(&dst);
-                d[6..12].copy_from_slice(&src);
-                return Verdict::Forward(vnic);
-            }
             Hop::Gateway6 { vnic, neigh } => (vnic, neigh as usize),
             Hop::Connected6 { vnic } => match self.neigh6.insert(dst, vnic) {
                 Some((i, discarded)) => {
@@ -110,7 +137,8 @@ impl Router {
                     return Verdict::Drop(DropReason::ArpUnresolved);
                 }
             },
-            // IPv4 hops are never in the IPv6 table; Local6 was handled.
+            // IPv4 hops are never in the IPv6 table; Local6 was handled,
+            // Static is routed inline.
             _ => return Verdict::Drop(DropReason::Other),
         };
         self.send_to_neighbour::<Nd>(pkt, vnic, i)

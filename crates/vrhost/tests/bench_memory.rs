@@ -91,6 +91,30 @@ fn ipv6_points_beside_ipv4_ones() {
         assert!(row["ratio"].as_f64().is_some(), "{row}");
         assert_eq!(row["rounds"].as_array().map(Vec::len), Some(1), "{row}");
     }
+    // IPv6 over IPv4 in each mode (1 VR, 2 routes), the figure.
+    let family_ratios = r["family_ratios"].as_array().expect("family_ratios");
+    assert_eq!(family_ratios.len(), 2, "{family_ratios:?}");
+    for mode in ["shm", "inproc"] {
+        let row = family_ratios
+            .iter()
+            .find(|q| q["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {mode} ipv6/ipv4 ratio: {r:#}"));
+        assert_eq!(row["routes"], 2, "{row}");
+        let rate = |family: &str| {
+            results
+                .iter()
+                .find(|p| p["family"] == family && p["mode"] == mode && p["vrs"] == 1)
+                .and_then(|p| p["mpps"].as_f64())
+                .unwrap()
+        };
+        assert_eq!(row["ipv6_mpps"].as_f64(), Some(rate("ipv6")), "{row}");
+        assert_eq!(row["ipv4_mpps"].as_f64(), Some(rate("ipv4")), "{row}");
+        if rate("ipv4") > 0.0 {
+            let ratio = row["ratio"].as_f64().unwrap();
+            assert!((ratio - rate("ipv6") / rate("ipv4")).abs() < 1e-9, "{row}");
+        }
+        assert_eq!(row["rounds"].as_array().map(Vec::len), Some(1), "{row}");
+    }
 }
 
 #[test]

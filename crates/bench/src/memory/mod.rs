@@ -283,6 +283,8 @@ struct Report<'a> {
     results: &'a [AnyRecord],
     /// N busy VRs' aggregate over one VR's, per table.
     ratios: Vec<table::ScaleRatio>,
+    /// IPv6 over IPv4, per mode and route count.
+    family_ratios: Vec<table::FamilyRatio>,
 }
 
 /// Most VRs in one point: each is a process with a region and three file
@@ -761,6 +763,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
             machine: Machine::this(),
             results: &results,
             ratios: table::all_scale_ratios(&results, &runs),
+            family_ratios: table::family_ratios(&results, &runs),
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

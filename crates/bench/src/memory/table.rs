@@ -46,15 +46,15 @@ pub(super) fn print_table(results: &[AnyRecord], rounds: &[Vec<Record>]) {
     for &table in &tables {
         print_ratios(results, rounds, table);
     }
-    print_family_ratios(results, &tables);
+    print_family_ratios(results, rounds, &tables);
 }
 
-/// The 64 B, 1 VR shm rate of a table.
-fn shm_one(results: &[AnyRecord], (family, routes): (Family, usize)) -> Option<f64> {
+/// The 64 B, 1 VR rate of a table in `mode`.
+fn one_vr(results: &[AnyRecord], mode: Mode, (family, routes): (Family, usize)) -> Option<f64> {
     results.iter().find_map(|r| match r {
         AnyRecord::Fwd(r)
             if (r.mode, r.family, r.routes, r.vrs, r.idle_vrs, r.frame_bytes)
-                == (Mode::Shm, family, routes, 1, 0, 64) =>
+                == (mode, family, routes, 1, 0, 64) =>
         {
             Some(r.mpps)
         }
@@ -64,21 +64,23 @@ fn shm_one(results: &[AnyRecord], (family, routes): (Family, usize)) -> Option<f
 
 /// IPv6 against IPv4 with the same number of routes, and each family's
 /// bigger tables against its 2 routes (shm, 64 B, 1 VR).
-fn print_family_ratios(results: &[AnyRecord], tables: &[(Family, usize)]) {
+fn print_family_ratios(results: &[AnyRecord], rounds: &[Vec<Record>], tables: &[(Family, usize)]) {
+    for r in family_ratios(results, rounds) {
+        let each: Vec<String> = r.rounds.iter().map(|v| format!("{v:.2}")).collect();
+        println!(
+            "{} ipv6 / ipv4 (64 B, 1 VR, {} routes): {:.2} (each round: {})",
+            format!("{:?}", r.mode).to_lowercase(),
+            r.routes,
+            r.ratio,
+            each.join(" ")
+        );
+    }
     for &(family, routes) in tables {
-        let Some(r) = shm_one(results, (family, routes)) else {
-            continue;
-        };
-        if family == Family::Ipv6
-            && let Some(v4) = shm_one(results, (Family::Ipv4, routes))
-        {
-            println!(
-                "shm ipv6 / ipv4 (64 B, 1 VR, {routes} routes): {:.2}",
-                r / v4
-            );
-        }
         if routes > 2
-            && let Some(two) = shm_one(results, (family, 2))
+            && let (Some(r), Some(two)) = (
+                one_vr(results, Mode::Shm, (family, routes)),
+                one_vr(results, Mode::Shm, (family, 2)),
+            )
         {
             println!(
                 "shm {} {routes} routes / 2 routes (64 B, 1 VR): {:.2}",
@@ -87,6 +89,69 @@ fn print_family_ratios(results: &[AnyRecord], tables: &[(Family, usize)]) {
             );
         }
     }
+}
+
+/// IPv6 against IPv4 in one mode, with tables of the same number of
+/// routes (64 B frames, 1 VR, no idle VRs): a row of the table and a
+/// record of the JSON report (issue 22's figure).
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilyRatio {
+    /// `shm`, `inproc` or `syscall`.
+    pub mode: Mode,
+    /// Routes in each table.
+    pub routes: usize,
+    /// The median IPv6 rate, Mpps.
+    pub ipv6_mpps: f64,
+    /// The median IPv4 rate, Mpps.
+    pub ipv4_mpps: f64,
+    /// `ipv6_mpps / ipv4_mpps`.
+    pub ratio: f64,
+    /// The same ratio within each round (points run seconds apart).
+    pub rounds: Vec<f64>,
+}
+
+/// Every IPv6 / IPv4 ratio of `results`: per mode, per route count that
+/// both families have.
+pub(super) fn family_ratios(results: &[AnyRecord], rounds: &[Vec<Record>]) -> Vec<FamilyRatio> {
+    let is_point = |r: &Record, mode: Mode, family: Family, routes: usize| {
+        (r.mode, r.family, r.routes, r.vrs, r.idle_vrs, r.frame_bytes)
+            == (mode, family, routes, 1, 0, 64)
+    };
+    let round_of = |mode, family, routes| {
+        rounds
+            .iter()
+            .find(|r| r.first().is_some_and(|r| is_point(r, mode, family, routes)))
+    };
+    let mut out = Vec::new();
+    for (family, routes) in tables_of(results) {
+        if family != Family::Ipv6 {
+            continue;
+        }
+        for mode in [Mode::Shm, Mode::Inproc, Mode::Syscall] {
+            let (Some(v6), Some(v4)) = (
+                one_vr(results, mode, (Family::Ipv6, routes)),
+                one_vr(results, mode, (Family::Ipv4, routes)),
+            ) else {
+                continue;
+            };
+            if v4 <= 0.0 {
+                continue;
+            }
+            let each = per_round(
+                round_of(mode, Family::Ipv6, routes),
+                round_of(mode, Family::Ipv4, routes),
+            );
+            out.push(FamilyRatio {
+                mode,
+                routes,
+                ipv6_mpps: v6,
+                ipv4_mpps: v4,
+                ratio: v6 / v4,
+                rounds: each,
+            });
+        }
+    }
+    out
 }
 
 fn print_forwarding(r: &Record) {
@@ -296,25 +361,30 @@ pub(super) fn scale_ratios(
     counts
         .into_iter()
         .filter_map(|n| {
-            let per_round = match (round_of(n), round_of(1)) {
-                (Some(a), Some(b)) => a
-                    .iter()
-                    .zip(b)
-                    .filter(|(_, d)| d.mpps > 0.0)
-                    .map(|(n, d)| n.mpps / d.mpps)
-                    .collect(),
-                _ => Vec::new(),
-            };
             Some(ScaleRatio {
                 mode: Mode::Shm,
                 family,
                 routes,
                 vrs: n,
                 ratio: get(n)? / one,
-                rounds: per_round,
+                rounds: per_round(round_of(n), round_of(1)),
             })
         })
         .collect()
+}
+
+/// The ratio of two points' rates within each round (none if either
+/// point has no runs).
+fn per_round(num: Option<&Vec<Record>>, den: Option<&Vec<Record>>) -> Vec<f64> {
+    match (num, den) {
+        (Some(a), Some(b)) => a
+            .iter()
+            .zip(b)
+            .filter(|(_, d)| d.mpps > 0.0)
+            .map(|(n, d)| n.mpps / d.mpps)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The scale ratios of every table of `results` (the JSON report's).

@@ -28,15 +28,18 @@ pub(super) struct Fields {
 }
 
 fn u128_at(f: &[u8], at: usize) -> Option<u128> {
-    Some(u128::from_be_bytes(f.get(at..at + 16)?.try_into().ok()?))
+    Some(u128::from_be_bytes(*f.get(at..)?.first_chunk::<16>()?))
 }
 
 /// The IPv6 fields of `frame` (its network header at 14, or 18 after a
 /// VLAN tag), or `None` if the fixed header is cut short.
+#[inline]
 pub(super) fn fields(frame: &[u8], tagged: bool) -> Option<Fields> {
     let l3 = if tagged { 18 } else { 14 };
-    let next = *frame.get(l3 + 6)?;
-    let (src, mut dst) = (u128_at(frame, l3 + 8)?, u128_at(frame, l3 + 24)?);
+    // One bounds check for the fixed header.
+    let h = frame.get(l3..)?.first_chunk::<40>()?;
+    let next = h[6];
+    let (src, mut dst) = (u128_at(h, 8)?, u128_at(h, 24)?);
     let l4 = l3 + 40;
     let be16 = |at: usize| {
         frame
@@ -65,6 +68,7 @@ pub(super) fn fields(frame: &[u8], tagged: bool) -> Option<Fields> {
 /// then destination and source.
 type Key6 = [u64; 7];
 
+#[inline(always)]
 fn key(w: &Words, dst: u128, src: u128) -> Key6 {
     [
         w[0],
@@ -75,6 +79,14 @@ fn key(w: &Words, dst: u128, src: u128) -> Key6 {
         (src >> 64) as u64,
         src as u64,
     ]
+}
+
+/// Whether two keys are equal, word by word (as IPv4's `Group::find`
+/// compares): no `bcmp` over a key just written in words.
+#[inline(always)]
+fn same(a: &Key6, b: &Key6) -> bool {
+    let d = |i: usize| a[i] ^ b[i];
+    d(0) | d(1) | d(2) | d(3) | d(4) | d(5) | d(6) == 0
 }
 
 /// IPv6 rules of one shape.
@@ -143,6 +155,13 @@ impl Group6s {
 
     /// The first rule (lowest position) matching a frame's words `w` and
     /// IPv6 fields `f`, if it comes before `best`.
+    ///
+    /// Always inlined, as `Classifier::best` is: out of line, `best` came
+    /// back through memory, and the key went to the stack for a `bcmp`
+    /// that read back in wide loads what had just been stored in words
+    /// (a store-forwarding stall per frame; callgrind: 127 instructions
+    /// a frame here with one rule, see `docs/decisions.md`).
+    #[inline(always)]
     pub fn find(&self, w: &Words, f: &Fields, mut best: Option<Hit>) -> Option<Hit> {
         for g in &self.0 {
             if best.is_some_and(|b| b.pos < g.first) {
@@ -152,7 +171,7 @@ impl Group6s {
             let masked = [w[0] & m[0], w[1] & m[1], w[2] & m[2]];
             let k = key(&masked, f.dst & g.dst_mask, f.src & g.src_mask);
             let hit = match &g.table {
-                Table6::Few(list) => list.iter().find(|(x, _)| *x == k).map(|(_, h)| *h),
+                Table6::Few(list) => list.iter().find(|(x, _)| same(x, &k)).map(|(_, h)| *h),
                 Table6::Many(map) => map.get(&k).copied(),
             };
             if let Some(h) = hit
