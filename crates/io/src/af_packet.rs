@@ -59,7 +59,7 @@
 //! ([`TxVersion`]): the ring version is per socket, so V2 tx beside a V3 rx
 //! ring needs its own socket. The kernel's send path is the same for both
 //! but for the header format. Measured with the `pps_sanity` test of
-//! `tests/kernel_ports.rs` (50,000 64-byte frames over veth, 2-vCPU VM,
+//! `tests/kernel_ports/` (50,000 64-byte frames over veth, 2-vCPU VM,
 //! four alternating runs each): V3 0.27-0.34 Mpps, V2 0.24-0.28 Mpps, the
 //! same within the noise. V3 saves a socket, a mapping and a descriptor
 //! per port, so it is the default.

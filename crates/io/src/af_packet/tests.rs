@@ -1,6 +1,6 @@
 //! The rings over fake memory laid out as the kernel does, including
 //! corrupt layouts: no kernel needed. (The port against the kernel is in
-//! `tests/kernel_ports.rs`.)
+//! `tests/kernel_ports/`.)
 
 use proptest::prelude::*;
 
