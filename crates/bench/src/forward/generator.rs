@@ -361,13 +361,26 @@ pub(crate) fn pace(lab: &Lab, pps: Option<f64>, frame_bytes: usize) -> Result<()
 }
 
 /// Raises `net.core.wmem_default` (host-wide) and restores it on drop.
+/// The value it found is kept in [`WmemDefault::SAVED`] meanwhile, so a
+/// run killed before its drop (SIGKILL, a timeout) leaves what the next
+/// run restores, rather than a raised default for every socket of the
+/// host.
 pub(crate) struct WmemDefault(String);
 
 impl WmemDefault {
     const PATH: &str = "/proc/sys/net/core/wmem_default";
+    const SAVED: &str = "/run/vrhost-bench-wmem_default";
 
     pub(crate) fn raise(bytes: u64) -> Result<Self> {
-        let old = std::fs::read_to_string(Self::PATH)?.trim().to_string();
+        let old = match std::fs::read_to_string(Self::SAVED) {
+            // A run that did not restore it: its value is the host's.
+            Ok(saved) => saved.trim().to_string(),
+            Err(_) => {
+                let now = std::fs::read_to_string(Self::PATH)?.trim().to_string();
+                std::fs::write(Self::SAVED, &now).context("keep net.core.wmem_default")?;
+                now
+            }
+        };
         std::fs::write(Self::PATH, bytes.to_string()).context("raise net.core.wmem_default")?;
         Ok(Self(old))
     }
@@ -375,6 +388,8 @@ impl WmemDefault {
 
 impl Drop for WmemDefault {
     fn drop(&mut self) {
-        let _ = std::fs::write(Self::PATH, &self.0);
+        if std::fs::write(Self::PATH, &self.0).is_ok() {
+            let _ = std::fs::remove_file(Self::SAVED);
+        }
     }
 }
