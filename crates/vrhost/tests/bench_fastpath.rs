@@ -36,11 +36,14 @@ fn check_forward(results: &[Value]) {
                 continue;
             }
             assert_eq!(r["routes"], 2, "{r}");
-            // Measured on the forwarder's core (CPU 1); with `live` the
-            // fast path runs in XDP on p0, on the generator's core, so its
-            // figure there may be 0.
+            // Measured on the forwarder's core (CPU 1). `kernel_norps`
+            // forwards in the softirq of the core that received the frame,
+            // the generator's, and with `live` the fast path runs in XDP
+            // on p0, also on the generator's core: their figure there may
+            // be 0.
+            let elsewhere = fwd == "kernel_norps" || (fwd, generator) == ("fast", "live");
             assert!(
-                num(r, "cpu_ns_per_pkt") > 0.0 || (fwd, generator) == ("fast", "live"),
+                num(r, "cpu_ns_per_pkt") > 0.0 || (elsewhere && num(r, "cpu_ns_per_pkt") >= 0.0),
                 "{r}"
             );
             assert!(num(r, "rtt_us_avg") > 0.0, "{r}");
