@@ -45,12 +45,14 @@ use vrhost_lab::Lab;
 
 use crate::machine::Machine;
 
+mod args;
 pub(crate) mod best;
 pub(crate) mod generator;
 pub(crate) mod measure;
 pub(crate) mod node;
 pub(crate) mod table;
 
+pub use args::ForwardArgs;
 pub use generator::GeneratorKind;
 use generator::{Generator, LiveOptions, WmemDefault};
 use measure::{Timing, WindowSpec, rtt, window};
@@ -106,141 +108,6 @@ b = { host = "node", iface = "p0", mac = "02:00:00:00:01:01" }
 a = { host = "node", iface = "p1", mac = "02:00:00:00:02:01" }
 b = { host = "sink", iface = "eth0", mac = "02:00:00:00:00:20", addrs = ["10.1.1.2/24"] }
 "#;
-
-/// Options of `vrhost bench forward`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ForwardArgs {
-    /// Forwarders: kernel (RPS to the forwarder's core), kernel_norps
-    /// (in the receiving core's softirq), af_xdp, af_xdp_dedicated (af_xdp
-    /// with p0 and p1 dedicated to the VR: their UMEM is the VR's pool),
-    /// af_packet, socket,
-    /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports),
-    /// tap (a `kind = "tap"` VR on af_xdp ports: Linux forwarding in its
-    /// namespace behind TAPs).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "kernel,af_xdp,af_packet,socket"
-    )]
-    pub forwarders: Vec<String>,
-    /// Frame sizes on the wire, bytes (with FCS).
-    #[arg(long, value_delimiter = ',', default_value = "64")]
-    pub frame_bytes: Vec<usize>,
-    /// Address families of the frames: ipv4, ipv6 (UDP over IPv6 without
-    /// extension headers, at least 66 bytes; trafgen, table `2`, not the
-    /// fast forwarder: the live generator and the fast path are IPv4
-    /// only).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "ipv4")]
-    pub family: Vec<Family>,
-    /// Offered loads as fractions of the generator's maximum (1 = unpaced).
-    #[arg(long, value_delimiter = ',', default_value = "0.25,0.5,0.75,0.9,1")]
-    pub loads: Vec<f64>,
-    /// Route tables: `2` (two connected routes, one destination) or a
-    /// route file (full table, random class-C destinations). Repeatable.
-    #[arg(long, default_value = "2")]
-    pub table: Vec<String>,
-    /// Generators, each measured in turn: trafgen (skbs through the
-    /// veth), live (the XDP live-frames generator, about ten times
-    /// trafgen's rate on veth; p0's receive side runs on its core) or
-    /// live-split (the same, handing its frames to the forwarder's core).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "trafgen")]
-    pub generator: Vec<GeneratorKind>,
-    /// The live generator: program runs per `BPF_PROG_RUN` call (larger
-    /// keeps its core busier; the generator stops within one call).
-    #[arg(long, default_value_t = 1 << 22)]
-    pub live_repeat: u32,
-    /// The live generator: frames per batch (1..=256).
-    #[arg(long, default_value_t = 64)]
-    pub live_batch: u32,
-    /// Measurement window per point, seconds.
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
-    /// Warm-up before each window, seconds.
-    #[arg(long, default_value_t = 0.5)]
-    pub warmup: f64,
-    /// Core of the generator.
-    #[arg(long, default_value_t = 0)]
-    pub gen_cpu: usize,
-    /// Core of the forwarder (kernel RPS target; vrhost host worker).
-    #[arg(long, default_value_t = 1)]
-    pub fwd_cpu: usize,
-    /// The fast forwarder: CPUs its forwarding is spread over through a
-    /// cpumap (`[host.fast] cpus`; default none: on the receiving CPU,
-    /// on veth the generator's).
-    #[arg(long, value_delimiter = ',')]
-    pub fast_cpus: Vec<u32>,
-    /// Core of the VR process (default: not pinned; the scheduler places
-    /// it, which on two cores beat pinning it beside the host worker).
-    #[arg(long)]
-    pub vr_cpu: Option<usize>,
-    /// vrhost: the VR's pool slots. It must hold what arrives while the
-    /// VR waits for its core (up to a 4 ms tick behind the generator):
-    /// 4,096 lost 0.1-0.3% at 0.5-0.9 x the generator's rate here.
-    #[arg(long, default_value_t = 16384)]
-    pub slots: u32,
-    /// vrhost `af_xdp` ports: descriptors per socket ring. The fill ring
-    /// must outlast a stall of the host worker (the VR preempting it, when
-    /// the scheduler puts it there): 2,048 lost up to 0.3%.
-    #[arg(long, default_value_t = 8192)]
-    pub xdp_ring: u32,
-    /// vrhost `af_xdp` ports: UMEM frames per queue (half for receiving).
-    #[arg(long, default_value_t = 16384)]
-    pub xdp_frames: u32,
-    /// vrhost: `[host.poll] busy_poll_us`, how long the worker (and a VR
-    /// with a core of its own, `--vr-cpu`) polls after its last frame
-    /// before it sleeps (0: the default back-off).
-    #[arg(long, default_value_t = 0)]
-    pub busy_poll_us: u32,
-    /// vrhost: `[host.poll] nap_us` (default: the daemon's).
-    #[arg(long)]
-    pub nap_us: Option<u32>,
-    /// vrhost: `[host.poll] spin_rounds` (default: the daemon's).
-    #[arg(long)]
-    pub spin_rounds: Option<u32>,
-    /// vrhost: `[host.poll] colocate_pps` (default: the daemon's).
-    #[arg(long)]
-    pub colocate_pps: Option<u32>,
-    /// Steer the end hosts' receive processing (gen's and sink's `eth0`,
-    /// with RPS) to this CPU, for every forwarder: on veth a frame is
-    /// received on the CPU that sent it, so without it the sink's TCP
-    /// stack runs on the forwarder's core.
-    #[arg(long)]
-    pub endpoint_rps_cpu: Option<usize>,
-    /// vrhost: run the node's veth NAPI polls (p0 and p1) in kernel
-    /// threads pinned to `--fwd-cpu`, so the XDP program and the copies
-    /// into the AF_XDP sockets leave the sending end host's core.
-    #[arg(long)]
-    pub threaded_napi: bool,
-    /// Pings per RTT measurement (0: skip).
-    #[arg(long, default_value_t = 40)]
-    pub pings: u32,
-    /// Seconds between pings.
-    #[arg(long, default_value_t = 0.05)]
-    pub ping_interval: f64,
-    /// Pings a second apart, each the first frame after an idle second
-    /// (`rtt_idle_us_p99`; 0: skip).
-    #[arg(long, default_value_t = 10)]
-    pub idle_pings: u32,
-    /// Core of the pinging process (none: where the scheduler puts it). On
-    /// veth the sender's core runs the frame's receive side, as the core
-    /// of a NIC's interrupt does: with the worker's core, a wakeup of the
-    /// worker is a local switch.
-    #[arg(long)]
-    pub ping_cpu: Option<usize>,
-    /// Seconds of iperf3 TCP (0: skip).
-    #[arg(long, default_value_t = 3)]
-    pub tcp_seconds: u64,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON here.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Write a PNG plot of forwarded vs offered rate (scripts/plot-forward,
-    /// run from the repository root).
-    #[arg(long)]
-    pub plot: Option<PathBuf>,
-}
 
 /// One measured point.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -9,7 +9,8 @@
 //! sleeps or naps), the ports' descriptors and the VR processes' pidfds, so
 //! an idle host costs no CPU and a VR exit is seen at once. With a pinned
 //! worker, lightly loaded unpinned VRs may run on its core (see
-//! `colocate`), where waking them is a local switch.
+//! `colocate`), where waking them is a local switch. The loop and the
+//! back-off are in `idle`.
 //!
 //! A round visits only the VRs with work (see `active`): those it staged
 //! frames for, and those that hold slots (whose tx rings may hold frames)
@@ -27,13 +28,11 @@
 //! at ingress: each VR's rx rings and pool keep room that data frames
 //! cannot take.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use vrhost_io::Port;
 use vrhost_proto::PollConfig;
-use vrhost_sdk::backoff::{Backoff, Idle};
 use vrhost_shm::Doorbell;
 
 use crate::capture::Tap;
@@ -46,6 +45,7 @@ use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 mod active;
 mod colocate;
+mod idle;
 mod mailbox;
 mod reconfig;
 mod rx;
@@ -646,193 +646,6 @@ impl Worker {
             tv_nsec: 0,
         };
         !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0))
-    }
-
-    /// Run until `stop` is set, backing off when idle.
-    pub fn run(&mut self, stop: &AtomicBool) {
-        let mut backoff = Backoff::new(self.poll);
-        while !stop.load(Ordering::Relaxed) {
-            if self.mailbox.pending() {
-                self.run_jobs();
-            }
-            if self.poll_once() > 0 {
-                backoff.busy();
-                continue;
-            }
-            self.ring_deferred();
-            match backoff.idle() {
-                Idle::Spin => std::hint::spin_loop(),
-                Idle::Yield => std::thread::yield_now(),
-                Idle::Nap => self.nap(backoff.nap_timeout()),
-                Idle::Sleep => self.sleep(backoff.sleep_timeout()),
-            }
-        }
-        self.drain();
-        // Release: jobs posted from now on are refused; run the ones that
-        // raced with the flag so no caller waits for its timeout.
-        self.mailbox.close();
-        self.run_jobs();
-    }
-
-    /// Stop taking frames from the ports and serve the VRs' tx rings until
-    /// every VR has handed back what it holds (or [`DRAIN_TIMEOUT`]), so a
-    /// graceful stop sends what was accepted; then flush the ports.
-    pub fn drain(&mut self) {
-        let t = Instant::now();
-        while t.elapsed() < DRAIN_TIMEOUT {
-            for vr in &mut self.vrs {
-                vr.ring_deferred(None);
-                vr.poll_tx(&mut self.ports);
-            }
-            if !self.draining.is_empty() {
-                self.poll_draining();
-            }
-            for p in &mut self.ports {
-                let _ = p.flush();
-            }
-            self.reap();
-            if self.vrs.iter().all(|v| v.is_drained() || !v.is_up()) && self.draining.is_empty() {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        for p in &mut self.ports {
-            let _ = p.flush();
-        }
-    }
-
-    /// Nap: sleep on the doorbell alone for up to `timeout` (see
-    /// [`PollConfig::nap_us`]). A VR that hands back frames meanwhile rings
-    /// it (its flag is raised, as for a sleep); frames arriving at the
-    /// ports wait for the nap's end, to be taken in one round. Exited VR
-    /// processes are seen by the next periodic reap.
-    fn nap(&mut self, timeout: Duration) {
-        use rustix::event::{PollFd, PollFlags, Timespec};
-        self.set_host_sleeping(true);
-        if !self.work_pending() {
-            self.stats.naps.add(1);
-            let ts = Timespec {
-                tv_sec: timeout.as_secs() as i64,
-                tv_nsec: i64::from(timeout.subsec_nanos()),
-            };
-            let mut fds = [PollFd::from_borrowed_fd(self.bell.fd(), PollFlags::IN)];
-            if let Ok(1..) = rustix::event::poll(&mut fds, Some(&ts)) {
-                self.bell.clear();
-            }
-        }
-        self.set_host_sleeping(false);
-    }
-
-    /// The last look after raising the host's sleeping flags (see
-    /// `vrhost_shm::wake`): jobs, draining VRs, and each active VR's tx
-    /// rings, as a round's tx phase would see them.
-    fn work_pending(&mut self) -> bool {
-        let mut pending = !self.draining.is_empty() || self.mailbox.pending();
-        let mut r = 0;
-        while let Some(at) = self.active.next_from(r) {
-            r = at + 1;
-            pending = pending || self.vrs[self.order[at]].tx_pending();
-        }
-        pending
-    }
-
-    /// Sleep until a VR or port has work, a VR process exits, or the
-    /// timeout passes (at most [`REAP_EVERY`] while an instance is being
-    /// retired: it moves on only when supervised). A sleep that times out
-    /// supervises the VRs, so their load estimates fall to what idling
-    /// means; one that ends with work does not, so the first frame after
-    /// idling waits for nothing more.
-    fn sleep(&mut self, timeout: Duration) {
-        use rustix::event::{PollFd, PollFlags, Timespec};
-        // Only the VRs that may send (they hold slots, or relay messages
-        // between instances: the active set) get the flag; the others
-        // have nothing to wake the host for, and get slots only from an
-        // awake host.
-        self.set_host_sleeping(true);
-        let pending = self.work_pending();
-        let mut child_exited = false;
-        let mut timed_out = false;
-        if !pending {
-            self.stats.sleeps.add(1);
-            let timeout = match self.vrs.iter().any(VrPath::retiring) {
-                true => timeout.min(REAP_EVERY),
-                false => timeout,
-            };
-            let ts = Timespec {
-                tv_sec: timeout.as_secs() as i64,
-                tv_nsec: i64::from(timeout.subsec_nanos()),
-            };
-            let mut fds = Vec::with_capacity(1 + self.ports.len() + self.vrs.len());
-            fds.push(PollFd::from_borrowed_fd(self.bell.fd(), PollFlags::IN));
-            for p in &self.ports {
-                if let Some(fd) = p.wait_fd() {
-                    fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
-                }
-            }
-            let first_pidfd = fds.len();
-            for vr in &self.vrs {
-                for proc_ in vr.processes() {
-                    if !proc_.reaped {
-                        fds.push(PollFd::from_borrowed_fd(proc_.pidfd(), PollFlags::IN));
-                    }
-                }
-            }
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
-            // Only what fired costs a system call on the way out: the first
-            // packet after idling waits for all of this.
-            let rung = !fds[0].revents().is_empty();
-            child_exited = fds[first_pidfd..].iter().any(|f| !f.revents().is_empty());
-            timed_out = fds.iter().all(|f| f.revents().is_empty());
-            drop(fds);
-            if rung {
-                self.bell.clear();
-            }
-        }
-        // A VR that rang had the flag, so it is in the active set already;
-        // a sleep that timed out sweeps (`reap`).
-        self.set_host_sleeping(false);
-        if child_exited || timed_out {
-            self.reap();
-        } else {
-            // The pidfds were watched while we slept: no periodic reap is due.
-            self.last_reap = Instant::now();
-        }
-    }
-
-    /// Ring every doorbell deferred by `kick_batch` (the worker found no
-    /// work: nothing more is coming to batch with). Only VRs holding slots
-    /// (the active set) can have one.
-    fn ring_deferred(&mut self) {
-        let mut r = 0;
-        while let Some(at) = self.active.next_from(r) {
-            r = at + 1;
-            self.vrs[self.order[at]].ring_deferred(None);
-        }
-    }
-
-    /// Raise or clear the host's sleeping flag in the active VRs' regions.
-    fn set_host_sleeping(&self, sleeping: bool) {
-        let mut r = 0;
-        while let Some(at) = self.active.next_from(r) {
-            r = at + 1;
-            self.vrs[self.order[at]].set_host_sleeping(sleeping);
-        }
-    }
-
-    /// Stop every VR and flush the ports.
-    pub fn shutdown(&mut self) {
-        for vr in &mut self.vrs {
-            vr.shutdown();
-        }
-        for mut d in self.draining.drain(..) {
-            d.vr.shutdown();
-        }
-        for vr in &mut self.drained {
-            vr.shutdown();
-        }
-        for p in &mut self.ports {
-            let _ = p.flush();
-        }
     }
 }
 
