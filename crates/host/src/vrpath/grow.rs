@@ -109,7 +109,10 @@ impl VrPath {
         let usable = self.slots.usable();
         self.pool_reserve = control_reserve(usable);
         self.stats.pool_usable.set(u64::from(usable));
-        self.rebalance();
+        let live = (self.inst.iter())
+            .filter(|x| x.state == super::InstanceState::Live)
+            .count();
+        self.share_pool(live);
     }
 }
 

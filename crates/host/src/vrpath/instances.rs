@@ -122,16 +122,19 @@ impl VrPath {
             [only] => only,
             _ => SHARED,
         };
-        let pool = self.slots.usable();
-        self.inst_cap = (pool / live.len().max(1) as u32)
-            .max(2 * BURST as u32)
-            .min(pool);
+        self.share_pool(live.len());
         self.served_mask = self
             .inst
             .iter()
             .enumerate()
             .filter(|(_, x)| x.served())
             .fold(0, |m, (i, _)| m | 1 << i);
+    }
+
+    /// Each of `live` instances may hold its share of the slots in use.
+    pub(super) fn share_pool(&mut self, live: usize) {
+        let pool = self.slots.usable();
+        self.inst_cap = (pool / live.max(1) as u32).max(2 * BURST as u32).min(pool);
     }
 
     /// Set the policy that shares frames among its instances.
