@@ -12,12 +12,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod claim;
 pub mod daemon;
 pub mod etcd;
 pub mod netns;
 pub mod tools;
 pub mod topology;
 
+pub use claim::Claim;
 pub use daemon::{Daemon, DaemonError};
 pub use etcd::Etcd;
 pub use netns::{CmdError, Netns, NsGuard, cmd, veth};

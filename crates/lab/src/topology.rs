@@ -74,6 +74,16 @@ pub enum LabError {
         /// The failing command.
         err: CmdError,
     },
+    /// The lab's claim file cannot be opened or locked.
+    #[error("lab {lab}: claim {path}: {err}")]
+    Claim {
+        /// The lab's prefix.
+        lab: String,
+        /// The claim file.
+        path: String,
+        /// Why.
+        err: std::io::Error,
+    },
 }
 
 /// One end of a link.

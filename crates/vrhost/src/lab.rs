@@ -102,6 +102,7 @@ fn run_lab(a: &RunArgs) -> Result<()> {
     for (_, cfg) in &nodes {
         vrhost_host::config::Config::load(cfg)?;
     }
+    let _claim = lab.claim()?;
     println!("== lab {}: up ({})", lab.prefix, a.file.display());
     lab.up()?;
     let result = (|| -> Result<()> {

@@ -199,6 +199,8 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         bail!("--flows, --seconds and --engine-pps must be > 0");
     }
     let lab = Lab::load(&args.lab)?;
+    // Fixed namespace names: a second run waits for this one.
+    let _claim = lab.claim()?;
     let mut nodes = Vec::new();
     for (name, cfg) in lab.vrhost_nodes() {
         let src = std::fs::read_to_string(&cfg).with_context(|| cfg.display().to_string())?;

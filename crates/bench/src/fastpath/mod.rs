@@ -289,6 +289,8 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     // that it does not tear down a `bench forward` running meanwhile.
     let lab = crate::forward::LAB.replace("prefix = \"vrhb\"", "prefix = \"vrhf\"");
     let lab = Lab::parse(&lab, "bench fastpath")?;
+    // Fixed namespace names: a second run waits for this one.
+    let _claim = lab.claim()?;
     lab.down();
     lab.up()?;
     let dir = std::env::temp_dir().join(format!("vrhost-bench-fastpath-{}", std::process::id()));

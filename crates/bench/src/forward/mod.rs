@@ -274,6 +274,8 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         }
     }
     let lab = Lab::parse(LAB, "bench forward")?;
+    // Fixed namespace names: a second run waits for this one.
+    let _claim = lab.claim()?;
     lab.down();
     lab.up()?;
     if args.family.contains(&Family::Ipv6) {

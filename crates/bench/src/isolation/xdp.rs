@@ -159,6 +159,8 @@ pub fn fairness_xdp(o: &FairXdp) -> Result<Vec<FairnessRecord>> {
         );
     }
     let lab = Lab::parse(LAB, "bench isolation xdp")?;
+    // Fixed namespace names: a second run waits for this one.
+    let _claim = lab.claim()?;
     lab.down();
     lab.up()?;
     let dir = std::env::temp_dir().join(format!("vrhost-bench-fairxdp-{}", std::process::id()));
