@@ -12,7 +12,6 @@
 //! error is ever sent about one (RFC 1122 3.2.2).
 
 use crate::ParseError;
-use crate::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::checksum;
 
 /// ICMP message types (IANA) this crate names.
@@ -75,180 +74,28 @@ pub const fn is_error(t: u8) -> bool {
     ) || t > msg::LAST_KNOWN
 }
 
-mod field {
-    use core::ops::Range;
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Range<usize> = 2..4;
-    pub const REST: Range<usize> = 4..8;
-    pub const ECHO_IDENT: Range<usize> = 4..6;
-    pub const ECHO_SEQ: Range<usize> = 6..8;
-}
+pub use crate::icmp_header::HEADER_LEN;
 
-/// Length of the ICMP header (type, code, checksum, rest of header).
-pub const HEADER_LEN: usize = 8;
-
-/// A view of an ICMP message in a byte buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Icmpv4Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+crate::icmp_header::icmp_header_view!(
+    /// A view of an ICMP message in a byte buffer.
+    Icmpv4Packet
+);
 
 impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
-    /// Wrap a buffer without checks; accessors may panic on a short one.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Icmpv4Packet { buffer }
-    }
-
-    /// Wrap a buffer after [`check_len`](Self::check_len).
-    ///
-    /// # Errors
-    /// As [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check the 8-byte header is in the buffer.
-    ///
-    /// # Errors
-    /// [`ParseError::Truncated`] if it is not.
-    #[inline]
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            return Err(ParseError::Truncated);
-        }
-        Ok(())
-    }
-
-    /// The wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Message type (see [`msg`]).
-    #[inline]
-    pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[field::TYPE]
-    }
-
-    /// Code.
-    #[inline]
-    pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[field::CODE]
-    }
-
-    /// Checksum field.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::CHECKSUM)
-    }
-
-    /// The 4 bytes after the checksum (identifier and sequence of an echo,
-    /// unused or the next-hop MTU of an error), big-endian.
-    #[inline]
-    pub fn rest_of_header(&self) -> u32 {
-        read_u32(self.buffer.as_ref(), field::REST)
-    }
-
-    /// Identifier of an echo request or reply.
-    #[inline]
-    pub fn echo_ident(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::ECHO_IDENT)
-    }
-
-    /// Sequence number of an echo request or reply.
-    #[inline]
-    pub fn echo_seq(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::ECHO_SEQ)
-    }
-
-    /// Everything after the header: an echo's data, or an error's quoted
-    /// datagram.
-    #[inline]
-    pub fn data(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..]
-    }
-
     /// Whether the checksum over the whole message verifies.
     #[inline]
     pub fn verify_checksum(&self) -> bool {
         checksum::checksum(self.buffer.as_ref()) == 0
     }
-
-    /// Whether this message is an error (see [`is_error`]).
-    #[inline]
-    pub fn is_error(&self) -> bool {
-        is_error(self.msg_type())
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
-    /// Set the message type.
-    #[inline]
-    pub fn set_msg_type(&mut self, t: u8) {
-        self.buffer.as_mut()[field::TYPE] = t;
-    }
-
-    /// Set the code.
-    #[inline]
-    pub fn set_code(&mut self, c: u8) {
-        self.buffer.as_mut()[field::CODE] = c;
-    }
-
-    /// Set the checksum field.
-    #[inline]
-    pub fn set_checksum(&mut self, c: u16) {
-        write_u16(self.buffer.as_mut(), field::CHECKSUM, c);
-    }
-
-    /// Set the 4 bytes after the checksum.
-    #[inline]
-    pub fn set_rest_of_header(&mut self, v: u32) {
-        write_u32(self.buffer.as_mut(), field::REST, v);
-    }
-
-    /// Set the echo identifier.
-    #[inline]
-    pub fn set_echo_ident(&mut self, v: u16) {
-        write_u16(self.buffer.as_mut(), field::ECHO_IDENT, v);
-    }
-
-    /// Set the echo sequence number.
-    #[inline]
-    pub fn set_echo_seq(&mut self, v: u16) {
-        write_u16(self.buffer.as_mut(), field::ECHO_SEQ, v);
-    }
-
     /// Compute the checksum over the whole message and store it.
     #[inline]
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
         let c = checksum::checksum(self.buffer.as_ref());
         self.set_checksum(c);
-    }
-
-    /// Change type and code, updating the checksum incrementally (RFC 1624):
-    /// an echo request becomes a reply without summing its data again.
-    #[inline]
-    pub fn set_type_code_update_checksum(&mut self, t: u8, code: u8) {
-        let b = self.buffer.as_ref();
-        let old = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
-        let new = u16::from_be_bytes([t, code]);
-        let c = checksum::update16(self.checksum(), old, new);
-        self.set_msg_type(t);
-        self.set_code(code);
-        self.set_checksum(c);
-    }
-
-    /// The data after the header, mutable.
-    #[inline]
-    pub fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[HEADER_LEN..]
     }
 }
 

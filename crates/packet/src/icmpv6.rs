@@ -8,7 +8,6 @@
 //! checksum methods take the source and destination addresses.
 
 use crate::ParseError;
-use crate::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::checksum;
 
 /// ICMPv6 message types (IANA) this crate names.
@@ -76,18 +75,7 @@ pub const fn is_error(t: u8) -> bool {
     t < 128
 }
 
-mod field {
-    use core::ops::Range;
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Range<usize> = 2..4;
-    pub const REST: Range<usize> = 4..8;
-    pub const ECHO_IDENT: Range<usize> = 4..6;
-    pub const ECHO_SEQ: Range<usize> = 6..8;
-}
-
-/// Length of the ICMPv6 header (type, code, checksum, rest of header).
-pub const HEADER_LEN: usize = 8;
+pub use crate::icmp_header::HEADER_LEN;
 
 /// The ICMPv6 checksum of `msg` (checksum field included as it is) with
 /// the pseudo-header of `src` and `dst`.
@@ -98,75 +86,12 @@ pub(crate) fn sum_with_pseudo(src: u128, dst: u128, msg: &[u8]) -> u16 {
     !checksum::fold(checksum::add(ph, checksum::sum(msg)))
 }
 
-/// A view of an ICMPv6 message in a byte buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Icmpv6Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+crate::icmp_header::icmp_header_view!(
+    /// A view of an ICMPv6 message in a byte buffer.
+    Icmpv6Packet
+);
 
 impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
-    /// Wrap a buffer without checks; accessors may panic on a short one.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Icmpv6Packet { buffer }
-    }
-
-    /// Wrap a buffer after [`check_len`](Self::check_len).
-    ///
-    /// # Errors
-    /// As [`check_len`](Self::check_len).
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Check the 8-byte header is in the buffer.
-    ///
-    /// # Errors
-    /// [`ParseError::Truncated`] if it is not.
-    #[inline]
-    pub fn check_len(&self) -> Result<(), ParseError> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            return Err(ParseError::Truncated);
-        }
-        Ok(())
-    }
-
-    /// The wrapped buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Message type (see [`msg`]).
-    #[inline]
-    pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[field::TYPE]
-    }
-
-    /// Code.
-    #[inline]
-    pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[field::CODE]
-    }
-
-    /// Checksum field.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::CHECKSUM)
-    }
-
-    /// The 4 bytes after the checksum, big-endian: unused (0) in
-    /// destination unreachable and time exceeded, the MTU of packet too
-    /// big, the pointer of parameter problem, identifier and sequence of
-    /// an echo.
-    #[inline]
-    pub fn rest_of_header(&self) -> u32 {
-        read_u32(self.buffer.as_ref(), field::REST)
-    }
-
     /// The MTU of a packet too big message.
     #[inline]
     pub fn mtu(&self) -> u32 {
@@ -180,64 +105,15 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
         self.rest_of_header()
     }
 
-    /// Identifier of an echo request or reply.
-    #[inline]
-    pub fn echo_ident(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::ECHO_IDENT)
-    }
-
-    /// Sequence number of an echo request or reply.
-    #[inline]
-    pub fn echo_seq(&self) -> u16 {
-        read_u16(self.buffer.as_ref(), field::ECHO_SEQ)
-    }
-
-    /// Everything after the header: an echo's data, or an error's quoted
-    /// packet.
-    #[inline]
-    pub fn data(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..]
-    }
-
     /// Whether the checksum over the pseudo-header of `src` -> `dst` and
     /// the whole message verifies.
     #[inline]
     pub fn verify_checksum(&self, src: u128, dst: u128) -> bool {
         sum_with_pseudo(src, dst, self.buffer.as_ref()) == 0
     }
-
-    /// Whether this message is an error (see [`is_error`]).
-    #[inline]
-    pub fn is_error(&self) -> bool {
-        is_error(self.msg_type())
-    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
-    /// Set the message type.
-    #[inline]
-    pub fn set_msg_type(&mut self, t: u8) {
-        self.buffer.as_mut()[field::TYPE] = t;
-    }
-
-    /// Set the code.
-    #[inline]
-    pub fn set_code(&mut self, c: u8) {
-        self.buffer.as_mut()[field::CODE] = c;
-    }
-
-    /// Set the checksum field.
-    #[inline]
-    pub fn set_checksum(&mut self, c: u16) {
-        write_u16(self.buffer.as_mut(), field::CHECKSUM, c);
-    }
-
-    /// Set the 4 bytes after the checksum.
-    #[inline]
-    pub fn set_rest_of_header(&mut self, v: u32) {
-        write_u32(self.buffer.as_mut(), field::REST, v);
-    }
-
     /// Compute the checksum (pseudo-header of `src` -> `dst` and the whole
     /// message) and store it.
     #[inline]
@@ -245,26 +121,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
         self.set_checksum(0);
         let c = sum_with_pseudo(src, dst, self.buffer.as_ref());
         self.set_checksum(c);
-    }
-
-    /// Change type and code, updating the checksum incrementally (RFC
-    /// 1624). Swapping source and destination leaves the pseudo-header's
-    /// sum as it was, so an echo request becomes a reply with this alone.
-    #[inline]
-    pub fn set_type_code_update_checksum(&mut self, t: u8, code: u8) {
-        let b = self.buffer.as_ref();
-        let old = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
-        let new = u16::from_be_bytes([t, code]);
-        let c = checksum::update16(self.checksum(), old, new);
-        self.set_msg_type(t);
-        self.set_code(code);
-        self.set_checksum(c);
-    }
-
-    /// The data after the header, mutable.
-    #[inline]
-    pub fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[HEADER_LEN..]
     }
 }
 

@@ -40,6 +40,7 @@ mod error;
 pub mod ethernet;
 mod flow;
 pub mod icmp;
+mod icmp_header;
 pub mod ipv4;
 mod mac;
 #[cfg(any(test, feature = "testdata"))]
