@@ -17,7 +17,7 @@ const ROUTER: [u8; 6] = [2, 0, 0, 0, 1, 1];
 /// The next hops' MACs: 0 serves `routes`, 1 the source table.
 const NH: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]];
 
-fn config(mode: &str, routes: &str, source_tables: &str) -> String {
+pub(super) fn config(mode: &str, routes: &str, source_tables: &str) -> String {
     format!(
         r#"
 ports = [{{ name = "p0", driver = "af_xdp", interface = "lo" }}]
@@ -42,7 +42,7 @@ vr = "a"
     )
 }
 
-fn frame(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+pub(super) fn frame(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
     let mut f = vec![0u8; 64];
     UdpFrameSpec {
         dst_mac: MacAddr(ROUTER),
@@ -61,7 +61,7 @@ fn frame(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
 
 /// Where the fast path sent a frame: the next hop (index into `NH`), or
 /// `None` (to the slow path, here `XDP_PASS`).
-fn hop(st: &mut FastState, f: &[u8]) -> Option<usize> {
+pub(super) fn hop(st: &mut FastState, f: &[u8]) -> Option<usize> {
     let (act, out) = st.fp.test_run(f).expect("test run");
     match act {
         Action::Redirect => Some(
@@ -74,7 +74,7 @@ fn hop(st: &mut FastState, f: &[u8]) -> Option<usize> {
     }
 }
 
-fn state(cfg: &str) -> (FastState, Plan) {
+pub(super) fn state(cfg: &str) -> (FastState, Plan) {
     let (_, plan) = Config::parse(cfg, "t", FsPath::new(".")).expect("config");
     let mut st = FastState::load(&FastConf::default()).expect("load (needs root)");
     let lo = vrhost_fast::ifindex("lo").expect("loopback");
