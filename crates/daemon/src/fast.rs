@@ -427,6 +427,17 @@ impl FastState {
         Some(since(now, w.base))
     }
 
+    /// The fast path's counters of VR `vr`'s tunnel vNICs, by vNIC (each
+    /// since its tunnel was written).
+    pub fn tunnel_counters(&self, vr: &str) -> BTreeMap<u16, vrhost_fast::TunnelCounters> {
+        let Some(w) = self.written.get(vr) else {
+            return BTreeMap::new();
+        };
+        (w.state.tunnels.keys())
+            .filter_map(|&j| Some((j, self.fp.tunnel_counters_of(tunnel_id(w.id, j)).ok()?)))
+            .collect()
+    }
+
     /// Start VR `vr`'s fast counters again from 0, as its slow ones do
     /// when a changed definition restarts it.
     pub fn rebase(&mut self, vr: &str) {
