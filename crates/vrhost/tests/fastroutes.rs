@@ -2,7 +2,9 @@
 //! `ethtool`): started slow, moved to fast, and forwarding there by a
 //! route only its route file has, first a small file the test writes,
 //! then the real table of `../shared/data/fib` (half a million routes;
-//! that part is skipped, with a message, where the data is not found).
+//! that part is skipped, with a message, where the data is not found);
+//! and a VR in routing mode src-dst whose route added through the API
+//! forwards on both paths.
 //!
 //! ```text
 //!  ns-a            ns-r: vrhost daemon, fast_path = true          ns-b
@@ -61,10 +63,18 @@ fn fwd(stats: &Value) -> u64 {
 
 /// Send [`N`] datagrams from ns-a to `dst` (an address of b0's) and
 /// receive them all in ns-b; returns the fast path's forwarded count
-/// before and after.
+/// before and after (once it counts them all).
 fn through(d: &common::Daemon, na: &Netns, nb: &Netns, dst: Ipv4Addr) -> (u64, u64) {
-    nb.ip(&["addr", "add", &format!("{dst}/32"), "dev", "b0"])
-        .unwrap();
+    let before = fwd(&d.stats());
+    receive_all(d, na, nb, dst);
+    let end = d.wait_for("the fast path's count", PATIENCE, |s| fwd(s) >= before + N);
+    (before, fwd(&end))
+}
+
+/// Send [`N`] datagrams from ns-a to `dst`, made an address of b0's, and
+/// wait until ns-b has received them all.
+fn receive_all(d: &common::Daemon, na: &Netns, nb: &Netns, dst: Ipv4Addr) {
+    let _ = nb.ip(&["addr", "add", &format!("{dst}/32"), "dev", "b0"]);
     let rx = nb
         .run(|| {
             let s = UdpSocket::bind((dst, PORT)).expect("bind in ns-b");
@@ -76,7 +86,6 @@ fn through(d: &common::Daemon, na: &Netns, nb: &Netns, dst: Ipv4Addr) -> (u64, u
     let tx = na
         .run(|| UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a"))
         .unwrap();
-    let before = fwd(&d.stats());
     let (t0, mut got, mut buf) = (Instant::now(), 0u64, [0u8; 64]);
     for k in 0..N {
         tx.send_to(&k.to_be_bytes(), (dst, PORT)).expect("send");
@@ -92,8 +101,6 @@ fn through(d: &common::Daemon, na: &Netns, nb: &Netns, dst: Ipv4Addr) -> (u64, u
             d.stats()
         );
     }
-    let end = d.wait_for("the fast path's count", PATIENCE, |s| fwd(s) >= before + N);
-    (before, fwd(&end))
 }
 
 /// A destination under a route of `file` (its first route of length 8 to
@@ -169,6 +176,45 @@ fn a_vr_with_a_route_file_moves_to_fast_and_forwards_by_its_routes() {
     let (before, after) = through(&d, &na, &nb, dst);
     assert!(after >= before + N, "forwarded fast: {before} -> {after}");
     eprintln!("real table: {N} datagrams to {dst}, forwarded fast");
+    drop(d);
+    drop((na, nb));
+}
+
+/// Routing mode src-dst: a route added through the API (the table of
+/// source `0.0.0.0/0`, where `routes` go) forwards on both paths, fast
+/// first, then slow after a move; the VR has no route there before.
+#[test]
+fn an_api_route_of_a_src_dst_vr_forwards_on_both_paths() {
+    assert!(rustix::process::geteuid().is_root(), "run as root");
+    let [na, nr, nb] = line("fm", &MACS);
+    let router = format!(
+        "mode = \"src-dst\"\nneighbours = [{{ ip = \"10.0.2.2\", mac = \"{}\" }}]",
+        MACS.b0
+    );
+    let cfg = common::line::line_config(&MACS, "fast", &router);
+    let d = common::Daemon::start_under("fastmode", &cfg, &["ip", "netns", "exec", nr.name()]);
+    let far = Ipv4Addr::new(10, 9, 0, 1);
+    let no_route = |s: &Value| {
+        common::vr_stats(s, "r")["fast"]["to_slow"]["no_route"]
+            .as_u64()
+            .expect("to_slow.no_route")
+    };
+    // No route yet: the fast path hands a datagram over, the router has
+    // none either.
+    let before = no_route(&d.stats());
+    let tx = na
+        .run(|| UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("bind in ns-a"))
+        .unwrap();
+    tx.send_to(b"no route", (far, PORT)).expect("send");
+    d.wait_for("to_slow.no_route", PATIENCE, |s| no_route(s) > before);
+    d.ok(&["route", "add", "r", "10.9.0.0/16", "via", "10.0.2.2"]);
+    let (b, a) = through(&d, &na, &nb, far);
+    assert!(a >= b + N, "forwarded fast: {b} -> {a}");
+    d.ok(&["vr", "move", "r", "slow"]);
+    let at_slow = fwd(&d.stats());
+    receive_all(&d, &na, &nb, far);
+    assert_eq!(fwd(&d.stats()), at_slow, "the slow path forwarded them");
+    eprintln!("src-dst API route: {N} datagrams fast, {N} slow");
     drop(d);
     drop((na, nb));
 }
