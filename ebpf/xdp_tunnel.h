@@ -47,8 +47,11 @@
  *  tun_locals  HASH   {port, local, UDP port} -> kind: frames for a tunnel
  *  tun_in      HASH   {port, local, remote, UDP port, VNI} -> tunnel id
  *  tunnels     ARRAY  id -> struct tunnel (kind 0: none)
- *  tun_stats   PERCPU_ARRAY [0] -> struct tun_counters
- *  tun_saved   PERCPU_ARRAY [0] -> the bytes IP-in-IP decapsulation wrote over
+ *  tun_stats   PERCPU_ARRAY tunnel id -> struct tun_counters of that
+ *              tunnel; [TUN_MAX]: of frames of no tunnel (a bad outer
+ *              header before the tunnel is known, an unknown tunnel)
+ *  tun_saved   PERCPU_ARRAY [0] -> the bytes IP-in-IP decapsulation wrote
+ *              over, and the tunnel a frame was decapsulated from
  *  tun_on      ARRAY  [0] -> how many tunnels are set (0: none looked up)
  */
 
@@ -122,6 +125,7 @@ _Static_assert(sizeof(struct tun_counters) == 64, "tun_counters: abi.rs");
 struct tun_saved {
 	__u8 bytes[14];
 	__u16 valid;
+	__u32 tid;		/* the tunnel of the frame decapsulated last */
 };
 
 struct {
@@ -147,7 +151,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, TUN_MAX + 1);
 	__type(key, __u32);
 	__type(value, struct tun_counters);
 } tun_stats SEC(".maps");
@@ -169,11 +173,27 @@ struct {
 	__type(value, __u32);
 } tun_on SEC(".maps");
 
-static __always_inline struct tun_counters *tun_count(void)
+/* The counters of tunnel `tid`; TUN_MAX (or any id past it): those of
+ * frames of no tunnel. */
+static __always_inline struct tun_counters *tun_count(__u32 tid)
+{
+	__u32 k = tid < TUN_MAX ? tid : TUN_MAX;
+
+	return bpf_map_lookup_elem(&tun_stats, &k);
+}
+
+/* Count a frame decapsulated from tunnel `tid`, and note the tunnel for
+ * slow() should the frame go there. */
+static __always_inline void tun_decapped(__u32 tid)
 {
 	__u32 zero = 0;
+	struct tun_counters *tc = tun_count(tid);
+	struct tun_saved *sv = bpf_map_lookup_elem(&tun_saved, &zero);
 
-	return bpf_map_lookup_elem(&tun_stats, &zero);
+	if (tc)
+		tc->decap += 1;
+	if (sv)
+		sv->tid = tid;
 }
 
 /* `a * b` to 128 bits, halves folded by xor (the host's folded_mul), in
@@ -245,7 +265,7 @@ static __always_inline int tun_decap(struct xdp_md *ctx, __u32 *ifindex)
 
 	if (!kind)
 		return 0;
-	struct tun_counters *tc = tun_count();
+	struct tun_counters *tc = tun_count(TUN_MAX);
 
 	if (!tc)
 		return -1;
@@ -289,7 +309,7 @@ static __always_inline int tun_decap(struct xdp_md *ctx, __u32 *ifindex)
 	}
 	if (bpf_xdp_adjust_head(ctx, over))
 		goto bad;
-	tc->decap += 1;
+	tun_decapped(tid);
 	*ifindex = TUN_IFINDEX | tid;
 	return over;
 bad:
@@ -316,7 +336,7 @@ static __always_inline int tun_decap_ipip(struct xdp_md *ctx, __u32 *ifindex)
 
 	if (!bpf_map_lookup_elem(&tun_locals, &lk))
 		return 0;
-	struct tun_counters *tc = tun_count();
+	struct tun_counters *tc = tun_count(TUN_MAX);
 	struct tun_saved *sv = bpf_map_lookup_elem(&tun_saved, &zero);
 
 	if (!tc || !sv)
@@ -363,7 +383,7 @@ static __always_inline int tun_decap_ipip(struct xdp_md *ctx, __u32 *ifindex)
 		__builtin_memcpy(eth->h_source, peer, 6);
 		eth->h_proto = bpf_htons(ETH_P_IP);
 	}
-	tc->decap += 1;
+	tun_decapped(tid);
 	*ifindex = TUN_IFINDEX | tid;
 	return IPIP_UNDO;
 bad:
@@ -427,7 +447,9 @@ static __always_inline void tun_write_outer(void *data, struct tunnel *t, int ov
 static __always_inline int slow(struct xdp_md *ctx, int undo)
 {
 	if (undo > 0) {
-		struct tun_counters *tc = tun_count();
+		__u32 zero = 0;
+		struct tun_saved *sv = bpf_map_lookup_elem(&tun_saved, &zero);
+		struct tun_counters *tc = tun_count(sv ? sv->tid : TUN_MAX);
 
 		if (tc)
 			tc->to_slow_restored += 1;
@@ -459,7 +481,7 @@ static __always_inline int tun_encap(struct xdp_md *ctx, struct fast_counters *c
 {
 	__u32 tid = n->ifindex & ~TUN_IFINDEX;
 	struct tunnel *t = bpf_map_lookup_elem(&tunnels, &tid);
-	struct tun_counters *tc = tun_count();
+	struct tun_counters *tc = tun_count(tid);
 
 	if (!tc || !t || t->kind == 0 || t->kind > TUN_KIND_IPIP ||
 	    !(t->flags & TUN_PEER_KNOWN)) {

@@ -446,6 +446,28 @@ pub struct FastStats {
     /// `path = "auto"`: the EWMA of its rate at the port, frames/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto_rate_pps: Option<u64>,
+    /// Its tunnel vNICs in the fast path, by vNIC index.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tunnels: BTreeMap<String, FastTunnelStats>,
+}
+
+/// `FastTunnelStats`: what the XDP fast path did with the frames of one
+/// tunnel vNIC (since the tunnel was written to it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FastTunnelStats {
+    /// Frames it decapsulated (then the VR's, as the vNIC's).
+    pub decapsulated: u64,
+    /// Frames it encapsulated and sent on the underlay port.
+    pub encapsulated: u64,
+    /// Frames of the tunnel it handed to the slow path, by reason
+    /// (`bad_outer`, `no_mac`, `restored`: decapsulated, then for the
+    /// slow path with its outer headers back).
+    pub to_slow: BTreeMap<String, u64>,
+    /// Frames of the tunnel it dropped, by reason (`headroom`; also in
+    /// the VR's `egress_drops` as `tunnel_headroom`, with the slow
+    /// path's).
+    pub drops: BTreeMap<String, u64>,
 }
 
 impl FastStats {

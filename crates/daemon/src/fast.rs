@@ -28,6 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
+use std::time::Instant;
 
 use vrhost_fast::{
     AttachMode, FastConfig, FastCounters, FastPath, FastTunnel, Neighbour, NextHop, Path,
@@ -37,6 +38,7 @@ use vrhost_host::config::{DataPath, FastConf, Plan, VrPlan};
 use vrhost_io::af_xdp::AfXdpPort;
 use vrhost_router::{RouteConfig, RouterConfig};
 
+use crate::fast_routes::{FileRoutes, RouteFile, RouteFiles, Routes, all_keys, changes, log_write};
 use crate::fast_tunnels::{real_port, tunnel_id, tunnels_of, vnic_port};
 
 /// A neighbour its router resolved: address, MAC, vNIC.
@@ -44,8 +46,6 @@ pub type Learned = (Ipv4Addr, [u8; 6], u16);
 
 /// A VR's API routes, by (prefix, length).
 pub type ApiRoutes = BTreeMap<(u32, u8), RouteConfig>;
-/// Routes by table and prefix.
-type Routes = BTreeMap<(u32, Ipv4Addr, u8), NextHop>;
 /// A select key as an ordered tuple: ifindex, VLAN, MAC.
 type KeyTuple = (u32, Option<u16>, Option<[u8; 6]>);
 /// Select entries: path and token bucket by key.
@@ -60,8 +60,15 @@ pub struct Desired {
     pub addrs: Vec<Ipv4Addr>,
     /// Mode src-dst: the table of each source prefix.
     pub sources: BTreeMap<(Ipv4Addr, u8), u32>,
-    /// Its routes.
+    /// Its routes (connected subnets, config and API routes).
     pub routes: Routes,
+    /// Its route file, if it has one ([`crate::fast_routes`]).
+    pub route_file: Option<RouteFile>,
+    /// Config routes (table 0) that a route of the file replaces, as in
+    /// the router (API routes are not among them: they come after).
+    pub under_file: Vec<(u32, Ipv4Addr, u8)>,
+    /// The route file's routes, under `routes`.
+    pub file: Option<FileRoutes>,
     /// Its neighbours (out port attached to the fast path).
     pub neighbours: BTreeMap<Ipv4Addr, Neighbour>,
     /// Its select entries' paths and token buckets (its
@@ -89,6 +96,8 @@ pub struct FastState {
     written: BTreeMap<String, Written>,
     /// Neighbours each VR's router reported, by VR.
     learned: BTreeMap<String, Vec<Learned>>,
+    /// The route files read, by VR.
+    files: RouteFiles,
 }
 
 impl std::fmt::Debug for FastState {
@@ -140,7 +149,17 @@ fn nexthop_gateway(i: u32) -> Ipv4Addr {
     Ipv4Addr::from((i + 1) & 0x00ff_ffff)
 }
 
-/// What the maps should hold for VR `vr` of `plan`: `api` its API routes,
+/// The next hop of the config's `nexthops[i]`, if there is one.
+fn nexthop_hop(rc: &RouterConfig, i: u32) -> Option<Result<NextHop, String>> {
+    let nh = rc.nexthops.get(i as usize)?;
+    Some(match &nh.via {
+        Some(v) => ip_of(v).map(NextHop::Gateway),
+        None => Ok(NextHop::Gateway(nexthop_gateway(i))),
+    })
+}
+
+/// What the maps should hold for VR `vr` of `plan` (but the routes of
+/// its route file: [`Desired::route_file`] says which): `api` its API routes,
 /// `learned` the neighbours its router reported, `ifindex` the attached
 /// ports by interface. Neighbours whose vNIC's port the fast path is not
 /// attached to are left out (frames to them go to the slow path).
@@ -237,17 +256,25 @@ pub fn desired(
     {
         let hop = match (&r.via, r.nexthop) {
             (Some(v), _) => NextHop::Gateway(ip_of(v)?),
-            (None, Some(i)) => match rc.nexthops.get(i as usize) {
-                Some(nh) => match &nh.via {
-                    Some(v) => NextHop::Gateway(ip_of(v)?),
-                    None => NextHop::Gateway(nexthop_gateway(i)),
-                },
-                None => return Err(format!("route {}: no next hop {i}", r.prefix)),
-            },
+            (None, Some(i)) => nexthop_hop(&rc, i)
+                .ok_or_else(|| format!("route {}: no next hop {i}", r.prefix))??,
             (None, None) => return Err(format!("route {}: no next hop", r.prefix)),
         };
         let (p, l) = prefix_of(&r.prefix)?;
         d.routes.insert((t, p, l), hop);
+    }
+    if let Some(path) = &rc.route_file {
+        let hops = (0..rc.nexthops.len() as u32).filter_map(|i| nexthop_hop(&rc, i));
+        d.route_file = Some(RouteFile {
+            path: path.clone(),
+            hops: hops.collect::<Result<_, _>>()?,
+        });
+        for r in &rc.routes {
+            let (p, l) = prefix_of(&r.prefix)?;
+            if !api.contains_key(&(u32::from(p), l)) {
+                d.under_file.push((0, p, l));
+            }
+        }
     }
     d.selects = selects(plan, vr, ifindex);
     d.tunnels = tunnels;
@@ -364,6 +391,7 @@ impl FastState {
             ifindex: BTreeMap::new(),
             written: BTreeMap::new(),
             learned: BTreeMap::new(),
+            files: RouteFiles::default(),
         })
     }
 
@@ -397,6 +425,17 @@ impl FastState {
         let w = self.written.get(vr)?;
         let now = self.fp.counters(w.id).ok()?;
         Some(since(now, w.base))
+    }
+
+    /// The fast path's counters of VR `vr`'s tunnel vNICs, by vNIC (each
+    /// since its tunnel was written).
+    pub fn tunnel_counters(&self, vr: &str) -> BTreeMap<u16, vrhost_fast::TunnelCounters> {
+        let Some(w) = self.written.get(vr) else {
+            return BTreeMap::new();
+        };
+        (w.state.tunnels.keys())
+            .filter_map(|&j| Some((j, self.fp.tunnel_counters_of(tunnel_id(w.id, j)).ok()?)))
+            .collect()
     }
 
     /// Start VR `vr`'s fast counters again from 0, as its slow ones do
@@ -462,8 +501,13 @@ impl FastState {
                 &self.ifindex,
             )
             .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
+            let d = self
+                .with_file(&v.name, d)
+                .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
             want.push((v.name.clone(), d));
         }
+        self.files
+            .retain(&|n| want.iter().any(|(w, d)| w == n && d.file.is_some()));
         for (name, d) in &want {
             self.write_state(name, d)
                 .map_err(|e| format!("VR {name}: fast path: {e}"))?;
@@ -494,6 +538,22 @@ impl FastState {
                 .map_err(|e| format!("VR {}: fast path: {e}", v.name))?;
         }
         Ok(())
+    }
+
+    /// `d` with its route file's routes (read if not yet, or changed),
+    /// and without the config routes they replace.
+    fn with_file(&mut self, vr: &str, mut d: Desired) -> Result<Desired, String> {
+        let Some(rf) = &d.route_file else {
+            return Ok(d);
+        };
+        let file = self.files.routes(vr, rf)?;
+        for k in &d.under_file {
+            if file.contains_key(k) {
+                d.routes.remove(k);
+            }
+        }
+        d.file = Some(file);
+        Ok(d)
     }
 
     /// The lowest VR id no VR holds.
@@ -539,19 +599,21 @@ impl FastState {
             fp.set_neighbour(id, n, Neighbour { ifindex, ..m })
         })?;
         // Source prefixes select a table once its routes are in, and stop
-        // before its routes go.
-        write_changed(&mut old.routes, &d.routes, |(t, p, l), h| {
-            fp.add_route(id, t, (p, l), h)
-        })?;
+        // before its routes go. Routes by the batch: what is written is
+        // recorded once all of it is (a write again is harmless).
+        let (add, remove) = changes(old, d);
+        let t = Instant::now();
+        fp.add_routes(id, &add).map_err(fe)?;
+        log_write(name, add.len(), t);
         write_changed(&mut old.sources, &d.sources, |p, t| {
             fp.set_source_table(id, p, t)
         })?;
         remove_stale(&mut old.sources, &d.sources, |p| {
             fp.remove_source_table(id, p)
         })?;
-        remove_stale(&mut old.routes, &d.routes, |(t, p, l)| {
-            fp.remove_route(id, t, (p, l))
-        })?;
+        fp.remove_routes(id, &remove).map_err(fe)?;
+        old.routes.clone_from(&d.routes);
+        old.file.clone_from(&d.file);
         remove_stale(&mut old.neighbours, &d.neighbours, |n| {
             fp.remove_neighbour(id, n)
         })?;
@@ -591,9 +653,7 @@ impl FastState {
         for p in st.sources.keys() {
             self.fp.remove_source_table(id, *p).map_err(fe)?;
         }
-        for &(t, p, l) in st.routes.keys() {
-            self.fp.remove_route(id, t, (p, l)).map_err(fe)?;
-        }
+        self.fp.remove_routes(id, &all_keys(&st)).map_err(fe)?;
         for n in st.neighbours.keys() {
             self.fp.remove_neighbour(id, *n).map_err(fe)?;
         }
@@ -611,149 +671,13 @@ impl FastState {
 mod modes_tests;
 
 #[cfg(test)]
+#[path = "fast_file_tests.rs"]
+mod file_tests;
+
+#[cfg(test)]
 #[path = "fast_tunnel_tests.rs"]
 mod tunnel_tests;
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path as FsPath;
-
-    use vrhost_host::config::Config;
-
-    use super::*;
-
-    const CFG: &str = r#"
-[host]
-fast_path = true
-
-[[ports]]
-name = "p0"
-driver = "af_xdp"
-interface = "veth0"
-
-[[ports]]
-name = "p1"
-driver = "af_xdp"
-interface = "veth1"
-
-[[vrs]]
-name = "a"
-path = "fast"
-vnics = [
-  { port = "p0", mac = "02:00:00:00:01:01", addrs = ["10.0.1.1/24"] },
-  { port = "p1", mac = "02:00:00:00:01:02", addrs = ["10.0.2.1/24"] },
-]
-[vrs.router]
-routes = [{ prefix = "10.9.0.0/16", via = "10.0.2.9" }, { prefix = "10.8.0.0/16", nexthop = 0 }]
-nexthops = [{ vnic = 0, mac = "02:00:00:00:0a:0a" }]
-neighbours = [{ ip = "10.0.2.2", mac = "02:00:00:00:0b:0b" }]
-
-[[rules]]
-port = "p0"
-dst_mac = "02:00:00:00:01:01"
-vr = "a"
-
-[[rules]]
-port = "p1"
-vr = "a"
-vnic = 1
-"#;
-
-    #[test]
-    fn a_vr_s_routes_neighbours_and_selects_come_from_its_plan() {
-        let (_, plan) = Config::parse(CFG, "t", FsPath::new(".")).unwrap();
-        let ifx = BTreeMap::from([("veth0".to_string(), 7), ("veth1".to_string(), 8)]);
-        let api = BTreeMap::from([(
-            (0x0a07_0000, 16),
-            RouteConfig {
-                prefix: "10.7.0.0/16".into(),
-                via: Some("10.0.1.7".into()),
-                ..RouteConfig::default()
-            },
-        )]);
-        let learned = [(Ipv4Addr::new(10, 0, 1, 7), [2, 0, 0, 0, 7, 7], 0)];
-        let d = desired(&plan, &plan.vrs[0], &api, &learned, &ifx).unwrap();
-        assert_eq!(
-            d.addrs,
-            [Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1)]
-        );
-        let r = |a, b, c, l| (0, Ipv4Addr::new(10, a, b, c), l);
-        assert_eq!(
-            d.routes,
-            BTreeMap::from([
-                (r(0, 1, 0, 24), NextHop::Connected),
-                (r(0, 2, 0, 24), NextHop::Connected),
-                (r(7, 0, 0, 16), NextHop::Gateway(Ipv4Addr::new(10, 0, 1, 7))),
-                (r(8, 0, 0, 16), NextHop::Gateway(Ipv4Addr::new(0, 0, 0, 1))),
-                (r(9, 0, 0, 16), NextHop::Gateway(Ipv4Addr::new(10, 0, 2, 9))),
-            ])
-        );
-        let n = |mac, src, ifindex| Neighbour {
-            mac,
-            src_mac: src,
-            ifindex,
-        };
-        let (m0, m1) = ([2, 0, 0, 0, 1, 1], [2, 0, 0, 0, 1, 2]);
-        assert_eq!(
-            d.neighbours,
-            BTreeMap::from([
-                (Ipv4Addr::new(0, 0, 0, 1), n([2, 0, 0, 0, 0xa, 0xa], m0, 7)),
-                (Ipv4Addr::new(10, 0, 1, 7), n([2, 0, 0, 0, 7, 7], m0, 7)),
-                (Ipv4Addr::new(10, 0, 2, 2), n([2, 0, 0, 0, 0xb, 0xb], m1, 8)),
-            ])
-        );
-        assert_eq!(
-            d.selects,
-            BTreeMap::from([
-                ((7, None, Some(m0)), (Path::Fast, None)),
-                ((8, None, None), (Path::Fast, None))
-            ])
-        );
-        // Slow: the same keys, path slow; a port not attached: no key.
-        let mut slow = plan.vrs[0].clone();
-        slow.path = DataPath::Slow;
-        let one = BTreeMap::from([("veth1".to_string(), 8)]);
-        let d = desired(&plan, &slow, &BTreeMap::new(), &[], &one).unwrap();
-        assert_eq!(
-            d.selects,
-            BTreeMap::from([((8, None, None), (Path::Slow, None))])
-        );
-        // A rate limit: the bucket of each key.
-        slow.port_limit = Some(vrhost_host::config::PortLimit {
-            rate_pps: 500,
-            burst: 64,
-        });
-        let d = desired(&plan, &slow, &BTreeMap::new(), &[], &one).unwrap();
-        let bucket = TokenBucket {
-            rate_pps: 500,
-            burst: 64,
-        };
-        assert_eq!(
-            d.selects,
-            BTreeMap::from([((8, None, None), (Path::Slow, Some(bucket)))])
-        );
-        assert_eq!(d.neighbours.len(), 1, "only those out of veth1");
-    }
-
-    #[test]
-    fn the_default_map_sizes_are_the_loaders() {
-        assert_eq!(fast_config(&FastConf::default()), FastConfig::default());
-    }
-
-    #[test]
-    fn counters_since_subtract_each_field() {
-        let a = FastCounters {
-            rx: 10,
-            fwd: 7,
-            to_slow_no_neighbour: 3,
-            ..FastCounters::default()
-        };
-        let b = FastCounters {
-            rx: 4,
-            fwd: 4,
-            ..FastCounters::default()
-        };
-        let d = since(a, b);
-        assert_eq!((d.rx, d.fwd, d.to_slow_no_neighbour), (6, 3, 3));
-    }
-}
+#[path = "fast_tests.rs"]
+mod tests;

@@ -17,7 +17,7 @@ const ROUTER: [u8; 6] = [2, 0, 0, 0, 1, 1];
 /// The next hops' MACs: 0 serves `routes`, 1 the source table.
 const NH: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]];
 
-fn config(mode: &str, routes: &str, source_tables: &str) -> String {
+pub(super) fn config(mode: &str, routes: &str, source_tables: &str) -> String {
     format!(
         r#"
 ports = [{{ name = "p0", driver = "af_xdp", interface = "lo" }}]
@@ -42,7 +42,7 @@ vr = "a"
     )
 }
 
-fn frame(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+pub(super) fn frame(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
     let mut f = vec![0u8; 64];
     UdpFrameSpec {
         dst_mac: MacAddr(ROUTER),
@@ -61,7 +61,7 @@ fn frame(src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
 
 /// Where the fast path sent a frame: the next hop (index into `NH`), or
 /// `None` (to the slow path, here `XDP_PASS`).
-fn hop(st: &mut FastState, f: &[u8]) -> Option<usize> {
+pub(super) fn hop(st: &mut FastState, f: &[u8]) -> Option<usize> {
     let (act, out) = st.fp.test_run(f).expect("test run");
     match act {
         Action::Redirect => Some(
@@ -74,7 +74,7 @@ fn hop(st: &mut FastState, f: &[u8]) -> Option<usize> {
     }
 }
 
-fn state(cfg: &str) -> (FastState, Plan) {
+pub(super) fn state(cfg: &str) -> (FastState, Plan) {
     let (_, plan) = Config::parse(cfg, "t", FsPath::new(".")).expect("config");
     let mut st = FastState::load(&FastConf::default()).expect("load (needs root)");
     let lo = vrhost_fast::ifindex("lo").expect("loopback");
@@ -155,4 +155,48 @@ fn a_switch_writes_the_select_entries_alone() {
     // A VR the maps do not hold yet is left to the reconcile.
     st.switch(&fast, &["nobody".to_string()])
         .expect("no such VR: nothing");
+}
+
+/// Modes src and src-dst: routes added and deleted through the API reach
+/// the fast path where the router puts them (mode src: a source prefix;
+/// mode src-dst: the table of `0.0.0.0/0`), beside the config's.
+#[test]
+fn api_routes_reach_the_fast_path_in_modes_src_and_src_dst() {
+    let from_inside = frame([10, 0, 1, 7], [198, 51, 100, 9]);
+    let from_outside = frame([192, 0, 2, 7], [198, 51, 100, 9]);
+    let api_route = |prefix: &str| {
+        let k = vrhost_router::parse_prefix(prefix).unwrap();
+        let r = RouteConfig {
+            prefix: prefix.into(),
+            nexthop: Some(1),
+            ..RouteConfig::default()
+        };
+        BTreeMap::from([(k, r)])
+    };
+    // (config, the API's prefix, frames it routes and those it does not)
+    let src_dst = config(
+        "src-dst",
+        "",
+        r#"{ src = "10.0.1.0/24", routes = [{ prefix = "198.51.100.0/24", nexthop = 0 }] }"#,
+    );
+    let cases = [
+        (
+            config("src", "", ""),
+            "192.0.2.0/24",
+            &from_outside,
+            &from_inside,
+        ),
+        (src_dst, "198.51.100.0/24", &from_outside, &from_inside),
+    ];
+    for (cfg, prefix, routed, other) in &cases {
+        let (mut st, plan) = state(cfg);
+        let other_hop = hop(&mut st, other);
+        assert_eq!(hop(&mut st, routed), None, "{cfg}: no route before");
+        let api = api_route(prefix);
+        st.reconcile(&plan, &|_| Some(&api)).expect("reconcile");
+        assert_eq!(hop(&mut st, routed), Some(1), "{cfg}: the API's route");
+        assert_eq!(hop(&mut st, other), other_hop, "{cfg}: the rest as it was");
+        st.reconcile(&plan, &|_| None).expect("reconcile");
+        assert_eq!(hop(&mut st, routed), None, "{cfg}: deleted");
+    }
 }

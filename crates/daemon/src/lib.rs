@@ -28,6 +28,7 @@ pub mod diff;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod fast;
+pub mod fast_routes;
 mod fast_tunnels;
 pub mod limits;
 pub mod metrics;

@@ -18,6 +18,9 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 type Labels = Vec<(&'static str, String)>;
 
+#[path = "metrics_fast.rs"]
+mod fast_metrics;
+
 /// Families of a fresh registry, made as they are first used and set from
 /// the snapshot (counters are incremented from zero to its value).
 #[derive(Default)]
@@ -529,7 +532,7 @@ fn vr(m: &mut Reg, v: &VrCounters) {
         }
     }
     if let Some(f) = &st.fast {
-        fast(m, &v.name, f);
+        fast_metrics::fast(m, &v.name, f);
     }
     if let Some(c) = &st.control_plane {
         control_plane(m, &v.name, c);
@@ -552,54 +555,6 @@ fn control_plane(m: &mut Reg, vr: &str, c: &vrhost_api::ControlPlaneStats) {
     m.gauge("vr_control_plane_routes", help, l(), c.routes);
     let help = "Route changes from the VR's control plane, applied";
     m.counter("vr_control_plane_route_changes", help, l(), c.route_changes);
-}
-
-/// The XDP fast path's counters of VR `vr` (already added to its
-/// `vr_rx_packets` and `vr_tx_packets`).
-fn fast(m: &mut Reg, vr: &str, f: &vrhost_api::FastStats) {
-    let l = || vec![("vr", vr.to_string())];
-    m.counter(
-        "vr_fast_rx_packets",
-        "Frames the fast path's select table gave a VR, on either path",
-        l(),
-        f.rx_packets,
-    );
-    m.counter(
-        "vr_fast_forwarded",
-        "Frames of a VR the fast path forwarded",
-        l(),
-        f.forwarded,
-    );
-    for (what, by, help) in [
-        (
-            "vr_fast_to_slow",
-            &f.to_slow,
-            "Frames of a VR the fast path handed to its user-space instances, by reason",
-        ),
-        (
-            "vr_fast_drops",
-            &f.drops,
-            "Frames of a VR the fast path dropped, by reason",
-        ),
-    ] {
-        for (reason, n) in by {
-            m.counter(
-                what,
-                help,
-                vec![("vr", vr.to_string()), ("reason", reason.clone())],
-                *n,
-            );
-        }
-    }
-    for (to, n) in &f.auto_moves {
-        let to = to.strip_prefix("to_").unwrap_or(to).to_string();
-        m.counter(
-            "vr_fast_auto_moves",
-            "Moves of a path = \"auto\" VR between the paths, by where it went",
-            vec![("vr", vr.to_string()), ("to", to)],
-            *n,
-        );
-    }
 }
 
 /// Instance `i` of VR `vr`.
@@ -746,6 +701,16 @@ mod tests {
                             drops: by_name(&[("rate_limit", 3)]),
                             auto_moves: by_name(&[("to_fast", 2), ("to_slow", 1)]),
                             auto_rate_pps: Some(1200),
+                            tunnels: [(
+                                "1".to_string(),
+                                vrhost_api::FastTunnelStats {
+                                    decapsulated: 90,
+                                    encapsulated: 80,
+                                    to_slow: by_name(&[("no_mac", 2)]),
+                                    drops: by_name(&[("headroom", 1)]),
+                                },
+                            )]
+                            .into(),
                         }),
                         ..counters(1, &["p0", "p1"])
                     },

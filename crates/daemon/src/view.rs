@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use vrhost_api::{
-    ControlPlaneStats, FastStats, HostStats, InstanceStatus, PortStats, Stats, VnicStats,
-    VrCounters, VrStats as VrStatsView,
+    ControlPlaneStats, FastStats, FastTunnelStats, HostStats, InstanceStatus, PortStats, Stats,
+    VnicStats, VrCounters, VrStats as VrStatsView,
 };
-use vrhost_fast::FastCounters;
+use vrhost_fast::{FastCounters, TunnelCounters};
 use vrhost_host::config::{Plan, VrPlan};
 use vrhost_host::{EgressDrop, IngressDrop, InstanceInfo, Violation, VrStats, Worker};
 use vrhost_proto::DropReason;
@@ -121,6 +121,7 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
         let mut stats = vr_stats_view(s, (pool, free), (ingress_drops, viol, vr_drops), vnics);
         if let Some(f) = ctl.fast_counters(&name) {
             add_fast(&mut stats, &f);
+            add_fast_tunnels(&mut stats, &ctl.fast_tunnel_counters(&name));
             if let (Some(a), Some(fs)) = (ctl.auto_state(&name), stats.fast.as_mut()) {
                 fs.auto_moves = a.moves_map();
                 fs.auto_rate_pps = Some(a.rate_pps() as u64);
@@ -292,6 +293,37 @@ fn add_fast(v: &mut VrStatsView, f: &FastCounters) {
         .saturating_add(f.dropped());
     v.tx_packets = v.tx_packets.saturating_add(f.fwd);
     v.fast = Some(fast_stats(f));
+}
+
+/// The fast path's counters of a VR's tunnel vNICs (`by_vnic`), in its
+/// `fast.tunnels`; its headroom drops are added to the VR's
+/// `egress_drops` `tunnel_headroom`, the slow path's name of the same
+/// reason (what it hands to the slow path, that path counts as it sees
+/// it).
+fn add_fast_tunnels(v: &mut VrStatsView, by_vnic: &BTreeMap<u16, TunnelCounters>) {
+    let map = |kv: &[(&str, u64)]| kv.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let Some(fs) = v.fast.as_mut() else {
+        return;
+    };
+    for (j, t) in by_vnic {
+        let to_slow = [
+            ("bad_outer", t.to_slow_bad_outer),
+            ("no_mac", t.to_slow_no_mac),
+            ("restored", t.to_slow_restored),
+        ];
+        let ts = FastTunnelStats {
+            decapsulated: t.decap,
+            encapsulated: t.encap,
+            to_slow: map(&to_slow),
+            drops: map(&[("headroom", t.drop_headroom)]),
+        };
+        fs.tunnels.insert(j.to_string(), ts);
+        if t.drop_headroom > 0 {
+            let name = EgressDrop::TunnelHeadroom.name().to_string();
+            let e = v.egress_drops.entry(name).or_default();
+            *e = e.saturating_add(t.drop_headroom);
+        }
+    }
 }
 
 /// A VR's counters as the API shows them.

@@ -14,7 +14,8 @@
 //!   as `vrhost_fib::PolicyFib`) and its own addresses (frames to them go
 //!   to the slow path);
 //! - routes in one LPM trie for all VRs, keyed {vr, table, prefix}
-//!   ([`FastPath::add_route`]), the source tables of src-dst mode
+//!   ([`FastPath::add_route`]; a whole table by the batch:
+//!   [`FastPath::add_routes`]), the source tables of src-dst mode
 //!   ([`FastPath::set_source_table`]), neighbours
 //!   ([`FastPath::set_neighbour`]), out ports ([`FastPath::add_port`]);
 //! - the slow path's XSKMAP ([`FastPath::serve`] for an AF_XDP port,
@@ -82,11 +83,13 @@
 #![deny(unsafe_code)]
 
 mod abi;
+mod batch;
 mod bucket;
 mod error;
 mod livegen;
 mod load;
 mod probe;
+mod routes;
 mod seqsink;
 mod spread;
 mod tunnel;
@@ -112,6 +115,7 @@ pub use livegen::{
 };
 pub use load::{PeerPass, ifindex, online_cpus};
 pub use probe::CounterProbe;
+pub use routes::{ROUTE_BATCH, RouteEntry};
 pub use seqsink::{SeqSink, SinkCounts};
 pub use tunnel::{FastTunnel, FastTunnelKind, MAX_TUNNELS, TunnelCounters, tunnel_ifindex};
 pub use types::*;
@@ -475,18 +479,8 @@ impl FastPath {
     ) -> Result<(), FastError> {
         self.check_vr(vr)?;
         let key = lpm_key(vr, table, prefix.0, prefix.1)?;
-        let value = match hop {
-            NextHop::Gateway(ip) => abi::RouteValue {
-                gateway: ip.octets(),
-                flags: 0,
-            },
-            NextHop::Connected => abi::RouteValue {
-                gateway: [0; 4],
-                flags: abi::ROUTE_CONNECTED,
-            },
-        };
         self.routes
-            .insert(&key, value, 0)
+            .insert(&key, routes::route_value(hop), 0)
             .map_err(map_err(ROUTES, "insert"))
     }
 
@@ -740,6 +734,8 @@ impl FastPath {
 mod bucket_tests;
 #[cfg(test)]
 mod differential;
+#[cfg(test)]
+mod routes_tests;
 #[cfg(test)]
 mod testkit;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Tunnel vNICs in the fast path: the `tun_locals`, `tun_in`, `tunnels`
 //! and `tun_stats` maps of `ebpf/xdp_tunnel.h` ([`FastPath::set_tunnel`],
-//! [`FastPath::remove_tunnel`], [`FastPath::tunnel_counters`]).
+//! [`FastPath::remove_tunnel`], [`FastPath::tunnel_counters`], per tunnel
+//! [`FastPath::tunnel_counters_of`]).
 //!
 //! A tunnel is known to the program by an id below 4096; its vNIC is the
 //! port [`tunnel_ifindex`]`(id)`: a select key with that ifindex selects
@@ -12,7 +13,7 @@ use std::collections::HashMap as StdHashMap;
 use std::net::Ipv4Addr;
 
 use aya::Ebpf;
-use aya::maps::{Array, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues};
 
 use crate::{FastError, FastPath, abi, map_err, removed, take};
 
@@ -229,8 +230,29 @@ impl FastPath {
         {
             return bad("two tunnels with the same endpoints and VNI");
         }
+        let fresh = !self.tunnels.now.contains_key(&id);
         self.remove_tunnel(id)?;
         let tun = &mut self.tunnels;
+        if fresh {
+            // A new tunnel's counters start at 0 (a removed one's stay in
+            // its slot until then).
+            let zero = PerCpuValues::try_from(vec![
+                abi::TunCountersValue::default();
+                aya::util::nr_cpus().map_err(
+                    |(_, source)| FastError::Os {
+                        call: "nr_cpus",
+                        source
+                    }
+                )?
+            ])
+            .map_err(|source| FastError::Os {
+                call: "tun_stats values",
+                source,
+            })?;
+            tun.stats
+                .set(id, zero, 0)
+                .map_err(map_err(TUN_STATS, "set"))?;
+        }
         tun.table
             .set(id, t.value(), 0)
             .map_err(map_err(TUNNELS, "set"))?;
@@ -266,15 +288,31 @@ impl FastPath {
         Ok(true)
     }
 
-    /// The tunnel counters, summed over CPUs.
+    /// The tunnel counters of every tunnel and of frames of none,
+    /// summed over CPUs.
     ///
     /// # Errors
     /// [`FastError::Map`].
     pub fn tunnel_counters(&self) -> Result<TunnelCounters, FastError> {
+        let mut sum = TunnelCounters::default();
+        for id in 0..=MAX_TUNNELS {
+            sum.add(&self.tunnel_counters_of(id)?);
+        }
+        Ok(sum)
+    }
+
+    /// The counters of tunnel `id` (since it was set: a new tunnel's start
+    /// at 0), summed over CPUs; `id` [`MAX_TUNNELS`]: those of frames of
+    /// no tunnel (`to_slow_bad_outer` before a tunnel is known,
+    /// `to_slow_unknown`).
+    ///
+    /// # Errors
+    /// [`FastError::Map`] (an id past [`MAX_TUNNELS`]).
+    pub fn tunnel_counters_of(&self, id: u32) -> Result<TunnelCounters, FastError> {
         let per_cpu = self
             .tunnels
             .stats
-            .get(&0, 0)
+            .get(&id, 0)
             .map_err(map_err(TUN_STATS, "get"))?;
         let mut w = [0u64; abi::TUN_COUNTERS];
         for v in per_cpu.iter() {
@@ -291,6 +329,19 @@ impl FastPath {
             to_slow_restored: w[5],
             drop_headroom: w[6],
         })
+    }
+}
+
+impl TunnelCounters {
+    /// Add `o`'s counts to these.
+    pub fn add(&mut self, o: &TunnelCounters) {
+        self.decap = self.decap.wrapping_add(o.decap);
+        self.encap = self.encap.wrapping_add(o.encap);
+        self.to_slow_bad_outer = self.to_slow_bad_outer.wrapping_add(o.to_slow_bad_outer);
+        self.to_slow_unknown = self.to_slow_unknown.wrapping_add(o.to_slow_unknown);
+        self.to_slow_no_mac = self.to_slow_no_mac.wrapping_add(o.to_slow_no_mac);
+        self.to_slow_restored = self.to_slow_restored.wrapping_add(o.to_slow_restored);
+        self.drop_headroom = self.drop_headroom.wrapping_add(o.drop_headroom);
     }
 }
 

@@ -258,8 +258,21 @@ fn a_malformed_or_unknown_tunnel_frame_goes_to_the_slow_path_untouched() {
     assert_slow(&mut fp, &unknown, "unknown VNI");
     let c = fp.tunnel_counters().expect("counters");
     assert_eq!((c.to_slow_bad_outer, c.to_slow_unknown, c.decap), (n, 1, 0));
-    // The valid frame still goes fast.
+    // Before its tunnel is known a frame is counted as of none.
+    let none = fp.tunnel_counters_of(MAX_TUNNELS).expect("counters");
+    assert_eq!(none, c, "of no tunnel");
+    // The valid frame still goes fast, counted as its tunnel's.
     assert_eq!(fp.test_run(&good).expect("run").0, Action::Redirect);
+    let t = fp.tunnel_counters_of(ID).expect("counters");
+    assert_eq!((t.decap, t.to_slow_bad_outer), (1, 0));
+    // Set anew, a tunnel's counters start at 0.
+    let again = fp.tunnels.now[&ID];
+    assert!(fp.remove_tunnel(ID).expect("remove"));
+    fp.set_tunnel(ID, &again).expect("set again");
+    assert_eq!(
+        fp.tunnel_counters_of(ID).expect("counters"),
+        Default::default()
+    );
 }
 
 #[test]
@@ -273,6 +286,11 @@ fn a_decapsulated_frame_for_the_slow_path_gets_its_outer_headers_back() {
     assert_slow(&mut fp, &VXLAN_FRAME, "a Linux VXLAN frame, IPv6 inside");
     let c = fp.tunnel_counters().expect("counters");
     assert_eq!((c.decap, c.to_slow_restored), (2, 2));
+    assert_eq!(
+        fp.tunnel_counters_of(ID).expect("counters"),
+        c,
+        "its tunnel's"
+    );
     let v = fp.counters(VR).expect("counters");
     assert_eq!((v.to_slow_no_route, v.to_slow_not_ip), (1, 1));
     // IP-in-IP, whose made-up Ethernet header took 14 bytes of the outer

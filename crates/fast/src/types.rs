@@ -34,7 +34,9 @@ impl Default for FastConfig {
     fn default() -> Self {
         FastConfig {
             max_vrs: 256,
-            max_routes: 65536,
+            // The trie allocates per route (no prealloc): room for two
+            // full tables costs nothing until they are written.
+            max_routes: 1 << 20,
             max_source_tables: 4096,
             max_neighbours: 4096,
             max_addrs: 1024,

@@ -95,6 +95,22 @@ impl<K: Key> PolicyFib<K> {
         }
     }
 
+    /// `SrcDst`: the table of source prefix `src/src_len`, if it has one.
+    fn table_of(&self, src: K, src_len: u8) -> Option<usize> {
+        let key = (src.mask(src_len.min(K::BITS)), src_len);
+        self.by_src.get(&key).map(|&t| t as usize)
+    }
+
+    /// The route of exactly this prefix (arguments as for
+    /// [`PolicyFib::insert`]), if any.
+    pub fn get(&self, src: K, src_len: u8, dst: K, dst_len: u8) -> Option<NextHopId> {
+        match self.mode {
+            RoutingMode::Dst => self.main.get(dst, dst_len),
+            RoutingMode::Src => self.main.get(src, src_len),
+            RoutingMode::SrcDst => self.tables[self.table_of(src, src_len)?].get(dst, dst_len),
+        }
+    }
+
     /// Delete a route (arguments as for [`PolicyFib::insert`]). An emptied source table
     /// stays selected (and answers "no route") until its source prefix is given new routes.
     pub fn remove(&mut self, src: K, src_len: u8, dst: K, dst_len: u8) -> Option<NextHopId> {
@@ -102,10 +118,8 @@ impl<K: Key> PolicyFib<K> {
             RoutingMode::Dst => self.main.remove(dst, dst_len),
             RoutingMode::Src => self.main.remove(src, src_len),
             RoutingMode::SrcDst => {
-                let t = *self
-                    .by_src
-                    .get(&(src.mask(src_len.min(K::BITS)), src_len))?;
-                self.tables[t as usize].remove(dst, dst_len)
+                let t = self.table_of(src, src_len)?;
+                self.tables[t].remove(dst, dst_len)
             }
         }
     }

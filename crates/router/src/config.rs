@@ -197,15 +197,6 @@ fn is_dst(m: &RoutingMode) -> bool {
     *m == RoutingMode::Dst
 }
 
-/// A mode as the config writes it.
-pub(crate) fn mode_name(m: RoutingMode) -> &'static str {
-    match m {
-        RoutingMode::Dst => "dst",
-        RoutingMode::Src => "src",
-        RoutingMode::SrcDst => "src-dst",
-    }
-}
-
 /// The router's configuration (the `config` of its [`vrhost_proto::Hello`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

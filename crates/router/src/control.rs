@@ -10,6 +10,10 @@
 //! ```
 //!
 //! Prefixes are IPv4 or IPv6, each route's `via` of its prefix's family.
+//! In routing modes src and src-dst an IPv4 route changes the policy
+//! table as a route of `routes` would be in it: mode src, its prefix is a
+//! source prefix; mode src-dst, it is in the table of source `0.0.0.0/0`
+//! (created by the first such route).
 //!
 //! answered `{"added": 2, "replaced": 0, "deleted": 1, "routes": 9}`, and
 //! `{"stats": true}`, answered `{"routes": 9, "neighbours": 3,
@@ -164,12 +168,6 @@ impl Router {
     /// router's own addresses; no room for a gateway in the neighbour
     /// table. The table is then as it was.
     pub fn change_routes(&mut self, ch: &RouteChanges) -> Result<RouteChangeReply, String> {
-        if let Some(p) = &self.policy {
-            return Err(format!(
-                "routing mode {}: routes change with the config (router.routes), not through the API",
-                super::config::mode_name(p.mode())
-            ));
-        }
         // Check everything against the table as it is, changing nothing.
         let dels = self.check_dels(&ch.del)?;
         let adds = self.check_adds(&ch.add)?;
@@ -192,27 +190,41 @@ impl Router {
         })
     }
 
-    /// The route of `net`, if any.
+    /// The route of `net`, if any. In modes src and src-dst an IPv4
+    /// route is one of the policy table's, as `routes` are
+    /// ([`policy_key`]).
     fn fib_get(&self, net: Net) -> Option<u32> {
-        match net {
-            Net::V4(p, l) => self.fib.get(p, l),
-            Net::V6(p, l) => self.fib6.get(p, l),
+        match (net, &self.policy) {
+            (Net::V4(p, l), Some(pf)) => {
+                let (s, sl, d, dl) = policy_key(pf.mode(), p, l);
+                pf.get(s, sl, d, dl)
+            }
+            (Net::V4(p, l), None) => self.fib.get(p, l),
+            (Net::V6(p, l), _) => self.fib6.get(p, l),
         }
     }
 
     /// Add or replace the route of `net`; the replaced hop.
     fn fib_insert(&mut self, net: Net, id: u32) -> Result<Option<u32>, vrhost_fib::FibError> {
-        match net {
-            Net::V4(p, l) => self.fib.insert(p, l, id),
-            Net::V6(p, l) => self.fib6.insert(p, l, id),
+        match (net, self.policy.as_mut()) {
+            (Net::V4(p, l), Some(pf)) => {
+                let (s, sl, d, dl) = policy_key(pf.mode(), p, l);
+                pf.insert(s, sl, d, dl, id)
+            }
+            (Net::V4(p, l), None) => self.fib.insert(p, l, id),
+            (Net::V6(p, l), _) => self.fib6.insert(p, l, id),
         }
     }
 
     /// Delete the route of `net`; its hop.
     fn fib_remove(&mut self, net: Net) -> Option<u32> {
-        match net {
-            Net::V4(p, l) => self.fib.remove(p, l),
-            Net::V6(p, l) => self.fib6.remove(p, l),
+        match (net, self.policy.as_mut()) {
+            (Net::V4(p, l), Some(pf)) => {
+                let (s, sl, d, dl) = policy_key(pf.mode(), p, l);
+                pf.remove(s, sl, d, dl)
+            }
+            (Net::V4(p, l), None) => self.fib.remove(p, l),
+            (Net::V6(p, l), _) => self.fib6.remove(p, l),
         }
     }
 
@@ -459,6 +471,17 @@ impl Router {
 enum Pinned {
     V4(usize),
     V6(usize),
+}
+
+/// Where an IPv4 route of `routes` (and of the API) is in the policy
+/// table of `mode`, as [`PolicyFib::insert`](vrhost_fib::PolicyFib::insert)
+/// takes it: mode src, the source prefix `p/l`; mode src-dst, the
+/// destination `p/l` in the table of source `0.0.0.0/0`.
+fn policy_key(mode: vrhost_fib::RoutingMode, p: u32, l: u8) -> (u32, u8, u32, u8) {
+    match mode {
+        vrhost_fib::RoutingMode::SrcDst => (0, 0, p, l),
+        _ => (p, l, 0, 0),
+    }
 }
 
 /// Why a route of the router's own addresses stays.

@@ -50,6 +50,12 @@ const R0_MAC: &str = "02:fb:00:00:00:10";
 const R1_MAC: &str = "02:fb:00:00:00:11";
 const A0_MAC: &str = "02:fb:00:00:00:0a";
 const B0_MAC: &str = "02:fb:00:00:00:0b";
+const MACS: LineMacs = LineMacs {
+    a0: A0_MAC,
+    r0: R0_MAC,
+    r1: R1_MAC,
+    b0: B0_MAC,
+};
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 2);
 const PORT: u16 = 5556;
 /// Datagrams in each phase (slow, fast, slow) at least.
@@ -66,55 +72,12 @@ fn config(path: &str, neighbour: bool) -> String {
         true => format!("neighbours = [{{ ip = \"10.0.2.2\", mac = \"{B0_MAC}\" }}]"),
         false => String::new(),
     };
-    format!(
-        r#"
-[host]
-fast_path = true
-
-[[ports]]
-name = "p0"
-driver = "af_xdp"
-interface = "r0"
-
-[[ports]]
-name = "p1"
-driver = "af_xdp"
-interface = "r1"
-
-[[vrs]]
-name = "r"
-path = "{path}"
-vnics = [
-  {{ port = "p0", mac = "{R0_MAC}", addrs = ["10.0.1.1/24"] }},
-  {{ port = "p1", mac = "{R1_MAC}", addrs = ["10.0.2.1/24"] }},
-]
-[vrs.router]
-{neighbours}
-
-[[rules]]
-port = "p0"
-dst_mac = "{R0_MAC}"
-vr = "r"
-vnic = 0
-
-[[rules]]
-port = "p1"
-dst_mac = "{R1_MAC}"
-vr = "r"
-vnic = 1
-"#
-    )
+    common::line::line_config(&MACS, path, &neighbours)
 }
 
 /// ns-a, ns-r, ns-b with their veths.
 fn topology() -> [Netns; 3] {
-    let macs = LineMacs {
-        a0: A0_MAC,
-        r0: R0_MAC,
-        r1: R1_MAC,
-        b0: B0_MAC,
-    };
-    line("fp", &macs)
+    line("fp", &MACS)
 }
 
 /// A socket bound in ns-b to receive the flow, and one in ns-a to send it.

@@ -257,6 +257,14 @@ fn fast_config(tunnel: &str) -> String {
     format!("[host]\nfast_path = true\n{c}")
 }
 
+/// The fast path's counters of VR `r`'s tunnel vNIC 0: decapsulated,
+/// encapsulated.
+fn fast_tunnel(stats: &Value) -> (u64, u64) {
+    let t = &common::vr_stats(stats, "r")["fast"]["tunnels"]["0"];
+    let n = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("{k} in {t}"));
+    (n("decapsulated"), n("encapsulated"))
+}
+
 /// The fast path's `forwarded` count of VR `r`.
 fn fast_forwarded(stats: &Value) -> u64 {
     common::vr_stats(stats, "r")["fast"]["forwarded"]
@@ -289,12 +297,27 @@ fn a_linux_vxlan_device_pings_through_a_fast_vr_s_vxlan_vnic() {
     // tunnel, then the VR's ARP for b0); once the daemon has written the
     // neighbours the VR resolved, the echo requests are decapsulated and
     // the replies encapsulated in XDP: both counted as forwarded there.
+    // The tunnel's own counters (API, /metrics, `vr show`) say the same:
+    // each request decapsulated, each reply encapsulated, in XDP.
     let t0 = Instant::now();
     loop {
-        let before = fast_forwarded(&d.stats());
+        let s0 = d.stats();
+        let (before, tun0) = (fast_forwarded(&s0), fast_tunnel(&s0));
         let (ok, out) = ping(&na, "10.2.0.2", "5");
-        let fast = fast_forwarded(&d.stats()) - before;
+        let s1 = d.stats();
+        let fast = fast_forwarded(&s1) - before;
+        let tun = fast_tunnel(&s1);
         if ok && out.contains("5 received") && fast >= 10 {
+            assert!(
+                tun.0 >= tun0.0 + 5 && tun.1 >= tun0.1 + 5,
+                "{tun0:?} -> {tun:?}"
+            );
+            let m = d.metrics();
+            let decap =
+                r#"vrhost_vr_fast_tunnel_frames_total{vnic="0",vr="r",what="decapsulated"}"#;
+            assert!(m.contains(decap), "{m}");
+            let show = d.ok(&["vr", "show", "r"]);
+            assert!(show.contains("; tunnel vNIC 0: decapsulated "), "{show}");
             break;
         }
         assert!(

@@ -475,6 +475,11 @@ impl Controller {
         self.fast.as_ref()?.counters(name)
     }
 
+    /// The fast path's counters of VR `name`'s tunnel vNICs, by vNIC.
+    pub fn fast_tunnel_counters(&self, name: &str) -> BTreeMap<u16, vrhost_fast::TunnelCounters> {
+        (self.fast.as_ref()).map_or_else(BTreeMap::new, |f| f.tunnel_counters(name))
+    }
+
     /// Where VR `name`'s frames go, as planned (slow for a VR not in the
     /// plan).
     pub fn vr_path(&self, name: &str) -> vrhost_host::config::DataPath {

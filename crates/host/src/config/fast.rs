@@ -4,8 +4,8 @@
 //! keys ({ingress port, VLAN, destination MAC}: `vrhost_fast::SelectKey`).
 //!
 //! A VR can run in the fast path when the host loads one
-//! (`host.fast_path`), it is a built-in router without a route file (the
-//! fast path's routes are the ones its config and the API name), and
+//! (`host.fast_path`), it is a built-in router (its routes, those of its
+//! config, its route file and the API, go to the fast path too), and
 //! every rule that sends it frames matches on `port`, `vlan` and
 //! `dst_mac` only, on `af_xdp` ports (where the fast path is attached),
 //! and no rule of another VR may match the same frames: the select table
@@ -128,12 +128,6 @@ fn fast_keys(cfg: &Config, vr: usize, v: &VrConf, rules: &[Rule]) -> Result<Vec<
         return Err(
             "a custom program cannot run in the fast path (it is the built-in router's)".into(),
         );
-    }
-    if v.router
-        .as_ref()
-        .is_some_and(|r| r.contains_key("route_file"))
-    {
-        return Err("route_file: the fast path does not load route files".into());
     }
     tunnel_vnics(cfg, v)?;
     if v.control_plane.is_some() {

@@ -529,7 +529,7 @@ pub struct HostConf {
 pub struct FastConf {
     /// VRs the fast path can hold (ids `0..max_vrs`).
     pub max_vrs: u32,
-    /// Routes of all VRs together.
+    /// Routes of all VRs together (a full table is about 512K).
     pub max_routes: u32,
     /// Neighbours of all VRs together.
     pub max_neighbours: u32,
@@ -546,7 +546,7 @@ impl Default for FastConf {
     fn default() -> Self {
         Self {
             max_vrs: 256,
-            max_routes: 65536,
+            max_routes: 1 << 20,
             max_neighbours: 4096,
             max_addrs: 1024,
             max_select: 1024,

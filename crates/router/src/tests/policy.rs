@@ -132,15 +132,46 @@ fn bad_policy_configs_are_refused_with_the_reason() {
     assert_eq!(c.mode, RoutingMode::SrcDst);
 }
 
+/// Modes src and src-dst: a route of the API goes where one of `routes`
+/// is (mode src: a source prefix; src-dst: the table of `0.0.0.0/0`),
+/// replaces there and is deleted there; a refused message changes
+/// nothing.
 #[test]
-fn the_api_does_not_change_routes_of_a_policy_mode() {
-    let mut r = router_with(&policy_cfg(RoutingMode::Src));
-    let ch = RouteChanges {
-        add: vec![route_to("10.2.0.0/16", 0)],
-        ..RouteChanges::default()
-    };
-    let e = r.change_routes(&ch).unwrap_err();
-    assert!(e.contains("routing mode src"), "{e}");
-    let (v, out) = run(&mut r, 0, &udp_from_h0(FAR));
-    assert_eq!(hop_of(v, &out), Some(1), "the table is as it was");
+fn the_api_changes_routes_of_a_policy_mode_where_routes_are() {
+    let from_h0 = udp_from_h0(FAR);
+    let from_h1 = udp_ttl(GW, R1, H1_IP, FAR, 64);
+    // (mode, the API's prefix, h1 -> far before, h0 -> far throughout)
+    let cases = [
+        (RoutingMode::Src, "10.1.1.0/24", None, Some(1)),
+        (RoutingMode::SrcDst, "198.51.100.0/24", Some(0), Some(2)),
+    ];
+    for (mode, prefix, before, h0) in cases {
+        let mut r = router_with(&policy_cfg(mode));
+        let hop = |r: &mut Router, f: &[u8]| {
+            let (v, out) = run(r, 0, f);
+            hop_of(v, &out)
+        };
+        let change = |r: &mut Router, add: Vec<RouteConfig>, del: Vec<String>| {
+            r.change_routes(&RouteChanges {
+                add,
+                del,
+                ..RouteChanges::default()
+            })
+        };
+        assert_eq!(hop(&mut r, &from_h1), before, "{mode:?}: before");
+        change(&mut r, vec![route_to(prefix, 1)], vec![]).expect("add");
+        assert_eq!(hop(&mut r, &from_h1), Some(1), "{mode:?}: the API's");
+        change(&mut r, vec![route_to(prefix, 2)], vec![]).expect("replace");
+        assert_eq!(hop(&mut r, &from_h1), Some(2), "{mode:?}: replaced");
+        let e = change(&mut r, vec![], vec!["203.0.113.0/24".into()]).unwrap_err();
+        assert!(e.contains("no such route"), "{e}");
+        assert_eq!(hop(&mut r, &from_h1), Some(2), "{mode:?}: as it was");
+        assert_eq!(hop(&mut r, &from_h0), h0, "{mode:?}: the rest as it was");
+        // (In mode src-dst the API replaced a config route: deleted, it
+        // would be gone.)
+        if before.is_none() {
+            change(&mut r, vec![], vec![prefix.into()]).expect("delete");
+            assert_eq!(hop(&mut r, &from_h1), None, "{mode:?}: deleted");
+        }
+    }
 }

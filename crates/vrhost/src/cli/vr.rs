@@ -420,14 +420,24 @@ fn fast_line(f: &FastStats) -> String {
             .collect();
         map_list(&kept)
     };
-    format!(
+    let mut line = format!(
         "rx {}, forwarded {}, to slow {to_slow} ({}), dropped {} ({})",
         f.rx_packets,
         f.forwarded,
         nonzero(&f.to_slow),
         f.dropped(),
         nonzero(&f.drops)
-    )
+    );
+    for (vnic, t) in &f.tunnels {
+        line.push_str(&format!(
+            "; tunnel vNIC {vnic}: decapsulated {}, encapsulated {}, to slow ({}), dropped ({})",
+            t.decapsulated,
+            t.encapsulated,
+            nonzero(&t.to_slow),
+            nonzero(&t.drops)
+        ));
+    }
+    line
 }
 
 /// A VR's processes.
@@ -592,6 +602,24 @@ mod tests {
             "{got}"
         );
         assert!(got.contains("  egress drops:   tunnel_no_mac=3\n"), "{got}");
+        // In the fast path: its tunnel's counters on the fast path's line.
+        let t = vrhost_api::FastTunnelStats {
+            decapsulated: 5,
+            encapsulated: 4,
+            to_slow: [("no_mac".to_string(), 1), ("restored".to_string(), 0)].into(),
+            ..Default::default()
+        };
+        v.stats.fast = Some(FastStats {
+            tunnels: [("0".to_string(), t)].into(),
+            ..FastStats::default()
+        });
+        let got = show(&v);
+        assert!(
+            got.contains(
+                "; tunnel vNIC 0: decapsulated 5, encapsulated 4, to slow (no_mac=1), dropped (-)\n"
+            ),
+            "{got}"
+        );
     }
 
     #[test]

@@ -61,3 +61,49 @@ pub fn line(prefix: &str, m: &LineMacs) -> [Netns; 3] {
         .expect("b0 gro on");
     [na, nr, nb]
 }
+
+/// The daemon's config for [`line`]'s `r`: a fast path on `r0` and `r1`
+/// (ports `p0`, `p1`, `af_xdp`), VR `r` on `path` with vNIC 0 on `p0`
+/// (10.0.1.1/24) and vNIC 1 on `p1` (10.0.2.1/24), its `[vrs.router]`
+/// table's body `router`, each vNIC's frames sent to it by its MAC.
+pub fn line_config(m: &LineMacs, path: &str, router: &str) -> String {
+    let (r0, r1) = (m.r0, m.r1);
+    format!(
+        r#"
+[host]
+fast_path = true
+
+[[ports]]
+name = "p0"
+driver = "af_xdp"
+interface = "r0"
+
+[[ports]]
+name = "p1"
+driver = "af_xdp"
+interface = "r1"
+
+[[vrs]]
+name = "r"
+path = "{path}"
+vnics = [
+  {{ port = "p0", mac = "{r0}", addrs = ["10.0.1.1/24"] }},
+  {{ port = "p1", mac = "{r1}", addrs = ["10.0.2.1/24"] }},
+]
+[vrs.router]
+{router}
+
+[[rules]]
+port = "p0"
+dst_mac = "{r0}"
+vr = "r"
+vnic = 0
+
+[[rules]]
+port = "p1"
+dst_mac = "{r1}"
+vr = "r"
+vnic = 1
+"#
+    )
+}
