@@ -170,10 +170,6 @@ fn start_vrhost(
     // Its API (a unix socket outside the namespaces) for the loss counters.
     let sock = dir.join(format!("vrhost-{fwd}.sock"));
     let daemon = Daemon::start(&cfg, Some(node.name()), 0, &sock.display().to_string())?;
-    if path.is_some() && table.full() {
-        let long = Client::new(Endpoint::Unix(sock.clone()), None)?;
-        bulk_routes(&long.with_timeout(Duration::from_secs(600)), table)?;
-    }
     let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
     // veth runs its NAPI poll (with the XDP program and the copy into an
     // AF_XDP socket) on the sender's CPU unless NAPI is threaded; a veth
@@ -191,37 +187,6 @@ fn start_vrhost(
         pin_napi_threads(&["p0", "p1"], args.fwd_cpu)?;
     }
     Ok((daemon, api))
-}
-
-/// Load a full table into VR `bench` through the bulk route API (both of
-/// its paths get the routes), all to next hop 0 (the sink), as the kernel
-/// routes them via the sink.
-fn bulk_routes(api: &Client, table: &Table) -> Result<()> {
-    let t = std::time::Instant::now();
-    let routes: Vec<serde_json::Value> = table
-        .routes
-        .iter()
-        .map(|(p, l)| {
-            serde_json::json!({
-                "prefix": format!("{}/{l}", std::net::Ipv4Addr::from(*p)),
-                "nexthop": 0,
-            })
-        })
-        .collect();
-    for c in routes.chunks(50_000) {
-        api.call(
-            vrhost_client::Method::POST,
-            "/v1/vrs/bench/routes/bulk",
-            Some(&serde_json::json!({ "add": c })),
-        )
-        .context("bulk route load")?;
-    }
-    eprintln!(
-        "{} routes loaded through the API in {:.1} s",
-        routes.len(),
-        t.elapsed().as_secs_f64()
-    );
-    Ok(())
 }
 
 /// Pin the NAPI kernel threads of the node's `devs` (`napi/DEV-ID`) to
@@ -305,12 +270,11 @@ pub(super) fn daemon_config(
         ));
     }
     routes.push(']');
-    // A VR the fast path may carry cannot have a route file (the config
-    // refuses it): its table comes through the API ([`bulk_routes`]).
+    // The full table as a route file: the daemon puts its routes in the
+    // fast path's maps too (one batch per 16K routes).
     let route_file = table
         .file
         .as_ref()
-        .filter(|_| path.is_none())
         .map(|f| format!("route_file = \"{}\"\n", f.display()))
         .unwrap_or_default();
     let rings = if driver == "af_xdp" {
