@@ -132,6 +132,15 @@ pub struct PollConfig {
     /// Longest wait, in microseconds, of a frame for its sleeping VR's
     /// doorbell under `kick_batch` while the worker is busy.
     pub kick_wait_us: u32,
+    /// Frames the worker takes from a port in one round, per VR it handed
+    /// frames to in the round before (at least 256 a round, at most
+    /// 8,192). Each visit of a VR costs the worker the same few cache
+    /// lines (its rings' indexes, its doorbell flag, its structs) however
+    /// many frames it carries; a round of 256 frames spread over 100
+    /// VRs gives each 2 or 3 frames a visit. 0: 256 frames a round,
+    /// however many VRs they go to (the behaviour before 2026-11-26).
+    /// Used by the worker only.
+    pub round_per_vr: u32,
 }
 
 /// How a VR beside other VRs on its core ends its turn when its rings are
@@ -194,9 +203,14 @@ impl Default for PollConfig {
             turn_us: DEFAULT_TURN_US,
             kick_batch: 0,
             kick_wait_us: 100,
+            round_per_vr: DEFAULT_ROUND_PER_VR,
         }
     }
 }
+
+/// Default [`PollConfig::round_per_vr`]: half a host burst per busy VR
+/// and round.
+pub const DEFAULT_ROUND_PER_VR: u32 = 32;
 
 /// Default [`PollConfig::turn_us`], µs: about the host's round with 100
 /// busy VRs (about 20 µs in a release build), so that the host refills a

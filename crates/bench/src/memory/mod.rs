@@ -163,6 +163,11 @@ pub struct MemoryArgs {
     /// µs; as the daemon's `[host.poll] kick_wait_us`.
     #[arg(long, default_value_t = PollConfig::default().kick_wait_us)]
     pub kick_wait_us: u32,
+    /// Frames the worker takes from a port per round, per VR it handed
+    /// frames to in the round before (0: 256 a round, however many VRs);
+    /// as the daemon's `[host.poll] round_per_vr`.
+    #[arg(long, default_value_t = PollConfig::default().round_per_vr)]
+    pub round_per_vr: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -231,6 +236,7 @@ impl MemoryArgs {
             turn_us: self.turn_us,
             kick_batch: self.kick_batch,
             kick_wait_us: self.kick_wait_us,
+            round_per_vr: self.round_per_vr,
             ..PollConfig::default()
         }
     }

@@ -32,7 +32,7 @@ impl VrPath {
     /// Whether two instances or more are served: a single one has no peer
     /// to talk to.
     #[inline]
-    pub(super) fn has_peers(&self) -> bool {
+    pub(crate) fn has_peers(&self) -> bool {
         self.served_mask & self.served_mask.wrapping_sub(1) != 0
     }
 

@@ -61,6 +61,10 @@ pub use reconfig::{Keep, Reconfig};
 /// requests in one burst wait for the peer to ask again).
 const ARP_REPLIES: usize = 4;
 
+/// Most frames taken from one port in a round however many VRs are busy
+/// (see [`PollConfig::round_per_vr`]).
+const MAX_ROUND: usize = 8192;
+
 /// How often a busy worker looks for exited VR processes.
 const REAP_EVERY: Duration = Duration::from_millis(10);
 
@@ -108,6 +112,16 @@ pub struct Worker {
     /// The VRs with staged frames (each once), flushed at the end of the
     /// rx phase or once they hold a burst.
     staging: Vec<usize>,
+    /// A VR was handed its `BURST`th staged frame in this rx phase: the
+    /// staging list has a VR to flush before the round's end.
+    burst_staged: bool,
+    /// The last tx phase met a VR with two instances or more (whose
+    /// control messages the rx phase relays between bursts); true until
+    /// the first tx phase.
+    peers: bool,
+    /// VRs handed frames in the last rx phase that moved any (see
+    /// [`PollConfig::round_per_vr`]).
+    busy_vrs: usize,
     /// VRs with a rate limit (their buckets are refilled each round).
     limited: Vec<usize>,
     /// Frames each VR moved in the current phase of a round (for time
@@ -168,6 +182,9 @@ impl Worker {
             rank: Vec::new(),
             active: RankSet::default(),
             staging: Vec::new(),
+            burst_staged: false,
+            peers: true,
+            busy_vrs: 0,
             limited: Vec::new(),
             flushed: Vec::new(),
             moved_by: Vec::new(),
@@ -420,8 +437,12 @@ impl Worker {
         // Whether a port had more than the round took (its budget spent, or
         // a VR full): the worker is saturated.
         let mut saturated = false;
+        // Each busy VR gets about `round_per_vr` frames a visit: a visit
+        // costs the same lines however many frames it carries.
+        let per_vr = self.busy_vrs * self.poll.round_per_vr as usize;
+        let round_budget = self.rx_round.max(per_vr.min(MAX_ROUND));
         for p in 0..self.ports.len() {
-            let mut budget = self.rx_round;
+            let mut budget = round_budget;
             while budget > 0 {
                 let want = budget.min(self.rx_burst);
                 if let Some(d) = self.dispatch.as_deref_mut()
@@ -450,15 +471,24 @@ impl Worker {
                 // handed over at the end of the rx phase. With many VRs a
                 // port burst holds a few frames of each: publishing each
                 // burst would pay a ring's cache-line transfer (and an
-                // in-process VR's call) for every few frames.
-                self.flush_staged(BURST);
+                // in-process VR's call) for every few frames. The staging
+                // list is walked only when a VR has a full burst: with
+                // 100 VRs it holds about as many entries as a round has
+                // frames.
+                if std::mem::take(&mut self.burst_staged) {
+                    self.flush_staged(BURST);
+                }
                 // Control messages between a VR's instances go before
                 // data, and a round of a loaded port is long (a VR with
-                // peers is always in the active set).
-                let mut r = 0;
-                while let Some(at) = self.active.next_from(r) {
-                    r = at + 1;
-                    let _ = self.vrs[self.order[at]].serve_ctrl();
+                // peers is always in the active set). Walked only when
+                // the last tx phase met a VR with peers: otherwise every
+                // busy VR's struct would be read after every burst.
+                if self.peers {
+                    let mut r = 0;
+                    while let Some(at) = self.active.next_from(r) {
+                        r = at + 1;
+                        let _ = self.vrs[self.order[at]].serve_ctrl();
+                    }
                 }
                 // A VR's ring or pool was full: serve the tx rings (which
                 // frees slots) before taking more, rather than spend the
@@ -472,6 +502,7 @@ impl Worker {
         }
         if moved > 0 {
             self.flush_staged(1);
+            self.busy_vrs = self.moved_by.len();
             // The rx phase's time, shared by the VRs its frames went to.
             let now = Instant::now();
             let per_frame = now.duration_since(mark).as_nanos() as u64 / moved as u64;
@@ -518,6 +549,7 @@ impl Worker {
     #[inline]
     fn tx_phase(&mut self, kick_due: Option<Instant>) -> usize {
         let mut moved_tx = 0;
+        let mut peers = false;
         let mut r = 0;
         while let Some(at) = self.active.next_from(r) {
             r = at + 1;
@@ -534,12 +566,15 @@ impl Worker {
                 vr.ring_deferred(kick_due);
             }
             let n = vr.poll_tx_budget(&mut self.ports, budget);
+            peers |= vr.has_peers();
             if vr.idle() {
                 self.active.remove(at);
             }
             self.note_moved(i, n);
             moved_tx += n;
         }
+        // Every VR with peers is in the set: this walk saw them all.
+        self.peers = peers;
         moved_tx
     }
 

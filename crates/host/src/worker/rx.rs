@@ -47,7 +47,7 @@ impl Worker {
                         let head = head.as_ref().map_or(&[][..], |h| &h[..]);
                         match path.stage_tunneled(vnic, head, body, peer_mac) {
                             Ok(()) if first => self.staging.push(vr),
-                            Ok(()) => {}
+                            Ok(()) => self.burst_staged |= path.staged() >= BURST,
                             Err(why) => {
                                 full |=
                                     matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
@@ -75,7 +75,7 @@ impl Worker {
             let first = path.staged() == 0;
             match path.stage_key(vnic, f, &key) {
                 Ok(()) if first => self.staging.push(vr),
-                Ok(()) => {}
+                Ok(()) => self.burst_staged |= path.staged() >= BURST,
                 Err(why) => {
                     full |= matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
                     path.stats().drop_in(why, 1);
@@ -111,7 +111,7 @@ impl Worker {
             let first = path.staged() == 0;
             match path.adopt(p, *l) {
                 Ok(()) if first => self.staging.push(vr),
-                Ok(()) => {}
+                Ok(()) => self.burst_staged |= path.staged() >= BURST,
                 Err(why) => {
                     full |= matches!(why, IngressDrop::RingFull | IngressDrop::PoolEmpty);
                     path.stats().drop_in(why, 1);

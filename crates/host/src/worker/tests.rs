@@ -216,3 +216,27 @@ fn frames_from_a_port_go_to_the_vr_their_rule_names() {
     assert_eq!(st.ingress_drops[IngressDrop::NoMatch as usize].get(), 1);
     assert_eq!(st.ingress_drops[IngressDrop::Malformed as usize].get(), 1);
 }
+
+#[test]
+fn a_round_takes_a_share_of_frames_for_each_vr_the_last_one_fed() {
+    // 50 frames for each of 20 VRs, interleaved as tenants' traffic is.
+    let frames = || -> Vec<Vec<u8>> {
+        (0..50)
+            .flat_map(|t| (0..20).map(move |v| to_vr(v, t)))
+            .collect()
+    };
+    let (mut w, _inst, _) = many(20, frames());
+    let per_vr = w.poll.round_per_vr as usize;
+    assert!(per_vr * 20 > 256, "the default gives 20 VRs more than 256");
+    // The first round knows of no busy VR: 256 frames, to all 20.
+    assert_eq!(w.poll_once(), 256);
+    assert_eq!(w.poll_once(), per_vr * 20);
+    for v in w.vrs() {
+        v.check_slot_accounting().unwrap();
+    }
+    // 0: 256 frames a round, however many VRs.
+    let (mut w, _inst, _) = many(20, frames());
+    w.poll.round_per_vr = 0;
+    assert_eq!(w.poll_once(), 256);
+    assert_eq!(w.poll_once(), 256);
+}
