@@ -7,11 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
+use vrhost_host::cluster::desired::EngineAd;
+use vrhost_host::cluster::members::{Members, carried_from};
 use vrhost_host::cluster::{
     Beacon, DispatchSpec, DispatchStats, Dispatcher, Liveness, Placed, Responder,
 };
 use vrhost_host::config::ClusterPlan;
-use vrhost_host::worker::Worker;
+use vrhost_host::worker::{Mailbox, Worker};
 
 /// The etcd agent's state, as the status shows it.
 #[derive(Debug, Default)]
@@ -54,6 +56,7 @@ impl EtcdHealth {
 /// What a dispatcher keeps beside its worker.
 pub struct DispatchSide {
     spec: DispatchSpec,
+    members: Members,
     heartbeat: String,
     beacon: Beacon,
     stats: Arc<DispatchStats>,
@@ -91,6 +94,7 @@ impl ClusterState {
                 interval,
                 misses,
                 beats,
+                members,
                 ..
             } => {
                 let beacon = Beacon::start(*heartbeat, beats.clone(), *interval, *misses)
@@ -100,6 +104,7 @@ impl ClusterState {
                 worker.set_dispatcher(d);
                 Ok(ClusterState::Dispatcher(Box::new(DispatchSide {
                     spec: spec.clone(),
+                    members: (**members).clone(),
                     heartbeat: heartbeat.to_string(),
                     beacon,
                     stats,
@@ -115,6 +120,52 @@ impl ClusterState {
             ClusterState::Dispatcher(d) => Some((&d.spec, d.beacon.liveness())),
             ClusterState::Engine(_) => None,
         }
+    }
+
+    /// A dispatcher's engines with those registered in etcd (`ads`, the
+    /// live registrations) joined: when the list changes, a new data path
+    /// is handed to the worker (through `mailbox`) and the beacon pings
+    /// the new list, each engine keeping its state, counters and learned
+    /// MAC by name. The spec and liveness now.
+    ///
+    /// # Errors
+    /// Not a dispatcher; the data path cannot be built or the worker did
+    /// not take it.
+    pub fn follow_registered(
+        &mut self,
+        ads: &[EngineAd],
+        mailbox: &Mailbox,
+    ) -> Result<(DispatchSpec, Arc<Liveness>), String> {
+        let ClusterState::Dispatcher(d) = self else {
+            return Err("not a dispatcher".into());
+        };
+        let j = d.members.join(ads);
+        if j.spec == d.spec {
+            return Ok((d.spec.clone(), d.beacon.liveness().clone()));
+        }
+        if !j.left_out.is_empty() {
+            tracing::warn!(left_out = ?j.left_out, "etcd: more than 64 engines registered");
+        }
+        let from = carried_from(&d.spec.engines, &j.spec.engines);
+        let n = j.spec.engines.len();
+        let liveness = Arc::new(Liveness::carried(n, d.beacon.liveness(), &from));
+        let mut next = Dispatcher::new(j.spec.clone(), liveness.clone())?;
+        let stats = next.stats().clone();
+        let keep = from.clone();
+        mailbox
+            .call(crate::control::WORKER_TIMEOUT, move |w: &mut Worker| {
+                if let Some(old) = w.dispatcher() {
+                    next.carry(old, &keep);
+                }
+                w.set_dispatcher(next);
+            })
+            .map_err(|e| e.to_string())?;
+        (d.beacon.follow(j.beats, liveness.clone())).map_err(|e| format!("the beacon: {e}"))?;
+        let names = |s: &DispatchSpec| s.engines.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+        tracing::info!(engines = ?names(&j.spec), "etcd: the engines registered joined the data path");
+        d.spec = j.spec;
+        d.stats = stats;
+        Ok((d.spec.clone(), liveness))
     }
 
     /// Its status.

@@ -34,7 +34,13 @@ fn etcd_keys() -> String {
 }
 
 fn dispatcher_config() -> String {
-    let s = format!(
+    remote_vr() + &engines_toml(&format!("capacity = {RATE}\n"))
+}
+
+/// The dispatcher's ports, `[cluster]` with etcd and remote VR `r`
+/// (100 kpps), without engines.
+fn remote_vr() -> String {
+    format!(
         r#"{DISPATCHER_BASE}{etcd}
 [[cluster.vrs]]
 name = "r"
@@ -49,8 +55,7 @@ nexthops = [{{ vnic = 1, mac = "{S0_MAC}" }}, {{ vnic = 0, mac = "{G0_MAC}" }}]
 routes = [{{ prefix = "10.2.0.2/32", nexthop = 0 }}, {{ prefix = "10.1.0.2/32", nexthop = 1 }}]
 "#,
         etcd = etcd_keys()
-    );
-    s + &engines_toml(&format!("capacity = {RATE}\n"))
+    )
 }
 
 fn engine_config(i: usize) -> String {
@@ -256,4 +261,79 @@ fn wait_etcd(d: &common::Daemon, state: &str) {
         assert!(t0.elapsed() < PATIENCE, "etcd not {state}: {s:#}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The dispatcher's engine names in its status, and engine `name`'s entry.
+fn engine_names(d: &common::Daemon) -> Vec<String> {
+    let s = d.json(&["cluster", "status"]);
+    (s["engines"].as_array().cloned().unwrap_or_default())
+        .iter()
+        .filter_map(|e| e["name"].as_str().map(String::from))
+        .collect()
+}
+
+fn wait_engine_names(d: &common::Daemon, want: &[&str]) {
+    let t0 = Instant::now();
+    while engine_names(d) != want {
+        assert!(
+            t0.elapsed() < PATIENCE,
+            "engines {:?}, not {want:?}",
+            engine_names(d)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An engine the dispatcher's config does not name (e3) registers in
+/// etcd: it joins the data path with the address of its registration,
+/// VR r is placed on it and frames cross it; killed, its lease expires
+/// and it leaves the data path. The configured engine (e1, a seed)
+/// started then takes the VR over.
+#[test]
+fn an_engine_not_in_the_dispatcher_s_config_joins_by_registering_and_leaves_with_its_lease() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let lab = lab();
+    let _etcd = start_etcd(&lab.ul);
+    // Only e1 is configured (and not running yet).
+    let mut cfg = remote_vr();
+    cfg += &format!(
+        "\n[[cluster.engines]]\nname = \"e1\"\naddress = \"{}\"\nmac = \"{}\"\n",
+        engine_ip(0),
+        engine_mac(0)
+    );
+    let d =
+        common::Daemon::start_under("join-disp", &cfg, &["ip", "netns", "exec", lab.disp.name()]);
+    wait_logged(&d, &["the cluster's dispatcher"]);
+    assert_eq!(engine_names(&d), ["e1"]);
+    let mut engines: Vec<Option<common::Daemon>> = vec![None, None, Some(start_engine(&lab, 2))];
+    wait_engine_names(&d, &["e1", "e3"]);
+    wait_placement(&d, "e3");
+    wait_placed(&engines, &[2]);
+    let mut flows = Flows::start(&lab);
+    flows.wait_through(0, &d);
+    let s = d.json(&["cluster", "status"]);
+    let e3 = &s["engines"][1];
+    assert_eq!(e3["address"], engine_ip(2), "{s:#}");
+    assert_eq!(e3["mac"], engine_mac(2), "its registration's MAC: {s:#}");
+    assert_eq!(e3["state"], "up", "{s:#}");
+    assert!(e3["tx_frames"].as_u64() > Some(0), "{s:#}");
+    assert!(e3["rx_frames"].as_u64() > Some(0), "{s:#}");
+
+    // e3 killed: its lease expires and it leaves the data path.
+    let mut e3 = engines[2].take().unwrap();
+    e3.child.kill().unwrap();
+    let _ = e3.child.wait();
+    drop(e3);
+    wait_engine_names(&d, &["e1"]);
+    wait_logged(&d, &["etcd: placement removed", "e3"]);
+    // The seed e1 registers: the VR is placed on it and crosses there.
+    engines[0] = Some(start_engine(&lab, 0));
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    flows.wait_through(1, &d);
+    assert_eq!(engine_names(&d), ["e1"]);
+    flows.finish();
 }

@@ -324,6 +324,25 @@ impl Controller {
         &self.etcd_health
     }
 
+    /// A dispatcher's engines with those registered in etcd joined (see
+    /// [`crate::cluster::ClusterState::follow_registered`]).
+    ///
+    /// # Errors
+    /// As that.
+    pub fn follow_registered(
+        &mut self,
+        ads: &[vrhost_host::cluster::desired::EngineAd],
+    ) -> Result<
+        (
+            vrhost_host::cluster::DispatchSpec,
+            Arc<vrhost_host::cluster::Liveness>,
+        ),
+        String,
+    > {
+        let c = self.cluster.as_mut().ok_or("no cluster")?;
+        c.follow_registered(ads, &self.mailbox)
+    }
+
     /// Its part in a cluster, running (none without `[cluster]`).
     pub fn cluster(&self) -> Option<&crate::cluster::ClusterState> {
         self.cluster.as_ref()

@@ -37,6 +37,7 @@ pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, st
         me: format!("{} pid {}", spec.local, std::process::id()),
         spec,
         liveness,
+        state: state.clone(),
     };
     let what = "forwarding with the last state";
     again(stop, health, what, async || {
@@ -49,8 +50,11 @@ struct Placer {
     keys: Keys,
     /// Who this dispatcher is, in the election key.
     me: String,
+    /// The spec as configured (its VRs are published).
     spec: DispatchSpec,
+    /// The configured engines' liveness (before any registration joins).
     liveness: Arc<Liveness>,
+    state: Arc<ApiState>,
 }
 
 impl Placer {
@@ -133,28 +137,37 @@ impl Placer {
             .map_err(e2s)?
             .into_iter()
             .collect();
+        let registered: Vec<EngineAd> = (regs.iter())
+            .filter_map(|(k, v)| {
+                let ad = serde_json::from_slice::<EngineAd>(v).ok()?;
+                (*k == self.keys.engine(&ad.name) && ad.capacity() > 0).then_some(ad)
+            })
+            .collect();
+        // Registered engines join the data path (and leave it).
+        let (spec, liveness) = lock(&self.state.ctl)
+            .follow_registered(&registered)
+            .unwrap_or_else(|e| {
+                tracing::error!("etcd: the registered engines cannot join: {e}");
+                (self.spec.clone(), self.liveness.clone())
+            });
         let mut mask = 0u64;
-        let ads: Vec<Option<EngineAd>> = (self.spec.engines.iter().enumerate())
+        let ads: Vec<Option<EngineAd>> = (spec.engines.iter().enumerate())
             .map(|(i, e)| {
-                let ad = regs
-                    .get(&self.keys.engine(&e.name))
-                    .and_then(|v| serde_json::from_slice::<EngineAd>(v).ok())
-                    .filter(|a| a.name == e.name && a.capacity() > 0);
+                let ad = registered.iter().find(|a| a.name == e.name).cloned();
                 if ad.is_some() && i < 64 {
                     mask |= 1 << i;
                 }
-                self.liveness
-                    .set_capacity(i, ad.as_ref().map_or(0, EngineAd::capacity));
+                liveness.set_capacity(i, ad.as_ref().map_or(0, EngineAd::capacity));
                 ad
             })
             .collect();
-        if self.liveness.leased() != mask {
+        if liveness.leased() != mask {
             tracing::info!(leased = format!("{mask:#b}"), "etcd: engines with a lease");
         }
-        self.liveness.set_leased(mask);
-        let caps = capacities(&self.spec, &self.liveness);
-        let placed = placement_with(&self.spec, &caps, mask);
-        let want = assignments(&self.spec, &placed, &ads);
+        liveness.set_leased(mask);
+        let caps = capacities(&spec, &liveness);
+        let placed = placement_with(&spec, &caps, mask);
+        let want = assignments(&spec, &placed, &ads);
         let all = self.keys.all_placements();
         let have: BTreeMap<String, Vec<u8>> =
             list(c, &all).await.map_err(e2s)?.into_iter().collect();

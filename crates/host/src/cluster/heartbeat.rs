@@ -126,6 +126,47 @@ impl Liveness {
         }
     }
 
+    /// Liveness of `n` engines that goes on from `old`'s: engine `i` is
+    /// `old`'s engine `from[i]` if any (its state, counters, lease and
+    /// capacity carried over), else new and down. The same clock, so the
+    /// times of the last answers still hold.
+    pub fn carried(n: usize, old: &Liveness, from: &[Option<usize>]) -> Self {
+        let l = Self {
+            epoch: old.epoch,
+            ..Self::new(n)
+        };
+        let (old_live, old_leased) = (old.live.load(Ordering::Relaxed), old.leased());
+        let (mut live, mut leased) = (0u64, 0u64);
+        for (i, e) in l.engines.iter().enumerate() {
+            let Some(j) = from
+                .get(i)
+                .copied()
+                .flatten()
+                .filter(|&j| j < old.engines.len())
+            else {
+                continue;
+            };
+            let o = &old.engines[j];
+            for (to, from) in [
+                (&e.last_heard_ns, &o.last_heard_ns),
+                (&e.sent, &o.sent),
+                (&e.heard, &o.heard),
+                (&e.downs, &o.downs),
+                (&e.ups, &o.ups),
+            ] {
+                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            l.capacity[i].store(old.capacity[j].load(Ordering::Relaxed), Ordering::Relaxed);
+            live |= (old_live >> j & 1) << i;
+            leased |= (old_leased >> j & 1) << i;
+        }
+        l.live.store(live, Ordering::Relaxed);
+        l.leased.store(leased, Ordering::Relaxed);
+        l.bad
+            .store(old.bad.load(Ordering::Relaxed), Ordering::Relaxed);
+        l
+    }
+
     /// Which engines are up (answering heartbeats, and with a lease in
     /// etcd when there is one), one bit each.
     #[inline]
@@ -236,7 +277,10 @@ impl Liveness {
 pub struct Beacon {
     liveness: Arc<Liveness>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// The thread hands its socket back when it stops.
+    thread: Option<JoinHandle<UdpSocket>>,
+    interval: Duration,
+    misses: u32,
 }
 
 impl Beacon {
@@ -255,16 +299,49 @@ impl Beacon {
         let sock = UdpSocket::bind(bind)?;
         sock.set_read_timeout(Some(interval / 4))?;
         let liveness = Arc::new(Liveness::new(engines.len()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (l, s) = (liveness.clone(), stop.clone());
+        let mut b = Self {
+            liveness,
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            interval,
+            misses,
+        };
+        b.spawn(sock, engines)?;
+        Ok(b)
+    }
+
+    fn spawn(&mut self, sock: UdpSocket, engines: Vec<(String, SocketAddr)>) -> io::Result<()> {
+        let (l, s) = (self.liveness.clone(), self.stop.clone());
+        let (interval, misses) = (self.interval, self.misses);
         let thread = std::thread::Builder::new()
             .name("vrhost-beacon".into())
-            .spawn(move || beacon_loop(&sock, &engines, interval, misses, &l, &s))?;
-        Ok(Self {
-            liveness,
-            stop,
-            thread: Some(thread),
-        })
+            .spawn(move || {
+                beacon_loop(&sock, &engines, interval, misses, &l, &s);
+                sock
+            })?;
+        self.thread = Some(thread);
+        Ok(())
+    }
+
+    /// Ping `engines` from now on, keeping their states in `liveness`
+    /// (indexed as `engines`; see [`Liveness::carried`]), from the same
+    /// socket.
+    ///
+    /// # Errors
+    /// The thread cannot be started again (the beacon then pings no one).
+    pub fn follow(
+        &mut self,
+        engines: Vec<(String, SocketAddr)>,
+        liveness: Arc<Liveness>,
+    ) -> io::Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        let sock = match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(s)) => s,
+            _ => return Err(io::Error::other("the beacon's thread is gone")),
+        };
+        self.stop = Arc::new(AtomicBool::new(false));
+        self.liveness = liveness;
+        self.spawn(sock, engines)
     }
 
     /// The liveness it keeps.

@@ -90,8 +90,15 @@ fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd,
         None => Ok(None),
     };
     let next_hop_mac = mac(&c.next_hop_mac, "cluster.next_hop_mac")?;
-    let local_mac = mac(&c.local_mac, "cluster.local_mac")?;
+    // The interface's MAC if it can be read: a dispatcher with no entry
+    // for this engine sends to it.
+    let local_mac = mac(&c.local_mac, "cluster.local_mac")?.or_else(|| {
+        let m = super::tunnels::interface_mac(&cx.ports[p]).ok()?;
+        Some(vrhost_packet::MacAddr(m).to_string())
+    });
+    let heartbeat_port = c.heartbeat.get_ref().parse::<std::net::SocketAddr>();
     Ok(EngineAd {
+        heartbeat_port: heartbeat_port.ok().map(|a| a.port()),
         name: n.clone(),
         underlay: cx.ports[p].name.get_ref().clone(),
         address,
