@@ -457,6 +457,26 @@ impl FastStats {
     }
 }
 
+/// `ClusterRateRequest` (`POST /v1/cluster/vrs/{name}/rate`): the rate
+/// a remote VR asks for (pps), written to the cluster's desired state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterRateRequest {
+    /// Packets per second, > 0.
+    pub rate: f64,
+}
+
+/// `ClusterRateResult`: the rate written to etcd (the dispatcher places
+/// the VR again within its next round, 200 ms).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterRateResult {
+    /// The remote VR.
+    pub vr: String,
+    /// The rate it asks for now (pps).
+    pub rate_pps: f64,
+}
+
 /// `MoveRequest` (`POST /v1/vrs/{name}/move`): where the VR's frames go.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

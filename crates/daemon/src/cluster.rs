@@ -3,8 +3,9 @@
 //! and the status the API, the CLI and the metrics show. See
 //! `docs/cluster.md`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
 use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
 use vrhost_host::cluster::desired::EngineAd;
@@ -15,9 +16,10 @@ use vrhost_host::cluster::{
 use vrhost_host::config::ClusterPlan;
 use vrhost_host::worker::{Mailbox, Worker};
 
-/// The etcd agent's state, as the status shows it.
+/// The etcd agent's state, as the status shows it, and a dispatcher's
+/// election lease while it holds the cluster (0: none).
 #[derive(Debug, Default)]
-pub struct EtcdHealth(AtomicU8);
+pub struct EtcdHealth(AtomicU8, AtomicI64);
 
 /// What [`EtcdHealth`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +38,41 @@ pub enum EtcdState {
 }
 
 impl EtcdHealth {
-    /// Set the state.
+    /// Set the state (any but `Up` forgets the election lease).
     pub fn set(&self, s: EtcdState) {
+        if s != EtcdState::Up {
+            self.1.store(0, Ordering::Relaxed);
+        }
         self.0.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// Up, holding the cluster under election lease `lease`.
+    pub fn elected(&self, lease: i64) {
+        self.1.store(lease, Ordering::Relaxed);
+        self.set(EtcdState::Up);
+    }
+
+    /// The election lease this dispatcher holds the cluster under, if it
+    /// does and etcd is up.
+    pub fn lease(&self) -> Option<i64> {
+        let l = self.1.load(Ordering::Relaxed);
+        (self.name() == "up" && l != 0).then_some(l)
+    }
+
+    /// Why a change to the desired state cannot be written now, if it
+    /// cannot (a dispatcher's).
+    pub fn refusal(&self) -> Option<String> {
+        let why = match self.name() {
+            "up" if self.lease().is_some() => return None,
+            "down" => "etcd is unreachable",
+            "standby" => "another dispatcher holds the cluster (this one stands by)",
+            "none" => "no etcd is configured (cluster.etcd)",
+            _ => "etcd is not connected yet",
+        };
+        Some(format!(
+            "{why}: changes to the cluster's desired state are refused until it is \
+             back; the data path forwards with its last state"
+        ))
     }
 
     /// The state's name.
@@ -134,12 +168,13 @@ impl ClusterState {
     pub fn follow_registered(
         &mut self,
         ads: &[EngineAd],
+        rates: &BTreeMap<String, f64>,
         mailbox: &Mailbox,
     ) -> Result<(DispatchSpec, Arc<Liveness>), String> {
         let ClusterState::Dispatcher(d) = self else {
             return Err("not a dispatcher".into());
         };
-        let j = d.members.join(ads);
+        let j = d.members.join(ads, rates);
         if j.spec == d.spec {
             return Ok((d.spec.clone(), d.beacon.liveness().clone()));
         }

@@ -337,3 +337,86 @@ fn an_engine_not_in_the_dispatcher_s_config_joins_by_registering_and_leaves_with
     assert_eq!(engine_names(&d), ["e1"]);
     flows.finish();
 }
+
+/// `vrhost cluster rate`: dispatcher `d` asked for VR r at `pps`; the
+/// command's success, stdout and stderr.
+fn set_rate(d: &common::Daemon, pps: u32) -> (bool, String, String) {
+    d.run(&["cluster", "rate", "r", &pps.to_string()])
+}
+
+/// The cluster's desired state changed through the API: a rate the
+/// engines cannot hold is refused with how much is free; one that fits is
+/// written to etcd and placed (on two engines); while etcd is down a
+/// change is refused with 503 and the reason, the status says `etcd:
+/// down` and frames keep crossing with the last state; with etcd back
+/// (on its data) the change is taken.
+#[test]
+fn the_api_changes_a_vr_s_rate_in_etcd_and_is_refused_while_etcd_is_down_or_the_rate_does_not_fit()
+{
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let lab = lab();
+    let mut etcd = start_etcd(&lab.ul);
+    let engines: Vec<Option<common::Daemon>> =
+        (0..3).map(|i| Some(start_engine(&lab, i))).collect();
+    let d = start_dispatcher(&lab, "rate-disp");
+    wait_logged(&d, &["the cluster's dispatcher"]);
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    let mut flows = Flows::start(&lab);
+    flows.wait_through(0, &d);
+
+    // More than the three engines hold: refused, with what is free.
+    let (ok, _, err) = set_rate(&d, 4 * RATE);
+    assert!(!ok, "a rate over the capacity was taken");
+    assert!(err.contains("300000 pps free"), "{err}");
+    assert_eq!(placement(&d), [("e1".to_string(), f64::from(RATE))]);
+    // One and a half engines: e1 whole and half of another.
+    let (ok, out, err) = set_rate(&d, RATE * 3 / 2);
+    assert!(ok, "{out} {err}");
+    let t0 = Instant::now();
+    while placement(&d).len() != 2 {
+        assert!(t0.elapsed() < PATIENCE, "placement {:?}", placement(&d));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let placed = placement(&d);
+    assert_eq!(placed[0], ("e1".to_string(), f64::from(RATE)), "{placed:?}");
+    assert_eq!(placed[1].1, f64::from(RATE / 2), "{placed:?}");
+    let second = ENGINES.iter().position(|e| *e == placed[1].0).unwrap();
+    wait_placed(&engines, &[0, second]);
+    flows.wait_through(1, &d);
+
+    // etcd down: refused with the reason, the data path keeps its state.
+    etcd.kill();
+    wait_etcd(&d, "down");
+    assert!(d.ok(&["cluster", "status"]).contains("etcd: down"));
+    let (ok, _, err) = set_rate(&d, RATE);
+    assert!(!ok, "a change was taken with etcd down");
+    assert!(
+        err.contains("etcd is unreachable") && err.contains("503"),
+        "{err}"
+    );
+    flows.wait_through(2, &d);
+    assert_eq!(placement(&d), placed, "the last state");
+
+    // etcd back on its data: the change is taken and placed.
+    etcd.restart(&lab.ul, ETCD_IP.parse().unwrap())
+        .expect("etcd again");
+    wait_etcd(&d, "up");
+    let t0 = Instant::now();
+    loop {
+        let (ok, out, err) = set_rate(&d, RATE);
+        if ok {
+            break;
+        }
+        // The election may still wait for the old session's lease.
+        assert!(t0.elapsed() < PATIENCE, "{out} {err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    flows.wait_through(3, &d);
+    flows.finish();
+}

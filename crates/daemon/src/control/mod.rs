@@ -38,6 +38,7 @@ use crate::diff::{Diff, Running, diff};
 use crate::fast::FastState;
 
 mod auto;
+mod cluster;
 mod fast;
 mod ports;
 mod routes;
@@ -322,25 +323,6 @@ impl Controller {
     /// The etcd agent's state, which it sets and the status shows.
     pub fn etcd_health(&self) -> &Arc<crate::cluster::EtcdHealth> {
         &self.etcd_health
-    }
-
-    /// A dispatcher's engines with those registered in etcd joined (see
-    /// [`crate::cluster::ClusterState::follow_registered`]).
-    ///
-    /// # Errors
-    /// As that.
-    pub fn follow_registered(
-        &mut self,
-        ads: &[vrhost_host::cluster::desired::EngineAd],
-    ) -> Result<
-        (
-            vrhost_host::cluster::DispatchSpec,
-            Arc<vrhost_host::cluster::Liveness>,
-        ),
-        String,
-    > {
-        let c = self.cluster.as_mut().ok_or("no cluster")?;
-        c.follow_registered(ads, &self.mailbox)
     }
 
     /// Its part in a cluster, running (none without `[cluster]`).

@@ -18,7 +18,7 @@ use vrhost_host::cluster::desired::{EngineAd, EtcdPlan, Keys, VrRecord, assignme
 use vrhost_host::cluster::dispatch::{capacities, placement_with};
 use vrhost_host::cluster::{DispatchSpec, Liveness};
 
-use super::{Lease, again, connect, e2s, list, lock, pause, settle};
+use super::{Lease, again, connect, e2s, fenced, list, lock, pause, settle};
 use crate::api::ApiState;
 use crate::cluster::{EtcdHealth, EtcdState};
 
@@ -80,14 +80,14 @@ impl Placer {
             }
         }
         tracing::info!(lease = lease.id, "etcd: the cluster's dispatcher");
-        health.set(EtcdState::Up);
-        self.publish(&mut c).await?;
+        health.elected(lease.id);
+        self.publish(&mut c, lease.id).await?;
         let watch = WatchOptions::new().with_prefix();
         let engines = self.keys.engines();
         let mut events = c.watch(engines.as_str(), Some(watch)).await.map_err(e2s)?;
         while !stop.load(Ordering::Relaxed) {
             lease.keep().await?;
-            self.place(&mut c).await?;
+            self.place(&mut c, lease.id).await?;
             settle(&mut events).await?;
         }
         let _ = c.lease_revoke(lease.id).await;
@@ -106,32 +106,57 @@ impl Placer {
         if r.succeeded() {
             return Ok(true);
         }
-        let held = c.get(key, None).await.map_err(e2s)?;
-        Ok(held
-            .kvs()
-            .first()
-            .is_some_and(|kv| kv.value() == self.me.as_bytes()))
+        // Held by this dispatcher under an older lease (its last session's):
+        // held again under this one, before that lease expires.
+        let put = PutOptions::new().with_lease(lease);
+        let txn = Txn::new()
+            .when([Compare::value(
+                key.as_str(),
+                CompareOp::Equal,
+                self.me.as_str(),
+            )])
+            .and_then([TxnOp::put(key.as_str(), self.me.as_str(), Some(put))]);
+        Ok(c.txn(txn).await.map_err(e2s)?.succeeded())
     }
 
-    /// Write the remote VRs' records.
-    async fn publish(&self, c: &mut Client) -> Result<(), String> {
+    /// Write the remote VRs' records: the config's, except a rate already
+    /// in etcd (the desired state's: set through the API), which stays.
+    async fn publish(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let have: BTreeMap<String, Vec<u8>> = list(c, &self.keys.vrs())
+            .await
+            .map_err(e2s)?
+            .into_iter()
+            .collect();
         for v in &self.spec.vrs {
+            let key = format!("{}{}", self.keys.vrs(), v.name);
+            let kept = (have.get(&key))
+                .and_then(|j| serde_json::from_slice::<VrRecord>(j).ok())
+                .and_then(|r| r.rate);
             let config = v.vr.as_ref().and_then(|t| toml::to_string(t).ok());
             let rec = VrRecord {
                 id: v.id,
                 policy: v.policy.name().into(),
-                rate: v.rate,
+                rate: v.rate.map(|r| kept.unwrap_or(r)),
                 config,
             };
             let json = serde_json::to_vec(&rec).map_err(|e| e.to_string())?;
-            let key = format!("{}{}", self.keys.vrs(), v.name);
-            c.put(key, json, None).await.map_err(e2s)?;
+            if have.get(&key) != Some(&json) {
+                fenced(c, &self.keys, lease, TxnOp::put(key, json, None)).await?;
+            }
         }
         Ok(())
     }
 
-    /// Follow the registrations and write the placement they give.
-    async fn place(&self, c: &mut Client) -> Result<(), String> {
+    /// Follow the registrations and the VRs' rates and write the
+    /// placement they give.
+    async fn place(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let rates: BTreeMap<String, f64> = (list(c, &self.keys.vrs()).await.map_err(e2s)?)
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let name = k.strip_prefix(&self.keys.vrs())?.to_string();
+                Some((name, serde_json::from_slice::<VrRecord>(&v).ok()?.rate?))
+            })
+            .collect();
         let regs: BTreeMap<String, Vec<u8>> = list(c, &self.keys.engines())
             .await
             .map_err(e2s)?
@@ -145,7 +170,7 @@ impl Placer {
             .collect();
         // Registered engines join the data path (and leave it).
         let (spec, liveness) = lock(&self.state.ctl)
-            .follow_registered(&registered)
+            .follow_registered(&registered, &rates)
             .unwrap_or_else(|e| {
                 tracing::error!("etcd: the registered engines cannot join: {e}");
                 (self.spec.clone(), self.liveness.clone())
@@ -177,13 +202,13 @@ impl Placer {
             let json = serde_json::to_vec(a).map_err(|e| e.to_string())?;
             if have.get(&key) != Some(&json) {
                 tracing::info!(%engine, %vr, pps = a.pps, "etcd: placed");
-                c.put(key.as_str(), json, None).await.map_err(e2s)?;
+                fenced(c, &self.keys, lease, TxnOp::put(key.as_str(), json, None)).await?;
             }
             wanted.push(key);
         }
         for k in have.keys().filter(|k| !wanted.contains(k)) {
             tracing::info!(key = %k, "etcd: placement removed");
-            c.delete(k.as_str(), None).await.map_err(e2s)?;
+            fenced(c, &self.keys, lease, TxnOp::delete(k.as_str(), None)).await?;
         }
         Ok(())
     }

@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions};
+use vrhost_host::cluster::desired::{EtcdPlan, Keys, VrRecord};
 use vrhost_host::config::ClusterPlan;
 
 use crate::Controller;
@@ -119,6 +120,56 @@ pub(crate) async fn settle(events: &mut etcd_client::WatchStream) -> Result<(), 
         Ok(Ok(None)) => Err("the watch ended".into()),
         _ => Ok(()),
     }
+}
+
+/// Do `op` only if this dispatcher still holds the cluster: its election
+/// key is under `lease` (a dispatcher whose lease expired, and that
+/// another one took over, writes nothing).
+///
+/// # Errors
+/// etcd's, or the election key is not under `lease` any more.
+pub(crate) async fn fenced(
+    c: &mut Client,
+    keys: &Keys,
+    lease: i64,
+    op: etcd_client::TxnOp,
+) -> Result<(), String> {
+    let key = keys.dispatcher();
+    let txn = etcd_client::Txn::new()
+        .when([etcd_client::Compare::lease(
+            key.as_str(),
+            etcd_client::CompareOp::Equal,
+            lease,
+        )])
+        .and_then([op]);
+    match c.txn(txn).await.map_err(e2s)?.succeeded() {
+        true => Ok(()),
+        false => Err("this dispatcher no longer holds the cluster (its election lease)".into()),
+    }
+}
+
+/// Write remote VR `vr`'s rate (pps) in the desired state, as the
+/// dispatcher holding the cluster under `lease`; the placer follows it.
+///
+/// # Errors
+/// etcd unreachable, the VR not published yet, or the election lost.
+pub async fn write_rate(etcd: &EtcdPlan, lease: i64, vr: &str, rate: f64) -> Result<(), String> {
+    let keys = Keys::new(&etcd.prefix);
+    let mut c = connect(&etcd.endpoints).await.map_err(e2s)?;
+    let key = format!("{}{vr}", keys.vrs());
+    let got = c.get(key.as_str(), None).await.map_err(e2s)?;
+    let mut rec: VrRecord = (got.kvs().first())
+        .and_then(|kv| serde_json::from_slice(kv.value()).ok())
+        .ok_or_else(|| format!("VR {vr:?} is not in etcd yet"))?;
+    rec.rate = Some(rate);
+    let json = serde_json::to_vec(&rec).map_err(|e| e.to_string())?;
+    fenced(
+        &mut c,
+        &keys,
+        lease,
+        etcd_client::TxnOp::put(key, json, None),
+    )
+    .await
 }
 
 /// An etcd error as text.

@@ -1,11 +1,16 @@
-//! `vrhost cluster status`: this host's part in a cluster (a dispatcher's
-//! engines and remote VRs, or an engine's heartbeats).
+//! `vrhost cluster status|rate`: this host's part in a cluster (a
+//! dispatcher's engines and remote VRs, or an engine's heartbeats), and
+//! a remote VR's rate changed in the cluster's desired state.
 
 use std::fmt::Write as _;
 
 use anyhow::Result;
+use hyper::Method;
 
-use super::api::{ClusterStatus, EngineStatus, RemoteVrStatus};
+use super::api::{
+    ClusterRateRequest, ClusterRateResult, ClusterStatus, EngineStatus, RemoteVrStatus,
+};
+use super::client::encode;
 use super::output::{Col, Table, bytes, list, map_list, out};
 use super::{ApiArgs, emit, one_shot};
 
@@ -24,6 +29,15 @@ pub enum ClusterCmd {
     /// Engines (state, last heartbeat, frames and bytes each way) and
     /// remote VRs.
     Status,
+    /// Change the rate a remote VR asks for (pps) in the cluster's desired
+    /// state in etcd (on the dispatcher; refused while etcd is down, or
+    /// with how much is free when it does not fit).
+    Rate {
+        /// The remote VR (`cluster.vrs[].name`).
+        name: String,
+        /// Packets per second, > 0.
+        pps: f64,
+    },
 }
 
 /// Run `vrhost cluster ...`.
@@ -31,7 +45,17 @@ pub enum ClusterCmd {
 /// # Errors
 /// The daemon cannot be reached.
 pub fn run(args: &ClusterArgs) -> Result<()> {
-    match args.cmd {
+    match &args.cmd {
+        ClusterCmd::Rate { name, pps } => {
+            let body = ClusterRateRequest { rate: *pps };
+            let path = format!("/v1/cluster/vrs/{}/rate", encode(name));
+            let a = one_shot(&args.api)?.call(Method::POST, &path, Some(&body))?;
+            emit(&args.api, &a, |a| {
+                let r: ClusterRateResult = a.decode()?;
+                println!("VR {} asks for {} pps (written to etcd)", r.vr, r.rate_pps);
+                Ok(())
+            })
+        }
         ClusterCmd::Status => {
             let a = one_shot(&args.api)?.get("/v1/cluster")?;
             emit(&args.api, &a, |a| {
