@@ -420,3 +420,62 @@ fn the_api_changes_a_vr_s_rate_in_etcd_and_is_refused_while_etcd_is_down_or_the_
     flows.wait_through(3, &d);
     flows.finish();
 }
+
+/// A second dispatcher on the same etcd and prefix (in namespace `ul`,
+/// beside etcd, with null ports): it stands by while the first holds the
+/// cluster, writes nothing, refuses changes (503, standby); when the
+/// first is killed it takes the cluster over once the first's lease
+/// expired.
+#[test]
+fn two_dispatchers_on_one_etcd_do_not_both_act() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let lab = lab();
+    let _etcd = start_etcd(&lab.ul);
+    let engines: Vec<Option<common::Daemon>> = vec![Some(start_engine(&lab, 0)), None, None];
+    let a = start_dispatcher(&lab, "two-a");
+    wait_logged(&a, &["the cluster's dispatcher"]);
+    wait_placed(&engines, &[0]);
+    let mut cfg = dispatcher_config();
+    for p in ["d_in", "d_out", "d_ul"] {
+        cfg = cfg.replacen(
+            &format!("driver = \"af_packet\"\ninterface = \"{p}\""),
+            "driver = \"null\"",
+            1,
+        );
+    }
+    let cfg = cfg
+        .replacen("10.9.0.1:4790", &format!("{ETCD_IP}:4791"), 1)
+        .replacen(
+            "local = \"10.9.0.1\"",
+            &format!("local = \"{ETCD_IP}\"\nlocal_mac = \"02:7c:00:00:09:fe\""),
+            1,
+        )
+        .replacen("{ addrs", &format!("{{ mac = \"{VNIC0_MAC}\", addrs"), 1)
+        .replacen("{ addrs", &format!("{{ mac = \"{VNIC1_MAC}\", addrs"), 1);
+    let b = common::Daemon::start_under("two-b", &cfg, &["ip", "netns", "exec", lab.ul.name()]);
+    wait_logged(&b, &["another dispatcher", "standing by"]);
+    wait_etcd(&b, "standby");
+    let (ok, _, err) = set_rate(&b, RATE / 2);
+    assert!(
+        !ok && err.contains("another dispatcher holds the cluster"),
+        "{err}"
+    );
+    // A keeps acting: a change through it is taken.
+    let (ok, out, err) = set_rate(&a, RATE / 2);
+    assert!(ok, "{out} {err}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(b.logged(&["etcd: placed"]).is_none(), "the standby placed");
+    assert!(b.logged(&["the cluster's dispatcher"]).is_none());
+    // A killed: B takes over after A's lease (2 s) and places.
+    let mut a = a;
+    a.child.kill().unwrap();
+    let _ = a.child.wait();
+    drop(a);
+    wait_logged(&b, &["the cluster's dispatcher"]);
+    wait_etcd(&b, "up");
+    wait_logged(&b, &["etcd: placed", "e1"]);
+    drop(engines);
+}
