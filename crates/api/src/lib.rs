@@ -698,6 +698,11 @@ pub struct ClusterStatus {
     /// acting) or `down` (unreachable: the data path keeps its last
     /// state).
     pub etcd: String,
+    /// An engine with etcd: the capacity it advertises (pps; 0: none).
+    pub capacity_pps: u64,
+    /// An engine with etcd: `measured` (its per-core rate measured at its
+    /// start) or `configured` (`cluster.per_core_pps`); empty otherwise.
+    pub capacity_source: String,
 }
 
 /// `EngineStatus`: one engine, as its dispatcher sees it.
@@ -716,6 +721,11 @@ pub struct EngineStatus {
     pub mac: String,
     /// Its capacity.
     pub capacity: u64,
+    /// Where its capacity comes from: `measured` or `configured` (its
+    /// registration: the engine measured its per-core rate at its start,
+    /// or its config gives it), or `dispatcher` (the dispatcher's
+    /// `cluster.engines[].capacity`: no registration).
+    pub capacity_source: String,
     /// Frames and bytes sent to it.
     pub tx_frames: u64,
     /// Bytes sent to it (inner frames).

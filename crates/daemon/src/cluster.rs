@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
 
 use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
 use vrhost_host::cluster::desired::EngineAd;
@@ -17,9 +17,10 @@ use vrhost_host::config::ClusterPlan;
 use vrhost_host::worker::{Mailbox, Worker};
 
 /// The etcd agent's state, as the status shows it, and a dispatcher's
-/// election lease while it holds the cluster (0: none).
+/// election lease while it holds the cluster (0: none), or an engine's
+/// advertised capacity and whether it was measured.
 #[derive(Debug, Default)]
-pub struct EtcdHealth(AtomicU8, AtomicI64);
+pub struct EtcdHealth(AtomicU8, AtomicI64, AtomicU64, AtomicU8);
 
 /// What [`EtcdHealth`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +45,23 @@ impl EtcdHealth {
             self.1.store(0, Ordering::Relaxed);
         }
         self.0.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// An engine advertises `pps`, measured at its start or configured.
+    pub fn advertise(&self, pps: u64, measured: bool) {
+        self.2.store(pps, Ordering::Relaxed);
+        self.3.store(1 + u8::from(measured), Ordering::Relaxed);
+    }
+
+    /// An engine's advertised capacity (pps) and its source (`measured`,
+    /// `configured`; empty: none).
+    pub fn advertised(&self) -> (u64, &'static str) {
+        let source = match self.3.load(Ordering::Relaxed) {
+            1 => "configured",
+            2 => "measured",
+            _ => "",
+        };
+        (self.2.load(Ordering::Relaxed), source)
     }
 
     /// Up, holding the cluster under election lease `lease`.
@@ -91,6 +109,8 @@ impl EtcdHealth {
 pub struct DispatchSide {
     spec: DispatchSpec,
     members: Members,
+    /// The registered engines, by name: whether their rate was measured.
+    measured: BTreeMap<String, bool>,
     heartbeat: String,
     beacon: Beacon,
     stats: Arc<DispatchStats>,
@@ -139,6 +159,7 @@ impl ClusterState {
                 Ok(ClusterState::Dispatcher(Box::new(DispatchSide {
                     spec: spec.clone(),
                     members: (**members).clone(),
+                    measured: BTreeMap::new(),
                     heartbeat: heartbeat.to_string(),
                     beacon,
                     stats,
@@ -174,6 +195,7 @@ impl ClusterState {
         let ClusterState::Dispatcher(d) = self else {
             return Err("not a dispatcher".into());
         };
+        d.measured = ads.iter().map(|a| (a.name.clone(), a.measured)).collect();
         let j = d.members.join(ads, rates);
         if j.spec == d.spec {
             return Ok((d.spec.clone(), d.beacon.liveness().clone()));
@@ -248,6 +270,12 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
                 last_heartbeat_ms: l.since_heard(i).map(|x| x.as_secs_f64() * 1e3),
                 mac: e.remote_mac.map(mac_str).unwrap_or_default(),
                 capacity: l.capacity(i).unwrap_or(e.capacity),
+                capacity_source: match d.measured.get(&e.name) {
+                    Some(true) => "measured",
+                    Some(false) => "configured",
+                    None => "dispatcher",
+                }
+                .into(),
                 tx_frames: t.tx_frames.get(),
                 tx_bytes: t.tx_bytes.get(),
                 rx_frames: t.rx_frames.get(),

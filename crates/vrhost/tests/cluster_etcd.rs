@@ -308,6 +308,8 @@ fn an_engine_not_in_the_dispatcher_s_config_joins_by_registering_and_leaves_with
         common::Daemon::start_under("join-disp", &cfg, &["ip", "netns", "exec", lab.disp.name()]);
     wait_logged(&d, &["the cluster's dispatcher"]);
     assert_eq!(engine_names(&d), ["e1"]);
+    let s = d.json(&["cluster", "status"]);
+    assert_eq!(s["engines"][0]["capacity_source"], "dispatcher", "{s:#}");
     let mut engines: Vec<Option<common::Daemon>> = vec![None, None, Some(start_engine(&lab, 2))];
     wait_engine_names(&d, &["e1", "e3"]);
     wait_placement(&d, "e3");
@@ -319,6 +321,7 @@ fn an_engine_not_in_the_dispatcher_s_config_joins_by_registering_and_leaves_with
     assert_eq!(e3["address"], engine_ip(2), "{s:#}");
     assert_eq!(e3["mac"], engine_mac(2), "its registration's MAC: {s:#}");
     assert_eq!(e3["state"], "up", "{s:#}");
+    assert_eq!(e3["capacity_source"], "configured", "{s:#}");
     assert!(e3["tx_frames"].as_u64() > Some(0), "{s:#}");
     assert!(e3["rx_frames"].as_u64() > Some(0), "{s:#}");
 
@@ -478,4 +481,37 @@ fn two_dispatchers_on_one_etcd_do_not_both_act() {
     wait_etcd(&b, "up");
     wait_logged(&b, &["etcd: placed", "e1"]);
     drop(engines);
+}
+
+/// An engine with etcd and no `per_core_pps` measures its per-core rate
+/// at its start (one router VR through the real path, in memory, for a
+/// second) and advertises it: its status says `measured` (etcd need not
+/// be up for that: here it is unreachable, on loopback).
+#[test]
+fn an_engine_without_a_configured_rate_measures_it_at_its_start() {
+    let cfg = r#"
+[[ports]]
+name = "under"
+driver = "null"
+
+[cluster]
+role = "engine"
+heartbeat = "127.0.0.1:0"
+name = "m1"
+underlay = "under"
+local = "127.0.0.1"
+local_mac = "02:7c:00:00:09:31"
+cores = 2
+etcd = ["http://127.0.0.1:9"]
+"#;
+    let e = common::Daemon::start("measure", cfg);
+    let s = e.json(&["cluster", "status"]);
+    assert_eq!(s["capacity_source"], "measured", "{s:#}");
+    let cap = s["capacity_pps"].as_u64().unwrap_or(0);
+    // Two cores of a measured rate: more than the placeholder (1 pps).
+    assert!(cap >= 2 * 1000, "{s:#}");
+    eprintln!("measured: {cap} pps for 2 cores (debug build, a busy machine)");
+    assert!(e.logged(&["per-core rate measured"]).is_some());
+    let text = e.ok(&["cluster", "status"]);
+    assert!(text.contains("measured"), "{text}");
 }

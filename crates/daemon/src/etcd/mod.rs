@@ -31,15 +31,20 @@ pub const PATIENCE: Duration = Duration::from_secs(1);
 ///
 /// # Errors
 /// The thread or its runtime cannot be started.
+///
+/// An engine advertises `per_core_pps` as its per-core rate, measured
+/// (the daemon's measurement at its start, see [`EtcdPlan::measure`]), if
+/// given; else its config's.
 pub fn start(
     state: Arc<ApiState>,
     stop: Arc<AtomicBool>,
+    per_core_pps: Option<u64>,
 ) -> Result<Option<JoinHandle<()>>, String> {
     let (plan, health) = {
         let c = lock(&state.ctl);
         (c.plan().cluster.clone(), c.etcd_health().clone())
     };
-    let (etcd, engine) = match plan {
+    let (mut etcd, engine) = match plan {
         Some(ClusterPlan::Engine {
             etcd: Some(etcd), ..
         }) => (etcd, true),
@@ -48,6 +53,13 @@ pub fn start(
         }) => (etcd, false),
         _ => return Ok(None),
     };
+    if let (Some(ad), Some(pps)) = (etcd.engine.as_mut(), per_core_pps) {
+        ad.per_core_pps = pps.max(1);
+        ad.measured = true;
+    }
+    if let Some(ad) = &etcd.engine {
+        health.advertise(ad.capacity(), ad.measured);
+    }
     health.set(EtcdState::Connecting);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -34,6 +34,9 @@ pub struct EtcdPlan {
     pub lease: Duration,
     /// On an engine: its advertisement.
     pub engine: Option<EngineAd>,
+    /// On an engine with no `per_core_pps`: measure it at start (the
+    /// daemon does, before its agent registers).
+    pub measure: bool,
 }
 
 /// An engine's registration (`<prefix>/engines/<name>`, under its lease).
@@ -62,6 +65,9 @@ pub struct EngineAd {
     /// The UDP port it answers heartbeats on (default 4790).
     #[serde(default)]
     pub heartbeat_port: Option<u16>,
+    /// Whether `per_core_pps` was measured at its start (else configured).
+    #[serde(default)]
+    pub measured: bool,
 }
 
 impl EngineAd {

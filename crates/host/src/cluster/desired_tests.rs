@@ -12,6 +12,7 @@ pub(crate) fn ad(name: &str, last: u8) -> EngineAd {
         next_hop_mac: None,
         local_mac: None,
         heartbeat_port: None,
+        measured: false,
     }
 }
 

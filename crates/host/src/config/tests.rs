@@ -570,6 +570,12 @@ fn the_etcd_keys_of_a_cluster_table_plan_the_agents() {
     assert_eq!((ad.name.as_str(), ad.underlay.as_str()), ("e1", "under"));
     assert_eq!(ad.capacity(), 100_000);
     assert_eq!(ad.heartbeat_port, Some(4790));
+    assert!(!e.measure, "per_core_pps given");
+    let measured = engine.replacen("per_core_pps = 50000\n", "", 1);
+    let Some(ClusterPlan::Engine { etcd: Some(m), .. }) = parse(&measured).unwrap().cluster else {
+        panic!("no etcd plan");
+    };
+    assert!(m.measure, "no per_core_pps: measured");
     for (from, to, want) in [
         ("http://10.9.0.254:2379", "10.9.0.254", "cluster.etcd[0]"),
         ("name = \"e1\"\n", "", "needs name, underlay and local"),

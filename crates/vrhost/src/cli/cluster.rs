@@ -105,6 +105,7 @@ pub fn render(s: &ClusterStatus) -> String {
                     (Col::l("STATE"), &|e| e.state.clone()),
                     (Col::r("HEARTBEAT"), &ms),
                     (Col::r("CAP"), &|e| e.capacity.to_string()),
+                    (Col::l("CAP-FROM"), &|e| e.capacity_source.clone()),
                     (Col::r("TX-PKTS"), &|e| e.tx_frames.to_string()),
                     (Col::r("TX-BYTES"), &|e| bytes(e.tx_bytes)),
                     (Col::r("RX-PKTS"), &|e| e.rx_frames.to_string()),
@@ -134,6 +135,13 @@ pub fn render(s: &ClusterStatus) -> String {
                 "engine: heartbeats on {}, {} answered",
                 s.heartbeat, s.heartbeats_answered
             );
+            if !s.capacity_source.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "capacity: {} pps advertised ({})",
+                    s.capacity_pps, s.capacity_source
+                );
+            }
         }
         _ => o += "no cluster: a single vrhost\n",
     }
@@ -152,7 +160,8 @@ mod tests {
         let s: ClusterStatus = serde_json::from_str(
             r#"{"role":"dispatcher","heartbeat":"10.9.0.1:4790",
             "engines":[{"name":"e1","address":"10.9.0.11","state":"up","last_heartbeat_ms":42.0,
-              "tx_frames":10,"tx_bytes":1000,"rx_frames":9,"rx_bytes":900,"capacity":1},
+              "tx_frames":10,"tx_bytes":1000,"rx_frames":9,"rx_bytes":900,"capacity":1,
+              "capacity_source":"measured"},
              {"name":"e2","address":"10.9.0.12","state":"down","last_heartbeat_ms":null,"downs":1}],
             "vrs":[{"name":"r","id":7,"policy":"flow","ports":["in","out"],
               "engines":["e1","e2"],"live_engines":["e1"],
@@ -166,7 +175,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("bad_tag") && t.contains("flow"), "{t}");
-        assert!(t.contains("e1:100 e2:50"), "{t}");
+        assert!(t.contains("e1:100 e2:50") && t.contains("measured"), "{t}");
         let none = render(&ClusterStatus::default());
         assert!(none.contains("no cluster"));
     }
