@@ -572,6 +572,9 @@ pub struct HostStats {
     /// Times the worker moved a VR process onto its own core or back
     /// (`host.poll.colocate_pps`).
     pub colocations: u64,
+    /// Cluster heartbeats the ports received that no rule took (the
+    /// kernel's heartbeat sockets get them): counted here, not as drops.
+    pub heartbeats: u64,
     /// Slot violations of all VRs.
     pub slot_violations: u64,
     /// VR restarts.
@@ -703,6 +706,9 @@ pub struct ClusterStatus {
     /// An engine with etcd: `measured` (its per-core rate measured at its
     /// start) or `configured` (`cluster.per_core_pps`); empty otherwise.
     pub capacity_source: String,
+    /// A dispatcher: heartbeats (pongs) its data path saw on the underlay
+    /// (its heartbeat socket gets them from the kernel): not drops.
+    pub heartbeat_frames: u64,
 }
 
 /// `EngineStatus`: one engine, as its dispatcher sees it.

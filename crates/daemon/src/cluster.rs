@@ -354,6 +354,7 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
         vrs,
         drops,
         heartbeats_answered: 0,
+        heartbeat_frames: s.heartbeats.get(),
         ..ClusterStatus::default()
     }
 }

@@ -113,8 +113,11 @@ pub struct DispatchStats {
     pub bad_tag: Counter,
     /// Frames a port did not take.
     pub port_dropped: Counter,
-    /// Underlay frames that were no tunnel's (left to the worker).
+    /// Underlay frames that were no tunnel's and no heartbeat's.
     pub not_tunnel: Counter,
+    /// Heartbeats (pongs) seen on the underlay: the kernel's heartbeat
+    /// socket gets them; not drops.
+    pub heartbeats: Counter,
 }
 
 /// Per engine, what the data path keeps.
@@ -337,6 +340,7 @@ impl Dispatcher {
             (&n.bad_tag, &o.bad_tag),
             (&n.port_dropped, &o.port_dropped),
             (&n.not_tunnel, &o.not_tunnel),
+            (&n.heartbeats, &o.heartbeats),
         ] {
             to.add(from.get());
         }
@@ -502,6 +506,9 @@ impl Dispatcher {
                 continue;
             }
             match self.table.decap(u, f) {
+                Decap::NotTunnel if super::heartbeat::is_heartbeat_frame(f) => {
+                    self.stats.heartbeats.add(1);
+                }
                 Decap::NotTunnel => self.stats.not_tunnel.add(1),
                 Decap::Drop(_) => self.stats.bad_tag.add(1),
                 Decap::Inner {

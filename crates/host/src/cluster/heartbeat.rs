@@ -58,6 +58,24 @@ fn parse(b: &[u8]) -> Option<(u8, u16, u32)> {
     Some((kind, engine, u32::from_be_bytes([b[8], b[9], b[10], b[11]])))
 }
 
+/// Whether Ethernet frame `f` is a heartbeat (an IPv4 UDP datagram
+/// carrying a valid ping or pong): the data path's copy of what the
+/// heartbeat sockets get from the kernel, counted as a heartbeat rather
+/// than a drop. Reads only the headers: no allocation.
+pub fn is_heartbeat_frame(f: &[u8]) -> bool {
+    // Ethernet (no VLAN tag), IPv4, UDP.
+    if f.len() < 14 + 20 + 8 + BEAT_LEN || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 {
+        return false;
+    }
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    let udp = 14 + ihl;
+    if ihl < 20 || f[23] != 17 || f.len() < udp + 8 + BEAT_LEN {
+        return false;
+    }
+    let len = usize::from(u16::from_be_bytes([f[udp + 4], f[udp + 5]]));
+    len == 8 + BEAT_LEN && parse(&f[udp + 8..udp + 8 + BEAT_LEN]).is_some()
+}
+
 /// An engine's state as the dispatcher sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineState {
