@@ -479,6 +479,26 @@ impl FastStats {
     }
 }
 
+/// `ClusterRateRequest` (`POST /v1/cluster/vrs/{name}/rate`): the rate
+/// a remote VR asks for (pps), written to the cluster's desired state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterRateRequest {
+    /// Packets per second, > 0.
+    pub rate: f64,
+}
+
+/// `ClusterRateResult`: the rate written to etcd (the dispatcher places
+/// the VR again within its next round, 200 ms).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterRateResult {
+    /// The remote VR.
+    pub vr: String,
+    /// The rate it asks for now (pps).
+    pub rate_pps: f64,
+}
+
 /// `MoveRequest` (`POST /v1/vrs/{name}/move`): where the VR's frames go.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -574,6 +594,9 @@ pub struct HostStats {
     /// Times the worker moved a VR process onto its own core or back
     /// (`host.poll.colocate_pps`).
     pub colocations: u64,
+    /// Cluster heartbeats the ports received that no rule took (the
+    /// kernel's heartbeat sockets get them): counted here, not as drops.
+    pub heartbeats: u64,
     /// Slot violations of all VRs.
     pub slot_violations: u64,
     /// VR restarts.
@@ -700,6 +723,14 @@ pub struct ClusterStatus {
     /// acting) or `down` (unreachable: the data path keeps its last
     /// state).
     pub etcd: String,
+    /// An engine with etcd: the capacity it advertises (pps; 0: none).
+    pub capacity_pps: u64,
+    /// An engine with etcd: `measured` (its per-core rate measured at its
+    /// start) or `configured` (`cluster.per_core_pps`); empty otherwise.
+    pub capacity_source: String,
+    /// A dispatcher: heartbeats (pongs) its data path saw on the underlay
+    /// (its heartbeat socket gets them from the kernel): not drops.
+    pub heartbeat_frames: u64,
 }
 
 /// `EngineStatus`: one engine, as its dispatcher sees it.
@@ -718,6 +749,11 @@ pub struct EngineStatus {
     pub mac: String,
     /// Its capacity.
     pub capacity: u64,
+    /// Where its capacity comes from: `measured` or `configured` (its
+    /// registration: the engine measured its per-core rate at its start,
+    /// or its config gives it), or `dispatcher` (the dispatcher's
+    /// `cluster.engines[].capacity`: no registration).
+    pub capacity_source: String,
     /// Frames and bytes sent to it.
     pub tx_frames: u64,
     /// Bytes sent to it (inner frames).

@@ -3,19 +3,24 @@
 //! and the status the API, the CLI and the metrics show. See
 //! `docs/cluster.md`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
 
 use vrhost_api::{ClusterStatus, EngineStatus, RemoteVrStatus, SliceStatus};
+use vrhost_host::cluster::desired::EngineAd;
+use vrhost_host::cluster::members::{Members, carried_from};
 use vrhost_host::cluster::{
     Beacon, DispatchSpec, DispatchStats, Dispatcher, Liveness, Placed, Responder,
 };
 use vrhost_host::config::ClusterPlan;
-use vrhost_host::worker::Worker;
+use vrhost_host::worker::{Mailbox, Worker};
 
-/// The etcd agent's state, as the status shows it.
+/// The etcd agent's state, as the status shows it, and a dispatcher's
+/// election lease while it holds the cluster (0: none), or an engine's
+/// advertised capacity and whether it was measured.
 #[derive(Debug, Default)]
-pub struct EtcdHealth(AtomicU8);
+pub struct EtcdHealth(AtomicU8, AtomicI64, AtomicU64, AtomicU8);
 
 /// What [`EtcdHealth`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,9 +39,58 @@ pub enum EtcdState {
 }
 
 impl EtcdHealth {
-    /// Set the state.
+    /// Set the state (any but `Up` forgets the election lease).
     pub fn set(&self, s: EtcdState) {
+        if s != EtcdState::Up {
+            self.1.store(0, Ordering::Relaxed);
+        }
         self.0.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// An engine advertises `pps`, measured at its start or configured.
+    pub fn advertise(&self, pps: u64, measured: bool) {
+        self.2.store(pps, Ordering::Relaxed);
+        self.3.store(1 + u8::from(measured), Ordering::Relaxed);
+    }
+
+    /// An engine's advertised capacity (pps) and its source (`measured`,
+    /// `configured`; empty: none).
+    pub fn advertised(&self) -> (u64, &'static str) {
+        let source = match self.3.load(Ordering::Relaxed) {
+            1 => "configured",
+            2 => "measured",
+            _ => "",
+        };
+        (self.2.load(Ordering::Relaxed), source)
+    }
+
+    /// Up, holding the cluster under election lease `lease`.
+    pub fn elected(&self, lease: i64) {
+        self.1.store(lease, Ordering::Relaxed);
+        self.set(EtcdState::Up);
+    }
+
+    /// The election lease this dispatcher holds the cluster under, if it
+    /// does and etcd is up.
+    pub fn lease(&self) -> Option<i64> {
+        let l = self.1.load(Ordering::Relaxed);
+        (self.name() == "up" && l != 0).then_some(l)
+    }
+
+    /// Why a change to the desired state cannot be written now, if it
+    /// cannot (a dispatcher's).
+    pub fn refusal(&self) -> Option<String> {
+        let why = match self.name() {
+            "up" if self.lease().is_some() => return None,
+            "down" => "etcd is unreachable",
+            "standby" => "another dispatcher holds the cluster (this one stands by)",
+            "none" => "no etcd is configured (cluster.etcd)",
+            _ => "etcd is not connected yet",
+        };
+        Some(format!(
+            "{why}: changes to the cluster's desired state are refused until it is \
+             back; the data path forwards with its last state"
+        ))
     }
 
     /// The state's name.
@@ -54,6 +108,9 @@ impl EtcdHealth {
 /// What a dispatcher keeps beside its worker.
 pub struct DispatchSide {
     spec: DispatchSpec,
+    members: Members,
+    /// The registered engines, by name: whether their rate was measured.
+    measured: BTreeMap<String, bool>,
     heartbeat: String,
     beacon: Beacon,
     stats: Arc<DispatchStats>,
@@ -91,6 +148,7 @@ impl ClusterState {
                 interval,
                 misses,
                 beats,
+                members,
                 ..
             } => {
                 let beacon = Beacon::start(*heartbeat, beats.clone(), *interval, *misses)
@@ -100,6 +158,8 @@ impl ClusterState {
                 worker.set_dispatcher(d);
                 Ok(ClusterState::Dispatcher(Box::new(DispatchSide {
                     spec: spec.clone(),
+                    members: (**members).clone(),
+                    measured: BTreeMap::new(),
                     heartbeat: heartbeat.to_string(),
                     beacon,
                     stats,
@@ -115,6 +175,54 @@ impl ClusterState {
             ClusterState::Dispatcher(d) => Some((&d.spec, d.beacon.liveness())),
             ClusterState::Engine(_) => None,
         }
+    }
+
+    /// A dispatcher's engines with those registered in etcd (`ads`, the
+    /// live registrations) joined: when the list changes, a new data path
+    /// is handed to the worker (through `mailbox`) and the beacon pings
+    /// the new list, each engine keeping its state, counters and learned
+    /// MAC by name. The spec and liveness now.
+    ///
+    /// # Errors
+    /// Not a dispatcher; the data path cannot be built or the worker did
+    /// not take it.
+    pub fn follow_registered(
+        &mut self,
+        ads: &[EngineAd],
+        rates: &BTreeMap<String, f64>,
+        mailbox: &Mailbox,
+    ) -> Result<(DispatchSpec, Arc<Liveness>), String> {
+        let ClusterState::Dispatcher(d) = self else {
+            return Err("not a dispatcher".into());
+        };
+        d.measured = ads.iter().map(|a| (a.name.clone(), a.measured)).collect();
+        let j = d.members.join(ads, rates);
+        if j.spec == d.spec {
+            return Ok((d.spec.clone(), d.beacon.liveness().clone()));
+        }
+        if !j.left_out.is_empty() {
+            tracing::warn!(left_out = ?j.left_out, "etcd: more than 64 engines registered");
+        }
+        let from = carried_from(&d.spec.engines, &j.spec.engines);
+        let n = j.spec.engines.len();
+        let liveness = Arc::new(Liveness::carried(n, d.beacon.liveness(), &from));
+        let mut next = Dispatcher::new(j.spec.clone(), liveness.clone())?;
+        let stats = next.stats().clone();
+        let keep = from.clone();
+        mailbox
+            .call(crate::control::WORKER_TIMEOUT, move |w: &mut Worker| {
+                if let Some(old) = w.dispatcher() {
+                    next.carry(old, &keep);
+                }
+                w.set_dispatcher(next);
+            })
+            .map_err(|e| e.to_string())?;
+        (d.beacon.follow(j.beats, liveness.clone())).map_err(|e| format!("the beacon: {e}"))?;
+        let names = |s: &DispatchSpec| s.engines.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+        tracing::info!(engines = ?names(&j.spec), "etcd: the engines registered joined the data path");
+        d.spec = j.spec;
+        d.stats = stats;
+        Ok((d.spec.clone(), liveness))
     }
 
     /// Its status.
@@ -162,6 +270,12 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
                 last_heartbeat_ms: l.since_heard(i).map(|x| x.as_secs_f64() * 1e3),
                 mac: e.remote_mac.map(mac_str).unwrap_or_default(),
                 capacity: l.capacity(i).unwrap_or(e.capacity),
+                capacity_source: match d.measured.get(&e.name) {
+                    Some(true) => "measured",
+                    Some(false) => "configured",
+                    None => "dispatcher",
+                }
+                .into(),
                 tx_frames: t.tx_frames.get(),
                 tx_bytes: t.tx_bytes.get(),
                 rx_frames: t.rx_frames.get(),
@@ -240,6 +354,7 @@ fn dispatcher_status(d: &DispatchSide) -> ClusterStatus {
         vrs,
         drops,
         heartbeats_answered: 0,
+        heartbeat_frames: s.heartbeats.get(),
         ..ClusterStatus::default()
     }
 }

@@ -329,6 +329,10 @@ pub struct HostStats {
     /// Times the worker moved a VR process onto its own core or back
     /// ([`vrhost_proto::PollConfig::colocate_pps`]).
     pub colocations: Counter,
+    /// Cluster heartbeats (pings and pongs, `docs/cluster.md`) a port
+    /// received that no rule took: the kernel's heartbeat sockets get
+    /// them, so they are counted here, not as `no_match` drops.
+    pub heartbeats: Counter,
     /// Rounds the worker ran (`Worker::poll_once`), with or without work:
     /// the host's CPU per round is its thread's CPU over this.
     pub rounds: Counter,

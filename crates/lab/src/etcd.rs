@@ -28,15 +28,34 @@ impl Etcd {
     /// # Errors
     /// No `etcd` program, or it did not answer within 20 s.
     pub fn start(ns: &Netns, addr: Ipv4Addr) -> Result<Self, CmdError> {
-        let err = |m: String| CmdError::Failed {
-            cmd: "etcd".into(),
-            code: -1,
-            stderr: m,
-        };
         let dir =
             std::env::temp_dir().join(format!("vrhost-etcd-{}-{}", ns.name(), std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| err(format!("{}: {e}", dir.display())))?;
+        Self::spawn(ns, addr, dir)
+    }
+
+    /// Kill it, keeping its data (for [`Etcd::restart`]): etcd is then
+    /// unreachable.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start it again in `ns` on `addr` (as it was) on its kept data.
+    ///
+    /// # Errors
+    /// As [`Etcd::start`].
+    pub fn restart(&mut self, ns: &Netns, addr: Ipv4Addr) -> Result<(), CmdError> {
+        self.kill();
+        let dir = std::mem::take(&mut self.dir);
+        *self = Self::spawn(ns, addr, dir)?;
+        Ok(())
+    }
+
+    fn spawn(ns: &Netns, addr: Ipv4Addr, dir: PathBuf) -> Result<Self, CmdError> {
         let endpoint = format!("http://{addr}:{CLIENT_PORT}");
         let log = std::fs::File::create(dir.join("etcd.log"))
             .map_err(|e| err(format!("etcd.log: {e}")))?;
@@ -79,6 +98,14 @@ impl Etcd {
     /// Its client endpoint, `http://ADDR:2379`.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+}
+
+fn err(m: String) -> CmdError {
+    CmdError::Failed {
+        cmd: "etcd".into(),
+        code: -1,
+        stderr: m,
     }
 }
 

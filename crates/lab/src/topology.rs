@@ -17,6 +17,10 @@
 //! a = { host = "gen", iface = "eth0", mac = "02:00:00:00:00:02", addrs = ["10.1.0.2/24"] }
 //! b = { host = "node", iface = "p0", mac = "02:00:00:00:01:01" }
 //! offloads = false                   # TSO/GSO/GRO off on both ends
+//!
+//! [etcd]                             # optional: `vrhost lab run` starts
+//! host = "node"                      # an etcd in this host, listening on
+//! address = "10.1.0.1"               # this address of it (port 2379)
 //! ```
 //!
 //! The whole file is checked before anything is created; an error names the
@@ -164,6 +168,17 @@ pub struct Flow {
     pub to: Spanned<String>,
 }
 
+/// `[etcd]`: an etcd server (Debian's `etcd-server`) on one host of the
+/// lab, listening on one of its addresses (port 2379).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdConf {
+    /// The host it runs in.
+    pub host: Spanned<String>,
+    /// The address it listens on (one of the host's).
+    pub address: Spanned<String>,
+}
+
 /// A lab: hosts and links.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,6 +194,10 @@ pub struct Lab {
     /// Traffic shown by `vrhost lab run`.
     #[serde(default)]
     pub flows: Vec<Flow>,
+    /// An etcd `vrhost lab run` starts before the vrhosts (a cluster's
+    /// desired state, `docs/cluster.md`).
+    #[serde(default)]
+    pub etcd: Option<EtcdConf>,
     /// Where the file was read from (for relative paths).
     #[serde(skip)]
     pub dir: PathBuf,
@@ -268,6 +287,7 @@ impl Lab {
         let names = lab.check_hosts(&at)?;
         let ifaces = lab.check_links(&at, &names)?;
         lab.check_flows(&at, &names)?;
+        lab.check_etcd(&at, &names)?;
         lab.check_neighbour_devs(&at, &ifaces)?;
         Ok(lab)
     }
@@ -400,6 +420,24 @@ impl Lab {
             })?;
         }
         Ok(())
+    }
+
+    /// `[etcd]`'s host exists and its address is an IPv4 address.
+    fn check_etcd(&self, at: &At, names: &BTreeMap<String, usize>) -> Result<(), LabError> {
+        let Some(e) = &self.etcd else {
+            return Ok(());
+        };
+        if !names.contains_key(e.host.get_ref()) {
+            let msg = format!("no host {:?}", e.host.get_ref());
+            return Err(at.err(e.host.span(), "etcd.host", msg));
+        }
+        match e.address.get_ref().parse::<Ipv4Addr>() {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let msg = format!("bad address {:?}", e.address.get_ref());
+                Err(at.err(e.address.span(), "etcd.address", msg))
+            }
+        }
     }
 
     /// A host's neighbours are reached through one of its interfaces.
@@ -639,6 +677,24 @@ b = { host = "c", iface = "c0", addrs = ["10.8.1.2/24"] }
 
     fn field_err(src: &str) -> String {
         Lab::parse(src, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_etcd_names_a_host_and_one_of_its_addresses() {
+        let lab = Lab::parse(
+            &format!("{GOOD}[etcd]\nhost = \"b\"\naddress = \"10.8.0.1\"\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(lab.etcd.unwrap().host.get_ref(), "b");
+        let e = field_err(&format!(
+            "{GOOD}[etcd]\nhost = \"x\"\naddress = \"10.8.0.1\"\n"
+        ));
+        assert!(e.contains("etcd.host") && e.contains("no host"), "{e}");
+        let e = field_err(&format!(
+            "{GOOD}[etcd]\nhost = \"b\"\naddress = \"10.8.0\"\n"
+        ));
+        assert!(e.contains("etcd.address"), "{e}");
     }
 
     #[test]

@@ -211,7 +211,22 @@ fn etcd_agent(
 ) -> Result<Option<std::thread::JoinHandle<()>>> {
     #[cfg(feature = "etcd")]
     {
-        vrhost_daemon::etcd::start(state.clone(), stop.clone()).map_err(anyhow::Error::msg)
+        let measure = {
+            let c = state
+                .ctl
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            matches!(
+                &c.plan().cluster,
+                Some(vrhost_host::config::ClusterPlan::Engine { etcd: Some(e), .. }) if e.measure
+            )
+        };
+        let per_core = match measure {
+            true => Some(measure_per_core()?),
+            false => None,
+        };
+        vrhost_daemon::etcd::start(state.clone(), stop.clone(), per_core)
+            .map_err(anyhow::Error::msg)
     }
     #[cfg(not(feature = "etcd"))]
     {
@@ -225,6 +240,25 @@ fn etcd_agent(
         }
         Ok(None)
     }
+}
+
+/// An engine's per-core rate (pps), measured: one router VR through the
+/// real path in memory for a second (`bench memory`'s `shm` point).
+#[cfg(feature = "etcd")]
+fn measure_per_core() -> Result<u64> {
+    let t0 = std::time::Instant::now();
+    let pps =
+        vrhost_bench::memory::per_core_pps(std::time::Duration::from_secs(1)).map_err(|e| {
+            anyhow::anyhow!(
+                "[cluster] measuring this engine's per-core rate: {e}; give cluster.per_core_pps"
+            )
+        })?;
+    tracing::info!(
+        per_core_pps = pps.round(),
+        took_ms = t0.elapsed().as_millis() as u64,
+        "cluster: per-core rate measured (one router VR through the real path, in memory)"
+    );
+    Ok(pps.round() as u64)
 }
 
 /// The token TCP clients must send, from `--token-file` (required with

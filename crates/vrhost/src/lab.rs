@@ -109,6 +109,16 @@ fn run_lab(a: &RunArgs) -> Result<()> {
         for l in lab.status() {
             println!("{l}");
         }
+        // The cluster's desired state first: the vrhosts' agents use it.
+        let _etcd = match &lab.etcd {
+            Some(e) => {
+                let addr: std::net::Ipv4Addr = e.address.get_ref().parse()?;
+                let etcd = vrhost_lab::Etcd::start(&lab.ns(e.host.get_ref()), addr)?;
+                println!("== etcd on {} ({})", e.host.get_ref(), etcd.endpoint());
+                Some(etcd)
+            }
+            None => None,
+        };
         // The first node's API on the default socket, the others' (a
         // cluster's engines) beside it, by host name.
         let mut daemons = Vec::new();

@@ -64,6 +64,27 @@ fn flows_cross_the_dispatcher_and_engines_in_order_and_a_killed_engine_s_flows_m
     let (socks, got) = (&flows.socks, &flows.got);
     // Warm up: every flow through once (the VRs' first frames).
     flows.wait_through(0, &d);
+    // Heartbeats (10 pings a second to each engine) are counted as such
+    // on the engines' underlays, not as `no_match` drops (which a second
+    // sees a few of at most: ARP), and the pongs on the dispatcher's.
+    let counts = |e: &common::Daemon| {
+        let h = e.stats()["host"].clone();
+        let no_match = h["ingress_drops"]["no_match"].as_u64().unwrap_or(0);
+        (h["heartbeats"].as_u64().unwrap_or(0), no_match)
+    };
+    let before: Vec<(u64, u64)> = engines.iter().map(counts).collect();
+    let pongs = |s: &serde_json::Value| s["heartbeat_frames"].as_u64().unwrap_or(0);
+    let d0 = pongs(&d.json(&["cluster", "status"]));
+    std::thread::sleep(Duration::from_secs(1));
+    for (e, (hb0, nm0)) in engines.iter().zip(before) {
+        let (hb, nm) = counts(e);
+        assert!(
+            hb - hb0 >= 5 && nm - nm0 < hb - hb0,
+            "heartbeats {hb0}..{hb}, no_match {nm0}..{nm}"
+        );
+    }
+    let s = d.json(&["cluster", "status"]);
+    assert!(pongs(&s) - d0 >= 15, "{s:#}");
 
     // Phase 1: every frame arrives, in order within its flow.
     const ROUNDS: u32 = 40;

@@ -34,7 +34,13 @@ fn etcd_keys() -> String {
 }
 
 fn dispatcher_config() -> String {
-    let s = format!(
+    remote_vr() + &engines_toml(&format!("capacity = {RATE}\n"))
+}
+
+/// The dispatcher's ports, `[cluster]` with etcd and remote VR `r`
+/// (100 kpps), without engines.
+fn remote_vr() -> String {
+    format!(
         r#"{DISPATCHER_BASE}{etcd}
 [[cluster.vrs]]
 name = "r"
@@ -49,8 +55,7 @@ nexthops = [{{ vnic = 1, mac = "{S0_MAC}" }}, {{ vnic = 0, mac = "{G0_MAC}" }}]
 routes = [{{ prefix = "10.2.0.2/32", nexthop = 0 }}, {{ prefix = "10.1.0.2/32", nexthop = 1 }}]
 "#,
         etcd = etcd_keys()
-    );
-    s + &engines_toml(&format!("capacity = {RATE}\n"))
+    )
 }
 
 fn engine_config(i: usize) -> String {
@@ -256,4 +261,257 @@ fn wait_etcd(d: &common::Daemon, state: &str) {
         assert!(t0.elapsed() < PATIENCE, "etcd not {state}: {s:#}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The dispatcher's engine names in its status, and engine `name`'s entry.
+fn engine_names(d: &common::Daemon) -> Vec<String> {
+    let s = d.json(&["cluster", "status"]);
+    (s["engines"].as_array().cloned().unwrap_or_default())
+        .iter()
+        .filter_map(|e| e["name"].as_str().map(String::from))
+        .collect()
+}
+
+fn wait_engine_names(d: &common::Daemon, want: &[&str]) {
+    let t0 = Instant::now();
+    while engine_names(d) != want {
+        assert!(
+            t0.elapsed() < PATIENCE,
+            "engines {:?}, not {want:?}",
+            engine_names(d)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An engine the dispatcher's config does not name (e3) registers in
+/// etcd: it joins the data path with the address of its registration,
+/// VR r is placed on it and frames cross it; killed, its lease expires
+/// and it leaves the data path. The configured engine (e1, a seed)
+/// started then takes the VR over.
+#[test]
+fn an_engine_not_in_the_dispatcher_s_config_joins_by_registering_and_leaves_with_its_lease() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let lab = lab();
+    let _etcd = start_etcd(&lab.ul);
+    // Only e1 is configured (and not running yet).
+    let mut cfg = remote_vr();
+    cfg += &format!(
+        "\n[[cluster.engines]]\nname = \"e1\"\naddress = \"{}\"\nmac = \"{}\"\n",
+        engine_ip(0),
+        engine_mac(0)
+    );
+    let d =
+        common::Daemon::start_under("join-disp", &cfg, &["ip", "netns", "exec", lab.disp.name()]);
+    wait_logged(&d, &["the cluster's dispatcher"]);
+    assert_eq!(engine_names(&d), ["e1"]);
+    let s = d.json(&["cluster", "status"]);
+    assert_eq!(s["engines"][0]["capacity_source"], "dispatcher", "{s:#}");
+    let mut engines: Vec<Option<common::Daemon>> = vec![None, None, Some(start_engine(&lab, 2))];
+    wait_engine_names(&d, &["e1", "e3"]);
+    wait_placement(&d, "e3");
+    wait_placed(&engines, &[2]);
+    let mut flows = Flows::start(&lab);
+    flows.wait_through(0, &d);
+    let s = d.json(&["cluster", "status"]);
+    let e3 = &s["engines"][1];
+    assert_eq!(e3["address"], engine_ip(2), "{s:#}");
+    assert_eq!(e3["mac"], engine_mac(2), "its registration's MAC: {s:#}");
+    assert_eq!(e3["state"], "up", "{s:#}");
+    assert_eq!(e3["capacity_source"], "configured", "{s:#}");
+    assert!(e3["tx_frames"].as_u64() > Some(0), "{s:#}");
+    assert!(e3["rx_frames"].as_u64() > Some(0), "{s:#}");
+
+    // e3 killed: its lease expires and it leaves the data path.
+    let mut e3 = engines[2].take().unwrap();
+    e3.child.kill().unwrap();
+    let _ = e3.child.wait();
+    drop(e3);
+    wait_engine_names(&d, &["e1"]);
+    wait_logged(&d, &["etcd: placement removed", "e3"]);
+    // The seed e1 registers: the VR is placed on it and crosses there.
+    engines[0] = Some(start_engine(&lab, 0));
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    flows.wait_through(1, &d);
+    assert_eq!(engine_names(&d), ["e1"]);
+    flows.finish();
+}
+
+/// `vrhost cluster rate`: dispatcher `d` asked for VR r at `pps`; the
+/// command's success, stdout and stderr.
+fn set_rate(d: &common::Daemon, pps: u32) -> (bool, String, String) {
+    d.run(&["cluster", "rate", "r", &pps.to_string()])
+}
+
+/// The cluster's desired state changed through the API: a rate the
+/// engines cannot hold is refused with how much is free; one that fits is
+/// written to etcd and placed (on two engines); while etcd is down a
+/// change is refused with 503 and the reason, the status says `etcd:
+/// down` and frames keep crossing with the last state; with etcd back
+/// (on its data) the change is taken.
+#[test]
+fn the_api_changes_a_vr_s_rate_in_etcd_and_is_refused_while_etcd_is_down_or_the_rate_does_not_fit()
+{
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let lab = lab();
+    let mut etcd = start_etcd(&lab.ul);
+    let engines: Vec<Option<common::Daemon>> =
+        (0..3).map(|i| Some(start_engine(&lab, i))).collect();
+    let d = start_dispatcher(&lab, "rate-disp");
+    wait_logged(&d, &["the cluster's dispatcher"]);
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    let mut flows = Flows::start(&lab);
+    flows.wait_through(0, &d);
+
+    // More than the three engines hold: refused, with what is free.
+    let (ok, _, err) = set_rate(&d, 4 * RATE);
+    assert!(!ok, "a rate over the capacity was taken");
+    assert!(err.contains("300000 pps free"), "{err}");
+    assert_eq!(placement(&d), [("e1".to_string(), f64::from(RATE))]);
+    // One and a half engines: e1 whole and half of another.
+    let (ok, out, err) = set_rate(&d, RATE * 3 / 2);
+    assert!(ok, "{out} {err}");
+    let t0 = Instant::now();
+    while placement(&d).len() != 2 {
+        assert!(t0.elapsed() < PATIENCE, "placement {:?}", placement(&d));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let placed = placement(&d);
+    assert_eq!(placed[0], ("e1".to_string(), f64::from(RATE)), "{placed:?}");
+    assert_eq!(placed[1].1, f64::from(RATE / 2), "{placed:?}");
+    let second = ENGINES.iter().position(|e| *e == placed[1].0).unwrap();
+    wait_placed(&engines, &[0, second]);
+    flows.wait_through(1, &d);
+
+    // etcd down: refused with the reason, the data path keeps its state.
+    etcd.kill();
+    wait_etcd(&d, "down");
+    assert!(d.ok(&["cluster", "status"]).contains("etcd: down"));
+    let (ok, _, err) = set_rate(&d, RATE);
+    assert!(!ok, "a change was taken with etcd down");
+    assert!(
+        err.contains("etcd is unreachable") && err.contains("503"),
+        "{err}"
+    );
+    flows.wait_through(2, &d);
+    assert_eq!(placement(&d), placed, "the last state");
+
+    // etcd back on its data: the change is taken and placed.
+    etcd.restart(&lab.ul, ETCD_IP.parse().unwrap())
+        .expect("etcd again");
+    wait_etcd(&d, "up");
+    let t0 = Instant::now();
+    loop {
+        let (ok, out, err) = set_rate(&d, RATE);
+        if ok {
+            break;
+        }
+        // The election may still wait for the old session's lease.
+        assert!(t0.elapsed() < PATIENCE, "{out} {err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    flows.wait_through(3, &d);
+    flows.finish();
+}
+
+/// A second dispatcher on the same etcd and prefix (in namespace `ul`,
+/// beside etcd, with null ports): it stands by while the first holds the
+/// cluster, writes nothing, refuses changes (503, standby); when the
+/// first is killed it takes the cluster over once the first's lease
+/// expired.
+#[test]
+fn two_dispatchers_on_one_etcd_do_not_both_act() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    let lab = lab();
+    let _etcd = start_etcd(&lab.ul);
+    let engines: Vec<Option<common::Daemon>> = vec![Some(start_engine(&lab, 0)), None, None];
+    let a = start_dispatcher(&lab, "two-a");
+    wait_logged(&a, &["the cluster's dispatcher"]);
+    wait_placed(&engines, &[0]);
+    let mut cfg = dispatcher_config();
+    for p in ["d_in", "d_out", "d_ul"] {
+        cfg = cfg.replacen(
+            &format!("driver = \"af_packet\"\ninterface = \"{p}\""),
+            "driver = \"null\"",
+            1,
+        );
+    }
+    let cfg = cfg
+        .replacen("10.9.0.1:4790", &format!("{ETCD_IP}:4791"), 1)
+        .replacen(
+            "local = \"10.9.0.1\"",
+            &format!("local = \"{ETCD_IP}\"\nlocal_mac = \"02:7c:00:00:09:fe\""),
+            1,
+        )
+        .replacen("{ addrs", &format!("{{ mac = \"{VNIC0_MAC}\", addrs"), 1)
+        .replacen("{ addrs", &format!("{{ mac = \"{VNIC1_MAC}\", addrs"), 1);
+    let b = common::Daemon::start_under("two-b", &cfg, &["ip", "netns", "exec", lab.ul.name()]);
+    wait_logged(&b, &["another dispatcher", "standing by"]);
+    wait_etcd(&b, "standby");
+    let (ok, _, err) = set_rate(&b, RATE / 2);
+    assert!(
+        !ok && err.contains("another dispatcher holds the cluster"),
+        "{err}"
+    );
+    // A keeps acting: a change through it is taken.
+    let (ok, out, err) = set_rate(&a, RATE / 2);
+    assert!(ok, "{out} {err}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(b.logged(&["etcd: placed"]).is_none(), "the standby placed");
+    assert!(b.logged(&["the cluster's dispatcher"]).is_none());
+    // A killed: B takes over after A's lease (2 s) and places.
+    let mut a = a;
+    a.child.kill().unwrap();
+    let _ = a.child.wait();
+    drop(a);
+    wait_logged(&b, &["the cluster's dispatcher"]);
+    wait_etcd(&b, "up");
+    wait_logged(&b, &["etcd: placed", "e1"]);
+    drop(engines);
+}
+
+/// An engine with etcd and no `per_core_pps` measures its per-core rate
+/// at its start (one router VR through the real path, in memory, for a
+/// second) and advertises it: its status says `measured` (etcd need not
+/// be up for that: here it is unreachable, on loopback).
+#[test]
+fn an_engine_without_a_configured_rate_measures_it_at_its_start() {
+    let cfg = r#"
+[[ports]]
+name = "under"
+driver = "null"
+
+[cluster]
+role = "engine"
+heartbeat = "127.0.0.1:0"
+name = "m1"
+underlay = "under"
+local = "127.0.0.1"
+local_mac = "02:7c:00:00:09:31"
+cores = 2
+etcd = ["http://127.0.0.1:9"]
+"#;
+    let e = common::Daemon::start("measure", cfg);
+    let s = e.json(&["cluster", "status"]);
+    assert_eq!(s["capacity_source"], "measured", "{s:#}");
+    let cap = s["capacity_pps"].as_u64().unwrap_or(0);
+    // Two cores of a measured rate: more than the placeholder (1 pps).
+    assert!(cap >= 2 * 1000, "{s:#}");
+    eprintln!("measured: {cap} pps for 2 cores (debug build, a busy machine)");
+    assert!(e.logged(&["per-core rate measured"]).is_some());
+    let text = e.ok(&["cluster", "status"]);
+    assert!(text.contains("measured"), "{text}");
 }

@@ -38,11 +38,13 @@ use vrhost_router::Router;
 use crate::machine::Machine;
 use vrhost_testvr::syscall::SyscallHello;
 
+mod capacity;
 mod idle;
 mod plan;
 mod routes;
 mod table;
 
+pub use capacity::per_core_pps;
 use idle::{median_run, run_idle};
 use plan::{points, validate};
 use routes::load_tables;

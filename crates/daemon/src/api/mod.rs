@@ -135,6 +135,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/vrs/{name}/capture", get(capture))
         .route("/v1/stats", get(stats))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/cluster/vrs/{name}/rate", post(cluster_rate))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.yaml", get(openapi))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
@@ -617,6 +618,51 @@ async fn stats(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
 
 async fn cluster(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
     with_ctl(&st, |c| Ok(axum::Json(c.cluster_status()).into_response())).await
+}
+
+/// Change a remote VR's rate in the cluster's desired state (etcd): checked
+/// against the registered engines' capacity, refused while etcd is down.
+async fn cluster_rate(
+    State(st): State<Arc<ApiState>>,
+    Path(name): Path<String>,
+    req: Request,
+) -> ApiResult<Response> {
+    let body: vrhost_api::ClusterRateRequest =
+        json_body(req, MAX_BODY, "ClusterRateRequest").await?;
+    let vr = name.clone();
+    let (etcd, lease) = with_ctl(&st, move |c| Ok(c.cluster_rate_check(&vr, body.rate)?)).await?;
+    write_rate(&etcd, lease, &name, body.rate)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e))?;
+    Ok(axum::Json(vrhost_api::ClusterRateResult {
+        vr: name,
+        rate_pps: body.rate,
+    })
+    .into_response())
+}
+
+#[cfg(feature = "etcd")]
+async fn write_rate(
+    etcd: &vrhost_host::cluster::desired::EtcdPlan,
+    lease: i64,
+    vr: &str,
+    rate: f64,
+) -> Result<(), String> {
+    crate::etcd::write_rate(etcd, lease, vr, rate)
+        .await
+        .map_err(|e| {
+            format!("etcd: {e}: the change is not made; the data path forwards with its last state")
+        })
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn write_rate(
+    _: &vrhost_host::cluster::desired::EtcdPlan,
+    _: i64,
+    _: &str,
+    _: f64,
+) -> Result<(), String> {
+    Err("this vrhost is built without etcd".into())
 }
 
 async fn metrics(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {

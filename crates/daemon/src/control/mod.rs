@@ -38,6 +38,7 @@ use crate::diff::{Diff, Running, diff};
 use crate::fast::FastState;
 
 mod auto;
+mod cluster;
 mod fast;
 mod ports;
 mod routes;
@@ -316,6 +317,10 @@ impl Controller {
     pub fn cluster_status(&self) -> vrhost_api::ClusterStatus {
         let mut s = (self.cluster.as_ref()).map_or_else(crate::cluster::no_cluster, |c| c.status());
         s.etcd = self.etcd_health.name().into();
+        if s.role == "engine" {
+            let (pps, source) = self.etcd_health.advertised();
+            (s.capacity_pps, s.capacity_source) = (pps, source.into());
+        }
         s
     }
 

@@ -18,7 +18,7 @@ use vrhost_host::cluster::desired::{EngineAd, EtcdPlan, Keys, VrRecord, assignme
 use vrhost_host::cluster::dispatch::{capacities, placement_with};
 use vrhost_host::cluster::{DispatchSpec, Liveness};
 
-use super::{Lease, again, connect, e2s, list, lock, pause, settle};
+use super::{Lease, again, connect, e2s, fenced, list, lock, pause, settle};
 use crate::api::ApiState;
 use crate::cluster::{EtcdHealth, EtcdState};
 
@@ -37,6 +37,7 @@ pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, st
         me: format!("{} pid {}", spec.local, std::process::id()),
         spec,
         liveness,
+        state: state.clone(),
     };
     let what = "forwarding with the last state";
     again(stop, health, what, async || {
@@ -49,8 +50,11 @@ struct Placer {
     keys: Keys,
     /// Who this dispatcher is, in the election key.
     me: String,
+    /// The spec as configured (its VRs are published).
     spec: DispatchSpec,
+    /// The configured engines' liveness (before any registration joins).
     liveness: Arc<Liveness>,
+    state: Arc<ApiState>,
 }
 
 impl Placer {
@@ -76,14 +80,14 @@ impl Placer {
             }
         }
         tracing::info!(lease = lease.id, "etcd: the cluster's dispatcher");
-        health.set(EtcdState::Up);
-        self.publish(&mut c).await?;
+        health.elected(lease.id);
+        self.publish(&mut c, lease.id).await?;
         let watch = WatchOptions::new().with_prefix();
         let engines = self.keys.engines();
         let mut events = c.watch(engines.as_str(), Some(watch)).await.map_err(e2s)?;
         while !stop.load(Ordering::Relaxed) {
             lease.keep().await?;
-            self.place(&mut c).await?;
+            self.place(&mut c, lease.id).await?;
             settle(&mut events).await?;
         }
         let _ = c.lease_revoke(lease.id).await;
@@ -102,59 +106,93 @@ impl Placer {
         if r.succeeded() {
             return Ok(true);
         }
-        let held = c.get(key, None).await.map_err(e2s)?;
-        Ok(held
-            .kvs()
-            .first()
-            .is_some_and(|kv| kv.value() == self.me.as_bytes()))
+        // Held by this dispatcher under an older lease (its last session's):
+        // held again under this one, before that lease expires.
+        let put = PutOptions::new().with_lease(lease);
+        let txn = Txn::new()
+            .when([Compare::value(
+                key.as_str(),
+                CompareOp::Equal,
+                self.me.as_str(),
+            )])
+            .and_then([TxnOp::put(key.as_str(), self.me.as_str(), Some(put))]);
+        Ok(c.txn(txn).await.map_err(e2s)?.succeeded())
     }
 
-    /// Write the remote VRs' records.
-    async fn publish(&self, c: &mut Client) -> Result<(), String> {
+    /// Write the remote VRs' records: the config's, except a rate already
+    /// in etcd (the desired state's: set through the API), which stays.
+    async fn publish(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let have: BTreeMap<String, Vec<u8>> = list(c, &self.keys.vrs())
+            .await
+            .map_err(e2s)?
+            .into_iter()
+            .collect();
         for v in &self.spec.vrs {
+            let key = format!("{}{}", self.keys.vrs(), v.name);
+            let kept = (have.get(&key))
+                .and_then(|j| serde_json::from_slice::<VrRecord>(j).ok())
+                .and_then(|r| r.rate);
             let config = v.vr.as_ref().and_then(|t| toml::to_string(t).ok());
             let rec = VrRecord {
                 id: v.id,
                 policy: v.policy.name().into(),
-                rate: v.rate,
+                rate: v.rate.map(|r| kept.unwrap_or(r)),
                 config,
             };
             let json = serde_json::to_vec(&rec).map_err(|e| e.to_string())?;
-            let key = format!("{}{}", self.keys.vrs(), v.name);
-            c.put(key, json, None).await.map_err(e2s)?;
+            if have.get(&key) != Some(&json) {
+                fenced(c, &self.keys, lease, TxnOp::put(key, json, None)).await?;
+            }
         }
         Ok(())
     }
 
-    /// Follow the registrations and write the placement they give.
-    async fn place(&self, c: &mut Client) -> Result<(), String> {
+    /// Follow the registrations and the VRs' rates and write the
+    /// placement they give.
+    async fn place(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let rates: BTreeMap<String, f64> = (list(c, &self.keys.vrs()).await.map_err(e2s)?)
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let name = k.strip_prefix(&self.keys.vrs())?.to_string();
+                Some((name, serde_json::from_slice::<VrRecord>(&v).ok()?.rate?))
+            })
+            .collect();
         let regs: BTreeMap<String, Vec<u8>> = list(c, &self.keys.engines())
             .await
             .map_err(e2s)?
             .into_iter()
             .collect();
+        let registered: Vec<EngineAd> = (regs.iter())
+            .filter_map(|(k, v)| {
+                let ad = serde_json::from_slice::<EngineAd>(v).ok()?;
+                (*k == self.keys.engine(&ad.name) && ad.capacity() > 0).then_some(ad)
+            })
+            .collect();
+        // Registered engines join the data path (and leave it).
+        let (spec, liveness) = lock(&self.state.ctl)
+            .follow_registered(&registered, &rates)
+            .unwrap_or_else(|e| {
+                tracing::error!("etcd: the registered engines cannot join: {e}");
+                (self.spec.clone(), self.liveness.clone())
+            });
         let mut mask = 0u64;
-        let ads: Vec<Option<EngineAd>> = (self.spec.engines.iter().enumerate())
+        let ads: Vec<Option<EngineAd>> = (spec.engines.iter().enumerate())
             .map(|(i, e)| {
-                let ad = regs
-                    .get(&self.keys.engine(&e.name))
-                    .and_then(|v| serde_json::from_slice::<EngineAd>(v).ok())
-                    .filter(|a| a.name == e.name && a.capacity() > 0);
+                let ad = registered.iter().find(|a| a.name == e.name).cloned();
                 if ad.is_some() && i < 64 {
                     mask |= 1 << i;
                 }
-                self.liveness
-                    .set_capacity(i, ad.as_ref().map_or(0, EngineAd::capacity));
+                liveness.set_capacity(i, ad.as_ref().map_or(0, EngineAd::capacity));
                 ad
             })
             .collect();
-        if self.liveness.leased() != mask {
+        if liveness.leased() != mask {
             tracing::info!(leased = format!("{mask:#b}"), "etcd: engines with a lease");
         }
-        self.liveness.set_leased(mask);
-        let caps = capacities(&self.spec, &self.liveness);
-        let placed = placement_with(&self.spec, &caps, mask);
-        let want = assignments(&self.spec, &placed, &ads);
+        liveness.set_leased(mask);
+        let caps = capacities(&spec, &liveness);
+        let placed = placement_with(&spec, &caps, mask);
+        let want = assignments(&spec, &placed, &ads);
         let all = self.keys.all_placements();
         let have: BTreeMap<String, Vec<u8>> =
             list(c, &all).await.map_err(e2s)?.into_iter().collect();
@@ -164,13 +202,13 @@ impl Placer {
             let json = serde_json::to_vec(a).map_err(|e| e.to_string())?;
             if have.get(&key) != Some(&json) {
                 tracing::info!(%engine, %vr, pps = a.pps, "etcd: placed");
-                c.put(key.as_str(), json, None).await.map_err(e2s)?;
+                fenced(c, &self.keys, lease, TxnOp::put(key.as_str(), json, None)).await?;
             }
             wanted.push(key);
         }
         for k in have.keys().filter(|k| !wanted.contains(k)) {
             tracing::info!(key = %k, "etcd: placement removed");
-            c.delete(k.as_str(), None).await.map_err(e2s)?;
+            fenced(c, &self.keys, lease, TxnOp::delete(k.as_str(), None)).await?;
         }
         Ok(())
     }

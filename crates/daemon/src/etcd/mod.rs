@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, ConnectOptions};
+use vrhost_host::cluster::desired::{EtcdPlan, Keys, VrRecord};
 use vrhost_host::config::ClusterPlan;
 
 use crate::Controller;
@@ -30,15 +31,20 @@ pub const PATIENCE: Duration = Duration::from_secs(1);
 ///
 /// # Errors
 /// The thread or its runtime cannot be started.
+///
+/// An engine advertises `per_core_pps` as its per-core rate, measured
+/// (the daemon's measurement at its start, see [`EtcdPlan::measure`]), if
+/// given; else its config's.
 pub fn start(
     state: Arc<ApiState>,
     stop: Arc<AtomicBool>,
+    per_core_pps: Option<u64>,
 ) -> Result<Option<JoinHandle<()>>, String> {
     let (plan, health) = {
         let c = lock(&state.ctl);
         (c.plan().cluster.clone(), c.etcd_health().clone())
     };
-    let (etcd, engine) = match plan {
+    let (mut etcd, engine) = match plan {
         Some(ClusterPlan::Engine {
             etcd: Some(etcd), ..
         }) => (etcd, true),
@@ -47,6 +53,13 @@ pub fn start(
         }) => (etcd, false),
         _ => return Ok(None),
     };
+    if let (Some(ad), Some(pps)) = (etcd.engine.as_mut(), per_core_pps) {
+        ad.per_core_pps = pps.max(1);
+        ad.measured = true;
+    }
+    if let Some(ad) = &etcd.engine {
+        health.advertise(ad.capacity(), ad.measured);
+    }
     health.set(EtcdState::Connecting);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -119,6 +132,56 @@ pub(crate) async fn settle(events: &mut etcd_client::WatchStream) -> Result<(), 
         Ok(Ok(None)) => Err("the watch ended".into()),
         _ => Ok(()),
     }
+}
+
+/// Do `op` only if this dispatcher still holds the cluster: its election
+/// key is under `lease` (a dispatcher whose lease expired, and that
+/// another one took over, writes nothing).
+///
+/// # Errors
+/// etcd's, or the election key is not under `lease` any more.
+pub(crate) async fn fenced(
+    c: &mut Client,
+    keys: &Keys,
+    lease: i64,
+    op: etcd_client::TxnOp,
+) -> Result<(), String> {
+    let key = keys.dispatcher();
+    let txn = etcd_client::Txn::new()
+        .when([etcd_client::Compare::lease(
+            key.as_str(),
+            etcd_client::CompareOp::Equal,
+            lease,
+        )])
+        .and_then([op]);
+    match c.txn(txn).await.map_err(e2s)?.succeeded() {
+        true => Ok(()),
+        false => Err("this dispatcher no longer holds the cluster (its election lease)".into()),
+    }
+}
+
+/// Write remote VR `vr`'s rate (pps) in the desired state, as the
+/// dispatcher holding the cluster under `lease`; the placer follows it.
+///
+/// # Errors
+/// etcd unreachable, the VR not published yet, or the election lost.
+pub async fn write_rate(etcd: &EtcdPlan, lease: i64, vr: &str, rate: f64) -> Result<(), String> {
+    let keys = Keys::new(&etcd.prefix);
+    let mut c = connect(&etcd.endpoints).await.map_err(e2s)?;
+    let key = format!("{}{vr}", keys.vrs());
+    let got = c.get(key.as_str(), None).await.map_err(e2s)?;
+    let mut rec: VrRecord = (got.kvs().first())
+        .and_then(|kv| serde_json::from_slice(kv.value()).ok())
+        .ok_or_else(|| format!("VR {vr:?} is not in etcd yet"))?;
+    rec.rate = Some(rate);
+    let json = serde_json::to_vec(&rec).map_err(|e| e.to_string())?;
+    fenced(
+        &mut c,
+        &keys,
+        lease,
+        etcd_client::TxnOp::put(key, json, None),
+    )
+    .await
 }
 
 /// An etcd error as text.

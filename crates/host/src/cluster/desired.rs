@@ -34,6 +34,9 @@ pub struct EtcdPlan {
     pub lease: Duration,
     /// On an engine: its advertisement.
     pub engine: Option<EngineAd>,
+    /// On an engine with no `per_core_pps`: measure it at start (the
+    /// daemon does, before its agent registers).
+    pub measure: bool,
 }
 
 /// An engine's registration (`<prefix>/engines/<name>`, under its lease).
@@ -54,10 +57,17 @@ pub struct EngineAd {
     /// dispatcher's own.
     #[serde(default)]
     pub next_hop_mac: Option<String>,
-    /// Its underlay's MAC, if configured (else its tunnels read the
-    /// interface's).
+    /// Its underlay's MAC: configured, else the interface's if it could
+    /// be read (its tunnels' `local_mac`; a dispatcher that has no
+    /// `[[cluster.engines]]` entry for it sends there).
     #[serde(default)]
     pub local_mac: Option<String>,
+    /// The UDP port it answers heartbeats on (default 4790).
+    #[serde(default)]
+    pub heartbeat_port: Option<u16>,
+    /// Whether `per_core_pps` was measured at its start (else configured).
+    #[serde(default)]
+    pub measured: bool,
 }
 
 impl EngineAd {
@@ -266,4 +276,4 @@ pub fn merged(base: &toml::Table, assigned: &[Assignment]) -> Result<toml::Table
 
 #[cfg(test)]
 #[path = "desired_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -2,7 +2,7 @@ use super::*;
 use crate::cluster::ClusterPolicy;
 use crate::cluster::dispatch::{EngineLink, placement_of};
 
-fn ad(name: &str, last: u8) -> EngineAd {
+pub(crate) fn ad(name: &str, last: u8) -> EngineAd {
     EngineAd {
         name: name.into(),
         underlay: "under".into(),
@@ -11,10 +11,12 @@ fn ad(name: &str, last: u8) -> EngineAd {
         per_core_pps: 50_000,
         next_hop_mac: None,
         local_mac: None,
+        heartbeat_port: None,
+        measured: false,
     }
 }
 
-fn spec(rate: Option<f64>) -> DispatchSpec {
+pub(crate) fn spec(rate: Option<f64>) -> DispatchSpec {
     let vr: toml::Table = toml::from_str(
         r#"
 vnics = [{ mac = "02:00:00:00:01:00" }, { mac = "02:00:00:00:01:01" }]

@@ -113,8 +113,11 @@ pub struct DispatchStats {
     pub bad_tag: Counter,
     /// Frames a port did not take.
     pub port_dropped: Counter,
-    /// Underlay frames that were no tunnel's (left to the worker).
+    /// Underlay frames that were no tunnel's and no heartbeat's.
     pub not_tunnel: Counter,
+    /// Heartbeats (pongs) seen on the underlay: the kernel's heartbeat
+    /// socket gets them; not drops.
+    pub heartbeats: Counter,
 }
 
 /// Per engine, what the data path keeps.
@@ -180,7 +183,9 @@ impl Dispatcher {
             if v.id == 0 || std::mem::replace(&mut ids[usize::from(v.id)], true) {
                 return Err(format!("VR {:?}: id {} is 0 or taken", v.name, v.id));
             }
-            if v.engines.is_empty() || v.engines.iter().any(|&e| e >= spec.engines.len()) {
+            // A VR placed by rate may wait for engines to register.
+            let none = v.engines.is_empty() && v.rate.is_none();
+            if none || v.engines.iter().any(|&e| e >= spec.engines.len()) {
                 return Err(format!("VR {:?}: no engines, or an unknown one", v.name));
             }
             for &p in &v.ports {
@@ -306,6 +311,39 @@ impl Dispatcher {
     #[inline]
     pub fn owns(&self, p: usize) -> bool {
         p == self.spec.underlay || self.port_vr.get(p).is_some_and(Option::is_some)
+    }
+
+    /// Go on from `old` (the data path this one replaces): engine `i` is
+    /// `old`'s engine `from[i]` if any, whose counters it adds to its
+    /// own and whose learned MAC it keeps; the dispatcher-wide counters
+    /// too.
+    pub fn carry(&mut self, old: &Dispatcher, from: &[Option<usize>]) {
+        for (i, (peer, t)) in self.peers.iter_mut().zip(&self.stats.engines).enumerate() {
+            let Some(j) = from.get(i).copied().flatten() else {
+                continue;
+            };
+            if let (true, Some(o)) = (peer.learn, old.peers.get(j)) {
+                peer.mac = o.mac;
+            }
+            if let Some(o) = old.stats.engines.get(j) {
+                t.tx_frames.add(o.tx_frames.get());
+                t.tx_bytes.add(o.tx_bytes.get());
+                t.rx_frames.add(o.rx_frames.get());
+                t.rx_bytes.add(o.rx_bytes.get());
+            }
+        }
+        let (n, o) = (&self.stats, &old.stats);
+        for (to, from) in [
+            (&n.no_engine, &o.no_engine),
+            (&n.no_mac, &o.no_mac),
+            (&n.too_big, &o.too_big),
+            (&n.bad_tag, &o.bad_tag),
+            (&n.port_dropped, &o.port_dropped),
+            (&n.not_tunnel, &o.not_tunnel),
+            (&n.heartbeats, &o.heartbeats),
+        ] {
+            to.add(from.get());
+        }
     }
 
     /// The engines' MACs now (configured or learned).
@@ -468,6 +506,9 @@ impl Dispatcher {
                 continue;
             }
             match self.table.decap(u, f) {
+                Decap::NotTunnel if super::heartbeat::is_heartbeat_frame(f) => {
+                    self.stats.heartbeats.add(1);
+                }
                 Decap::NotTunnel => self.stats.not_tunnel.add(1),
                 Decap::Drop(_) => self.stats.bad_tag.add(1),
                 Decap::Inner {

@@ -58,6 +58,24 @@ fn parse(b: &[u8]) -> Option<(u8, u16, u32)> {
     Some((kind, engine, u32::from_be_bytes([b[8], b[9], b[10], b[11]])))
 }
 
+/// Whether Ethernet frame `f` is a heartbeat (an IPv4 UDP datagram
+/// carrying a valid ping or pong): the data path's copy of what the
+/// heartbeat sockets get from the kernel, counted as a heartbeat rather
+/// than a drop. Reads only the headers: no allocation.
+pub fn is_heartbeat_frame(f: &[u8]) -> bool {
+    // Ethernet (no VLAN tag), IPv4, UDP.
+    if f.len() < 14 + 20 + 8 + BEAT_LEN || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 {
+        return false;
+    }
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    let udp = 14 + ihl;
+    if ihl < 20 || f[23] != 17 || f.len() < udp + 8 + BEAT_LEN {
+        return false;
+    }
+    let len = usize::from(u16::from_be_bytes([f[udp + 4], f[udp + 5]]));
+    len == 8 + BEAT_LEN && parse(&f[udp + 8..udp + 8 + BEAT_LEN]).is_some()
+}
+
 /// An engine's state as the dispatcher sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineState {
@@ -124,6 +142,47 @@ impl Liveness {
                 .collect(),
             bad: AtomicU64::new(0),
         }
+    }
+
+    /// Liveness of `n` engines that goes on from `old`'s: engine `i` is
+    /// `old`'s engine `from[i]` if any (its state, counters, lease and
+    /// capacity carried over), else new and down. The same clock, so the
+    /// times of the last answers still hold.
+    pub fn carried(n: usize, old: &Liveness, from: &[Option<usize>]) -> Self {
+        let l = Self {
+            epoch: old.epoch,
+            ..Self::new(n)
+        };
+        let (old_live, old_leased) = (old.live.load(Ordering::Relaxed), old.leased());
+        let (mut live, mut leased) = (0u64, 0u64);
+        for (i, e) in l.engines.iter().enumerate() {
+            let Some(j) = from
+                .get(i)
+                .copied()
+                .flatten()
+                .filter(|&j| j < old.engines.len())
+            else {
+                continue;
+            };
+            let o = &old.engines[j];
+            for (to, from) in [
+                (&e.last_heard_ns, &o.last_heard_ns),
+                (&e.sent, &o.sent),
+                (&e.heard, &o.heard),
+                (&e.downs, &o.downs),
+                (&e.ups, &o.ups),
+            ] {
+                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            l.capacity[i].store(old.capacity[j].load(Ordering::Relaxed), Ordering::Relaxed);
+            live |= (old_live >> j & 1) << i;
+            leased |= (old_leased >> j & 1) << i;
+        }
+        l.live.store(live, Ordering::Relaxed);
+        l.leased.store(leased, Ordering::Relaxed);
+        l.bad
+            .store(old.bad.load(Ordering::Relaxed), Ordering::Relaxed);
+        l
     }
 
     /// Which engines are up (answering heartbeats, and with a lease in
@@ -236,7 +295,10 @@ impl Liveness {
 pub struct Beacon {
     liveness: Arc<Liveness>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// The thread hands its socket back when it stops.
+    thread: Option<JoinHandle<UdpSocket>>,
+    interval: Duration,
+    misses: u32,
 }
 
 impl Beacon {
@@ -255,16 +317,49 @@ impl Beacon {
         let sock = UdpSocket::bind(bind)?;
         sock.set_read_timeout(Some(interval / 4))?;
         let liveness = Arc::new(Liveness::new(engines.len()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (l, s) = (liveness.clone(), stop.clone());
+        let mut b = Self {
+            liveness,
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            interval,
+            misses,
+        };
+        b.spawn(sock, engines)?;
+        Ok(b)
+    }
+
+    fn spawn(&mut self, sock: UdpSocket, engines: Vec<(String, SocketAddr)>) -> io::Result<()> {
+        let (l, s) = (self.liveness.clone(), self.stop.clone());
+        let (interval, misses) = (self.interval, self.misses);
         let thread = std::thread::Builder::new()
             .name("vrhost-beacon".into())
-            .spawn(move || beacon_loop(&sock, &engines, interval, misses, &l, &s))?;
-        Ok(Self {
-            liveness,
-            stop,
-            thread: Some(thread),
-        })
+            .spawn(move || {
+                beacon_loop(&sock, &engines, interval, misses, &l, &s);
+                sock
+            })?;
+        self.thread = Some(thread);
+        Ok(())
+    }
+
+    /// Ping `engines` from now on, keeping their states in `liveness`
+    /// (indexed as `engines`; see [`Liveness::carried`]), from the same
+    /// socket.
+    ///
+    /// # Errors
+    /// The thread cannot be started again (the beacon then pings no one).
+    pub fn follow(
+        &mut self,
+        engines: Vec<(String, SocketAddr)>,
+        liveness: Arc<Liveness>,
+    ) -> io::Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        let sock = match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(s)) => s,
+            _ => return Err(io::Error::other("the beacon's thread is gone")),
+        };
+        self.stop = Arc::new(AtomicBool::new(false));
+        self.liveness = liveness;
+        self.spawn(sock, engines)
     }
 
     /// The liveness it keeps.

@@ -92,3 +92,38 @@ fn a_pong_from_another_address_is_counted_and_keeps_the_engine_down() {
     engine.send_to(&beat(PONG, 0, seq), beacon).unwrap();
     assert!(within(Duration::from_secs(1), || l.live() == 1).is_some());
 }
+
+/// A heartbeat in an Ethernet frame (IPv4, UDP to port 4790).
+fn beat_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 20 + 8];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((20 + 8 + payload.len()) as u16).to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[36..38].copy_from_slice(&4790u16.to_be_bytes());
+    f[38..40].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn a_heartbeat_frame_is_told_from_other_frames() {
+    assert!(is_heartbeat_frame(&beat_frame(&beat(PING, 2, 9))));
+    assert!(is_heartbeat_frame(&beat_frame(&beat(PONG, 2, 9))));
+    // Garbage in the payload, another length, TCP, not IPv4, truncated.
+    let mut bad = beat(PING, 2, 9);
+    bad[0] = b'X';
+    assert!(!is_heartbeat_frame(&beat_frame(&bad)));
+    assert!(!is_heartbeat_frame(&beat_frame(&[0u8; 20])));
+    let mut tcp = beat_frame(&beat(PING, 2, 9));
+    tcp[23] = 6;
+    assert!(!is_heartbeat_frame(&tcp));
+    let mut v6 = beat_frame(&beat(PING, 2, 9));
+    v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+    assert!(!is_heartbeat_frame(&v6));
+    let f = beat_frame(&beat(PING, 2, 9));
+    for n in 0..f.len() {
+        assert!(!is_heartbeat_frame(&f[..n]), "{n} bytes");
+    }
+}

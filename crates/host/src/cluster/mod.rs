@@ -7,7 +7,8 @@
 //! ([`engines`]), the engines' liveness from heartbeats ([`heartbeat`]),
 //! where a VR that asks for a rate is placed by PdP's Algorithm 1
 //! ([`place`](mod@place)), the dispatcher's data path ([`dispatch`]) and
-//! the desired state's schema in etcd ([`desired`]).
+//! the desired state's schema in etcd ([`desired`]) and the dispatcher's
+//! engines joined by those registered there ([`members`]).
 //! It does not own the tunnels' encapsulation ([`crate::tunnel`]), the
 //! classifier, or the placement of instances ([`crate::alloc`]).
 //! The format and the protocol are written down in `docs/cluster.md`.
@@ -18,6 +19,7 @@ pub mod desired;
 pub mod dispatch;
 pub mod engines;
 pub mod heartbeat;
+pub mod members;
 pub mod place;
 pub mod tag;
 

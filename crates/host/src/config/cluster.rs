@@ -15,6 +15,7 @@ use super::schema::{PortConfig, TunnelConf};
 use super::{ConfigError, Source, parse_mac};
 use crate::cluster::desired::EtcdPlan;
 use crate::cluster::heartbeat::{INTERVAL, MISSES};
+use crate::cluster::members::Members;
 use crate::cluster::{ClusterPolicy, DispatchSpec, EngineLink, RemoteVr};
 
 /// Default UDP port of an engine's heartbeat answers.
@@ -37,6 +38,8 @@ pub enum ClusterPlan {
         beats: Vec<(String, SocketAddr)>,
         /// The desired state in etcd, if any.
         etcd: Option<EtcdPlan>,
+        /// The configured engines, which those registered in etcd join.
+        members: Box<Members>,
     },
     /// An engine: answers heartbeats on this address.
     Engine {
@@ -138,16 +141,25 @@ fn dispatcher(
         vrs,
     };
     owned_alone(c, &spec, cx, at)?;
-    // With every engine up, every VR that asks for a rate must fit.
+    let etcd = etcd_plan(c, false, cx, at)?;
+    if etcd.is_none() && spec.engines.is_empty() {
+        return Err(role(
+            "a dispatcher needs [[cluster.engines]], or etcd where engines register",
+        ));
+    }
+    // With every engine up, every VR that asks for a rate must fit (with
+    // etcd, the registered engines' advertised capacity decides, at run
+    // time: `placement_error`).
     let all = if spec.engines.len() >= 64 {
         !0
     } else {
         (1u64 << spec.engines.len()) - 1
     };
-    for (i, p) in crate::cluster::dispatch::placement_of(&spec, all)
-        .iter()
-        .enumerate()
-    {
+    let placed = match etcd.is_some() {
+        true => Vec::new(),
+        false => crate::cluster::dispatch::placement_of(&spec, all),
+    };
+    for (i, p) in placed.iter().enumerate() {
         if let crate::cluster::Placed::NoFit { why, free } = p {
             let msg = format!("{why}; {free} pps free on the engines");
             return Err(at.err(c.vrs[i].name.span(), format!("cluster.vrs[{i}].rate"), msg));
@@ -163,12 +175,24 @@ fn dispatcher(
     if interval.is_zero() || interval > Duration::from_secs(10) || misses == 0 {
         return Err(role("heartbeat_ms must be 1..=10000 and misses at least 1"));
     }
-    let etcd = etcd_plan(c, false, cx, at)?;
     if let (None, Some(v)) = (&etcd, c.vrs.iter().find(|v| v.vr.is_some())) {
         let msg = "a VR's `vr` table is written to etcd: give cluster.etcd".into();
         return Err(at.err(v.name.span(), "cluster.vrs[].vr".into(), msg));
     }
+    let via = c
+        .next_hop_mac
+        .as_ref()
+        .map(|m| {
+            parse_mac(m.get_ref()).map_err(|e| at.err(m.span(), "cluster.next_hop_mac".into(), e))
+        })
+        .transpose()?;
+    let members = Box::new(Members {
+        base: spec.clone(),
+        beats: beats.clone(),
+        via,
+    });
     Ok(ClusterPlan::Dispatcher {
+        members,
         spec,
         heartbeat,
         interval,

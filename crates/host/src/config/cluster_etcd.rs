@@ -55,6 +55,7 @@ pub(super) fn etcd_plan(
     };
     let engine = engine.then(|| advertisement(c, cx, at)).transpose()?;
     Ok(Some(EtcdPlan {
+        measure: engine.is_some() && c.per_core_pps.is_none(),
         endpoints,
         prefix,
         lease,
@@ -77,6 +78,7 @@ fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd,
     let p = port(under, "cluster.underlay", cx, at)?;
     let address = ipv4(local, "cluster.local", at)?;
     let cores = c.cores.as_ref().map_or(1, |v| *v.get_ref());
+    // Without it, measured at the daemon's start (1 until then).
     let per_core_pps = c.per_core_pps.as_ref().map_or(1, |v| *v.get_ref());
     if cores == 0 || per_core_pps == 0 {
         return Err(need(
@@ -90,8 +92,16 @@ fn advertisement(c: &ClusterConf, cx: &Ctx<'_>, at: &Source) -> Result<EngineAd,
         None => Ok(None),
     };
     let next_hop_mac = mac(&c.next_hop_mac, "cluster.next_hop_mac")?;
-    let local_mac = mac(&c.local_mac, "cluster.local_mac")?;
+    // The interface's MAC if it can be read: a dispatcher with no entry
+    // for this engine sends to it.
+    let local_mac = mac(&c.local_mac, "cluster.local_mac")?.or_else(|| {
+        let m = super::tunnels::interface_mac(&cx.ports[p]).ok()?;
+        Some(vrhost_packet::MacAddr(m).to_string())
+    });
+    let heartbeat_port = c.heartbeat.get_ref().parse::<std::net::SocketAddr>();
     Ok(EngineAd {
+        heartbeat_port: heartbeat_port.ok().map(|a| a.port()),
+        measured: false,
         name: n.clone(),
         underlay: cx.ports[p].name.get_ref().clone(),
         address,

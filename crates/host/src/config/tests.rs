@@ -460,12 +460,17 @@ fn a_dispatcher_s_cluster_table_plans_its_engines_and_remote_vrs() {
         misses,
         beats,
         etcd,
+        members,
     }) = p.cluster
     else {
         panic!("{:?}", p.cluster);
     };
     assert_eq!(heartbeat.to_string(), "10.9.0.1:4790");
     assert_eq!(etcd, None);
+    assert_eq!(
+        (&members.base, &members.beats, members.via),
+        (&spec, &beats, None)
+    );
     assert_eq!((interval.as_millis(), misses), (100, 3));
     assert_eq!(spec.underlay, 1);
     assert_eq!(spec.engines[0].capacity, 2);
@@ -564,6 +569,13 @@ fn the_etcd_keys_of_a_cluster_table_plan_the_agents() {
     let ad = e.engine.unwrap();
     assert_eq!((ad.name.as_str(), ad.underlay.as_str()), ("e1", "under"));
     assert_eq!(ad.capacity(), 100_000);
+    assert_eq!(ad.heartbeat_port, Some(4790));
+    assert!(!e.measure, "per_core_pps given");
+    let measured = engine.replacen("per_core_pps = 50000\n", "", 1);
+    let Some(ClusterPlan::Engine { etcd: Some(m), .. }) = parse(&measured).unwrap().cluster else {
+        panic!("no etcd plan");
+    };
+    assert!(m.measure, "no per_core_pps: measured");
     for (from, to, want) in [
         ("http://10.9.0.254:2379", "10.9.0.254", "cluster.etcd[0]"),
         ("name = \"e1\"\n", "", "needs name, underlay and local"),
@@ -595,4 +607,17 @@ fn the_etcd_keys_of_a_cluster_table_plan_the_agents() {
     assert_refused(parse(&tunnel), "the engine binds it", "a tunnel");
     let no_etcd = src.replacen("etcd = [\"http://10.9.0.254:2379\"]", "", 1);
     assert_refused(parse(&no_etcd), "give cluster.etcd", "vr without etcd");
+    // With etcd, no configured engine: a VR with a rate waits for the
+    // engines that register, sent to through the next hop's MAC.
+    let (head, _) = src.split_once("[[cluster.engines]]").unwrap();
+    let (_, vrs) = src.split_once("[[cluster.vrs]]").unwrap();
+    let bare = format!("{head}next_hop_mac = \"02:00:00:00:00:fe\"\n[[cluster.vrs]]{vrs}")
+        .replacen("engines = [\"e1\", \"e2\"]", "rate = 1000.0", 1);
+    let Some(ClusterPlan::Dispatcher { spec, members, .. }) = parse(&bare).unwrap().cluster else {
+        panic!()
+    };
+    assert!(spec.engines.is_empty() && spec.vrs[0].engines.is_empty());
+    assert_eq!(members.via, Some([2, 0, 0, 0, 0, 0xfe]));
+    let bare = bare.replacen("etcd = [\"http://10.9.0.254:2379\"]", "", 1);
+    assert_refused(parse(&bare), "or etcd where engines register", "no engines");
 }

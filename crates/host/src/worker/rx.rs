@@ -65,7 +65,10 @@ impl Worker {
                 continue;
             };
             let Some((vr, vnic)) = self.classifier.classify_frame(p, &key, f) else {
-                self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
+                match crate::cluster::heartbeat::is_heartbeat_frame(f) {
+                    true => self.stats.heartbeats.add(1),
+                    false => self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1),
+                }
                 continue;
             };
             let Some(path) = self.vrs.get_mut(vr) else {

@@ -1,11 +1,16 @@
-//! `vrhost cluster status`: this host's part in a cluster (a dispatcher's
-//! engines and remote VRs, or an engine's heartbeats).
+//! `vrhost cluster status|rate`: this host's part in a cluster (a
+//! dispatcher's engines and remote VRs, or an engine's heartbeats), and
+//! a remote VR's rate changed in the cluster's desired state.
 
 use std::fmt::Write as _;
 
 use anyhow::Result;
+use hyper::Method;
 
-use super::api::{ClusterStatus, EngineStatus, RemoteVrStatus};
+use super::api::{
+    ClusterRateRequest, ClusterRateResult, ClusterStatus, EngineStatus, RemoteVrStatus,
+};
+use super::client::encode;
 use super::output::{Col, Table, bytes, list, map_list, out};
 use super::{ApiArgs, emit, one_shot};
 
@@ -24,6 +29,15 @@ pub enum ClusterCmd {
     /// Engines (state, last heartbeat, frames and bytes each way) and
     /// remote VRs.
     Status,
+    /// Change the rate a remote VR asks for (pps) in the cluster's desired
+    /// state in etcd (on the dispatcher; refused while etcd is down, or
+    /// with how much is free when it does not fit).
+    Rate {
+        /// The remote VR (`cluster.vrs[].name`).
+        name: String,
+        /// Packets per second, > 0.
+        pps: f64,
+    },
 }
 
 /// Run `vrhost cluster ...`.
@@ -31,7 +45,17 @@ pub enum ClusterCmd {
 /// # Errors
 /// The daemon cannot be reached.
 pub fn run(args: &ClusterArgs) -> Result<()> {
-    match args.cmd {
+    match &args.cmd {
+        ClusterCmd::Rate { name, pps } => {
+            let body = ClusterRateRequest { rate: *pps };
+            let path = format!("/v1/cluster/vrs/{}/rate", encode(name));
+            let a = one_shot(&args.api)?.call(Method::POST, &path, Some(&body))?;
+            emit(&args.api, &a, |a| {
+                let r: ClusterRateResult = a.decode()?;
+                println!("VR {} asks for {} pps (written to etcd)", r.vr, r.rate_pps);
+                Ok(())
+            })
+        }
         ClusterCmd::Status => {
             let a = one_shot(&args.api)?.get("/v1/cluster")?;
             emit(&args.api, &a, |a| {
@@ -81,6 +105,7 @@ pub fn render(s: &ClusterStatus) -> String {
                     (Col::l("STATE"), &|e| e.state.clone()),
                     (Col::r("HEARTBEAT"), &ms),
                     (Col::r("CAP"), &|e| e.capacity.to_string()),
+                    (Col::l("CAP-FROM"), &|e| e.capacity_source.clone()),
                     (Col::r("TX-PKTS"), &|e| e.tx_frames.to_string()),
                     (Col::r("TX-BYTES"), &|e| bytes(e.tx_bytes)),
                     (Col::r("RX-PKTS"), &|e| e.rx_frames.to_string()),
@@ -110,6 +135,13 @@ pub fn render(s: &ClusterStatus) -> String {
                 "engine: heartbeats on {}, {} answered",
                 s.heartbeat, s.heartbeats_answered
             );
+            if !s.capacity_source.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "capacity: {} pps advertised ({})",
+                    s.capacity_pps, s.capacity_source
+                );
+            }
         }
         _ => o += "no cluster: a single vrhost\n",
     }
@@ -128,7 +160,8 @@ mod tests {
         let s: ClusterStatus = serde_json::from_str(
             r#"{"role":"dispatcher","heartbeat":"10.9.0.1:4790",
             "engines":[{"name":"e1","address":"10.9.0.11","state":"up","last_heartbeat_ms":42.0,
-              "tx_frames":10,"tx_bytes":1000,"rx_frames":9,"rx_bytes":900,"capacity":1},
+              "tx_frames":10,"tx_bytes":1000,"rx_frames":9,"rx_bytes":900,"capacity":1,
+              "capacity_source":"measured"},
              {"name":"e2","address":"10.9.0.12","state":"down","last_heartbeat_ms":null,"downs":1}],
             "vrs":[{"name":"r","id":7,"policy":"flow","ports":["in","out"],
               "engines":["e1","e2"],"live_engines":["e1"],
@@ -142,7 +175,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("bad_tag") && t.contains("flow"), "{t}");
-        assert!(t.contains("e1:100 e2:50"), "{t}");
+        assert!(t.contains("e1:100 e2:50") && t.contains("measured"), "{t}");
         let none = render(&ClusterStatus::default());
         assert!(none.contains("no cluster"));
     }

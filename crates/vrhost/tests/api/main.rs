@@ -55,6 +55,27 @@ fn api_matches_its_document_refuses_bad_input_and_changes_lose_nothing() {
 fn traffic_flows(api: &Api) {
     let cl = api.ok("GET", "/v1/cluster", "/v1/cluster", None, 200);
     assert_eq!(cl["role"], json!("none"), "{cl}");
+    // No dispatcher with etcd here: a change of the cluster's desired
+    // state is refused (the netns tests of `cluster_etcd.rs` take one).
+    let rate = "/v1/cluster/vrs/{name}/rate";
+    let e = api.ok(
+        "POST",
+        rate,
+        "/v1/cluster/vrs/r/rate",
+        Some(json!({"rate": 1000.0})),
+        409,
+    );
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("etcd"),
+        "{e}"
+    );
+    api.ok(
+        "POST",
+        rate,
+        "/v1/cluster/vrs/r/rate",
+        Some(json!({"pps": 1})),
+        400,
+    );
     let h = api.ok("GET", "/v1/health", "/v1/health", None, 200);
     assert_eq!(h["status"], "ok");
     assert_eq!(h["vrs"], 2);
