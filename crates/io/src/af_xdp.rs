@@ -123,7 +123,7 @@ pub const STATS_EVERY: u32 = 1024;
 /// frame is redirected to a closing socket, then the program and its maps.
 struct OwnProgram {
     _link: XdpLink,
-    _bpf: Ebpf,
+    bpf: Ebpf,
     xsks: XskMap<MapData>,
     counter: PerCpuArray<MapData, u64>,
 }
@@ -238,22 +238,28 @@ impl AfXdpPort {
         }
         let (mut own, attach) = match (cfg.program, cfg.attach) {
             (XdpProgram::Own, want) => {
-                let (own, attach) = OwnProgram::attach(ifname, ifindex, queues, want)?;
+                let slots = match cfg.tx {
+                    TxPath::Socket => 1,
+                    TxPath::Xdp => txlive::SLOTS,
+                };
+                let (own, attach) = OwnProgram::attach(ifname, ifindex, (queues, slots), want)?;
                 (Some(own), attach)
             }
             (XdpProgram::External, Some(attach)) => (None, attach),
             (XdpProgram::External, None) => unreachable!("AfXdpConfig::check refuses it"),
         };
 
-        let txlive = match cfg.tx {
-            TxPath::Socket => None,
-            TxPath::Xdp if area.is_some() => {
+        let txlive = match (cfg.tx, &own) {
+            (TxPath::Socket, _) => None,
+            (TxPath::Xdp, Some(own)) if area.is_none() => {
+                Some(Box::new(txlive::TxLive::open(&own.bpf, ifname, ifindex)?))
+            }
+            (TxPath::Xdp, _) => {
                 return Err(AfXdpError::Config {
                     ifname: name,
-                    why: "tx xdp is not for a port on its VR's pool".into(),
+                    why: "tx xdp needs the port's own XDP program and its own UMEM".into(),
                 });
             }
-            TxPath::Xdp => Some(Box::new(txlive::TxLive::open(ifname, ifindex)?)),
         };
         let mut socks = Vec::with_capacity(queues as usize);
         let mut whole_ring = true;
@@ -524,17 +530,17 @@ impl OwnProgram {
     fn attach(
         ifname: &str,
         ifindex: u32,
-        queues: u32,
+        (queues, slots): (u32, u32),
         want: Option<AttachMode>,
     ) -> Result<(OwnProgram, AttachMode), AfXdpError> {
-        let mut bpf = load_program(ifname, queues)?;
+        let mut bpf = load_program(ifname, queues, slots)?;
         let prog_fd = program_fd(&mut bpf, ifname, PROGRAM)?;
         let link = attach(prog_fd, ifindex, want, ifname)?;
         let attach = link.mode();
         let (xsks, counter) = take_maps(&mut bpf, ifname)?;
         let own = OwnProgram {
             _link: link,
-            _bpf: bpf,
+            bpf,
             xsks,
             counter,
         };
@@ -543,10 +549,11 @@ impl OwnProgram {
 }
 
 /// The XDP program and its maps, loaded into the kernel with an XSKMAP of
-/// `queues` entries (not yet attached).
-fn load_program(ifname: &str, queues: u32) -> Result<Ebpf, AfXdpError> {
+/// `queues` entries and `slots` transmit slots (not yet attached).
+fn load_program(ifname: &str, queues: u32, slots: u32) -> Result<Ebpf, AfXdpError> {
     EbpfLoader::new()
         .map_max_entries(XSK_MAP, queues)
+        .map_max_entries(txlive::FRAMES_MAP, slots)
         .load(XDP_OBJECT)
         .map_err(|e| AfXdpError::Load {
             ifname: ifname.to_string(),
@@ -688,8 +695,8 @@ impl Port for AfXdpPort {
     /// Ethernet header or longer than a UMEM frame, or beyond the free
     /// frames and ring room, are refused and counted.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
-        if let Some(t) = &mut self.txlive {
-            return t.send(frames);
+        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own) {
+            return t.send(&own.bpf, frames);
         }
         let n = self.socks[0].q.send(frames);
         if self.socks[0]
@@ -704,8 +711,8 @@ impl Port for AfXdpPort {
     /// One `sendto` if tx descriptors were queued since the last kick and
     /// the kernel asks for one; returns at once otherwise.
     fn flush(&mut self) -> io::Result<()> {
-        if let Some(t) = &mut self.txlive {
-            return t.run();
+        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own) {
+            return t.run(&own.bpf);
         }
         if !self.socks[0].q.tx_kick_due(1, self.need_wakeup) {
             return Ok(());

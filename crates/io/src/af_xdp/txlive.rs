@@ -1,6 +1,7 @@
 //! [`TxLive`]: an AF_XDP port's transmit without skbs (`TxPath::Xdp`,
 //! the port option `tx = "xdp"`), through the kernel's XDP test run with
-//! live frames and the program `ebpf/xdp_txlive.c`.
+//! live frames of the port's own program (`ebpf/xdp_redirect.c` with
+//! `ebpf/xdp_txlive.h`).
 //!
 //! A copy-mode AF_XDP socket builds one skb per frame it sends
 //! (`xsk_generic_xmit`), and on veth the peer's receive of that skb runs
@@ -9,10 +10,16 @@
 //! makes into its tx UMEM), and `run` (the port's `flush`, or a full
 //! array) sends the whole batch with one `BPF_PROG_RUN`
 //! (`BPF_F_TEST_XDP_LIVE_FRAMES`, `repeat` = the batch, the port's
-//! interface as ingress): the program writes slot `i` into the kernel's
+//! interface as ingress, 8 bytes of XDP metadata that tell the program
+//! this is no received frame): the program writes slot `i` into the kernel's
 //! page of run `i` and returns `XDP_TX`, which the test run turns into a
 //! redirect out of that interface, so each frame leaves as an xdp_frame
 //! through `ndo_xdp_xmit`. No tx ring, no completion ring, no `sendto`.
+//! It runs the program attached to the interface, not one of its own: a
+//! test run puts its program into the kernel's XDP dispatcher and takes it
+//! out again, and each change rewrites the dispatcher and waits for an
+//! RCU grace period (about 120 us of CPU a frame when tried), while for a
+//! program already there it only counts a user.
 //!
 //! Frames shorter than an Ethernet header or longer than [`MAX_FRAME`]
 //! are refused and counted (`tx_dropped`), as are frames of a run the
@@ -26,16 +33,14 @@
 use std::io;
 use std::os::fd::AsFd;
 
+use aya::Ebpf;
 use aya::programs::{ProgramError, TestRun, TestRunAttrs, TestRunOptions, Xdp};
-use aya::{Ebpf, EbpfLoader};
 
 use super::config::AfXdpError;
 use super::queue::MIN_FRAME;
 use super::sys::Mmap;
 
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_txlive.o"));
-const PROGRAM: &str = "xdp_txlive";
-const FRAMES_MAP: &str = "txlive_frames";
+pub(super) const FRAMES_MAP: &str = "txlive_frames";
 const STATE_MAP: &str = "txlive_state";
 
 /// Slots of the array (`TXLIVE_SLOTS`): frames sent by one run at most.
@@ -51,9 +56,22 @@ pub(super) const MAX_FRAME: usize = SLOT - 8;
 const BATCH: u32 = 64;
 /// Runs of one batch cut short by a signal that are resumed.
 const RESUMES: u32 = 4;
-/// The page the kernel builds each frame's page from (rewritten by the
-/// program): an Ethernet header's worth and more.
-static TEMPLATE: [u8; 64] = [0; 64];
+/// Bytes of XDP metadata in the template: what tells the program a run
+/// of its own from a received frame.
+const META: usize = 8;
+/// The page the kernel builds each frame's page from: the metadata
+/// ("VRHTXLIV"), then an Ethernet header's worth and more (rewritten by
+/// the program).
+static TEMPLATE: [u8; META + 64] = {
+    let mut t = [0u8; META + 64];
+    let m = *b"VRHTXLIV";
+    let mut i = 0;
+    while i < META {
+        t[i] = m[i];
+        i += 1;
+    }
+    t
+};
 
 /// Offsets in `txlive_state`: next, count (u32), sent, refused (u64).
 const ST_NEXT: usize = 0;
@@ -63,10 +81,8 @@ const ST_REFUSED: usize = 16;
 
 /// See the [module docs](self).
 pub(super) struct TxLive {
-    // Field order is drop order: the mappings before the maps' owner.
     frames: Mmap,
     state: Mmap,
-    ebpf: Ebpf,
     ctx: [u8; 24],
     queued: u32,
     queued_bytes: u64,
@@ -77,15 +93,10 @@ pub(super) struct TxLive {
 }
 
 impl TxLive {
-    /// Load the program and map its two arrays, for interface `ifindex`
-    /// (`ifname` names it in errors).
-    pub(super) fn open(ifname: &str, ifindex: u32) -> Result<TxLive, AfXdpError> {
-        let load_err = |e: aya::EbpfError| AfXdpError::Load {
-            ifname: ifname.to_string(),
-            source: Box::new(e),
-        };
-        let mut ebpf = EbpfLoader::new().load(OBJECT).map_err(load_err)?;
-        super::program_fd(&mut ebpf, ifname, PROGRAM)?;
+    /// Map the two arrays of the port's program `ebpf` (loaded with
+    /// [`SLOTS`] slots), for interface `ifindex` (`ifname` names it in
+    /// errors). The mappings hold the maps alive.
+    pub(super) fn open(ebpf: &Ebpf, ifname: &str, ifindex: u32) -> Result<TxLive, AfXdpError> {
         let map = |name: &str, len: usize| -> Result<Mmap, AfXdpError> {
             let m = ebpf.map(name).ok_or_else(|| {
                 super::map_error(
@@ -114,13 +125,14 @@ impl TxLive {
         let frames = map(FRAMES_MAP, SLOTS as usize * SLOT)?;
         let state = map(STATE_MAP, 4096)?;
         let mut ctx = [0u8; 24];
-        // struct xdp_md: data 0, data_end, meta 0, ingress_ifindex, rx queue 0.
+        // struct xdp_md: data after the metadata, data_end, data_meta 0,
+        // ingress_ifindex, rx queue 0.
+        ctx[0..4].copy_from_slice(&(META as u32).to_ne_bytes());
         ctx[4..8].copy_from_slice(&(TEMPLATE.len() as u32).to_ne_bytes());
         ctx[12..16].copy_from_slice(&ifindex.to_ne_bytes());
         Ok(TxLive {
             frames,
             state,
-            ebpf,
             ctx,
             queued: 0,
             queued_bytes: 0,
@@ -131,7 +143,7 @@ impl TxLive {
 
     /// Copy `frames` into the array's free slots (running a full array
     /// first); returns how many were taken, the others are counted.
-    pub(super) fn send(&mut self, frames: &[&[u8]]) -> usize {
+    pub(super) fn send(&mut self, ebpf: &Ebpf, frames: &[&[u8]]) -> usize {
         let mut k = 0;
         for f in frames {
             let len = f.len();
@@ -141,7 +153,7 @@ impl TxLive {
             }
             if self.queued == SLOTS {
                 // A failed run counts its frames dropped.
-                let _ = self.run();
+                let _ = self.run(ebpf);
             }
             let slot = self.frames.ptr().wrapping_add(self.queued as usize * SLOT);
             // SAFETY: slot `queued` (< SLOTS) lies inside the mapping of
@@ -163,7 +175,7 @@ impl TxLive {
     /// Send the queued frames with one `BPF_PROG_RUN` (more if a signal
     /// cuts it short); frames of a run the kernel refuses are counted
     /// dropped. Returns the kernel's error, if any.
-    pub(super) fn run(&mut self) -> io::Result<()> {
+    pub(super) fn run(&mut self, ebpf: &Ebpf) -> io::Result<()> {
         let n = self.queued;
         if n == 0 {
             return Ok(());
@@ -178,7 +190,7 @@ impl TxLive {
             if left == 0 {
                 break;
             }
-            match self.test_run(left) {
+            match self.test_run(ebpf, left) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => {
@@ -196,10 +208,9 @@ impl TxLive {
     }
 
     /// One test run of `repeat` frames.
-    fn test_run(&self, repeat: u32) -> io::Result<()> {
-        let prog: &Xdp = self
-            .ebpf
-            .program(PROGRAM)
+    fn test_run(&self, ebpf: &Ebpf, repeat: u32) -> io::Result<()> {
+        let prog: &Xdp = ebpf
+            .program(super::PROGRAM)
             .ok_or_else(|| io::Error::other("XDP transmit: program missing"))?
             .try_into()
             .map_err(io::Error::other)?;

@@ -1,20 +1,29 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 /*
- * xdp_txlive.c: the AF_XDP port's transmit through the kernel's XDP test
+ * xdp_txlive.h: the AF_XDP port's transmit through the kernel's XDP test
  * run with live frames (crates/io/src/af_xdp/txlive.rs, port option
- * `tx = "xdp"`).
+ * `tx = "xdp"`), part of the port's own program (xdp_redirect.c).
  *
- * It is not attached to any interface: the port writes a batch of frames
- * into the mmap-able array `txlive_frames` (slot i: {len, data}), sets
- * txlive_state.next = 0 and .count = n, and runs this program with one
- * BPF_PROG_RUN (BPF_F_TEST_XDP_LIVE_FRAMES, repeat n, the port's
- * interface as ingress_ifindex). The kernel hands each run a page of its
- * own (built once from a small template, then recycled); the program
- * sizes the frame to slot next's length, copies the slot's bytes into it
- * and returns XDP_TX: the test run turns that into a redirect out of the
- * ingress interface, so the frame leaves as an xdp_frame through the
- * driver's ndo_xdp_xmit, without an skb (copy-mode AF_XDP transmit builds
- * one skb per frame).
+ * The port writes a batch of frames into the mmap-able array
+ * `txlive_frames` (slot i: {len, data}), sets txlive_state.next = 0 and
+ * .count = n, and runs the port's program with one BPF_PROG_RUN
+ * (BPF_F_TEST_XDP_LIVE_FRAMES, repeat n, the port's interface as
+ * ingress_ifindex) on a template that carries 8 bytes of XDP metadata.
+ * Frames a driver receives carry none, so the metadata tells the two
+ * apart: with it, xdp_redirect_xsk calls xdp_txlive, which sizes the
+ * kernel's page of run i to slot next's length, copies the slot's bytes
+ * into it and returns XDP_TX; the test run turns that into a redirect out
+ * of the ingress interface, so the frame leaves as an xdp_frame through
+ * the driver's ndo_xdp_xmit, without an skb (copy-mode AF_XDP transmit
+ * builds one skb per frame).
+ *
+ * Why the port's own program and not one of its own: a test run of an
+ * XDP program with repeat > 1 puts it into the kernel's XDP dispatcher
+ * and takes it out again afterwards, and each change of the dispatcher
+ * rewrites its code and waits for an RCU grace period (a first try with
+ * a separate program spent about 120 us of CPU a frame, and most of the
+ * worker's time asleep). The attached program is in the dispatcher
+ * already, so a run only counts one more user of it.
  *
  * A slot whose length is not 14..=TXLIVE_MAX_FRAME, or a frame the page
  * cannot grow to, is dropped here and counted in `refused`; user space
@@ -22,15 +31,9 @@
  *
  * State is a plain array, not per CPU and not atomic: the port's one
  * thread runs one BPF_PROG_RUN at a time, and the kernel runs the
- * program's repeats one after another on that CPU.
- *
- * Licence: vrhost is MIT OR Apache-2.0. This file is "Dual MIT/GPL" (the
- * string below) because the kernel refuses GPL-only helpers to programs
- * that do not declare a GPL-compatible licence.
+ * program's repeats one after another on that CPU. The loader sizes
+ * txlive_frames to 1 slot for a port that sends through its socket.
  */
-#include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
-
 /* Slots of one batch, and the bytes a slot holds (the value is 2 KiB). */
 #define TXLIVE_SLOTS 1024
 #define TXLIVE_MAX_FRAME 2040
@@ -68,8 +71,7 @@ struct {
 	__type(value, struct txlive_state);
 } txlive_state SEC(".maps");
 
-SEC("xdp")
-int xdp_txlive(struct xdp_md *ctx)
+static __always_inline int xdp_txlive(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
 	struct txlive_state *st = bpf_map_lookup_elem(&txlive_state, &zero);
@@ -105,5 +107,3 @@ int xdp_txlive(struct xdp_md *ctx)
 	st->sent += 1;
 	return XDP_TX;
 }
-
-char LICENSE[] SEC("license") = "Dual MIT/GPL";
