@@ -9,6 +9,10 @@
  * not bound yet, or already closed) falls back to XDP_PASS, so the kernel
  * stack keeps the frame instead of losing it.
  *
+ * A frame with XDP metadata is no received frame but one of the port's
+ * own transmit batches (`tx = "xdp"`, xdp_txlive.h): it is sent, never
+ * redirected to a socket.
+ *
  * `redirected` is a one-slot per-CPU array counting the frames handed to a
  * socket; user space sums the CPUs' slots when it reads it (no atomic
  * shared across cores on this path).
@@ -23,6 +27,8 @@
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+
+#include "xdp_txlive.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -43,6 +49,12 @@ SEC("xdp")
 int xdp_redirect_xsk(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
+	void *meta = (void *)(long)ctx->data_meta;
+	void *data = (void *)(long)ctx->data;
+
+	/* Only the port's own test run brings metadata. */
+	if (meta < data)
+		return xdp_txlive(ctx);
 	long action = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 
 	if (action == XDP_REDIRECT) {

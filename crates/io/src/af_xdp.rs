@@ -59,6 +59,9 @@
 //! `rx_dropped` and `tx_dropped`. All transmission goes through the first
 //! queue's socket.
 //!
+//! With [`TxPath::Xdp`] (`tx = "xdp"`) `tx_burst` and `flush` send
+//! through the kernel's XDP test run instead, with no skb (`txlive.rs`).
+//!
 //! Everything read from the kernel's rings is checked before use (see
 //! `queue.rs`): a wrong descriptor is a counted drop. Dropping the port
 //! detaches its own XDP program and closes the sockets and mappings.
@@ -85,6 +88,7 @@ mod ring;
 mod shared;
 mod socket;
 mod sys;
+mod txlive;
 mod umem;
 
 use std::ffi::CString;
@@ -96,7 +100,7 @@ use aya::maps::{MapData, PerCpuArray, XskMap};
 use aya::programs::{ProgramError, Xdp};
 use aya::{Ebpf, EbpfLoader};
 
-pub use config::{AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode, XdpProgram};
+pub use config::{AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode, TxPath, XdpProgram};
 pub use queue::{FrameCounts, LentFrame};
 pub use sys::{XdpLink, XdpStatistics};
 pub use umem::UmemArea;
@@ -119,7 +123,7 @@ pub const STATS_EVERY: u32 = 1024;
 /// frame is redirected to a closing socket, then the program and its maps.
 struct OwnProgram {
     _link: XdpLink,
-    _bpf: Ebpf,
+    bpf: Ebpf,
     xsks: XskMap<MapData>,
     counter: PerCpuArray<MapData, u64>,
 }
@@ -146,6 +150,9 @@ pub struct AfXdpPort {
     /// The lent area (start, length) and the end of this port's frames in
     /// it, for a port that shares it ([`AfXdpPort::open_sharing`]).
     lent_at: Option<(usize, usize, u32)>,
+    /// [`TxPath::Xdp`]: where `tx_burst` and `flush` send instead of the
+    /// socket.
+    txlive: Option<Box<txlive::TxLive>>,
 }
 
 impl fmt::Debug for AfXdpPort {
@@ -231,13 +238,29 @@ impl AfXdpPort {
         }
         let (mut own, attach) = match (cfg.program, cfg.attach) {
             (XdpProgram::Own, want) => {
-                let (own, attach) = OwnProgram::attach(ifname, ifindex, queues, want)?;
+                let slots = match cfg.tx {
+                    TxPath::Socket => 1,
+                    TxPath::Xdp => txlive::SLOTS,
+                };
+                let (own, attach) = OwnProgram::attach(ifname, ifindex, (queues, slots), want)?;
                 (Some(own), attach)
             }
             (XdpProgram::External, Some(attach)) => (None, attach),
             (XdpProgram::External, None) => unreachable!("AfXdpConfig::check refuses it"),
         };
 
+        let txlive = match (cfg.tx, &own) {
+            (TxPath::Socket, _) => None,
+            (TxPath::Xdp, Some(own)) if area.is_none() => {
+                Some(Box::new(txlive::TxLive::open(&own.bpf, ifname, ifindex)?))
+            }
+            (TxPath::Xdp, _) => {
+                return Err(AfXdpError::Config {
+                    ifname: name,
+                    why: "tx xdp needs the port's own XDP program and its own UMEM".into(),
+                });
+            }
+        };
         let mut socks = Vec::with_capacity(queues as usize);
         let mut whole_ring = true;
         for q in 0..queues {
@@ -290,6 +313,7 @@ impl AfXdpPort {
             next_stats: 0,
             lent_area: lent_area.then_some(cfg.frames),
             lent_at,
+            txlive,
         })
     }
 
@@ -398,7 +422,11 @@ impl AfXdpPort {
 
     /// Largest frame `tx_burst` accepts.
     pub fn max_tx_frame(&self) -> usize {
-        self.socks[0].q.max_frame() as usize
+        let socket = self.socks[0].q.max_frame() as usize;
+        match self.txlive {
+            Some(_) => socket.min(txlive::MAX_FRAME),
+            None => socket,
+        }
     }
 
     /// Largest frame the kernel delivers (copy mode, or a driver that
@@ -502,17 +530,17 @@ impl OwnProgram {
     fn attach(
         ifname: &str,
         ifindex: u32,
-        queues: u32,
+        (queues, slots): (u32, u32),
         want: Option<AttachMode>,
     ) -> Result<(OwnProgram, AttachMode), AfXdpError> {
-        let mut bpf = load_program(ifname, queues)?;
-        let prog_fd = program_fd(&mut bpf, ifname)?;
+        let mut bpf = load_program(ifname, queues, slots)?;
+        let prog_fd = program_fd(&mut bpf, ifname, PROGRAM)?;
         let link = attach(prog_fd, ifindex, want, ifname)?;
         let attach = link.mode();
         let (xsks, counter) = take_maps(&mut bpf, ifname)?;
         let own = OwnProgram {
             _link: link,
-            _bpf: bpf,
+            bpf,
             xsks,
             counter,
         };
@@ -521,10 +549,11 @@ impl OwnProgram {
 }
 
 /// The XDP program and its maps, loaded into the kernel with an XSKMAP of
-/// `queues` entries (not yet attached).
-fn load_program(ifname: &str, queues: u32) -> Result<Ebpf, AfXdpError> {
+/// `queues` entries and `slots` transmit slots (not yet attached).
+fn load_program(ifname: &str, queues: u32, slots: u32) -> Result<Ebpf, AfXdpError> {
     EbpfLoader::new()
         .map_max_entries(XSK_MAP, queues)
+        .map_max_entries(txlive::FRAMES_MAP, slots)
         .load(XDP_OBJECT)
         .map_err(|e| AfXdpError::Load {
             ifname: ifname.to_string(),
@@ -532,19 +561,19 @@ fn load_program(ifname: &str, queues: u32) -> Result<Ebpf, AfXdpError> {
         })
 }
 
-/// The descriptor of `bpf`'s XDP program, verified and loaded.
-fn program_fd<'a>(bpf: &'a mut Ebpf, ifname: &str) -> Result<BorrowedFd<'a>, AfXdpError> {
+/// The descriptor of `bpf`'s XDP program `name`, verified and loaded.
+fn program_fd<'a>(
+    bpf: &'a mut Ebpf,
+    ifname: &str,
+    name: &str,
+) -> Result<BorrowedFd<'a>, AfXdpError> {
     let load_err = |e: ProgramError| AfXdpError::Load {
         ifname: ifname.to_string(),
         source: Box::new(e.into()),
     };
     let prog: &mut Xdp = bpf
-        .program_mut(PROGRAM)
-        .ok_or_else(|| {
-            load_err(ProgramError::InvalidName {
-                name: PROGRAM.into(),
-            })
-        })?
+        .program_mut(name)
+        .ok_or_else(|| load_err(ProgramError::InvalidName { name: name.into() }))?
         .try_into()
         .map_err(load_err)?;
     prog.load().map_err(load_err)?;
@@ -666,6 +695,9 @@ impl Port for AfXdpPort {
     /// Ethernet header or longer than a UMEM frame, or beyond the free
     /// frames and ring room, are refused and counted.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
+        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own) {
+            return t.send(&own.bpf, frames);
+        }
         let n = self.socks[0].q.send(frames);
         if self.socks[0]
             .q
@@ -679,6 +711,9 @@ impl Port for AfXdpPort {
     /// One `sendto` if tx descriptors were queued since the last kick and
     /// the kernel asks for one; returns at once otherwise.
     fn flush(&mut self) -> io::Result<()> {
+        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own) {
+            return t.run(&own.bpf);
+        }
         if !self.socks[0].q.tx_kick_due(1, self.need_wakeup) {
             return Ok(());
         }
@@ -698,6 +733,11 @@ impl Port for AfXdpPort {
             p.tx_packets += c.tx_packets;
             p.tx_bytes += c.tx_bytes;
             p.tx_dropped += c.tx_dropped + k.tx_invalid_descs;
+        }
+        if let Some(t) = &self.txlive {
+            p.tx_packets += t.sent();
+            p.tx_bytes += t.tx_bytes;
+            p.tx_dropped += t.dropped + t.refused();
         }
         p
     }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vrhost_io::Port;
-use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, LentFrame, UmemArea};
+use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, LentFrame, TxPath, UmemArea};
 use vrhost_io::socket::{SocketConfig, SocketPort};
 use vrhost_lab::{Netns, veth};
 
@@ -271,17 +271,32 @@ fn frames_not_lent_or_outside_their_frame_are_refused() {
 
 #[test]
 fn an_area_too_small_is_refused_by_name() {
-    let (a, _b) = lab();
-    let (area, _vr) = pool();
-    let big = AfXdpConfig {
+    let e = refused_on_area(AfXdpConfig {
         frames: 2 * FRAMES,
         ..cfg()
-    };
-    let e = a
-        .run(|| AfXdpPort::open_on("a0", &big, area))
+    });
+    assert!(e.contains("UMEM area"), "{e}");
+}
+
+/// Why opening `a0` on a VR's pool with `cfg` fails.
+fn refused_on_area(cfg: AfXdpConfig) -> String {
+    let (a, _b) = lab();
+    let (area, _vr) = pool();
+    a.run(|| AfXdpPort::open_on("a0", &cfg, area))
         .unwrap()
-        .unwrap_err();
-    assert!(e.to_string().contains("UMEM area"), "{e}");
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn tx_xdp_is_refused_on_an_area() {
+    // A port on its VR's pool sends from the pool: `tx = "xdp"` would copy
+    // the frames out of it, and the config refuses it first.
+    let e = refused_on_area(AfXdpConfig {
+        tx: TxPath::Xdp,
+        ..cfg()
+    });
+    assert!(e.contains("tx xdp needs"), "{e}");
 }
 
 /// Two ports on one UMEM (a VR with two dedicated ports), `a0` and `a1`,

@@ -241,7 +241,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
         if copies_per_frame(f, args).is_none() {
             bail!(
-                "--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, af_xdp, af_xdp_dedicated, af_packet, socket, fast, tap)"
+                "--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, af_xdp, af_xdp_dedicated, af_xdp_txlive, af_packet, socket, fast, tap)"
             );
         }
     }
@@ -635,6 +635,9 @@ fn forwarder_points(
 /// - `af_xdp`, copy mode: 4 (the kernel into the UMEM, the worker into the
 ///   VR's slot, the worker into p1's UMEM, the kernel's generic xmit into
 ///   an skb);
+/// - `af_xdp_txlive` (`ports[].tx = "xdp"`): 4 as well (the last two: the
+///   worker into a slot of the port's BPF array, the XDP program into the
+///   kernel's page; no skb);
 /// - `af_xdp_dedicated`, p0 and p1 both dedicated to the VR on one UMEM
 ///   ([`node::dedicated_ports`]): 2 (the kernel into the VR's slot, the
 ///   generic xmit into an skb); p0 alone: 3 (the worker into p1's UMEM
@@ -648,7 +651,7 @@ pub fn copies_per_frame(fwd: &str, args: &ForwardArgs) -> Option<u32> {
         "kernel" | "kernel_norps" | "fast" => 0,
         "af_xdp_dedicated" if node::dedicated_ports(args).0 == 2 => 2,
         "socket" | "af_packet" | "af_xdp_dedicated" => 3,
-        "af_xdp" => 4,
+        "af_xdp" | "af_xdp_txlive" => 4,
         "tap" => 7,
         _ => return None,
     })

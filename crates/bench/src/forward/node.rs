@@ -45,8 +45,13 @@ pub(crate) fn setup_node_on(
     let kernel = fwd == "kernel" || fwd == "kernel_norps";
     // The fast path redirects the replies (ping, TCP's ACKs) into p0, and
     // a veth delivers redirected frames only when its peer has NAPI: GRO
-    // on the generator's eth0 for it (off for every other forwarder).
-    let gro = if fwd == "fast" { "on" } else { "off" };
+    // on the generator's eth0 for it and for `af_xdp_txlive`, whose p0
+    // sends xdp_frames (off for every other forwarder).
+    let gro = if fwd == "fast" || fwd == "af_xdp_txlive" {
+        "on"
+    } else {
+        "off"
+    };
     lab.ns("gen")
         .exec("ethtool", &["-K", "eth0", "gro", gro])
         .with_context(|| format!("GRO {gro} on the generator's eth0"))?;
@@ -82,6 +87,7 @@ pub(crate) fn setup_node_on(
     let (driver, path) = match fwd {
         "fast" => ("af_xdp", Some(path.unwrap_or("fast"))),
         "af_xdp_dedicated" => ("af_xdp", path),
+        "af_xdp_txlive" => ("af_xdp", path),
         "tap" => ("af_xdp", None),
         d => (d, path),
     };
@@ -165,6 +171,15 @@ fn start_vrhost(
     let mut src = daemon_config(args, (driver, dedicated), table, path);
     if tap {
         src = tap_vr(&src);
+    }
+    if fwd == "af_xdp_txlive" {
+        // Both ports send through the XDP test run (`ports[].tx`): the
+        // sink's eth0 runs the XDP sink and the generator's has GRO on,
+        // so both take xdp_frames.
+        src = src.replace(
+            "driver = \"af_xdp\"\n",
+            "driver = \"af_xdp\"\ntx = \"xdp\"\n",
+        );
     }
     std::fs::write(&cfg, src)?;
     // Its API (a unix socket outside the namespaces) for the loss counters.

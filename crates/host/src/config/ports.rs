@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use toml::Spanned;
 
-use super::schema::{Driver, PortConfig, port_rings};
+use super::schema::{Driver, PortConfig, PortTx, port_rings};
 use super::{ConfigError, Source};
 
 /// Check every port; the index of each port by name.
@@ -85,6 +85,18 @@ fn check_traffic(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigErro
 /// `ring_size` and `frames` only on an `af_xdp` port, and sizes its
 /// driver takes.
 fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError> {
+    if let Some(v) = &p.tx {
+        let why = if p.driver != Driver::AfXdp {
+            Some("only an af_xdp port has tx")
+        } else if p.dedicated.is_some() && *v.get_ref() == PortTx::Xdp {
+            Some("a dedicated port sends from its VR's pool: tx \"xdp\" is for a shared port")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(at.err(v.span(), format!("ports[{i}].tx"), why.into()));
+        }
+    }
     for (v, field) in [(&p.ring_size, "ring_size"), (&p.frames, "frames")] {
         if let Some(v) = v
             && p.driver != Driver::AfXdp
@@ -233,10 +245,47 @@ traffic = { frame_bytes = 128 }
                 "rx_ring = \"frames\"",
                 "p.toml:6: ports[0].rx_ring: only an af_packet port has rx_ring",
             ),
+            (
+                "driver = \"af_xdp\"\ninterface = \"veth0\"\nring_size = 1024",
+                "driver = \"af_packet\"\ninterface = \"veth0\"\ntx = \"socket\"",
+                "p.toml:6: ports[0].tx: only an af_xdp port has tx",
+            ),
+            (
+                "ring_size = 1024",
+                "dedicated = \"a\"\ntx = \"xdp\"",
+                "p.toml:7: ports[0].tx: a dedicated port sends from its VR's pool",
+            ),
         ] {
             let src = TWO.replacen(from, to, 1);
             assert_refused(check(&src), want, &src);
         }
+    }
+
+    #[test]
+    fn an_af_xdp_port_takes_tx() {
+        for (tx, want) in [("socket", PortTx::Socket), ("xdp", PortTx::Xdp)] {
+            let src = TWO.replacen("ring_size = 1024", &format!("tx = \"{tx}\""), 1);
+            assert!(check(&src).is_ok(), "{src}");
+            let p: PortConfig = toml::from_str(&format!(
+                "name = \"p\"\ndriver = \"af_xdp\"\ninterface = \"v\"\ntx = \"{tx}\""
+            ))
+            .unwrap();
+            assert_eq!(port_rings(&p).tx, want);
+        }
+        let e = toml::from_str::<PortConfig>("name = \"p\"\ndriver = \"af_xdp\"\ntx = \"skb\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `skb`"), "{e}");
+        let x = PortTx::Xdp;
+        assert_eq!(
+            crate::config::schema::PortRings {
+                tx: x,
+                ..Default::default()
+            }
+            .af_xdp()
+            .tx,
+            vrhost_io::af_xdp::TxPath::Xdp
+        );
     }
 
     #[test]

@@ -80,6 +80,20 @@ pub struct PortConfig {
     /// no block timer; for latency).
     #[serde(default)]
     pub rx_ring: Option<Spanned<RxRing>>,
+    /// `af_xdp`: how frames leave, `socket` (the default) or `xdp`.
+    #[serde(default)]
+    pub tx: Option<Spanned<PortTx>>,
+}
+
+/// How an `af_xdp` port transmits (`ports[].tx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortTx {
+    /// The socket's tx ring (in copy mode, an skb per frame).
+    #[default]
+    Socket,
+    /// Batches through the kernel's XDP test run with live frames.
+    Xdp,
 }
 
 /// An `af_packet` port's rx ring format (`ports[].rx_ring`).
@@ -102,6 +116,8 @@ pub struct PortRings {
     pub frames: Option<u32>,
     /// `af_packet`: the rx ring's format.
     pub rx_ring: RxRing,
+    /// `af_xdp`: how frames leave.
+    pub tx: PortTx,
 }
 
 impl PortRings {
@@ -111,6 +127,10 @@ impl PortRings {
         vrhost_io::af_xdp::AfXdpConfig {
             ring_size: self.ring_size.unwrap_or(d.ring_size),
             frames: self.frames.unwrap_or(d.frames),
+            tx: match self.tx {
+                PortTx::Socket => vrhost_io::af_xdp::TxPath::Socket,
+                PortTx::Xdp => vrhost_io::af_xdp::TxPath::Xdp,
+            },
             ..d
         }
     }
@@ -600,6 +620,7 @@ pub(super) fn port_rings(p: &PortConfig) -> PortRings {
         ring_size: p.ring_size.as_ref().map(|v| *v.get_ref()),
         frames: p.frames.as_ref().map(|v| *v.get_ref()),
         rx_ring: p.rx_ring.as_ref().map(|v| *v.get_ref()).unwrap_or_default(),
+        tx: p.tx.as_ref().map(|v| *v.get_ref()).unwrap_or_default(),
     }
 }
 
@@ -665,6 +686,7 @@ mod tests {
                 ring_size: None,
                 frames: Some(8192),
                 rx_ring: RxRing::Blocks,
+                tx: PortTx::Socket,
             }
         );
         let x = rings.af_xdp();

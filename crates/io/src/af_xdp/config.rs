@@ -102,6 +102,26 @@ pub struct AfXdpConfig {
     /// Number of rx queues to serve; `None`: all of them, as ethtool
     /// reports (1 if it cannot tell).
     pub queues: Option<u32>,
+    /// How frames leave: through the socket's tx ring (the default) or
+    /// through the kernel's XDP test run with live frames (see
+    /// [`TxPath::Xdp`]).
+    pub tx: TxPath,
+}
+
+/// How an [`super::AfXdpPort`] transmits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TxPath {
+    /// The socket's tx ring and a `sendto` kick: in copy mode the kernel
+    /// builds one skb per frame.
+    #[default]
+    Socket,
+    /// A batch of frames written into a BPF array and sent with one
+    /// `BPF_PROG_RUN` (`BPF_F_TEST_XDP_LIVE_FRAMES`): each leaves as an
+    /// xdp_frame through the driver's `ndo_xdp_xmit`, without an skb
+    /// (`txlive.rs`). Needs a kernel with live frames (5.18+) and a driver
+    /// that takes redirected frames; a veth's peer takes them only when
+    /// it runs an XDP program or has GRO on.
+    Xdp,
 }
 
 impl Default for AfXdpConfig {
@@ -115,6 +135,7 @@ impl Default for AfXdpConfig {
             bind: None,
             need_wakeup: true,
             queues: None,
+            tx: TxPath::Socket,
         }
     }
 }

@@ -22,6 +22,7 @@ use vrhost_lab::{Netns, veth};
 
 mod programs;
 mod queues;
+mod txlive;
 
 const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0xa0, 0x01];
 const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0xb0, 0x01];
@@ -244,6 +245,23 @@ fn expect_rx(port: &mut AfXdpPort, seqs: std::ops::Range<u32>) {
     }
 }
 
+/// Read test frames from the peer until every one of `frames` (numbered
+/// from 0) arrived, in order and intact (other frames are skipped).
+fn expect_at_peer(peer: &Raw, frames: &[Vec<u8>]) {
+    let mut buf = vec![0u8; 4096];
+    let mut next = 0;
+    while (next as usize) < frames.len() {
+        let n = peer
+            .recv(&mut buf)
+            .unwrap_or_else(|| panic!("peer got {next} of {}", frames.len()));
+        if let Some(seq) = seq_of(&buf[..n]) {
+            assert_eq!(seq, next, "in order, none lost");
+            assert_eq!(&buf[..n], &frames[seq as usize][..], "frame {seq} intact");
+            next += 1;
+        }
+    }
+}
+
 #[test]
 fn rx_frames_arrive_intact() {
     let (a, b) = lab();
@@ -285,18 +303,7 @@ fn tx_frames_arrive_at_the_peer() {
         assert_eq!(port.tx_burst(&burst), burst.len());
         port.flush().unwrap();
     }
-    let mut buf = vec![0u8; 4096];
-    let mut next = 0;
-    while next < 1000 {
-        let n = peer
-            .recv(&mut buf)
-            .unwrap_or_else(|| panic!("peer got {next} of 1000"));
-        if let Some(seq) = seq_of(&buf[..n]) {
-            assert_eq!(seq, next, "in order, none lost");
-            assert_eq!(&buf[..n], &frames[seq as usize][..], "frame {seq} intact");
-            next += 1;
-        }
-    }
+    expect_at_peer(&peer, &frames);
     assert!(counter(&b, "b0", "rx_packets") - before >= 1000);
     let s = port.stats();
     assert_eq!((s.tx_packets, s.tx_dropped), (1000, 0), "{s:?}");
