@@ -60,6 +60,17 @@ fn ipv6_and_tap_points_beside_ipv4_and_the_others() {
             if fwd != "generator" {
                 assert!(num(r, "rtt_us_avg") > 0.0, "no ping: {r}");
                 assert!(num(r, "tcp_gbps") > 0.0, "no TCP: {r}");
+                // What bounds it, with the lab's offloads off on the way
+                // and iperf3 on the forwarder's (1) and generator's (0) cores.
+                assert!(r["tcp_retransmits"].is_u64(), "{r}");
+                assert!(num(r, "tcp_rtt_us") > 0.0, "{r}");
+                assert!(num(r, "tcp_cwnd_bytes") > 0.0, "{r}");
+                assert!(r["tcp_lost_frames"].is_u64(), "{r}");
+                for k in ["tcp_gen_cpu_pct", "tcp_fwd_cpu_pct"] {
+                    assert!((0.0..=100.0).contains(&num(r, k)), "{k}: {r}");
+                }
+                assert_eq!(r["tcp_offloads"], "none", "{r}");
+                assert_eq!(r["tcp_cpus"], "1,0", "{r}");
             }
         }
     }

@@ -184,6 +184,9 @@ impl FastpathArgs {
             pings: self.pings,
             ping_interval: self.ping_interval,
             tcp_seconds: self.tcp_seconds,
+            tcp_cpus: Vec::new(),
+            // iperf3 placed as before `bench forward --tcp-cpus`.
+            tcp_unpinned: true,
             json: false,
             out: None,
             plot: None,

@@ -129,6 +129,17 @@ pub struct ForwardArgs {
     /// Seconds of iperf3 TCP (0: skip).
     #[arg(long, default_value_t = 3)]
     pub tcp_seconds: u64,
+    /// Cores of the iperf3 server (on the sink) and client (on the
+    /// generator), `SERVER,CLIENT` (default: the server on `--fwd-cpu`,
+    /// the client on `--gen-cpu`, as the generator and the forwarder are
+    /// placed for UDP).
+    #[arg(long, value_delimiter = ',')]
+    pub tcp_cpus: Vec<usize>,
+    /// Leave iperf3 where the scheduler puts it (the placement before
+    /// `--tcp-cpus`; unpinned, it put the client beside an `af_xdp`
+    /// forwarder's worker and halved its TCP rate here).
+    #[arg(long, conflicts_with = "tcp_cpus")]
+    pub tcp_unpinned: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -62,7 +62,7 @@ pub(crate) struct Window {
 
 /// Loss counters at one instant (see [`Lost`]).
 #[derive(Clone, Copy, Default)]
-struct LossCounters {
+pub(crate) struct LossCounters {
     to_node: u64,
     node_in: u64,
     vr: u64,
@@ -74,7 +74,12 @@ struct LossCounters {
 }
 
 impl LossCounters {
-    fn read(lab: &Lab, daemon: Option<&Client>) -> Result<Self> {
+    /// Frames lost at every hop so far.
+    pub(crate) fn total(&self) -> u64 {
+        self.to_node + self.node_in + self.vr + self.node_out
+    }
+
+    pub(crate) fn read(lab: &Lab, daemon: Option<&Client>) -> Result<Self> {
         let node = lab.ns("node");
         let mut c = Self {
             to_node: counter(&lab.ns("gen"), "eth0", "tx_dropped")?,

@@ -51,6 +51,7 @@ pub(crate) mod generator;
 pub(crate) mod measure;
 pub(crate) mod node;
 pub(crate) mod table;
+pub(crate) mod tcp;
 
 pub use args::ForwardArgs;
 pub use generator::GeneratorKind;
@@ -59,6 +60,7 @@ use measure::{Timing, WindowSpec, rtt, window};
 use node::{setup_node, xdp_sink_obj};
 
 use table::print_table;
+pub use tcp::TcpFigures;
 
 const GEN_MAC: &str = "02:00:00:00:00:10";
 const P0_MAC: &str = "02:00:00:00:01:01";
@@ -144,6 +146,11 @@ pub struct Record {
     pub rtt_idle_us_p99: Option<f64>,
     /// iperf3 TCP through the forwarder (Gbit/s), on the first point.
     pub tcp_gbps: Option<f64>,
+    /// What bounds that TCP figure (flattened: `tcp_retransmits`, ...),
+    /// on the first point.
+    /// Boxed: most records have none.
+    #[serde(flatten)]
+    pub tcp: Box<TcpFigures>,
     /// Busy time of the forwarder's core per forwarded frame (ns).
     pub cpu_ns_per_pkt: Option<f64>,
     /// Copies of a frame's bytes on the node from p0 to p1, counted from
@@ -256,6 +263,11 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     let cpus = vrhost_host::cpu::cpus();
     if args.gen_cpu >= cpus || args.fwd_cpu >= cpus || args.gen_cpu == args.fwd_cpu {
         bail!("--gen-cpu and --fwd-cpu must be two different cores of the {cpus} here");
+    }
+    if !(args.tcp_cpus.is_empty()
+        || args.tcp_cpus.len() == 2 && args.tcp_cpus.iter().all(|&c| c < cpus))
+    {
+        bail!("--tcp-cpus: SERVER,CLIENT, two of the {cpus} cores here");
     }
     let tables = args
         .table
@@ -494,6 +506,7 @@ pub(crate) fn run_points(
         rtt_us_p99: None,
         rtt_idle_us_p99: None,
         tcp_gbps: None,
+        tcp: Box::default(),
         cpu_ns_per_pkt: None,
         copies_per_frame: None,
         vrhost_cpu_ns_per_pkt: None,
@@ -560,12 +573,17 @@ fn forwarder_points(
             ping(n, 1.0).1
         }
     };
-    let tcp = if args.tcp_seconds > 0 {
-        vrhost_lab::tools::iperf3(lab, "sink", "gen", sink_addr(plan.family), args.tcp_seconds)
-            .map_err(|e| eprintln!("{fwd}: iperf3: {e}"))
-            .ok()
+    let api = daemon.as_ref().map(|(_, c)| c);
+    let (tcp, tcp_figures) = if args.tcp_seconds > 0 {
+        match tcp::tcp_point(args, lab, sink_addr(plan.family), api) {
+            Ok((gbps, f)) => (Some(gbps), f),
+            Err(e) => {
+                eprintln!("{fwd}: iperf3: {e:#}");
+                (None, TcpFigures::default())
+            }
+        }
     } else {
-        None
+        (None, TcpFigures::default())
     };
     p0_gro(lab, plan.generator)?;
     let timing = Timing {
@@ -581,7 +599,7 @@ fn forwarder_points(
             count: ("sink", "eth0"),
             pps: (load < 1.0).then_some(load * at.max),
             frame_bytes: at.fb,
-            daemon: daemon.as_ref().map(|(_, c)| c),
+            daemon: api,
         };
         let w = window(lab, timing, &spec).with_context(|| format!("{fwd} at load {load}"))?;
         eprintln!(
@@ -607,6 +625,11 @@ fn forwarder_points(
             rtt_us_p99: if i == 0 { rtt_p99 } else { None },
             rtt_idle_us_p99: if i == 0 { rtt_idle_p99 } else { None },
             tcp_gbps: if i == 0 { tcp } else { None },
+            tcp: if i == 0 {
+                Box::new(tcp_figures.clone())
+            } else {
+                Box::default()
+            },
             cpu_ns_per_pkt: w.cpu_ns_per_pkt,
             copies_per_frame: copies_per_frame(fwd, args),
             vrhost_cpu_ns_per_pkt: w.vrhost_cpu_ns_per_pkt,
