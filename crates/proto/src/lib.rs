@@ -95,6 +95,19 @@ pub struct PollConfig {
     /// that hands it work wakes it at once: the CPU that spinning or
     /// yielding would burn between sparse frames is left idle.
     pub nap_us: u32,
+    /// Microseconds after its last work that a side which would sleep at
+    /// once (a VR beside the worker or unpinned) goes on polling,
+    /// yielding its core between looks, so that the reply to a frame it
+    /// just passed on (tens of microseconds later) finds it awake instead
+    /// of paying a wakeup (0, the default: off). Unlike `busy_poll_us` it
+    /// is bounded in CPU: the window is paid from a credit that grows by
+    /// 1/[`FLOW_SHARE`] of the time passing, so a side never spends more
+    /// than that share of a core on it, however dense its traffic; an
+    /// idle side spends nothing. Not for a VR on the worker's core
+    /// (`colocate_pps`): there its `sched_yield` does not hand the core
+    /// to the worker (EEVDF), which then waits for the window's end
+    /// (measured 2026-11-26: ping 600 us against 200 without).
+    pub flow_us: u32,
     /// Frames/s below which the host moves an unpinned VR's process onto
     /// the worker's core (0: never), and twice which it moves it back to
     /// where it came from: waking a VR that sleeps on another core takes
@@ -196,7 +209,8 @@ impl Default for PollConfig {
             yield_us: 2000,
             busy_poll_us: 0,
             nap_us: 0,
-            colocate_pps: 0,
+            flow_us: 0,
+            colocate_pps: DEFAULT_COLOCATE_PPS,
             sleep_ms: 200,
             slice_us: 100,
             turns: Turns::default(),
@@ -211,6 +225,19 @@ impl Default for PollConfig {
 /// Default [`PollConfig::round_per_vr`]: half a host burst per busy VR
 /// and round.
 pub const DEFAULT_ROUND_PER_VR: u32 = 32;
+
+/// Default [`PollConfig::colocate_pps`], frames/s: an idle or lightly
+/// loaded VR runs on the worker's core (a local wakeup instead of an
+/// interrupt to a halted core, 50-90 µs on the VMs), and one offered twice
+/// this goes back to its own cores, where it does not take the worker's
+/// time (issue 24 item 4; 0 before 2026-11-26).
+pub const DEFAULT_COLOCATE_PPS: u32 = 20_000;
+
+/// The share of a core a side's [`PollConfig::flow_us`] windows may take
+/// in the long run: 1/16 (6%). The credit holds at most four windows, so
+/// sparse flows (pings) always get theirs and a dense one (which keeps
+/// the side awake anyway) soon finds it spent and sleeps as before.
+pub const FLOW_SHARE: u32 = 16;
 
 /// Default [`PollConfig::turn_us`], µs: about the host's round with 100
 /// busy VRs (about 20 µs in a release build), so that the host refills a
@@ -230,7 +257,9 @@ impl PollConfig {
     /// The back-off of a VR that shares its core with the host worker (or
     /// may run anywhere): no spinning or yielding, since the worker never
     /// yields and a VR spinning or yielding beside it only delays it; the
-    /// VR sleeps on its doorbell as soon as its rings are empty.
+    /// VR sleeps on its doorbell as soon as its rings are empty, except in
+    /// its [`PollConfig::flow_us`] window after work (yielding, within its
+    /// credit).
     #[must_use]
     pub fn beside_worker(self) -> Self {
         Self {
@@ -262,6 +291,7 @@ impl PollConfig {
             yield_us: 0,
             busy_poll_us: 0,
             nap_us: 0,
+            flow_us: 0,
             ..self
         };
         match self.turns {

@@ -6,7 +6,10 @@
 //! [`PollConfig::busy_poll_us`], until that long after its last work),
 //! then yields the CPU for [`PollConfig::yield_us`] (or, with
 //! [`PollConfig::nap_us`], naps for that long: short sleeps on its doorbell
-//! that let work pile up for a batch), then sleeps on its doorbell. A
+//! that let work pile up for a batch), then sleeps on its doorbell; but
+//! until [`PollConfig::flow_us`] after its last work it yields instead of
+//! sleeping, as long as its flow credit lasts (a share of the time that
+//! passes, [`vrhost_proto::FLOW_SHARE`]). A
 //! sleep that ends
 //! without work (the timeout that lets it look at its control socket) goes
 //! straight back to sleep: only work brings back spinning, so an idle side
@@ -15,7 +18,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::proto::PollConfig;
+use crate::proto::{FLOW_SHARE, PollConfig};
+
+/// Windows of [`PollConfig::flow_us`] the flow credit holds at most.
+const FLOW_WINDOWS: u64 = 4;
 
 /// What an idle side does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +48,13 @@ pub struct Backoff {
     idle_since: Instant,
     /// When the yield phase began, once it has.
     yield_since: Option<Instant>,
+    /// Nanoseconds of flow window the side may still spend.
+    credit_ns: u64,
+    /// When `credit_ns` was last brought up to date.
+    credit_at: Instant,
+    /// When the back-off would have slept but polled on for the flow
+    /// window, while it does.
+    flow_since: Option<Instant>,
 }
 
 impl Backoff {
@@ -53,6 +66,9 @@ impl Backoff {
             rounds: 0,
             idle_since: now,
             yield_since: None,
+            credit_ns: Self::credit_cap(&cfg),
+            credit_at: now,
+            flow_since: None,
         }
     }
 
@@ -61,6 +77,9 @@ impl Backoff {
     pub fn busy(&mut self) {
         self.rounds = 0;
         self.yield_since = None;
+        if self.flow_since.is_some() {
+            self.end_flow();
+        }
     }
 
     /// The round found nothing: what to do now.
@@ -71,7 +90,7 @@ impl Backoff {
         }
         self.rounds += 1;
         let busy_poll = self.cfg.busy_poll_us > 0;
-        if busy_poll && self.rounds == 1 {
+        if (busy_poll || self.cfg.flow_us > 0) && self.rounds == 1 {
             self.idle_since = Instant::now();
         }
         if self.rounds <= self.cfg.spin_rounds {
@@ -96,10 +115,50 @@ impl Backoff {
             } else {
                 Idle::Yield
             }
+        } else if self.cfg.flow_us > 0 && self.in_flow() {
+            Idle::Yield
         } else {
+            if self.flow_since.is_some() {
+                self.end_flow();
+            }
             self.rounds = u32::MAX;
             Idle::Sleep
         }
+    }
+
+    /// Whether the side polls on instead of sleeping: within `flow_us` of
+    /// its last work, and its credit not spent.
+    fn in_flow(&mut self) -> bool {
+        let now = Instant::now();
+        let window = Duration::from_micros(self.cfg.flow_us.into());
+        let since = match self.flow_since {
+            Some(t) => t,
+            None => {
+                self.refill(now);
+                *self.flow_since.insert(now)
+            }
+        };
+        now.duration_since(self.idle_since) < window
+            && (now.duration_since(since).as_nanos() as u64) < self.credit_ns
+    }
+
+    /// The flow window ended (work came, or it ran out): pay for it.
+    fn end_flow(&mut self) {
+        if let Some(t) = self.flow_since.take() {
+            let spent = t.elapsed().as_nanos() as u64;
+            self.credit_ns = self.credit_ns.saturating_sub(spent);
+        }
+    }
+
+    /// Add the credit earned since it was last counted.
+    fn refill(&mut self, now: Instant) {
+        let earned = now.duration_since(self.credit_at).as_nanos() as u64 / u64::from(FLOW_SHARE);
+        self.credit_ns = (self.credit_ns + earned).min(Self::credit_cap(&self.cfg));
+        self.credit_at = now;
+    }
+
+    fn credit_cap(cfg: &PollConfig) -> u64 {
+        u64::from(cfg.flow_us) * 1000 * FLOW_WINDOWS
     }
 
     /// True once the loop has gone to sleep and no work has come since.
@@ -127,6 +186,8 @@ mod tests {
         let mut b = Backoff::new(PollConfig {
             spin_rounds: 3,
             yield_us: 0,
+            // No flow window (the default; below): straight to sleep.
+            flow_us: 0,
             sleep_ms: 10,
             ..PollConfig::default()
         });
@@ -198,6 +259,41 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_window_yields_after_work_instead_of_sleeping_within_its_credit() {
+        // A VR beside the worker: it would sleep as soon as it is idle.
+        let cfg = PollConfig {
+            flow_us: 20_000,
+            sleep_ms: 10,
+            ..PollConfig::default()
+        }
+        .beside_worker();
+        assert_eq!(cfg.flow_us, 20_000);
+        let mut b = Backoff::new(cfg);
+        let (yields, took) = count_while(&mut b, Idle::Yield);
+        assert!(yields >= 1);
+        assert!(took >= Duration::from_millis(20), "{took:?}");
+        assert!(b.asleep());
+        assert_eq!(b.idle(), Idle::Sleep, "a sleep without work goes on");
+        // Work opens a new window; the credit (four windows, earning 1/16
+        // of the time passing) runs out after about three more: the window
+        // is then cut short, to what the side has earned since.
+        let mut windows = 0;
+        loop {
+            b.busy();
+            if count_while(&mut b, Idle::Yield).1 < Duration::from_millis(20) {
+                break;
+            }
+            windows += 1;
+            assert!(windows < 10, "the credit never ran out");
+        }
+        assert!(windows >= 2, "{windows}");
+        // Beside other VRs there is no flow window (their turns decide).
+        assert_eq!(cfg.beside_vrs().flow_us, 0);
+        let mut off = Backoff::new(PollConfig { flow_us: 0, ..cfg });
+        assert_eq!(off.idle(), Idle::Sleep, "flow_us 0: the old back-off");
+    }
+
+    #[test]
     fn yields_for_the_configured_time() {
         let mut b = Backoff::new(PollConfig {
             spin_rounds: 0,
@@ -205,14 +301,21 @@ mod tests {
             sleep_ms: 10,
             ..PollConfig::default()
         });
+        let (yields, took) = count_while(&mut b, Idle::Yield);
+        assert!(yields >= 1);
+        assert!(took >= Duration::from_millis(50));
+        assert!(b.asleep());
+    }
+
+    /// Call `idle` a millisecond apart while it answers `what`: how many
+    /// times it did, and how long that took.
+    fn count_while(b: &mut Backoff, what: Idle) -> (u32, Duration) {
         let t = Instant::now();
-        let mut yields = 0;
-        while b.idle() == Idle::Yield {
-            yields += 1;
+        let mut n = 0;
+        while b.idle() == what {
+            n += 1;
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(yields >= 1);
-        assert!(t.elapsed() >= Duration::from_millis(50));
-        assert!(b.asleep());
+        (n, t.elapsed())
     }
 }

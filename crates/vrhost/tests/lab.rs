@@ -273,47 +273,45 @@ fn proc_ticks(pid: u32) -> u64 {
     f.iter().sum()
 }
 
-/// A ping through an idle VR with naps and co-location on: the VR's
-/// process was moved onto the worker's core (its affinity says so), a
-/// ping after an idle second is answered, the worker napped while the VR
-/// turned it around and the VR slept again after it; and the idle daemon
-/// and VR use next to no CPU (nothing spins while idle).
-#[test]
-fn an_idle_vr_on_the_workers_core_answers_the_first_ping_and_idles_for_free() {
-    let mut t = TestLab::new("vrti", "af_xdp");
+/// The daemon's stats, through its API.
+fn stats(api: &vrhost_client::Client) -> serde_json::Value {
+    api.get("/v1/stats").unwrap().decode().unwrap()
+}
+
+/// VR `tenant-a`'s stats in `s`.
+fn vr_a(s: &serde_json::Value) -> serde_json::Value {
+    s["vrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tenant-a")
+        .unwrap()
+        .clone()
+}
+
+/// Start the default lab's daemon with `poll` added to `[host.poll]`,
+/// resolve the neighbours with a few pings, and wait for tenant-a's idle
+/// process to be moved onto the worker's core (host.cpu = 1) when the
+/// worker supervises it; returns the API and tenant-a's pid.
+fn idle_vr_on_the_workers_core(t: &mut TestLab, poll: &str) -> (vrhost_client::Client, u32) {
     let cfg = t.dir.join("default-vrhost.toml");
     let src = std::fs::read_to_string(&cfg).unwrap();
     assert!(src.contains("busy_poll_us = 0\n"));
-    let src = src.replace(
-        "busy_poll_us = 0\n",
-        "busy_poll_us = 0\nnap_us = 50\ncolocate_pps = 1000\n",
-    );
+    let src = src.replace("busy_poll_us = 0\n", &format!("busy_poll_us = 0\n{poll}"));
     std::fs::write(&cfg, src).unwrap();
     t.start_vrhost();
     let api =
         vrhost_client::Client::new(vrhost_client::Endpoint::Unix(t.dir.join("api.sock")), None)
             .unwrap();
-    let stats = || -> serde_json::Value { api.get("/v1/stats").unwrap().decode().unwrap() };
-    let genh = t.lab.ns("gen");
-    // The first pings resolve the neighbours.
-    let warm = genh
+    let warm = t
+        .lab
+        .ns("gen")
         .exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", "10.1.1.2"])
         .unwrap();
     assert!(!warm.contains(" 0 received"), "{warm}");
-    // Idle VRs are moved onto the worker's core (host.cpu = 1) when it
-    // supervises them.
-    let vr_a = |s: &serde_json::Value| -> serde_json::Value {
-        s["vrs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == "tenant-a")
-            .unwrap()
-            .clone()
-    };
     let t0 = Instant::now();
     let pid = loop {
-        let s = stats();
+        let s = stats(&api);
         let pid = vr_a(&s)["instances"][0]["pid"].as_u64().unwrap() as u32;
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         if s["host"]["colocations"].as_u64().unwrap() >= 1
@@ -327,30 +325,33 @@ fn an_idle_vr_on_the_workers_core_answers_the_first_ping_and_idles_for_free() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    // An idle second, then one ping.
+    (api, pid)
+}
+
+/// After an idle second, one ping through tenant-a, answered; returns
+/// the stats before and 100 ms after it.
+fn one_ping_after_an_idle_second(
+    t: &TestLab,
+    api: &vrhost_client::Client,
+) -> (serde_json::Value, serde_json::Value) {
     std::thread::sleep(Duration::from_secs(1));
-    let before = stats();
-    let ping = genh
+    let before = stats(api);
+    let ping = t
+        .lab
+        .ns("gen")
         .exec("ping", &["-c", "1", "-W", "2", "10.1.1.2"])
         .unwrap();
     assert!(ping.contains(" 1 received"), "{ping}");
     std::thread::sleep(Duration::from_millis(100));
-    let after = stats();
-    let inst = |s: &serde_json::Value, k: &str| vr_a(s)["instances"][0][k].as_u64().unwrap();
-    let host = |s: &serde_json::Value, k: &str| s["host"][k].as_u64().unwrap();
-    // The request and the reply went through tenant-a, which went back
-    // to sleep after each; the worker napped meanwhile.
-    assert_eq!(inst(&after, "rx_packets") - inst(&before, "rx_packets"), 2);
-    assert!(inst(&after, "sleeps") > inst(&before, "sleeps"), "{after}");
-    assert!(host(&after, "naps") > host(&before, "naps"), "{after}");
-    // It stayed on the worker's core.
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    assert!(status.contains("Cpus_allowed_list:\t1\n"), "{status}");
+    (before, stats(api))
+}
 
-    // Idle: the daemon (every thread) and the VRs over a second.
+/// Share of a core the daemon (every thread) and the VRs use over an
+/// idle second, after half a second's rest.
+fn idle_cpu(t: &TestLab, api: &vrhost_client::Client) -> f64 {
     std::thread::sleep(Duration::from_millis(500));
     let daemon = t.daemon.as_ref().unwrap().id();
-    let s = stats();
+    let s = stats(api);
     let pids: Vec<u32> = std::iter::once(daemon)
         .chain(
             s["vrs"]
@@ -363,13 +364,69 @@ fn an_idle_vr_on_the_workers_core_answers_the_first_ping_and_idles_for_free() {
     let ticks = || pids.iter().map(|&p| proc_ticks(p)).sum::<u64>();
     let (a, t1) = (ticks(), Instant::now());
     std::thread::sleep(Duration::from_secs(1));
-    let used = (ticks() - a) as f64 / 100.0 / t1.elapsed().as_secs_f64();
+    (ticks() - a) as f64 / 100.0 / t1.elapsed().as_secs_f64()
+}
+
+/// Process `pid` stayed on the worker's core, and the idle daemon and VRs
+/// use next to no CPU; then stop the daemon.
+fn stays_and_idles_for_free(t: &mut TestLab, api: &vrhost_client::Client, pid: u32) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("Cpus_allowed_list:\t1\n"), "{status}");
     // Generous: a spinning worker or VR takes most of a core, even on a
     // busy machine a good share of one; an idle one about nothing.
+    let used = idle_cpu(t, api);
     assert!(
         used < 0.05,
         "idle daemon and VRs used {:.1}% of a core",
         used * 100.0
     );
     t.stop_vrhost();
+}
+
+fn inst(s: &serde_json::Value, k: &str) -> u64 {
+    vr_a(s)["instances"][0][k].as_u64().unwrap()
+}
+
+fn host(s: &serde_json::Value, k: &str) -> u64 {
+    s["host"][k].as_u64().unwrap()
+}
+
+/// A ping through an idle VR with naps and co-location on: the VR's
+/// process was moved onto the worker's core (its affinity says so), a
+/// ping after an idle second is answered, the worker napped while the VR
+/// turned it around and the VR slept again after it; and the idle daemon
+/// and VR use next to no CPU (nothing spins while idle).
+#[test]
+fn an_idle_vr_on_the_workers_core_answers_the_first_ping_and_idles_for_free() {
+    let mut t = TestLab::new("vrti", "af_xdp");
+    let (api, pid) = idle_vr_on_the_workers_core(&mut t, "nap_us = 50\ncolocate_pps = 1000\n");
+    let (before, after) = one_ping_after_an_idle_second(&t, &api);
+    // The request and the reply went through tenant-a, which went back
+    // to sleep after each; the worker napped meanwhile.
+    assert_eq!(inst(&after, "rx_packets") - inst(&before, "rx_packets"), 2);
+    assert!(inst(&after, "sleeps") > inst(&before, "sleeps"), "{after}");
+    assert!(host(&after, "naps") > host(&before, "naps"), "{after}");
+    stays_and_idles_for_free(&mut t, &api, pid);
+}
+
+/// With the default `[host.poll]` (co-location on, no extra key), the
+/// idle VR is moved onto the worker's core; a ping after an idle second
+/// goes through it, the worker ringing it for the request and again for
+/// the reply (it sleeps in between: no core polls for it), and the
+/// idle daemon and VRs use next to no CPU.
+#[test]
+fn with_the_defaults_an_idle_vr_runs_on_the_workers_core_and_sleeps_between_frames() {
+    let mut t = TestLab::new("vrtf", "af_xdp");
+    let (api, pid) = idle_vr_on_the_workers_core(&mut t, "");
+    let (before, after) = one_ping_after_an_idle_second(&t, &api);
+    assert_eq!(inst(&after, "rx_packets") - inst(&before, "rx_packets"), 2);
+    let kicks = |s: &serde_json::Value| vr_a(s)["stats"]["kicks"].as_u64().unwrap();
+    // Twice, unless the reply came before it was back to sleep.
+    let rung = kicks(&after) - kicks(&before);
+    assert!((1..=2).contains(&rung), "{before} {after}");
+    assert!(
+        inst(&after, "sleeps") >= inst(&before, "sleeps") + rung,
+        "{after}"
+    );
+    stays_and_idles_for_free(&mut t, &api, pid);
 }

@@ -177,6 +177,7 @@ impl FastpathArgs {
             nap_us: None,
             spin_rounds: None,
             colocate_pps: None,
+            flow_us: None,
             idle_pings: 0,
             ping_cpu: None,
             endpoint_rps_cpu: None,

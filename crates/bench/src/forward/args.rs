@@ -99,6 +99,10 @@ pub struct ForwardArgs {
     /// vrhost: `[host.poll] colocate_pps` (default: the daemon's).
     #[arg(long)]
     pub colocate_pps: Option<u32>,
+    /// vrhost: `[host.poll] flow_us` (default: the daemon's, 0: a VR
+    /// beside the worker sleeps as soon as it is idle).
+    #[arg(long)]
+    pub flow_us: Option<u32>,
     /// Steer the end hosts' receive processing (gen's and sink's `eth0`,
     /// with RPS) to this CPU, for every forwarder: on veth a frame is
     /// received on the CPU that sent it, so without it the sink's TCP

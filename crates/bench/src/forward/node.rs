@@ -395,6 +395,7 @@ fn poll_keys(args: &ForwardArgs) -> String {
         ("nap_us", args.nap_us),
         ("spin_rounds", args.spin_rounds),
         ("colocate_pps", args.colocate_pps),
+        ("flow_us", args.flow_us),
     ]
     .iter()
     .filter_map(|(k, v)| v.map(|v| format!("{k} = {v}\n")))
