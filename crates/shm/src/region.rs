@@ -77,15 +77,6 @@ impl Mapping {
                 0,
             )
         })?;
-        // Ask for transparent huge pages: a region's slots and rings then
-        // take a few TLB entries instead of one per 4 KiB, which matters
-        // when the worker and several VRs take turns on a core. The kernel
-        // follows the advice only where `shmem_enabled` allows it
-        // (`advise` or `within_size`; Debian's default is `never`), and
-        // refusing it changes nothing, so its result is ignored.
-        // SAFETY: the range is the mapping just made; advice changes no
-        // content.
-        let _ = unsafe { rustix::mm::madvise(ptr, len, rustix::mm::Advice::LinuxHugepage) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(RegionError::TooSmall(0))?;
         Ok(Self { ptr, len })
     }
