@@ -4,20 +4,44 @@
 //! the same bench at once would delete and rebuild each other's lab under
 //! their feet. [`Lab::claim`] takes an exclusive `flock` on a file named
 //! by the prefix; a second run waits for the first to end (and says so),
-//! and a run that dies releases its claim with its file descriptor.
+//! and a run that dies releases its claim with its file descriptor. A
+//! claim is per process: a bench that runs another bench's experiment on
+//! the same lab (`bench fastpath` runs `bench isolation`'s fairness run)
+//! claims it again without waiting for itself.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::fs::{FlockOperation, flock};
 
 use crate::topology::{Lab, LabError};
 
-/// Held while a run owns a lab's namespaces; dropping it lets the next
-/// run in.
+/// Held while a run owns a lab's namespaces; dropping the last claim of
+/// a process lets the next run in.
 #[derive(Debug)]
 pub struct Claim {
-    _file: File,
+    prefix: String,
+    _file: Arc<File>,
+}
+
+/// The locked claim files of this process, by prefix, with how many
+/// [`Claim`]s hold each.
+static HELD: Mutex<BTreeMap<String, (Arc<File>, usize)>> = Mutex::new(BTreeMap::new());
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, n)) = held.get_mut(&self.prefix) {
+            *n -= 1;
+            if *n == 0 {
+                // The last claim: closing the file (with this `Claim`'s
+                // own reference) releases the lock.
+                held.remove(&self.prefix);
+            }
+        }
+    }
 }
 
 /// Where the claim of lab `prefix` is kept: `/run/lock` where it exists,
@@ -39,6 +63,17 @@ impl Lab {
     /// # Errors
     /// [`LabError::Claim`] when the claim file cannot be opened or locked.
     pub fn claim(&self) -> Result<Claim, LabError> {
+        // Held by this process already: one more holder, no wait. The
+        // map stays locked while waiting below, so two threads of one
+        // process do not both open and lock the file.
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((file, n)) = held.get_mut(&self.prefix) {
+            *n += 1;
+            return Ok(Claim {
+                prefix: self.prefix.clone(),
+                _file: Arc::clone(file),
+            });
+        }
         let path = claim_path(&self.prefix);
         let err = |err: std::io::Error| LabError::Claim {
             lab: self.prefix.clone(),
@@ -59,36 +94,65 @@ impl Lab {
             );
             flock(&file, FlockOperation::LockExclusive).map_err(|e| err(e.into()))?;
         }
-        Ok(Claim { _file: file })
+        let file = Arc::new(file);
+        held.insert(self.prefix.clone(), (Arc::clone(&file), 1));
+        Ok(Claim {
+            prefix: self.prefix.clone(),
+            _file: file,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    /// Whether another process could take the claim file now
+    /// (util-linux `flock -n`).
+    fn free_for_others(path: &std::path::Path) -> bool {
+        Command::new("flock")
+            .arg("-n")
+            .arg(path)
+            .arg("true")
+            .status()
+            .expect("flock(1)")
+            .success()
+    }
 
     #[test]
-    fn a_second_claim_waits_for_the_first_to_be_dropped() {
+    fn a_claim_keeps_other_processes_out_and_is_reentrant_within_one() {
         let prefix = format!("vrtc{}", std::process::id() % 100_000);
         let lab = Lab::parse(&format!("prefix = \"{prefix}\"\n"), "t.toml").expect("lab");
+        let path = claim_path(&prefix);
         let first = lab.claim().expect("first claim");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let lab2 = lab.clone();
-        let waiter = std::thread::spawn(move || {
-            let c = lab2.claim().expect("second claim");
-            tx.send(()).expect("send");
-            drop(c);
-        });
-        // The second claim must not get in while the first is held.
-        assert!(
-            rx.recv_timeout(std::time::Duration::from_millis(300))
-                .is_err(),
-            "second claim taken while the first was held"
-        );
+        assert!(!free_for_others(&path), "another process took a held claim");
+        // The same process again (a bench inside a bench): no wait.
+        let second = lab.claim().expect("second claim");
         drop(first);
-        rx.recv_timeout(std::time::Duration::from_secs(30))
-            .expect("second claim taken once the first was dropped");
-        waiter.join().expect("join");
-        let _ = std::fs::remove_file(claim_path(&prefix));
+        assert!(!free_for_others(&path), "released while a claim was held");
+        drop(second);
+        assert!(free_for_others(&path), "not released with the last claim");
+
+        // Another process holds it: the claim waits for it to end.
+        let mut other = Command::new("flock")
+            .arg(&path)
+            .args(["sleep", "1"])
+            .spawn()
+            .expect("flock(1)");
+        while free_for_others(&path) {
+            assert!(
+                other.try_wait().expect("wait").is_none(),
+                "flock(1) ended early"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let third = lab.claim().expect("claim after the other");
+        assert!(
+            other.try_wait().expect("wait").is_some(),
+            "claimed while another process held it"
+        );
+        drop(third);
+        let _ = std::fs::remove_file(path);
     }
 }
