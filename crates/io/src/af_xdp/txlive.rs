@@ -99,7 +99,7 @@ impl TxLive {
     pub(super) fn open(ebpf: &Ebpf, ifname: &str, ifindex: u32) -> Result<TxLive, AfXdpError> {
         let map = |name: &str, len: usize| -> Result<Mmap, AfXdpError> {
             let m = ebpf.map(name).ok_or_else(|| {
-                super::map_error(
+                super::program::map_error(
                     ifname,
                     aya::maps::MapError::InvalidName {
                         name: name.to_string(),
@@ -109,7 +109,7 @@ impl TxLive {
             let fd = match m {
                 aya::maps::Map::Array(d) => d.fd().as_fd(),
                 _ => {
-                    return Err(super::map_error(
+                    return Err(super::program::map_error(
                         ifname,
                         aya::maps::MapError::InvalidMapType { map_type: 0 },
                     ));
@@ -210,7 +210,7 @@ impl TxLive {
     /// One test run of `repeat` frames.
     fn test_run(&self, ebpf: &Ebpf, repeat: u32) -> io::Result<()> {
         let prog: &Xdp = ebpf
-            .program(super::PROGRAM)
+            .program(super::program::PROGRAM)
             .ok_or_else(|| io::Error::other("XDP transmit: program missing"))?
             .try_into()
             .map_err(io::Error::other)?;
