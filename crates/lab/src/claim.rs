@@ -134,10 +134,14 @@ mod tests {
         drop(second);
         assert!(free_for_others(&path), "not released with the last claim");
 
-        // Another process holds it: the claim waits for it to end.
+        // Another process holds it (`flock PATH cat`, until its stdin
+        // closes): the claim waits, and gets it only after the test has
+        // let the other go.
         let mut other = Command::new("flock")
             .arg(&path)
-            .args(["sleep", "1"])
+            .arg("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
             .spawn()
             .expect("flock(1)");
         while free_for_others(&path) {
@@ -147,11 +151,28 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let third = lab.claim().expect("claim after the other");
+        let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (lab2, released2) = (lab.clone(), Arc::clone(&released));
+        let waiter = std::thread::spawn(move || {
+            let c = lab2.claim().expect("claim after the other");
+            tx.send(released2.load(std::sync::atomic::Ordering::SeqCst))
+                .expect("send");
+            c
+        });
         assert!(
-            other.try_wait().expect("wait").is_some(),
+            rx.recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
             "claimed while another process held it"
         );
+        released.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(other.stdin.take());
+        assert!(
+            rx.recv().expect("the claim returned"),
+            "claimed before the other process let go"
+        );
+        let third = waiter.join().expect("join");
+        other.wait().expect("flock(1)");
         drop(third);
         let _ = std::fs::remove_file(path);
     }
