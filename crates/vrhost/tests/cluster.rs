@@ -91,18 +91,7 @@ fn flows_cross_the_dispatcher_and_engines_in_order_and_a_killed_engine_s_flows_m
     let before = d.json(&["cluster", "status"]);
     send(socks, 1, ROUNDS, |_| {});
     std::thread::sleep(Duration::from_millis(500));
-    let p1 = by_flow(got, 1);
-    for f in 0..FLOWS {
-        let seqs: Vec<u32> = p1
-            .get(&f)
-            .map(|v| v.iter().map(|x| x.0).collect())
-            .unwrap_or_default();
-        assert_eq!(
-            seqs,
-            (0..ROUNDS).collect::<Vec<_>>(),
-            "flow {f}: lost or reordered"
-        );
-    }
+    every_frame_in_order(got, 1, 0..FLOWS, ROUNDS, "");
     // Each engine got the frames of the flows the dispatcher's choice
     // puts on it.
     let after = d.json(&["cluster", "status"]);
@@ -143,17 +132,8 @@ fn flows_cross_the_dispatcher_and_engines_in_order_and_a_killed_engine_s_flows_m
     std::thread::sleep(Duration::from_millis(500));
     flows.finish();
     let p2 = by_flow(&flows.got, 2);
-    for f in (0..FLOWS).filter(|f| !moved.contains(f)) {
-        let seqs: Vec<u32> = p2
-            .get(&f)
-            .map(|v| v.iter().map(|x| x.0).collect())
-            .unwrap_or_default();
-        assert_eq!(
-            seqs,
-            (0..LOAD).collect::<Vec<_>>(),
-            "flow {f} of a live engine: lost or reordered"
-        );
-    }
+    let kept = (0..FLOWS).filter(|f| !moved.contains(f));
+    every_frame_in_order(&flows.got, 2, kept, LOAD, "a live engine's");
     let mut recovery = Duration::ZERO;
     for &f in &moved {
         let arrived = p2.get(&f).cloned().unwrap_or_default();
