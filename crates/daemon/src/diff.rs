@@ -370,6 +370,18 @@ vr = "a"
         assert_eq!(d.result.unchanged, ["a", "b"]);
         assert!(!diff(&new, &new, running, None).unwrap().cluster);
         assert!(diff(&new, &old, running, None).unwrap().cluster);
+        // A configured engine more: a change of the data path too.
+        let e2 = format!("{q}\n[[cluster.engines]]\nname = \"e2\"\naddress = \"10.9.0.12\"\n");
+        assert!(
+            diff(
+                &new,
+                &plan(&dispatcher(&e2, "10.9.0.1:4790")),
+                running,
+                None
+            )
+            .unwrap()
+            .cluster
+        );
         let moved = plan(&dispatcher(q, "10.9.0.1:4791"));
         let e = diff(&new, &moved, running, None).unwrap_err();
         assert!(e.to_string().contains("heartbeat"), "{e}");

@@ -244,3 +244,52 @@ fn fits(
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vrhost_host::cluster::EngineLink;
+
+    /// Engine e1 of 100 pps holding VR r of `rate` pps.
+    fn spec(rate: f64) -> DispatchSpec {
+        DispatchSpec {
+            underlay: 2,
+            local: "10.9.0.1".parse().unwrap(),
+            local_mac: [2, 0, 0, 0, 9, 1],
+            engines: vec![EngineLink {
+                name: "e1".into(),
+                remote: "10.9.0.11".parse().unwrap(),
+                udp_port: 4789,
+                remote_mac: None,
+                capacity: 100,
+            }],
+            vrs: vec![RemoteVr {
+                name: "r".into(),
+                id: 7,
+                ports: vec![0, 1],
+                engines: vec![0],
+                policy: ClusterPolicy::Flow,
+                rate: Some(rate),
+                vr: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_new_vr_s_rate_fits_after_the_others_or_is_refused_with_what_is_free() {
+        let l = Liveness::new(1);
+        assert!(fits(&spec(60.0), &l, false, "q", 40.0).is_ok());
+        match fits(&spec(60.0), &l, false, "q", 50.0) {
+            Err(ControlError::Conflict(m)) => {
+                assert!(m.contains("VR \"q\"") && m.contains("40 pps free"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // With etcd, only the engines with a lease count: none here.
+        l.set_leased(0);
+        assert!(matches!(
+            fits(&spec(60.0), &l, true, "q", 1.0),
+            Err(ControlError::Conflict(_))
+        ));
+    }
+}
