@@ -266,5 +266,11 @@ mod tests {
         assert!(t.contains("e1:100 e2:50") && t.contains("measured"), "{t}");
         let none = render(&ClusterStatus::default());
         assert!(none.contains("no cluster"));
+        let engine = ClusterStatus {
+            role: "engine".into(),
+            placements_error: Some("placements refused (2 tries): no; tried again in 2 s".into()),
+            ..ClusterStatus::default()
+        };
+        assert!(render(&engine).contains("tried again in 2 s"));
     }
 }
