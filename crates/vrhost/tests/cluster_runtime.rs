@@ -121,11 +121,13 @@ fn engine_e1() -> String {
 }
 
 /// Flows of `socks` to `to`, numbered from 0, one round every [`PACE`]
-/// until `stop`: rounds sent.
-fn pace(socks: &[UdpSocket], to: SocketAddr, phase: u8, stop: &AtomicBool) -> u32 {
+/// until `stop`: when each round was sent.
+fn pace(socks: &[UdpSocket], to: SocketAddr, phase: u8, stop: &AtomicBool) -> Vec<Instant> {
     let mut seq = 0;
     let mut next = Instant::now();
+    let mut times = Vec::new();
     while !stop.load(Ordering::Relaxed) {
+        times.push(Instant::now());
         for (f, s) in socks.iter().enumerate() {
             s.send_to(&payload(phase, f as u16, seq), to).unwrap();
         }
@@ -135,7 +137,7 @@ fn pace(socks: &[UdpSocket], to: SocketAddr, phase: u8, stop: &AtomicBool) -> u3
             std::thread::sleep(d);
         }
     }
-    seq
+    times
 }
 
 /// q's frames the sink got (phase, flow, seq) and the VR's frames on e1.
@@ -183,6 +185,28 @@ impl Drop for Q {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// A daemon's drops: its ports', its host's and its VRs' (non-zero).
+fn drops(d: &common::Daemon) -> String {
+    let s = d.stats();
+    let mut out = Vec::new();
+    for p in s["ports"].as_array().into_iter().flatten() {
+        for k in ["rx_dropped", "tx_dropped"] {
+            if p[k].as_u64().unwrap_or(0) > 0 {
+                out.push(format!("port {} {k} {}", p["name"], p[k]));
+            }
+        }
+    }
+    out.push(format!("host {}", s["host"]["ingress_drops"]));
+    for v in s["vrs"].as_array().into_iter().flatten() {
+        let st = &v["stats"];
+        out.push(format!(
+            "VR {}: vr_dropped {} port_dropped {} ingress {}",
+            v["name"], st["vr_dropped"], st["port_dropped"], st["ingress_drops"]
+        ));
+    }
+    out.join("; ")
 }
 
 fn no_match(d: &common::Daemon) -> u64 {
@@ -259,7 +283,8 @@ fn a_remote_vr_added_at_run_time_forwards_and_removed_stops_while_another_loses_
     // r's flows the whole time, on a thread.
     let stop = AtomicBool::new(false);
     let to_r = SocketAddr::from(([10, 2, 0, 2], SINK_PORT));
-    let rounds = std::thread::scope(|sc| {
+    let t_r = Instant::now();
+    let times = std::thread::scope(|sc| {
         let r = sc.spawn(|| pace(&flows.socks, to_r, 1, &stop));
         // A failed check below stops the thread too (else the scope waits).
         let _halt = Halt(&stop);
@@ -271,7 +296,9 @@ fn a_remote_vr_added_at_run_time_forwards_and_removed_stops_while_another_loses_
         assert!(no_match(&d) - nm0 >= 20 * u64::from(Q_FLOWS));
 
         // Added: its frames cross e1's VR q to the sink.
+        let added_at = t_r.elapsed();
         let out = d.ok(&strs(&add("8", "in2")));
+        let added_by = t_r.elapsed();
         assert!(out.contains("added remote VR q"), "{out}");
         let st = d.json(&["cluster", "status"]);
         assert_eq!(st["vrs"][1]["name"], "q", "{st:#}");
@@ -297,7 +324,9 @@ fn a_remote_vr_added_at_run_time_forwards_and_removed_stops_while_another_loses_
         );
 
         // Removed: counted drops, nothing to e1 or the sink.
+        let removed_at = t_r.elapsed();
         d.ok(&["cluster", "remove", "q"]);
+        let removed_by = t_r.elapsed();
         let st = d.json(&["cluster", "status"]);
         assert_eq!(st["vrs"].as_array().map(Vec::len), Some(1), "{st:#}");
         std::thread::sleep(Duration::from_millis(200));
@@ -311,10 +340,26 @@ fn a_remote_vr_added_at_run_time_forwards_and_removed_stops_while_another_loses_
             "not counted as drops"
         );
         stop.store(true, Ordering::Relaxed);
+        eprintln!("q added {added_at:?}..{added_by:?}, removed {removed_at:?}..{removed_by:?}");
         r.join().unwrap()
     });
     std::thread::sleep(Duration::from_millis(500));
     flows.finish();
+    // Where frames were dropped, if any (the failure's first clue).
+    for (who, dm) in [("disp", &d), ("e1", &e1), ("e2", &_e2)] {
+        eprintln!("{who}: {}", drops(dm));
+    }
+    let rounds = times.len() as u32;
+    // When the rounds some flow lost were sent (against the changes).
+    let p1 = by_flow(&flows.got, 1);
+    let got = |f: u16, q: u32| p1.get(&f).is_some_and(|v| v.iter().any(|x| x.0 == q));
+    let lost: Vec<u32> = (0..rounds)
+        .filter(|&q| (0..FLOWS).any(|f| !got(f, q)))
+        .collect();
+    if let (Some(&a), Some(&b)) = (lost.first(), lost.last()) {
+        let at = |q: u32| times[q as usize] - t_r;
+        eprintln!("r lost frames of rounds sent {:?}..{:?}", at(a), at(b));
+    }
     // r: every frame of every flow, in order, through both changes.
     every_frame_in_order(
         &flows.got,

@@ -191,10 +191,15 @@ pub fn every_frame_in_order(
         let seqs: Vec<u32> = (p.get(&f))
             .map(|v| v.iter().map(|x| x.0).collect())
             .unwrap_or_default();
-        assert_eq!(
-            seqs,
-            (0..rounds).collect::<Vec<_>>(),
-            "{what} flow {f}: lost or reordered"
+        let lost: Vec<u32> = (0..rounds).filter(|q| !seqs.contains(q)).collect();
+        let late: Vec<u32> = (seqs.windows(2).filter(|w| w[1] < w[0]))
+            .map(|w| w[1])
+            .collect();
+        assert!(
+            seqs == (0..rounds).collect::<Vec<_>>(),
+            "{what} flow {f}: lost {lost:?}, arrived after a later one {late:?}, \
+             {} of {rounds} arrived",
+            seqs.len()
         );
     }
 }
