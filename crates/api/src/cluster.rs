@@ -33,6 +33,9 @@ pub struct ClusterStatus {
     /// A dispatcher: heartbeats (pongs) its data path saw on the underlay
     /// (its heartbeat socket gets them from the kernel): not drops.
     pub heartbeat_frames: u64,
+    /// An engine with etcd: why its placements did not apply, and when
+    /// they are tried again (none: applied).
+    pub placements_error: Option<String>,
 }
 
 /// `EngineStatus`: one engine, as its dispatcher sees it.

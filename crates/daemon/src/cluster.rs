@@ -18,9 +18,16 @@ use vrhost_host::worker::{Mailbox, Worker};
 
 /// The etcd agent's state, as the status shows it, and a dispatcher's
 /// election lease while it holds the cluster (0: none), or an engine's
-/// advertised capacity and whether it was measured.
+/// advertised capacity, whether it was measured, and why its placements
+/// did not apply.
 #[derive(Debug, Default)]
-pub struct EtcdHealth(AtomicU8, AtomicI64, AtomicU64, AtomicU8);
+pub struct EtcdHealth(
+    AtomicU8,
+    AtomicI64,
+    AtomicU64,
+    AtomicU8,
+    std::sync::Mutex<Option<String>>,
+);
 
 /// What [`EtcdHealth`] holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +69,24 @@ impl EtcdHealth {
             _ => "",
         };
         (self.2.load(Ordering::Relaxed), source)
+    }
+
+    /// An engine's placements did not apply (why, and when they are tried
+    /// again), or did (`None`).
+    pub fn set_placements_error(&self, e: Option<String>) {
+        *self
+            .4
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = e;
+    }
+
+    /// Why an engine's placements did not apply, if they did not.
+    pub fn placements_error(&self) -> Option<String> {
+        (self
+            .4
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        .clone()
     }
 
     /// Up, holding the cluster under election lease `lease`.
@@ -115,6 +140,99 @@ pub struct DispatchSide {
     beacon: Beacon,
     stats: Arc<DispatchStats>,
     port_names: Vec<String>,
+    /// The registrations and desired rates last followed.
+    ads: Vec<EngineAd>,
+    rates: BTreeMap<String, f64>,
+}
+
+/// A dispatcher's next data path, built beside the running one.
+pub struct Pending {
+    next: Option<Dispatcher>,
+    from: Vec<Option<usize>>,
+    spec: DispatchSpec,
+    beats: Vec<(String, std::net::SocketAddr)>,
+    liveness: Arc<Liveness>,
+    members: Members,
+    port_names: Vec<String>,
+    stats: Arc<DispatchStats>,
+}
+
+/// The part of a [`Pending`] the worker takes.
+pub struct Handed(Dispatcher, Vec<Option<usize>>);
+
+impl Handed {
+    /// Set it as `w`'s dispatcher, going on from the one it replaces
+    /// (engines by name: counters, learned MACs).
+    pub fn hand_to(self, w: &mut Worker) {
+        let Handed(mut next, keep) = self;
+        if let Some(old) = w.dispatcher() {
+            next.carry(old, &keep);
+        }
+        w.set_dispatcher(next);
+    }
+}
+
+impl Pending {
+    /// What the worker takes (once).
+    ///
+    /// # Panics
+    /// Taken twice.
+    pub fn handed(&mut self) -> Handed {
+        let next = self.next.take().expect("handed once");
+        Handed(next, self.from.clone())
+    }
+}
+
+impl DispatchSide {
+    /// The data path `members` gives with the registrations last followed;
+    /// `None` if it is the one running. Engines that stay keep their
+    /// liveness (the same one, if the engines did not change).
+    fn rebuilt(
+        &self,
+        members: &Members,
+        port_names: Vec<String>,
+    ) -> Result<Option<Pending>, String> {
+        let j = members.join(&self.ads, &self.rates);
+        if j.spec == self.spec && *members == self.members && port_names == self.port_names {
+            return Ok(None);
+        }
+        if !j.left_out.is_empty() {
+            tracing::warn!(left_out = ?j.left_out, "etcd: more than 64 engines registered");
+        }
+        let from = carried_from(&self.spec.engines, &j.spec.engines);
+        let liveness = match j.spec.engines == self.spec.engines {
+            true => self.beacon.liveness().clone(),
+            false => {
+                let n = j.spec.engines.len();
+                Arc::new(Liveness::carried(n, self.beacon.liveness(), &from))
+            }
+        };
+        let next = Dispatcher::new(j.spec.clone(), liveness.clone())?;
+        Ok(Some(Pending {
+            stats: next.stats().clone(),
+            next: Some(next),
+            from,
+            spec: j.spec,
+            beats: j.beats,
+            liveness,
+            members: members.clone(),
+            port_names,
+        }))
+    }
+
+    fn commit(&mut self, p: Pending) -> Result<(), String> {
+        if !Arc::ptr_eq(&p.liveness, self.beacon.liveness()) {
+            (self.beacon.follow(p.beats, p.liveness)).map_err(|e| format!("the beacon: {e}"))?;
+        }
+        let names = |s: &DispatchSpec| s.engines.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+        let vrs = |s: &DispatchSpec| s.vrs.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+        tracing::info!(engines = ?names(&p.spec), vrs = ?vrs(&p.spec), "cluster: a new data path");
+        self.spec = p.spec;
+        self.stats = p.stats;
+        self.members = p.members;
+        self.port_names = p.port_names;
+        Ok(())
+    }
 }
 
 /// The daemon's part in a cluster, running.
@@ -164,6 +282,8 @@ impl ClusterState {
                     beacon,
                     stats,
                     port_names,
+                    ads: Vec::new(),
+                    rates: BTreeMap::new(),
                 })))
             }
         }
@@ -196,33 +316,57 @@ impl ClusterState {
             return Err("not a dispatcher".into());
         };
         d.measured = ads.iter().map(|a| (a.name.clone(), a.measured)).collect();
-        let j = d.members.join(ads, rates);
-        if j.spec == d.spec {
-            return Ok((d.spec.clone(), d.beacon.liveness().clone()));
+        (d.ads, d.rates) = (ads.to_vec(), rates.clone());
+        if let Some(mut p) = d.rebuilt(&d.members, d.port_names.clone())? {
+            let handed = p.handed();
+            mailbox
+                .call(crate::control::WORKER_TIMEOUT, move |w: &mut Worker| {
+                    handed.hand_to(w)
+                })
+                .map_err(|e| e.to_string())?;
+            d.commit(p)?;
         }
-        if !j.left_out.is_empty() {
-            tracing::warn!(left_out = ?j.left_out, "etcd: more than 64 engines registered");
+        Ok((d.spec.clone(), d.beacon.liveness().clone()))
+    }
+
+    /// The data path of a changed `[cluster]` (`plan`, a dispatcher's:
+    /// its engines and remote VRs; `port_names` name the worker's ports
+    /// after the change), joined by the registered engines as last seen;
+    /// `None` if it is the same. Hand its [`Pending::handed`] to the
+    /// worker with the change, then [`ClusterState::commit`] it.
+    ///
+    /// # Errors
+    /// Not a dispatcher; the data path cannot be built.
+    pub fn rebuild(
+        &self,
+        plan: &ClusterPlan,
+        port_names: Vec<String>,
+    ) -> Result<Option<Pending>, String> {
+        let (ClusterState::Dispatcher(d), ClusterPlan::Dispatcher { members, .. }) = (self, plan)
+        else {
+            return Err("not a dispatcher".into());
+        };
+        d.rebuilt(members, port_names)
+    }
+
+    /// Take the data path the worker was handed as this dispatcher's.
+    ///
+    /// # Errors
+    /// Not a dispatcher; the beacon cannot follow the new engines.
+    pub fn commit(&mut self, p: Pending) -> Result<(), String> {
+        match self {
+            ClusterState::Dispatcher(d) => d.commit(p),
+            ClusterState::Engine(_) => Err("not a dispatcher".into()),
         }
-        let from = carried_from(&d.spec.engines, &j.spec.engines);
-        let n = j.spec.engines.len();
-        let liveness = Arc::new(Liveness::carried(n, d.beacon.liveness(), &from));
-        let mut next = Dispatcher::new(j.spec.clone(), liveness.clone())?;
-        let stats = next.stats().clone();
-        let keep = from.clone();
-        mailbox
-            .call(crate::control::WORKER_TIMEOUT, move |w: &mut Worker| {
-                if let Some(old) = w.dispatcher() {
-                    next.carry(old, &keep);
-                }
-                w.set_dispatcher(next);
-            })
-            .map_err(|e| e.to_string())?;
-        (d.beacon.follow(j.beats, liveness.clone())).map_err(|e| format!("the beacon: {e}"))?;
-        let names = |s: &DispatchSpec| s.engines.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
-        tracing::info!(engines = ?names(&j.spec), "etcd: the engines registered joined the data path");
-        d.spec = j.spec;
-        d.stats = stats;
-        Ok((d.spec.clone(), liveness))
+    }
+
+    /// A dispatcher's remote VRs as configured (before registered engines
+    /// join: their `engines` are the configured ones).
+    pub fn configured(&self) -> Option<&DispatchSpec> {
+        match self {
+            ClusterState::Dispatcher(d) => Some(&d.members.base),
+            ClusterState::Engine(_) => None,
+        }
     }
 
     /// Its status.

@@ -5,7 +5,7 @@
 //! the changes out.
 
 use vrhost_host::alloc::ScalePolicy;
-use vrhost_host::config::{Driver, HostConf, Plan, VrPlan};
+use vrhost_host::config::{ClusterPlan, Driver, HostConf, Plan, VrPlan};
 
 use crate::control::{ApplyResult, ControlError};
 
@@ -32,6 +32,9 @@ pub struct Diff {
     /// The change as the API reports it (its `generation` and `dry_run`
     /// are the caller's to set).
     pub result: ApplyResult,
+    /// A dispatcher's engines or remote VRs changed: its data path is
+    /// rebuilt and handed to the worker with the rest of the change.
+    pub cluster: bool,
 }
 
 /// The change from `old` to `new`. `running` says what a VR of the old plan
@@ -43,7 +46,7 @@ pub struct Diff {
 /// daemon: the host's core budget or fast path, a port whose driver,
 /// interface, traffic or rings changed, a new port on an interface an old
 /// one still uses, an `af_xdp` port removed under the fast path, or a
-/// changed `[cluster]`.
+/// change of `[cluster]` other than a dispatcher's engines and remote VRs.
 pub fn diff(
     old: &Plan,
     new: &Plan,
@@ -52,16 +55,12 @@ pub fn diff(
 ) -> Result<Diff, ControlError> {
     check_budget(&old.host, &new.host)?;
     check_fast(old, new)?;
-    if old.cluster != new.cluster {
-        return Err(ControlError::Conflict(
-            "cluster takes effect when the daemon starts".into(),
-        ));
-    }
     let mut d = Diff {
         result: ApplyResult {
             rules: new.classifier.len() as u64,
             ..ApplyResult::default()
         },
+        cluster: check_cluster(old, new)?,
         ..Diff::default()
     };
     diff_ports(old, new, &mut d)?;
@@ -81,6 +80,47 @@ fn check_budget(old: &HostConf, new: &HostConf) -> Result<(), ControlError> {
         ));
     }
     Ok(())
+}
+
+/// Whether `[cluster]` changed in what a running dispatcher changes: its
+/// `[[cluster.engines]]` and `[[cluster.vrs]]`. Its role, heartbeat,
+/// underlay (by port name), address, MAC and etcd take effect when the
+/// daemon starts, and an engine's `[cluster]` too.
+fn check_cluster(old: &Plan, new: &Plan) -> Result<bool, ControlError> {
+    if old.cluster == new.cluster {
+        return Ok(false);
+    }
+    let fixed = |p: &Plan| match &p.cluster {
+        Some(ClusterPlan::Dispatcher {
+            spec,
+            heartbeat,
+            interval,
+            misses,
+            etcd,
+            ..
+        }) => {
+            let under = p.ports.get(spec.underlay).map(|u| u.0.clone());
+            Some((
+                under,
+                spec.local,
+                spec.local_mac,
+                *heartbeat,
+                *interval,
+                *misses,
+                etcd.clone(),
+            ))
+        }
+        _ => None,
+    };
+    match (fixed(old), fixed(new)) {
+        (Some(a), Some(b)) if a == b => Ok(true),
+        _ => Err(ControlError::Conflict(
+            "cluster: only a dispatcher's engines and vrs change while it runs; its role, \
+             heartbeat, underlay, local, local_mac and etcd (and an engine's [cluster]) take \
+             effect when the daemon starts"
+                .into(),
+        )),
+    }
 }
 
 /// The fast path is loaded, and attached to the `af_xdp` ports, when the
@@ -305,6 +345,46 @@ vr = "a"
         let e = diff(&plan(BASE), &plan(&engine), running, None).unwrap_err();
         assert!(e.to_string().contains("cluster"), "{e}");
         assert!(diff(&plan(&engine), &plan(&engine), running, None).is_ok());
+    }
+
+    /// [`BASE`] with a null underlay and port `p2` for remote VRs, a
+    /// dispatcher of engine e1, and `vrs` (TOML of `[[cluster.vrs]]`).
+    fn dispatcher(vrs: &str, heartbeat: &str) -> String {
+        format!(
+            "{BASE}\n[[ports]]\nname = \"p2\"\ndriver = \"null\"\n\n[[ports]]\nname = \"ul\"\n\
+             driver = \"null\"\n\n[cluster]\nrole = \"dispatcher\"\nheartbeat = \"{heartbeat}\"\n\
+             underlay = \"ul\"\nlocal = \"10.9.0.1\"\nlocal_mac = \"02:00:00:00:09:01\"\n\n\
+             [[cluster.engines]]\nname = \"e1\"\naddress = \"10.9.0.11\"\n{vrs}"
+        )
+    }
+
+    #[test]
+    fn a_dispatcher_s_remote_vrs_change_while_it_runs_its_heartbeat_does_not() {
+        let q = "[[cluster.vrs]]\nname = \"q\"\nid = 8\nports = [\"p2\"]\nengines = [\"e1\"]\n";
+        let (old, new) = (
+            plan(&dispatcher("", "10.9.0.1:4790")),
+            plan(&dispatcher(q, "10.9.0.1:4790")),
+        );
+        let d = diff(&old, &new, running, None).unwrap();
+        assert!(d.cluster);
+        assert_eq!(d.result.unchanged, ["a", "b"]);
+        assert!(!diff(&new, &new, running, None).unwrap().cluster);
+        assert!(diff(&new, &old, running, None).unwrap().cluster);
+        // A configured engine more: a change of the data path too.
+        let e2 = format!("{q}\n[[cluster.engines]]\nname = \"e2\"\naddress = \"10.9.0.12\"\n");
+        assert!(
+            diff(
+                &new,
+                &plan(&dispatcher(&e2, "10.9.0.1:4790")),
+                running,
+                None
+            )
+            .unwrap()
+            .cluster
+        );
+        let moved = plan(&dispatcher(q, "10.9.0.1:4791"));
+        let e = diff(&new, &moved, running, None).unwrap_err();
+        assert!(e.to_string().contains("heartbeat"), "{e}");
     }
 
     #[test]

@@ -90,6 +90,21 @@ fn node_socket(node: &str) -> String {
     dir.join(format!("{node}.sock")).display().to_string()
 }
 
+/// Ping `to` from `from`, one at a time, until one crosses or 30 s pass
+/// (the flow `flow`'s VRs placed through etcd and started by the
+/// engines' agents); the traffic after says how it went.
+fn wait_through(from: &vrhost_lab::Netns, to: &str, flow: &str) {
+    println!("== {flow}: waiting for a ping to cross (the cluster places its VRs)");
+    let t0 = std::time::Instant::now();
+    while from.exec("ping", &["-c", "1", "-W", "1", to]).is_err() {
+        if t0.elapsed() > std::time::Duration::from_secs(30) {
+            println!("   none crossed in 30 s");
+            return;
+        }
+    }
+    println!("   crossed after {:.1} s", t0.elapsed().as_secs_f64());
+}
+
 /// The main job: lab up, vrhost on every node (one, or a cluster's
 /// dispatcher and engines), traffic through every flow.
 fn run_lab(a: &RunArgs) -> Result<()> {
@@ -134,6 +149,10 @@ fn run_lab(a: &RunArgs) -> Result<()> {
         for f in &lab.flows {
             let from = lab.ns(f.from.get_ref());
             let to = f.to.get_ref();
+            if lab.etcd.is_some() {
+                // Its VRs are placed through etcd: wait until they run.
+                wait_through(&from, to, &f.name);
+            }
             println!(
                 "== {}: ping {} -> {to} ({})",
                 f.name,

@@ -91,18 +91,7 @@ fn flows_cross_the_dispatcher_and_engines_in_order_and_a_killed_engine_s_flows_m
     let before = d.json(&["cluster", "status"]);
     send(socks, 1, ROUNDS, |_| {});
     std::thread::sleep(Duration::from_millis(500));
-    let p1 = by_flow(got, 1);
-    for f in 0..FLOWS {
-        let seqs: Vec<u32> = p1
-            .get(&f)
-            .map(|v| v.iter().map(|x| x.0).collect())
-            .unwrap_or_default();
-        assert_eq!(
-            seqs,
-            (0..ROUNDS).collect::<Vec<_>>(),
-            "flow {f}: lost or reordered"
-        );
-    }
+    every_frame_in_order(got, 1, 0..FLOWS, ROUNDS, "");
     // Each engine got the frames of the flows the dispatcher's choice
     // puts on it.
     let after = d.json(&["cluster", "status"]);
@@ -143,17 +132,8 @@ fn flows_cross_the_dispatcher_and_engines_in_order_and_a_killed_engine_s_flows_m
     std::thread::sleep(Duration::from_millis(500));
     flows.finish();
     let p2 = by_flow(&flows.got, 2);
-    for f in (0..FLOWS).filter(|f| !moved.contains(f)) {
-        let seqs: Vec<u32> = p2
-            .get(&f)
-            .map(|v| v.iter().map(|x| x.0).collect())
-            .unwrap_or_default();
-        assert_eq!(
-            seqs,
-            (0..LOAD).collect::<Vec<_>>(),
-            "flow {f} of a live engine: lost or reordered"
-        );
-    }
+    let kept = (0..FLOWS).filter(|f| !moved.contains(f));
+    every_frame_in_order(&flows.got, 2, kept, LOAD, "a live engine's");
     let mut recovery = Duration::ZERO;
     for &f in &moved {
         let arrived = p2.get(&f).cloned().unwrap_or_default();
@@ -192,12 +172,17 @@ fn flows_cross_the_dispatcher_and_engines_in_order_and_a_killed_engine_s_flows_m
 }
 
 /// `lab/cluster.toml` loads, names a dispatcher and three engines, and
-/// their vrhost configs check (no root needed).
+/// their vrhost configs check (no root needed); the engines' configs hold
+/// no VR: the dispatcher's `vr` table is placed on each of them, whose
+/// placement (the config its agent applies) runs VR `r` on tunnels whose
+/// VNIs are the tags of the dispatcher's ports.
 #[test]
 fn the_cluster_lab_and_its_vrhost_configs_check() {
+    use vrhost_host::cluster::desired::{Assignment, fragment, merged};
     use vrhost_host::config::{ClusterPlan, Config};
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let lab = vrhost_lab::Lab::load(&repo.join("lab/cluster.toml")).unwrap();
+    assert!(lab.etcd.is_some(), "the lab starts no etcd");
     let nodes = lab.vrhost_nodes();
     let names: Vec<&str> = nodes.iter().map(|n| n.0).collect();
     assert_eq!(names, ["disp", "e1", "e2", "e3"]);
@@ -206,10 +191,27 @@ fn the_cluster_lab_and_its_vrhost_configs_check() {
         panic!("the first node is no dispatcher");
     };
     assert_eq!(spec.engines.len(), 3);
-    for (_, cfg) in &nodes[1..] {
+    let r = &spec.vrs[0];
+    assert!(r.vr.is_some(), "the remote VR has no `vr` table to place");
+    for (name, cfg) in &nodes[1..] {
         let (_, p) = Config::load(cfg).unwrap();
-        assert!(matches!(p.cluster, Some(ClusterPlan::Engine { .. })));
-        // The engine's tunnels carry the tags of the dispatcher's ports.
+        assert!(p.vrs.is_empty(), "{name} runs VRs of its own");
+        let Some(ClusterPlan::Engine {
+            etcd: Some(etcd), ..
+        }) = p.cluster
+        else {
+            panic!("{name}: no engine with etcd");
+        };
+        let ad = etcd.engine.unwrap();
+        let frag = toml::to_string(&fragment(&spec, r, &ad).unwrap()).unwrap();
+        let base: toml::Table = toml::from_str(&std::fs::read_to_string(cfg).unwrap()).unwrap();
+        let a = Assignment {
+            id: r.id,
+            pps: 0.0,
+            config: frag,
+        };
+        let placed = toml::to_string(&merged(&base, &[a]).unwrap()).unwrap();
+        let (_, p) = Config::parse(&placed, name, &repo.join("lab")).unwrap();
         let vnis: Vec<u32> = p.vrs[0]
             .vnic_tunnels
             .iter()
@@ -217,7 +219,7 @@ fn the_cluster_lab_and_its_vrhost_configs_check() {
             .collect();
         let tag = |port: u8| {
             vrhost_host::cluster::Tag {
-                vr: spec.vrs[0].id,
+                vr: r.id,
                 port,
                 local: false,
                 instance: 0,

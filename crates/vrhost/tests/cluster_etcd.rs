@@ -515,3 +515,133 @@ etcd = ["http://127.0.0.1:9"]
     let text = e.ok(&["cluster", "status"]);
     assert!(text.contains("measured"), "{text}");
 }
+
+/// Remote VRs added and removed through the API on a dispatcher with
+/// etcd: `vrhost cluster add` with a rate and the engines' VR (`--vr`) is
+/// published, placed by Algorithm 1 and started by the engine's agent,
+/// and frames cross; a rate no engine holds is refused with 409 and how
+/// much is free; `vrhost cluster remove` deletes its record and
+/// placement, and the engine's agent stops its VR; with etcd down a
+/// change is refused with 503.
+#[test]
+fn a_remote_vr_added_through_the_api_is_placed_from_etcd_and_removed_is_stopped_on_its_engine() {
+    let lab = root_lab();
+    let mut etcd = start_etcd(&lab.ul);
+    let engines: Vec<Option<common::Daemon>> =
+        (0..2).map(|i| Some(start_engine(&lab, i))).collect();
+    let base = format!("{DISPATCHER_BASE}{}", etcd_keys());
+    let d = start_in(&lab.disp, "add-disp", &base);
+    wait_logged(&d, &["the cluster's dispatcher"]);
+    wait_engine_names(&d, &["e1", "e2"]);
+    let vr = d.dir().join("r.toml");
+    std::fs::write(
+        &vr,
+        format!(
+            r#"vnics = [{{ addrs = ["10.1.0.1/24"] }}, {{ addrs = ["10.2.0.1/24"] }}]
+[router]
+nexthops = [{{ vnic = 1, mac = "{S0_MAC}" }}, {{ vnic = 0, mac = "{G0_MAC}" }}]
+routes = [{{ prefix = "10.2.0.2/32", nexthop = 0 }}, {{ prefix = "10.1.0.2/32", nexthop = 1 }}]
+"#
+        ),
+    )
+    .unwrap();
+    let vr = vr.to_str().unwrap();
+    let rate = RATE.to_string();
+    let add = [
+        "cluster", "add", "r", "--id", "7", "--port", "in", "--port", "out",
+    ];
+    let out = d.ok(&[&add[..], &["--rate", &rate, "--vr", vr]].concat());
+    assert!(out.contains("added remote VR r"), "{out}");
+    wait_placement(&d, "e1");
+    wait_placed(&engines, &[0]);
+    let mut flows = Flows::start(&lab);
+    flows.wait_through(0, &d);
+
+    // More than the engines hold: 409, with what is free.
+    let big = (3 * RATE).to_string();
+    let q = [
+        "cluster", "add", "q", "--id", "8", "--port", "x", "--rate", &big,
+    ];
+    let (ok, _, err) = d.run(&q);
+    assert!(
+        !ok && err.contains("409") && err.contains("100000 pps free"),
+        "{err}"
+    );
+
+    // Removed: its record and placement deleted, its VR stopped on e1.
+    d.ok(&["cluster", "remove", "r"]);
+    wait_logged(&d, &["remote VR removed", "/vrhost/test/vrs/r"]);
+    wait_logged(&d, &["placement removed", "/vrhost/test/placements/e1/r"]);
+    let t0 = Instant::now();
+    while !vrs(engines[0].as_ref().unwrap()).is_empty() {
+        assert!(t0.elapsed() < PATIENCE, "e1 still runs VR r");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    flows.finish();
+
+    // etcd down: refused with 503 and the reason.
+    etcd.kill();
+    wait_etcd(&d, "down");
+    let (ok, _, err) = d.run(&[&add[..], &["--rate", &rate, "--vr", vr]].concat());
+    assert!(
+        !ok && err.contains("503") && err.contains("etcd is unreachable"),
+        "{err}"
+    );
+}
+
+/// A placement that does not apply on its engine (here: its VR's program
+/// is not there yet) is tried again with a back-off, not only at the next
+/// change, and the engine's status says why and when; once it can apply
+/// (the program is there) it does, with nothing changed in etcd.
+#[test]
+fn a_placement_that_fails_to_apply_is_tried_again_and_the_engine_s_status_says_so() {
+    let lab = root_lab();
+    let _etcd = start_etcd(&lab.ul);
+    let e1 = start_engine(&lab, 0);
+    let dir = common::TempDir::new("retry-vr");
+    let program = dir.path().join("later-vr");
+    let config = format!(
+        "{DISPATCHER_BASE}{}\n[[cluster.vrs]]\nname = \"r\"\nid = 7\nports = [\"in\", \"out\"]\n\
+         rate = {RATE}\n[cluster.vrs.vr]\nkind = \"program\"\nprogram = \"{}\"\nargs = [\"vr-probe\"]\nvnics = [{{}}, {{}}]\n",
+        etcd_keys(),
+        program.display()
+    );
+    let d = start_in(&lab.disp, "retry-disp", &config);
+    wait_placement(&d, "e1");
+    let status = |e: &common::Daemon| e.json(&["cluster", "status"]);
+    let t0 = Instant::now();
+    let tries = |s: &Value| {
+        let e = s["placements_error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let n = e
+            .split_once(" tries)")
+            .and_then(|(h, _)| h.rsplit_once('(')?.1.parse().ok());
+        (e, n.unwrap_or(0u32))
+    };
+    // Refused, then tried again (a second try with no change in etcd).
+    loop {
+        let (e, n) = tries(&status(&e1));
+        if n >= 2 {
+            assert!(
+                e.contains("later-vr") && e.contains("tried again in"),
+                "{e}"
+            );
+            break;
+        }
+        assert!(t0.elapsed() < PATIENCE, "not tried again: {e:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(vrs(&e1).is_empty());
+    let text = e1.ok(&["cluster", "status"]);
+    assert!(text.contains("placements refused"), "{text}");
+    // The program is there: the next try applies.
+    std::os::unix::fs::symlink(common::testvr(), &program).unwrap();
+    let t0 = Instant::now();
+    while vrs(&e1) != ["r"] {
+        assert!(t0.elapsed() < PATIENCE, "{:#}", status(&e1));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status(&e1)["placements_error"], Value::Null);
+}

@@ -39,8 +39,12 @@
 //!
 //! Each point starts the engines and the dispatcher anew from the lab's
 //! configs, changed in a temporary directory (the VR's rate limit, the
-//! dispatcher's engines and policy).
+//! dispatcher's engines and policy). The lab's engines get their VR from
+//! etcd; every experiment but `restart` runs without it, on configs
+//! derived from the lab's ([`derive`]: each engine's VR as its placement
+//! would give it).
 
+mod derive;
 pub mod flows;
 mod restart;
 
@@ -185,8 +189,11 @@ pub struct ClusterReport {
 struct Bench<'a> {
     args: &'a ClusterArgs,
     lab: Lab,
-    /// The dispatcher's node and config, then the engines'.
+    /// The dispatcher's node and config, then the engines', without etcd
+    /// (the engines' VRs in their configs: [`derive`]).
     nodes: Vec<(String, toml::Table)>,
+    /// The same as the lab has them (with etcd), for `restart`.
+    etcd_nodes: Vec<(String, toml::Table)>,
     dir: PathBuf,
 }
 
@@ -213,13 +220,18 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
             args.lab.display()
         );
     }
+    // The lab's engines get their VR from etcd: without it (every
+    // experiment but `restart`), static configs derived as placed.
+    let lab_dir = args.lab.parent().unwrap_or(Path::new("."));
+    let static_nodes = derive::without_etcd(&nodes, lab_dir)?;
     let dir = std::env::temp_dir().join(format!("vrhost-bench-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let up = lab.up()?;
     let b = Bench {
         args,
         lab,
-        nodes,
+        nodes: static_nodes,
+        etcd_nodes: nodes,
         dir,
     };
     let results = b.all();

@@ -1,9 +1,9 @@
 //! `bench cluster`'s `restart` experiment: the cluster with its desired
 //! state in etcd (an etcd in the lab's underlay router `ul`, on
-//! 10.9.0.254): the engines' configs hold no VR (only their underlay and
-//! `[cluster]` with etcd, a name, an advertised capacity and their next
-//! hop), the dispatcher's VR asks for one engine's capacity and gives the
-//! engines' VR as a `vr` table. The dispatcher, then the agent (the
+//! 10.9.0.254), on the lab's configs as they are (the engines' hold no
+//! VR: the dispatcher's `vr` table is placed on them), with the
+//! dispatcher's VR asking for one engine's capacity instead of naming its
+//! engines. The dispatcher, then the agent (the
 //! engine daemon) running the VR, is killed (SIGKILL) and started again
 //! on the same config: is the placement the same, and how long until
 //! every flow crosses again.
@@ -69,18 +69,21 @@ impl Bench<'_> {
         Ok(out)
     }
 
-    /// Node `i`'s config with the desired state in etcd at `endpoint`.
+    /// Node `i`'s config with the desired state in etcd at `endpoint`
+    /// (the lab's, on a prefix of the bench's), the dispatcher's VR
+    /// placed by rate on engines of one VR's capacity.
     fn etcd_config(&self, i: usize, endpoint: &str) -> Result<PathBuf> {
-        let mut doc = self.nodes[i].1.clone();
+        let mut doc = self.etcd_nodes[i].1.clone();
         let mut keys = toml::Table::new();
         keys.insert("etcd".into(), vec![toml::Value::from(endpoint)].into());
         keys.insert("etcd_prefix".into(), "/vrhost/bench".into());
         if i == 0 {
-            let engine_vr = self.engine_vr()?;
             let vr = super::remote_vr(&mut doc)?;
+            if !vr.contains_key("vr") {
+                bail!("the dispatcher's remote VR has no `vr` table for its engines");
+            }
             vr.remove("engines");
             vr.insert("rate".into(), CAPACITY.into());
-            vr.insert("vr".into(), engine_vr.into());
             for e in (doc.get_mut("cluster").and_then(|c| c.get_mut("engines")))
                 .and_then(|v| v.as_array_mut())
                 .into_iter()
@@ -91,49 +94,14 @@ impl Bench<'_> {
                 }
             }
         } else {
-            let tunnel = (doc.get("tunnels").and_then(|t| t.get(0)))
-                .and_then(|t| t.as_table())
-                .cloned();
-            let Some(t) = tunnel else {
-                bail!("engine {}'s config has no tunnel", self.nodes[i].0);
-            };
-            keys.insert("name".into(), self.nodes[i].0.clone().into());
-            keys.insert("underlay".into(), t.get("port").cloned().context("port")?);
-            keys.insert("local".into(), t.get("local").cloned().context("local")?);
-            if let Some(m) = t.get("remote_mac") {
-                keys.insert("next_hop_mac".into(), m.clone());
-            }
-            if let Some(m) = t.get("local_mac") {
-                keys.insert("local_mac".into(), m.clone());
-            }
             keys.insert("per_core_pps".into(), CAPACITY.into());
-            doc.remove("tunnels");
-            doc.remove("vrs");
         }
         if let Some(c) = doc.get_mut("cluster").and_then(|c| c.as_table_mut()) {
             c.extend(keys);
         }
-        let path = self.dir.join(format!("etcd-{}.toml", self.nodes[i].0));
+        let path = self.dir.join(format!("etcd-{}.toml", self.etcd_nodes[i].0));
         std::fs::write(&path, toml::to_string(&doc).context("a config")?)?;
         Ok(path)
-    }
-
-    /// The engines' VR as a `vr` table: engine 1's first VR, without its
-    /// name and its vNICs' tunnels.
-    fn engine_vr(&self) -> Result<toml::Table> {
-        let vr = (self.nodes[1].1.get("vrs").and_then(|v| v.get(0)))
-            .and_then(|v| v.as_table())
-            .cloned();
-        let Some(mut vr) = vr else {
-            bail!("engine {}'s config has no [[vrs]]", self.nodes[1].0);
-        };
-        vr.remove("name");
-        if let Some(toml::Value::Array(vnics)) = vr.get_mut("vnics") {
-            for v in vnics.iter_mut().filter_map(|v| v.as_table_mut()) {
-                v.remove("tunnel");
-            }
-        }
-        Ok(vr)
     }
 }
 

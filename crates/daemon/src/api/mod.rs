@@ -30,10 +30,12 @@ use vrhost_api::{ApplyRequest, ConfigDoc, Health, VrCounters, VrStatus};
 
 pub use crate::contract::OPENAPI;
 
+mod cluster_vrs;
 mod routes;
 mod rules;
 mod vrs;
 
+use cluster_vrs::*;
 use routes::*;
 use rules::*;
 use vrs::*;
@@ -135,6 +137,11 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/vrs/{name}/capture", get(capture))
         .route("/v1/stats", get(stats))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/cluster/vrs", post(add_cluster_vr))
+        .route(
+            "/v1/cluster/vrs/{name}",
+            axum::routing::delete(remove_cluster_vr),
+        )
         .route("/v1/cluster/vrs/{name}/rate", post(cluster_rate))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.yaml", get(openapi))

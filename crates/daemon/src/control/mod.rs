@@ -320,6 +320,7 @@ impl Controller {
         if s.role == "engine" {
             let (pps, source) = self.etcd_health.advertised();
             (s.capacity_pps, s.capacity_source) = (pps, source.into());
+            s.placements_error = self.etcd_health.placements_error();
         }
         s
     }
@@ -583,7 +584,14 @@ impl Controller {
             ports: port_keep,
             vrs: vr_keep,
             result: mut res,
+            cluster: cluster_changed,
         } = diff(&self.plan, &plan, running, force)?;
+        // A dispatcher's new data path, built (and checked) beside the
+        // running one; handed to the worker with the rest.
+        let mut pending = match cluster_changed {
+            true => self.rebuild_cluster(&plan)?,
+            false => None,
+        };
         res.dry_run = dry_run;
         if dry_run {
             res.generation = self.generation;
@@ -596,9 +604,12 @@ impl Controller {
         if early {
             self.switch_fast(&plan, &res.moved)?;
         }
+        let handed = pending.as_mut().map(crate::cluster::Pending::handed);
         let done = self
             .prepare(&plan, &port_keep, &vr_keep)
-            .and_then(|(reconfig, entries)| self.install(&plan, reconfig).map(|()| entries));
+            .and_then(|(reconfig, entries)| {
+                self.install(&plan, reconfig, handed).map(|()| entries)
+            });
         let entries = match done {
             Ok(e) => e,
             Err(e) => {
@@ -640,6 +651,7 @@ impl Controller {
             self.vrs.insert(name, e);
         }
         self.restarts += res.restarted.len() as u64;
+        self.commit_cluster(pending);
         self.doc = doc;
         self.plan = plan;
         self.generation += 1;
@@ -725,9 +737,15 @@ impl Controller {
         Ok((reconfig, entries))
     }
 
-    /// Give the worker its new shape; guards (quarantine, watchdog),
-    /// scheduling and balancing change in place, without a restart.
-    fn install(&mut self, plan: &Plan, reconfig: Reconfig) -> Result<(), ControlError> {
+    /// Give the worker its new shape (and a dispatcher's new data path, in
+    /// the same step); guards (quarantine, watchdog), scheduling and
+    /// balancing change in place, without a restart.
+    fn install(
+        &mut self,
+        plan: &Plan,
+        reconfig: Reconfig,
+        dispatch: Option<crate::cluster::Handed>,
+    ) -> Result<(), ControlError> {
         let guards: Vec<_> = (plan.vrs.iter())
             .map(|v| (v.guard, v.sched, v.balance))
             .collect();
@@ -746,6 +764,9 @@ impl Controller {
                         }
                     }
                     w.resched();
+                    if let Some(d) = dispatch {
+                        d.hand_to(w);
+                    }
                 }
                 r
             })?

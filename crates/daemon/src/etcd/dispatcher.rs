@@ -6,7 +6,9 @@
 //! advertises) and writes the placements Algorithm 1 makes over them
 //! (`<prefix>/placements/<engine>/<vr>`), deleting the stale ones. The
 //! placement is a function of the registrations and the config, so a
-//! restarted dispatcher writes the same one.
+//! restarted dispatcher writes the same one. A remote VR added to or
+//! removed from the config while it runs (a config change, the API) is
+//! published, or its record and placements deleted, in its next round.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, WatchOptions};
 use vrhost_host::cluster::desired::{EngineAd, EtcdPlan, Keys, VrRecord, assignments};
 use vrhost_host::cluster::dispatch::{capacities, placement_with};
-use vrhost_host::cluster::{DispatchSpec, Liveness};
+use vrhost_host::cluster::{DispatchSpec, Liveness, RemoteVr};
 
 use super::{Lease, again, connect, e2s, fenced, list, lock, pause, settle};
 use crate::api::ApiState;
@@ -32,12 +34,13 @@ pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, st
     let Some((spec, liveness)) = parts else {
         return;
     };
-    let p = Placer {
+    let mut p = Placer {
         keys: Keys::new(&etcd.prefix),
         me: format!("{} pid {}", spec.local, std::process::id()),
         spec,
         liveness,
         state: state.clone(),
+        published: None,
     };
     let what = "forwarding with the last state";
     again(stop, health, what, async || {
@@ -55,11 +58,13 @@ struct Placer {
     /// The configured engines' liveness (before any registration joins).
     liveness: Arc<Liveness>,
     state: Arc<ApiState>,
+    /// The remote VRs last published in this session.
+    published: Option<Vec<RemoteVr>>,
 }
 
 impl Placer {
     async fn session(
-        &self,
+        &mut self,
         etcd: &EtcdPlan,
         health: &EtcdHealth,
         stop: &AtomicBool,
@@ -81,12 +86,13 @@ impl Placer {
         }
         tracing::info!(lease = lease.id, "etcd: the cluster's dispatcher");
         health.elected(lease.id);
-        self.publish(&mut c, lease.id).await?;
+        self.published = None;
         let watch = WatchOptions::new().with_prefix();
         let engines = self.keys.engines();
         let mut events = c.watch(engines.as_str(), Some(watch)).await.map_err(e2s)?;
         while !stop.load(Ordering::Relaxed) {
             lease.keep().await?;
+            self.publish(&mut c, lease.id).await?;
             self.place(&mut c, lease.id).await?;
             settle(&mut events).await?;
         }
@@ -119,15 +125,25 @@ impl Placer {
         Ok(c.txn(txn).await.map_err(e2s)?.succeeded())
     }
 
-    /// Write the remote VRs' records: the config's, except a rate already
-    /// in etcd (the desired state's: set through the API), which stays.
-    async fn publish(&self, c: &mut Client, lease: i64) -> Result<(), String> {
+    /// Write the remote VRs' records when the config's changed (and at
+    /// the session's start): the config's, except a rate already in etcd
+    /// (the desired state's: set through the API), which stays; the
+    /// records of VRs no longer in the config are deleted.
+    async fn publish(&mut self, c: &mut Client, lease: i64) -> Result<(), String> {
+        let vrs = {
+            let ctl = lock(&self.state.ctl);
+            let now = ctl.cluster().and_then(|c| c.configured());
+            now.map_or_else(|| self.spec.vrs.clone(), |s| s.vrs.clone())
+        };
+        if self.published.as_ref() == Some(&vrs) {
+            return Ok(());
+        }
         let have: BTreeMap<String, Vec<u8>> = list(c, &self.keys.vrs())
             .await
             .map_err(e2s)?
             .into_iter()
             .collect();
-        for v in &self.spec.vrs {
+        for v in &vrs {
             let key = format!("{}{}", self.keys.vrs(), v.name);
             let kept = (have.get(&key))
                 .and_then(|j| serde_json::from_slice::<VrRecord>(j).ok())
@@ -144,6 +160,15 @@ impl Placer {
                 fenced(c, &self.keys, lease, TxnOp::put(key, json, None)).await?;
             }
         }
+        let gone = |k: &&String| {
+            !vrs.iter()
+                .any(|v| **k == format!("{}{}", self.keys.vrs(), v.name))
+        };
+        for k in have.keys().filter(gone) {
+            tracing::info!(key = %k, "etcd: remote VR removed");
+            fenced(c, &self.keys, lease, TxnOp::delete(k.as_str(), None)).await?;
+        }
+        self.published = Some(vrs);
         Ok(())
     }
 

@@ -3,11 +3,14 @@
 //! of the TTL), watches its placements (`<prefix>/placements/<name>/`)
 //! and reconciles its VRs to them: its own config with the placed VRs'
 //! fragments appended, applied through the controller as any config
-//! change (a diff: what did not change keeps running). A stopped daemon
-//! revokes its lease, so the dispatcher re-places at once.
+//! change (a diff: what did not change keeps running). Placements that
+//! fail to apply are tried again with a bounded back-off (1 s, doubling,
+//! at most [`RETRY_MAX`]), and the status says why and when. A stopped
+//! daemon revokes its lease, so the dispatcher re-places at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use etcd_client::{Client, PutOptions, WatchOptions};
 use vrhost_host::cluster::desired::{Assignment, EngineAd, EtcdPlan, Keys, merged};
@@ -16,8 +19,18 @@ use super::{Lease, again, connect, e2s, list, lock, settle};
 use crate::api::ApiState;
 use crate::cluster::{EtcdHealth, EtcdState};
 
+/// The first pause before placements that failed are tried again.
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest pause between two tries.
+pub const RETRY_MAX: Duration = Duration::from_secs(30);
+
 /// Run until `stop`.
-pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, stop: &AtomicBool) {
+pub async fn run(
+    etcd: &EtcdPlan,
+    state: &Arc<ApiState>,
+    health: &Arc<EtcdHealth>,
+    stop: &AtomicBool,
+) {
     let Some(ad) = etcd.engine.clone() else {
         return;
     };
@@ -27,6 +40,8 @@ pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, st
         ad,
         state: state.clone(),
         tried: None,
+        retry: None,
+        health: health.clone(),
     };
     let what = "the VRs keep their last state";
     again(stop, health, what, async || {
@@ -43,6 +58,10 @@ struct Agent {
     state: Arc<ApiState>,
     /// The placements last applied (or refused), by key.
     tried: Option<Vec<(String, Vec<u8>)>>,
+    /// Placements refused: when to try them again, the pause after that,
+    /// and the tries so far.
+    retry: Option<(Instant, Duration, u32)>,
+    health: Arc<EtcdHealth>,
 }
 
 impl Agent {
@@ -73,11 +92,17 @@ impl Agent {
         Ok(())
     }
 
-    /// Apply the placements under `mine` if they changed.
+    /// Apply the placements under `mine` if they changed, or if they
+    /// failed to apply and their back-off is over.
     async fn reconcile(&mut self, c: &mut Client, mine: &str) -> Result<(), String> {
         let now = list(c, mine).await.map_err(e2s)?;
-        if self.tried.as_ref() == Some(&now) {
+        let changed = self.tried.as_ref() != Some(&now);
+        let due = self.retry.is_some_and(|(at, ..)| Instant::now() >= at);
+        if !changed && !due {
             return Ok(());
+        }
+        if changed {
+            self.retry = None;
         }
         let mut assigned: Vec<Assignment> = Vec::new();
         for (k, v) in &now {
@@ -90,18 +115,37 @@ impl Agent {
             .map_err(crate::ControlError::Invalid)
             .and_then(|doc| lock(&self.state.ctl).apply_doc(doc, false));
         match result {
-            Ok(r) => tracing::info!(
-                placements = now.len(),
-                added = ?r.added,
-                removed = ?r.removed,
-                restarted = ?r.restarted,
-                "etcd: placements applied"
-            ),
-            Err(e) => {
-                tracing::error!("etcd: placements refused: {e}; the VRs keep their last state")
+            Ok(r) => {
+                tracing::info!(
+                    placements = now.len(),
+                    added = ?r.added,
+                    removed = ?r.removed,
+                    restarted = ?r.restarted,
+                    "etcd: placements applied"
+                );
+                self.retry = None;
+                self.health.set_placements_error(None);
             }
+            Err(e) => self.refused(&e.to_string()),
         }
         self.tried = Some(now);
         Ok(())
+    }
+
+    /// The placements were refused (`why`): tried again after the next
+    /// pause of the back-off, which the status shows.
+    fn refused(&mut self, why: &str) {
+        let (pause, tries) = match self.retry {
+            Some((_, next, n)) => (next, n + 1),
+            None => (RETRY_FIRST, 1),
+        };
+        self.retry = Some((Instant::now() + pause, (pause * 2).min(RETRY_MAX), tries));
+        let msg = format!(
+            "placements refused ({tries} tries): {why}; the VRs keep their last state; \
+             tried again in {} s",
+            pause.as_secs()
+        );
+        tracing::error!("etcd: {msg}");
+        self.health.set_placements_error(Some(msg));
     }
 }

@@ -1,6 +1,7 @@
-//! `vrhost cluster status|rate`: this host's part in a cluster (a
-//! dispatcher's engines and remote VRs, or an engine's heartbeats), and
-//! a remote VR's rate changed in the cluster's desired state.
+//! `vrhost cluster status|rate|add|remove`: this host's part in a cluster
+//! (a dispatcher's engines and remote VRs, or an engine's heartbeats), a
+//! remote VR's rate changed in the cluster's desired state, and remote
+//! VRs added to and removed from a running dispatcher.
 
 use std::fmt::Write as _;
 
@@ -12,7 +13,7 @@ use super::api::{
 };
 use super::client::encode;
 use super::output::{Col, Table, bytes, list, map_list, out};
-use super::{ApiArgs, emit, one_shot};
+use super::{ApiArgs, emit, emit_deleted, one_shot};
 
 /// `vrhost cluster ...`.
 #[derive(Debug, Clone, clap::Args)]
@@ -38,6 +39,41 @@ pub enum ClusterCmd {
         /// Packets per second, > 0.
         pps: f64,
     },
+    /// Add a remote VR to the running dispatcher (as a `[[cluster.vrs]]`
+    /// entry: a config change, its other remote VRs keep forwarding;
+    /// with etcd, written there and placed on the engines).
+    Add(AddArgs),
+    /// Remove a remote VR from the running dispatcher (its ports' frames
+    /// become counted drops; with etcd its engines stop it).
+    Remove {
+        /// The remote VR.
+        name: String,
+    },
+}
+
+/// `vrhost cluster add`: the fields of `[[cluster.vrs]]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AddArgs {
+    /// Its name.
+    name: String,
+    /// Its id in the tag, 1..=255 (the same on its engines).
+    #[arg(long)]
+    id: u8,
+    /// A dispatcher port it owns (`ports[].name`; repeat, in order).
+    #[arg(long = "port", required = true)]
+    ports: Vec<String>,
+    /// An engine it runs on (repeat; none with --rate).
+    #[arg(long = "engine")]
+    engines: Vec<String>,
+    /// The rate it asks for (pps): placed by Algorithm 1.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// flow (default), rr or proportional.
+    #[arg(long)]
+    policy: Option<String>,
+    /// With etcd: a TOML file of the engines' VR (its `vr` table).
+    #[arg(long)]
+    vr: Option<std::path::PathBuf>,
 }
 
 /// Run `vrhost cluster ...`.
@@ -56,6 +92,24 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
                 Ok(())
             })
         }
+        ClusterCmd::Add(add) => {
+            let (name, body) = (&add.name, add_body(add)?);
+            let a = one_shot(&args.api)?.call(Method::POST, "/v1/cluster/vrs", Some(&body))?;
+            emit(&args.api, &a, |a| {
+                let v: RemoteVrStatus = a.decode()?;
+                println!(
+                    "added remote VR {name} (id {}, engines {})",
+                    v.id,
+                    list(&v.engines)
+                );
+                Ok(())
+            })
+        }
+        ClusterCmd::Remove { name } => {
+            let path = format!("/v1/cluster/vrs/{}", encode(name));
+            let a = one_shot(&args.api)?.call(Method::DELETE, &path, None::<&()>)?;
+            emit_deleted(&args.api, &a, "remote VR", name)
+        }
         ClusterCmd::Status => {
             let a = one_shot(&args.api)?.get("/v1/cluster")?;
             emit(&args.api, &a, |a| {
@@ -64,6 +118,37 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
             })
         }
     }
+}
+
+/// The body of `POST /v1/cluster/vrs` from `vrhost cluster add`.
+fn add_body(a: &AddArgs) -> Result<serde_json::Value> {
+    let AddArgs {
+        name,
+        id,
+        ports,
+        engines,
+        rate,
+        policy,
+        vr,
+    } = a;
+    let mut o = serde_json::json!({ "name": name, "id": id, "ports": ports });
+    if !engines.is_empty() {
+        o["engines"] = serde_json::json!(engines);
+    }
+    if let Some(r) = rate {
+        o["rate"] = serde_json::json!(r);
+    }
+    if let Some(p) = policy {
+        o["policy"] = serde_json::json!(p);
+    }
+    if let Some(f) = vr {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        let t: toml::Table =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        o["vr"] = serde_json::to_value(t)?;
+    }
+    Ok(o)
 }
 
 /// A VR's placement: `e1:100000 e2:50000`, why it does not fit, or `-`.
@@ -142,6 +227,9 @@ pub fn render(s: &ClusterStatus) -> String {
                     s.capacity_pps, s.capacity_source
                 );
             }
+            if let Some(e) = &s.placements_error {
+                let _ = writeln!(o, "{e}");
+            }
         }
         _ => o += "no cluster: a single vrhost\n",
     }
@@ -178,5 +266,11 @@ mod tests {
         assert!(t.contains("e1:100 e2:50") && t.contains("measured"), "{t}");
         let none = render(&ClusterStatus::default());
         assert!(none.contains("no cluster"));
+        let engine = ClusterStatus {
+            role: "engine".into(),
+            placements_error: Some("placements refused (2 tries): no; tried again in 2 s".into()),
+            ..ClusterStatus::default()
+        };
+        assert!(render(&engine).contains("tried again in 2 s"));
     }
 }

@@ -76,6 +76,22 @@ fn traffic_flows(api: &Api) {
         Some(json!({"pps": 1})),
         400,
     );
+    // No dispatcher: remote VRs are neither added nor removed (the netns
+    // test `cluster_runtime.rs` takes one).
+    let q = json!({"name": "q", "id": 8, "ports": ["p0"], "engines": ["e1"]});
+    let e = api.ok("POST", "/v1/cluster/vrs", "/v1/cluster/vrs", Some(q), 409);
+    let says = |e: &Value| {
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no cluster dispatcher")
+    };
+    assert!(says(&e), "{e}");
+    let bad = json!({"name": "q", "id": 0, "ports": ["p0"]});
+    api.ok("POST", "/v1/cluster/vrs", "/v1/cluster/vrs", Some(bad), 400);
+    let one = "/v1/cluster/vrs/{name}";
+    let e = api.ok("DELETE", one, "/v1/cluster/vrs/q", None, 409);
+    assert!(says(&e), "{e}");
     let h = api.ok("GET", "/v1/health", "/v1/health", None, 200);
     assert_eq!(h["status"], "ok");
     assert_eq!(h["vrs"], 2);

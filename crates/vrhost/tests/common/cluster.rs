@@ -97,45 +97,111 @@ pub fn engine_port(i: usize) -> String {
     )
 }
 
-pub fn engine_config(i: usize) -> String {
+/// One side of an engine's routed VR: its vNIC's MAC and address, and the
+/// host beyond it (address, MAC).
+pub struct Side<'a> {
+    pub vnic_mac: &'a str,
+    pub addr: &'a str,
+    pub host: &'a str,
+    pub host_mac: &'a str,
+}
+
+/// Engine `i`'s VR `name`: two VXLAN tunnels to the dispatcher with the
+/// VNIs `vnis` (the tags of its ports), and the built-in router between
+/// the hosts of its two sides.
+pub fn engine_vr(i: usize, name: &str, vnis: [u32; 2], sides: [Side<'_>; 2]) -> String {
     let ip = engine_ip(i);
-    let (vni_in, vni_out) = (7 << 16, 7 << 16 | 1 << 8);
+    let mut s = String::new();
+    for (end, vni) in ["in", "out"].iter().zip(vnis) {
+        s += &format!(
+            "\n[[tunnels]]\nname = \"{name}_{end}\"\nkind = \"vxlan\"\nport = \"under\"\n\
+             local = \"{ip}\"\nremote = \"10.9.0.1\"\nvni = {vni}\nremote_mac = \"{D_UL_MAC}\"\n"
+        );
+    }
+    let [a, b] = sides;
     format!(
-        r#"{port}
-[[tunnels]]
-name = "t_in"
-kind = "vxlan"
-port = "under"
-local = "{ip}"
-remote = "10.9.0.1"
-vni = {vni_in}
-remote_mac = "{D_UL_MAC}"
-
-[[tunnels]]
-name = "t_out"
-kind = "vxlan"
-port = "under"
-local = "{ip}"
-remote = "10.9.0.1"
-vni = {vni_out}
-remote_mac = "{D_UL_MAC}"
-
+        r#"{s}
 [[vrs]]
-name = "r"
+name = "{name}"
 vnics = [
-  {{ tunnel = "t_in", mac = "{VNIC0_MAC}", addrs = ["10.1.0.1/24"] }},
-  {{ tunnel = "t_out", mac = "{VNIC1_MAC}", addrs = ["10.2.0.1/24"] }},
+  {{ tunnel = "{name}_in", mac = "{}", addrs = ["{}"] }},
+  {{ tunnel = "{name}_out", mac = "{}", addrs = ["{}"] }},
 ]
 [vrs.router]
-nexthops = [{{ vnic = 1, mac = "{S0_MAC}" }}, {{ vnic = 0, mac = "{G0_MAC}" }}]
-routes = [{{ prefix = "10.2.0.2/32", nexthop = 0 }}, {{ prefix = "10.1.0.2/32", nexthop = 1 }}]
-
-[cluster]
-role = "engine"
-heartbeat = "{ip}:4790"
+nexthops = [{{ vnic = 1, mac = "{}" }}, {{ vnic = 0, mac = "{}" }}]
+routes = [{{ prefix = "{}/32", nexthop = 0 }}, {{ prefix = "{}/32", nexthop = 1 }}]
 "#,
-        port = engine_port(i)
+        a.vnic_mac, a.addr, b.vnic_mac, b.addr, b.host_mac, a.host_mac, b.host, a.host
     )
+}
+
+/// Engine `i` running VR `r` (id 7, the dispatcher's ports 0 and 1).
+pub fn engine_config(i: usize) -> String {
+    let r = engine_vr(
+        i,
+        "r",
+        [7 << 16, 7 << 16 | 1 << 8],
+        [
+            Side {
+                vnic_mac: VNIC0_MAC,
+                addr: "10.1.0.1/24",
+                host: "10.1.0.2",
+                host_mac: G0_MAC,
+            },
+            Side {
+                vnic_mac: VNIC1_MAC,
+                addr: "10.2.0.1/24",
+                host: "10.2.0.2",
+                host_mac: S0_MAC,
+            },
+        ],
+    );
+    let ip = engine_ip(i);
+    format!(
+        "{}{r}\n[cluster]\nrole = \"engine\"\nheartbeat = \"{ip}:4790\"\n",
+        engine_port(i)
+    )
+}
+
+/// A daemon of `config` in namespace `ns`.
+pub fn start_in(ns: &Netns, tag: &str, config: &str) -> super::Daemon {
+    super::Daemon::start_under(tag, config, &["ip", "netns", "exec", ns.name()])
+}
+
+/// The lab, checking first that the test runs as root.
+pub fn root_lab() -> Lab {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test makes namespaces: run as root"
+    );
+    lab()
+}
+
+/// Every flow of `flows` (`0..flows`) got rounds `0..rounds` of phase
+/// `phase`, in order (`what` says whose in the failure).
+pub fn every_frame_in_order(
+    got: &Got,
+    phase: u8,
+    flows: impl Iterator<Item = u16>,
+    rounds: u32,
+    what: &str,
+) {
+    let p = by_flow(got, phase);
+    for f in flows {
+        let seqs: Vec<u32> = (p.get(&f))
+            .map(|v| v.iter().map(|x| x.0).collect())
+            .unwrap_or_default();
+        let lost: Vec<u32> = (0..rounds).filter(|q| !seqs.contains(q)).collect();
+        let late: Vec<u32> = (seqs.windows(2).filter(|w| w[1] < w[0]))
+            .map(|w| w[1])
+            .collect();
+        assert!(
+            seqs == (0..rounds).collect::<Vec<_>>(),
+            "{what} flow {f}: lost {lost:?}, arrived after a later one {late:?}, \
+             {} of {rounds} arrived",
+            seqs.len()
+        );
+    }
 }
 
 /// The namespaces: gen, disp, sink, ul, e1, e2, e3.
