@@ -65,8 +65,18 @@ pub(super) fn print(r: &Report) {
     for x in &r.results {
         match x {
             FastRecord::Idle(i) => println!(
-                "\nidle: one fast VR, no traffic: {:.2}% of a core ({} processes, {:.1} s)",
-                i.cpu_pct, i.processes, i.seconds
+                "\nidle: one fast VR, no traffic: {:.3}% of a core over the daemon without it \
+                 ({:.3}% with it, {:.3}% with it slow, {:.3}% without; wakeups/s {:.0}, {:.0}, {:.0}; \
+                 {} processes, {:.1} s each)",
+                i.cpu_pct,
+                i.cpu_pct_raw,
+                i.slow_cpu_pct,
+                i.none_cpu_pct,
+                i.wakeups_per_s,
+                i.slow_wakeups_per_s,
+                i.none_wakeups_per_s,
+                i.processes,
+                i.seconds
             ),
             FastRecord::MigrateTotal(t) => println!(
                 "\n{} moves at {}: sent {} received {} lost {} reordered {}",
