@@ -46,8 +46,10 @@ use vrhost_client::{Client, Endpoint};
 use vrhost_fast::{LiveGen, LiveGenConfig, LiveSender, SendOn};
 use vrhost_lab::{Daemon, Lab};
 
+use super::hops::{FairHops, Snapshot, hops};
 use super::{FairnessRecord, forwarded, ratio, u, vr};
 use crate::forward::generator::{GeneratorKind, Running, Trafgen, WmemDefault, mac, pace};
+use crate::forward::node::pin_napi_threads;
 use crate::{Context, Result, bail};
 
 const GEN_MAC: &str = "02:00:00:00:f0:10";
@@ -93,6 +95,11 @@ pub struct FairXdp {
     /// The generator: the live-frames generator reaches 2 x the capacity,
     /// trafgen on veth does not.
     pub generator: GeneratorKind,
+    /// Run p0's NAPI (its receive queue and XDP program, the whole fast
+    /// path) in a kernel thread pinned to the worker's core, off the
+    /// generator's: with the live generator (`XDP_TX`) the generator's
+    /// core then only builds frames and puts them in p0's ring.
+    pub napi_thread: bool,
 }
 
 impl Default for FairXdp {
@@ -105,6 +112,7 @@ impl Default for FairXdp {
             slots: 16_384,
             unconfined: false,
             generator: GeneratorKind::Live,
+            napi_thread: false,
         }
     }
 }
@@ -214,6 +222,10 @@ fn runs(o: &FairXdp, lab: &Lab, dir: &Path) -> Result<Vec<FairnessRecord>> {
     for r in [&mut with, &mut open] {
         r.quiet_ratio = ratio(share(r), share(&alone));
         r.overload = Some(ratio(r.quiet_sent_pps.unwrap_or(0.0) * k as f64, c));
+        let rate_ratio = ratio(r.quiet_forwarded_pps, alone.quiet_forwarded_pps);
+        if let Some(h) = r.hops.as_mut() {
+            h.quiet_rate_ratio = Some(rate_ratio);
+        }
     }
     Ok(vec![cap, alone, with, open])
 }
@@ -239,13 +251,20 @@ fn one_run(
     )
     .with_context(|| format!("fairness xdp {run}: start the daemon"))?;
     let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
+    let napi = if o.napi_thread {
+        napi_thread(lab, o.cpu)?
+    } else {
+        "sender".into()
+    };
     let mut tg = FairGen::start(o, lab, dir, run, k, pps, gen_cpu(o.cpu))?;
     std::thread::sleep(Duration::from_millis(500));
     let sent_a = tg.sent(lab)?;
+    let hop_a = Snapshot::read(lab)?;
     let a: Value = api.get("/v1/stats")?.decode()?;
     let t = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(o.seconds));
     let b: Value = api.get("/v1/stats")?.decode()?;
+    let hop_b = Snapshot::read(lab)?;
     let dt = t.elapsed().as_secs_f64();
     let sent = tg.sent(lab)?.saturating_sub(sent_a) as f64 / dt;
     tg.0.check_running()?;
@@ -268,15 +287,52 @@ fn one_run(
         quiet_sent_pps: Some(sent / k as f64),
         quiet_limit_pps: limits.map(|l| l.0),
         noisy_limit_pps: limits.map(|l| l.1),
+        hops: Some(Box::new(FairHops {
+            quiet_asked_pps: pps.map(|p| p as f64 / k as f64),
+            noisy_asked_pps: pps.map(|p| p as f64 * (k - 1) as f64 / k as f64),
+            noisy_sent_pps: sent * (k - 1) as f64 / k as f64,
+            port_napi: napi,
+            ..hops((&hop_a, &hop_b), (&a, &b), dt)
+        })),
     };
+    let h = rec.hops.as_deref().cloned().unwrap_or_default();
     eprintln!(
-        "fairness xdp {run}: quiet offered {:.0} forwarded {:.0}, noisy offered {:.0} forwarded {:.0} (limits {limits:?})",
+        "fairness xdp {run}: quiet asked {:.0} sent {:.0} at the table {:.0} bucket drops {:.0} forwarded {:.0}; \
+         noisy asked {:.0} sent {:.0} at the table {:.0} bucket drops {:.0} forwarded {:.0}; \
+         gen veth refused {:.0}, p0 XDP ran on {:.0}, p0 ring drops {:.0} (limits {limits:?}, NAPI {})",
+        h.quiet_asked_pps.unwrap_or(0.0),
+        sent / k as f64,
         rec.quiet_classified_pps,
+        h.quiet_rate_limited_pps,
         rec.quiet_forwarded_pps,
+        h.noisy_asked_pps.unwrap_or(0.0),
+        h.noisy_sent_pps,
         rec.noisy_classified_pps,
-        rec.noisy_forwarded_pps
+        h.noisy_rate_limited_pps,
+        rec.noisy_forwarded_pps,
+        h.gen_refused_pps,
+        h.port_xdp_pps,
+        h.port_ring_dropped_pps,
+        h.port_napi,
     );
     Ok(rec)
+}
+
+/// Run p0's NAPI in a kernel thread on `cpu` at the highest nice level
+/// (as `live-split` raises its cpumap kthread: the receive side is the
+/// forwarder here, not a task beside it); its `port_napi` name.
+fn napi_thread(lab: &Lab, cpu: usize) -> Result<String> {
+    // veth has NAPI once the daemon's XDP program is on p0.
+    lab.ns("node")
+        .exec("sh", &["-c", "echo 1 > /sys/class/net/p0/threaded"])
+        .context("threaded NAPI on p0")?;
+    for pid in pin_napi_threads(&["p0"], cpu)? {
+        let pid = rustix::process::Pid::from_raw(pid as i32).context("NAPI thread pid")?;
+        rustix::process::setpriority_process(Some(pid), -20)
+            .map_err(std::io::Error::from)
+            .context("setpriority of p0's NAPI thread")?;
+    }
+    Ok(format!("thread:{cpu}"))
 }
 
 /// trafgen's core: one the worker and the VRs do not use if there is one.
