@@ -41,6 +41,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde_json::Value;
 use vrhost_client::{Client, Endpoint};
 use vrhost_fast::{LiveGen, LiveGenConfig, LiveSender, SendOn};
@@ -118,16 +119,55 @@ impl Default for FairXdp {
 }
 
 /// What `vrhost bench fastpath`'s `fairness` record says of the
-/// `with_noise` run.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// `with_noise` run (and of the `alone` run it is compared with).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FairFast {
-    /// The quiet tenant's forwarded share with noise / alone.
+    /// The tenants' path: `fast` or `slow`.
+    pub path: String,
+    /// The generator (`live`, `live-split`, `trafgen`).
+    pub generator: &'static str,
+    /// Where p0's XDP program ran: `sender` or `thread:CPU`
+    /// ([`FairXdp::napi_thread`]).
+    pub port_napi: String,
+    /// The quiet tenant's forwarded share with noise / alone (the share of
+    /// the frames the generator sent it).
     pub quiet_ratio: f64,
+    /// Its forwarded rate with noise / alone.
+    pub quiet_rate_ratio: f64,
     /// What the generator sent / the capacity.
     pub overload: f64,
     /// What reached the select table (both tenants) / the capacity: the
     /// overload the port saw.
     pub port_overload: f64,
+    /// The capacity: what the quiet tenant forwards alone, unpaced.
+    pub capacity_pps: f64,
+    /// The quiet tenant's rate asked of the generator, alone and with noise.
+    pub quiet_asked_pps: f64,
+    /// What the generator sent it alone.
+    pub quiet_sent_alone_pps: f64,
+    /// What it sent it with noise.
+    pub quiet_sent_pps: f64,
+    /// What reached the select table for it, alone.
+    pub quiet_at_port_alone_pps: f64,
+    /// What reached the select table for it, with noise.
+    pub quiet_at_port_pps: f64,
+    /// What it forwarded alone.
+    pub quiet_forwarded_alone_pps: f64,
+    /// What it forwarded with noise.
+    pub quiet_forwarded_pps: f64,
+    /// The noisy tenant's rate asked of the generator.
+    pub noisy_asked_pps: f64,
+    /// What the generator sent it.
+    pub noisy_sent_pps: f64,
+    /// What reached the select table for it.
+    pub noisy_at_port_pps: f64,
+    /// What its bucket dropped.
+    pub noisy_rate_limited_pps: f64,
+    /// What it forwarded.
+    pub noisy_forwarded_pps: f64,
+    /// With noise: frames the generator's veth refused (p0's ring full),
+    /// before any tenant is known.
+    pub gen_refused_pps: f64,
 }
 
 /// The quiet tenant's forwarded rate with noise / alone at 2 x overload of
@@ -139,14 +179,58 @@ pub struct FairFast {
 /// The lab, the daemon or the generator failed.
 pub fn fairness_fast(o: &FairXdp) -> Result<FairFast> {
     let recs = fairness_xdp(o)?;
-    let cap = recs.iter().find(|r| r.run == "capacity");
-    let c = cap.map_or(0.0, |r| r.quiet_forwarded_pps);
-    let with = recs.iter().find(|r| r.run == "with_noise");
-    Ok(with.map_or(FairFast::default(), |r| FairFast {
-        quiet_ratio: r.quiet_ratio,
-        overload: r.overload.unwrap_or(0.0),
-        port_overload: ratio(r.quiet_classified_pps + r.noisy_classified_pps, c),
-    }))
+    let find = |run: &str| {
+        recs.iter()
+            .find(|r| r.run == run)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (cap, alone, with) = (find("capacity"), find("alone"), find("with_noise"));
+    let c = cap.quiet_forwarded_pps;
+    let (ha, hw) = (
+        alone.hops.as_deref().cloned().unwrap_or_default(),
+        with.hops.as_deref().cloned().unwrap_or_default(),
+    );
+    Ok(FairFast {
+        path: o.path.clone(),
+        generator: o.generator.name(),
+        port_napi: hw.port_napi.clone(),
+        quiet_ratio: with.quiet_ratio,
+        quiet_rate_ratio: hw.quiet_rate_ratio.unwrap_or(0.0),
+        overload: with.overload.unwrap_or(0.0),
+        port_overload: ratio(with.quiet_classified_pps + with.noisy_classified_pps, c),
+        capacity_pps: c,
+        quiet_asked_pps: hw.quiet_asked_pps.unwrap_or(0.0),
+        quiet_sent_alone_pps: alone.quiet_sent_pps.unwrap_or(0.0),
+        quiet_sent_pps: with.quiet_sent_pps.unwrap_or(0.0),
+        quiet_at_port_alone_pps: alone.quiet_classified_pps,
+        quiet_at_port_pps: with.quiet_classified_pps,
+        quiet_forwarded_alone_pps: alone.quiet_forwarded_pps,
+        quiet_forwarded_pps: with.quiet_forwarded_pps,
+        noisy_asked_pps: hw.noisy_asked_pps.unwrap_or(0.0),
+        noisy_sent_pps: hw.noisy_sent_pps,
+        noisy_at_port_pps: with.noisy_classified_pps,
+        noisy_rate_limited_pps: hw.noisy_rate_limited_pps,
+        noisy_forwarded_pps: with.noisy_forwarded_pps,
+        gen_refused_pps: hw.gen_refused_pps,
+    }
+    .with_alone_check(&ha))
+}
+
+impl FairFast {
+    /// Warn when the generator did not keep the quiet tenant's pace alone
+    /// (the ratio's reference is then what it could send, not what was
+    /// asked).
+    fn with_alone_check(self, alone: &FairHops) -> Self {
+        let asked = alone.quiet_asked_pps.unwrap_or(0.0);
+        if asked > 0.0 && self.quiet_sent_alone_pps < 0.95 * asked {
+            eprintln!(
+                "fairness ({}): the generator sent the quiet tenant {:.0} of the {:.0} frames/s asked, alone: a generator limit",
+                self.path, self.quiet_sent_alone_pps, asked
+            );
+        }
+        self
+    }
 }
 
 /// Every run of the experiment (see the module doc), as the isolation
