@@ -97,6 +97,11 @@ pub struct FastpathArgs {
     /// generator's core then only builds frames).
     #[arg(long)]
     pub fairness_napi_thread: bool,
+    /// The fairness experiment: the live generator sends the quiet tenant
+    /// one frame in k in turn (as before), not from a token bucket at its
+    /// own pace.
+    #[arg(long)]
+    pub fairness_mix_turn: bool,
     /// The fairness experiment's paths of the two tenants: fast, slow.
     #[arg(long, value_delimiter = ',', default_value = "fast,slow")]
     pub fairness_paths: Vec<String>,
@@ -333,6 +338,7 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
             cpu: args.fwd_cpu,
             generator: args.fairness_generator,
             napi_thread: args.fairness_napi_thread,
+            mix_turn: args.fairness_mix_turn,
             ..Default::default()
         };
         match crate::isolation::fairness_fast(&o) {

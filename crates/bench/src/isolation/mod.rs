@@ -141,6 +141,10 @@ pub struct IsolationArgs {
     /// `--cpu`, off the generator's core.
     #[arg(long)]
     pub fairness_napi_thread: bool,
+    /// Fairness: the live generator sends the quiet tenant one frame in k
+    /// in turn (as before), not from a token bucket at its own pace.
+    #[arg(long)]
+    pub fairness_mix_turn: bool,
     /// Core of the host worker; the VRs get the other core.
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
@@ -655,6 +659,7 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
                 unconfined: args.unconfined,
                 generator: args.fairness_generator,
                 napi_thread: args.fairness_napi_thread,
+                mix_turn: args.fairness_mix_turn,
             };
             for r in fairness_xdp(&o)? {
                 results.push(serde_json::to_value(r)?);
@@ -694,6 +699,7 @@ mod tests {
             fairness_xdp: "off".into(),
             fairness_generator: crate::forward::GeneratorKind::Live,
             fairness_napi_thread: false,
+            fairness_mix_turn: false,
             cpu: 1,
             slots: 512,
             seed: 1,

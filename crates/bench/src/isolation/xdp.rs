@@ -14,11 +14,15 @@
 //! where a flood fills the port's receive ring; `fast`: the XDP router).
 //! The generator (`--fairness-generator`: the XDP live-frames generator,
 //! `vrhost_fast::LiveGen`, by default, or trafgen) on the generator's core
-//! sends UDP frames to the two MACs in a fixed mix (1 to t0, k-1 to t1),
-//! paced by its own token bucket (live) or a tbf qdisc (trafgen). A
-//! tenant's sent rate is its share of what the generator sent (1/k for t0),
-//! its arrival rate what the select table gave it (`fast.rx_packets`,
-//! before the bucket), its forwarded rate its `tx_packets`.
+//! sends UDP frames to the two MACs, paced by its own token bucket (live)
+//! or a tbf qdisc (trafgen). trafgen (and live with `mix_turn`) mixes them
+//! 1 to t0, k-1 to t1 in turn, so t0 gets a k-th of whatever the
+//! generator manages; live by default takes t0's frames from a second
+//! bucket at t0's pace and gives t1 the rest, so t0 is offered its pace
+//! whatever t1's. A tenant's sent rate is the live generator's own count
+//! of its frames (trafgen: its share, 1/k for t0), its arrival rate what
+//! the select table gave it (`fast.rx_packets`, before the bucket), its
+//! forwarded rate its `tx_packets`.
 //!
 //! Runs: `capacity` (t0 alone, unpaced, no limits: C, what t0 forwards,
 //! and G, what the generator offers); `alone` (limits on, only t0's frames,
@@ -101,6 +105,12 @@ pub struct FairXdp {
     /// generator's: with the live generator (`XDP_TX`) the generator's
     /// core then only builds frames and puts them in p0's ring.
     pub napi_thread: bool,
+    /// The live generator's mix as before: one frame to the quiet tenant
+    /// in k, in turn, so that it is offered less when the generator
+    /// cannot keep the port's pace (default: the quiet tenant's frames
+    /// from a token bucket of their own at its pace, the noisy tenant the
+    /// rest: `LiveGenConfig::mix_first_pps`).
+    pub mix_turn: bool,
 }
 
 impl Default for FairXdp {
@@ -114,6 +124,7 @@ impl Default for FairXdp {
             unconfined: false,
             generator: GeneratorKind::Live,
             napi_thread: false,
+            mix_turn: false,
         }
     }
 }
@@ -305,7 +316,8 @@ fn runs(o: &FairXdp, lab: &Lab, dir: &Path) -> Result<Vec<FairnessRecord>> {
     let share = |r: &FairnessRecord| ratio(r.quiet_forwarded_pps, r.quiet_sent_pps.unwrap_or(0.0));
     for r in [&mut with, &mut open] {
         r.quiet_ratio = ratio(share(r), share(&alone));
-        r.overload = Some(ratio(r.quiet_sent_pps.unwrap_or(0.0) * k as f64, c));
+        let noisy_sent = r.hops.as_ref().map_or(0.0, |h| h.noisy_sent_pps);
+        r.overload = Some(ratio(r.quiet_sent_pps.unwrap_or(0.0) + noisy_sent, c));
         let rate_ratio = ratio(r.quiet_forwarded_pps, alone.quiet_forwarded_pps);
         if let Some(h) = r.hops.as_mut() {
             h.quiet_rate_ratio = Some(rate_ratio);
@@ -342,7 +354,7 @@ fn one_run(
     };
     let mut tg = FairGen::start(o, lab, dir, run, k, pps, gen_cpu(o.cpu))?;
     std::thread::sleep(Duration::from_millis(500));
-    let sent_a = tg.sent(lab)?;
+    let sent_a = tg.sent(lab, k)?;
     let hop_a = Snapshot::read(lab)?;
     let a: Value = api.get("/v1/stats")?.decode()?;
     let t = Instant::now();
@@ -350,7 +362,9 @@ fn one_run(
     let b: Value = api.get("/v1/stats")?.decode()?;
     let hop_b = Snapshot::read(lab)?;
     let dt = t.elapsed().as_secs_f64();
-    let sent = tg.sent(lab)?.saturating_sub(sent_a) as f64 / dt;
+    let sent_b = tg.sent(lab, k)?;
+    let sent = sent_b.0.saturating_sub(sent_a.0) as f64 / dt;
+    let quiet_sent = sent_b.1.saturating_sub(sent_a.1) as f64 / dt;
     tg.0.check_running()?;
     tg.0.stop(lab, 64)?;
     daemon.stop()?;
@@ -368,13 +382,13 @@ fn one_run(
         noisy_classified_pps: rate(&offered("t1")),
         noisy_forwarded_pps: rate(&|s| forwarded(s, "t1")),
         overload: None,
-        quiet_sent_pps: Some(sent / k as f64),
+        quiet_sent_pps: Some(quiet_sent),
         quiet_limit_pps: limits.map(|l| l.0),
         noisy_limit_pps: limits.map(|l| l.1),
         hops: Some(Box::new(FairHops {
             quiet_asked_pps: pps.map(|p| p as f64 / k as f64),
             noisy_asked_pps: pps.map(|p| p as f64 * (k - 1) as f64 / k as f64),
-            noisy_sent_pps: sent * (k - 1) as f64 / k as f64,
+            noisy_sent_pps: sent - quiet_sent,
             port_napi: napi,
             ..hops((&hop_a, &hop_b), (&a, &b), dt)
         })),
@@ -385,7 +399,7 @@ fn one_run(
          noisy asked {:.0} sent {:.0} at the table {:.0} bucket drops {:.0} forwarded {:.0}; \
          gen veth refused {:.0}, p0 XDP ran on {:.0}, p0 ring drops {:.0} (limits {limits:?}, NAPI {})",
         h.quiet_asked_pps.unwrap_or(0.0),
-        sent / k as f64,
+        quiet_sent,
         rec.quiet_classified_pps,
         h.quiet_rate_limited_pps,
         rec.quiet_forwarded_pps,
@@ -525,6 +539,12 @@ impl FairGen {
                 let g = Arc::new(LiveGen::load(&LiveGenConfig {
                     frame,
                     mix: (k > 1).then(|| (k as u32, mac(T_MAC[1][0]))),
+                    // The quiet tenant's own pace, the noisy one the rest
+                    // (or one frame in k with `mix_turn`).
+                    mix_first_pps: match (k > 1 && !o.mix_turn, pps) {
+                        (true, Some(p)) => p / k as u64,
+                        _ => 0,
+                    },
                     via_cpu: (o.generator == GeneratorKind::LiveSplit).then_some(o.cpu as u32),
                     ..LiveGenConfig::default()
                 })?);
@@ -542,14 +562,17 @@ impl FairGen {
         }
     }
 
-    /// Frames sent so far: the generator's own counter (live: its frames
-    /// are no skbs), else the generator interface's tx counter.
-    fn sent(&self, lab: &Lab) -> Result<u64> {
+    /// Frames sent so far, and of them to the quiet tenant: the
+    /// generator's own counters (live: its frames are no skbs), else the
+    /// generator interface's tx counter (and a k-th of it).
+    fn sent(&self, lab: &Lab, k: usize) -> Result<(u64, u64)> {
         if let Some(g) = &self.1 {
-            return Ok(g.counters()?.sent);
+            let c = g.counters()?;
+            return Ok((c.sent, c.first_sent));
         }
         let v = (lab.ns("gen")).exec("cat", &["/sys/class/net/eth0/statistics/tx_packets"])?;
-        Ok(v.trim().parse()?)
+        let n: u64 = v.trim().parse()?;
+        Ok((n, n / k as u64))
     }
 }
 
