@@ -32,6 +32,11 @@
  *  4. conf.mix > 1: frames whose seq % mix is not 0 get conf.alt_dst as
  *     their destination MAC (one frame to the template's MAC, mix - 1 to
  *     the other, in turn: two tenants on one port for the fairness run).
+ *     With conf.first_pps, the template's MAC gets its frames from a
+ *     token bucket of its own at that rate instead, and alt_dst the rest:
+ *     the first tenant is offered its rate whatever the other's, as long
+ *     as the generator makes that many frames at all (counted
+ *     first_sent).
  *  5. sent++ and XDP_TX; or, with conf.via_cpu (CPU c + 1), XDP_REDIRECT
  *     into livegen_cpus[c] (below).
  *
@@ -78,9 +83,11 @@ struct livegen_conf {
 	__u32 via_cpu;
 	/* 6 bytes used */
 	__u8 alt_dst[8];
+	/* with mix > 1: frames/s to the template's MAC (0: one in mix) */
+	__u64 first_pps;
 };
 
-_Static_assert(sizeof(struct livegen_conf) == 88, "livegen_conf: abi.rs");
+_Static_assert(sizeof(struct livegen_conf) == 96, "livegen_conf: abi.rs");
 
 struct livegen_state {
 	__u64 seq;
@@ -89,6 +96,11 @@ struct livegen_state {
 	/* tokens in frame-nanoseconds: one frame is NS */
 	__u64 tokens;
 	__u64 last_ns;
+	/* frames sent to the template's MAC */
+	__u64 first_sent;
+	/* conf.first_pps's bucket, as tokens and last_ns */
+	__u64 first_tokens;
+	__u64 first_last_ns;
 };
 
 struct livegen_mark {
@@ -127,24 +139,43 @@ struct {
 	__type(value, struct bpf_devmap_val);
 } livegen_out SEC(".maps");
 
-/* Whether the token bucket admits one more frame now. */
-static __always_inline int admit(const struct livegen_conf *c, struct livegen_state *s)
+/* Whether a token bucket of `rate` frames/s, `burst` frames deep, admits
+ * one more frame now. */
+static __always_inline int bucket(__u64 rate, __u64 burst, __u64 *tokens, __u64 *last_ns)
 {
 	__u64 now = bpf_ktime_get_ns();
-	__u64 elapsed = now - s->last_ns;
-	__u64 cap = (c->burst ? c->burst : 1) * NS;
+	__u64 elapsed = now - *last_ns;
+	__u64 cap = (burst ? burst : 1) * NS;
 
-	s->last_ns = now;
+	*last_ns = now;
 	/* bounded so that elapsed * rate cannot overflow */
 	if (elapsed > NS)
 		elapsed = NS;
-	s->tokens += elapsed * c->rate_pps;
-	if (s->tokens > cap)
-		s->tokens = cap;
-	if (s->tokens < NS)
+	*tokens += elapsed * rate;
+	if (*tokens > cap)
+		*tokens = cap;
+	if (*tokens < NS)
 		return 0;
-	s->tokens -= NS;
+	*tokens -= NS;
 	return 1;
+}
+
+/* Whether the token bucket admits one more frame now. */
+static __always_inline int admit(const struct livegen_conf *c, struct livegen_state *s)
+{
+	return bucket(c->rate_pps, c->burst, &s->tokens, &s->last_ns);
+}
+
+/* Whether this frame goes to the template's MAC (see 4.). */
+static __always_inline int to_first(const struct livegen_conf *c, struct livegen_state *s)
+{
+	if (c->mix <= 1)
+		return 1;
+	if (c->first_pps)
+		/* 4 ms of its rate deep, as the total's (livegen.rs) */
+		return bucket(c->first_pps, c->first_pps / 250 + 1, &s->first_tokens,
+			      &s->first_last_ns);
+	return s->seq % c->mix == 0;
 }
 
 static __always_inline void random_dst(struct iphdr *ip)
@@ -179,6 +210,7 @@ int xdp_livegen(struct xdp_md *ctx)
 	struct livegen_conf *c;
 	struct livegen_state *s;
 	__u32 zero = 0, flows, flow;
+	int first;
 
 	if ((void *)(m + 1) > end)
 		return XDP_ABORTED;
@@ -193,7 +225,8 @@ int xdp_livegen(struct xdp_md *ctx)
 	__builtin_memcpy(data, c->hdr, HDR_LEN);
 	flows = c->flows ? c->flows : 1;
 	flow = s->seq % flows;
-	if (c->mix > 1 && s->seq % c->mix != 0)
+	first = to_first(c, s);
+	if (!first)
 		__builtin_memcpy(data, c->alt_dst, ETH_ALEN);
 	m->magic = LIVEGEN_MAGIC;
 	m->flow = flow;
@@ -207,9 +240,11 @@ int xdp_livegen(struct xdp_md *ctx)
 		if (bpf_redirect_map(&livegen_cpus, c->via_cpu - 1, XDP_ABORTED) != XDP_REDIRECT)
 			return XDP_ABORTED;
 		s->sent++;
+		s->first_sent += first;
 		return XDP_REDIRECT;
 	}
 	s->sent++;
+	s->first_sent += first;
 	return XDP_TX;
 }
 

@@ -96,6 +96,10 @@ pub struct FastState {
     written: BTreeMap<String, Written>,
     /// Neighbours each VR's router reported, by VR.
     learned: BTreeMap<String, Vec<Learned>>,
+    /// Per VR, the frames the fast path had handed to its slow path when
+    /// its router was last asked for its neighbours, and the asks still
+    /// due ([`FastState::neighbours_due`]).
+    asked: BTreeMap<String, (u64, u8)>,
     /// The route files read, by VR.
     files: RouteFiles,
 }
@@ -391,6 +395,7 @@ impl FastState {
             ifindex: BTreeMap::new(),
             written: BTreeMap::new(),
             learned: BTreeMap::new(),
+            asked: BTreeMap::new(),
             files: RouteFiles::default(),
         })
     }
@@ -459,6 +464,17 @@ impl FastState {
         }
         self.learned.insert(vr.to_string(), found);
         true
+    }
+
+    /// Whether VR `vr`'s router may have resolved a neighbour since it was
+    /// last asked, so that it is worth asking (and waking) now: a router
+    /// learns a neighbour only from a frame (ARP), and every frame of a
+    /// VR the fast path carries passes the port's program, which counts
+    /// what it hands to the slow path. See [`asks_due`].
+    pub fn neighbours_due(&mut self, vr: &str) -> bool {
+        let handed = self.counters(vr).map_or(0, |c| to_slow(&c));
+        let seen = self.asked.entry(vr.to_string()).or_insert((u64::MAX, 0));
+        asks_due(seen, handed)
     }
 
     /// VRs whose state is in the maps.
@@ -662,7 +678,67 @@ impl FastState {
         }
         self.written.remove(name);
         self.learned.remove(name);
+        self.asked.remove(name);
         Ok(())
+    }
+}
+
+/// Asks of a router after the frames handed to its slow path last
+/// changed: at once, and once more a poll later (the first may come
+/// before the router took the frame that taught it).
+const ASKS_AFTER_CHANGE: u8 = 2;
+
+/// Whether to ask now, given `seen` (the frames handed to the slow path at
+/// the last look, asks still due) and `handed` (those frames now); brings
+/// `seen` up to date. A VR whose slow path gets nothing is asked nothing.
+fn asks_due(seen: &mut (u64, u8), handed: u64) -> bool {
+    if seen.0 != handed {
+        *seen = (handed, ASKS_AFTER_CHANGE);
+    }
+    if seen.1 == 0 {
+        return false;
+    }
+    seen.1 -= 1;
+    true
+}
+
+/// Frames the fast path handed to a VR's slow path, every reason.
+fn to_slow(c: &FastCounters) -> u64 {
+    [
+        c.to_slow_select,
+        c.to_slow_not_ip,
+        c.to_slow_options,
+        c.to_slow_bad_checksum,
+        c.to_slow_group,
+        c.to_slow_local,
+        c.to_slow_no_route,
+        c.to_slow_ttl,
+        c.to_slow_no_neighbour,
+        c.to_slow_no_port,
+    ]
+    .iter()
+    .fold(0u64, |a, b| a.wrapping_add(*b))
+}
+
+#[cfg(test)]
+mod asks_tests {
+    use super::asks_due;
+
+    /// A router is asked twice after its slow path got frames (the first
+    /// VR seen counts as a change), then not again until more come.
+    #[test]
+    fn a_router_is_asked_only_after_its_slow_path_got_frames() {
+        let mut seen = (u64::MAX, 0);
+        let asks: Vec<bool> = [0, 0, 0, 0, 5, 5, 5, 7, 7, 7]
+            .iter()
+            .map(|&h| asks_due(&mut seen, h))
+            .collect();
+        assert_eq!(
+            asks,
+            [
+                true, true, false, false, true, true, false, true, true, false
+            ]
+        );
     }
 }
 

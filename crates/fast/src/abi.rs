@@ -141,6 +141,9 @@ pub struct LiveGenConf {
     pub via_cpu: u32,
     /// The other destination MAC (6 bytes used).
     pub alt_dst: [u8; 8],
+    /// With `mix` > 1: frames/s to the template's MAC, from a bucket of
+    /// its own (0: one frame in `mix`).
+    pub first_pps: u64,
 }
 
 impl Default for LiveGenConf {
@@ -154,6 +157,7 @@ impl Default for LiveGenConf {
             mix: 0,
             via_cpu: 0,
             alt_dst: [0; 8],
+            first_pps: 0,
         }
     }
 }
@@ -178,6 +182,9 @@ pub struct LiveGenState {
     pub paced_out: u64,
     pub tokens: u64,
     pub last_ns: u64,
+    pub first_sent: u64,
+    pub first_tokens: u64,
+    pub first_last_ns: u64,
 }
 
 /// `struct flow_state` of `ebpf/xdp_seqsink.c`.
@@ -318,9 +325,9 @@ mod tests {
         assert_eq!(size_of::<NeighValue>(), 6 + 6 + 4);
         assert_eq!(size_of::<XskSlot>(), 8);
         assert_eq!(size_of::<CountersValue>(), 128);
-        assert_eq!(size_of::<LiveGenConf>(), 88);
-        assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48 + 4 + 4 + 8);
-        assert_eq!(size_of::<LiveGenState>(), 5 * 8);
+        assert_eq!(size_of::<LiveGenConf>(), 96);
+        assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48 + 4 + 4 + 8 + 8);
+        assert_eq!(size_of::<LiveGenState>(), 8 * 8);
         assert_eq!(size_of::<FastCpus>(), 64);
         assert_eq!(size_of::<FastCpus>(), 4 + 15 * 4);
         assert_eq!(size_of::<FlowState>(), 4 * 8);

@@ -87,6 +87,11 @@ pub struct LiveGenConfig {
     /// template's destination MAC and the `k - 1` others to `mac`, in
     /// turn (two tenants on one port).
     pub mix: Option<(u32, [u8; 6])>,
+    /// With `mix`: frames/s to the template's destination, from a token
+    /// bucket of its own, the other destination getting the rest (0: one
+    /// frame in `k`). Its tenant is then offered its rate whatever the
+    /// other's, as long as the generator makes that many frames at all.
+    pub mix_first_pps: u64,
     /// Hand each frame to this CPU's cpumap kthread, which sends it into
     /// the veth (None: `XDP_TX` on the generator's own CPU). The receiver
     /// then runs on this CPU, not the generator's.
@@ -104,6 +109,7 @@ impl Default for LiveGenConfig {
             repeat: 1 << 22,
             batch: 64,
             mix: None,
+            mix_first_pps: 0,
             via_cpu: None,
         }
     }
@@ -117,6 +123,9 @@ pub struct LiveGenCounters {
     pub sent: u64,
     /// Frames the pacing dropped before sending.
     pub paced_out: u64,
+    /// Of `sent`, those to the template's destination MAC (all of them
+    /// without a mix).
+    pub first_sent: u64,
 }
 
 /// The loaded generator program and its maps. Shared by the sending
@@ -214,6 +223,7 @@ impl LiveGen {
             mix,
             via_cpu: cfg.via_cpu.map_or(0, |c| c + 1),
             alt_dst,
+            first_pps: cfg.mix_first_pps,
         })?;
         Ok(g)
     }
@@ -317,6 +327,7 @@ impl LiveGen {
         Ok(LiveGenCounters {
             sent: s.sent,
             paced_out: s.paced_out,
+            first_sent: s.first_sent,
         })
     }
 
@@ -613,11 +624,8 @@ mod tests {
         (r.return_value, out)
     }
 
-    /// With a mix of 3, frames 0, 3, 6, ... keep the template's
-    /// destination MAC and the others get the other one; without a mix
-    /// every frame keeps it. Each is still numbered.
-    #[test]
-    fn a_mix_sends_one_frame_in_k_to_the_template_s_mac() {
+    /// Two destination MACs and a template frame to the first.
+    fn two_macs() -> ([u8; 6], [u8; 6], Vec<u8>) {
         let (a, b) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
         let frame = udp_frame(
             [2, 0, 0, 0, 0, 1],
@@ -626,6 +634,15 @@ mod tests {
             Ipv4Addr::new(10, 9, 0, 2),
             64,
         );
+        (a, b, frame)
+    }
+
+    /// With a mix of 3, frames 0, 3, 6, ... keep the template's
+    /// destination MAC and the others get the other one; without a mix
+    /// every frame keeps it. Each is still numbered.
+    #[test]
+    fn a_mix_sends_one_frame_in_k_to_the_template_s_mac() {
+        let (a, b, frame) = two_macs();
         for (mix, want) in [(Some((3, b)), [a, b, b, a, b, b, a]), (None, [a; 7])] {
             let g = LiveGen::load(&LiveGenConfig {
                 frame: frame.clone(),
@@ -642,5 +659,27 @@ mod tests {
                 assert_eq!(seq, i as u64, "numbered");
             }
         }
+    }
+    /// With `mix_first_pps`, the template's MAC gets frames from a bucket
+    /// of its own (4 ms of its rate deep, full at the start: 2 frames at
+    /// 250/s) and the other MAC every other frame, so that it keeps its
+    /// rate however fast the generator goes; counted in `first_sent`.
+    #[test]
+    fn a_mix_by_rate_gives_the_first_mac_its_own_bucket() {
+        let (a, b, frame) = two_macs();
+        let g = LiveGen::load(&LiveGenConfig {
+            frame,
+            mix: Some((20, b)),
+            mix_first_pps: 250,
+            ..LiveGenConfig::default()
+        })
+        .expect("load (root)");
+        let macs: Vec<[u8; 6]> = (0..7)
+            .map(|_| run_once(&g).1[0..6].try_into().expect("6 bytes"))
+            .collect();
+        // 4 ms per token: the seven runs take far less.
+        assert_eq!(macs, [a, a, b, b, b, b, b]);
+        let c = g.counters().expect("counters");
+        assert_eq!((c.sent, c.first_sent), (7, 2));
     }
 }

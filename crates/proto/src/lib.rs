@@ -116,7 +116,8 @@ pub struct PollConfig {
     /// the VR does not use it.
     pub colocate_pps: u32,
     /// Longest sleep, in milliseconds, before looking at the control socket
-    /// again even without a kick.
+    /// again even without a kick (the host worker; a VR process that has a
+    /// control socket sleeps on it and its doorbell with no timeout).
     pub sleep_ms: u32,
     /// Time slice the host asks of the kernel for each VR process, in
     /// microseconds (0: the kernel's default; Linux 6.12+ clamps it to

@@ -13,7 +13,9 @@
 //! sleep that ends
 //! without work (the timeout that lets it look at its control socket) goes
 //! straight back to sleep: only work brings back spinning, so an idle side
-//! costs a wakeup per `sleep_ms` and nothing more. The host worker and every
+//! costs a wakeup per `sleep_ms` and nothing more (a VR process with a
+//! control socket sleeps with no timeout at all: `runtime.rs`). The host
+//! worker and every
 //! VR instance share this one state machine.
 
 use std::time::{Duration, Instant};

@@ -327,12 +327,19 @@ impl Instance {
                 // A VR's nap is a short sleep: the host rings when it hands
                 // frames over, so its rings wake it either way.
                 Idle::Nap => {
-                    if self.sleep(vr, ctrl, backoff.nap_timeout(), peers)? == Ctrl::Stop {
+                    let nap = Some(backoff.nap_timeout());
+                    if self.sleep(vr, ctrl, nap, peers)? == Ctrl::Stop {
                         return Ok(());
                     }
                 }
+                // With a control socket, no timer: the socket and the
+                // doorbell are all that can bring an idle VR work, so it
+                // sleeps until one of them does (an idle VR costs nothing).
+                // Without one, `sleep_ms` bounds the sleep so that `stop`
+                // is seen.
                 Idle::Sleep => {
-                    if self.sleep(vr, ctrl, backoff.sleep_timeout(), peers)? == Ctrl::Stop {
+                    let limit = ctrl.is_none().then(|| backoff.sleep_timeout());
+                    if self.sleep(vr, ctrl, limit, peers)? == Ctrl::Stop {
                         return Ok(());
                     }
                 }
@@ -341,8 +348,8 @@ impl Instance {
         Ok(())
     }
 
-    /// Sleep on the doorbell and the control socket; serve the socket if it
-    /// woke us. With `peers`, a message waiting in `CtrlIn` keeps us awake
+    /// Sleep on the doorbell and the control socket, for up to `timeout`
+    /// (None: until one of them fires); serve the socket if it woke us. With `peers`, a message waiting in `CtrlIn` keeps us awake
     /// like a packet: the relay rings the doorbell only if it sees our
     /// flag raised, so a message pushed just before we raised it must be
     /// seen by the look after it.
@@ -350,7 +357,7 @@ impl Instance {
         &mut self,
         vr: &mut V,
         ctrl: Option<BorrowedFd<'_>>,
-        timeout: Duration,
+        timeout: Option<Duration>,
         peers: bool,
     ) -> Result<Ctrl, RuntimeError> {
         use rustix::event::{PollFd, PollFlags, Timespec};
@@ -361,10 +368,10 @@ impl Instance {
         }
         self.counters.v[counter::SLEEPS] += 1;
         self.publish();
-        let ts = Timespec {
-            tv_sec: timeout.as_secs() as i64,
-            tv_nsec: i64::from(timeout.subsec_nanos()),
-        };
+        let ts = timeout.map(|t| Timespec {
+            tv_sec: t.as_secs() as i64,
+            tv_nsec: i64::from(t.subsec_nanos()),
+        });
         let bell = self.vr_bell.fd();
         let woken_by_ctrl = match ctrl {
             Some(c) => {
@@ -372,12 +379,12 @@ impl Instance {
                     PollFd::new(&bell, PollFlags::IN),
                     PollFd::new(&c, self.ctrl.poll_flags()),
                 ];
-                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                let _ = rustix::event::poll(&mut fds, ts.as_ref());
                 !fds[1].revents().is_empty()
             }
             None => {
                 let mut fds = [PollFd::new(&bell, PollFlags::IN)];
-                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                let _ = rustix::event::poll(&mut fds, ts.as_ref());
                 false
             }
         };

@@ -1,11 +1,18 @@
-//! The idle experiment: what a fast VR costs without traffic, as the CPU
-//! time (utime + stime, /proc) of the daemon and every process under it
-//! (its VR processes) over a span.
+//! The idle experiment: what a fast VR costs without traffic. One daemon
+//! (the forwarding lab's node, af_xdp ports) is measured three times over
+//! the same span: with its VR on the fast path, the VR moved to the slow
+//! path, and the VR removed (the daemon alone). The fast VR's cost is the
+//! first minus the last; each figure is the CPU time of the daemon's
+//! threads and of every process under it (its VR processes), from
+//! `/proc/PID/task/TID/schedstat` (nanoseconds, not 10 ms ticks), and
+//! their wakeups (context switches, from `status`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use serde_json::json;
+use vrhost_client::{Client, Method};
 use vrhost_lab::Lab;
 
 use super::FastpathArgs;
@@ -17,16 +24,40 @@ use crate::{Context, Result};
 /// The idle experiment's record.
 #[derive(Debug, Clone, Serialize)]
 pub struct IdleRecord {
-    /// CPU of the daemon and its VR processes, percent of one core.
+    /// The fast VR's own cost, percent of one core: the daemon and its
+    /// processes with the idle fast VR ([`Self::cpu_pct_raw`]) minus the
+    /// same daemon without the VR ([`Self::none_cpu_pct`]).
     pub cpu_pct: f64,
-    /// Processes counted (the daemon and those under it).
+    /// The daemon and its processes with the idle fast VR.
+    pub cpu_pct_raw: f64,
+    /// The same with the VR moved to the slow path.
+    pub slow_cpu_pct: f64,
+    /// The same daemon after the VR was removed.
+    pub none_cpu_pct: f64,
+    /// Wakeups (context switches) a second of the daemon's threads and its
+    /// processes with the idle fast VR.
+    pub wakeups_per_s: f64,
+    /// The same with the VR on the slow path.
+    pub slow_wakeups_per_s: f64,
+    /// The same without the VR.
+    pub none_wakeups_per_s: f64,
+    /// Frames the fast path handed to the fast VR's slow path over its span
+    /// (by reason in the daemon's stats): what the VR process had to do.
+    pub to_slow: u64,
+    /// The threads that ran with the fast VR, busiest first:
+    /// `comm:us:wakeups` over the span.
+    pub threads: String,
+    /// Processes counted with the fast VR (the daemon and those under it).
     pub processes: usize,
-    /// The span counted, seconds.
+    /// The span of each measurement, seconds.
     pub seconds: f64,
 }
 
-/// (pid, parent pid, utime + stime in ticks) of every process.
-fn processes() -> Vec<(u32, u32, u64)> {
+/// One thread's state: (pid, tid, comm, ns on a CPU, context switches).
+type Task = (u32, u32, String, u64, u64);
+
+/// (pid, parent pid) of every process.
+fn parents() -> Vec<(u32, u32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -35,18 +66,15 @@ fn processes() -> Vec<(u32, u32, u64)> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // Fields after the command (which may hold spaces), from field 3.
         let rest = &stat[stat.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ppid = f.get(1)?.parse().ok()?;
-        let utime: u64 = f.get(11)?.parse().ok()?;
-        let stime: u64 = f.get(12)?.parse().ok()?;
-        Some((pid, ppid, utime + stime))
+        let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+        Some((pid, ppid))
     })
     .collect()
 }
 
-/// CPU ticks of `root` and the processes under it, and how many.
-fn tree_ticks(root: u32) -> (u64, usize) {
-    let all = processes();
+/// `root` and the processes under it.
+fn tree(root: u32) -> Vec<u32> {
+    let all = parents();
     let mut tree = vec![root];
     let mut i = 0;
     while i < tree.len() {
@@ -54,34 +82,131 @@ fn tree_ticks(root: u32) -> (u64, usize) {
         tree.extend(all.iter().filter(|x| x.1 == p).map(|x| x.0));
         i += 1;
     }
-    let ticks = all
-        .iter()
-        .filter(|x| tree.contains(&x.0))
-        .map(|x| x.2)
-        .sum();
-    (ticks, tree.len())
+    tree
 }
 
-/// Run the experiment: a daemon with one VR on the fast path, no traffic.
+/// Every thread of the processes `pids`.
+fn tasks(pids: &[u32]) -> Vec<Task> {
+    let mut out = Vec::new();
+    for &pid in pids {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let p = e.path();
+            let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
+            let ns = read("schedstat")
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let switches = read("status")
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum();
+            out.push((pid, tid, read("comm").trim().to_string(), ns, switches));
+        }
+    }
+    out
+}
+
+/// One span: (percent of a core, wakeups/s, busiest threads, processes).
+fn span(root: u32, seconds: f64) -> (f64, f64, String, usize) {
+    let pids = tree(root);
+    let a = tasks(&pids);
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let b = tasks(&pids);
+    let secs = t.elapsed().as_secs_f64();
+    // Per thread, what it did over the span (threads gone or new count
+    // what they did while both ends saw them, or nothing).
+    let mut per: Vec<(String, u64, u64)> = b
+        .iter()
+        .filter_map(|x| {
+            let y = a.iter().find(|y| (y.0, y.1) == (x.0, x.1))?;
+            Some((
+                x.2.clone(),
+                x.3.saturating_sub(y.3),
+                x.4.saturating_sub(y.4),
+            ))
+        })
+        .filter(|x| x.1 > 0 || x.2 > 0)
+        .collect();
+    per.sort_by_key(|x| std::cmp::Reverse(x.1));
+    let ns: u64 = per.iter().map(|x| x.1).sum();
+    let wakeups: u64 = per.iter().map(|x| x.2).sum();
+    let threads = per
+        .iter()
+        .map(|(c, ns, w)| format!("{c}:{}:{w}", ns / 1000))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pct = ns as f64 / 1e9 / secs * 100.0;
+    (pct, wakeups as f64 / secs, threads, pids.len())
+}
+
+/// Run the experiment: a daemon with one VR on the fast path, no traffic;
+/// the VR moved to the slow path; the VR removed.
 pub(super) fn idle(args: &FastpathArgs, lab: &Lab, dir: &Path) -> Result<IdleRecord> {
     let fa = args.forward_args(GeneratorKind::Live);
     let table = Table::load("2")?;
-    let (daemon, _api) = setup_node_on(&fa, lab, "fast", None, &table, dir)?
+    let (daemon, api) = setup_node_on(&fa, lab, "fast", None, &table, dir)?
         .context("the idle experiment's daemon")?;
-    // Past its start.
-    std::thread::sleep(Duration::from_secs(1));
-    let (a, _) = tree_ticks(daemon.pid());
-    let t = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(args.idle_seconds));
-    let (b, n) = tree_ticks(daemon.pid());
-    let secs = t.elapsed().as_secs_f64();
-    // USER_HZ is 100 on Linux: a tick is 10 ms.
-    let cpu_pct = (b.saturating_sub(a)) as f64 * 0.01 / secs * 100.0;
-    eprintln!("idle: {n} processes, {cpu_pct:.2}% of a core over {secs:.1} s");
+    // Past its start, and past the supervisor's first asks of the VR's
+    // router for its neighbours (one a second, the first two after it
+    // starts: `vrhost_daemon`'s `control/fast.rs`).
+    std::thread::sleep(Duration::from_millis(2500));
+    let s = args.idle_seconds;
+    let pid = daemon.pid();
+    let handed_a = to_slow(&api)?;
+    let fast = span(pid, s);
+    let handed = to_slow(&api)?.saturating_sub(handed_a);
+    move_to_slow(&api)?;
+    std::thread::sleep(Duration::from_millis(500));
+    let slow = span(pid, s);
+    api.call::<()>(Method::DELETE, "/v1/vrs/bench", None)
+        .context("remove the idle VR")?;
+    std::thread::sleep(Duration::from_millis(500));
+    let none = span(pid, s);
+    eprintln!(
+        "idle: fast VR {:.3}% of a core ({:.0} wakeups/s; {}; {handed} frames to its slow path), slow VR {:.3}% ({:.0}/s; {}), none {:.3}% ({:.0}/s; {})",
+        fast.0, fast.1, fast.2, slow.0, slow.1, slow.2, none.0, none.1, none.2
+    );
     daemon.stop()?;
     Ok(IdleRecord {
-        cpu_pct,
-        processes: n,
-        seconds: secs,
+        cpu_pct: fast.0 - none.0,
+        cpu_pct_raw: fast.0,
+        slow_cpu_pct: slow.0,
+        none_cpu_pct: none.0,
+        wakeups_per_s: fast.1,
+        slow_wakeups_per_s: slow.1,
+        none_wakeups_per_s: none.1,
+        to_slow: handed,
+        threads: fast.2,
+        processes: fast.3,
+        seconds: s,
     })
+}
+
+/// Frames the fast path handed to VR `bench`'s slow path so far.
+fn to_slow(api: &Client) -> Result<u64> {
+    let s: serde_json::Value = api.get("/v1/stats")?.decode()?;
+    let vr = s["vrs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|v| v["name"] == "bench"));
+    let by_reason = vr.and_then(|v| v["stats"]["fast"]["to_slow"].as_object());
+    Ok(by_reason.map_or(0, |o| o.values().filter_map(|v| v.as_u64()).sum()))
+}
+
+fn move_to_slow(api: &Client) -> Result<()> {
+    api.call(
+        Method::POST,
+        "/v1/vrs/bench/move",
+        Some(&json!({ "path": "slow" })),
+    )
+    .context("move the idle VR to the slow path")?;
+    Ok(())
 }

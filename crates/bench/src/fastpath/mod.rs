@@ -48,6 +48,7 @@ use crate::forward::best::{Best, best};
 use crate::forward::generator::{GeneratorKind, LiveOptions, WmemDefault};
 use crate::forward::node::xdp_sink_obj;
 use crate::forward::{ForwardArgs, Plan, Record, Table, TempFile, run_points};
+use crate::isolation::FairFast;
 use crate::machine::Machine;
 use crate::{Context, Result, bail};
 
@@ -55,18 +56,20 @@ mod idle;
 mod migrate;
 mod switch;
 mod table;
+mod tcp;
 
 pub use idle::IdleRecord;
 pub use migrate::{MoveRecord, SeriesRecord};
+pub use tcp::{TcpBest, TcpRecord};
 
 /// Options of `vrhost bench fastpath`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FastpathArgs {
-    /// Experiments to run: forward, migrate, idle, fairness.
+    /// Experiments to run: forward, tcp, migrate, idle, fairness.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "forward,migrate,idle,fairness"
+        default_value = "forward,tcp,migrate,idle,fairness"
     )]
     pub experiments: Vec<String>,
     /// Generators of the forwarding points.
@@ -89,6 +92,19 @@ pub struct FastpathArgs {
     /// port's capacity on veth).
     #[arg(long, value_enum, default_value_t = GeneratorKind::LiveSplit)]
     pub fairness_generator: GeneratorKind,
+    /// The fairness experiment: run p0's NAPI (its XDP program) in a
+    /// kernel thread on `--fwd-cpu` (with `--fairness-generator live`, the
+    /// generator's core then only builds frames).
+    #[arg(long)]
+    pub fairness_napi_thread: bool,
+    /// The fairness experiment: the live generator sends the quiet tenant
+    /// one frame in k in turn (as before), not from a token bucket at its
+    /// own pace.
+    #[arg(long)]
+    pub fairness_mix_turn: bool,
+    /// The fairness experiment's paths of the two tenants: fast, slow.
+    #[arg(long, value_delimiter = ',', default_value = "fast,slow")]
+    pub fairness_paths: Vec<String>,
     /// Route tables: `2`, or a route file (the full table). Repeatable.
     #[arg(long, default_values_t = ["2".to_string(), "../shared/data/fib/ipasn_20140513.dat.gz".to_string()])]
     pub table: Vec<String>,
@@ -117,7 +133,9 @@ pub struct FastpathArgs {
     /// Seconds between pings.
     #[arg(long, default_value_t = 0.05)]
     pub ping_interval: f64,
-    /// Seconds of iperf3 TCP (0: skip).
+    /// Seconds of iperf3 TCP in the `tcp` experiment (each forwarder
+    /// pinned and unpinned), or on the forwarding points without it (0:
+    /// skip).
     #[arg(long, default_value_t = 3)]
     pub tcp_seconds: u64,
     /// Moves per rate in the migrate experiment (slow -> fast -> slow ...).
@@ -184,10 +202,15 @@ impl FastpathArgs {
             threaded_napi: false,
             pings: self.pings,
             ping_interval: self.ping_interval,
-            tcp_seconds: self.tcp_seconds,
+            // The `tcp` experiment measures TCP in both placements; the
+            // forwarding points then take its figures (`tcp::fill_points`).
+            tcp_seconds: if self.runs("tcp") {
+                0
+            } else {
+                self.tcp_seconds
+            },
             tcp_cpus: Vec::new(),
-            // iperf3 placed as before `bench forward --tcp-cpus`.
-            tcp_unpinned: true,
+            tcp_unpinned: false,
             json: false,
             out: None,
             plot: None,
@@ -200,8 +223,15 @@ impl FastpathArgs {
 
     fn check(&self) -> Result<()> {
         for e in &self.experiments {
-            if !["forward", "migrate", "idle", "fairness"].contains(&e.as_str()) {
-                bail!("--experiments: unknown experiment {e:?} (forward, migrate, idle, fairness)");
+            if !["forward", "tcp", "migrate", "idle", "fairness"].contains(&e.as_str()) {
+                bail!(
+                    "--experiments: unknown experiment {e:?} (forward, tcp, migrate, idle, fairness)"
+                );
+            }
+        }
+        for p in &self.fairness_paths {
+            if !["fast", "slow"].contains(&p.as_str()) {
+                bail!("--fairness-paths: unknown path {p:?} (fast, slow)");
             }
         }
         for f in &self.forwarders {
@@ -244,20 +274,17 @@ pub enum FastRecord {
     MigrateTotal(SeriesRecord),
     /// The idle experiment.
     Idle(IdleRecord),
+    /// One forwarder's TCP in one placement (the `tcp` experiment).
+    Tcp(TcpRecord),
+    /// A forwarder's best TCP against the kernel's best.
+    #[serde(rename = "tcp_best")]
+    TcpBest(TcpBest),
     /// Noisy vs quiet tenant on one shared port (per-tenant token buckets
-    /// in the select table, both on the fast path): `bench isolation`'s
-    /// one-port XDP run with the live generator
-    /// ([`crate::isolation::fairness_fast`]), whose own records say more.
-    Fairness {
-        /// The quiet tenant's rate under the noisy one's overload, over
-        /// its rate alone.
-        quiet_ratio: f64,
-        /// What the generator sent over the port's capacity (the target
-        /// is 2).
-        overload: f64,
-        /// What reached the select table over the capacity.
-        port_overload: f64,
-    },
+    /// in the select table), per path: `bench isolation`'s one-port XDP
+    /// run with the live generator ([`crate::isolation::fairness_fast`]):
+    /// `quiet_ratio`, the overload reached and each tenant's rates, asked,
+    /// sent, at the port and forwarded.
+    Fairness(FairFast),
 }
 
 /// The report: `{"bench":"fastpath","machine":{...},"results":[...]}`.
@@ -303,20 +330,19 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     lab.down();
     let _ = std::fs::remove_dir_all(&dir);
     // Its own lab, under the same prefix: after this one is down.
-    if let (Ok(out), true) = (&mut result, args.runs("fairness")) {
+    for path in args.fairness_paths.iter().filter(|_| args.runs("fairness")) {
+        let Ok(out) = &mut result else { break };
         let o = crate::isolation::FairXdp {
-            path: "fast".into(),
+            path: path.clone(),
             seconds: args.seconds,
             cpu: args.fwd_cpu,
             generator: args.fairness_generator,
+            napi_thread: args.fairness_napi_thread,
+            mix_turn: args.fairness_mix_turn,
             ..Default::default()
         };
         match crate::isolation::fairness_fast(&o) {
-            Ok(f) => out.push(FastRecord::Fairness {
-                quiet_ratio: f.quiet_ratio,
-                overload: f.overload,
-                port_overload: f.port_overload,
-            }),
+            Ok(f) => out.push(FastRecord::Fairness(f)),
             Err(e) => result = Err(e),
         }
     }
@@ -344,9 +370,23 @@ fn run_all(
     if args.runs("idle") {
         out.push(FastRecord::Idle(idle::idle(args, lab, dir)?));
     }
-    if args.runs("forward") {
-        out.extend(forward(args, lab, tables, dir)?);
-    }
+    let mut points = if args.runs("forward") {
+        forward(args, lab, tables, dir)?
+    } else {
+        Vec::new()
+    };
+    let tcps = if args.runs("tcp") {
+        tcp::tcp(args, lab, dir)?
+    } else {
+        Vec::new()
+    };
+    tcp::fill_points(&mut points, &tcps, args.loads[0]);
+    let b = best(&points);
+    out.extend(points.into_iter().map(FastRecord::Forward));
+    out.extend(b.into_iter().map(FastRecord::Best));
+    let tb = tcp::tcp_best(&tcps);
+    out.extend(tcps.into_iter().map(FastRecord::Tcp));
+    out.extend(tb.into_iter().map(FastRecord::TcpBest));
     if args.runs("migrate") {
         // The forwarding points' live generator numbered flow 0 already.
         sink.reset()?;
@@ -362,12 +402,7 @@ fn run_all(
     Ok(out)
 }
 
-fn forward(
-    args: &FastpathArgs,
-    lab: &Lab,
-    tables: &[Table],
-    dir: &Path,
-) -> Result<Vec<FastRecord>> {
+fn forward(args: &FastpathArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Result<Vec<Record>> {
     let drop_obj: PathBuf = xdp_sink_obj()?;
     let _cleanup = TempFile(drop_obj.clone());
     let obj = drop_obj.display().to_string();
@@ -391,8 +426,5 @@ fn forward(
             out.extend(run_points(&fa, lab, &plan, args.frame_bytes, table, dir)?);
         }
     }
-    let b = best(&out);
-    let mut out: Vec<FastRecord> = out.into_iter().map(FastRecord::Forward).collect();
-    out.extend(b.into_iter().map(FastRecord::Best));
     Ok(out)
 }

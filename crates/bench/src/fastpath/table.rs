@@ -65,8 +65,18 @@ pub(super) fn print(r: &Report) {
     for x in &r.results {
         match x {
             FastRecord::Idle(i) => println!(
-                "\nidle: one fast VR, no traffic: {:.2}% of a core ({} processes, {:.1} s)",
-                i.cpu_pct, i.processes, i.seconds
+                "\nidle: one fast VR, no traffic: {:.3}% of a core over the daemon without it \
+                 ({:.3}% with it, {:.3}% with it slow, {:.3}% without; wakeups/s {:.0}, {:.0}, {:.0}; \
+                 {} processes, {:.1} s each)",
+                i.cpu_pct,
+                i.cpu_pct_raw,
+                i.slow_cpu_pct,
+                i.none_cpu_pct,
+                i.wakeups_per_s,
+                i.slow_wakeups_per_s,
+                i.none_wakeups_per_s,
+                i.processes,
+                i.seconds
             ),
             FastRecord::MigrateTotal(t) => println!(
                 "\n{} moves at {}: sent {} received {} lost {} reordered {}",
@@ -77,18 +87,50 @@ pub(super) fn print(r: &Report) {
                 t.lost,
                 t.reordered
             ),
-            FastRecord::Fairness {
-                quiet_ratio,
-                overload,
-                port_overload,
-            } => {
+            FastRecord::Fairness(f) => {
                 println!(
-                    "\nfairness: quiet tenant at {} (sent {} x the capacity, {} x at the port)",
-                    opt(Some(*quiet_ratio), 2),
-                    opt(Some(*overload), 2),
-                    opt(Some(*port_overload), 2)
+                    "\nfairness ({} path, {}, p0's NAPI {}): quiet tenant at {} of its share alone, {} of its rate \
+                     (sent {} x the capacity of {:.0} pps, {} x at the port)",
+                    f.path,
+                    f.generator,
+                    f.port_napi,
+                    opt(Some(f.quiet_ratio), 2),
+                    opt(Some(f.quiet_rate_ratio), 2),
+                    opt(Some(f.overload), 2),
+                    f.capacity_pps,
+                    opt(Some(f.port_overload), 2),
+                );
+                println!(
+                    "  quiet: asked {:.0}, sent {:.0} alone / {:.0} with noise, at the port {:.0} / {:.0}, forwarded {:.0} / {:.0}",
+                    f.quiet_asked_pps,
+                    f.quiet_sent_alone_pps,
+                    f.quiet_sent_pps,
+                    f.quiet_at_port_alone_pps,
+                    f.quiet_at_port_pps,
+                    f.quiet_forwarded_alone_pps,
+                    f.quiet_forwarded_pps
+                );
+                println!(
+                    "  noisy: asked {:.0}, sent {:.0}, at the port {:.0}, bucket drops {:.0}, forwarded {:.0}; the generator's veth refused {:.0}",
+                    f.noisy_asked_pps,
+                    f.noisy_sent_pps,
+                    f.noisy_at_port_pps,
+                    f.noisy_rate_limited_pps,
+                    f.noisy_forwarded_pps,
+                    f.gen_refused_pps
                 );
             }
+            FastRecord::Tcp(t) => println!(
+                "\ntcp: {} {}: {} Gbit/s (cpus {})",
+                t.forwarder,
+                t.placement,
+                opt(t.tcp_gbps, 2),
+                t.figures.tcp_cpus.as_deref().unwrap_or("?")
+            ),
+            FastRecord::TcpBest(b) => println!(
+                "\ntcp best: {} {:.2} Gbit/s ({}) / kernel {:.2} ({}) = {:.2} x",
+                b.forwarder, b.tcp_gbps, b.placement, b.kernel_gbps, b.kernel_at, b.ratio
+            ),
             _ => {}
         }
     }

@@ -206,9 +206,10 @@ fn start_vrhost(
 
 /// Pin the NAPI kernel threads of the node's `devs` (`napi/DEV-ID`) to
 /// `cpu`, beside the host worker, as RPS puts the kernel's forwarding
-/// there: the generator's core keeps the end hosts' work only.
-pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
-    let mut pinned = 0;
+/// there: the generator's core keeps the end hosts' work only. Returns
+/// the threads' pids.
+pub(crate) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<Vec<u32>> {
+    let mut pinned = Vec::new();
     for e in std::fs::read_dir("/proc").context("/proc")? {
         let Ok(e) = e else { continue };
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -232,16 +233,17 @@ pub(super) fn pin_napi_threads(devs: &[&str], cpu: usize) -> Result<()> {
                     String::from_utf8_lossy(&out.stderr).trim()
                 );
             }
-            pinned += 1;
+            pinned.push(pid);
         }
     }
-    if pinned < devs.len() {
+    if pinned.len() < devs.len() {
         bail!(
-            "found {pinned} NAPI threads of {devs:?}, want {}",
+            "found {} NAPI threads of {devs:?}, want {}",
+            pinned.len(),
             devs.len()
         );
     }
-    Ok(())
+    Ok(pinned)
 }
 
 /// The tap VR's namespace (its VR is `bench`).

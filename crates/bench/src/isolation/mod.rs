@@ -75,12 +75,14 @@ use vrhost_client::{Client, Endpoint};
 use vrhost_lab::Daemon;
 use vrhost_testvr::hostile::Case;
 
+mod hops;
 mod hostile;
 mod kill;
 mod overload;
 mod table;
 mod xdp;
 
+pub use hops::{FairHops, FairnessRecord};
 pub use xdp::{FairFast, FairXdp, fairness_fast, fairness_xdp};
 
 use hostile::hostile_run;
@@ -135,6 +137,14 @@ pub struct IsolationArgs {
     /// `trafgen` (netsniff-ng).
     #[arg(long, value_enum, default_value = "live")]
     pub fairness_generator: crate::forward::GeneratorKind,
+    /// Fairness: run p0's NAPI (its XDP program) in a kernel thread on
+    /// `--cpu`, off the generator's core.
+    #[arg(long)]
+    pub fairness_napi_thread: bool,
+    /// Fairness: the live generator sends the quiet tenant one frame in k
+    /// in turn (as before), not from a token bucket at its own pace.
+    #[arg(long)]
+    pub fairness_mix_turn: bool,
     /// Core of the host worker; the VRs get the other core.
     #[arg(long, default_value_t = 1)]
     pub cpu: usize,
@@ -323,45 +333,6 @@ pub struct OverloadRecord {
     /// Host ingress drops by reason, per second (`ingress_<reason>_pps`).
     #[serde(flatten)]
     pub ingress: BTreeMap<String, f64>,
-}
-
-/// One run of the fairness experiment.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct FairnessRecord {
-    /// "fairness".
-    pub experiment: &'static str,
-    /// `two_ports` or `one_port`.
-    pub variant: &'static str,
-    /// `alone` or `with_noise`.
-    pub run: &'static str,
-    /// The quiet tenant's pace, frames/s (two ports), or the port's pace
-    /// (one port).
-    pub offered_pps: u64,
-    /// Frames classified to the quiet tenant, per second.
-    pub quiet_classified_pps: f64,
-    /// Frames it forwarded, per second.
-    pub quiet_forwarded_pps: f64,
-    /// Classified to it and not forwarded, per second.
-    pub quiet_lost_pps: f64,
-    /// Quiet forwarded with noise / alone (with_noise runs).
-    pub quiet_ratio: f64,
-    /// Frames classified to the noisy tenant, per second.
-    pub noisy_classified_pps: f64,
-    /// Frames it forwarded, per second.
-    pub noisy_forwarded_pps: f64,
-    /// The port's offered rate / the capacity (`one_port_xdp`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub overload: Option<f64>,
-    /// Frames sent to the quiet tenant by the generator, per second
-    /// (`one_port_xdp`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub quiet_sent_pps: Option<f64>,
-    /// The quiet tenant's `rate_limit_pps` (`one_port_xdp`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub quiet_limit_pps: Option<u64>,
-    /// The noisy tenant's `rate_limit_pps` (`one_port_xdp`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub noisy_limit_pps: Option<u64>,
 }
 
 /// What runs a VR.
@@ -687,6 +658,8 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
                 slots: args.slots,
                 unconfined: args.unconfined,
                 generator: args.fairness_generator,
+                napi_thread: args.fairness_napi_thread,
+                mix_turn: args.fairness_mix_turn,
             };
             for r in fairness_xdp(&o)? {
                 results.push(serde_json::to_value(r)?);
@@ -725,6 +698,8 @@ mod tests {
             quiet_load: 0.15,
             fairness_xdp: "off".into(),
             fairness_generator: crate::forward::GeneratorKind::Live,
+            fairness_napi_thread: false,
+            fairness_mix_turn: false,
             cpu: 1,
             slots: 512,
             seed: 1,

@@ -14,11 +14,15 @@
 //! where a flood fills the port's receive ring; `fast`: the XDP router).
 //! The generator (`--fairness-generator`: the XDP live-frames generator,
 //! `vrhost_fast::LiveGen`, by default, or trafgen) on the generator's core
-//! sends UDP frames to the two MACs in a fixed mix (1 to t0, k-1 to t1),
-//! paced by its own token bucket (live) or a tbf qdisc (trafgen). A
-//! tenant's sent rate is its share of what the generator sent (1/k for t0),
-//! its arrival rate what the select table gave it (`fast.rx_packets`,
-//! before the bucket), its forwarded rate its `tx_packets`.
+//! sends UDP frames to the two MACs, paced by its own token bucket (live)
+//! or a tbf qdisc (trafgen). trafgen (and live with `mix_turn`) mixes them
+//! 1 to t0, k-1 to t1 in turn, so t0 gets a k-th of whatever the
+//! generator manages; live by default takes t0's frames from a second
+//! bucket at t0's pace and gives t1 the rest, so t0 is offered its pace
+//! whatever t1's. A tenant's sent rate is the live generator's own count
+//! of its frames (trafgen: its share, 1/k for t0), its arrival rate what
+//! the select table gave it (`fast.rx_packets`, before the bucket), its
+//! forwarded rate its `tx_packets`.
 //!
 //! Runs: `capacity` (t0 alone, unpaced, no limits: C, what t0 forwards,
 //! and G, what the generator offers); `alone` (limits on, only t0's frames,
@@ -41,13 +45,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde_json::Value;
 use vrhost_client::{Client, Endpoint};
 use vrhost_fast::{LiveGen, LiveGenConfig, LiveSender, SendOn};
 use vrhost_lab::{Daemon, Lab};
 
+use super::hops::{FairHops, Snapshot, hops};
 use super::{FairnessRecord, forwarded, ratio, u, vr};
 use crate::forward::generator::{GeneratorKind, Running, Trafgen, WmemDefault, mac, pace};
+use crate::forward::node::pin_napi_threads;
 use crate::{Context, Result, bail};
 
 const GEN_MAC: &str = "02:00:00:00:f0:10";
@@ -93,6 +100,17 @@ pub struct FairXdp {
     /// The generator: the live-frames generator reaches 2 x the capacity,
     /// trafgen on veth does not.
     pub generator: GeneratorKind,
+    /// Run p0's NAPI (its receive queue and XDP program, the whole fast
+    /// path) in a kernel thread pinned to the worker's core, off the
+    /// generator's: with the live generator (`XDP_TX`) the generator's
+    /// core then only builds frames and puts them in p0's ring.
+    pub napi_thread: bool,
+    /// The live generator's mix as before: one frame to the quiet tenant
+    /// in k, in turn, so that it is offered less when the generator
+    /// cannot keep the port's pace (default: the quiet tenant's frames
+    /// from a token bucket of their own at its pace, the noisy tenant the
+    /// rest: `LiveGenConfig::mix_first_pps`).
+    pub mix_turn: bool,
 }
 
 impl Default for FairXdp {
@@ -105,21 +123,62 @@ impl Default for FairXdp {
             slots: 16_384,
             unconfined: false,
             generator: GeneratorKind::Live,
+            napi_thread: false,
+            mix_turn: false,
         }
     }
 }
 
 /// What `vrhost bench fastpath`'s `fairness` record says of the
-/// `with_noise` run.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// `with_noise` run (and of the `alone` run it is compared with).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FairFast {
-    /// The quiet tenant's forwarded share with noise / alone.
+    /// The tenants' path: `fast` or `slow`.
+    pub path: String,
+    /// The generator (`live`, `live-split`, `trafgen`).
+    pub generator: &'static str,
+    /// Where p0's XDP program ran: `sender` or `thread:CPU`
+    /// ([`FairXdp::napi_thread`]).
+    pub port_napi: String,
+    /// The quiet tenant's forwarded share with noise / alone (the share of
+    /// the frames the generator sent it).
     pub quiet_ratio: f64,
+    /// Its forwarded rate with noise / alone.
+    pub quiet_rate_ratio: f64,
     /// What the generator sent / the capacity.
     pub overload: f64,
     /// What reached the select table (both tenants) / the capacity: the
     /// overload the port saw.
     pub port_overload: f64,
+    /// The capacity: what the quiet tenant forwards alone, unpaced.
+    pub capacity_pps: f64,
+    /// The quiet tenant's rate asked of the generator, alone and with noise.
+    pub quiet_asked_pps: f64,
+    /// What the generator sent it alone.
+    pub quiet_sent_alone_pps: f64,
+    /// What it sent it with noise.
+    pub quiet_sent_pps: f64,
+    /// What reached the select table for it, alone.
+    pub quiet_at_port_alone_pps: f64,
+    /// What reached the select table for it, with noise.
+    pub quiet_at_port_pps: f64,
+    /// What it forwarded alone.
+    pub quiet_forwarded_alone_pps: f64,
+    /// What it forwarded with noise.
+    pub quiet_forwarded_pps: f64,
+    /// The noisy tenant's rate asked of the generator.
+    pub noisy_asked_pps: f64,
+    /// What the generator sent it.
+    pub noisy_sent_pps: f64,
+    /// What reached the select table for it.
+    pub noisy_at_port_pps: f64,
+    /// What its bucket dropped.
+    pub noisy_rate_limited_pps: f64,
+    /// What it forwarded.
+    pub noisy_forwarded_pps: f64,
+    /// With noise: frames the generator's veth refused (p0's ring full),
+    /// before any tenant is known.
+    pub gen_refused_pps: f64,
 }
 
 /// The quiet tenant's forwarded rate with noise / alone at 2 x overload of
@@ -131,14 +190,58 @@ pub struct FairFast {
 /// The lab, the daemon or the generator failed.
 pub fn fairness_fast(o: &FairXdp) -> Result<FairFast> {
     let recs = fairness_xdp(o)?;
-    let cap = recs.iter().find(|r| r.run == "capacity");
-    let c = cap.map_or(0.0, |r| r.quiet_forwarded_pps);
-    let with = recs.iter().find(|r| r.run == "with_noise");
-    Ok(with.map_or(FairFast::default(), |r| FairFast {
-        quiet_ratio: r.quiet_ratio,
-        overload: r.overload.unwrap_or(0.0),
-        port_overload: ratio(r.quiet_classified_pps + r.noisy_classified_pps, c),
-    }))
+    let find = |run: &str| {
+        recs.iter()
+            .find(|r| r.run == run)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (cap, alone, with) = (find("capacity"), find("alone"), find("with_noise"));
+    let c = cap.quiet_forwarded_pps;
+    let (ha, hw) = (
+        alone.hops.as_deref().cloned().unwrap_or_default(),
+        with.hops.as_deref().cloned().unwrap_or_default(),
+    );
+    Ok(FairFast {
+        path: o.path.clone(),
+        generator: o.generator.name(),
+        port_napi: hw.port_napi.clone(),
+        quiet_ratio: with.quiet_ratio,
+        quiet_rate_ratio: hw.quiet_rate_ratio.unwrap_or(0.0),
+        overload: with.overload.unwrap_or(0.0),
+        port_overload: ratio(with.quiet_classified_pps + with.noisy_classified_pps, c),
+        capacity_pps: c,
+        quiet_asked_pps: hw.quiet_asked_pps.unwrap_or(0.0),
+        quiet_sent_alone_pps: alone.quiet_sent_pps.unwrap_or(0.0),
+        quiet_sent_pps: with.quiet_sent_pps.unwrap_or(0.0),
+        quiet_at_port_alone_pps: alone.quiet_classified_pps,
+        quiet_at_port_pps: with.quiet_classified_pps,
+        quiet_forwarded_alone_pps: alone.quiet_forwarded_pps,
+        quiet_forwarded_pps: with.quiet_forwarded_pps,
+        noisy_asked_pps: hw.noisy_asked_pps.unwrap_or(0.0),
+        noisy_sent_pps: hw.noisy_sent_pps,
+        noisy_at_port_pps: with.noisy_classified_pps,
+        noisy_rate_limited_pps: hw.noisy_rate_limited_pps,
+        noisy_forwarded_pps: with.noisy_forwarded_pps,
+        gen_refused_pps: hw.gen_refused_pps,
+    }
+    .with_alone_check(&ha))
+}
+
+impl FairFast {
+    /// Warn when the generator did not keep the quiet tenant's pace alone
+    /// (the ratio's reference is then what it could send, not what was
+    /// asked).
+    fn with_alone_check(self, alone: &FairHops) -> Self {
+        let asked = alone.quiet_asked_pps.unwrap_or(0.0);
+        if asked > 0.0 && self.quiet_sent_alone_pps < 0.95 * asked {
+            eprintln!(
+                "fairness ({}): the generator sent the quiet tenant {:.0} of the {:.0} frames/s asked, alone: a generator limit",
+                self.path, self.quiet_sent_alone_pps, asked
+            );
+        }
+        self
+    }
 }
 
 /// Every run of the experiment (see the module doc), as the isolation
@@ -213,7 +316,12 @@ fn runs(o: &FairXdp, lab: &Lab, dir: &Path) -> Result<Vec<FairnessRecord>> {
     let share = |r: &FairnessRecord| ratio(r.quiet_forwarded_pps, r.quiet_sent_pps.unwrap_or(0.0));
     for r in [&mut with, &mut open] {
         r.quiet_ratio = ratio(share(r), share(&alone));
-        r.overload = Some(ratio(r.quiet_sent_pps.unwrap_or(0.0) * k as f64, c));
+        let noisy_sent = r.hops.as_ref().map_or(0.0, |h| h.noisy_sent_pps);
+        r.overload = Some(ratio(r.quiet_sent_pps.unwrap_or(0.0) + noisy_sent, c));
+        let rate_ratio = ratio(r.quiet_forwarded_pps, alone.quiet_forwarded_pps);
+        if let Some(h) = r.hops.as_mut() {
+            h.quiet_rate_ratio = Some(rate_ratio);
+        }
     }
     Ok(vec![cap, alone, with, open])
 }
@@ -239,15 +347,24 @@ fn one_run(
     )
     .with_context(|| format!("fairness xdp {run}: start the daemon"))?;
     let api = Client::new(Endpoint::Unix(sock), None)?.with_timeout(Duration::from_secs(10));
+    let napi = if o.napi_thread {
+        napi_thread(lab, o.cpu)?
+    } else {
+        "sender".into()
+    };
     let mut tg = FairGen::start(o, lab, dir, run, k, pps, gen_cpu(o.cpu))?;
     std::thread::sleep(Duration::from_millis(500));
-    let sent_a = tg.sent(lab)?;
+    let sent_a = tg.sent(lab, k)?;
+    let hop_a = Snapshot::read(lab)?;
     let a: Value = api.get("/v1/stats")?.decode()?;
     let t = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(o.seconds));
     let b: Value = api.get("/v1/stats")?.decode()?;
+    let hop_b = Snapshot::read(lab)?;
     let dt = t.elapsed().as_secs_f64();
-    let sent = tg.sent(lab)?.saturating_sub(sent_a) as f64 / dt;
+    let sent_b = tg.sent(lab, k)?;
+    let sent = sent_b.0.saturating_sub(sent_a.0) as f64 / dt;
+    let quiet_sent = sent_b.1.saturating_sub(sent_a.1) as f64 / dt;
     tg.0.check_running()?;
     tg.0.stop(lab, 64)?;
     daemon.stop()?;
@@ -265,18 +382,55 @@ fn one_run(
         noisy_classified_pps: rate(&offered("t1")),
         noisy_forwarded_pps: rate(&|s| forwarded(s, "t1")),
         overload: None,
-        quiet_sent_pps: Some(sent / k as f64),
+        quiet_sent_pps: Some(quiet_sent),
         quiet_limit_pps: limits.map(|l| l.0),
         noisy_limit_pps: limits.map(|l| l.1),
+        hops: Some(Box::new(FairHops {
+            quiet_asked_pps: pps.map(|p| p as f64 / k as f64),
+            noisy_asked_pps: pps.map(|p| p as f64 * (k - 1) as f64 / k as f64),
+            noisy_sent_pps: sent - quiet_sent,
+            port_napi: napi,
+            ..hops((&hop_a, &hop_b), (&a, &b), dt)
+        })),
     };
+    let h = rec.hops.as_deref().cloned().unwrap_or_default();
     eprintln!(
-        "fairness xdp {run}: quiet offered {:.0} forwarded {:.0}, noisy offered {:.0} forwarded {:.0} (limits {limits:?})",
+        "fairness xdp {run}: quiet asked {:.0} sent {:.0} at the table {:.0} bucket drops {:.0} forwarded {:.0}; \
+         noisy asked {:.0} sent {:.0} at the table {:.0} bucket drops {:.0} forwarded {:.0}; \
+         gen veth refused {:.0}, p0 XDP ran on {:.0}, p0 ring drops {:.0} (limits {limits:?}, NAPI {})",
+        h.quiet_asked_pps.unwrap_or(0.0),
+        quiet_sent,
         rec.quiet_classified_pps,
+        h.quiet_rate_limited_pps,
         rec.quiet_forwarded_pps,
+        h.noisy_asked_pps.unwrap_or(0.0),
+        h.noisy_sent_pps,
         rec.noisy_classified_pps,
-        rec.noisy_forwarded_pps
+        h.noisy_rate_limited_pps,
+        rec.noisy_forwarded_pps,
+        h.gen_refused_pps,
+        h.port_xdp_pps,
+        h.port_ring_dropped_pps,
+        h.port_napi,
     );
     Ok(rec)
+}
+
+/// Run p0's NAPI in a kernel thread on `cpu` at the highest nice level
+/// (as `live-split` raises its cpumap kthread: the receive side is the
+/// forwarder here, not a task beside it); its `port_napi` name.
+fn napi_thread(lab: &Lab, cpu: usize) -> Result<String> {
+    // veth has NAPI once the daemon's XDP program is on p0.
+    lab.ns("node")
+        .exec("sh", &["-c", "echo 1 > /sys/class/net/p0/threaded"])
+        .context("threaded NAPI on p0")?;
+    for pid in pin_napi_threads(&["p0"], cpu)? {
+        let pid = rustix::process::Pid::from_raw(pid as i32).context("NAPI thread pid")?;
+        rustix::process::setpriority_process(Some(pid), -20)
+            .map_err(std::io::Error::from)
+            .context("setpriority of p0's NAPI thread")?;
+    }
+    Ok(format!("thread:{cpu}"))
 }
 
 /// trafgen's core: one the worker and the VRs do not use if there is one.
@@ -385,6 +539,12 @@ impl FairGen {
                 let g = Arc::new(LiveGen::load(&LiveGenConfig {
                     frame,
                     mix: (k > 1).then(|| (k as u32, mac(T_MAC[1][0]))),
+                    // The quiet tenant's own pace, the noisy one the rest
+                    // (or one frame in k with `mix_turn`).
+                    mix_first_pps: match (k > 1 && !o.mix_turn, pps) {
+                        (true, Some(p)) => p / k as u64,
+                        _ => 0,
+                    },
                     via_cpu: (o.generator == GeneratorKind::LiveSplit).then_some(o.cpu as u32),
                     ..LiveGenConfig::default()
                 })?);
@@ -402,14 +562,17 @@ impl FairGen {
         }
     }
 
-    /// Frames sent so far: the generator's own counter (live: its frames
-    /// are no skbs), else the generator interface's tx counter.
-    fn sent(&self, lab: &Lab) -> Result<u64> {
+    /// Frames sent so far, and of them to the quiet tenant: the
+    /// generator's own counters (live: its frames are no skbs), else the
+    /// generator interface's tx counter (and a k-th of it).
+    fn sent(&self, lab: &Lab, k: usize) -> Result<(u64, u64)> {
         if let Some(g) = &self.1 {
-            return Ok(g.counters()?.sent);
+            let c = g.counters()?;
+            return Ok((c.sent, c.first_sent));
         }
         let v = (lab.ns("gen")).exec("cat", &["/sys/class/net/eth0/statistics/tx_packets"])?;
-        Ok(v.trim().parse()?)
+        let n: u64 = v.trim().parse()?;
+        Ok((n, n / k as u64))
     }
 }
 

@@ -3,7 +3,9 @@
 //! polling. Every [`NEIGH_POLL`] the supervisor's tick asks each instance
 //! of every VR the fast path carries for the neighbours it resolved
 //! (`{"neighbours": true}`, `vrhost_router::ResolvedNeighbours`), and the
-//! new ones are written. Until then frames to such a neighbour are passed
+//! new ones are written; but only a VR whose slow path was handed frames
+//! since (`FastState::neighbours_due`): a router learns only from frames,
+//! and an idle VR's process is not woken by the poll. Until then frames to such a neighbour are passed
 //! to the slow path (counted `to_slow.no_neighbour`), which forwards them:
 //! the poll costs latency to the fast path, never correctness. A MAC that
 //! changes or ages out in the router follows at the next poll.
@@ -55,7 +57,8 @@ impl Controller {
         let names: Vec<String> = fast.vrs().map(String::from).collect();
         let mut changed = false;
         for name in names {
-            let Some(e) = self.vrs.get_mut(&name) else {
+            let due = self.fast.as_mut().is_some_and(|f| f.neighbours_due(&name));
+            let Some(e) = self.vrs.get_mut(&name).filter(|_| due) else {
                 continue;
             };
             let mut found = Vec::new();

@@ -1,6 +1,7 @@
 //! The runtime's side of peer messages: the hook runs before the data
 //! rings, only for a VR that uses peers, and a waiting message keeps an
-//! instance from sleeping or wakes it.
+//! instance from sleeping or wakes it; an idle instance with a control
+//! socket sleeps with no timer.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -145,7 +146,12 @@ fn waiting_message_keeps_the_instance_awake() {
     let mut ctrl_in = ring(&region, RingId::CtrlIn).producer();
     ctrl_in.push(&encode_from(1, b"x").unwrap()).unwrap();
     let t = Instant::now();
-    let r = inst.sleep(&mut Chatty::default(), None, Duration::from_secs(10), true);
+    let r = inst.sleep(
+        &mut Chatty::default(),
+        None,
+        Some(Duration::from_secs(10)),
+        true,
+    );
     assert_eq!(r.unwrap(), Ctrl::Open);
     assert!(t.elapsed() < Duration::from_secs(5), "slept on a message");
     assert_eq!(inst.counters().v[counter::SLEEPS], 0);
@@ -242,4 +248,36 @@ fn a_vr_that_finds_no_peer_is_not_asked_again() {
         inst.round(&mut vr, &mut peers).unwrap();
     }
     assert_eq!((vr.calls, vr.told, peers), (1, Some(1), false));
+}
+
+/// An idle instance with a control socket sleeps until the socket or its
+/// doorbell fires, with no timer: over 30 `sleep_ms` it sleeps once (a
+/// timer would wake it about 30 times), and the host closing the socket
+/// still wakes and stops it.
+#[test]
+fn an_idle_instance_with_a_control_socket_sleeps_with_no_timer() {
+    let region = region();
+    let poll = PollConfig {
+        spin_rounds: 0,
+        yield_us: 0,
+        sleep_ms: 10,
+        ..PollConfig::default()
+    };
+    let (mut inst, _bell) = instance(&region, poll);
+    let (host_end, vr_end) = std::os::unix::net::UnixStream::pair().unwrap();
+    let thread = std::thread::spawn(move || {
+        let stop = AtomicBool::new(false);
+        let r = inst.run(&mut Plain, Some(std::os::fd::AsFd::as_fd(&vr_end)), &stop);
+        (r, inst.counters().v[counter::SLEEPS])
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    drop(host_end);
+    let t = Instant::now();
+    let (r, sleeps) = thread.join().unwrap();
+    r.unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the close did not wake it"
+    );
+    assert!(sleeps <= 2, "{sleeps} sleeps in 300 ms: woken by a timer");
 }
