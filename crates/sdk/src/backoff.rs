@@ -3,7 +3,8 @@
 //!
 //! Busy, a side polls without pause. Idle, it spins for
 //! [`PollConfig::spin_rounds`] empty rounds (and, with
-//! [`PollConfig::busy_poll_us`], until that long after its last work),
+//! [`PollConfig::busy_poll_us`], until that long after its last work;
+//! yielding once every [`PollConfig::spin_yield_every`] rounds),
 //! then yields the CPU for [`PollConfig::yield_us`] (or, with
 //! [`PollConfig::nap_us`], naps for that long: short sleeps on its doorbell
 //! that let work pile up for a batch), then sleeps on its doorbell; but
@@ -94,7 +95,7 @@ impl Backoff {
             self.idle_since = Instant::now();
         }
         if self.rounds <= self.cfg.spin_rounds {
-            return Idle::Spin;
+            return self.spin();
         }
         let yield_since = match self.yield_since {
             Some(t) => t,
@@ -104,7 +105,7 @@ impl Backoff {
                     && now.duration_since(self.idle_since)
                         < Duration::from_micros(self.cfg.busy_poll_us.into())
                 {
-                    return Idle::Spin;
+                    return self.spin();
                 }
                 *self.yield_since.insert(now)
             }
@@ -123,6 +124,20 @@ impl Backoff {
             }
             self.rounds = u32::MAX;
             Idle::Sleep
+        }
+    }
+
+    /// A round of the spin phase: a spin, or every
+    /// [`PollConfig::spin_yield_every`]th round a yield, so that a task
+    /// woken on this core (by this side's own `sendto` or doorbell) waits
+    /// a few rounds rather than the whole spin.
+    #[inline]
+    fn spin(&self) -> Idle {
+        let every = self.cfg.spin_yield_every;
+        if every > 0 && self.rounds.is_multiple_of(every) {
+            Idle::Yield
+        } else {
+            Idle::Spin
         }
     }
 
@@ -205,6 +220,8 @@ mod tests {
     fn busy_polls_for_the_configured_time_after_work() {
         let mut b = Backoff::new(PollConfig {
             spin_rounds: 2,
+            // Spins only (the yields within are tested below).
+            spin_yield_every: 0,
             yield_us: 0,
             busy_poll_us: 30_000,
             sleep_ms: 10,
@@ -231,6 +248,49 @@ mod tests {
             assert_eq!(b.idle(), Idle::Sleep);
             b.busy();
         }
+    }
+
+    #[test]
+    fn spinning_yields_the_core_every_so_many_rounds() {
+        let cfg = PollConfig {
+            spin_rounds: 40,
+            spin_yield_every: 16,
+            yield_us: 0,
+            sleep_ms: 10,
+            ..PollConfig::default()
+        };
+        let mut b = Backoff::new(cfg);
+        let got: Vec<Idle> = (0..41).map(|_| b.idle()).collect();
+        let yields: Vec<usize> = (0..40).filter(|&i| got[i] == Idle::Yield).collect();
+        // Rounds 16 and 32 (1-based): indexes 15 and 31.
+        assert_eq!(yields, [15, 31], "{got:?}");
+        assert_eq!(got[40], Idle::Sleep);
+        // Work starts the count again.
+        b.busy();
+        let again: Vec<Idle> = (0..16).map(|_| b.idle()).collect();
+        assert_eq!(again[..15], [Idle::Spin; 15]);
+        assert_eq!(again[15], Idle::Yield);
+        // 0: the spin never yields (the behaviour before).
+        let mut old = Backoff::new(PollConfig {
+            spin_yield_every: 0,
+            ..cfg
+        });
+        assert!((0..40).all(|_| old.idle() == Idle::Spin));
+        // The busy-poll window yields the same way; a VR's spinning turn
+        // beside other VRs does not.
+        let mut bp = Backoff::new(PollConfig {
+            spin_rounds: 0,
+            busy_poll_us: 1_000_000,
+            ..cfg
+        });
+        let n = (0..64).filter(|_| bp.idle() == Idle::Yield).count();
+        assert_eq!(n, 4);
+        let turn = PollConfig {
+            turns: crate::proto::Turns::Spin,
+            ..cfg
+        }
+        .beside_vrs();
+        assert_eq!(turn.spin_yield_every, 0);
     }
 
     #[test]
