@@ -78,15 +78,17 @@ pub const CONTROL_CHUNK: usize = 1000;
 pub struct PollConfig {
     /// Empty polls spent spinning before yielding.
     pub spin_rounds: u32,
-    /// While spinning (`spin_rounds`, `busy_poll_us`), give the CPU away
-    /// once every this many empty polls (0: never, the behaviour before
-    /// 2026-11-26). A spinning side otherwise keeps a task it has just
-    /// woken on its own core waiting until the spin ends: the host
-    /// worker's 512 rounds held a ping woken by its `sendto` 57-96 us
-    /// (traced 2026-11-26), and a VR woken on the worker's core
-    /// (`colocate_pps`) that did not preempt it. A yield with nothing
-    /// else to run returns at once, so a side alone on its core still
-    /// finds work as soon as it comes.
+    /// While spinning (`spin_rounds`, `busy_poll_us`) after sparse
+    /// traffic, give the CPU away once every this many empty polls (0:
+    /// never, the behaviour before 2026-11-26). A spinning side otherwise
+    /// keeps a task it has just woken on its own core waiting until the
+    /// spin ends: the host worker's 512 rounds held a ping woken by its
+    /// `sendto` 57-96 us (traced 2026-11-26), and a VR woken on the
+    /// worker's core (`colocate_pps`) that did not preempt it. A yield
+    /// with nothing else to run returns at once. Sparse: fewer than 64
+    /// busy rounds since the side's last gap longer than its spin; dense
+    /// traffic spins as before (a yield on a shared core would hand it
+    /// away for a time slice between two bursts).
     pub spin_yield_every: u32,
     /// Microseconds of yielding before sleeping on the doorbell.
     pub yield_us: u32,

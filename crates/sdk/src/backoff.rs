@@ -21,6 +21,11 @@ use std::time::{Duration, Instant};
 
 use crate::proto::{FLOW_SHARE, PollConfig};
 
+/// Busy rounds since the last gap longer than the spin below which a
+/// side's traffic counts as sparse (a ping's round trip is 2 to 4 of the
+/// worker's).
+pub const SPARSE_ROUNDS: u32 = 64;
+
 /// Windows of [`PollConfig::flow_us`] the flow credit holds at most.
 const FLOW_WINDOWS: u64 = 4;
 
@@ -56,6 +61,10 @@ pub struct Backoff {
     /// When the back-off would have slept but polled on for the flow
     /// window, while it does.
     flow_since: Option<Instant>,
+    /// Busy rounds since the side last went past its spin phase (a gap
+    /// between frames longer than the spin): while few, its traffic is
+    /// sparse and its spin yields (see [`Backoff::spin`]).
+    busy_rounds: u32,
 }
 
 impl Backoff {
@@ -70,6 +79,7 @@ impl Backoff {
             credit_ns: Self::credit_cap(&cfg),
             credit_at: now,
             flow_since: None,
+            busy_rounds: 0,
         }
     }
 
@@ -77,6 +87,7 @@ impl Backoff {
     #[inline]
     pub fn busy(&mut self) {
         self.rounds = 0;
+        self.busy_rounds = self.busy_rounds.saturating_add(1);
         self.yield_since = None;
         if self.flow_since.is_some() {
             self.end_flow();
@@ -100,6 +111,8 @@ impl Backoff {
         let yield_since = match self.yield_since {
             Some(t) => t,
             None => {
+                // A gap longer than the spin: the traffic is sparse.
+                self.busy_rounds = 0;
                 let now = Instant::now();
                 if busy_poll
                     && now.duration_since(self.idle_since)
@@ -127,14 +140,18 @@ impl Backoff {
         }
     }
 
-    /// A round of the spin phase: a spin, or every
-    /// [`PollConfig::spin_yield_every`]th round a yield, so that a task
-    /// woken on this core (by this side's own `sendto` or doorbell) waits
-    /// a few rounds rather than the whole spin.
+    /// A round of the spin phase: a spin, or, while the traffic is sparse
+    /// (fewer than [`SPARSE_ROUNDS`] busy rounds since the last gap longer
+    /// than the spin), every [`PollConfig::spin_yield_every`]th round a
+    /// yield, so that a task woken on this core (by this side's own
+    /// `sendto` or doorbell: the ping it answered) waits a few rounds
+    /// rather than the whole spin. Dense traffic, whose gaps the spin
+    /// bridges, spins as before: a yield on a shared core would hand it
+    /// away for a time slice between two bursts.
     #[inline]
     fn spin(&self) -> Idle {
         let every = self.cfg.spin_yield_every;
-        if every > 0 && self.rounds.is_multiple_of(every) {
+        if every > 0 && self.busy_rounds < SPARSE_ROUNDS && self.rounds.is_multiple_of(every) {
             Idle::Yield
         } else {
             Idle::Spin
@@ -276,6 +293,19 @@ mod tests {
             ..cfg
         });
         assert!((0..40).all(|_| old.idle() == Idle::Spin));
+        // Dense traffic (many busy rounds, gaps within the spin) spins
+        // without yielding; a gap past the spin makes it sparse again.
+        let mut dense = Backoff::new(cfg);
+        for _ in 0..SPARSE_ROUNDS {
+            dense.busy();
+            assert_eq!(dense.idle(), Idle::Spin);
+        }
+        // (Round 1 of the 40 was the loop's last.)
+        assert!((1..40).all(|_| dense.idle() == Idle::Spin), "dense");
+        assert_eq!(dense.idle(), Idle::Sleep, "past the spin");
+        dense.busy();
+        let sparse: Vec<Idle> = (0..16).map(|_| dense.idle()).collect();
+        assert_eq!(sparse[15], Idle::Yield, "sparse again");
         // The busy-poll window yields the same way; a VR's spinning turn
         // beside other VRs does not.
         let mut bp = Backoff::new(PollConfig {
