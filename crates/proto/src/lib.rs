@@ -78,6 +78,18 @@ pub const CONTROL_CHUNK: usize = 1000;
 pub struct PollConfig {
     /// Empty polls spent spinning before yielding.
     pub spin_rounds: u32,
+    /// While spinning (`spin_rounds`, `busy_poll_us`) after sparse
+    /// traffic, give the CPU away once every this many empty polls (0:
+    /// never, the behaviour before 2026-11-26). A spinning side otherwise
+    /// keeps a task it has just woken on its own core waiting until the
+    /// spin ends: the host worker's 512 rounds held a ping woken by its
+    /// `sendto` 57-96 us (traced 2026-11-26), and a VR woken on the
+    /// worker's core (`colocate_pps`) that did not preempt it. A yield
+    /// with nothing else to run returns at once. Sparse: fewer than 64
+    /// busy rounds since the side's last gap longer than its spin; dense
+    /// traffic spins as before (a yield on a shared core would hand it
+    /// away for a time slice between two bursts).
+    pub spin_yield_every: u32,
     /// Microseconds of yielding before sleeping on the doorbell.
     pub yield_us: u32,
     /// Microseconds after its last work that a side goes on polling
@@ -207,6 +219,7 @@ impl Default for PollConfig {
     fn default() -> Self {
         Self {
             spin_rounds: 512,
+            spin_yield_every: DEFAULT_SPIN_YIELD_EVERY,
             yield_us: 2000,
             busy_poll_us: 0,
             nap_us: 0,
@@ -222,6 +235,12 @@ impl Default for PollConfig {
         }
     }
 }
+
+/// Default [`PollConfig::spin_yield_every`]: a task woken on a spinning
+/// side's core waits at most a few microseconds (the worker's empty round
+/// takes 0.1-0.2 µs on the VMs), and a side alone on its core pays one
+/// `sched_yield` (under a microsecond) per that many empty rounds.
+pub const DEFAULT_SPIN_YIELD_EVERY: u32 = 16;
 
 /// Default [`PollConfig::round_per_vr`]: half a host burst per busy VR
 /// and round.
@@ -284,7 +303,8 @@ impl PollConfig {
     /// - [`Turns::Sleep`]: sleeping as soon as the rings are empty, as
     ///   [`PollConfig::beside_worker`].
     /// - [`Turns::Spin`]: polling the empty rings for up to `turn_us` after
-    ///   the last work, then sleeping.
+    ///   the last work (without the yields of `spin_yield_every`), then
+    ///   sleeping.
     #[must_use]
     pub fn beside_vrs(self) -> Self {
         let base = Self {
@@ -301,8 +321,10 @@ impl PollConfig {
                 ..base
             },
             Turns::Sleep => base,
+            // Its turn is the spin: yielding would end it.
             Turns::Spin => Self {
                 busy_poll_us: self.turn_us,
+                spin_yield_every: 0,
                 ..base
             },
         }

@@ -3,7 +3,8 @@
 //!
 //! Busy, a side polls without pause. Idle, it spins for
 //! [`PollConfig::spin_rounds`] empty rounds (and, with
-//! [`PollConfig::busy_poll_us`], until that long after its last work),
+//! [`PollConfig::busy_poll_us`], until that long after its last work;
+//! yielding once every [`PollConfig::spin_yield_every`] rounds),
 //! then yields the CPU for [`PollConfig::yield_us`] (or, with
 //! [`PollConfig::nap_us`], naps for that long: short sleeps on its doorbell
 //! that let work pile up for a batch), then sleeps on its doorbell; but
@@ -21,6 +22,11 @@
 use std::time::{Duration, Instant};
 
 use crate::proto::{FLOW_SHARE, PollConfig};
+
+/// Busy rounds since the last gap longer than the spin below which a
+/// side's traffic counts as sparse (a ping's round trip is 2 to 4 of the
+/// worker's).
+pub const SPARSE_ROUNDS: u32 = 64;
 
 /// Windows of [`PollConfig::flow_us`] the flow credit holds at most.
 const FLOW_WINDOWS: u64 = 4;
@@ -57,6 +63,10 @@ pub struct Backoff {
     /// When the back-off would have slept but polled on for the flow
     /// window, while it does.
     flow_since: Option<Instant>,
+    /// Busy rounds since the side last went past its spin phase (a gap
+    /// between frames longer than the spin): while few, its traffic is
+    /// sparse and its spin yields (see [`Backoff::spin`]).
+    busy_rounds: u32,
 }
 
 impl Backoff {
@@ -71,6 +81,7 @@ impl Backoff {
             credit_ns: Self::credit_cap(&cfg),
             credit_at: now,
             flow_since: None,
+            busy_rounds: 0,
         }
     }
 
@@ -78,6 +89,7 @@ impl Backoff {
     #[inline]
     pub fn busy(&mut self) {
         self.rounds = 0;
+        self.busy_rounds = self.busy_rounds.saturating_add(1);
         self.yield_since = None;
         if self.flow_since.is_some() {
             self.end_flow();
@@ -96,17 +108,19 @@ impl Backoff {
             self.idle_since = Instant::now();
         }
         if self.rounds <= self.cfg.spin_rounds {
-            return Idle::Spin;
+            return self.spin();
         }
         let yield_since = match self.yield_since {
             Some(t) => t,
             None => {
+                // A gap longer than the spin: the traffic is sparse.
+                self.busy_rounds = 0;
                 let now = Instant::now();
                 if busy_poll
                     && now.duration_since(self.idle_since)
                         < Duration::from_micros(self.cfg.busy_poll_us.into())
                 {
-                    return Idle::Spin;
+                    return self.spin();
                 }
                 *self.yield_since.insert(now)
             }
@@ -125,6 +139,24 @@ impl Backoff {
             }
             self.rounds = u32::MAX;
             Idle::Sleep
+        }
+    }
+
+    /// A round of the spin phase: a spin, or, while the traffic is sparse
+    /// (fewer than [`SPARSE_ROUNDS`] busy rounds since the last gap longer
+    /// than the spin), every [`PollConfig::spin_yield_every`]th round a
+    /// yield, so that a task woken on this core (by this side's own
+    /// `sendto` or doorbell: the ping it answered) waits a few rounds
+    /// rather than the whole spin. Dense traffic, whose gaps the spin
+    /// bridges, spins as before: a yield on a shared core would hand it
+    /// away for a time slice between two bursts.
+    #[inline]
+    fn spin(&self) -> Idle {
+        let every = self.cfg.spin_yield_every;
+        if every > 0 && self.busy_rounds < SPARSE_ROUNDS && self.rounds.is_multiple_of(every) {
+            Idle::Yield
+        } else {
+            Idle::Spin
         }
     }
 
@@ -207,6 +239,8 @@ mod tests {
     fn busy_polls_for_the_configured_time_after_work() {
         let mut b = Backoff::new(PollConfig {
             spin_rounds: 2,
+            // Spins only (the yields within are tested below).
+            spin_yield_every: 0,
             yield_us: 0,
             busy_poll_us: 30_000,
             sleep_ms: 10,
@@ -233,6 +267,62 @@ mod tests {
             assert_eq!(b.idle(), Idle::Sleep);
             b.busy();
         }
+    }
+
+    #[test]
+    fn spinning_yields_the_core_every_so_many_rounds() {
+        let cfg = PollConfig {
+            spin_rounds: 40,
+            spin_yield_every: 16,
+            yield_us: 0,
+            sleep_ms: 10,
+            ..PollConfig::default()
+        };
+        let mut b = Backoff::new(cfg);
+        let got: Vec<Idle> = (0..41).map(|_| b.idle()).collect();
+        let yields: Vec<usize> = (0..40).filter(|&i| got[i] == Idle::Yield).collect();
+        // Rounds 16 and 32 (1-based): indexes 15 and 31.
+        assert_eq!(yields, [15, 31], "{got:?}");
+        assert_eq!(got[40], Idle::Sleep);
+        // Work starts the count again.
+        b.busy();
+        let again: Vec<Idle> = (0..16).map(|_| b.idle()).collect();
+        assert_eq!(again[..15], [Idle::Spin; 15]);
+        assert_eq!(again[15], Idle::Yield);
+        // 0: the spin never yields (the behaviour before).
+        let mut old = Backoff::new(PollConfig {
+            spin_yield_every: 0,
+            ..cfg
+        });
+        assert!((0..40).all(|_| old.idle() == Idle::Spin));
+        // Dense traffic (many busy rounds, gaps within the spin) spins
+        // without yielding; a gap past the spin makes it sparse again.
+        let mut dense = Backoff::new(cfg);
+        for _ in 0..SPARSE_ROUNDS {
+            dense.busy();
+            assert_eq!(dense.idle(), Idle::Spin);
+        }
+        // (Round 1 of the 40 was the loop's last.)
+        assert!((1..40).all(|_| dense.idle() == Idle::Spin), "dense");
+        assert_eq!(dense.idle(), Idle::Sleep, "past the spin");
+        dense.busy();
+        let sparse: Vec<Idle> = (0..16).map(|_| dense.idle()).collect();
+        assert_eq!(sparse[15], Idle::Yield, "sparse again");
+        // The busy-poll window yields the same way; a VR's spinning turn
+        // beside other VRs does not.
+        let mut bp = Backoff::new(PollConfig {
+            spin_rounds: 0,
+            busy_poll_us: 1_000_000,
+            ..cfg
+        });
+        let n = (0..64).filter(|_| bp.idle() == Idle::Yield).count();
+        assert_eq!(n, 4);
+        let turn = PollConfig {
+            turns: crate::proto::Turns::Spin,
+            ..cfg
+        }
+        .beside_vrs();
+        assert_eq!(turn.spin_yield_every, 0);
     }
 
     #[test]

@@ -194,6 +194,7 @@ impl FastpathArgs {
             busy_poll_us: 0,
             nap_us: None,
             spin_rounds: None,
+            spin_yield_every: None,
             colocate_pps: None,
             flow_us: None,
             idle_pings: 0,

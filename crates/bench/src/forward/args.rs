@@ -96,6 +96,10 @@ pub struct ForwardArgs {
     /// vrhost: `[host.poll] spin_rounds` (default: the daemon's).
     #[arg(long)]
     pub spin_rounds: Option<u32>,
+    /// vrhost: `[host.poll] spin_yield_every` (default: the daemon's, 16;
+    /// 0: the worker spins without yielding, as before 2026-11-26).
+    #[arg(long)]
+    pub spin_yield_every: Option<u32>,
     /// vrhost: `[host.poll] colocate_pps` (default: the daemon's).
     #[arg(long)]
     pub colocate_pps: Option<u32>,

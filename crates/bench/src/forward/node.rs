@@ -396,6 +396,7 @@ fn poll_keys(args: &ForwardArgs) -> String {
     [
         ("nap_us", args.nap_us),
         ("spin_rounds", args.spin_rounds),
+        ("spin_yield_every", args.spin_yield_every),
         ("colocate_pps", args.colocate_pps),
         ("flow_us", args.flow_us),
     ]
