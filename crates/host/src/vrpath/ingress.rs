@@ -495,6 +495,33 @@ mod tests {
         k.vp.check_slot_accounting().unwrap();
     }
 
+    #[test]
+    fn the_room_kept_beside_a_queue_refuses_nothing_the_ring_has_room_for() {
+        // Ring of 16 entries, control reserve 1: data fills 15, then the
+        // ring (and the room admission last read) is full.
+        let mut k = Kit::new(1, 1, 64, 16);
+        k.give_n(15);
+        assert_eq!(
+            k.vp.stage(0, &frame(0), || Class::Data),
+            Err(IngressDrop::RingFull)
+        );
+        // The VR empties the ring: the room kept is stale (too low), and
+        // admission asks the ring again rather than refuse.
+        assert_eq!(k.take(0, 0).len(), 15);
+        k.give_n(15);
+        assert_eq!(k.take(0, 0).len(), 15, "a whole ring's worth again");
+        // Frames staged and not yet published count against the room.
+        for t in 0..15 {
+            k.vp.stage(0, &frame(t), || Class::Data).unwrap();
+        }
+        assert_eq!(
+            k.vp.stage(0, &frame(0), || Class::Data),
+            Err(IngressDrop::RingFull)
+        );
+        assert_eq!(k.vp.flush_rx(&mut k.ports), 15);
+        assert_eq!(k.take(0, 0).len(), 15);
+    }
+
     /// A UDP frame of flow `n` (its source port).
     fn udp(n: u16) -> Vec<u8> {
         let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 1, 0, 1));
