@@ -49,11 +49,13 @@ fn sys<T>(call: &'static str, r: rustix::io::Result<T>) -> Result<T, RegionError
     })
 }
 
-/// A shared mapping, unmapped on drop.
+/// A shared mapping of a region's memfd, unmapped (and the fd closed) on
+/// drop.
 #[derive(Debug)]
 struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
+    fd: OwnedFd,
 }
 
 // SAFETY: the mapping is plain shared memory; all access to it goes through
@@ -63,7 +65,7 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn new(fd: BorrowedFd<'_>, len: usize) -> Result<Self, RegionError> {
+    fn new(fd: OwnedFd, len: usize) -> Result<Self, RegionError> {
         // SAFETY: a fresh mapping chosen by the kernel (null hint), so it
         // aliases no Rust object; the fd is a memfd of at least `len` bytes
         // that is sealed against shrinking (by us, or checked by the caller).
@@ -73,12 +75,12 @@ impl Mapping {
                 len,
                 ProtFlags::READ | ProtFlags::WRITE,
                 MapFlags::SHARED,
-                fd,
+                &fd,
                 0,
             )
         })?;
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(RegionError::TooSmall(0))?;
-        Ok(Self { ptr, len })
+        Ok(Self { ptr, len, fd })
     }
 
     /// Pointer to `T` at `offset`.
@@ -103,14 +105,48 @@ impl Drop for Mapping {
 }
 
 /// One VR's mapped region.
+///
+/// The mapping's address is kept in the region itself as well as in the
+/// shared [`Mapping`]: every slot access starts from it, and
+/// with many VRs a worker that had to follow the `Arc` first would miss one
+/// more cache line per frame (the `Mapping` of each VR lies elsewhere on
+/// the heap).
 #[derive(Debug, Clone)]
 pub struct Region {
-    map: Arc<Mapping>,
+    /// The mapping's first byte (`map.ptr`).
+    base: NonNull<u8>,
     layout: Layout,
-    fd: Arc<OwnedFd>,
+    map: Arc<Mapping>,
 }
 
+// SAFETY: `base` is a copy of `map`'s pointer, which is Send and Sync
+// (plain shared memory reached through atomics or raw-pointer copies); the
+// Arc keeps the mapping alive as long as the region.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
 impl Region {
+    fn of(map: Mapping, layout: Layout) -> Self {
+        Self {
+            base: map.ptr,
+            layout,
+            map: Arc::new(map),
+        }
+    }
+
+    /// Pointer to `T` at `offset` of the mapping, as [`Mapping::at`]
+    /// without following the `Arc`.
+    #[inline(always)]
+    fn at<T>(&self, offset: u64) -> NonNull<T> {
+        debug_assert!(offset as usize + size_of::<T>() <= self.map.len);
+        debug_assert!((offset as usize).is_multiple_of(align_of::<T>()));
+        // SAFETY: offset + size_of::<T>() <= len (layout invariant, as in
+        // `Mapping::at`), so the result stays inside the mapping, which
+        // `self.map` keeps alive.
+        unsafe { self.base.add(offset as usize).cast() }
+    }
+
     /// Create a region for `cfg` (host side). `name` shows in
     /// `/proc/PID/maps` and `/proc/PID/fd` as `memfd:vrhost-NAME`.
     ///
@@ -131,17 +167,13 @@ impl Region {
             "fcntl(F_ADD_SEALS)",
             rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL),
         )?;
-        let map = Mapping::new(fd.as_fd(), layout.region_bytes as usize)?;
+        let map = Mapping::new(fd, layout.region_bytes as usize)?;
         // SAFETY: offset 0 holds a Header (layout invariant), the memory is
         // fresh and nobody else has the fd yet.
         unsafe { map.at::<Header>(0).as_ptr().write(layout.header()) };
         // A fresh memfd is zero-filled: every slot is EMPTY (0), every ring
         // index 0, every instance flag clear.
-        Ok(Self {
-            map: Arc::new(map),
-            layout,
-            fd: Arc::new(fd),
-        })
+        Ok(Self::of(map, layout))
     }
 
     /// Map a region received from the host (VR side) and check its header.
@@ -161,21 +193,17 @@ impl Region {
                 "region is not sealed against shrinking",
             )));
         }
-        let map = Mapping::new(fd.as_fd(), size as usize)?;
+        let map = Mapping::new(fd, size as usize)?;
         // SAFETY: the mapping holds at least a Header (checked above); a
         // volatile read copies it out whatever the other side does.
         let header = unsafe { map.at::<Header>(0).as_ptr().read_volatile() };
         let layout = Layout::from_header(&header, size)?;
-        Ok(Self {
-            map: Arc::new(map),
-            layout,
-            fd: Arc::new(fd),
-        })
+        Ok(Self::of(map, layout))
     }
 
     /// The region's memfd, to pass to a VR process.
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        self.map.fd.as_fd()
     }
 
     /// The layout.
@@ -203,7 +231,7 @@ impl Region {
         // SAFETY: slot < slot_count, so the SlotMeta lies in the meta array
         // inside the mapping; it is made of atomics, valid for any bits, and
         // lives as long as `self.map`.
-        Some(unsafe { self.map.at::<SlotMeta>(off).as_ref() })
+        Some(unsafe { self.at::<SlotMeta>(off).as_ref() })
     }
 
     /// The shared block of `instance`, or `None` if out of range.
@@ -214,8 +242,7 @@ impl Region {
         // SAFETY: in range, so inside the instance array of the mapping; the
         // block is atomics and padding, valid for any bits.
         Some(unsafe {
-            self.map
-                .at::<InstanceBlock>(self.layout.instance_offset(instance))
+            self.at::<InstanceBlock>(self.layout.instance_offset(instance))
                 .as_ref()
         })
     }
@@ -231,9 +258,9 @@ impl Region {
             return None;
         }
         let (off, entries) = self.layout.ring_offset(instance, id);
-        let prod = self.map.at::<AtomicU32>(off);
-        let cons = self.map.at::<AtomicU32>(off + Layout::RING_CONS_AT);
-        let first = self.map.at::<AtomicU32>(off + Layout::RING_ENTRIES_AT);
+        let prod = self.at::<AtomicU32>(off);
+        let cons = self.at::<AtomicU32>(off + Layout::RING_CONS_AT);
+        let first = self.at::<AtomicU32>(off + Layout::RING_ENTRIES_AT);
         // SAFETY: the layout places prod, cons and `entries` u32 words inside
         // the mapping, 4-byte aligned; the Arc keeps the mapping alive as long
         // as the ring.
@@ -243,8 +270,7 @@ impl Region {
     /// Pointer to the first byte of `slot`, or `None` if out of range.
     #[inline]
     pub fn slot_ptr(&self, slot: u32) -> Option<NonNull<u8>> {
-        (slot < self.layout.cfg.slot_count)
-            .then(|| self.map.at::<u8>(self.layout.slot_offset(slot)))
+        (slot < self.layout.cfg.slot_count).then(|| self.at::<u8>(self.layout.slot_offset(slot)))
     }
 
     /// Hint the CPU to bring the metadata of `slot` and the cache line at
@@ -262,8 +288,8 @@ impl Region {
             // checked above, layout validated against the mapped size); a
             // prefetch never faults and touches no Rust-visible memory.
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(self.map.at::<u8>(meta).as_ptr().cast());
-                _mm_prefetch::<_MM_HINT_T0>(self.map.at::<u8>(data).as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(self.at::<u8>(meta).as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(self.at::<u8>(data).as_ptr().cast());
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

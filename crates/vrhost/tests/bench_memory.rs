@@ -41,6 +41,12 @@ fn ipv6_points_beside_ipv4_ones() {
             assert!(p["mpps"].as_f64().unwrap() >= 0.0, "{p}");
             assert_eq!(p["violations"], 0, "{p}");
             assert_eq!(p["routes"], 2, "{p}");
+            // The slots a VR holds are within its pool.
+            let held = p["held_per_vr"].as_f64().unwrap();
+            assert!(
+                (0.0..=p["pool_slots"].as_f64().unwrap()).contains(&held),
+                "{p}"
+            );
             (
                 p["family"].as_str().unwrap().to_string(),
                 p["mode"].as_str().unwrap().to_string(),

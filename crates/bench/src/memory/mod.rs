@@ -227,6 +227,11 @@ pub struct Record {
     pub frames_per_turn: f64,
     /// Doorbell writes of the host to the VRs per 1,000 forwarded frames.
     pub kicks_per_kframe: f64,
+    /// Slots a VR held at the window's end (given to it and not handed
+    /// back, as the host last counted them), averaged over the VRs: its
+    /// frames in flight, and so the part of its pool the host and the VR
+    /// cycle through (`shm`; 0 in the other modes).
+    pub held_per_vr: f64,
 }
 
 impl MemoryArgs {
@@ -409,6 +414,8 @@ struct Snap {
     /// The VR processes' voluntary and involuntary context switches.
     vr_switches: (u64, u64),
     kicks: u64,
+    /// Slots the VRs' instances hold.
+    held: u64,
 }
 
 struct Probes {
@@ -451,6 +458,12 @@ impl Probes {
                 .filter_map(|&p| context_switches(p))
                 .fold((0, 0), |(v, n), (a, b)| (v + a, n + b)),
             kicks: self.vr_stats.iter().map(|s| s.kicks.get()).sum(),
+            held: self
+                .vr_stats
+                .iter()
+                .flat_map(|s| &s.instances)
+                .map(|i| i.held.get())
+                .sum(),
         }
     }
 }
@@ -525,6 +538,7 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
             n => fwd as f64 / n as f64,
         },
         kicks_per_kframe: per_kframe(b.kicks - a.kicks),
+        held_per_vr: b.held as f64 / p.vrs.max(1) as f64,
     }
 }
 

@@ -6,7 +6,7 @@ use super::{AnyRecord, Family, IdleRecord, Mode, Record};
 use crate::machine::Machine;
 use crate::report::{Column, heading, row};
 
-const FORWARDING: [Column; 18] = [
+const FORWARDING: [Column; 19] = [
     Column::left("mode", 8),
     Column::left("family", 6),
     Column::right("frame", 6),
@@ -25,6 +25,7 @@ const FORWARDING: [Column; 18] = [
     Column::right("cs/kf", 7).decimals(2),
     Column::right("f/turn", 7).decimals(0),
     Column::right("kick/kf", 8).decimals(2),
+    Column::right("held", 6).decimals(0),
 ];
 
 pub(super) fn print_table(results: &[AnyRecord], rounds: &[Vec<Record>]) {
@@ -178,6 +179,7 @@ fn print_forwarding(r: &Record) {
                 &(r.vr_sleeps_per_kframe + r.vr_preempts_per_kframe),
                 &r.frames_per_turn,
                 &r.kicks_per_kframe,
+                &r.held_per_vr,
             ]
         )
     );

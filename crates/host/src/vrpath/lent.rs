@@ -213,7 +213,8 @@ impl VrPath {
         let meta = self.region.meta(l.frame).expect("a port slot");
         meta.set_extent(l.offset as u16, l.len as u16);
         meta.set(SlotState::Filled);
-        self.staged[q].push(l.frame);
+        let queued = self.staged[q].push(l.frame);
+        debug_assert!(queued, "admit leaves room in the queue");
         self.staged_n += 1;
         self.stats.lent_in.add(1);
         if let Some(tap) = self.tap.as_deref_mut()

@@ -62,6 +62,7 @@ mod ledger;
 mod lent;
 mod load;
 mod spec;
+mod stageq;
 #[cfg(test)]
 #[expect(
     unsafe_code,
@@ -78,6 +79,7 @@ use ledger::SlotLedger;
 pub use lent::{open_dedicated, open_dedicated_sharing};
 use load::Load;
 pub use spec::PathSpec;
+use stageq::StageQ;
 
 /// Slot indexes moved per ring operation.
 pub const BURST: usize = 64;
@@ -254,7 +256,7 @@ pub struct VrPath {
     vnic_port: Vec<usize>,
     /// Slots staged for each instance's vNIC rx rings during a round, at
     /// `instance * vnics + vnic`.
-    staged: Vec<Vec<u32>>,
+    staged: Box<[StageQ]>,
     backend: Backend,
     inst: Vec<Inst>,
     /// Pool slots only control frames may take (at most a burst).
@@ -381,7 +383,7 @@ impl VrPath {
             solo: SHARED,
             vnic_port,
             staged: (0..usize::from(cfg.instance_count) * usize::from(cfg.vnic_count))
-                .map(|_| Vec::with_capacity(STAGE_MAX))
+                .map(|_| StageQ::new())
                 .collect(),
             staged_n: 0,
             backend,
