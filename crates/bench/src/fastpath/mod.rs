@@ -47,7 +47,9 @@ use vrhost_lab::Lab;
 use crate::forward::best::{Best, best};
 use crate::forward::generator::{GeneratorKind, LiveOptions, WmemDefault};
 use crate::forward::node::xdp_sink_obj;
-use crate::forward::{ForwardArgs, Plan, Record, Table, TempFile, run_points};
+use crate::forward::{
+    ForwardArgs, Plan, Record, Table, TcpGro, TcpPlacement, TempFile, run_points,
+};
 use crate::machine::Machine;
 use crate::{Context, Result, bail};
 
@@ -173,6 +175,7 @@ impl FastpathArgs {
             slots: 16384,
             xdp_ring: 8192,
             xdp_frames: 16384,
+            af_xdp_tx: None,
             busy_poll_us: 0,
             nap_us: None,
             spin_rounds: None,
@@ -186,8 +189,11 @@ impl FastpathArgs {
             ping_interval: self.ping_interval,
             tcp_seconds: self.tcp_seconds,
             tcp_cpus: Vec::new(),
-            // iperf3 placed as before `bench forward --tcp-cpus`.
+            // iperf3 placed as before `bench forward --tcp-cpus`, GRO
+            // as before `--tcp-gro`.
+            tcp_placements: vec![TcpPlacement::Unpinned],
             tcp_unpinned: true,
+            tcp_gro: TcpGro::Needed,
             json: false,
             out: None,
             plot: None,
