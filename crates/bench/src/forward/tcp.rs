@@ -13,7 +13,7 @@ use vrhost_client::Client;
 use vrhost_lab::Lab;
 
 use super::ForwardArgs;
-use super::measure::{LossCounters, cpu_busy_ns};
+use super::measure::{LossCounters, counter, cpu_busy_ns};
 use crate::{BenchError, Context, Result, bail};
 
 /// What the TCP test measured besides `tcp_gbps` (flattened into the
@@ -38,6 +38,13 @@ pub struct TcpFigures {
     /// `SERVER,CLIENT`, or `unpinned`, in the best placement (the one
     /// `tcp_gbps` and the figures above are of).
     pub tcp_cpus: Option<String>,
+    /// Frames the sink's `eth0` received during the test (the data
+    /// segments, and the handshake's few).
+    pub tcp_data_frames: Option<u64>,
+    /// Frames the generator's `eth0` received during it (the ACKs):
+    /// `tcp_ack_frames / tcp_data_frames` is the ACKs per segment each
+    /// forwarder carries back.
+    pub tcp_ack_frames: Option<u64>,
     /// Gbit/s with iperf3 pinned (`--tcp-cpus`), if measured.
     pub tcp_gbps_pinned: Option<f64>,
     /// Gbit/s with iperf3 unpinned, if measured.
@@ -203,6 +210,13 @@ fn tcp_run(
     let offloads = offloads_on(lab)?;
     let cpus = tcp_cpus(args, placement);
     let lost_a = LossCounters::read(lab, daemon)?;
+    let frames = || -> Result<[u64; 2]> {
+        Ok([
+            counter(&lab.ns("sink"), "eth0", "rx_packets")?,
+            counter(&lab.ns("gen"), "eth0", "rx_packets")?,
+        ])
+    };
+    let frames_a = frames()?;
     let busy_a = [cpu_busy_ns(args.gen_cpu)?, cpu_busy_ns(args.fwd_cpu)?];
     let t = Instant::now();
     let run = vrhost_lab::tools::iperf3_run(
@@ -216,6 +230,8 @@ fn tcp_run(
     let busy_b = [cpu_busy_ns(args.gen_cpu)?, cpu_busy_ns(args.fwd_cpu)?];
     let span_ns = t.elapsed().as_nanos() as f64;
     let lost_b = LossCounters::read(lab, daemon)?;
+    let frames_b = frames()?;
+    let [data, acks] = [0, 1].map(|i| frames_b[i].saturating_sub(frames_a[i]));
     let pct = |i: usize| (busy_b[i].saturating_sub(busy_a[i]) as f64 / span_ns * 100.0).min(100.0);
     let figures = TcpFigures {
         tcp_retransmits: run.retransmits,
@@ -229,17 +245,20 @@ fn tcp_run(
             [Some(s), Some(c)] => format!("{s},{c}"),
             _ => "unpinned".into(),
         }),
+        tcp_data_frames: Some(data),
+        tcp_ack_frames: Some(acks),
         tcp_gbps_pinned: None,
         tcp_gbps_unpinned: None,
     };
     eprintln!(
-        "tcp ({}): {:.2} Gbit/s, {} retransmits, rtt {} us, cwnd {} B, {} frames lost on the node, cores busy {:.0}% (gen) {:.0}% (fwd), offloads {}",
+        "tcp ({}): {:.2} Gbit/s, {} retransmits, rtt {} us, cwnd {} B, {} frames lost on the node, {data} frames to the sink, {acks} back ({:.3} a frame), cores busy {:.0}% (gen) {:.0}% (fwd), offloads {}",
         figures.tcp_cpus.as_deref().unwrap_or("?"),
         run.gbps,
         run.retransmits.unwrap_or(0),
         run.mean_rtt_us.unwrap_or(0.0),
         run.max_cwnd_bytes.unwrap_or(0),
         figures.tcp_lost_frames.unwrap_or(0),
+        acks as f64 / data.max(1) as f64,
         pct(0),
         pct(1),
         figures.tcp_offloads.as_deref().unwrap_or("?"),
