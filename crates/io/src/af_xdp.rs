@@ -418,9 +418,9 @@ impl AfXdpPort {
     /// Largest frame `tx_burst` accepts.
     pub fn max_tx_frame(&self) -> usize {
         let socket = self.socks[0].q.max_frame() as usize;
-        match self.txlive {
-            Some(_) => socket.min(txlive::MAX_FRAME),
-            None => socket,
+        match &self.txlive {
+            Some(t) if !t.fell_back => socket.min(txlive::MAX_FRAME),
+            _ => socket,
         }
     }
 

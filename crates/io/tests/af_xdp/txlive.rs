@@ -179,4 +179,6 @@ fn tx_auto_falls_back_to_the_socket_when_the_peer_refuses() {
         (1500, 0, 1),
         "{s:?}"
     );
+    // On the socket now: its largest frame, no longer the array's.
+    assert!(port.max_tx_frame() > 2040, "{}", port.max_tx_frame());
 }
