@@ -562,6 +562,9 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Frames dropped on send.
     pub tx_dropped: u64,
+    /// Times the port's transmit fell back from xdp_frames to its socket
+    /// (`af_xdp` with `tx = "auto"`: the driver took none of a run's).
+    pub tx_fallbacks: u64,
 }
 
 /// `HostStats`: the host worker's counters.

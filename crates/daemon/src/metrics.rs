@@ -151,6 +151,11 @@ const PORT_COUNTERS: &[Family<PortStats>] = &[
         |p| p.tx_dropped,
         "Frames a port could not send",
     ),
+    (
+        "port_tx_fallbacks",
+        |p| p.tx_fallbacks,
+        "Times a port's transmit fell back from xdp_frames to its socket",
+    ),
 ];
 
 /// A VR's frames and bytes, and what it or the host dropped.
@@ -597,6 +602,7 @@ mod tests {
             tx_packets: 900 * k,
             tx_bytes: 57_600 * k,
             tx_dropped: 2 * k,
+            tx_fallbacks: 0,
         }
     }
 

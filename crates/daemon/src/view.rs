@@ -106,6 +106,7 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
             tx_packets: s.tx_packets,
             tx_bytes: s.tx_bytes,
             tx_dropped: s.tx_dropped,
+            tx_fallbacks: s.tx_fallbacks,
         })
         .collect();
     let mut violations = 0;

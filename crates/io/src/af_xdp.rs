@@ -83,6 +83,7 @@
 //! and `CAP_BPF`/`CAP_NET_ADMIN` anyway).
 
 mod config;
+mod ethtool;
 mod program;
 mod queue;
 mod ring;
@@ -217,10 +218,21 @@ impl AfXdpPort {
                 ),
             });
         }
+        // `auto`: xdp where the driver's counters can tell it refuses.
+        let (tx, check) = match cfg.tx {
+            TxPath::Auto if cfg.program == XdpProgram::Own && area.is_none() => {
+                match txlive::PeerCheck::open(ifname) {
+                    Some(c) => (TxPath::Xdp, Some(c)),
+                    None => (TxPath::Socket, None),
+                }
+            }
+            TxPath::Auto => (TxPath::Socket, None),
+            tx => (tx, None),
+        };
         let (mut own, attach) = match (cfg.program, cfg.attach) {
             (XdpProgram::Own, want) => {
-                let slots = match cfg.tx {
-                    TxPath::Socket => 1,
+                let slots = match tx {
+                    TxPath::Socket | TxPath::Auto => 1,
                     TxPath::Xdp => txlive::SLOTS,
                 };
                 let (own, attach) = OwnProgram::attach(ifname, ifindex, (queues, slots), want)?;
@@ -230,11 +242,13 @@ impl AfXdpPort {
             (XdpProgram::External, None) => unreachable!("AfXdpConfig::check refuses it"),
         };
 
-        let txlive = match (cfg.tx, &own) {
-            (TxPath::Socket, _) => None,
-            (TxPath::Xdp, Some(own)) if area.is_none() => {
-                Some(Box::new(txlive::TxLive::open(&own.bpf, ifname, ifindex)?))
-            }
+        let txlive = match (tx, &own) {
+            (TxPath::Socket | TxPath::Auto, _) => None,
+            (TxPath::Xdp, Some(own)) if area.is_none() => Some(Box::new(txlive::TxLive::open(
+                &own.bpf,
+                (ifname, ifindex),
+                check,
+            )?)),
             (TxPath::Xdp, _) => {
                 return Err(AfXdpError::Config {
                     ifname: name,
@@ -404,9 +418,9 @@ impl AfXdpPort {
     /// Largest frame `tx_burst` accepts.
     pub fn max_tx_frame(&self) -> usize {
         let socket = self.socks[0].q.max_frame() as usize;
-        match self.txlive {
-            Some(_) => socket.min(txlive::MAX_FRAME),
-            None => socket,
+        match &self.txlive {
+            Some(t) if !t.fell_back => socket.min(txlive::MAX_FRAME),
+            _ => socket,
         }
     }
 
@@ -483,6 +497,30 @@ impl AfXdpPort {
         }
     }
 
+    /// `tx = "auto"`: the driver refused xdp_frames; say so once and
+    /// send the refused run through the socket (its copy into the UMEM,
+    /// as any frame the socket sends).
+    #[cold]
+    fn fall_back(&mut self) {
+        let Some(t) = &mut self.txlive else { return };
+        tracing::warn!(
+            port = %self.name,
+            "tx auto: the driver took none of the xdp_frames sent (a veth whose peer has neither an XDP program nor GRO?); sending through the socket from now on"
+        );
+        let q = &mut self.socks[0].q;
+        let mut burst: [&[u8]; 64] = [&[]; 64];
+        let mut n = 0;
+        for f in t.take_resend() {
+            burst[n] = f;
+            n += 1;
+            if n == burst.len() {
+                q.send(&burst);
+                n = 0;
+            }
+        }
+        q.send(&burst[..n]);
+    }
+
     fn tx_kick(&mut self) -> io::Result<()> {
         let s = &mut self.socks[0];
         let r = sys::kick_tx(s.fd.as_fd());
@@ -540,8 +578,17 @@ impl Port for AfXdpPort {
     /// Ethernet header or longer than a UMEM frame, or beyond the free
     /// frames and ring room, are refused and counted.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> usize {
-        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own) {
-            return t.send(&own.bpf, frames);
+        let mut taken = 0;
+        let mut frames = frames;
+        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own)
+            && !t.fell_back
+        {
+            let (k, looked) = t.send(&own.bpf, frames);
+            if !t.fell_back {
+                return k;
+            }
+            self.fall_back();
+            (taken, frames) = (k, &frames[looked..]);
         }
         let n = self.socks[0].q.send(frames);
         if self.socks[0]
@@ -550,14 +597,20 @@ impl Port for AfXdpPort {
         {
             let _ = self.tx_kick();
         }
-        n
+        taken + n
     }
 
     /// One `sendto` if tx descriptors were queued since the last kick and
     /// the kernel asks for one; returns at once otherwise.
     fn flush(&mut self) -> io::Result<()> {
-        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own) {
-            return t.run(&own.bpf);
+        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own)
+            && !t.fell_back
+        {
+            let r = t.run(&own.bpf);
+            if !t.fell_back {
+                return r;
+            }
+            self.fall_back();
         }
         if !self.socks[0].q.tx_kick_due(1, self.need_wakeup) {
             return Ok(());
@@ -580,9 +633,10 @@ impl Port for AfXdpPort {
             p.tx_dropped += c.tx_dropped + k.tx_invalid_descs;
         }
         if let Some(t) = &self.txlive {
-            p.tx_packets += t.sent();
+            p.tx_packets += t.sent() - t.refused_by_driver;
             p.tx_bytes += t.tx_bytes;
             p.tx_dropped += t.dropped + t.refused();
+            p.tx_fallbacks += u64::from(t.fell_back);
         }
         p
     }

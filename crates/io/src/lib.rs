@@ -61,6 +61,9 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Frames refused by `tx_burst` (queue full, too long, write error).
     pub tx_dropped: u64,
+    /// Times the port's transmit fell back from xdp_frames to its socket
+    /// (`af_xdp`, `tx = "auto"`: the driver took none of a run's frames).
+    pub tx_fallbacks: u64,
 }
 
 /// A source and sink of Ethernet frames, driven in bursts by one host worker.

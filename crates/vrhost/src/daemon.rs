@@ -473,8 +473,12 @@ fn serve_api(args: &DaemonArgs, state: Arc<ApiState>) -> Result<ApiServer> {
 pub fn summary(worker: &Worker) -> Result<()> {
     for p in worker.ports() {
         let s = p.stats();
+        let fallbacks = match s.tx_fallbacks {
+            0 => String::new(),
+            n => format!("  tx fell back to the socket {n}"),
+        };
         println!(
-            "port {:<10} rx {} ({} B) dropped {}  tx {} ({} B) dropped {}",
+            "port {:<10} rx {} ({} B) dropped {}  tx {} ({} B) dropped {}{fallbacks}",
             p.name(),
             s.rx_packets,
             s.rx_bytes,

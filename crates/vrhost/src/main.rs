@@ -98,7 +98,7 @@ enum BenchCmd {
     Memory(vrhost_bench::memory::MemoryArgs),
     /// Forwarding on real interfaces (veth between namespaces): vrhost with
     /// each driver against the Linux kernel, same run, same topology.
-    Forward(vrhost_bench::forward::ForwardArgs),
+    Forward(Box<vrhost_bench::forward::ForwardArgs>),
     /// The XDP fast path (issue 21): forwarding against the kernel and the
     /// af_xdp VR with the live-frames generator and trafgen, moves between
     /// the paths under load (frames lost, reordered, switch-over time),

@@ -14,6 +14,82 @@ fn num(r: &Value, k: &str) -> f64 {
         .unwrap_or_else(|| panic!("{k} is not a number: {r}"))
 }
 
+/// iperf3 pinned (the server on the forwarder's core 1, the client on
+/// the generator's 0) and unpinned; `tcp_gbps` the better, `tcp_cpus` its
+/// placement.
+fn tcp_in_both_placements(r: &Value) {
+    let (p, u) = (num(r, "tcp_gbps_pinned"), num(r, "tcp_gbps_unpinned"));
+    assert!(p > 0.0 && u > 0.0, "{r}");
+    assert_eq!(num(r, "tcp_gbps"), p.max(u), "{r}");
+    let at = if p >= u { "1,0" } else { "unpinned" };
+    assert_eq!(r["tcp_cpus"], at, "{r}");
+}
+
+/// TCP through `af_xdp_txlive` (both ports sending xdp_frames) and
+/// through `af_xdp` with `tx = "auto"`, beside the kernel, each in both
+/// placements, each against the kernel's best.
+#[test]
+fn tcp_through_xdp_frames_against_the_kernel_at_its_best() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args([
+            "bench",
+            "forward",
+            "--json",
+            "--forwarders",
+            "kernel,af_xdp_txlive,af_xdp",
+            "--af-xdp-tx",
+            "auto",
+            "--loads",
+            "0.5",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--pings",
+            "3",
+            "--ping-interval",
+            "0.02",
+            "--idle-pings",
+            "0",
+            "--tcp-seconds",
+            "1",
+        ])
+        .output()
+        .expect("run vrhost bench forward");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let results = report["results"].as_array().expect("results");
+    let mut kernel = 0.0f64;
+    for fwd in ["kernel", "af_xdp_txlive", "af_xdp"] {
+        let r = results
+            .iter()
+            .find(|r| r["forwarder"] == fwd)
+            .unwrap_or_else(|| panic!("no {fwd} record"));
+        assert!(num(r, "forwarded_pps") > 0.0, "nothing forwarded: {r}");
+        assert_eq!(r["tcp_offloads"], "gen/eth0:gro", "{r}");
+        tcp_in_both_placements(r);
+        if fwd == "kernel" {
+            kernel = num(r, "tcp_gbps");
+        }
+    }
+    let best = report["tcp_best"].as_array().expect("tcp_best");
+    for fwd in ["af_xdp_txlive", "af_xdp"] {
+        let b = best
+            .iter()
+            .find(|b| b["forwarder"] == fwd)
+            .unwrap_or_else(|| panic!("no tcp_best of {fwd}: {best:?}"));
+        assert_eq!(num(b, "kernel_gbps"), kernel, "{b}");
+        assert_eq!(b["family"], "ipv4", "{b}");
+        let ratio = num(b, "tcp_gbps") / kernel;
+        assert!((num(b, "ratio") - ratio).abs() < 1e-9, "{b}");
+    }
+}
+
 #[test]
 fn ipv6_and_tap_points_beside_ipv4_and_the_others() {
     if !rustix::process::geteuid().is_root() {
@@ -60,8 +136,7 @@ fn ipv6_and_tap_points_beside_ipv4_and_the_others() {
             if fwd != "generator" {
                 assert!(num(r, "rtt_us_avg") > 0.0, "no ping: {r}");
                 assert!(num(r, "tcp_gbps") > 0.0, "no TCP: {r}");
-                // What bounds it, with the lab's offloads off on the way
-                // and iperf3 on the forwarder's (1) and generator's (0) cores.
+                // What bounds it, with the lab's offloads off on the way.
                 assert!(r["tcp_retransmits"].is_u64(), "{r}");
                 assert!(num(r, "tcp_rtt_us") > 0.0, "{r}");
                 assert!(num(r, "tcp_cwnd_bytes") > 0.0, "{r}");
@@ -69,8 +144,10 @@ fn ipv6_and_tap_points_beside_ipv4_and_the_others() {
                 for k in ["tcp_gen_cpu_pct", "tcp_fwd_cpu_pct"] {
                     assert!((0.0..=100.0).contains(&num(r, k)), "{k}: {r}");
                 }
-                assert_eq!(r["tcp_offloads"], "none", "{r}");
-                assert_eq!(r["tcp_cpus"], "1,0", "{r}");
+                // GRO on the generator's eth0 alone, for every
+                // forwarder (`--tcp-gro gen`).
+                assert_eq!(r["tcp_offloads"], "gen/eth0:gro", "{r}");
+                tcp_in_both_placements(r);
             }
         }
     }

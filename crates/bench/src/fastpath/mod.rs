@@ -47,7 +47,9 @@ use vrhost_lab::Lab;
 use crate::forward::best::{Best, best};
 use crate::forward::generator::{GeneratorKind, LiveOptions, WmemDefault};
 use crate::forward::node::xdp_sink_obj;
-use crate::forward::{ForwardArgs, Plan, Record, Table, TempFile, run_points};
+use crate::forward::{
+    ForwardArgs, Plan, Record, Table, TcpGro, TcpPlacement, TempFile, run_points,
+};
 use crate::isolation::FairFast;
 use crate::machine::Machine;
 use crate::{Context, Result, bail};
@@ -191,6 +193,7 @@ impl FastpathArgs {
             slots: 16384,
             xdp_ring: 8192,
             xdp_frames: 16384,
+            af_xdp_tx: None,
             busy_poll_us: 0,
             nap_us: None,
             spin_rounds: None,
@@ -211,7 +214,12 @@ impl FastpathArgs {
                 self.tcp_seconds
             },
             tcp_cpus: Vec::new(),
+            // Both placements, the best kept; GRO at the generator for
+            // every forwarder (the fast path's xdp_frames need it), as
+            // `bench forward` measures TCP.
+            tcp_placements: vec![TcpPlacement::Pinned, TcpPlacement::Unpinned],
             tcp_unpinned: false,
+            tcp_gro: TcpGro::Gen,
             json: false,
             out: None,
             plot: None,

@@ -19,7 +19,7 @@ use crate::Result;
 use crate::forward::generator::GeneratorKind;
 use crate::forward::node::setup_node_on;
 use crate::forward::tcp::tcp_point;
-use crate::forward::{Family, Record, Table, TcpFigures, p0_gro, sink_addr};
+use crate::forward::{Family, Record, Table, TcpFigures, TcpGro, TcpPlacement, p0_gro, sink_addr};
 
 /// One TCP test: a forwarder in one placement.
 #[derive(Debug, Clone, Serialize)]
@@ -68,10 +68,17 @@ pub(super) fn tcp(args: &FastpathArgs, lab: &Lab, dir: &Path) -> Result<Vec<TcpR
         let daemon = setup_node_on(&fa, lab, fwd, None, &table, dir)?;
         // As the forwarding points measure TCP: GRO off on p0.
         p0_gro(lab, GeneratorKind::Trafgen)?;
+        fa.tcp_unpinned = false;
+        fa.tcp_gro = TcpGro::Gen;
         for placement in PLACEMENTS {
-            fa.tcp_unpinned = placement == "unpinned";
+            fa.tcp_placements = vec![if placement == "unpinned" {
+                TcpPlacement::Unpinned
+            } else {
+                TcpPlacement::Pinned
+            }];
             let api = daemon.as_ref().map(|(_, c)| c);
-            let (gbps, figures) = match tcp_point(&fa, lab, sink_addr(Family::Ipv4), api) {
+            let to = sink_addr(Family::Ipv4);
+            let (gbps, figures) = match tcp_point(&fa, lab, to, (fwd, api)) {
                 Ok((g, f)) => (Some(g), f),
                 Err(e) => {
                     eprintln!("{fwd} ({placement}): iperf3: {e:#}");

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::tcp::{TcpGro, TcpPlacement};
 use super::{Family, GeneratorKind};
 
 /// Options of `vrhost bench forward`.
@@ -85,6 +86,11 @@ pub struct ForwardArgs {
     /// vrhost `af_xdp` ports: UMEM frames per queue (half for receiving).
     #[arg(long, default_value_t = 16384)]
     pub xdp_frames: u32,
+    /// vrhost: `ports[].tx` of the `af_xdp` forwarder's ports (socket,
+    /// xdp, auto; default: the daemon's, socket); `af_xdp_txlive` is
+    /// always xdp.
+    #[arg(long)]
+    pub af_xdp_tx: Option<String>,
     /// vrhost: `[host.poll] busy_poll_us`, how long the worker (and a VR
     /// with a core of its own, `--vr-cpu`) polls after its last frame
     /// before it sleeps (0: the default back-off).
@@ -143,11 +149,28 @@ pub struct ForwardArgs {
     /// placed for UDP).
     #[arg(long, value_delimiter = ',')]
     pub tcp_cpus: Vec<usize>,
-    /// Leave iperf3 where the scheduler puts it (the placement before
-    /// `--tcp-cpus`; unpinned, it put the client beside an `af_xdp`
-    /// forwarder's worker and halved its TCP rate here).
+    /// The placements of iperf3 each forwarder is measured in, the best
+    /// kept as `tcp_gbps` (both reported): pinned (`--tcp-cpus`) and
+    /// unpinned (where the scheduler puts it). The kernel's best is
+    /// unpinned on two cores (pinned, its RPS forwarding shares the
+    /// forwarder's core with the server), vrhost's pinned.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "pinned,unpinned"
+    )]
+    pub tcp_placements: Vec<TcpPlacement>,
+    /// Unpinned only (`--tcp-placements unpinned`; the placement before
+    /// `--tcp-cpus`).
     #[arg(long, conflicts_with = "tcp_cpus")]
     pub tcp_unpinned: bool,
+    /// The end hosts' GRO during the TCP test: gen (on the generator's
+    /// `eth0`, where the ACKs arrive, for every forwarder: lets a veth take
+    /// `af_xdp_txlive`'s xdp_frames), ends (both end hosts' `eth0`), needed
+    /// (only for the forwarders that need it: not like for like).
+    #[arg(long, value_enum, default_value = "gen")]
+    pub tcp_gro: TcpGro,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

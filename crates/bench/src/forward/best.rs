@@ -82,6 +82,71 @@ pub fn best(records: &[Record]) -> Vec<Best> {
     out
 }
 
+/// One forwarder's best iperf3 TCP against the kernel's best, in one
+/// address family: over every point with a TCP figure (each the best of
+/// its placements), both kernel forwarders alike.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TcpBest {
+    /// The frames' address family.
+    pub family: &'static str,
+    /// The forwarder compared.
+    pub forwarder: String,
+    /// Its best Gbit/s.
+    pub tcp_gbps: f64,
+    /// Where iperf3 ran for it (`SERVER,CLIENT` or `unpinned`).
+    pub tcp_cpus: String,
+    /// The kernel's best Gbit/s.
+    pub kernel_gbps: f64,
+    /// The kernel's point: `forwarder/placement` (`kernel/unpinned`).
+    pub kernel_at: String,
+    /// `tcp_gbps / kernel_gbps`.
+    pub ratio: f64,
+}
+
+/// Each non-kernel forwarder's best TCP against the kernel's best TCP,
+/// per family (in the order first measured); none without a kernel
+/// figure.
+pub fn tcp_best(records: &[Record]) -> Vec<TcpBest> {
+    let max_of = |keep: &dyn Fn(&Record) -> bool| {
+        records
+            .iter()
+            .filter(|r| r.tcp_gbps.is_some() && keep(r))
+            .max_by(|a, b| {
+                a.tcp_gbps
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.tcp_gbps.unwrap_or(0.0))
+            })
+    };
+    let cpus = |r: &Record| r.tcp.tcp_cpus.clone().unwrap_or_default();
+    let mut out: Vec<TcpBest> = Vec::new();
+    for r in records.iter().filter(|r| r.tcp_gbps.is_some()) {
+        if is_kernel(&r.forwarder)
+            || out
+                .iter()
+                .any(|b| (b.family, b.forwarder.as_str()) == (r.family, &r.forwarder))
+        {
+            continue;
+        }
+        let (Some(k), Some(f)) = (
+            max_of(&|x| x.family == r.family && is_kernel(&x.forwarder)),
+            max_of(&|x| x.family == r.family && x.forwarder == r.forwarder),
+        ) else {
+            continue;
+        };
+        let (kg, fg) = (k.tcp_gbps.unwrap_or(0.0), f.tcp_gbps.unwrap_or(0.0));
+        out.push(TcpBest {
+            family: r.family,
+            forwarder: r.forwarder.clone(),
+            tcp_gbps: fg,
+            tcp_cpus: cpus(f),
+            kernel_gbps: kg,
+            kernel_at: format!("{}/{}", k.forwarder, cpus(k)),
+            ratio: if kg > 0.0 { fg / kg } else { 0.0 },
+        });
+    }
+    out
+}
+
 /// The lines under the forwarding table.
 pub(crate) fn print_best(records: &[Record]) {
     let b = best(records);
@@ -99,6 +164,16 @@ pub(crate) fn print_best(records: &[Record]) {
             x.kernel_pps,
             x.kernel_at,
             x.ratio
+        );
+    }
+    let t = tcp_best(records);
+    if !t.is_empty() {
+        println!("\nTCP against the kernel at its best (same run, best placement of each):");
+    }
+    for x in t {
+        println!(
+            "  {}: {} {:.2} Gbit/s ({}) / kernel {:.2} Gbit/s ({}) = {:.2} x",
+            x.family, x.forwarder, x.tcp_gbps, x.tcp_cpus, x.kernel_gbps, x.kernel_at, x.ratio
         );
     }
 }
@@ -121,6 +196,42 @@ mod tests {
     /// The kernel's best is the highest over both kernel forwarders and
     /// both placements, per table; the generator alone counts for
     /// neither side; a table without a kernel point gets no line.
+    fn tcp(family: &'static str, forwarder: &str, gbps: f64, cpus: &str) -> Record {
+        Record {
+            family,
+            forwarder: forwarder.into(),
+            tcp_gbps: Some(gbps),
+            tcp: Box::new(crate::forward::TcpFigures {
+                tcp_cpus: Some(cpus.into()),
+                ..Default::default()
+            }),
+            ..Record::default()
+        }
+    }
+
+    /// TCP: the kernel's best over both kernel forwarders and placements,
+    /// per family; points without TCP and families without a kernel
+    /// figure count for nothing.
+    #[test]
+    fn the_kernel_s_best_tcp_is_over_placements_per_family() {
+        let r = [
+            tcp("ipv4", "kernel", 2.7, "1,0"),
+            tcp("ipv4", "af_xdp", 3.0, "1,0"),
+            rec("live", "af_xdp", 2, 9e6),
+            tcp("ipv4", "kernel_norps", 4.5, "unpinned"),
+            tcp("ipv4", "af_xdp", 2.5, "unpinned"),
+            tcp("ipv6", "af_xdp", 2.0, "1,0"),
+        ];
+        let t = tcp_best(&r);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!((t[0].tcp_gbps, t[0].tcp_cpus.as_str()), (3.0, "1,0"));
+        assert_eq!(
+            (t[0].kernel_gbps, t[0].kernel_at.as_str()),
+            (4.5, "kernel_norps/unpinned")
+        );
+        assert!((t[0].ratio - 3.0 / 4.5).abs() < 1e-12);
+    }
+
     #[test]
     fn the_kernel_s_best_is_over_rps_and_placements_per_table() {
         let r = [

@@ -60,7 +60,7 @@ use measure::{Timing, WindowSpec, rtt, window};
 use node::{setup_node, xdp_sink_obj};
 
 use table::print_table;
-pub use tcp::TcpFigures;
+pub use tcp::{TcpFigures, TcpGro, TcpPlacement};
 
 const GEN_MAC: &str = "02:00:00:00:00:10";
 const P0_MAC: &str = "02:00:00:00:01:01";
@@ -199,6 +199,8 @@ struct Report<'a> {
     bench: &'static str,
     machine: Machine,
     results: &'a [Record],
+    /// TCP: each forwarder's best against the kernel's best.
+    tcp_best: Vec<best::TcpBest>,
 }
 
 /// The routes of a table, as (prefix, len).
@@ -303,6 +305,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         bench: "forward",
         machine: Machine::this(),
         results: &records,
+        tcp_best: best::tcp_best(&records),
     };
     let json = serde_json::to_string_pretty(&report)?;
     if let Some(out) = &args.out {
@@ -575,7 +578,7 @@ fn forwarder_points(
     };
     let api = daemon.as_ref().map(|(_, c)| c);
     let (tcp, tcp_figures) = if args.tcp_seconds > 0 {
-        match tcp::tcp_point(args, lab, sink_addr(plan.family), api) {
+        match tcp::tcp_point(args, lab, sink_addr(plan.family), (fwd, api)) {
             Ok((gbps, f)) => (Some(gbps), f),
             Err(e) => {
                 eprintln!("{fwd}: iperf3: {e:#}");

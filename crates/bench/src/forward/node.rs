@@ -47,7 +47,7 @@ pub(crate) fn setup_node_on(
     // a veth delivers redirected frames only when its peer has NAPI: GRO
     // on the generator's eth0 for it and for `af_xdp_txlive`, whose p0
     // sends xdp_frames (off for every other forwarder).
-    let gro = if fwd == "fast" || fwd == "af_xdp_txlive" {
+    let gro = if super::tcp::needs_gen_gro(fwd) {
         "on"
     } else {
         "off"
@@ -172,13 +172,18 @@ fn start_vrhost(
     if tap {
         src = tap_vr(&src);
     }
-    if fwd == "af_xdp_txlive" {
-        // Both ports send through the XDP test run (`ports[].tx`): the
-        // sink's eth0 runs the XDP sink and the generator's has GRO on,
-        // so both take xdp_frames.
+    // `af_xdp_txlive`: both ports send through the XDP test run
+    // (`ports[].tx`): the sink's eth0 runs the XDP sink and the
+    // generator's has GRO on, so both take xdp_frames.
+    let tx = match fwd {
+        "af_xdp_txlive" => Some("xdp"),
+        "af_xdp" => args.af_xdp_tx.as_deref(),
+        _ => None,
+    };
+    if let Some(tx) = tx {
         src = src.replace(
             "driver = \"af_xdp\"\n",
-            "driver = \"af_xdp\"\ntx = \"xdp\"\n",
+            &format!("driver = \"af_xdp\"\ntx = \"{tx}\"\n"),
         );
     }
     std::fs::write(&cfg, src)?;

@@ -1,8 +1,10 @@
-//! `bench forward`'s TCP figures: one iperf3 test through the forwarder
-//! without load, and what bounds it: the sender's retransmits, RTT and
-//! congestion window, the frames lost on the node meanwhile, the busy
-//! share of the generator's and the forwarder's cores, and the offloads
-//! the four interfaces on the way had on.
+//! `bench forward`'s TCP figures: iperf3 through the forwarder without
+//! load, in each placement of `--tcp-placements` (pinned beside the
+//! generator and the forwarder, or left to the scheduler), the best kept,
+//! and what bounds it: the sender's retransmits, RTT and congestion
+//! window, the frames lost on the node meanwhile, the busy share of the
+//! generator's and the forwarder's cores, and the offloads the four
+//! interfaces on the way had on (with the end hosts' GRO of `--tcp-gro`).
 
 use std::time::Instant;
 
@@ -11,8 +13,8 @@ use vrhost_client::Client;
 use vrhost_lab::Lab;
 
 use super::ForwardArgs;
-use super::measure::{LossCounters, cpu_busy_ns};
-use crate::{BenchError, Result};
+use super::measure::{LossCounters, counter, cpu_busy_ns};
+use crate::{BenchError, Context, Result, bail};
 
 /// What the TCP test measured besides `tcp_gbps` (flattened into the
 /// record; `None` where no TCP test ran).
@@ -33,8 +35,20 @@ pub struct TcpFigures {
     /// Busy share of the forwarder's core during the test, percent.
     pub tcp_fwd_cpu_pct: Option<f64>,
     /// The cores the iperf3 server and client were pinned to,
-    /// `SERVER,CLIENT`, or `unpinned`.
+    /// `SERVER,CLIENT`, or `unpinned`, in the best placement (the one
+    /// `tcp_gbps` and the figures above are of).
     pub tcp_cpus: Option<String>,
+    /// Frames the sink's `eth0` received during the test (the data
+    /// segments, and the handshake's few).
+    pub tcp_data_frames: Option<u64>,
+    /// Frames the generator's `eth0` received during it (the ACKs):
+    /// `tcp_ack_frames / tcp_data_frames` is the ACKs per segment each
+    /// forwarder carries back.
+    pub tcp_ack_frames: Option<u64>,
+    /// Gbit/s with iperf3 pinned (`--tcp-cpus`), if measured.
+    pub tcp_gbps_pinned: Option<f64>,
+    /// Gbit/s with iperf3 unpinned, if measured.
+    pub tcp_gbps_unpinned: Option<f64>,
     /// The offloads on during the test, `host/dev:feature` (tso, gso,
     /// gro, tx and rx checksums) over the generator's, the node's and the
     /// sink's interfaces; `none` if all were off.
@@ -81,27 +95,128 @@ fn offloads_on(lab: &Lab) -> Result<String> {
     })
 }
 
-/// The cores of the iperf3 server and client (see
+/// Where iperf3 runs (`--tcp-placements`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TcpPlacement {
+    /// The server on `--fwd-cpu`, the client on `--gen-cpu` (or
+    /// `--tcp-cpus`).
+    Pinned,
+    /// Where the scheduler puts them.
+    Unpinned,
+}
+
+/// The end hosts' GRO during the TCP test (`--tcp-gro`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TcpGro {
+    /// On the generator's `eth0` (where the ACKs arrive) for every
+    /// forwarder: a veth takes redirected xdp_frames (`af_xdp_txlive`'s
+    /// `p0`, the fast path) only with NAPI, and GRO gives it that; pure
+    /// ACKs are not merged.
+    Gen,
+    /// On both end hosts' `eth0`, for every forwarder (the sink's then
+    /// merges the data segments for the iperf3 server).
+    Ends,
+    /// Only where a forwarder needs it (the generator's `eth0` for
+    /// `fast` and `af_xdp_txlive`): the setting before 2026-11-26's
+    /// seventh session, not like for like.
+    Needed,
+}
+
+/// The cores of the iperf3 server and client in `placement` (see
 /// [`ForwardArgs::tcp_cpus`]); `None`: not pinned.
-pub(crate) fn tcp_cpus(args: &ForwardArgs) -> [Option<usize>; 2] {
-    match args.tcp_cpus[..] {
-        _ if args.tcp_unpinned => [None, None],
-        [s, c] => [Some(s), Some(c)],
-        _ => [Some(args.fwd_cpu), Some(args.gen_cpu)],
+pub(crate) fn tcp_cpus(args: &ForwardArgs, placement: TcpPlacement) -> [Option<usize>; 2] {
+    match (placement, &args.tcp_cpus[..]) {
+        (TcpPlacement::Unpinned, _) => [None, None],
+        (TcpPlacement::Pinned, &[s, c]) => [Some(s), Some(c)],
+        (TcpPlacement::Pinned, _) => [Some(args.fwd_cpu), Some(args.gen_cpu)],
     }
 }
 
-/// One iperf3 test of `args.tcp_seconds` to `addr` (the sink), with the
-/// figures around it; the Gbit/s and the rest.
+/// The placements to measure: `--tcp-placements`, or unpinned alone with
+/// `--tcp-unpinned`.
+fn placements(args: &ForwardArgs) -> &[TcpPlacement] {
+    if args.tcp_unpinned {
+        &[TcpPlacement::Unpinned]
+    } else {
+        &args.tcp_placements
+    }
+}
+
+/// GRO `on` or `off` on `host`'s `eth0`.
+fn gro(lab: &Lab, host: &str, on: bool) -> Result<()> {
+    let v = if on { "on" } else { "off" };
+    lab.ns(host)
+        .exec("ethtool", &["-K", "eth0", "gro", v])
+        .with_context(|| format!("GRO {v} on {host}'s eth0"))?;
+    Ok(())
+}
+
+/// Whether forwarder `fwd` needs GRO on the generator's `eth0` (its `p0`
+/// sends xdp_frames, which a veth takes only with NAPI).
+pub(crate) fn needs_gen_gro(fwd: &str) -> bool {
+    fwd == "fast" || fwd == "af_xdp_txlive"
+}
+
+/// iperf3 to `addr` (the sink) through forwarder `fwd` in each placement,
+/// with the end hosts' GRO of `--tcp-gro` (put back afterwards); the best
+/// Gbit/s and its figures, with every placement's rate.
 pub(crate) fn tcp_point(
     args: &ForwardArgs,
     lab: &Lab,
     addr: &str,
+    (fwd, daemon): (&str, Option<&Client>),
+) -> Result<(f64, TcpFigures)> {
+    let (gen_gro, sink_gro) = match args.tcp_gro {
+        TcpGro::Gen => (true, false),
+        TcpGro::Ends => (true, true),
+        TcpGro::Needed => (needs_gen_gro(fwd), false),
+    };
+    gro(lab, "gen", gen_gro)?;
+    gro(lab, "sink", sink_gro)?;
+    let mut best: Option<(f64, TcpFigures)> = None;
+    let mut rates = [None, None];
+    let mut result = Ok(());
+    for &p in placements(args) {
+        match tcp_run(args, lab, addr, daemon, p) {
+            Ok((gbps, f)) => {
+                rates[(p == TcpPlacement::Unpinned) as usize] = Some(gbps);
+                if best.as_ref().is_none_or(|(b, _)| gbps > *b) {
+                    best = Some((gbps, f));
+                }
+            }
+            Err(e) => result = Err(e),
+        }
+    }
+    gro(lab, "gen", needs_gen_gro(fwd))?;
+    gro(lab, "sink", false)?;
+    let (gbps, mut figures) = match (best, result) {
+        (Some(b), _) => b,
+        (None, Err(e)) => return Err(e),
+        (None, Ok(())) => bail!("--tcp-placements: none given"),
+    };
+    [figures.tcp_gbps_pinned, figures.tcp_gbps_unpinned] = rates;
+    Ok((gbps, figures))
+}
+
+/// One iperf3 test of `args.tcp_seconds` in `placement`, with the figures
+/// around it; the Gbit/s and the rest.
+fn tcp_run(
+    args: &ForwardArgs,
+    lab: &Lab,
+    addr: &str,
     daemon: Option<&Client>,
+    placement: TcpPlacement,
 ) -> Result<(f64, TcpFigures)> {
     let offloads = offloads_on(lab)?;
-    let cpus = tcp_cpus(args);
+    let cpus = tcp_cpus(args, placement);
     let lost_a = LossCounters::read(lab, daemon)?;
+    let frames = || -> Result<[u64; 2]> {
+        Ok([
+            counter(&lab.ns("sink"), "eth0", "rx_packets")?,
+            counter(&lab.ns("gen"), "eth0", "rx_packets")?,
+        ])
+    };
+    let frames_a = frames()?;
     let busy_a = [cpu_busy_ns(args.gen_cpu)?, cpu_busy_ns(args.fwd_cpu)?];
     let t = Instant::now();
     let run = vrhost_lab::tools::iperf3_run(
@@ -115,6 +230,8 @@ pub(crate) fn tcp_point(
     let busy_b = [cpu_busy_ns(args.gen_cpu)?, cpu_busy_ns(args.fwd_cpu)?];
     let span_ns = t.elapsed().as_nanos() as f64;
     let lost_b = LossCounters::read(lab, daemon)?;
+    let frames_b = frames()?;
+    let [data, acks] = [0, 1].map(|i| frames_b[i].saturating_sub(frames_a[i]));
     let pct = |i: usize| (busy_b[i].saturating_sub(busy_a[i]) as f64 / span_ns * 100.0).min(100.0);
     let figures = TcpFigures {
         tcp_retransmits: run.retransmits,
@@ -128,14 +245,20 @@ pub(crate) fn tcp_point(
             [Some(s), Some(c)] => format!("{s},{c}"),
             _ => "unpinned".into(),
         }),
+        tcp_data_frames: Some(data),
+        tcp_ack_frames: Some(acks),
+        tcp_gbps_pinned: None,
+        tcp_gbps_unpinned: None,
     };
     eprintln!(
-        "tcp: {:.2} Gbit/s, {} retransmits, rtt {} us, cwnd {} B, {} frames lost on the node, cores busy {:.0}% (gen) {:.0}% (fwd), offloads {}",
+        "tcp ({}): {:.2} Gbit/s, {} retransmits, rtt {} us, cwnd {} B, {} frames lost on the node, {data} frames to the sink, {acks} back ({:.3} a frame), cores busy {:.0}% (gen) {:.0}% (fwd), offloads {}",
+        figures.tcp_cpus.as_deref().unwrap_or("?"),
         run.gbps,
         run.retransmits.unwrap_or(0),
         run.mean_rtt_us.unwrap_or(0.0),
         run.max_cwnd_bytes.unwrap_or(0),
         figures.tcp_lost_frames.unwrap_or(0),
+        acks as f64 / data.max(1) as f64,
         pct(0),
         pct(1),
         figures.tcp_offloads.as_deref().unwrap_or("?"),

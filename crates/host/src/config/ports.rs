@@ -263,7 +263,11 @@ traffic = { frame_bytes = 128 }
 
     #[test]
     fn an_af_xdp_port_takes_tx() {
-        for (tx, want) in [("socket", PortTx::Socket), ("xdp", PortTx::Xdp)] {
+        for (tx, want) in [
+            ("socket", PortTx::Socket),
+            ("xdp", PortTx::Xdp),
+            ("auto", PortTx::Auto),
+        ] {
             let src = TWO.replacen("ring_size = 1024", &format!("tx = \"{tx}\""), 1);
             assert!(check(&src).is_ok(), "{src}");
             let p: PortConfig = toml::from_str(&format!(

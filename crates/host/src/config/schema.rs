@@ -80,7 +80,7 @@ pub struct PortConfig {
     /// no block timer; for latency).
     #[serde(default)]
     pub rx_ring: Option<Spanned<RxRing>>,
-    /// `af_xdp`: how frames leave, `socket` (the default) or `xdp`.
+    /// `af_xdp`: how frames leave, `socket` (the default), `xdp` or `auto`.
     #[serde(default)]
     pub tx: Option<Spanned<PortTx>>,
 }
@@ -94,6 +94,10 @@ pub enum PortTx {
     Socket,
     /// Batches through the kernel's XDP test run with live frames.
     Xdp,
+    /// `xdp` where the driver's counters show it takes the frames (veth),
+    /// falling back to `socket` for good when it refuses them; `socket`
+    /// on other drivers.
+    Auto,
 }
 
 /// An `af_packet` port's rx ring format (`ports[].rx_ring`).
@@ -130,6 +134,7 @@ impl PortRings {
             tx: match self.tx {
                 PortTx::Socket => vrhost_io::af_xdp::TxPath::Socket,
                 PortTx::Xdp => vrhost_io::af_xdp::TxPath::Xdp,
+                PortTx::Auto => vrhost_io::af_xdp::TxPath::Auto,
             },
             ..d
         }

@@ -122,6 +122,16 @@ pub enum TxPath {
     /// that takes redirected frames; a veth's peer takes them only when
     /// it runs an XDP program or has GRO on.
     Xdp,
+    /// [`TxPath::Xdp`] where the port can tell the driver takes the
+    /// frames, else [`TxPath::Socket`]: on a driver whose counters show
+    /// it (veth's `tx_queue_N_xdp_xmit`, read with the ethtool ioctl
+    /// after every run until the driver has taken some, then every 1,024
+    /// runs), the port sends xdp_frames, and falls back to the socket for
+    /// good when a run's frames are not counted (a veth whose peer has
+    /// neither an XDP program nor GRO): that run is sent again through
+    /// the socket, the fallback logged once and counted
+    /// ([`crate::PortStats::tx_fallbacks`]). Other drivers: the socket.
+    Auto,
 }
 
 impl Default for AfXdpConfig {

@@ -26,7 +26,11 @@
 //! kernel refuses, and slots the program refuses (a bug if ever seen).
 //! What the driver drops after the program (a veth whose peer has neither
 //! an XDP program nor GRO on takes no xdp_frame) the kernel counts on the
-//! interface, not here. The run resolves the interface in the calling
+//! interface, not here, unless the port checks ([`PeerCheck`], `tx =
+//! "auto"`): then a run whose frames the driver's counters do not show
+//! arriving makes the port fall back to its socket for good, the refused
+//! run's frames, still in the array, sent again through it. The run
+//! resolves the interface in the calling
 //! thread's network namespace: the thread that flushes must be in the
 //! port's (the daemon runs its ports in its own).
 
@@ -37,6 +41,7 @@ use aya::Ebpf;
 use aya::programs::{ProgramError, TestRun, TestRunAttrs, TestRunOptions, Xdp};
 
 use super::config::AfXdpError;
+use super::ethtool::XmitCounters;
 use super::queue::MIN_FRAME;
 use super::sys::Mmap;
 
@@ -73,6 +78,43 @@ static TEMPLATE: [u8; META + 64] = {
     t
 };
 
+/// Runs between two checks of the driver's counters once it has been
+/// seen taking frames (before that, every run is checked).
+/// A check reads them before and after one run: two system calls.
+const CHECK_EVERY: u32 = 1024;
+
+/// `tx = "auto"`: whether the driver takes the frames, from its counters
+/// (see [`XmitCounters`]).
+pub(super) struct PeerCheck {
+    counters: XmitCounters,
+    /// The program's `sent` and the driver's count at the last check.
+    sent_at: u64,
+    xmit_at: u64,
+    /// The driver was seen taking frames.
+    confirmed: bool,
+    runs: u32,
+    /// `sent` and the driver's count before the run a periodic check
+    /// looks at.
+    before: (u64, u64),
+}
+
+impl PeerCheck {
+    /// Check interface `ifname` (in the calling thread's namespace); `None`
+    /// if its driver has no counters to check (see [`XmitCounters`]).
+    pub(super) fn open(ifname: &str) -> Option<PeerCheck> {
+        let mut counters = XmitCounters::open(ifname).ok()??;
+        let xmit_at = counters.read().ok()?;
+        Some(PeerCheck {
+            counters,
+            sent_at: 0,
+            xmit_at,
+            confirmed: false,
+            runs: 0,
+            before: (0, xmit_at),
+        })
+    }
+}
+
 /// Offsets in `txlive_state`: next, count (u32), sent, refused (u64).
 const ST_NEXT: usize = 0;
 const ST_COUNT: usize = 4;
@@ -90,13 +132,28 @@ pub(super) struct TxLive {
     pub(super) tx_bytes: u64,
     /// Frames refused here (size) or in a failed run.
     pub(super) dropped: u64,
+    /// `tx = "auto"`'s check of the driver.
+    check: Option<PeerCheck>,
+    /// The driver refused a run (see [`PeerCheck`]): the port sends
+    /// through its socket from now on.
+    pub(super) fell_back: bool,
+    /// Frames of the refused run, in slots `0..resend`, to be sent again
+    /// through the socket ([`TxLive::take_resend`]).
+    resend: u32,
+    /// Frames the program sent that the driver did not take (resent or
+    /// lost): not in `tx_packets`.
+    pub(super) refused_by_driver: u64,
 }
 
 impl TxLive {
     /// Map the two arrays of the port's program `ebpf` (loaded with
     /// [`SLOTS`] slots), for interface `ifindex` (`ifname` names it in
     /// errors). The mappings hold the maps alive.
-    pub(super) fn open(ebpf: &Ebpf, ifname: &str, ifindex: u32) -> Result<TxLive, AfXdpError> {
+    pub(super) fn open(
+        ebpf: &Ebpf,
+        (ifname, ifindex): (&str, u32),
+        check: Option<PeerCheck>,
+    ) -> Result<TxLive, AfXdpError> {
         let map = |name: &str, len: usize| -> Result<Mmap, AfXdpError> {
             let m = ebpf.map(name).ok_or_else(|| {
                 super::program::map_error(
@@ -138,14 +195,20 @@ impl TxLive {
             queued_bytes: 0,
             tx_bytes: 0,
             dropped: 0,
+            check,
+            fell_back: false,
+            resend: 0,
+            refused_by_driver: 0,
         })
     }
 
     /// Copy `frames` into the array's free slots (running a full array
-    /// first); returns how many were taken, the others are counted.
-    pub(super) fn send(&mut self, ebpf: &Ebpf, frames: &[&[u8]]) -> usize {
+    /// first); returns how many were taken (the others are counted) and
+    /// how many of `frames` were looked at: all, unless a run fell back
+    /// ([`TxLive::fell_back`]), whose frames the caller sends otherwise.
+    pub(super) fn send(&mut self, ebpf: &Ebpf, frames: &[&[u8]]) -> (usize, usize) {
         let mut k = 0;
-        for f in frames {
+        for (i, f) in frames.iter().enumerate() {
             let len = f.len();
             if len < MIN_FRAME as usize || len > MAX_FRAME {
                 self.dropped += 1;
@@ -154,6 +217,9 @@ impl TxLive {
             if self.queued == SLOTS {
                 // A failed run counts its frames dropped.
                 let _ = self.run(ebpf);
+                if self.fell_back {
+                    return (k, i);
+                }
             }
             let slot = self.frames.ptr().wrapping_add(self.queued as usize * SLOT);
             // SAFETY: slot `queued` (< SLOTS) lies inside the mapping of
@@ -169,7 +235,7 @@ impl TxLive {
             self.queued_bytes += len as u64;
             k += 1;
         }
-        k
+        (k, frames.len())
     }
 
     /// Send the queued frames with one `BPF_PROG_RUN` (more if a signal
@@ -200,11 +266,79 @@ impl TxLive {
             }
         }
         let left = n.saturating_sub(self.state_u32(ST_NEXT));
+        if self.check.is_some() && (result.is_err() || !self.driver_took(n)) {
+            // Refused by the kernel or the driver: all of the run again
+            // through the socket.
+            self.fell_back = true;
+            self.resend = n;
+            self.refused_by_driver += u64::from(n - left);
+            return result;
+        }
         self.dropped += u64::from(left);
         if left == 0 {
             self.tx_bytes += bytes;
         }
         result
+    }
+
+    /// `tx = "auto"`, after a run of `n` frames: false if the driver's
+    /// counters show none of its frames. Every run is checked until the
+    /// driver has taken some, then one run in [`CHECK_EVERY`] (the
+    /// counters read before and after it). Frames the driver did not take
+    /// since the last full check, besides this run's, are lost and
+    /// counted (at least: frames others sent through the driver meanwhile
+    /// hide as many).
+    fn driver_took(&mut self, n: u32) -> bool {
+        let sent = self.sent();
+        let Some(c) = &mut self.check else {
+            return true;
+        };
+        c.runs = c.runs.wrapping_add(1);
+        let phase = c.runs % CHECK_EVERY;
+        if c.confirmed && phase != 0 && phase != CHECK_EVERY - 1 {
+            return true;
+        }
+        // An unreadable counter tells nothing: checked again next run.
+        let Ok(xmit) = c.counters.read() else {
+            return true;
+        };
+        if c.confirmed && phase == CHECK_EVERY - 1 {
+            c.before = (sent, xmit);
+            return true;
+        }
+        let before = if c.confirmed {
+            c.before
+        } else {
+            (c.sent_at, c.xmit_at)
+        };
+        let refused = sent > before.0 && xmit == before.1;
+        let (ds, dx) = (sent - c.sent_at, xmit.wrapping_sub(c.xmit_at));
+        (c.sent_at, c.xmit_at) = (sent, xmit);
+        if refused {
+            let lost = ds.saturating_sub(dx).saturating_sub(u64::from(n));
+            self.dropped += lost;
+            self.refused_by_driver += lost;
+            return false;
+        }
+        c.confirmed |= dx > 0;
+        true
+    }
+
+    /// The frames of a refused run, once ([`TxLive::resend`]).
+    pub(super) fn take_resend(&mut self) -> impl Iterator<Item = &[u8]> + '_ {
+        let n = std::mem::take(&mut self.resend) as usize;
+        let base = self.frames.ptr();
+        (0..n).map(move |i| {
+            let slot = base.wrapping_add(i * SLOT);
+            // SAFETY: slot `i` < SLOTS lies inside the mapping (as in
+            // `send`), written by `send` with a length <= MAX_FRAME before
+            // the refused run; no run happens while the slices live (they
+            // borrow `self`), and the mapping lives as long as `self`.
+            unsafe {
+                let len = (slot.cast::<u32>().read() as usize).min(MAX_FRAME);
+                std::slice::from_raw_parts(slot.add(8), len)
+            }
+        })
     }
 
     /// One test run of `repeat` frames.

@@ -248,8 +248,13 @@ fn expect_rx(port: &mut AfXdpPort, seqs: std::ops::Range<u32>) {
 /// Read test frames from the peer until every one of `frames` (numbered
 /// from 0) arrived, in order and intact (other frames are skipped).
 fn expect_at_peer(peer: &Raw, frames: &[Vec<u8>]) {
+    expect_at_peer_from(peer, frames, 0);
+}
+
+/// [`expect_at_peer`] for `frames[first..]` (numbered from `first`).
+fn expect_at_peer_from(peer: &Raw, frames: &[Vec<u8>], first: u32) {
     let mut buf = vec![0u8; 4096];
-    let mut next = 0;
+    let mut next = first;
     while (next as usize) < frames.len() {
         let n = peer
             .recv(&mut buf)

@@ -2,7 +2,8 @@
 //! test run with live frames instead of its socket's tx ring. The run
 //! finds the interface in the calling thread's namespace, so every flush
 //! here runs inside namespace A. A veth's peer takes such frames only
-//! with GRO on (or an XDP program), so the lab turns GRO on at `b0`.
+//! with GRO on (or an XDP program), so the lab turns GRO on at `b0`;
+//! `tx = "auto"` (`TxPath::Auto`) is tried with and without it.
 
 use vrhost_io::Port;
 use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, TxPath};
@@ -11,8 +12,12 @@ use vrhost_lab::Netns;
 use super::{MAC_A, MAC_B, Raw, counter, frame, lab, len_of, seq_of};
 
 fn xdp_tx() -> AfXdpConfig {
+    with_tx(TxPath::Xdp)
+}
+
+fn with_tx(tx: TxPath) -> AfXdpConfig {
     AfXdpConfig {
-        tx: TxPath::Xdp,
+        tx,
         ..AfXdpConfig::default()
     }
 }
@@ -107,4 +112,73 @@ fn tx_xdp_refuses_garbage_and_counts_it() {
     let s = port.stats();
     assert_eq!((s.tx_packets, s.tx_dropped), (2, 5), "{s:?}");
     assert!(counter(&b, "b0", "rx_packets") - before >= 2);
+}
+
+/// `tx = "auto"` against a peer with GRO: the driver's counters show the
+/// frames taken, so the port keeps sending xdp_frames (the socket sends
+/// none) and never falls back; then, the peer's GRO turned off, the next
+/// check (around run 1,024) sees a run refused, and the port
+/// falls back, sending that run again through the socket: nothing lost.
+#[test]
+fn tx_auto_keeps_xdp_frames_while_the_peer_takes_them() {
+    let (a, b) = lab();
+    b.exec("ethtool", &["-K", "b0", "gro", "on"]).unwrap();
+    let mut port = super::open(&a, &with_tx(TxPath::Auto));
+    let peer = b.run(|| Raw::open("b0")).unwrap();
+    let frames: Vec<Vec<u8>> = (0..2000)
+        .map(|s| frame(s, len_of(s), MAC_A, MAC_B))
+        .collect();
+    send_in(&a, &mut port, &frames[..1000], 10);
+    super::expect_at_peer(&peer, &frames[..1000]);
+    let s = port.stats();
+    assert_eq!(
+        (s.tx_packets, s.tx_dropped, s.tx_fallbacks),
+        (1000, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(port.frame_counts().tx, 0, "the socket sent nothing");
+
+    // 100 runs so far; the next check is run 1,024's.
+    b.exec("ethtool", &["-K", "b0", "gro", "off"]).unwrap();
+    let one: Vec<Vec<u8>> = (0..1).map(|_| frame(5000, 60, MAC_A, MAC_B)).collect();
+    for _ in 100..1023 {
+        send_in(&a, &mut port, &one, 1);
+    }
+    assert_eq!(port.stats().tx_fallbacks, 0);
+    send_in(&a, &mut port, &frames[1000..], 1000);
+    let s = port.stats();
+    assert_eq!(s.tx_fallbacks, 1, "{s:?}");
+    // The 923 runs between the checks went unseen: lost, and counted.
+    assert_eq!((s.tx_packets, s.tx_dropped), (2000, 923), "{s:?}");
+    // The run the check refused went again through the socket.
+    super::expect_at_peer_from(&peer, &frames, 1000);
+}
+
+/// `tx = "auto"` against a peer with neither GRO nor an XDP program: the
+/// first run's frames are not counted by the driver, so the port falls
+/// back to its socket, sends that run again through it, and sends the
+/// rest there: every frame arrives, in order, and the fallback is counted
+/// once.
+#[test]
+fn tx_auto_falls_back_to_the_socket_when_the_peer_refuses() {
+    let (a, b) = lab();
+    b.exec("ethtool", &["-K", "b0", "gro", "off"]).unwrap();
+    let mut port = super::open(&a, &with_tx(TxPath::Auto));
+    let peer = b.run(|| Raw::open("b0")).unwrap();
+    let frames: Vec<Vec<u8>> = (0..1500)
+        .map(|s| frame(s, len_of(s), MAC_A, MAC_B))
+        .collect();
+    // A first burst of 1,200: the array's 1,024 make the refused run,
+    // inside `tx_burst`; then bursts of 100, each flushed.
+    send_in(&a, &mut port, &frames[..1200], 1200);
+    send_in(&a, &mut port, &frames[1200..], 100);
+    super::expect_at_peer(&peer, &frames);
+    let s = port.stats();
+    assert_eq!(
+        (s.tx_packets, s.tx_dropped, s.tx_fallbacks),
+        (1500, 0, 1),
+        "{s:?}"
+    );
+    // On the socket now: its largest frame, no longer the array's.
+    assert!(port.max_tx_frame() > 2040, "{}", port.max_tx_frame());
 }
