@@ -275,10 +275,27 @@ impl TxLive {
             return result;
         }
         self.dropped += u64::from(left);
-        if left == 0 {
-            self.tx_bytes += bytes;
-        }
+        self.tx_bytes += if left == 0 {
+            bytes
+        } else {
+            self.leading_bytes(n - left)
+        };
         result
+    }
+
+    /// Bytes of the first `k` queued frames (their slots' length words):
+    /// what a run the kernel cut short did send.
+    fn leading_bytes(&self, k: u32) -> u64 {
+        (0..k.min(SLOTS) as usize)
+            .map(|i| {
+                let slot = self.frames.ptr().wrapping_add(i * SLOT);
+                // SAFETY: slot `i` (< SLOTS) lies inside the mapping of
+                // SLOTS * SLOT bytes and starts with the u32 length `send`
+                // wrote (4-aligned: SLOT and the mapping are); only this
+                // thread writes the array, and no run is in progress.
+                u64::from(unsafe { slot.cast::<u32>().read() })
+            })
+            .sum()
     }
 
     /// `tx = "auto"`, after a run of `n` frames: false if the driver's
