@@ -14,6 +14,7 @@ mod cli;
 mod daemon;
 mod demo;
 mod lab;
+mod reap;
 mod route_import;
 
 use std::process::ExitCode;
@@ -139,6 +140,12 @@ enum BenchCmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.cmd, Cmd::Bench(_) | Cmd::Lab(_))
+        && let Err(e) = reap::stop_children_on_signal()
+    {
+        eprintln!("vrhost: signal handlers: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a),
         Cmd::Daemon(a) => daemon::run(&a),
