@@ -18,7 +18,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, WatchOptions};
 use vrhost_host::cluster::desired::{EngineAd, EtcdPlan, Keys, VrRecord, assignments};
 use vrhost_host::cluster::dispatch::{capacities, placement_with};
-use vrhost_host::cluster::{DispatchSpec, Liveness, RemoteVr};
+use vrhost_host::cluster::{DispatchSpec, RemoteVr};
 
 use super::{Lease, again, connect, e2s, fenced, list, lock, pause, settle};
 use crate::api::ApiState;
@@ -29,16 +29,15 @@ pub async fn run(etcd: &EtcdPlan, state: &Arc<ApiState>, health: &EtcdHealth, st
     let parts = {
         let c = lock(&state.ctl);
         let parts = c.cluster().and_then(|c| c.dispatch_parts());
-        parts.map(|(s, l)| (s.clone(), l.clone()))
+        parts.map(|(s, _)| s.clone())
     };
-    let Some((spec, liveness)) = parts else {
+    let Some(spec) = parts else {
         return;
     };
     let mut p = Placer {
         keys: Keys::new(&etcd.prefix),
         me: format!("{} pid {}", spec.local, std::process::id()),
         spec,
-        liveness,
         state: state.clone(),
         published: None,
     };
@@ -55,8 +54,6 @@ struct Placer {
     me: String,
     /// The spec as configured (its VRs are published).
     spec: DispatchSpec,
-    /// The configured engines' liveness (before any registration joins).
-    liveness: Arc<Liveness>,
     state: Arc<ApiState>,
     /// The remote VRs last published in this session.
     published: Option<Vec<RemoteVr>>,
@@ -193,13 +190,18 @@ impl Placer {
                 (*k == self.keys.engine(&ad.name) && ad.capacity() > 0).then_some(ad)
             })
             .collect();
-        // Registered engines join the data path (and leave it).
-        let (spec, liveness) = lock(&self.state.ctl)
-            .follow_registered(&registered, &rates)
-            .unwrap_or_else(|e| {
-                tracing::error!("etcd: the registered engines cannot join: {e}");
-                (self.spec.clone(), self.liveness.clone())
-            });
+        // Registered engines join the data path (and leave it). If they
+        // cannot, the placements in etcd stay as they are: the spec of the
+        // daemon's start would undo changes made since (VRs added or
+        // removed at run time).
+        let followed = lock(&self.state.ctl).follow_registered(&registered, &rates);
+        let (spec, liveness) = match followed {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!("etcd: the registered engines cannot join: {e}; placements kept");
+                return Ok(());
+            }
+        };
         let mut mask = 0u64;
         let ads: Vec<Option<EngineAd>> = (spec.engines.iter().enumerate())
             .map(|(i, e)| {
