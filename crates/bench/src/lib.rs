@@ -6,7 +6,7 @@
 //! [`forward`], [`fastpath`], [`control`], [`cplane`], [`capture`], [`isolation`], [`monitor`],
 //! [`soak`], [`fib`], [`cluster`]), what they share ([`report`]: JSON or table,
 //! quantiles; [`machine`]: the machine a run was on; [`probe`]: timed
-//! frames), and the errors they end with ([`BenchError`]). What it does not
+//! frames; [`sched`]: what the scheduler did to a run's threads), and the errors they end with ([`BenchError`]). What it does not
 //! own: the command line around it (the `vrhost` binary), what is measured
 //! (the host, daemon, router and FIB crates), the VR programs the benches
 //! start (`vrhost-testvr`), the criterion micro-benchmarks of each crate.
@@ -27,6 +27,7 @@ pub mod memory;
 pub mod monitor;
 pub mod probe;
 pub mod report;
+pub mod sched;
 pub mod soak;
 pub mod tunnel;
 

@@ -19,6 +19,7 @@ use super::FastpathArgs;
 use crate::forward::Table;
 use crate::forward::generator::GeneratorKind;
 use crate::forward::node::setup_node_on;
+use crate::sched::{tasks, tree};
 use crate::{Context, Result};
 
 /// The idle experiment's record.
@@ -53,67 +54,6 @@ pub struct IdleRecord {
     pub seconds: f64,
 }
 
-/// One thread's state: (pid, tid, comm, ns on a CPU, context switches).
-type Task = (u32, u32, String, u64, u64);
-
-/// (pid, parent pid) of every process.
-fn parents() -> Vec<(u32, u32)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| {
-        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the command (which may hold spaces), from field 3.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
-        Some((pid, ppid))
-    })
-    .collect()
-}
-
-/// `root` and the processes under it.
-fn tree(root: u32) -> Vec<u32> {
-    let all = parents();
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        tree.extend(all.iter().filter(|x| x.1 == p).map(|x| x.0));
-        i += 1;
-    }
-    tree
-}
-
-/// Every thread of the processes `pids`.
-fn tasks(pids: &[u32]) -> Vec<Task> {
-    let mut out = Vec::new();
-    for &pid in pids {
-        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for e in dir.flatten() {
-            let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            let p = e.path();
-            let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
-            let ns = read("schedstat")
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            let switches = read("status")
-                .lines()
-                .filter(|l| l.contains("ctxt_switches:"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum();
-            out.push((pid, tid, read("comm").trim().to_string(), ns, switches));
-        }
-    }
-    out
-}
-
 /// One span: (percent of a core, wakeups/s, busiest threads, processes).
 fn span(root: u32, seconds: f64) -> (f64, f64, String, usize) {
     let pids = tree(root);
@@ -127,11 +67,11 @@ fn span(root: u32, seconds: f64) -> (f64, f64, String, usize) {
     let mut per: Vec<(String, u64, u64)> = b
         .iter()
         .filter_map(|x| {
-            let y = a.iter().find(|y| (y.0, y.1) == (x.0, x.1))?;
+            let y = a.iter().find(|y| (y.pid, y.tid) == (x.pid, x.tid))?;
             Some((
-                x.2.clone(),
-                x.3.saturating_sub(y.3),
-                x.4.saturating_sub(y.4),
+                x.comm.clone(),
+                x.cpu_ns.saturating_sub(y.cpu_ns),
+                (x.voluntary + x.involuntary).saturating_sub(y.voluntary + y.involuntary),
             ))
         })
         .filter(|x| x.1 > 0 || x.2 > 0)

@@ -71,6 +71,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::machine::Machine;
+use crate::sched::Snapshot;
 use vrhost_client::{Client, Endpoint};
 use vrhost_lab::Daemon;
 use vrhost_testvr::hostile::Case;
@@ -333,6 +334,29 @@ pub struct OverloadRecord {
     /// Host ingress drops by reason, per second (`ingress_<reason>_pps`).
     #[serde(flatten)]
     pub ingress: BTreeMap<String, f64>,
+    /// What kept the worker and the VRs from their cores over the window
+    /// (the cause of ingress drops below the peak, if any).
+    pub sched: OverloadSched,
+}
+
+/// Per second of an overload run's window: the scheduler's figures of the
+/// host worker and of the VR processes, and the steal time of their CPUs.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct OverloadSched {
+    /// The worker thread's milliseconds waiting for its CPU while runnable.
+    pub worker_wait_ms: f64,
+    /// The worker's preemptions.
+    pub worker_preempted: f64,
+    /// The VR processes' milliseconds waiting for their CPU while runnable.
+    pub vr_wait_ms: f64,
+    /// The VR processes' preemptions.
+    pub vr_preempted: f64,
+    /// The VR processes' voluntary switches (sleeps, yields).
+    pub vr_switches: f64,
+    /// Steal time of the worker's CPU, milliseconds.
+    pub worker_cpu_steal_ms: f64,
+    /// Steal time of the VRs' CPU, milliseconds.
+    pub vr_cpu_steal_ms: f64,
 }
 
 /// What runs a VR.
@@ -512,12 +536,25 @@ impl Running {
     /// Stats at the start and the end of a window of `secs` after `warm`
     /// seconds, and its length.
     fn window(&self, warm: f64, secs: f64) -> Result<(Value, Value, f64)> {
+        let (a, b, dt, ..) = self.window_sched(warm, secs)?;
+        Ok((a, b, dt))
+    }
+
+    /// [`Self::window`], with the scheduler's figures of the daemon's
+    /// threads and processes at both ends.
+    fn window_sched(
+        &self,
+        warm: f64,
+        secs: f64,
+    ) -> Result<(Value, Value, f64, Snapshot, Snapshot)> {
         std::thread::sleep(Duration::from_secs_f64(warm));
         let a = self.stats()?;
+        let sa = Snapshot::of_tree(self.daemon.pid());
         let t = Instant::now();
         std::thread::sleep(Duration::from_secs_f64(secs));
+        let sb = Snapshot::of_tree(self.daemon.pid());
         let b = self.stats()?;
-        Ok((a, b, t.elapsed().as_secs_f64()))
+        Ok((a, b, t.elapsed().as_secs_f64(), sa, sb))
     }
 }
 

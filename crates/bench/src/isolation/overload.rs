@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::kill::INGRESS;
 use super::{
-    FairnessRecord, Gen, IsolationArgs, OverloadRecord, Running, Tenant, classified, config,
-    forwarded, port, rate, ratio, router, u, vr,
+    FairnessRecord, Gen, IsolationArgs, OverloadRecord, OverloadSched, Running, Tenant, classified,
+    config, forwarded, port, rate, ratio, router, u, vr,
 };
 use crate::Result;
 
@@ -35,8 +35,21 @@ pub(super) fn overload_run(
     };
     let name = format!("overload-{run}-{}", pps.unwrap_or(0));
     let r = Running::start(dir, &name, &config(args, &[g], &tenants)?)?;
-    let (a, b, dt) = r.window(0.5, args.seconds)?;
+    let (a, b, dt, sa, sb) = r.window_sched(0.5, args.seconds)?;
+    let daemon = r.daemon.pid();
     r.daemon.stop()?;
+    let worker = sa.rates(&sb, |t| t.comm.starts_with("vrhost-worker"));
+    let vrs = sa.rates(&sb, |t| t.pid != daemon);
+    let vr_cpu = if args.cpu == 0 { 1 } else { 0 };
+    let sched = OverloadSched {
+        worker_wait_ms: worker.wait_ms,
+        worker_preempted: worker.involuntary,
+        vr_wait_ms: vrs.wait_ms,
+        vr_preempted: vrs.involuntary,
+        vr_switches: vrs.voluntary,
+        worker_cpu_steal_ms: sa.steal_ms(&sb, args.cpu),
+        vr_cpu_steal_ms: sa.steal_ms(&sb, vr_cpu),
+    };
     let all = |f: fn(&Value, &str) -> u64| {
         let names: Vec<String> = tenants.iter().map(|t| t.name.clone()).collect();
         move |s: &Value| names.iter().map(|n| f(s, n)).sum::<u64>()
@@ -65,6 +78,7 @@ pub(super) fn overload_run(
         not_taken_pps: pps.map_or(0.0, |p| (p as f64 - taken).max(0.0)),
         vr_dropped_pps: rate(&a, &b, dt, all(|s, n| u(&vr(s, n)["vr_dropped"]))),
         ingress,
+        sched,
     })
 }
 

@@ -152,7 +152,7 @@ fn print_kill(r: &Value) {
     println!();
 }
 
-const OVERLOAD: [Column; 9] = [
+const OVERLOAD: [Column; 14] = [
     Column::left("run", 9),
     Column::right("offered/s", 11),
     Column::right("taken/s", 11).decimals(0),
@@ -162,6 +162,11 @@ const OVERLOAD: [Column; 9] = [
     Column::right("pool_empty/s", 11).decimals(0),
     Column::right("ring_full/s", 11).decimals(0),
     Column::right("vr drop/s", 9).decimals(0),
+    Column::right("wk wait ms/s", 12).decimals(2),
+    Column::right("vr wait ms/s", 12).decimals(2),
+    Column::right("vr preempt/s", 12).decimals(1),
+    Column::right("vr yield+sleep/s", 16).decimals(0),
+    Column::right("steal ms/s", 10).decimals(2),
 ];
 
 fn print_overload(overload: &[&Value]) {
@@ -193,6 +198,11 @@ fn print_overload(overload: &[&Value]) {
                     &f(&r["ingress_pool_empty_pps"]),
                     &f(&r["ingress_ring_full_pps"]),
                     &f(&r["vr_dropped_pps"]),
+                    &f(&r["sched"]["worker_wait_ms"]),
+                    &f(&r["sched"]["vr_wait_ms"]),
+                    &f(&r["sched"]["vr_preempted"]),
+                    &f(&r["sched"]["vr_switches"]),
+                    &(f(&r["sched"]["worker_cpu_steal_ms"]) + f(&r["sched"]["vr_cpu_steal_ms"])),
                 ]
             )
         );
