@@ -429,6 +429,11 @@ impl Worker {
     /// (its producer index lives on the VR's core), whatever it holds; with
     /// many busy VRs that cost, paid per round, is what a larger round
     /// amortizes. Idle VRs are not looked at (see `active`).
+    ///
+    /// With [`PollConfig::tx_batch`], a port's batch may be held at the
+    /// round's end (see `flush`): a later round sends it (once no VR holds
+    /// a frame, or after `tx_wait_us`), and [`Worker::run`] before it
+    /// yields or sleeps.
     pub fn poll_once(&mut self) -> usize {
         self.stats.rounds.add(1);
         let mut moved = 0;
