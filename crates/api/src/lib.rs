@@ -565,6 +565,10 @@ pub struct PortStats {
     /// Times the port's transmit fell back from xdp_frames to its socket
     /// (`af_xdp` with `tx = "auto"`: the driver took none of a run's).
     pub tx_fallbacks: u64,
+    /// System calls that sent frames (`af_xdp`: `BPF_PROG_RUN` calls of
+    /// `tx = "xdp"` and tx kicks); `tx_packets / tx_runs` is the frames
+    /// a call carried. 0 for drivers that do not count them.
+    pub tx_runs: u64,
 }
 
 /// `HostStats`: the host worker's counters.

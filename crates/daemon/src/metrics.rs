@@ -156,6 +156,11 @@ const PORT_COUNTERS: &[Family<PortStats>] = &[
         |p| p.tx_fallbacks,
         "Times a port's transmit fell back from xdp_frames to its socket",
     ),
+    (
+        "port_tx_runs",
+        |p| p.tx_runs,
+        "System calls that sent a port's frames (af_xdp: BPF_PROG_RUN calls and tx kicks)",
+    ),
 ];
 
 /// A VR's frames and bytes, and what it or the host dropped.
@@ -603,6 +608,7 @@ mod tests {
             tx_bytes: 57_600 * k,
             tx_dropped: 2 * k,
             tx_fallbacks: 0,
+            tx_runs: 0,
         }
     }
 

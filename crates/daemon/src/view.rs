@@ -107,6 +107,7 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
             tx_bytes: s.tx_bytes,
             tx_dropped: s.tx_dropped,
             tx_fallbacks: s.tx_fallbacks,
+            tx_runs: s.tx_runs,
         })
         .collect();
     let mut violations = 0;

@@ -64,6 +64,10 @@ pub struct PortStats {
     /// Times the port's transmit fell back from xdp_frames to its socket
     /// (`af_xdp`, `tx = "auto"`: the driver took none of a run's frames).
     pub tx_fallbacks: u64,
+    /// System calls that sent frames: `af_xdp`'s `BPF_PROG_RUN` calls
+    /// (`tx = "xdp"`) and tx kicks (`sendto`); 0 for drivers that do not
+    /// count them. `tx_packets / tx_runs` is the frames a call carried.
+    pub tx_runs: u64,
 }
 
 /// A source and sink of Ethernet frames, driven in bursts by one host worker.
@@ -88,6 +92,16 @@ pub trait Port: Send {
     /// must return at once when nothing is queued.
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+
+    /// Frames `tx_burst` took that wait for [`Port::flush`], on a port
+    /// whose flush costs about as much for one frame as for a batch (`af_xdp`
+    /// with `tx = "xdp"`: one `BPF_PROG_RUN`, whose page pool the kernel
+    /// builds and destroys), so that the worker may hold them for a fuller
+    /// batch while more frames are coming. 0 for every other port (the
+    /// default): the worker flushes it after every round that sent.
+    fn tx_batched(&self) -> usize {
+        0
     }
 
     /// The port's counters.

@@ -25,9 +25,10 @@ fn tcp_in_both_placements(r: &Value) {
     assert_eq!(r["tcp_cpus"], at, "{r}");
 }
 
-/// TCP through `af_xdp_txlive` (both ports sending xdp_frames) and
-/// through `af_xdp` with `tx = "auto"`, beside the kernel, each in both
-/// placements, each against the kernel's best.
+/// TCP through `af_xdp_txlive` (both ports sending xdp_frames, batches
+/// held for more: `--tx-batch 64`) and through `af_xdp` with `tx =
+/// "auto"`, beside the kernel, each in both placements, each against the
+/// kernel's best; vrhost's runs counted.
 #[test]
 fn tcp_through_xdp_frames_against_the_kernel_at_its_best() {
     if !rustix::process::geteuid().is_root() {
@@ -43,6 +44,8 @@ fn tcp_through_xdp_frames_against_the_kernel_at_its_best() {
             "kernel,af_xdp_txlive,af_xdp",
             "--af-xdp-tx",
             "auto",
+            "--tx-batch",
+            "64",
             "--loads",
             "0.5",
             "--seconds",
@@ -75,7 +78,16 @@ fn tcp_through_xdp_frames_against_the_kernel_at_its_best() {
         tcp_in_both_placements(r);
         if fwd == "kernel" {
             kernel = num(r, "tcp_gbps");
+            assert!(r["tcp_tx_runs"].is_null(), "{r}");
+            continue;
         }
+        // Each port sent frames in runs (system calls) of one frame or
+        // more: the segments on p1, the ACKs on p0.
+        assert!(num(r, "tcp_tx_runs") > 0.0, "{r}");
+        for per_run in r["tcp_frames_per_run"].as_array().expect("[p1, p0]") {
+            assert!(per_run.as_f64().is_some_and(|f| f >= 1.0), "{r}");
+        }
+        assert!(num(r, "tx_frames_per_run") >= 1.0, "{r}");
     }
     let best = report["tcp_best"].as_array().expect("tcp_best");
     for fwd in ["af_xdp_txlive", "af_xdp"] {

@@ -200,6 +200,8 @@ impl FastpathArgs {
             spin_yield_every: None,
             colocate_pps: None,
             flow_us: None,
+            tx_batch: None,
+            tx_wait_us: None,
             idle_pings: 0,
             ping_cpu: None,
             endpoint_rps_cpu: None,

@@ -106,6 +106,15 @@ pub struct ForwardArgs {
     /// 0: the worker spins without yielding, as before 2026-11-26).
     #[arg(long)]
     pub spin_yield_every: Option<u32>,
+    /// vrhost: `[host.poll] tx_batch`, the batch a `tx = "xdp"` port
+    /// holds for while more frames are coming (default: the daemon's, 0:
+    /// a run after every round that sent).
+    #[arg(long)]
+    pub tx_batch: Option<u32>,
+    /// vrhost: `[host.poll] tx_wait_us`, the longest a held batch waits
+    /// (default: the daemon's).
+    #[arg(long)]
+    pub tx_wait_us: Option<u32>,
     /// vrhost: `[host.poll] colocate_pps` (default: the daemon's).
     #[arg(long)]
     pub colocate_pps: Option<u32>,

@@ -57,6 +57,8 @@ pub(crate) struct Window {
     pub wakeups_per_pkt: Option<f64>,
     /// The live generator's own count of frames sent, per second.
     pub gen_sent: Option<f64>,
+    /// vrhost: see [`super::Record::tx_frames_per_run`].
+    pub tx_frames_per_run: Option<f64>,
     pub lost: Lost,
 }
 
@@ -71,12 +73,30 @@ pub(crate) struct LossCounters {
     cpu_ns: f64,
     /// vrhost: times its worker and VRs went to sleep (or napped).
     sleeps: u64,
+    /// vrhost: each port's frames sent and transmit system calls
+    /// (`tx_packets`, `tx_runs`), in the config's port order.
+    tx: [(u64, u64); 2],
 }
 
 impl LossCounters {
     /// Frames lost at every hop so far.
     pub(crate) fn total(&self) -> u64 {
         self.to_node + self.node_in + self.vr + self.node_out
+    }
+
+    /// Frames a transmit system call carried on each port between `a`
+    /// and `self` (`None` for a port that made none).
+    pub(crate) fn frames_per_run(&self, a: &Self) -> [Option<f64>; 2] {
+        [0, 1].map(|i| {
+            let runs = self.tx[i].1.saturating_sub(a.tx[i].1);
+            let frames = self.tx[i].0.saturating_sub(a.tx[i].0);
+            (runs > 0).then(|| frames as f64 / runs as f64)
+        })
+    }
+
+    /// Transmit system calls of all ports between `a` and `self`.
+    pub(crate) fn runs(&self, a: &Self) -> u64 {
+        (0..2).map(|i| self.tx[i].1.saturating_sub(a.tx[i].1)).sum()
     }
 
     pub(crate) fn read(lab: &Lab, daemon: Option<&Client>) -> Result<Self> {
@@ -96,9 +116,12 @@ impl LossCounters {
             let h = &s["host"];
             c.cpu_ns += h["worker_cpu_seconds"].as_f64().unwrap_or(0.0) * 1e9;
             c.sleeps += u(&h["sleeps"]) + u(&h["naps"]);
-            for p in s["ports"].as_array().into_iter().flatten() {
+            for (i, p) in s["ports"].as_array().into_iter().flatten().enumerate() {
                 c.node_in += u(&p["rx_dropped"]);
                 c.node_out += u(&p["tx_dropped"]);
+                if let Some(t) = c.tx.get_mut(i) {
+                    *t = (u(&p["tx_packets"]), u(&p["tx_runs"]));
+                }
             }
             // A tap VR's namespace: what its TAPs' queues dropped (read too
             // slowly by the worker) was lost in the VR.
@@ -188,6 +211,7 @@ pub(crate) fn window(lab: &Lab, t: Timing, w: &WindowSpec<'_>) -> Result<Window>
         vrhost_cpu_ns_per_pkt: per_frame(lb.cpu_ns - la.cpu_ns),
         wakeups_per_pkt: per_frame(lb.sleeps.saturating_sub(la.sleeps) as f64),
         gen_sent: w.generator.live().map(|_| rate(3)),
+        tx_frames_per_run: lb.frames_per_run(&la)[1],
         lost: Lost {
             to_node_pps: per_s(lb.to_node, la.to_node),
             node_in_pps: per_s(lb.node_in, la.node_in),

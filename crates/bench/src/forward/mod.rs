@@ -164,6 +164,11 @@ pub struct Record {
     /// vrhost: sleeps and naps of its worker and VRs per forwarded frame
     /// (each ends in a wakeup).
     pub wakeups_per_pkt: Option<f64>,
+    /// vrhost: frames a transmit system call of the out port (p1)
+    /// carried over the window (`tx_packets / tx_runs` of its stats:
+    /// `BPF_PROG_RUN` calls with `tx = "xdp"`, kicks with the socket);
+    /// `None` where it made none or counts none.
+    pub tx_frames_per_run: Option<f64>,
     /// Where the lost frames were counted, frames/s over the window
     /// (flattened: `lost_to_node_pps`, ...).
     #[serde(flatten)]
@@ -514,6 +519,7 @@ pub(crate) fn run_points(
         copies_per_frame: None,
         vrhost_cpu_ns_per_pkt: None,
         wakeups_per_pkt: None,
+        tx_frames_per_run: None,
         lost: g.lost,
     }];
     for fwd in plan.forwarders {
@@ -637,6 +643,7 @@ fn forwarder_points(
             copies_per_frame: copies_per_frame(fwd, args),
             vrhost_cpu_ns_per_pkt: w.vrhost_cpu_ns_per_pkt,
             wakeups_per_pkt: w.wakeups_per_pkt,
+            tx_frames_per_run: w.tx_frames_per_run,
             lost: w.lost,
         });
     }

@@ -403,6 +403,8 @@ fn poll_keys(args: &ForwardArgs) -> String {
         ("spin_rounds", args.spin_rounds),
         ("spin_yield_every", args.spin_yield_every),
         ("colocate_pps", args.colocate_pps),
+        ("tx_batch", args.tx_batch),
+        ("tx_wait_us", args.tx_wait_us),
         ("flow_us", args.flow_us),
     ]
     .iter()

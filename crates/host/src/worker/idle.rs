@@ -23,7 +23,13 @@ impl Worker {
                 continue;
             }
             self.ring_deferred();
-            match backoff.idle() {
+            let idle = backoff.idle();
+            if !matches!(idle, Idle::Spin) {
+                // Nothing comes to fill a held batch while the worker is
+                // off its core.
+                self.flush_held();
+            }
+            match idle {
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
                 Idle::Nap => self.nap(backoff.nap_timeout()),

@@ -45,6 +45,7 @@ use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 
 mod active;
 mod colocate;
+mod flush;
 mod idle;
 mod mailbox;
 mod reconfig;
@@ -136,6 +137,9 @@ pub struct Worker {
     /// Lightly loaded VRs on the worker's core (with a pinned worker and
     /// [`PollConfig::colocate_pps`]).
     colocate: Option<Colocate>,
+    /// A port holds a batch (see `flush`), since the round at each entry.
+    tx_held: bool,
+    held_since: Vec<Option<Instant>>,
 }
 
 impl Worker {
@@ -191,6 +195,8 @@ impl Worker {
             dispatch: None,
             lent_to: Vec::new(),
             colocate: None,
+            tx_held: false,
+            held_since: Vec::new(),
         })
     }
 
@@ -289,6 +295,9 @@ impl Worker {
     /// Recompute the service order after VRs' [`crate::Sched`] changed
     /// (done by the worker itself when VRs are added or replaced).
     pub fn resched(&mut self) {
+        // Ports may change: no batch stays held across it.
+        self.flush_held();
+        self.held_since = vec![None; self.ports.len()];
         let n = self.vrs.len();
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| !self.vrs[i].sched().high_priority);
@@ -337,6 +346,7 @@ impl Worker {
     /// # Panics
     /// If there is no port `i`.
     pub fn set_port(&mut self, i: usize, port: Box<dyn Port>) -> Box<dyn Port> {
+        self.flush_held();
         let old = std::mem::replace(&mut self.ports[i], port);
         self.resched();
         old
@@ -419,6 +429,11 @@ impl Worker {
     /// (its producer index lives on the VR's core), whatever it holds; with
     /// many busy VRs that cost, paid per round, is what a larger round
     /// amortizes. Idle VRs are not looked at (see `active`).
+    ///
+    /// With [`PollConfig::tx_batch`], a port's batch may be held at the
+    /// round's end (see `flush`): a later round sends it (once no VR holds
+    /// a frame, or after `tx_wait_us`), and [`Worker::run`] before it
+    /// yields or sleeps.
     pub fn poll_once(&mut self) -> usize {
         self.stats.rounds.add(1);
         let mut moved = 0;
@@ -528,13 +543,9 @@ impl Worker {
         if !self.draining.is_empty() {
             moved += self.poll_draining();
         }
-        if moved > 0 {
-            // One kick per port per round (a driver with nothing queued
-            // returns at once; in-process VRs send from `flush_rx`).
-            for p in &mut self.ports {
-                let _ = p.flush();
-            }
-        }
+        // One flush per port per round that sent, or a batch held for
+        // more (see `flush`).
+        self.flush_ports(moved, saturated, round);
         // The round's start is recent enough to time the reaping by.
         if round.duration_since(self.last_reap) >= REAP_EVERY {
             self.reap();
@@ -684,5 +695,7 @@ impl Worker {
     }
 }
 
+#[cfg(test)]
+mod flush_tests;
 #[cfg(test)]
 mod tests;

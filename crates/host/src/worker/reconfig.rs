@@ -73,6 +73,8 @@ impl Worker {
             }
         }
         // Checked: from here on nothing fails.
+        // A batch held by a port that moves or goes is sent first.
+        self.flush_held();
         let mut old_ports: Vec<Option<Box<dyn Port>>> = std::mem::take(&mut self.ports)
             .into_iter()
             .map(Some)

@@ -130,6 +130,8 @@ pub(super) struct TxLive {
     queued_bytes: u64,
     /// Bytes of the frames in runs the kernel took.
     pub(super) tx_bytes: u64,
+    /// `BPF_PROG_RUN` calls made.
+    pub(super) runs: u64,
     /// Frames refused here (size) or in a failed run.
     pub(super) dropped: u64,
     /// `tx = "auto"`'s check of the driver.
@@ -194,6 +196,7 @@ impl TxLive {
             queued: 0,
             queued_bytes: 0,
             tx_bytes: 0,
+            runs: 0,
             dropped: 0,
             check,
             fell_back: false,
@@ -358,8 +361,14 @@ impl TxLive {
         })
     }
 
+    /// Frames written into the array and not yet run.
+    pub(super) fn queued(&self) -> usize {
+        self.queued as usize
+    }
+
     /// One test run of `repeat` frames.
-    fn test_run(&self, ebpf: &Ebpf, repeat: u32) -> io::Result<()> {
+    fn test_run(&mut self, ebpf: &Ebpf, repeat: u32) -> io::Result<()> {
+        self.runs += 1;
         let prog: &Xdp = ebpf
             .program(super::program::PROGRAM)
             .ok_or_else(|| io::Error::other("XDP transmit: program missing"))?

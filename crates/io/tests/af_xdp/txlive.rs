@@ -66,6 +66,46 @@ fn tx_xdp_frames_arrive_at_the_peer_intact_and_in_order() {
     super::expect_rx(&mut port, 0..100);
 }
 
+/// Frames `tx_burst` takes wait in the array until the flush
+/// (`tx_batched` says how many, for the worker to hold a batch for more),
+/// and one `BPF_PROG_RUN` sends them all: `tx_runs` counts the calls. A
+/// full array (1,024 frames) runs by itself.
+#[test]
+fn tx_xdp_holds_frames_until_the_flush_and_counts_its_runs() {
+    let (a, b) = lab();
+    b.exec("ethtool", &["-K", "b0", "gro", "on"]).unwrap();
+    let mut port = super::open(&a, &xdp_tx());
+    let peer = b.run(|| Raw::open("b0")).unwrap();
+    let frames: Vec<Vec<u8>> = (0..1300)
+        .map(|s| frame(s, len_of(s), MAC_A, MAC_B))
+        .collect();
+    a.run(|| {
+        for c in frames[..200].chunks(20) {
+            let burst: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+            assert_eq!(port.tx_burst(&burst), burst.len());
+        }
+        assert_eq!((port.tx_batched(), port.stats().tx_runs), (200, 0));
+        port.flush().unwrap();
+        assert_eq!((port.tx_batched(), port.stats().tx_runs), (0, 1));
+        // Nothing queued: no run.
+        port.flush().unwrap();
+        assert_eq!(port.stats().tx_runs, 1);
+        let burst: Vec<&[u8]> = frames[200..].iter().map(Vec::as_slice).collect();
+        assert_eq!(port.tx_burst(&burst), burst.len());
+        assert_eq!((port.tx_batched(), port.stats().tx_runs), (1100 - 1024, 2));
+        port.flush().unwrap();
+        assert_eq!((port.tx_batched(), port.stats().tx_runs), (0, 3));
+    })
+    .unwrap();
+    super::expect_at_peer(&peer, &frames);
+    let s = port.stats();
+    assert_eq!(
+        (s.tx_packets, s.tx_dropped, s.tx_runs),
+        (1300, 0, 3),
+        "{s:?}"
+    );
+}
+
 #[test]
 fn tx_xdp_refuses_garbage_and_counts_it() {
     let (a, b) = lab();
