@@ -49,6 +49,7 @@ mod table;
 
 pub use capacity::per_core_pps;
 use idle::{median_run, run_idle};
+pub use pages::put_back as put_back_hugepages;
 use plan::{points, validate};
 use procfs::{context_switches, thread_cpu_ns_of};
 use routes::load_tables;

@@ -4,6 +4,8 @@
 //! missing) and the old count put back when it ends. The idle figures'
 //! VRs keep ordinary pages, so their memory stays comparable.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use vrhost_host::hugepages::{HugePages, free_huge_pages};
 use vrhost_shm::{HUGE_PAGE_BYTES, Layout};
 
@@ -12,10 +14,24 @@ use crate::{Context, Result, bail};
 
 const NR: &str = "/proc/sys/vm/nr_hugepages";
 
-/// The pool's old size, put back on drop.
+/// The pool's old size, put back on drop (or by [`put_back`]).
 #[derive(Debug)]
-pub(super) struct Reservation {
-    old: u64,
+pub(super) struct Reservation;
+
+/// `nr_hugepages` before the run raised it; `u64::MAX`: not raised.
+static OLD: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Put back the count of reserved huge pages a run raised, if it did:
+/// for a run stopped by a signal, which exits without unwinding.
+pub fn put_back() {
+    let old = OLD.swap(u64::MAX, Ordering::SeqCst);
+    if old == u64::MAX {
+        return;
+    }
+    match set_nr_hugepages(old) {
+        Ok(()) => eprintln!("hugepages: {NR} put back to {old}"),
+        Err(e) => eprintln!("hugepages: could not put {NR} back to {old}: {e}"),
+    }
 }
 
 fn nr_hugepages() -> Result<u64> {
@@ -59,7 +75,8 @@ pub(super) fn reserve(pages: HugePages, points: &[Point<'_>]) -> Result<Option<R
     }
     let old = nr_hugepages()?;
     let want = old + (need - free);
-    let guard = Reservation { old };
+    OLD.store(old, Ordering::SeqCst);
+    let guard = Reservation;
     set_nr_hugepages(want)?;
     let got = nr_hugepages()?;
     eprintln!(
@@ -74,9 +91,6 @@ pub(super) fn reserve(pages: HugePages, points: &[Point<'_>]) -> Result<Option<R
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        match set_nr_hugepages(self.old) {
-            Ok(()) => eprintln!("hugepages: {NR} put back to {}", self.old),
-            Err(e) => eprintln!("hugepages: could not put {NR} back to {}: {e}", self.old),
-        }
+        put_back();
     }
 }
