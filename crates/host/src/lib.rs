@@ -35,6 +35,7 @@ pub mod config;
 pub mod confine;
 #[expect(unsafe_code, reason = "sched_setscheduler(SCHED_IDLE): raw libc")]
 pub mod cpu;
+pub mod hugepages;
 pub mod pool;
 pub mod relay;
 pub mod spawn;

@@ -352,6 +352,20 @@ impl Layout {
     /// [`LayoutError::BadMagic`], [`LayoutError::Version`] (naming both
     /// versions), [`LayoutError::OutOfRange`] or [`LayoutError::Inconsistent`].
     pub fn from_header(h: &Header, mapped_bytes: u64) -> Result<Self, LayoutError> {
+        Self::from_header_padded(h, mapped_bytes, 1)
+    }
+
+    /// As [`Layout::from_header`] for a region whose memory comes in pages
+    /// of `page` bytes (huge pages): the mapped size is the layout's size
+    /// rounded up to whole pages.
+    ///
+    /// # Errors
+    /// As [`Layout::from_header`].
+    pub fn from_header_padded(
+        h: &Header,
+        mapped_bytes: u64,
+        page: u64,
+    ) -> Result<Self, LayoutError> {
         if h.magic != MAGIC {
             return Err(LayoutError::BadMagic { found: h.magic });
         }
@@ -383,7 +397,7 @@ impl Layout {
         if layout.header() != *h {
             return Err(LayoutError::Inconsistent("offsets do not match the sizes"));
         }
-        if layout.region_bytes != mapped_bytes {
+        if layout.region_bytes.next_multiple_of(page.max(1)) != mapped_bytes {
             return Err(LayoutError::Inconsistent(
                 "region size differs from the mapped size",
             ));
@@ -513,6 +527,13 @@ mod tests {
         h.slots_offset -= 4096;
         assert!(Layout::from_header(&h, l.region_bytes).is_err());
         assert!(Layout::from_header(&l.header(), l.region_bytes - 4096).is_err());
+        let huge = l.region_bytes.next_multiple_of(2 << 20);
+        assert!(
+            Layout::from_header(&l.header(), huge).is_err(),
+            "padding only in pages"
+        );
+        assert!(Layout::from_header_padded(&l.header(), huge, 2 << 20).is_ok());
+        assert!(Layout::from_header_padded(&l.header(), huge + (2 << 20), 2 << 20).is_err());
         h = l.header();
         h.magic = 0;
         assert!(matches!(

@@ -6,6 +6,12 @@
 //! VR receives the fd and maps it ([`Region::attach`]), refusing a header of
 //! another layout version.
 //!
+//! A region may instead live in reserved huge pages
+//! ([`Region::create_huge`]: a `MFD_HUGETLB` memfd, its size rounded up to
+//! whole 2 MiB pages), so that the host and the VR each reach a whole pool
+//! through one or two TLB entries instead of one per 4 KiB page; the VR's
+//! [`Region::attach`] is the same for both.
+//!
 //! This is one of the few modules with `unsafe`: it turns offsets into
 //! pointers. Every offset comes from a [`Layout`] checked against the mapped
 //! size, and every slot index passed in is bounds-checked here, so no caller
@@ -37,6 +43,17 @@ pub enum RegionError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// No huge page could back the region (none reserved, too few free,
+    /// or a kernel without hugetlbfs).
+    #[error(
+        "no huge pages for a region of {bytes} bytes: {reason} (reserve them in /proc/sys/vm/nr_hugepages)"
+    )]
+    NoHugePages {
+        /// The region's size, rounded up to whole huge pages.
+        bytes: u64,
+        /// What the kernel said.
+        reason: std::io::Error,
+    },
     /// The region is smaller than a header.
     #[error("region of {0} bytes is too small to hold a header")]
     TooSmall(u64),
@@ -48,6 +65,10 @@ fn sys<T>(call: &'static str, r: rustix::io::Result<T>) -> Result<T, RegionError
         source: e.into(),
     })
 }
+
+/// The size of the huge pages [`Region::create_huge`] asks for (the
+/// kernel's default on x86-64 and arm64 with 4 KiB base pages).
+pub const HUGE_PAGE_BYTES: u64 = 2 << 20;
 
 /// A shared mapping of a region's memfd, unmapped (and the fd closed) on
 /// drop.
@@ -162,12 +183,50 @@ impl Region {
                 MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
             ),
         )?;
-        sys("ftruncate", rustix::fs::ftruncate(&fd, layout.region_bytes))?;
+        Self::finish(fd, layout.region_bytes, layout)
+    }
+
+    /// As [`Region::create`], in huge pages of [`HUGE_PAGE_BYTES`] taken
+    /// from the kernel's reserved pool (`/proc/sys/vm/nr_hugepages`): the
+    /// whole region is reserved when it is mapped here, so a pool short of
+    /// pages fails now, not at a later fault. The memfd is its size
+    /// rounded up to whole huge pages; the layout is unchanged.
+    ///
+    /// # Errors
+    /// As [`Region::create`]; [`RegionError::NoHugePages`] when the kernel
+    /// has no hugetlbfs or too few free huge pages.
+    pub fn create_huge(name: &str, cfg: RegionConfig) -> Result<Self, RegionError> {
+        let layout = Layout::new(cfg)?;
+        let bytes = layout.region_bytes.next_multiple_of(HUGE_PAGE_BYTES);
+        let no_pages = |e: rustix::io::Errno| RegionError::NoHugePages {
+            bytes,
+            reason: e.into(),
+        };
+        let fd = rustix::fs::memfd_create(
+            format!("vrhost-{name}"),
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING | MemfdFlags::HUGETLB,
+        )
+        .map_err(no_pages)?;
+        match Self::finish(fd, bytes, layout) {
+            Err(RegionError::Syscall {
+                call: "mmap",
+                source,
+            }) => Err(RegionError::NoHugePages {
+                bytes,
+                reason: source,
+            }),
+            other => other,
+        }
+    }
+
+    /// Size `fd` to `bytes`, seal it, map it and write the header.
+    fn finish(fd: OwnedFd, bytes: u64, layout: Layout) -> Result<Self, RegionError> {
+        sys("ftruncate", rustix::fs::ftruncate(&fd, bytes))?;
         sys(
             "fcntl(F_ADD_SEALS)",
             rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL),
         )?;
-        let map = Mapping::new(fd, layout.region_bytes as usize)?;
+        let map = Mapping::new(fd, bytes as usize)?;
         // SAFETY: offset 0 holds a Header (layout invariant), the memory is
         // fresh and nobody else has the fd yet.
         unsafe { map.at::<Header>(0).as_ptr().write(layout.header()) };
@@ -183,7 +242,8 @@ impl Region {
     /// (naming both) or inconsistent; [`RegionError::Syscall`] if the fd
     /// cannot be inspected or mapped.
     pub fn attach(fd: OwnedFd) -> Result<Self, RegionError> {
-        let size = sys("fstat", rustix::fs::fstat(&fd))?.st_size as u64;
+        let stat = sys("fstat", rustix::fs::fstat(&fd))?;
+        let size = stat.st_size as u64;
         if size < size_of::<Header>() as u64 {
             return Err(RegionError::TooSmall(size));
         }
@@ -197,8 +257,20 @@ impl Region {
         // SAFETY: the mapping holds at least a Header (checked above); a
         // volatile read copies it out whatever the other side does.
         let header = unsafe { map.at::<Header>(0).as_ptr().read_volatile() };
-        let layout = Layout::from_header(&header, size)?;
+        // A region in huge pages is its layout rounded up to whole pages
+        // (hugetlbfs reports the page size as the block size).
+        let page = match stat.st_blksize as u64 {
+            b if b > 4096 => b,
+            _ => 1,
+        };
+        let layout = Layout::from_header_padded(&header, size, page)?;
         Ok(Self::of(map, layout))
+    }
+
+    /// Whether the region lives in huge pages (its memfd is on hugetlbfs).
+    /// Not for the hot path: it asks the kernel.
+    pub fn huge_pages(&self) -> bool {
+        rustix::fs::fstat(&self.map.fd).is_ok_and(|s| s.st_blksize as u64 >= HUGE_PAGE_BYTES)
     }
 
     /// The region's memfd, to pass to a VR process.
@@ -443,6 +515,46 @@ mod tests {
         assert!(!r.write_slot(0, 2040, &[0; 16]));
         // SAFETY: bounds are refused before any access.
         assert!(unsafe { r.slot_bytes_at(0, 2000, 100) }.is_none());
+    }
+
+    /// Free huge pages of the default size, from `/proc/meminfo`.
+    fn free_huge_pages() -> u64 {
+        let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("HugePages_Free:"))
+            .map_or(0, |v| v.trim().parse().unwrap())
+    }
+
+    #[test]
+    fn a_huge_region_attaches_like_any_or_says_no_pages_are_reserved() {
+        let cfg = RegionConfig::default();
+        let free = free_huge_pages();
+        let host = match Region::create_huge("huge", cfg) {
+            Ok(r) => r,
+            Err(RegionError::NoHugePages { bytes, reason }) => {
+                assert!(free < bytes / HUGE_PAGE_BYTES, "{free} free: {reason}");
+                assert!(!Region::create("small", cfg).unwrap().huge_pages());
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert!(host.huge_pages());
+        let size = rustix::fs::fstat(host.fd()).unwrap().st_size as u64;
+        assert_eq!(
+            size,
+            host.layout().region_bytes.next_multiple_of(HUGE_PAGE_BYTES)
+        );
+        let vr = Region::attach(host.fd().try_clone_to_owned().unwrap()).unwrap();
+        assert_eq!(vr.layout(), host.layout());
+        assert!(host.put_frame(1023, b"last slot"));
+        let h = host.layout().cfg.headroom;
+        // SAFETY: test owns the slot; no concurrent writer.
+        let got = unsafe { vr.slot_bytes_at(1023, h, 9) }.unwrap();
+        assert_eq!(got, b"last slot");
+        assert!(
+            rustix::fs::ftruncate(host.fd(), size * 2).is_err(),
+            "sealed"
+        );
     }
 
     #[test]

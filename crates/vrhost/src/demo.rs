@@ -46,6 +46,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         pool: 1024,
         table: &table,
         poll: vrhost_proto::PollConfig::default(),
+        pages: vrhost_host::hugepages::HugePages::Off,
     };
     let vr_cpu = cpu::cpus().saturating_sub(1);
     let (mut worker, sink) = router_worker(&p, Dst::Random, vr_cpu)?;

@@ -27,6 +27,8 @@ pub fn stop_children_on_signal() -> std::io::Result<()> {
         if let Some(sig) = signals.forever().next() {
             eprintln!("vrhost: signal {sig}: stopping the processes this run started");
             stop_descendants(std::process::id(), GRACE);
+            // Huge pages `bench memory --hugepages` reserved for its run.
+            vrhost_bench::memory::put_back_hugepages();
             std::process::exit(128 + sig);
         }
     })?;

@@ -139,3 +139,45 @@ fn a_route_file_without_the_family_is_refused() {
     assert!(!out.status.success());
     assert!(err.contains("has no ipv6 routes"), "{err}");
 }
+
+fn nr_hugepages() -> String {
+    std::fs::read_to_string("/proc/sys/vm/nr_hugepages").expect("nr_hugepages")
+}
+
+#[test]
+fn hugepages_auto_reserves_what_the_run_needs_and_puts_the_count_back() {
+    let before = nr_hugepages();
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args(["bench", "memory", "--json", "--repeat", "1"])
+        .args([
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--modes",
+            "shm",
+            "--vrs",
+            "2",
+        ])
+        .args(["--no-idle-beside", "--no-pool-sweep", "--no-idle"])
+        .args(["--hugepages", "auto"])
+        .output()
+        .expect("run vrhost bench memory");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Two VRs, each a region of 1,024 slots and its rings: 2 pages each.
+    assert!(err.contains("hugepages: 4 pages of 2 MiB needed"), "{err}");
+    assert_eq!(nr_hugepages(), before, "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(r["results"][0]["vrs"], 2, "{r}");
+    assert_eq!(r["results"][0]["violations"], 0, "{r}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args(["bench", "memory", "--hugepages", "on"])
+        .output()
+        .expect("run vrhost bench memory");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && err.contains("off, auto or required"),
+        "{err}"
+    );
+}

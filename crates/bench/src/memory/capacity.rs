@@ -50,6 +50,7 @@ pub fn per_core_pps(window: Duration) -> Result<f64> {
         pool: w.args.pool,
         table,
         poll: w.args.poll(),
+        pages: w.args.hugepages,
     };
     let r = run_shm_or_inproc(&w.args, &p)?;
     let pps = r.mpps * 1e6;

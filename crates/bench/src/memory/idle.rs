@@ -9,9 +9,9 @@ use vrhost_host::{Backend, PathSpec, VrPath, VrProcess, Worker, cpu};
 use vrhost_io::Port;
 use vrhost_shm::Doorbell;
 
+use super::procfs::thread_cpu_ns_of;
 use super::{
-    Family, GEN_MAC, IdleRecord, MemoryArgs, Record, Table, rules, tenant_src, thread_cpu_ns_of,
-    vr_command,
+    Family, GEN_MAC, IdleRecord, MemoryArgs, Record, Table, rules, tenant_src, vr_command,
 };
 use crate::probe::ProbePort;
 use crate::report::percentile;

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use crate::{BenchError, Context, Result, bail};
 use rustix::net::{RecvFlags, SendFlags};
 use serde::Serialize;
+use vrhost_host::hugepages::HugePages;
 use vrhost_host::spawn::spawn_with_ctrl;
 use vrhost_host::{
     Backend, Classifier, Match, PathSpec, Rule, VrCommand, VrPath, VrProcess, VrStats, Worker, cpu,
@@ -40,13 +41,17 @@ use vrhost_testvr::syscall::SyscallHello;
 
 mod capacity;
 mod idle;
+mod pages;
 mod plan;
+mod procfs;
 mod routes;
 mod table;
 
 pub use capacity::per_core_pps;
 use idle::{median_run, run_idle};
+pub use pages::put_back as put_back_hugepages;
 use plan::{points, validate};
+use procfs::{context_switches, thread_cpu_ns_of};
 use routes::load_tables;
 pub use routes::{Family, Table};
 use table::print_table;
@@ -170,6 +175,11 @@ pub struct MemoryArgs {
     /// as the daemon's `[host.poll] round_per_vr`.
     #[arg(long, default_value_t = PollConfig::default().round_per_vr)]
     pub round_per_vr: u32,
+    /// VR regions in reserved huge pages, as the daemon's `[host]
+    /// hugepages` (`off`, `auto`, `required`); the run raises
+    /// `/proc/sys/vm/nr_hugepages` by what it lacks and puts it back.
+    #[arg(long, default_value_t = HugePages::Off)]
+    pub hugepages: HugePages,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -332,6 +342,8 @@ pub struct Point<'a> {
     /// The VRs' back-off before it is adapted to their core (time slice,
     /// turns: `PollConfig::slice_us`, `PollConfig::turn_us`).
     pub poll: PollConfig,
+    /// Where the VRs' regions get their pages.
+    pub pages: HugePages,
 }
 
 fn generator(p: &Point<'_>, dst: Dst) -> Result<MemPort> {
@@ -468,28 +480,6 @@ impl Probes {
     }
 }
 
-/// Voluntary and involuntary context switches of process `pid`'s threads.
-fn context_switches(pid: u32) -> Option<(u64, u64)> {
-    let mut total = (0, 0);
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let s = std::fs::read_to_string(task.ok()?.path().join("status")).ok()?;
-        for line in s.lines() {
-            let field = |name: &str| line.strip_prefix(name)?.trim().parse::<u64>().ok();
-            if let Some(n) = field("voluntary_ctxt_switches:") {
-                total.0 += n;
-            } else if let Some(n) = field("nonvoluntary_ctxt_switches:") {
-                total.1 += n;
-            }
-        }
-    }
-    Some(total)
-}
-
-fn thread_cpu_ns_of(tid: i32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
 fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
     let secs =
         b.at.zip(a.at)
@@ -607,7 +597,10 @@ pub fn router_worker(
     let mut worker = Worker::new(ports, rules(p.vrs + p.idle, p.table.family)?, p.poll)?;
     for i in 0..p.vrs + p.idle {
         let name = format!("vr{i}");
-        let spec = PathSpec::new(&name, vec![0, 1], p.pool);
+        let spec = PathSpec {
+            pages: p.pages,
+            ..PathSpec::new(&name, vec![0, 1], p.pool)
+        };
         let region = spec.create_region()?;
         let path = if p.mode == Mode::Inproc {
             let router = Router::new(&p.table.router_config()).map_err(BenchError::Failed)?;
@@ -741,6 +734,7 @@ pub fn run(args: &MemoryArgs) -> Result<()> {
         }
     };
     let points = points(args, &tables);
+    let _pages = pages::reserve(args.hugepages, &points)?;
     // Rounds: each round runs every point once, in turn, forwards in even
     // rounds and backwards in odd ones. The machines here are shared and
     // their speed drifts for seconds at a time; a point's runs spread over

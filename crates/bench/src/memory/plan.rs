@@ -70,6 +70,7 @@ pub(super) fn points<'a>(args: &MemoryArgs, tables: &'a [Table]) -> Vec<Point<'a
                         pool: args.pool,
                         table,
                         poll: args.poll(),
+                        pages: args.hugepages,
                     });
                 }
             }
@@ -98,6 +99,7 @@ pub(super) fn points<'a>(args: &MemoryArgs, tables: &'a [Table]) -> Vec<Point<'a
             pool: args.pool,
             table: &tables[0],
             poll: args.poll(),
+            pages: args.hugepages,
         });
     }
     if !args.no_pool_sweep {
@@ -110,6 +112,7 @@ pub(super) fn points<'a>(args: &MemoryArgs, tables: &'a [Table]) -> Vec<Point<'a
                 pool,
                 table: &tables[0],
                 poll: args.poll(),
+                pages: args.hugepages,
             });
         }
     }

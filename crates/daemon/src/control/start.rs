@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_host::alloc::Scaler;
 use vrhost_host::config::{Plan, VrPlan};
-use vrhost_host::{Backend, VrCommand, VrControl, VrPath, VrProcess};
+use vrhost_host::{Backend, PathSpec, VrCommand, VrControl, VrPath, VrProcess};
 use vrhost_proto::PollConfig;
 use vrhost_router::RouteConfig;
 use vrhost_shm::{Doorbell, Region};
@@ -61,7 +61,10 @@ impl Controller {
         vr: &VrPlan,
         routes: &BTreeMap<(u32, u8), RouteConfig>,
     ) -> Result<Started, ControlError> {
-        let spec = vr.path_spec();
+        let spec = PathSpec {
+            pages: plan.host.hugepages,
+            ..vr.path_spec()
+        };
         let region = spec
             .create_region()
             .map_err(|e| ControlError::Internal(format!("VR {}: region: {e}", vr.name)))?;

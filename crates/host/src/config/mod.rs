@@ -169,6 +169,26 @@ impl Config {
         Ok((cfg, plan))
     }
 
+    /// `[host] hugepages = "required"` refuses a VR with a `memory` limit:
+    /// huge pages are not charged to its memory cgroup.
+    fn check_hugepages(&self, vrs: &[VrPlan], file: &str) -> Result<(), ConfigError> {
+        let pages = self.host.hugepages;
+        match vrs.iter().find(|v| v.confine.memory.is_some()) {
+            Some(v) if !pages.allows_memory_limit() => Err(ConfigError::Field {
+                file: file.into(),
+                line: 0,
+                field: "host.hugepages".into(),
+                msg: format!(
+                    "\"{pages}\" cannot honour VR {}'s memory limit: huge pages are charged \
+                     to the hugetlb controller, not to its memory cgroup (use \"auto\", which \
+                     keeps such a VR in ordinary pages)",
+                    v.name
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Check the whole config, table by table, into the plan the daemon
     /// builds; the first error found stops it.
     fn check(&self, src: &str, file: &str) -> Result<Plan, ConfigError> {
@@ -177,6 +197,7 @@ impl Config {
         let mut budget = instances::BudgetCheck::of_host(&self.host, &at)?;
         let tunnel_ix = tunnels::check_tunnels(&self.tunnels, &self.ports, &port_ix, &at)?;
         let mut vrs = self.check_vrs(&port_ix, &tunnel_ix, &mut budget, &at)?;
+        self.check_hugepages(&vrs, file)?;
         let tunnel_table = tunnels::tunnel_table(&vrs, &self.vrs, &at)?;
         let rules = rules::check_rules(&self.rules, &port_ix, &vrs, &at)?;
         fast::check_fast(self, &mut vrs, &rules, &at)?;

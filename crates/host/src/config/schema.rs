@@ -441,6 +441,7 @@ impl Default for HostConf {
             share_worker_core: false,
             fast_path: false,
             fast: FastConf::default(),
+            hugepages: crate::hugepages::HugePages::Off,
         }
     }
 }
@@ -545,6 +546,12 @@ pub struct HostConf {
     /// The fast path's map sizes.
     #[serde(default)]
     pub fast: FastConf,
+    /// VR regions in reserved huge pages: `"off"` (default), `"auto"`
+    /// (when `/proc/sys/vm/nr_hugepages` has them free, else ordinary
+    /// pages and a log line), `"required"` (a VR whose region finds none
+    /// fails to start). See `crate::hugepages`.
+    #[serde(default)]
+    pub hugepages: crate::hugepages::HugePages,
 }
 
 /// The fast path's map sizes (`[host.fast]`), fixed when the daemon

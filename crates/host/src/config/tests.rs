@@ -314,6 +314,39 @@ fn scaling_vrs_take_cores_from_the_budget() {
 }
 
 #[test]
+fn hugepages_takes_off_auto_or_required_and_required_refuses_a_memory_limit() {
+    use crate::hugepages::HugePages;
+    assert_eq!(parse(GOOD).unwrap().host.hugepages, HugePages::Off);
+    let with = |v: &str| GOOD.replace("cpu = 0\n", &format!("cpu = 0\nhugepages = {v}\n"));
+    assert_eq!(
+        parse(&with("\"auto\"")).unwrap().host.hugepages,
+        HugePages::Auto
+    );
+    assert_eq!(
+        parse(&with("\"required\"")).unwrap().host.hugepages,
+        HugePages::Required
+    );
+    for bad in ["\"on\"", "true", "2"] {
+        let e = parse(&with(bad)).unwrap_err();
+        assert!(
+            e.contains("hugepages") || e.contains("variant"),
+            "{bad}: {e}"
+        );
+    }
+    let limited = |v: &str| with(v).replace("slots = 1024", "slots = 1024\nmemory = \"256M\"");
+    let e = parse(&limited("\"required\"")).unwrap_err();
+    assert!(
+        e.contains("host.hugepages") && e.contains("memory limit"),
+        "{e}"
+    );
+    let plan = parse(&limited("\"auto\"")).unwrap();
+    assert!(
+        plan.vrs[0].path_spec().pool_initial.is_some(),
+        "auto keeps it in small pages"
+    );
+}
+
+#[test]
 fn confinement_fields_are_checked() {
     let with = |fields: &str| GOOD.replace("slots = 1024", &format!("slots = 1024\n{fields}"));
     // Default: every wall, as nobody, no limits.

@@ -8,6 +8,7 @@ use vrhost_shm::{Doorbell, Region, RegionConfig, RegionError};
 
 use super::{Backend, Guard, Sched, VrPath};
 use crate::balance::Policy;
+use crate::hugepages::HugePages;
 
 /// A VR's data path: its region's shape, where its vNICs send, and how the
 /// host shares, guards and serves it.
@@ -41,6 +42,8 @@ pub struct PathSpec {
     /// Slots in use at the start when the pool grows with its load
     /// ([`VrPath::start_small`]); `None`: all of them.
     pub pool_initial: Option<u32>,
+    /// Where its region gets its pages ([`crate::hugepages`]).
+    pub pages: HugePages,
 }
 
 impl PathSpec {
@@ -61,6 +64,7 @@ impl PathSpec {
             vlans: Vec::new(),
             loop_vnics: 0,
             pool_initial: None,
+            pages: HugePages::Off,
         }
     }
 
@@ -78,12 +82,20 @@ impl PathSpec {
         }
     }
 
-    /// Create its region ([`PathSpec::region_config`]).
+    /// Create its region ([`PathSpec::region_config`]) in the pages
+    /// [`PathSpec::pages`] asks for; a pool that grows in the VR's memory
+    /// cgroup ([`PathSpec::pool_initial`]) keeps ordinary pages under
+    /// `auto` ([`HugePages::create_region`]).
     ///
     /// # Errors
-    /// As [`Region::create`].
+    /// As [`Region::create`]; with `required` and no huge pages free,
+    /// [`RegionError::NoHugePages`].
     pub fn create_region(&self) -> Result<Region, RegionError> {
-        Region::create(&self.name, self.region_config())
+        self.pages.create_region(
+            &self.name,
+            self.region_config(),
+            self.pool_initial.is_some(),
+        )
     }
 }
 
