@@ -55,6 +55,10 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
             "6",
             "--max-pps",
             "40000",
+            "--pings",
+            "20",
+            "--ping-interval-ms",
+            "5",
         ])
         .arg("--lab")
         .arg(&lab)
@@ -108,6 +112,12 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
         assert!(num(r, "local_rtt_us_avg") > 0.0, "{r}");
         let added = num(r, "rtt_us_avg") - num(r, "local_rtt_us_avg");
         assert!((num(r, "added_us_avg") - added).abs() < 1e-6, "{r}");
+        // The medians of the replies, and every ping answered.
+        assert!(num(r, "rtt_us_p50") > 0.0, "{r}");
+        assert!(num(r, "local_rtt_us_p50") > 0.0, "{r}");
+        let added = num(r, "rtt_us_p50") - num(r, "local_rtt_us_p50");
+        assert!((num(r, "added_us_p50") - added).abs() < 1e-6, "{r}");
+        assert_eq!(r["pings"], 20, "{r}");
     }
     let restart: Vec<&Value> = of("restart").iter().map(|r| &r["component"]).collect();
     assert_eq!(restart, ["dispatcher", "agent"], "{rep:#}");
@@ -124,4 +134,16 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
     let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&left.stdout);
     assert!(!left.contains(&format!("{prefix}-")), "{left}");
+}
+
+#[test]
+fn bench_cluster_refuses_an_unknown_experiment_before_touching_the_lab() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args(["bench", "cluster", "--experiments", "rtt,nope", "--lab"])
+        .arg("/nonexistent/cluster.toml")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no experiment \"nope\""), "{err}");
 }
