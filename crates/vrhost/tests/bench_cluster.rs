@@ -59,6 +59,12 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
             "20",
             "--ping-interval-ms",
             "5",
+            // The busy run with the engine's worker polling too, the
+            // workers pinned (their VRs then follow them).
+            "--busy-engines",
+            "true",
+            "--busy-cpus",
+            "0,1",
         ])
         .arg("--lab")
         .arg(&lab)
@@ -107,6 +113,9 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
     let rtt = of("rtt");
     let polls: Vec<&Value> = rtt.iter().map(|r| &r["poll"]).collect();
     assert_eq!(polls, ["default", "busy"], "{rep:#}");
+    assert!(rtt[0]["busy_engines"].is_null(), "{rep:#}");
+    assert_eq!(rtt[1]["busy_engines"], true, "{rep:#}");
+    assert_eq!(rtt[1]["busy_cpus"], "0,1", "{rep:#}");
     for r in rtt {
         assert!(num(r, "rtt_us_avg") > 0.0, "{r}");
         assert!(num(r, "local_rtt_us_avg") > 0.0, "{r}");

@@ -29,9 +29,9 @@
 //!   of its replies), once with the default
 //!   `[host.poll]` (`"poll":"default"`: idle workers sleep, woken by the
 //!   ports' sockets) and once with `busy_poll_us` on every daemon
-//!   (`"poll":"busy"`: the dispatcher's worker, the local daemon's and,
-//!   unless `--busy-engines false`, the engine's keep polling between
-//!   pings; `--busy-cpus` pins them).
+//!   (`"poll":"busy"`: the dispatcher's worker and the local daemon's
+//!   keep polling between pings; the engine's too with `--busy-engines
+//!   true`; `--busy-cpus` pins them).
 //!
 //! - `restart` ([`restart`](mod@restart)): with the desired state in
 //!   etcd, the dispatcher and then the agent running the VR killed and
@@ -113,13 +113,13 @@ pub struct ClusterArgs {
     /// each frame, longer than ping's 20 ms interval: it never sleeps).
     #[arg(long, default_value_t = 50_000)]
     pub busy_poll_us: u32,
-    /// The engine's worker busy-polls too in `rtt`'s busy run, as the
-    /// dispatcher's does (`true`, the default since 2026-11-26: sleeping,
-    /// it cost a cross-core wakeup per ping, about 50 us, the largest step
-    /// the hop added); `false`: only the dispatcher's (the run before).
-    /// On a 2-core machine both spinning workers yield their cores every
-    /// `spin_yield_every` empty rounds to the VRs, ping and the kernel.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// `true`: the engine's worker busy-polls too in `rtt`'s busy run, as
+    /// the dispatcher's does (sleeping, it costs a cross-core wakeup per
+    /// ping, about 50 us traced, the largest step the hop adds; spinning,
+    /// the engine's VR and ping are woken across cores instead, and on a
+    /// loaded 2-core machine two spinning workers cost more than they
+    /// save). `false` (the default): the dispatcher's worker only.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub busy_engines: bool,
     /// `rtt`'s busy run: pin the dispatcher's worker (and the local
     /// daemon's) and the engine's worker, `D,E` (`host.cpu`; their VRs
