@@ -55,6 +55,16 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
             "6",
             "--max-pps",
             "40000",
+            "--pings",
+            "20",
+            "--ping-interval-ms",
+            "5",
+            // The busy run with the engine's worker polling too, the
+            // workers pinned (their VRs then follow them).
+            "--busy-engines",
+            "true",
+            "--busy-cpus",
+            "0,1",
         ])
         .arg("--lab")
         .arg(&lab)
@@ -103,11 +113,20 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
     let rtt = of("rtt");
     let polls: Vec<&Value> = rtt.iter().map(|r| &r["poll"]).collect();
     assert_eq!(polls, ["default", "busy"], "{rep:#}");
+    assert!(rtt[0]["busy_engines"].is_null(), "{rep:#}");
+    assert_eq!(rtt[1]["busy_engines"], true, "{rep:#}");
+    assert_eq!(rtt[1]["busy_cpus"], "0,1", "{rep:#}");
     for r in rtt {
         assert!(num(r, "rtt_us_avg") > 0.0, "{r}");
         assert!(num(r, "local_rtt_us_avg") > 0.0, "{r}");
         let added = num(r, "rtt_us_avg") - num(r, "local_rtt_us_avg");
         assert!((num(r, "added_us_avg") - added).abs() < 1e-6, "{r}");
+        // The medians of the replies, and every ping answered.
+        assert!(num(r, "rtt_us_p50") > 0.0, "{r}");
+        assert!(num(r, "local_rtt_us_p50") > 0.0, "{r}");
+        let added = num(r, "rtt_us_p50") - num(r, "local_rtt_us_p50");
+        assert!((num(r, "added_us_p50") - added).abs() < 1e-6, "{r}");
+        assert_eq!(r["pings"], 20, "{r}");
     }
     let restart: Vec<&Value> = of("restart").iter().map(|r| &r["component"]).collect();
     assert_eq!(restart, ["dispatcher", "agent"], "{rep:#}");
@@ -124,4 +143,16 @@ fn bench_cluster_reports_every_experiment_and_frames_cross_the_cluster() {
     let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&left.stdout);
     assert!(!left.contains(&format!("{prefix}-")), "{left}");
+}
+
+#[test]
+fn bench_cluster_refuses_an_unknown_experiment_before_touching_the_lab() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .args(["bench", "cluster", "--experiments", "rtt,nope", "--lab"])
+        .arg("/nonexistent/cluster.toml")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no experiment \"nope\""), "{err}");
 }

@@ -23,19 +23,22 @@
 //!   flows (those the dispatcher's rendezvous hashing put on it) are
 //!   forwarded again, and the frames lost on them and on the others.
 //!
-//! - `rtt`: ping from the generator to the sink through the dispatcher
+//! - `rtt` ([`rtt`](mod@rtt)): ping from the generator to the sink through the dispatcher
 //!   and one engine, against the same VR run locally on the dispatcher's
-//!   host: what the dispatcher hop adds, once with the default
+//!   host: what the dispatcher hop adds (ping's average, and the median
+//!   of its replies), once with the default
 //!   `[host.poll]` (`"poll":"default"`: idle workers sleep, woken by the
 //!   ports' sockets) and once with `busy_poll_us` on every daemon
-//!   (`"poll":"busy"`: the dispatcher's worker, and the local daemon's,
-//!   keep polling between pings; the engine's too with
-//!   `--busy-engines`).
+//!   (`"poll":"busy"`: the dispatcher's worker and the local daemon's
+//!   keep polling between pings; the engine's too with `--busy-engines
+//!   true`; `--busy-cpus` pins them).
 //!
 //! - `restart` ([`restart`](mod@restart)): with the desired state in
 //!   etcd, the dispatcher and then the agent running the VR killed and
 //!   started again: the same placement, and how long until traffic
 //!   crosses again.
+//!
+//! `--experiments` picks some of them.
 //!
 //! Each point starts the engines and the dispatcher anew from the lab's
 //! configs, changed in a temporary directory (the VR's rate limit, the
@@ -47,6 +50,9 @@
 mod derive;
 pub mod flows;
 mod restart;
+mod rtt;
+
+pub use rtt::BusyCpus;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -89,16 +95,37 @@ pub struct ClusterArgs {
     /// the generator falls behind, or this.
     #[arg(long, default_value_t = 2_000_000)]
     pub max_pps: u64,
+    /// Experiments to run, comma-separated: scale, dispatcher_limit,
+    /// reorder (at the last rate of dispatcher_limit's search, or
+    /// `--offered-pps` without it), failover, rtt, restart.
+    #[arg(long, value_delimiter = ',', default_value = EXPERIMENTS)]
+    pub experiments: Vec<String>,
+    /// `rtt`: pings per run (through the cluster, then local; each
+    /// poll mode).
+    #[arg(long, default_value_t = 500)]
+    pub pings: u32,
+    /// `rtt`: milliseconds between two pings (ping's `-i`; below 2 the
+    /// idle back-off never sleeps between them).
+    #[arg(long, default_value_t = 20.0)]
+    pub ping_interval_ms: f64,
     /// `rtt` with busy polling: the dispatcher's (and the local daemon's)
     /// `[host.poll] busy_poll_us` (its worker polls for this long after
     /// each frame, longer than ping's 20 ms interval: it never sleeps).
     #[arg(long, default_value_t = 50_000)]
     pub busy_poll_us: u32,
-    /// The engine's worker busy-polls too in `rtt`'s busy run (a core of
-    /// its own: not on a 2-core machine, where the two spinning workers
-    /// leave none to the engine's VR and the kernel).
-    #[arg(long)]
+    /// `true`: the engine's worker busy-polls too in `rtt`'s busy run, as
+    /// the dispatcher's does (sleeping, it costs a cross-core wakeup per
+    /// ping, about 50 us traced, the largest step the hop adds; spinning,
+    /// the engine's VR and ping are woken across cores instead, and on a
+    /// loaded 2-core machine two spinning workers cost more than they
+    /// save). `false` (the default): the dispatcher's worker only.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub busy_engines: bool,
+    /// `rtt`'s busy run: pin the dispatcher's worker (and the local
+    /// daemon's) and the engine's worker, `D,E` (`host.cpu`; their VRs
+    /// then run on their workers' cores, `colocate_pps`), or `none`.
+    #[arg(long, default_value = "none")]
+    pub busy_cpus: BusyCpus,
     /// Write a PNG plot (scripts/plot-cluster, from the repository root).
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -106,6 +133,9 @@ pub struct ClusterArgs {
     #[command(flatten)]
     pub output: crate::report::Output,
 }
+
+/// Every experiment, in the order they run.
+const EXPERIMENTS: &str = "scale,dispatcher_limit,reorder,failover,rtt,restart";
 
 /// One point.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -150,9 +180,20 @@ pub struct ClusterRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limited_by: Option<&'static str>,
     /// `rtt`: `default` (the daemons' default `[host.poll]`: workers
-    /// sleep when idle) or `busy` (`busy_poll_us` on both daemons).
+    /// sleep when idle) or `busy` (`busy_poll_us` on the dispatcher and
+    /// the local daemon, and on the engine with `busy_engines`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poll: Option<&'static str>,
+    /// `rtt`'s busy run: the engine's worker busy-polled too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_engines: Option<bool>,
+    /// `rtt`'s busy run: the workers' CPUs (`--busy-cpus`: `none`, or
+    /// the dispatcher's and the engine's, `D,E`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_cpus: Option<String>,
+    /// `rtt`: replies per ping run (the fewer of the two runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pings: Option<usize>,
     /// `rtt`: ping's average through the dispatcher and an engine, us.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt_us_avg: Option<f64>,
@@ -162,6 +203,15 @@ pub struct ClusterRecord {
     /// `rtt`: the difference, us (what the dispatcher hop adds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub added_us_avg: Option<f64>,
+    /// `rtt`: the median of ping's replies through the cluster, us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_us_p50: Option<f64>,
+    /// `rtt`: the same, local, us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_rtt_us_p50: Option<f64>,
+    /// `rtt`: the difference of the medians, us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added_us_p50: Option<f64>,
     /// `restart`: `dispatcher` or `agent`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub component: Option<&'static str>,
@@ -204,6 +254,17 @@ struct Bench<'a> {
 pub fn run(args: &ClusterArgs) -> Result<()> {
     if args.flows == 0 || args.seconds <= 0.0 || args.engine_pps == 0 {
         bail!("--flows, --seconds and --engine-pps must be > 0");
+    }
+    let known: Vec<&str> = EXPERIMENTS.split(',').collect();
+    if let Some(e) = args
+        .experiments
+        .iter()
+        .find(|e| !known.contains(&e.as_str()))
+    {
+        bail!("--experiments: no experiment {e:?} ({EXPERIMENTS})");
+    }
+    if args.pings == 0 || !(args.ping_interval_ms >= 0.2 && args.ping_interval_ms <= 10_000.0) {
+        bail!("--pings must be > 0 and --ping-interval-ms 0.2..=10000");
     }
     let lab = Lab::load(&args.lab)?;
     // Fixed namespace names: a second run waits for this one.
@@ -276,9 +337,10 @@ impl Point {
 impl Bench<'_> {
     fn all(&self) -> Result<Vec<ClusterRecord>> {
         let a = self.args;
+        let runs = |e: &str| a.experiments.iter().any(|x| x == e);
         let mut out = Vec::new();
         let mut one = None;
-        for n in 1..=3 {
+        for n in (1..=3).filter(|_| runs("scale")) {
             let pt = Point {
                 limit: Some(a.engine_pps),
                 ..Point::engines(n)
@@ -288,23 +350,34 @@ impl Bench<'_> {
             r.ratio_to_one = Some(if base > 0.0 { r.mpps / base } else { 0.0 });
             out.push(r);
         }
-        let (limit, saturating) = self.dispatcher_limit()?;
-        out.extend(limit);
-        for policy in [
+        let mut saturating = a.offered_pps;
+        if runs("dispatcher_limit") {
+            let (limit, rate) = self.dispatcher_limit()?;
+            out.extend(limit);
+            saturating = rate;
+        }
+        let policies = [
             ClusterPolicy::Rr,
             ClusterPolicy::Proportional,
             ClusterPolicy::Flow,
-        ] {
+        ];
+        for policy in policies.into_iter().filter(|_| runs("reorder")) {
             let pt = Point {
                 policy,
                 ..Point::engines(3)
             };
             out.push(self.point("reorder", pt, saturating)?);
         }
-        out.push(self.point("failover", Point::engines(3), a.paced_pps)?);
-        out.push(self.rtt(false)?);
-        out.push(self.rtt(true)?);
-        out.extend(self.restarts()?);
+        if runs("failover") {
+            out.push(self.point("failover", Point::engines(3), a.paced_pps)?);
+        }
+        if runs("rtt") {
+            out.push(self.rtt(false)?);
+            out.push(self.rtt(true)?);
+        }
+        if runs("restart") {
+            out.extend(self.restarts()?);
+        }
         Ok(out)
     }
 
@@ -338,115 +411,10 @@ impl Bench<'_> {
         }
     }
 
-    /// Ping's average RTT from the generator to the sink through the
-    /// cluster (one engine), then through the same VR run locally on the
-    /// dispatcher's host (its config: the dispatcher's ports, the
-    /// engine's VR with a port in place of each tunnel).
-    fn rtt(&self, busy: bool) -> Result<ClusterRecord> {
-        let through = {
-            let _d = self.start(Point {
-                busy,
-                ..Point::engines(1)
-            })?;
-            self.ping()?
-        };
-        let mut doc = self.nodes[0].1.clone();
-        self.set_poll(&mut doc, busy);
-        let ports = (doc.remove("cluster").and_then(|c| c.get("vrs").cloned()))
-            .and_then(|v| v.get(0).and_then(|v| v.get("ports")).cloned());
-        let vr = (self.nodes[1].1.get("vrs").and_then(|v| v.get(0)).cloned())
-            .and_then(|v| v.as_table().cloned());
-        let (Some(toml::Value::Array(ports)), Some(mut vr)) = (ports, vr) else {
-            bail!("the lab's configs have no remote VR with ports and engine VR");
-        };
-        // Every frame of each port to the VR's vNIC on it.
-        let name: toml::Value = vr.get("name").cloned().unwrap_or_else(|| "r".into());
-        let mut rules = Vec::new();
-        if let Some(toml::Value::Array(vnics)) = vr.get_mut("vnics") {
-            for (k, (v, p)) in vnics.iter_mut().zip(ports).enumerate() {
-                if let Some(t) = v.as_table_mut() {
-                    t.remove("tunnel");
-                    t.insert("port".into(), p.clone());
-                }
-                let mut rule = toml::Table::new();
-                rule.insert("port".into(), p);
-                rule.insert("vr".into(), name.clone());
-                rule.insert("vnic".into(), (k as i64).into());
-                rules.push(toml::Value::Table(rule));
-            }
-        }
-        doc.insert("vrs".into(), toml::Value::Array(vec![vr.into()]));
-        doc.insert("rules".into(), toml::Value::Array(rules));
-        let cfg = self.dir.join("local.toml");
-        std::fs::write(&cfg, toml::to_string(&doc).context("a config")?)?;
-        let local = {
-            let ns = self.lab.ns_name(&self.nodes[0].0);
-            let _d = Daemon::start(&cfg, Some(&ns), 0, "none")?;
-            self.ping()?
-        };
-        Ok(ClusterRecord {
-            experiment: "rtt",
-            engines: 1,
-            policy: ClusterPolicy::Flow.name(),
-            poll: Some(if busy { "busy" } else { "default" }),
-            rtt_us_avg: Some(through),
-            local_rtt_us_avg: Some(local),
-            added_us_avg: Some(through - local),
-            ..ClusterRecord::default()
-        })
-    }
-
-    /// Ping's average RTT (us) from the generator to the sink, after a
-    /// warm-up (the engines' heartbeats, the first frames).
-    fn ping(&self) -> Result<f64> {
-        let generator = self.lab.ns("gen");
-        let t0 = Instant::now();
-        while generator
-            .exec("ping", &["-c", "1", "-W", "1", "10.2.0.2"])
-            .is_err()
-        {
-            if t0.elapsed() > Duration::from_secs(30) {
-                bail!("rtt: no answer through the path in 30 s");
-            }
-        }
-        let count = ((self.args.seconds * 50.0) as u32).max(5).to_string();
-        let out = generator.exec("ping", &["-q", "-c", &count, "-i", "0.02", "10.2.0.2"])?;
-        // "rtt min/avg/max/mdev = 0.041/0.052/0.071/0.008 ms"
-        let avg = (out.lines().find(|l| l.contains("min/avg")))
-            .and_then(|l| l.split('=').nth(1))
-            .and_then(|v| v.trim().split('/').nth(1))
-            .and_then(|v| v.parse::<f64>().ok());
-        match avg {
-            Some(ms) => Ok(ms * 1e3),
-            None => bail!("rtt: ping said {out:?}"),
-        }
-    }
-
-    /// With `busy`, `[host.poll] busy_poll_us` in `doc`.
-    fn set_poll(&self, doc: &mut toml::Table, busy: bool) {
-        if !busy {
-            return;
-        }
-        let host = doc
-            .entry("host")
-            .or_insert_with(|| toml::Table::new().into());
-        if let Some(host) = host.as_table_mut() {
-            let poll = host
-                .entry("poll")
-                .or_insert_with(|| toml::Table::new().into());
-            if let Some(poll) = poll.as_table_mut() {
-                poll.insert(
-                    "busy_poll_us".into(),
-                    i64::from(self.args.busy_poll_us).into(),
-                );
-            }
-        }
-    }
-
     /// Write node `i`'s config for this point; its path.
     fn config(&self, i: usize, pt: Point) -> Result<PathBuf> {
         let mut doc = self.nodes[i].1.clone();
-        self.set_poll(&mut doc, pt.busy && (i == 0 || self.args.busy_engines));
+        self.set_poll(&mut doc, pt.busy, i);
         if i == 0 {
             let engines: Vec<toml::Value> = (self.nodes[1..=pt.n].iter())
                 .map(|(name, _)| name.clone().into())
@@ -578,7 +546,9 @@ fn print_table(rs: &[ClusterRecord]) {
             ),
             _ => match (r.rtt_us_avg, r.local_rtt_us_avg, r.component) {
                 (Some(c), Some(l), _) => format!(
-                    "rtt {c:.0} us, local {l:.0} us ({} poll)",
+                    "rtt {c:.0} us, local {l:.0} us (p50 {}/{}; {} poll)",
+                    crate::report::opt(r.rtt_us_p50, 0),
+                    crate::report::opt(r.local_rtt_us_p50, 0),
                     r.poll.unwrap_or("default")
                 ),
                 _ if r.experiment == "dispatcher_limit" => format!(
