@@ -200,6 +200,7 @@ impl FastpathArgs {
             spin_yield_every: None,
             colocate_pps: None,
             flow_us: None,
+            follow_rx: None,
             idle_pings: 0,
             ping_cpu: None,
             endpoint_rps_cpu: None,
