@@ -586,6 +586,9 @@ pub struct HostStats {
     /// Times the worker moved a VR process onto its own core or back
     /// (`host.poll.colocate_pps`).
     pub colocations: u64,
+    /// Times the worker moved itself (and the VRs on its core) to the CPU
+    /// its frames arrive on, or back to its own (`host.poll.follow_rx`).
+    pub follows: u64,
     /// Cluster heartbeats the ports received that no rule took (the
     /// kernel's heartbeat sockets get them): counted here, not as drops.
     pub heartbeats: u64,

@@ -29,6 +29,7 @@ struct WorkerRead {
     sleeps: u64,
     naps: u64,
     colocations: u64,
+    follows: u64,
     heartbeats: u64,
     cpu_ns: u64,
     vrs: Vec<(String, &'static str, usize, usize, Vec<InstanceInfo>)>,
@@ -68,6 +69,7 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
             sleeps: hs.sleeps.get(),
             naps: hs.naps.get(),
             colocations: hs.colocations.get(),
+            follows: hs.follows.get(),
             heartbeats: hs.heartbeats.get(),
             cpu_ns: thread_cpu_ns(),
             vrs: w
@@ -162,6 +164,7 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
             sleeps: r.sleeps,
             naps: r.naps,
             colocations: r.colocations,
+            follows: r.follows,
             heartbeats: r.heartbeats,
             slot_violations: violations,
             vr_restarts: ctl.restarts(),

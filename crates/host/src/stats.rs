@@ -329,6 +329,10 @@ pub struct HostStats {
     /// Times the worker moved a VR process onto its own core or back
     /// ([`vrhost_proto::PollConfig::colocate_pps`]).
     pub colocations: Counter,
+    /// Times the worker moved itself (and the VRs on its core) to the CPU
+    /// its frames arrive on, or back to its own
+    /// ([`vrhost_proto::PollConfig::follow_rx`]).
+    pub follows: Counter,
     /// Cluster heartbeats (pings and pongs, `docs/cluster.md`) a port
     /// received that no rule took: the kernel's heartbeat sockets get
     /// them, so they are counted here, not as `no_match` drops.

@@ -672,6 +672,19 @@ impl Port for AfXdpPort {
             None => self.socks[0].fd.as_fd(),
         })
     }
+
+    /// The per-CPU slots of the program's redirect counter (one map read);
+    /// false without a program of the port's own or if the read fails.
+    fn rx_by_cpu(&self, by_cpu: &mut [u64]) -> bool {
+        let Some(own) = self.own.as_ref() else {
+            return false;
+        };
+        let Ok(v) = own.counter.get(&0, 0) else {
+            return false;
+        };
+        by_cpu.iter_mut().zip(v.iter()).for_each(|(b, n)| *b += n);
+        true
+    }
 }
 
 // The port's raw pointers (inside each `Queue`) point into mappings the

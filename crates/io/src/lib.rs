@@ -114,6 +114,16 @@ pub trait Port: Send {
         None
     }
 
+    /// Add to `by_cpu[c]` the frames the port has received so far on CPU
+    /// `c` (where the kernel ran its receive: the core a wakeup for them
+    /// comes from), for a worker that follows light traffic to its CPU.
+    /// Returns false, adding nothing, if the port cannot tell. A system
+    /// call or more: for a worker about to sleep, not the data path.
+    fn rx_by_cpu(&self, by_cpu: &mut [u64]) -> bool {
+        let _ = by_cpu;
+        false
+    }
+
     /// The port's lending side if its buffers are the pool of the one VR
     /// it serves (an AF_XDP port opened with
     /// [`af_xdp::AfXdpPort::open_on`]); `None` for every other port.

@@ -127,6 +127,18 @@ pub struct PollConfig {
     /// switch. Only with a pinned worker (`host.cpu`). Set by the host;
     /// the VR does not use it.
     pub colocate_pps: u32,
+    /// With `colocate_pps`: while the traffic is light, the worker (and
+    /// the VRs on its core) follow the CPU its frames arrive on. Before it
+    /// sleeps, the worker reads where its ports' receive ran since its last
+    /// sleep (an AF_XDP port's per-CPU redirect counter) and, if frames
+    /// came from another CPU, moves itself and its co-located VRs there
+    /// (one `sched_setaffinity` each, per move), so the next frame's
+    /// wakeups and the reply's wakeup of its sender are local switches,
+    /// as the kernel's own forwarding is on veth; it goes back to its own
+    /// core (`host.cpu`) when the VRs are offered twice `colocate_pps`.
+    /// false: the worker stays on `host.cpu` (the behaviour before
+    /// 2026-11-26). Set by the host; the VR does not use it.
+    pub follow_rx: bool,
     /// Longest sleep, in milliseconds, before looking at the control socket
     /// again even without a kick (the host worker; a VR process that has a
     /// control socket sleeps on it and its doorbell with no timeout).
@@ -240,6 +252,7 @@ impl Default for PollConfig {
             nap_us: 0,
             flow_us: 0,
             colocate_pps: DEFAULT_COLOCATE_PPS,
+            follow_rx: true,
             sleep_ms: 200,
             slice_us: 100,
             turns: Turns::default(),

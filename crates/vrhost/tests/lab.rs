@@ -289,10 +289,36 @@ fn vr_a(s: &serde_json::Value) -> serde_json::Value {
         .clone()
 }
 
+/// The CPUs a thread or process may run on (`Cpus_allowed_list` of the
+/// status file under `dir`, a /proc entry).
+fn cpus_allowed(dir: &Path) -> String {
+    let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"));
+    line.and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The CPUs the daemon's worker thread may run on.
+fn worker_cpus(t: &TestLab) -> String {
+    let daemon = t.daemon.as_ref().unwrap().id();
+    let tasks = std::fs::read_dir(format!("/proc/{daemon}/task")).unwrap();
+    let worker = tasks.flatten().map(|e| e.path()).find(|p| {
+        std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == "vrhost-worker")
+    });
+    cpus_allowed(&worker.expect("the daemon's worker thread"))
+}
+
+/// The CPUs process `pid` may run on.
+fn proc_cpus(pid: u32) -> String {
+    cpus_allowed(Path::new(&format!("/proc/{pid}")))
+}
+
 /// Start the default lab's daemon with `poll` added to `[host.poll]`,
 /// resolve the neighbours with a few pings, and wait for tenant-a's idle
-/// process to be moved onto the worker's core (host.cpu = 1) when the
-/// worker supervises it; returns the API and tenant-a's pid.
+/// process to be moved onto the worker's core (host.cpu = 1, or where the
+/// worker followed the pings' frames: `follow_rx`) when the worker
+/// supervises it; returns the API and tenant-a's pid.
 fn idle_vr_on_the_workers_core(t: &mut TestLab, poll: &str) -> (vrhost_client::Client, u32) {
     let cfg = t.dir.join("default-vrhost.toml");
     let src = std::fs::read_to_string(&cfg).unwrap();
@@ -313,15 +339,13 @@ fn idle_vr_on_the_workers_core(t: &mut TestLab, poll: &str) -> (vrhost_client::C
     let pid = loop {
         let s = stats(&api);
         let pid = vr_a(&s)["instances"][0]["pid"].as_u64().unwrap() as u32;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        if s["host"]["colocations"].as_u64().unwrap() >= 1
-            && status.contains("Cpus_allowed_list:\t1\n")
-        {
+        let (vr, worker) = (proc_cpus(pid), worker_cpus(t));
+        if s["host"]["colocations"].as_u64().unwrap() >= 1 && vr == worker && !vr.contains('-') {
             break pid;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(10),
-            "tenant-a not moved to the worker's core: {s} {status}"
+            "tenant-a not moved to the worker's core: {s} VR on {vr}, worker on {worker}"
         );
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -370,8 +394,11 @@ fn idle_cpu(t: &TestLab, api: &vrhost_client::Client) -> f64 {
 /// Process `pid` stayed on the worker's core, and the idle daemon and VRs
 /// use next to no CPU; then stop the daemon.
 fn stays_and_idles_for_free(t: &mut TestLab, api: &vrhost_client::Client, pid: u32) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    assert!(status.contains("Cpus_allowed_list:\t1\n"), "{status}");
+    assert_eq!(
+        proc_cpus(pid),
+        worker_cpus(t),
+        "the VR on the worker's core"
+    );
     // Generous: a spinning worker or VR takes most of a core, even on a
     // busy machine a good share of one; an idle one about nothing.
     let used = idle_cpu(t, api);
@@ -399,8 +426,15 @@ fn host(s: &serde_json::Value, k: &str) -> u64 {
 #[test]
 fn an_idle_vr_on_the_workers_core_answers_the_first_ping_and_idles_for_free() {
     let mut t = TestLab::new("vrti", "af_xdp");
-    let (api, pid) = idle_vr_on_the_workers_core(&mut t, "nap_us = 50\ncolocate_pps = 1000\n");
+    let (api, pid) = idle_vr_on_the_workers_core(
+        &mut t,
+        "nap_us = 50\ncolocate_pps = 1000\nfollow_rx = false\n",
+    );
     let (before, after) = one_ping_after_an_idle_second(&t, &api);
+    // Without `follow_rx` the worker stays on its core whatever CPU the
+    // pings came from.
+    assert_eq!(worker_cpus(&t), "1");
+    assert_eq!(host(&after, "follows"), 0, "{after}");
     // The request and the reply went through tenant-a, which went back
     // to sleep after each; the worker napped meanwhile.
     assert_eq!(inst(&after, "rx_packets") - inst(&before, "rx_packets"), 2);
@@ -428,5 +462,69 @@ fn with_the_defaults_an_idle_vr_runs_on_the_workers_core_and_sleeps_between_fram
         inst(&after, "sleeps") >= inst(&before, "sleeps") + rung,
         "{after}"
     );
+    stays_and_idles_for_free(&mut t, &api, pid);
+}
+
+/// Ping from `cpu` in the generator's namespace: `args` then the
+/// destination (tenant-a's sink side).
+fn ping_from(t: &TestLab, cpu: &str, args: &[&str]) -> String {
+    let a = [&["-c", cpu, "ping"], args, &["10.1.1.2"]].concat();
+    t.lab.ns("gen").exec("taskset", &a).unwrap()
+}
+
+/// Wait (bounded) until the worker and process `pid` both run on `cpu`
+/// and the worker has followed its frames `follows` times or more.
+fn wait_on(t: &TestLab, api: &vrhost_client::Client, pid: u32, cpu: &str, follows: u64) {
+    let t0 = Instant::now();
+    loop {
+        let s = stats(api);
+        let (w, v) = (worker_cpus(t), proc_cpus(pid));
+        if w == cpu && v == cpu && host(&s, "follows") >= follows {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "worker on {w}, VR on {v}, want {cpu} and {follows} follows: {}",
+            s["host"]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// With the defaults (`follow_rx`), pings sent from CPU 0 draw the worker
+/// (host.cpu = 1) and the idle VR on its core to CPU 0, where the pings'
+/// frames are received (veth runs a frame's receive on the sender's CPU);
+/// a flood of pings, offered more than twice `colocate_pps` (lowered to
+/// 100 here), sends the worker back to its own core while it lasts, and
+/// once it is over the next sleep follows the frames to CPU 0 again. The
+/// idle daemon and VR still use next to no CPU.
+#[test]
+fn a_light_flow_draws_the_worker_and_its_vr_to_the_cpu_its_frames_arrive_on() {
+    let mut t = TestLab::new("vrtw", "af_xdp");
+    let (api, pid) = idle_vr_on_the_workers_core(&mut t, "colocate_pps = 100\n");
+    let ping = ping_from(&t, "0", &["-c", "5", "-i", "0.1", "-W", "2"]);
+    assert!(ping.contains(" 5 received"), "{ping}");
+    wait_on(&t, &api, pid, "0", 1);
+    let before = host(&stats(&api), "follows");
+    // Flood: one ping in flight at a time, thousands a second (a few may
+    // be lost, which makes ping exit with 1: its output is what counts).
+    let flood = t
+        .lab
+        .ns("gen")
+        .command("taskset")
+        .args([
+            "-c", "0", "ping", "-f", "-c", "3000", "-w", "20", "10.1.1.2",
+        ])
+        .output()
+        .unwrap();
+    let flood = String::from_utf8_lossy(&flood.stdout);
+    assert!(
+        flood.contains(" received") && !flood.contains(" 0 received"),
+        "{flood}"
+    );
+    // Light again once the load estimate (a 100 ms EWMA) has fallen.
+    let ping = ping_from(&t, "0", &["-c", "10", "-i", "0.2", "-W", "2"]);
+    assert!(ping.contains(" 10 received"), "{ping}");
+    wait_on(&t, &api, pid, "0", before + 2);
     stays_and_idles_for_free(&mut t, &api, pid);
 }

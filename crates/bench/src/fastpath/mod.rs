@@ -202,6 +202,7 @@ impl FastpathArgs {
             flow_us: None,
             tx_batch: None,
             tx_wait_us: None,
+            follow_rx: None,
             idle_pings: 0,
             ping_cpu: None,
             endpoint_rps_cpu: None,

@@ -118,6 +118,11 @@ pub struct ForwardArgs {
     /// vrhost: `[host.poll] colocate_pps` (default: the daemon's).
     #[arg(long)]
     pub colocate_pps: Option<u32>,
+    /// vrhost: `[host.poll] follow_rx` (default: the daemon's, true: while
+    /// light, the worker and the VRs on its core follow the CPU its frames
+    /// arrive on; false: it stays on `--fwd-cpu`, as before 2026-11-26).
+    #[arg(long)]
+    pub follow_rx: Option<bool>,
     /// vrhost: `[host.poll] flow_us` (default: the daemon's, 0: a VR
     /// beside the worker sleeps as soon as it is idle).
     #[arg(long)]

@@ -91,6 +91,23 @@ impl Colocate {
         n
     }
 
+    /// The worker now runs on `cpu` (it followed its frames there, or went
+    /// home): the processes moved onto its core go with it. Returns how
+    /// many moved (one that cannot is left where it is).
+    pub(super) fn retarget(&mut self, cpu: usize) -> u64 {
+        if cpu == self.cpu {
+            return 0;
+        }
+        self.cpu = cpu;
+        let mut here = CpuSet::new();
+        here.set(cpu);
+        let moved = self
+            .moved
+            .iter()
+            .filter(|m| set_affinity(m.0, &here).is_ok());
+        moved.count() as u64
+    }
+
     /// Pin `pid` to the worker's core; returns its affinity before.
     fn move_here(&self, pid: u32) -> rustix::io::Result<CpuSet> {
         let home = rustix::thread::sched_getaffinity(Some(to_pid(pid)?))?;
@@ -157,6 +174,11 @@ mod tests {
         assert_eq!(sweep(&mut c, 1500), 0);
         assert_eq!(sweep(&mut c, 0), 0);
         assert_eq!(allowed(pid), cpu.to_string());
+        // The worker follows its frames to another core: the process too.
+        let other = cpu.saturating_sub(1);
+        assert_eq!(c.retarget(other), u64::from(other != cpu));
+        assert_eq!(allowed(pid), other.to_string());
+        assert_eq!(c.retarget(other), 0, "already there");
         assert_eq!(sweep(&mut c, 2001), 1, "loaded: moved back");
         assert_eq!(allowed(pid), home);
         assert_eq!(sweep(&mut c, 2001), 0);

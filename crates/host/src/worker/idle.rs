@@ -123,6 +123,10 @@ impl Worker {
         let mut timed_out = false;
         if !pending {
             self.stats.sleeps.add(1);
+            // Before the sleep, not after it: the wakeup to come is then
+            // on the core the frames arrive on, and the first frame after
+            // it waits for nothing more.
+            self.follow_rx();
             let timeout = match self.vrs.iter().any(VrPath::retiring) {
                 true => timeout.min(REAP_EVERY),
                 false => timeout,

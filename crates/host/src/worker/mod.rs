@@ -9,7 +9,9 @@
 //! sleeps or naps), the ports' descriptors and the VR processes' pidfds, so
 //! an idle host costs no CPU and a VR exit is seen at once. With a pinned
 //! worker, lightly loaded unpinned VRs may run on its core (see
-//! `colocate`), where waking them is a local switch. The loop and the
+//! `colocate`), where waking them is a local switch, and while the traffic
+//! is light the worker and they follow it to the CPU it arrives on (see
+//! `follow`). The loop and the
 //! back-off are in `idle`.
 //!
 //! A round visits only the VRs with work (see `active`): those it staged
@@ -46,6 +48,7 @@ use crate::vrpath::{BURST, ExitEvent, TX_QUANTUM, VrPath};
 mod active;
 mod colocate;
 mod flush;
+mod follow;
 mod idle;
 mod mailbox;
 mod reconfig;
@@ -53,6 +56,7 @@ mod rx;
 
 use active::RankSet;
 use colocate::Colocate;
+use follow::Follow;
 
 pub use mailbox::{Job, Mailbox, MailboxError};
 use reconfig::Draining;
@@ -140,6 +144,9 @@ pub struct Worker {
     /// A port holds a batch (see `flush`), since the round at each entry.
     tx_held: bool,
     held_since: Vec<Option<Instant>>,
+    /// Where the worker's light traffic arrives, with co-location and
+    /// [`PollConfig::follow_rx`] (see `follow`).
+    follow: Option<Follow>,
 }
 
 impl Worker {
@@ -197,15 +204,18 @@ impl Worker {
             colocate: None,
             tx_held: false,
             held_since: Vec::new(),
+            follow: None,
         })
     }
 
     /// The worker runs pinned to `cpu`: with [`PollConfig::colocate_pps`],
     /// unpinned VRs offered less than that are moved onto it (see
-    /// `colocate`).
+    /// `colocate`), and with [`PollConfig::follow_rx`] the worker and they
+    /// follow light traffic to the CPU it arrives on (see `follow`).
     pub fn set_cpu(&mut self, cpu: usize) {
         self.colocate =
             (self.poll.colocate_pps > 0).then(|| Colocate::new(cpu, self.poll.colocate_pps));
+        self.follow = (self.colocate.is_some() && self.poll.follow_rx).then(|| Follow::new(cpu));
     }
 
     /// The doorbell VRs ring to wake this worker (passed to their processes).
@@ -660,6 +670,7 @@ impl Worker {
             }
         }
         self.ask_growth(now);
+        self.follow_home();
         if let Some(c) = &mut self.colocate {
             c.begin();
             for vr in &self.vrs {

@@ -286,7 +286,12 @@ fn rx_frames_arrive_intact() {
     expect_rx(&mut port, 0..1000);
     let s = port.stats();
     assert!(s.rx_packets >= 1000, "{s:?}");
-    assert!(port.redirected().expect("own program").unwrap() >= 1000);
+    let redirected = port.redirected().expect("own program").unwrap();
+    assert!(redirected >= 1000);
+    // Per CPU (where the receive ran: the sender's, on veth), the same sum.
+    let mut by_cpu = vec![0; 1024];
+    assert!(port.rx_by_cpu(&mut by_cpu), "own program: it can tell");
+    assert_eq!(by_cpu.iter().sum::<u64>(), redirected, "{by_cpu:?}");
     let k = port.refresh_kernel_stats().unwrap();
     assert_eq!((k.rx_dropped, k.rx_ring_full), (0, 0), "{k:?}");
     assert_eq!(port.stats().rx_dropped, 0);
