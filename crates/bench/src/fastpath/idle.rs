@@ -46,13 +46,14 @@ pub struct IdleRecord {
     /// A span with any is measured again (up to [`QUIET_TRIES`] spans):
     /// 0 unless every try had some.
     pub to_slow: u64,
-    /// Spans of the fast VR, then of the slow VR, measured again because
-    /// frames reached the VR's slow path meanwhile (the lab's end hosts'
-    /// IPv6 router solicitations, a few seconds after the lab is up): a
-    /// frame wakes the worker and the VR, which then spin and yield for
-    /// their back-off (`[host.poll]`), the cost of traffic, not of an
-    /// idle VR.
-    pub spans_with_frames: (u32, u32),
+    /// Spans of the fast VR measured again because frames reached the
+    /// VR's slow path meanwhile (the lab's end hosts' IPv6 router
+    /// solicitations, a few seconds after the lab is up): a frame wakes
+    /// the worker and the VR, which then spin and yield for their
+    /// back-off (`[host.poll]`), the cost of traffic, not of an idle VR.
+    pub again_fast: u32,
+    /// The same for the slow VR's span.
+    pub again_slow: u32,
     /// The threads that ran with the fast VR, busiest first:
     /// `comm:us:wakeups` over the span.
     pub threads: String,
@@ -195,7 +196,8 @@ pub(super) fn idle(args: &FastpathArgs, lab: &Lab, dir: &Path) -> Result<IdleRec
         slow_wakeups_per_s: slow.1,
         none_wakeups_per_s: none.1,
         to_slow: handed,
-        spans_with_frames: (fast_retries, slow_retries),
+        again_fast: fast_retries,
+        again_slow: slow_retries,
         threads: fast.2,
         processes: fast.3,
         seconds: s,

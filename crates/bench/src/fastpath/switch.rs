@@ -53,6 +53,7 @@ impl Watch {
         let new = |c: &FastCounters| if to_fast { c.fwd } else { c.to_slow_select };
         let old = |c: &FastCounters| if to_fast { c.to_slow_select } else { c.fwd };
         let first = self.probe.counters(self.vr)?;
+        let unselected = self.probe.unselected()?;
         let answered = OnceLock::<Instant>::new();
         let t0 = Instant::now();
         std::thread::scope(|s| {
@@ -85,6 +86,7 @@ impl Watch {
                     }
                     last = c;
                     if new(&c) > new(&first) {
+                        out.unselected = self.probe.unselected()?.wrapping_sub(unselected);
                         out.switch_ms = Some(now);
                         break;
                     }
@@ -127,6 +129,11 @@ pub struct Switch {
     /// 0 says the select table had switched by the answer, so a late
     /// first frame on the new path is a gap in the offered frames.
     pub old_after_answer: u64,
+    /// Frames the port's program found no select entry for, from the
+    /// request to the first frame on the new path (the slow path takes
+    /// them, outside the VR's counters): frames that went on while its
+    /// entries were missing.
+    pub unselected: u64,
 }
 
 /// The id of the XDP program in `ip -j link show`'s output (one link):

@@ -4,7 +4,7 @@
 use super::{FastRecord, Report};
 use crate::report::{Column, heading, opt, row};
 
-const MOVES: [Column; 15] = [
+const MOVES: [Column; 16] = [
     Column::left("move", 8),
     Column::right("#", 3),
     Column::right("rate", 9),
@@ -18,6 +18,7 @@ const MOVES: [Column; 15] = [
     Column::right("switch ms", 9),
     Column::right("gap ms", 7).decimals(1),
     Column::right("old>ans", 7),
+    Column::right("unsel", 6),
     Column::right("reads ms", 8).decimals(1),
     Column::right("answer ms", 9).decimals(1),
 ];
@@ -61,6 +62,7 @@ pub(super) fn print(r: &Report) {
                         &switch,
                         &m.switch.rx_gap_ms,
                         &m.switch.old_after_answer,
+                        &m.switch.unselected,
                         &m.switch.read_gap_ms,
                         &m.api_ms,
                     ],
@@ -84,8 +86,8 @@ pub(super) fn print(r: &Report) {
                 i.none_wakeups_per_s,
                 i.processes,
                 i.seconds,
-                i.spans_with_frames.0,
-                i.spans_with_frames.1,
+                i.again_fast,
+                i.again_slow,
                 i.to_slow
             ),
             FastRecord::MigrateTotal(t) => println!(
