@@ -11,6 +11,8 @@ use crate::{COUNTERS, FastCounters, FastError, abi, map_err};
 /// The counters map of one loaded fast path.
 pub struct CounterProbe {
     map: PerCpuArray<MapData, abi::CountersValue>,
+    /// The program's `unselected` count, if it has one.
+    unselected: Option<PerCpuArray<MapData, u64>>,
 }
 
 impl std::fmt::Debug for CounterProbe {
@@ -47,22 +49,45 @@ impl CounterProbe {
             .map_ids()
             .map_err(prog_err("map ids"))?
             .unwrap_or_default();
+        let (mut map, mut unselected) = (None, None);
         for id in ids {
-            let named = MapInfo::from_id(id)
+            let name = MapInfo::from_id(id)
                 .map_err(map_err(COUNTERS, "info by id"))?
                 .name_as_str()
-                == Some(COUNTERS);
-            if !named {
-                continue;
+                .map(String::from);
+            match name.as_deref() {
+                Some(COUNTERS) => {
+                    let data = MapData::from_id(id).map_err(map_err(COUNTERS, "open by id"))?;
+                    map = Some(PerCpuArray::try_from(Map::PerCpuArray(data)).map_err(|_| {
+                        not_ours("the program's counters map is not the fast path's")
+                    })?);
+                }
+                Some(crate::UNSELECTED) => {
+                    let data = MapData::from_id(id).map_err(map_err(COUNTERS, "open by id"))?;
+                    unselected = PerCpuArray::try_from(Map::PerCpuArray(data)).ok();
+                }
+                _ => {}
             }
-            let data = MapData::from_id(id).map_err(map_err(COUNTERS, "open by id"))?;
-            let map = PerCpuArray::try_from(Map::PerCpuArray(data))
-                .map_err(|_| not_ours("the program's counters map is not the fast path's"))?;
-            return Ok(Self { map });
         }
-        Err(not_ours(
-            "the program has no counters map: not the fast path",
-        ))
+        match map {
+            Some(map) => Ok(Self { map, unselected }),
+            None => Err(not_ours(
+                "the program has no counters map: not the fast path",
+            )),
+        }
+    }
+
+    /// Frames the program found no select entry for (summed over the
+    /// CPUs; 0 if it has no such count).
+    ///
+    /// # Errors
+    /// [`FastError::Map`].
+    pub fn unselected(&self) -> Result<u64, FastError> {
+        let Some(m) = &self.unselected else {
+            return Ok(0);
+        };
+        let per_cpu = m.get(&0, 0).map_err(map_err(crate::UNSELECTED, "get"))?;
+        Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
     }
 
     /// The counters of VR id `vr`, summed over the CPUs.

@@ -526,6 +526,14 @@ fn a_probe_reads_the_counters_of_the_loaded_program_by_its_id() {
         assert_eq!(c, fp.counters(VR).expect("counters"));
     }
     assert_eq!(probe.active(8).expect("active"), [VR]);
+    // A frame no select entry takes: counted in the program's
+    // `unselected`, which the probe reads as the loader does.
+    assert_eq!(probe.unselected().expect("unselected"), 0);
+    let mut f = frame(SRC, DST, 64);
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x77]);
+    assert_eq!(fp.test_run(&f).expect("test run").0, Action::Pass);
+    assert_eq!(probe.unselected().expect("unselected"), 1);
+    assert_eq!(fp.unselected().expect("unselected"), 1);
     // No such program: refused with the reason.
     let e = CounterProbe::of_program(u32::MAX).unwrap_err();
     assert!(e.to_string().contains("no loaded program"), "{e}");

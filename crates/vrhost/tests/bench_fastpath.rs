@@ -99,6 +99,13 @@ fn check_moves(results: &[Value]) {
         );
         assert!(num(r, "switch_ms") > 0.0, "a frame on the new path: {r}");
         assert!(num(r, "api_ms") > 0.0, "{r}");
+        // The watcher's trace: frames reached the select table by the
+        // first frame on the new path, and no span it reports is longer.
+        let first_rx = num(r, "first_rx_ms");
+        assert!(first_rx > 0.0 && first_rx <= num(r, "switch_ms"), "{r}");
+        assert!(num(r, "rx_gap_ms") <= num(r, "switch_ms"), "{r}");
+        assert!(num(r, "read_gap_ms") > 0.0, "{r}");
+        assert!(r["old_after_answer"].is_u64(), "{r}");
     }
     assert!(moves[0]["rate_pps"].is_null() && moves[2]["rate_pps"] == 20000);
     let totals: Vec<&Value> = results
@@ -211,6 +218,13 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
         assert!(num(i, k) >= 0.0, "{k}: {i}");
     }
     assert!(i["processes"].as_u64().unwrap() >= 1);
+    // Spans measured again (frames reached the slow path), fast and slow:
+    // at most 3 each (4 spans); the kept fast span's frames only if all
+    // 4 had some.
+    for k in ["again_fast", "again_slow"] {
+        assert!(i[k].as_u64().is_some_and(|n| n <= 3), "{k}: {i}");
+    }
+    assert!(i["to_slow"] == 0 || i["again_fast"] == 3, "{i}");
     check_tcp(results);
     // The fairness runs (live-split; both tenants fast, then both slow):
     // one record per path, the quiet tenant's share with noise over

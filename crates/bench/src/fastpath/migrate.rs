@@ -11,7 +11,7 @@ use serde_json::json;
 use vrhost_client::{Client, Method};
 use vrhost_fast::SinkCounts;
 
-use super::switch::Watch;
+use super::switch::{Switch, Watch};
 use super::{FastpathArgs, Setup};
 use crate::forward::generator::{Generator, GeneratorKind, LiveOptions};
 use crate::forward::measure::counter;
@@ -52,11 +52,10 @@ pub struct MoveRecord {
     pub lost_node_in: u64,
     /// Frames that arrived after a later frame of their flow, same window.
     pub reordered: u64,
-    /// From the move request to the first frame on the new path, ms:
-    /// to fast, the first frame the fast path forwarded; to slow, the
-    /// first it handed to the slow path (`switch.rs`). None: no frame on
-    /// the new path within `--move-settle`.
-    pub switch_ms: Option<f64>,
+    /// The switch-over, traced from the fast path's counters
+    /// (`switch.rs`), its fields flat in the record.
+    #[serde(flatten)]
+    pub switch: Switch,
     /// From the move request to the API's answer (the select entry
     /// switched), ms.
     pub api_ms: f64,
@@ -216,7 +215,7 @@ fn series(
         std::thread::sleep(settle);
         let b = snap(s, generator, args.flows)?;
         let to = if *fast { "slow" } else { "fast" };
-        let (api_ms, switch_ms) = watch.time(!*fast, settle, || move_vr(at.api, to))?;
+        let (api_ms, sw) = watch.time(!*fast, settle, || move_vr(at.api, to))?;
         *fast = !*fast;
         std::thread::sleep(settle.saturating_sub(b.at.elapsed()));
         let c = snap(s, generator, args.flows)?;
@@ -233,11 +232,11 @@ fn series(
             lost_to_node: c.to_node.saturating_sub(b.to_node),
             lost_node_in: c.node_in.saturating_sub(b.node_in),
             reordered: moved.reordered,
-            switch_ms,
+            switch: sw,
             api_ms,
         };
         eprintln!(
-            "move {index} {}: offered {:.0} forwarded {:.0} pps, lost {} (before {}, to node {}, node in {}), reordered {}, first frame {:?} ms, answer {:.1} ms",
+            "move {index} {}: offered {:.0} forwarded {:.0} pps, lost {} (before {}, to node {}, node in {}), reordered {}, first frame {:?} ms (first at the table {:?}, longest gap {:.1}, last on the old path {:?}, reads {:.1} apart at most, {} on the old path after the answer), answer {:.1} ms",
             r.direction,
             r.offered_pps,
             r.forwarded_pps,
@@ -246,7 +245,12 @@ fn series(
             r.lost_to_node,
             r.lost_node_in,
             r.reordered,
-            r.switch_ms,
+            r.switch.switch_ms,
+            r.switch.first_rx_ms,
+            r.switch.rx_gap_ms,
+            r.switch.last_old_ms,
+            r.switch.read_gap_ms,
+            r.switch.old_after_answer,
             r.api_ms
         );
         out.push(r);

@@ -27,11 +27,14 @@
 //!   ring refused meanwhile (`lost_to_node`, before any forwarder). The
 //!   switch-over time (`switch_ms`) runs from the request to the first
 //!   frame on the new path, seen in the fast path's counters
-//!   (`switch.rs`); `api_ms` is the API's answer time. Each series (one rate)
+//!   (`switch.rs`, which also traces the frames at the select table
+//!   around the move: a gap in them against a late switch); `api_ms` is
+//!   the API's answer time. Each series (one rate)
 //!   is also added up exactly once the paths have drained
 //!   (`migrate_total`: sent, received, lost, reordered).
 //! - `idle`: the CPU of the daemon and its VR processes (utime + stime
-//!   from /proc) with one fast VR and no traffic.
+//!   from /proc) with one fast VR and no traffic (a span in which frames
+//!   reached its slow path is measured again).
 //! - `fairness`: a quiet and a noisy tenant on one port, both on the fast
 //!   path with their buckets in the select table, the live generator
 //!   (`--fairness-generator`, `live-split` by default: the port's
@@ -62,6 +65,7 @@ mod tcp;
 
 pub use idle::IdleRecord;
 pub use migrate::{MoveRecord, SeriesRecord};
+pub use switch::Switch;
 pub use tcp::{TcpBest, TcpRecord};
 
 /// Options of `vrhost bench fastpath`.
@@ -168,6 +172,13 @@ pub struct FastpathArgs {
     /// cpumap (`[host.fast] cpus`; default none).
     #[arg(long, value_delimiter = ',')]
     pub fast_cpus: Vec<u32>,
+    /// vrhost's forwarders (`fast`, `af_xdp`), in every experiment: run
+    /// the node's veth NAPI polls (p0 and p1, with the port's XDP program:
+    /// the fast path's whole forward) in kernel threads pinned to
+    /// `--fwd-cpu`, so the live generator keeps its core as the kernel's
+    /// RPS leaves it (`bench forward --threaded-napi`).
+    #[arg(long)]
+    pub threaded_napi: bool,
     #[command(flatten)]
     pub output: crate::report::Output,
 }
@@ -206,7 +217,7 @@ impl FastpathArgs {
             idle_pings: 0,
             ping_cpu: None,
             endpoint_rps_cpu: None,
-            threaded_napi: false,
+            threaded_napi: self.threaded_napi,
             pings: self.pings,
             ping_interval: self.ping_interval,
             // The `tcp` experiment measures TCP in both placements; the

@@ -9,6 +9,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use vrhost_fast::{CounterProbe, FastCounters};
 use vrhost_lab::Lab;
 
@@ -40,38 +41,99 @@ impl Watch {
         }
     }
 
-    /// Run `request` (the move) and give its own time and the ms from its
-    /// start to the first frame on the new path (`to_fast`: forwarded by
-    /// the fast path; else handed to the slow path), `None` if none
-    /// within `wait` after the request's answer.
+    /// Run `request` (the move) and give its own time and the trace of
+    /// the switch (see [`Switch`]), polled until the first frame on the
+    /// new path or `wait` after the request's answer.
     pub(super) fn time<T>(
         &self,
         to_fast: bool,
         wait: Duration,
         request: impl FnOnce() -> Result<T>,
-    ) -> Result<(T, Option<f64>)> {
-        let key = |c: &FastCounters| if to_fast { c.fwd } else { c.to_slow_select };
-        let before = key(&self.probe.counters(self.vr)?);
+    ) -> Result<(T, Switch)> {
+        let new = |c: &FastCounters| if to_fast { c.fwd } else { c.to_slow_select };
+        let old = |c: &FastCounters| if to_fast { c.to_slow_select } else { c.fwd };
+        let first = self.probe.counters(self.vr)?;
+        let unselected = self.probe.unselected()?;
         let answered = OnceLock::<Instant>::new();
         let t0 = Instant::now();
         std::thread::scope(|s| {
-            let seen = s.spawn(|| -> Result<Option<f64>> {
+            let seen = s.spawn(|| -> Result<Switch> {
+                let ms = || t0.elapsed().as_secs_f64() * 1e3;
+                let mut out = Switch::default();
+                let mut last = first;
+                let (mut rx_at, mut read_at) = (0.0, 0.0);
+                // The old path's count at the first read after the answer.
+                let mut old_at_answer = None;
                 while answered.get().is_none_or(|a| a.elapsed() < wait) {
-                    if key(&self.probe.counters(self.vr)?) > before {
-                        return Ok(Some(t0.elapsed().as_secs_f64() * 1e3));
+                    let done = answered.get().is_some();
+                    let c = self.probe.counters(self.vr)?;
+                    if done && old_at_answer.is_none() {
+                        old_at_answer = Some(old(&c));
+                    }
+                    let now = ms();
+                    out.read_gap_ms = out.read_gap_ms.max(now - read_at);
+                    read_at = now;
+                    if c.rx > last.rx {
+                        out.first_rx_ms.get_or_insert(now);
+                        out.rx_gap_ms = out.rx_gap_ms.max(now - rx_at);
+                        rx_at = now;
+                    }
+                    if old(&c) > old(&last) {
+                        out.last_old_ms = Some(now);
+                    }
+                    if let Some(o) = old_at_answer {
+                        out.old_after_answer = old(&c) - o;
+                    }
+                    last = c;
+                    if new(&c) > new(&first) {
+                        out.unselected = self.probe.unselected()?.wrapping_sub(unselected);
+                        out.switch_ms = Some(now);
+                        break;
                     }
                     std::thread::sleep(POLL);
                 }
-                Ok(None)
+                Ok(out)
             });
             let r = request();
             let _ = answered.set(Instant::now());
-            let ms = seen
+            let trace = seen
                 .join()
                 .map_err(|_| crate::BenchError::Failed("the switch watcher panicked".into()))??;
-            Ok((r?, ms))
+            Ok((r?, trace))
         })
     }
+}
+
+/// What the watcher saw of one move, ms from the request (each read is
+/// [`POLL`] apart, so each figure is late by up to that and a read).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Switch {
+    /// The first frame on the new path: to fast, the first the fast path
+    /// forwarded; to slow, the first it handed to the slow path (`None`:
+    /// none within the wait, `--move-settle`).
+    pub switch_ms: Option<f64>,
+    /// The first frame the VR's select entries took after the request,
+    /// whatever its path.
+    pub first_rx_ms: Option<f64>,
+    /// The longest span without a frame at the select table, from the
+    /// request to the first frame on the new path: a generator that did
+    /// not send, against a switch that came late.
+    pub rx_gap_ms: f64,
+    /// The last frame on the old path seen after the request.
+    pub last_old_ms: Option<f64>,
+    /// The longest span between two reads of the counters: a watcher
+    /// kept off its CPU sees the switch that late.
+    pub read_gap_ms: f64,
+    /// Frames the old path took after the API's answer (from the
+    /// watcher's first read after it), until the first on the new path:
+    /// 0 says the select table had switched by the answer, so a late
+    /// first frame on the new path is a gap in the offered frames.
+    pub old_after_answer: u64,
+    /// Frames the port's program found no select entry for, from the
+    /// request to the first frame on the new path (the slow path takes
+    /// them, outside the VR's counters): frames that went on while its
+    /// entries were missing.
+    pub unselected: u64,
 }
 
 /// The id of the XDP program in `ip -j link show`'s output (one link):

@@ -4,7 +4,7 @@
 use super::{FastRecord, Report};
 use crate::report::{Column, heading, opt, row};
 
-const MOVES: [Column; 12] = [
+const MOVES: [Column; 16] = [
     Column::left("move", 8),
     Column::right("#", 3),
     Column::right("rate", 9),
@@ -16,6 +16,10 @@ const MOVES: [Column; 12] = [
     Column::right("node in", 9),
     Column::right("reord", 7),
     Column::right("switch ms", 9),
+    Column::right("gap ms", 7).decimals(1),
+    Column::right("old>ans", 7),
+    Column::right("unsel", 6),
+    Column::right("reads ms", 8).decimals(1),
     Column::right("answer ms", 9).decimals(1),
 ];
 
@@ -39,7 +43,7 @@ pub(super) fn print(r: &Report) {
         println!("\n{}", heading(&MOVES));
         for m in std::iter::once(first).chain(moves) {
             let rate = m.rate_pps.map_or("max".to_string(), |p| p.to_string());
-            let switch = opt(m.switch_ms, 2);
+            let switch = opt(m.switch.switch_ms, 2);
             println!(
                 "{}",
                 row(
@@ -56,6 +60,10 @@ pub(super) fn print(r: &Report) {
                         &m.lost_node_in,
                         &m.reordered,
                         &switch,
+                        &m.switch.rx_gap_ms,
+                        &m.switch.old_after_answer,
+                        &m.switch.unselected,
+                        &m.switch.read_gap_ms,
                         &m.api_ms,
                     ],
                 )
@@ -67,7 +75,8 @@ pub(super) fn print(r: &Report) {
             FastRecord::Idle(i) => println!(
                 "\nidle: one fast VR, no traffic: {:.3}% of a core over the daemon without it \
                  ({:.3}% with it, {:.3}% with it slow, {:.3}% without; wakeups/s {:.0}, {:.0}, {:.0}; \
-                 {} processes, {:.1} s each)",
+                 {} processes, {:.1} s each; spans measured again for frames to the slow path: \
+                 fast {}, slow {}; {} frames in the fast span kept)",
                 i.cpu_pct,
                 i.cpu_pct_raw,
                 i.slow_cpu_pct,
@@ -76,7 +85,10 @@ pub(super) fn print(r: &Report) {
                 i.slow_wakeups_per_s,
                 i.none_wakeups_per_s,
                 i.processes,
-                i.seconds
+                i.seconds,
+                i.again_fast,
+                i.again_slow,
+                i.to_slow
             ),
             FastRecord::MigrateTotal(t) => println!(
                 "\n{} moves at {}: sent {} received {} lost {} reordered {}",

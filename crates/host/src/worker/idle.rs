@@ -164,8 +164,12 @@ impl Worker {
         // A VR that rang had the flag, so it is in the active set already;
         // a sleep that timed out sweeps (`reap`).
         self.set_host_sleeping(false);
-        if child_exited || timed_out {
+        if child_exited {
             self.reap();
+        } else if timed_out {
+            // Every live pidfd was watched and none fired: none is asked
+            // again (a system call per tick with VRs, none without).
+            self.reap_seen(false);
         } else {
             // The pidfds were watched while we slept: no periodic reap is due.
             self.last_reap = Instant::now();

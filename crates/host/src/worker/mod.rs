@@ -654,10 +654,17 @@ impl Worker {
     /// the supervisor, if any); returns how many VRs went down. The next
     /// round then looks at every VR's rings (the sweep: see `active`).
     pub fn reap(&mut self) -> usize {
+        let exits = self.any_process_exited();
+        self.reap_seen(exits)
+    }
+
+    /// [`Worker::reap`] when whether a VR process may have exited is known
+    /// (`exits`): a sleep that watched every pidfd and timed out asks
+    /// none of them again.
+    fn reap_seen(&mut self, exits: bool) -> usize {
         let now = Instant::now();
         self.last_reap = now;
         self.active.fill();
-        let exits = self.any_process_exited();
         let mut down = 0;
         for vr in &mut self.vrs {
             if let Some(ev) = vr.supervise_seen(now, exits) {
