@@ -88,6 +88,7 @@ pub use xdp::{FairFast, FairXdp, fairness_fast, fairness_xdp};
 
 use hostile::hostile_run;
 use kill::kill_run;
+pub use overload::OverloadSched;
 use overload::{fairness, overload, set_mode};
 use table::print_table;
 
@@ -337,26 +338,6 @@ pub struct OverloadRecord {
     /// What kept the worker and the VRs from their cores over the window
     /// (the cause of ingress drops below the peak, if any).
     pub sched: OverloadSched,
-}
-
-/// Per second of an overload run's window: the scheduler's figures of the
-/// host worker and of the VR processes, and the steal time of their CPUs.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct OverloadSched {
-    /// The worker thread's milliseconds waiting for its CPU while runnable.
-    pub worker_wait_ms: f64,
-    /// The worker's preemptions.
-    pub worker_preempted: f64,
-    /// The VR processes' milliseconds waiting for their CPU while runnable.
-    pub vr_wait_ms: f64,
-    /// The VR processes' preemptions.
-    pub vr_preempted: f64,
-    /// The VR processes' voluntary switches (sleeps, yields).
-    pub vr_switches: f64,
-    /// Steal time of the worker's CPU, milliseconds.
-    pub worker_cpu_steal_ms: f64,
-    /// Steal time of the VRs' CPU, milliseconds.
-    pub vr_cpu_steal_ms: f64,
 }
 
 /// What runs a VR.

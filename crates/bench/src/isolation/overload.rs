@@ -3,12 +3,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use serde::Serialize;
 use serde_json::Value;
 
 use super::kill::INGRESS;
 use super::{
-    FairnessRecord, Gen, IsolationArgs, OverloadRecord, OverloadSched, Running, Tenant, classified,
-    config, forwarded, port, rate, ratio, router, u, vr,
+    FairnessRecord, Gen, IsolationArgs, OverloadRecord, Running, Tenant, classified, config,
+    forwarded, port, rate, ratio, router, u, vr,
 };
 use crate::Result;
 
@@ -206,4 +207,24 @@ pub(super) fn fairness(args: &IsolationArgs, dir: &Path, cap1: u64) -> Result<Ve
     with.quiet_ratio = ratio(with.quiet_forwarded_pps, alone.quiet_forwarded_pps);
     out.extend([alone, with]);
     Ok(out)
+}
+
+/// Per second of an overload run's window: the scheduler's figures of the
+/// host worker and of the VR processes, and the steal time of their CPUs.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct OverloadSched {
+    /// The worker thread's milliseconds waiting for its CPU while runnable.
+    pub worker_wait_ms: f64,
+    /// The worker's preemptions.
+    pub worker_preempted: f64,
+    /// The VR processes' milliseconds waiting for their CPU while runnable.
+    pub vr_wait_ms: f64,
+    /// The VR processes' preemptions.
+    pub vr_preempted: f64,
+    /// The VR processes' voluntary switches (sleeps, yields).
+    pub vr_switches: f64,
+    /// Steal time of the worker's CPU, milliseconds.
+    pub worker_cpu_steal_ms: f64,
+    /// Steal time of the VRs' CPU, milliseconds.
+    pub vr_cpu_steal_ms: f64,
 }
