@@ -49,9 +49,11 @@ pub struct TcpFigures {
     /// (`tx_runs`: `BPF_PROG_RUN` calls with `tx = "xdp"`, kicks with
     /// the socket).
     pub tcp_tx_runs: Option<u64>,
-    /// vrhost: frames a transmit system call carried, p1 (the data
-    /// segments) and p0 (the ACKs).
-    pub tcp_frames_per_run: Option<[Option<f64>; 2]>,
+    /// vrhost: frames a transmit system call of p1 carried (the data
+    /// segments).
+    pub tcp_frames_per_run: Option<f64>,
+    /// vrhost: frames a transmit system call of p0 carried (the ACKs).
+    pub tcp_ack_frames_per_run: Option<f64>,
     /// Gbit/s with iperf3 pinned (`--tcp-cpus`), if measured.
     pub tcp_gbps_pinned: Option<f64>,
     /// Gbit/s with iperf3 unpinned, if measured.
@@ -255,19 +257,12 @@ fn tcp_run(
         tcp_data_frames: Some(data),
         tcp_ack_frames: Some(acks),
         tcp_tx_runs: daemon.map(|_| lost_b.runs(&lost_a)),
-        tcp_frames_per_run: daemon.map(|_| {
-            let [p0, p1] = lost_b.frames_per_run(&lost_a);
-            [p1, p0]
-        }),
+        tcp_frames_per_run: daemon.and_then(|_| lost_b.frames_per_run(&lost_a)[1]),
+        tcp_ack_frames_per_run: daemon.and_then(|_| lost_b.frames_per_run(&lost_a)[0]),
         tcp_gbps_pinned: None,
         tcp_gbps_unpinned: None,
     };
-    let per_run = |i: usize| {
-        figures
-            .tcp_frames_per_run
-            .and_then(|r| r[i])
-            .map_or("-".into(), |f| format!("{f:.1}"))
-    };
+    let per_run = |f: Option<f64>| f.map_or("-".into(), |f| format!("{f:.1}"));
     eprintln!(
         "tcp ({}): {:.2} Gbit/s, {} retransmits, rtt {} us, cwnd {} B, {} frames lost on the node, {data} frames to the sink, {acks} back ({:.3} a frame), {} tx runs ({} frames a run to the sink, {} back), cores busy {:.0}% (gen) {:.0}% (fwd), offloads {}",
         figures.tcp_cpus.as_deref().unwrap_or("?"),
@@ -278,8 +273,8 @@ fn tcp_run(
         figures.tcp_lost_frames.unwrap_or(0),
         acks as f64 / data.max(1) as f64,
         figures.tcp_tx_runs.unwrap_or(0),
-        per_run(0),
-        per_run(1),
+        per_run(figures.tcp_frames_per_run),
+        per_run(figures.tcp_ack_frames_per_run),
         pct(0),
         pct(1),
         figures.tcp_offloads.as_deref().unwrap_or("?"),
