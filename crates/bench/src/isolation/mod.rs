@@ -153,8 +153,13 @@ pub struct IsolationArgs {
     /// Slots in each VR's pool: enough for a VR's share of 0.25 x capacity
     /// through one 250 Hz kernel tick (4 ms) without its core, the longest
     /// a task that does not yield (the hog) keeps it (`bench control` says
-    /// the same of its default).
-    #[arg(long, default_value_t = 16_384)]
+    /// the same of its default). At the AMD VM's 42 Mpps that is 42,000:
+    /// 65,536 (the most a VR may have), which lasts 1.7 ms at 0.9 x the
+    /// peak. 16,384 (the default before 2026-11-27, sized when the
+    /// capacity was 16 Mpps) lasted 0.8 ms at 0.5 x the peak, and the
+    /// VM's agent and kernel threads took the VR's core for longer now and
+    /// then: the sweep lost frames at ingress below the peak.
+    #[arg(long, default_value_t = 65_536)]
     pub slots: u32,
     /// Seed of the hostile VR.
     #[arg(long, default_value_t = 1)]
