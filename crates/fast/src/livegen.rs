@@ -15,6 +15,15 @@
 //! what the receiver left in it, and a forwarder in XDP rewrites frames in
 //! place (TTL, MACs).
 //!
+//! Between two calls: the kernel adds the program to its XDP dispatcher
+//! when a `BPF_PROG_RUN` call starts and removes it when the call ends,
+//! each a `synchronize_rcu()` (`bpf_dispatcher_change_prog`) in which the
+//! sending thread sleeps and sends nothing: 6-40 ms a call here, a gap in
+//! the offer every call. With [`SendOn::hold`] the program is also
+//! attached (generic XDP) to an interface no frame reaches while the
+//! generator lives, so it stays in the dispatcher and a call's start and
+//! end change nothing there (the dispatcher counts its users).
+//!
 //! What a veth needs: its peer takes such frames only when the peer runs
 //! an XDP program or has GRO on; otherwise they vanish without a counter.
 //! The interface is looked up, and the test run made, in the sending
@@ -36,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use aya::maps::{Array, CpuMap, DevMap, MapData};
-use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp};
+use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 
 use crate::abi::{LiveGenConf, LiveGenState};
@@ -140,7 +149,12 @@ pub struct LiveGen {
     frame: Vec<u8>,
     repeat: u32,
     batch: u32,
-    ebpf: Ebpf,
+    /// The object; locked by the sending thread for each call (no one
+    /// else runs the program) and by [`LiveGen::hold`].
+    ebpf: Mutex<Ebpf>,
+    /// The interface the program is held on ([`LiveGen::hold`]), once
+    /// attached: the link lives in `ebpf` and detaches when it drops.
+    held: Mutex<Option<u32>>,
 }
 
 impl std::fmt::Debug for LiveGen {
@@ -207,7 +221,8 @@ impl LiveGen {
             frame: cfg.frame.clone(),
             repeat: cfg.repeat,
             batch: cfg.batch,
-            ebpf,
+            ebpf: Mutex::new(ebpf),
+            held: Mutex::new(None),
         };
         let mut hdr = [0u8; 48];
         hdr[..MARK_OFFSET].copy_from_slice(&cfg.frame[..MARK_OFFSET]);
@@ -331,6 +346,45 @@ impl LiveGen {
         })
     }
 
+    /// Keep the program in the kernel's XDP dispatcher while this
+    /// generator lives: attach it (generic XDP) to `ifindex` (of the
+    /// calling thread's namespace), an interface no frame reaches (a
+    /// veth left down). Without it each [`LiveGen::send`] adds the
+    /// program to the dispatcher and removes it, two `synchronize_rcu()`
+    /// in which nothing is sent (see the module docs). Once: a second
+    /// call with the same interface does nothing.
+    ///
+    /// # Errors
+    /// [`FastError::Config`] for another interface than the one held;
+    /// [`FastError::Program`] (the attach failed: no such interface, a
+    /// program already there).
+    pub fn hold(&self, ifindex: u32) -> Result<(), FastError> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        match *held {
+            Some(i) if i == ifindex => return Ok(()),
+            Some(_) => {
+                return Err(FastError::Config {
+                    why: "live generator: already held on another interface",
+                });
+            }
+            None => {}
+        }
+        let mut ebpf = self.ebpf.lock().unwrap_or_else(|p| p.into_inner());
+        let prog: &mut Xdp = ebpf
+            .program_mut(PROGRAM)
+            .ok_or(FastError::Config {
+                why: "live generator: program missing",
+            })?
+            .try_into()
+            .map_err(prog_err("find"))?;
+        // The link stays in the program's links: detached when the
+        // object drops with this generator.
+        prog.attach_to_if_index(ifindex, XdpMode::Skb)
+            .map_err(prog_err("attach to the hold interface"))?;
+        *held = Some(ifindex);
+        Ok(())
+    }
+
     /// One `BPF_PROG_RUN` call: `repeat` runs of the program with
     /// `ifindex` (of the calling thread's namespace) as the ingress
     /// device, rx queue 0. Returns when they are done, or when a signal
@@ -339,8 +393,8 @@ impl LiveGen {
     /// # Errors
     /// [`FastError::Program`] (an unknown ifindex is `ENODEV`).
     pub fn send(&self, ifindex: u32) -> Result<(), FastError> {
-        let prog: &Xdp = self
-            .ebpf
+        let ebpf = self.ebpf.lock().unwrap_or_else(|p| p.into_inner());
+        let prog: &Xdp = ebpf
             .program(PROGRAM)
             .ok_or(FastError::Config {
                 why: "live generator: program missing",
@@ -474,6 +528,10 @@ pub struct SendOn {
     pub ifname: String,
     /// The core to pin the thread to.
     pub cpu: Option<usize>,
+    /// An interface of that namespace no frame reaches (a veth, down) to
+    /// hold the program on ([`LiveGen::hold`]), so that no call waits for
+    /// the dispatcher; None: each call does.
+    pub hold: Option<String>,
 }
 
 impl LiveSender {
@@ -492,7 +550,14 @@ impl LiveSender {
         let thread = std::thread::Builder::new()
             .name("livegen".into())
             .spawn(move || {
-                let idx = match prepare(&on).and_then(|i| generator.route_out(i).map(|()| i)) {
+                let ready = prepare(&on).and_then(|i| {
+                    generator.route_out(i)?;
+                    if let Some(h) = &on.hold {
+                        generator.hold(ifindex(h)?)?;
+                    }
+                    Ok(i)
+                });
+                let idx = match ready {
                     Ok(i) => i,
                     Err(e) => {
                         let _ = tx.send(Err(e));
@@ -607,8 +672,8 @@ mod tests {
     /// One run of the program on the template with a plain test run (no
     /// frame sent): its return value and the frame it made.
     fn run_once(g: &LiveGen) -> (u32, Vec<u8>) {
-        let prog: &Xdp = g
-            .ebpf
+        let ebpf = g.ebpf.lock().expect("not poisoned");
+        let prog: &Xdp = ebpf
             .program(PROGRAM)
             .expect("program")
             .try_into()

@@ -122,6 +122,7 @@ fn send_on(p: &Pair) -> SendOn {
         netns: Some(format!("/run/netns/{}", p.0).into()),
         ifname: "g0".into(),
         cpu: None,
+        hold: None,
     }
 }
 
@@ -183,6 +184,51 @@ fn unpaced_frames_arrive_and_losses_add_up() {
         "unpaced: sent {} received {} lost {}",
         sent.sent, got.received, got.lost
     );
+}
+
+/// The XDP program id on `dev` in namespace `ns`, if any (`ip link
+/// show`'s `prog/xdp id N`).
+fn xdp_on(ns: &str, dev: &str) -> Option<u64> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "link", "show", dev])
+        .output()
+        .expect("ip link show");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, rest) = text.split_once("prog/xdp id ")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn a_held_generator_stays_on_its_hold_interface_until_dropped() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let p = Pair::new("h");
+    ip(&[
+        "-n", &p.0, "link", "add", "h0", "type", "veth", "peer", "name", "h1",
+    ]);
+    let sink = in_ns(&p.1, || SeqSink::attach("s0").expect("sink on s0"));
+    let g = generator(2, 20_000);
+    let on = SendOn {
+        hold: Some("h0".into()),
+        ..send_on(&p)
+    };
+    send_at_least_on(&g, on.clone(), 1_000);
+    let held = xdp_on(&p.0, "h0").expect("the program on the hold interface");
+    // Held once: a second sender on the same interface keeps it.
+    send_at_least_on(&g, on, 2_000);
+    assert_eq!(xdp_on(&p.0, "h0"), Some(held));
+    assert_eq!(xdp_on(&p.0, "h1"), None);
+    let sent = g.counters().unwrap();
+    let got = sink.counts(2).unwrap();
+    assert_eq!(got.received, sent.sent, "{got:?} of {sent:?}");
+    assert_eq!((got.lost, got.reordered, got.other), (0, 0, 0), "{got:?}");
+    // Another interface is refused while held.
+    let other = in_ns(&p.0, || vrhost_fast::ifindex("h1").expect("h1"));
+    assert!(g.hold(other).is_err());
+    drop(g);
+    assert_eq!(xdp_on(&p.0, "h0"), None, "detached with the generator");
 }
 
 #[test]

@@ -154,6 +154,7 @@ impl Generator {
                         netns: Some(format!("/run/netns/{}", lab.ns("gen").name()).into()),
                         ifname: "eth0".into(),
                         cpu: Some(cpu),
+                        hold: Some(live_hold(lab)?),
                     },
                 )
                 .context("start the live-frames generator")?;
@@ -169,6 +170,28 @@ impl Generator {
             Self::Trafgen(_) => Ok(None),
         }
     }
+}
+
+/// The interface of the generator's namespace the live generator holds
+/// its program on (`vrhost_fast::LiveGen::hold`), made if missing: one
+/// end of a veth pair left down (the kernel may have no `dummy`), so no
+/// frame reaches it. Without it every `BPF_PROG_RUN` call of
+/// the generator starts and ends with a `synchronize_rcu()` in which it
+/// sends nothing (6-40 ms here: the moves to slow whose first frame came
+/// after 10 ms, `docs/results.md`).
+pub(crate) fn live_hold(lab: &Lab) -> Result<String> {
+    const HOLD: &str = "lghold";
+    let ns = lab.ns("gen");
+    if ns.exec("ip", &["link", "show", HOLD]).is_err() {
+        ns.exec(
+            "ip",
+            &[
+                "link", "add", HOLD, "type", "veth", "peer", "name", "lghold1",
+            ],
+        )
+        .context("the live generator's hold interface")?;
+    }
+    Ok(HOLD.into())
 }
 
 /// `live-split`: its cpumap kthread, where the forwarder's receive side

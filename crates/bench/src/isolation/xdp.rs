@@ -554,6 +554,7 @@ impl FairGen {
                     netns: Some(format!("/run/netns/{}", lab.ns("gen").name()).into()),
                     ifname: "eth0".into(),
                     cpu: Some(cpu),
+                    hold: Some(crate::forward::generator::live_hold(lab)?),
                 };
                 let s =
                     LiveSender::start(g.clone(), on).context("start the live-frames generator")?;
