@@ -226,7 +226,7 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
     }
     assert!(i["to_slow"] == 0 || i["again_fast"] == 3, "{i}");
     check_tcp(results);
-    // The fairness runs (live-split; both tenants fast, then both slow):
+    // The fairness runs (live; both tenants fast, then both slow):
     // one record per path, the quiet tenant's share with noise over
     // alone, and what each tenant was asked for and sent.
     let fair: Vec<&Value> = results
@@ -245,9 +245,22 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
             "quiet_sent_pps",
             "noisy_sent_pps",
             "noisy_at_port_pps",
+            "offer_over_capacity",
+            "quiet_limit_pps",
+            "noisy_limit_pps",
         ] {
             assert!(num(f, k) > 0.0, "{k}: {f}");
         }
+        // `--fairness-bytes auto`: one of the sizes tried, chosen in the run.
+        assert_eq!(f["frame_bytes_from"], "auto", "{f}");
+        assert!(
+            [64, 512, 1024, 1500].contains(&f["frame_bytes"].as_u64().unwrap_or(0)),
+            "{f}"
+        );
+        assert!(
+            (1..=3).contains(&f["overload_tries"].as_u64().unwrap_or(0)),
+            "{f}"
+        );
     }
     // Every record is flat.
     for r in results {

@@ -37,9 +37,13 @@
 //!   reached its slow path is measured again).
 //! - `fairness`: a quiet and a noisy tenant on one port, both on the fast
 //!   path with their buckets in the select table, the live generator
-//!   (`--fairness-generator`, `live-split` by default: the port's
-//!   receive side off the generator's core) offering 2 x the capacity (`bench isolation`'s one-port XDP run, on
-//!   its own lab once this one is down): the quiet tenant's `quiet_ratio`.
+//!   (`--fairness-generator`, `live` by default: the port's receive side
+//!   on the generator's core, so that every frame reaches the buckets)
+//!   sending 2 x the capacity (asked again for more until it has), at
+//!   each size of `--fairness-bytes` (`auto`: the smallest at which the
+//!   generator can offer 2.1 x the capacity measured in the same run)
+//!   (`bench isolation`'s one-port XDP run, on its own lab once this one
+//!   is down): the quiet tenant's `quiet_ratio`.
 
 use std::path::{Path, PathBuf};
 
@@ -96,7 +100,10 @@ pub struct FastpathArgs {
     pub forwarders: Vec<String>,
     /// The fairness experiment's generator (trafgen cannot offer 2 x the
     /// port's capacity on veth).
-    #[arg(long, value_enum, default_value_t = GeneratorKind::LiveSplit)]
+    /// `live` (the default) runs the port's XDP program, the select
+    /// table, on the generator's core, so that every frame reaches the
+    /// buckets; `live-split` loses the excess at its cpumap's queue first.
+    #[arg(long, value_enum, default_value_t = GeneratorKind::Live)]
     pub fairness_generator: GeneratorKind,
     /// The fairness experiment: run p0's NAPI (its XDP program) in a
     /// kernel thread on `--fwd-cpu` (with `--fairness-generator live`, the
@@ -108,6 +115,14 @@ pub struct FastpathArgs {
     /// own pace.
     #[arg(long)]
     pub fairness_mix_turn: bool,
+    /// The fairness experiment's frame sizes on the wire, bytes with FCS,
+    /// each a run per path: a size (64..=1518), or `auto`: the smallest
+    /// of 64, 512, 1024, 1500 at which the generator's unpaced offer is
+    /// 2.1 x the capacity measured in the same run (the slow path's
+    /// capacity falls with the size, the live generator's offer hardly
+    /// does), else the one that reached the most.
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    pub fairness_bytes: Vec<String>,
     /// The fairness experiment's paths of the two tenants: fast, slow.
     #[arg(long, value_delimiter = ',', default_value = "fast,slow")]
     pub fairness_paths: Vec<String>,
@@ -240,6 +255,20 @@ impl FastpathArgs {
         }
     }
 
+    /// `--fairness-bytes` as sizes (`None`: auto).
+    fn fairness_sizes(&self) -> Result<Vec<Option<usize>>> {
+        self.fairness_bytes
+            .iter()
+            .map(|b| match b.as_str() {
+                "auto" => Ok(None),
+                n => match n.parse::<usize>() {
+                    Ok(v) if (64..=1518).contains(&v) => Ok(Some(v)),
+                    _ => bail!("--fairness-bytes {n:?}: a size in 64..=1518, or auto"),
+                },
+            })
+            .collect()
+    }
+
     fn runs(&self, experiment: &str) -> bool {
         self.experiments.iter().any(|e| e == experiment)
     }
@@ -252,6 +281,7 @@ impl FastpathArgs {
                 );
             }
         }
+        self.fairness_sizes()?;
         for p in &self.fairness_paths {
             if !["fast", "slow"].contains(&p.as_str()) {
                 bail!("--fairness-paths: unknown path {p:?} (fast, slow)");
@@ -353,10 +383,16 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     lab.down();
     let _ = std::fs::remove_dir_all(&dir);
     // Its own lab, under the same prefix: after this one is down.
-    for path in args.fairness_paths.iter().filter(|_| args.runs("fairness")) {
+    let sizes = args.fairness_sizes()?;
+    let fair = args
+        .fairness_paths
+        .iter()
+        .flat_map(|p| sizes.iter().map(move |b| (p, *b)));
+    for (path, bytes) in fair.filter(|_| args.runs("fairness")) {
         let Ok(out) = &mut result else { break };
         let o = crate::isolation::FairXdp {
             path: path.clone(),
+            frame_bytes: bytes,
             seconds: args.seconds,
             cpu: args.fwd_cpu,
             generator: args.fairness_generator,

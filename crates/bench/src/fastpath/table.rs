@@ -101,16 +101,23 @@ pub(super) fn print(r: &Report) {
             ),
             FastRecord::Fairness(f) => {
                 println!(
-                    "\nfairness ({} path, {}, p0's NAPI {}): quiet tenant at {} of its share alone, {} of its rate \
-                     (sent {} x the capacity of {:.0} pps, {} x at the port)",
+                    "\nfairness ({} path, {}, p0's NAPI {}, {} B {}): quiet tenant at {} of its share alone, {} of its rate \
+                     (sent {} x the capacity of {:.0} pps, {} x at the port; the generator offers {:.0} pps unpaced, {} x); \
+                     without the buckets {} at {} x",
                     f.path,
                     f.generator,
                     f.port_napi,
-                    opt(Some(f.quiet_ratio), 2),
-                    opt(Some(f.quiet_rate_ratio), 2),
+                    f.frame_bytes,
+                    f.frame_bytes_from,
+                    opt(Some(f.quiet_ratio), 3),
+                    opt(Some(f.quiet_rate_ratio), 3),
                     opt(Some(f.overload), 2),
                     f.capacity_pps,
                     opt(Some(f.port_overload), 2),
+                    f.gen_offer_pps,
+                    opt(Some(f.offer_over_capacity), 2),
+                    opt(Some(f.quiet_ratio_no_buckets), 3),
+                    opt(Some(f.overload_no_buckets), 2),
                 );
                 println!(
                     "  quiet: asked {:.0}, sent {:.0} alone / {:.0} with noise, at the port {:.0} / {:.0}, forwarded {:.0} / {:.0}",
@@ -123,13 +130,25 @@ pub(super) fn print(r: &Report) {
                     f.quiet_forwarded_pps
                 );
                 println!(
-                    "  noisy: asked {:.0}, sent {:.0}, at the port {:.0}, bucket drops {:.0}, forwarded {:.0}; the generator's veth refused {:.0}",
+                    "  noisy: asked {:.0}, sent {:.0}, at the port {:.0}, bucket drops {:.0}, forwarded {:.0} (limit {}); \
+                     excess {:.0}, {} of it at its bucket",
                     f.noisy_asked_pps,
                     f.noisy_sent_pps,
                     f.noisy_at_port_pps,
                     f.noisy_rate_limited_pps,
                     f.noisy_forwarded_pps,
-                    f.gen_refused_pps
+                    f.noisy_limit_pps,
+                    f.noisy_excess_pps,
+                    opt(Some(f.noisy_excess_at_bucket), 3),
+                );
+                println!(
+                    "  tenant-blind drops: the generator's veth refused {:.0}, p0's queue {:.0}; p0's AF_XDP ring {:.0}; \
+                     the quiet tenant's bucket {:.0} (limit {})",
+                    f.gen_refused_pps,
+                    f.port_rx_drops_pps,
+                    f.port_ring_dropped_pps,
+                    f.quiet_rate_limited_pps,
+                    f.quiet_limit_pps,
                 );
             }
             FastRecord::Tcp(t) => println!(

@@ -52,6 +52,13 @@ pub struct FairnessRecord {
     /// The noisy tenant's `rate_limit_pps` (`one_port_xdp`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noisy_limit_pps: Option<u64>,
+    /// `with_noise` runs made to reach the overload asked, this one the
+    /// last (`one_port_xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overload_tries: Option<u32>,
+    /// Frame size on the wire, bytes with FCS (`one_port_xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_bytes: Option<usize>,
     /// Where the frames went, hop by hop (`one_port_xdp`).
     #[serde(flatten)]
     pub hops: Option<Box<FairHops>>,

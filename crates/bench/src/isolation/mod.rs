@@ -683,6 +683,7 @@ pub fn run(args: &IsolationArgs) -> Result<()> {
                 generator: args.fairness_generator,
                 napi_thread: args.fairness_napi_thread,
                 mix_turn: args.fairness_mix_turn,
+                frame_bytes: Some(64),
             };
             for r in fairness_xdp(&o)? {
                 results.push(serde_json::to_value(r)?);
