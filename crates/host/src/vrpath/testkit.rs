@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use vrhost_io::{Port, PortStats};
-use vrhost_shm::{Consumer, Producer, RingId, SlotState};
+use vrhost_shm::{Consumer, Producer, Region, RingId, SlotState};
 
 use super::{Backend, PathSpec, VrPath};
 
@@ -179,13 +179,7 @@ impl Kit {
 
     /// The bytes of `slot` where its extent says.
     pub(crate) fn bytes(&self, slot: u32) -> Vec<u8> {
-        let r = self.vp.region();
-        let (off, len) = r.meta(slot).unwrap().extent();
-        // SAFETY: the test plays the VR that holds `slot`; nothing else
-        // writes it while the copy is taken.
-        unsafe { r.slot_bytes_at(slot, off.into(), len.into()) }
-            .unwrap()
-            .to_vec()
+        slot_frame(self.vp.region(), slot)
     }
 
     /// Instance `i` hands `slots` back on `vnic`'s tx ring in `state`.
@@ -207,4 +201,15 @@ impl Kit {
 /// A 64-byte frame whose bytes are `tag` then its index.
 pub(crate) fn frame(tag: u8) -> Vec<u8> {
     (0..64u8).map(|b| if b == 0 { tag } else { b }).collect()
+}
+
+/// The frame in `slot` of `r`, as its metadata gives its extent (the
+/// test plays the VR that holds the slot).
+pub(crate) fn slot_frame(r: &Region, slot: u32) -> Vec<u8> {
+    let (off, len) = r.meta(slot).unwrap().extent();
+    // SAFETY: the test plays the VR that holds `slot`; nothing else
+    // writes it while the copy is taken.
+    unsafe { r.slot_bytes_at(slot, off.into(), len.into()) }
+        .unwrap()
+        .to_vec()
 }

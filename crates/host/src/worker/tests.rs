@@ -8,7 +8,7 @@ use super::*;
 use crate::classify::{Match, Rule};
 use crate::stats::IngressDrop;
 use crate::vrpath::Sched;
-use crate::vrpath::testkit::{Instance, Kit, Sent, Sink, Source, frame};
+use crate::vrpath::testkit::{Instance, Kit, Sent, Sink, Source, frame, slot_frame};
 
 /// A worker whose port 0 is `rx` and port 1 a sink of `room` frames,
 /// and VRs of one vNIC each (out on port 1) with the scheduling given,
@@ -239,4 +239,62 @@ fn a_round_takes_a_share_of_frames_for_each_vr_the_last_one_fed() {
     w.poll.round_per_vr = 0;
     assert_eq!(w.poll_once(), 256);
     assert_eq!(w.poll_once(), 256);
+}
+
+/// The tags (last bytes) of the frames each VR's rx ring holds, in order.
+fn received(w: &Worker, inst: &mut [Instance]) -> Vec<Vec<u8>> {
+    inst.iter_mut()
+        .enumerate()
+        .map(|(v, i)| {
+            let mut idx = [0u32; 256];
+            let n = i.rx[0].pop(&mut idx).unwrap();
+            let region = w.vrs()[v].region();
+            idx[..n]
+                .iter()
+                .map(|&s| *slot_frame(region, s).last().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_burst_staged_in_two_passes_gives_each_vr_its_frames_in_order() {
+    // 12 frames for each of 20 VRs, interleaved, a few to no VR and a
+    // few too short to classify, and a run of one VR's frames.
+    let mut frames: Vec<Vec<u8>> = (0..12)
+        .flat_map(|t| (0..20).map(move |v| to_vr(v, t)))
+        .collect();
+    frames.insert(5, udp(Ipv4Addr::new(192, 0, 2, 1)));
+    frames.insert(40, vec![0u8; 10]);
+    frames.extend((12..40).map(|t| to_vr(7, t)));
+    let run = |prefetch: bool| {
+        let (mut w, mut inst, _) = many(20, frames.clone());
+        w.poll.rx_prefetch = prefetch;
+        w.poll.round_per_vr = 0;
+        let mut moved = 0;
+        while moved < frames.len() {
+            let n = w.poll_once();
+            assert!(n > 0, "the port's frames are taken");
+            moved += n;
+        }
+        for v in w.vrs() {
+            v.check_slot_accounting().unwrap();
+        }
+        let st = w.stats();
+        let drops = (
+            st.ingress_drops[IngressDrop::NoMatch as usize].get(),
+            st.ingress_drops[IngressDrop::Malformed as usize].get(),
+        );
+        (received(&w, &mut inst), drops)
+    };
+    let (two, drops) = run(true);
+    assert_eq!(drops, (1, 1));
+    for (v, tags) in two.iter().enumerate() {
+        let want: Vec<u8> = match v {
+            7 => (0..40).collect(),
+            _ => (0..12).collect(),
+        };
+        assert_eq!(tags, &want, "VR {v}");
+    }
+    assert_eq!(run(false), (two, drops), "one pass gives the same");
 }
