@@ -589,6 +589,9 @@ pub struct HostStats {
     /// Times the worker moved itself (and the VRs on its core) to the CPU
     /// its frames arrive on, or back to its own (`host.poll.follow_rx`).
     pub follows: u64,
+    /// Times the worker slept to hand its core to a VR on it that held
+    /// frames (`host.poll.hand_over`).
+    pub hand_overs: u64,
     /// Cluster heartbeats the ports received that no rule took (the
     /// kernel's heartbeat sockets get them): counted here, not as drops.
     pub heartbeats: u64,

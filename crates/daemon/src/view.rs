@@ -30,6 +30,7 @@ struct WorkerRead {
     naps: u64,
     colocations: u64,
     follows: u64,
+    hand_overs: u64,
     heartbeats: u64,
     cpu_ns: u64,
     vrs: Vec<(String, &'static str, usize, usize, Vec<InstanceInfo>)>,
@@ -70,6 +71,7 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
             naps: hs.naps.get(),
             colocations: hs.colocations.get(),
             follows: hs.follows.get(),
+            hand_overs: hs.hand_overs.get(),
             heartbeats: hs.heartbeats.get(),
             cpu_ns: thread_cpu_ns(),
             vrs: w
@@ -165,6 +167,7 @@ pub fn snapshot(ctl: &Controller) -> Result<Stats, ControlError> {
             naps: r.naps,
             colocations: r.colocations,
             follows: r.follows,
+            hand_overs: r.hand_overs,
             heartbeats: r.heartbeats,
             slot_violations: violations,
             vr_restarts: ctl.restarts(),

@@ -333,6 +333,9 @@ pub struct HostStats {
     /// its frames arrive on, or back to its own
     /// ([`vrhost_proto::PollConfig::follow_rx`]).
     pub follows: Counter,
+    /// Times the worker slept to hand its core to a VR on it that held
+    /// frames ([`vrhost_proto::PollConfig::hand_over`]).
+    pub hand_overs: Counter,
     /// Cluster heartbeats (pings and pongs, `docs/cluster.md`) a port
     /// received that no rule took: the kernel's heartbeat sockets get
     /// them, so they are counted here, not as `no_match` drops.

@@ -139,6 +139,18 @@ pub struct PollConfig {
     /// false: the worker stays on `host.cpu` (the behaviour before
     /// 2026-11-26). Set by the host; the VR does not use it.
     pub follow_rx: bool,
+    /// With `colocate_pps`: when a VR on the worker's core holds frames
+    /// the worker handed it, the worker stops polling and sleeps on its
+    /// doorbell and its ports (with its flag raised, so the VR rings it
+    /// when it hands them back) until either has work, at most
+    /// `yield_us`, so that the woken VR gets the core at once. Spinning or
+    /// yielding instead leaves it waiting: `sched_yield` does not hand
+    /// the core to a task of another cgroup (EEVDF picks the worker's
+    /// group again), and a woken VR that did not preempt the worker waited
+    /// for the worker's sleep or the next tick (traced 2026-11-27: 1-4 ms,
+    /// 20 of 49 pings on a busy VM). false: spin and yield as before.
+    /// Set by the host; the VR does not use it.
+    pub hand_over: bool,
     /// Longest sleep, in milliseconds, before looking at the control socket
     /// again even without a kick (the host worker; a VR process that has a
     /// control socket sleeps on it and its doorbell with no timeout).
@@ -263,6 +275,7 @@ impl Default for PollConfig {
             flow_us: 0,
             colocate_pps: DEFAULT_COLOCATE_PPS,
             follow_rx: true,
+            hand_over: true,
             sleep_ms: 200,
             slice_us: 100,
             turns: Turns::default(),

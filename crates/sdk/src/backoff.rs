@@ -205,6 +205,13 @@ impl Backoff {
         Duration::from_millis(self.cfg.sleep_ms.max(1).into())
     }
 
+    /// The longest single hand-over of the host worker's core to a VR on
+    /// it ([`PollConfig::hand_over`]): the yield phase's length, at most
+    /// the longest sleep.
+    pub fn hand_over_timeout(&self) -> Duration {
+        Duration::from_micros(self.cfg.yield_us.max(1).into()).min(self.sleep_timeout())
+    }
+
     /// The longest single nap (at most the longest sleep).
     pub fn nap_timeout(&self) -> Duration {
         Duration::from_micros(self.cfg.nap_us.into()).min(self.sleep_timeout())
@@ -335,6 +342,13 @@ mod tests {
             ..PollConfig::default()
         });
         assert_eq!(b.nap_timeout(), Duration::from_micros(50));
+        // A hand-over lasts the yield phase, at most the longest sleep.
+        assert_eq!(b.hand_over_timeout(), Duration::from_millis(10));
+        let short = Backoff::new(PollConfig {
+            yield_us: 300,
+            ..PollConfig::default()
+        });
+        assert_eq!(short.hand_over_timeout(), Duration::from_micros(300));
         assert_eq!(b.idle(), Idle::Spin);
         let t = Instant::now();
         let mut naps = 0;

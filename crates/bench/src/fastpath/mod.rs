@@ -229,6 +229,7 @@ impl FastpathArgs {
             tx_batch: None,
             tx_wait_us: None,
             follow_rx: None,
+            hand_over: None,
             idle_pings: 0,
             ping_cpu: None,
             endpoint_rps_cpu: None,

@@ -123,6 +123,11 @@ pub struct ForwardArgs {
     /// arrive on; false: it stays on `--fwd-cpu`, as before 2026-11-26).
     #[arg(long)]
     pub follow_rx: Option<bool>,
+    /// vrhost: `[host.poll] hand_over` (default: the daemon's, true: the
+    /// worker sleeps to hand its core to a VR on it that holds frames;
+    /// false: it spins and yields meanwhile, as before 2026-11-27).
+    #[arg(long)]
+    pub hand_over: Option<bool>,
     /// vrhost: `[host.poll] flow_us` (default: the daemon's, 0: a VR
     /// beside the worker sleeps as soon as it is idle).
     #[arg(long)]

@@ -410,6 +410,7 @@ fn poll_keys(args: &ForwardArgs) -> String {
     .iter()
     .filter_map(|(k, v)| v.map(|v| format!("{k} = {v}\n")))
     .chain(args.follow_rx.map(|v| format!("follow_rx = {v}\n")))
+    .chain(args.hand_over.map(|v| format!("hand_over = {v}\n")))
     .collect()
 }
 

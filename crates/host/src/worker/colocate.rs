@@ -108,6 +108,17 @@ impl Colocate {
         moved.count() as u64
     }
 
+    /// Whether process `pid` was moved onto the worker's core (and is
+    /// there now, or follows it: see [`Colocate::retarget`]).
+    pub(super) fn holds(&self, pid: u32) -> bool {
+        self.moved.iter().any(|m| m.0 == pid)
+    }
+
+    /// Whether any process is on the worker's core.
+    pub(super) fn any(&self) -> bool {
+        !self.moved.is_empty()
+    }
+
     /// Pin `pid` to the worker's core; returns its affinity before.
     fn move_here(&self, pid: u32) -> rustix::io::Result<CpuSet> {
         let home = rustix::thread::sched_getaffinity(Some(to_pid(pid)?))?;
@@ -170,6 +181,8 @@ mod tests {
         };
         assert_eq!(sweep(&mut c, 10), 1, "light: moved");
         assert_eq!(allowed(pid), cpu.to_string());
+        assert!(c.holds(pid) && c.any());
+        assert!(!c.holds(pid + 1));
         // Between the thresholds nothing moves; nor while still light.
         assert_eq!(sweep(&mut c, 1500), 0);
         assert_eq!(sweep(&mut c, 0), 0);
@@ -181,6 +194,7 @@ mod tests {
         assert_eq!(c.retarget(other), 0, "already there");
         assert_eq!(sweep(&mut c, 2001), 1, "loaded: moved back");
         assert_eq!(allowed(pid), home);
+        assert!(!c.holds(pid) && !c.any());
         assert_eq!(sweep(&mut c, 2001), 0);
         // A process the sweep no longer sees is forgotten.
         assert_eq!(sweep(&mut c, 10), 1);

@@ -8,6 +8,13 @@ use std::time::{Duration, Instant};
 use vrhost_sdk::backoff::{Backoff, Idle};
 
 use super::{DRAIN_TIMEOUT, REAP_EVERY, Worker};
+
+/// Descriptors a hand-over watches at most: the doorbell and 15 ports.
+const HAND_OVER_FDS: usize = 16;
+
+/// Longest hand-over while a port is left unwatched (more ports than
+/// [`HAND_OVER_FDS`] holds).
+const HAND_OVER_UNWATCHED: Duration = Duration::from_micros(50);
 use crate::vrpath::VrPath;
 
 impl Worker {
@@ -24,12 +31,16 @@ impl Worker {
             }
             self.ring_deferred();
             let idle = backoff.idle();
-            if !matches!(idle, Idle::Spin) {
+            // A VR on the worker's core holds frames it was handed: give
+            // it the core rather than spin or yield (see `hand_over`).
+            let hand_over = matches!(idle, Idle::Spin | Idle::Yield) && self.colocated_vr_waits();
+            if hand_over || !matches!(idle, Idle::Spin) {
                 // Nothing comes to fill a held batch while the worker is
                 // off its core.
                 self.flush_held();
             }
             match idle {
+                _ if hand_over => self.hand_over(backoff.hand_over_timeout()),
                 Idle::Spin => std::hint::spin_loop(),
                 Idle::Yield => std::thread::yield_now(),
                 Idle::Nap => self.nap(backoff.nap_timeout()),
@@ -86,6 +97,69 @@ impl Worker {
             };
             let mut fds = [PollFd::from_borrowed_fd(self.bell.fd(), PollFlags::IN)];
             if let Ok(1..) = rustix::event::poll(&mut fds, Some(&ts)) {
+                self.bell.clear();
+            }
+        }
+        self.set_host_sleeping(false);
+    }
+
+    /// Whether a VR moved onto the worker's core (`colocate`) holds
+    /// frames it was handed (with [`PollConfig::hand_over`]). Read in the
+    /// worker's idle rounds only: after a round that found no work, a VR
+    /// that holds slots has not handed them back yet.
+    fn colocated_vr_waits(&self) -> bool {
+        let Some(c) = self.colocate.as_ref() else {
+            return false;
+        };
+        if !self.poll.hand_over || !c.any() {
+            return false;
+        }
+        let mut r = 0;
+        while let Some(at) = self.active.next_from(r) {
+            r = at + 1;
+            let vr = &self.vrs[self.order[at]];
+            if !vr.is_drained() && vr.processes().iter().any(|p| !p.reaped && c.holds(p.pid())) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Hand the core to the VRs on it: sleep on the doorbell and the
+    /// ports for up to `timeout`, the sleeping flag raised, so that a VR
+    /// woken on this core runs now and rings when it hands frames back,
+    /// and a port's frame wakes the worker at once. A spinning or yielding
+    /// worker keeps the core: `sched_yield` only lets tasks of its own
+    /// cgroup run, and a VR is in its own, so a woken VR that did not
+    /// preempt the worker waited for the worker's sleep or the scheduler's
+    /// next tick (milliseconds). Exited VR processes are seen by the next
+    /// periodic reap.
+    fn hand_over(&mut self, timeout: Duration) {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        self.set_host_sleeping(true);
+        if !self.work_pending() {
+            self.stats.hand_overs.add(1);
+            // The doorbell and the ports' descriptors, on the stack (the
+            // sleep's list without the pidfds). Ports beyond the array are
+            // not watched: their frames wait for the timeout, then shorter.
+            let bell = self.bell.fd();
+            let mut waits = self.ports.iter().filter_map(|p| p.wait_fd());
+            let mut n = 1;
+            let mut list: [PollFd<'_>; HAND_OVER_FDS] = std::array::from_fn(|i| {
+                let fd = if i == 0 { None } else { waits.next() };
+                n += usize::from(fd.is_some());
+                PollFd::from_borrowed_fd(fd.unwrap_or(bell), PollFlags::IN)
+            });
+            let timeout = match waits.next() {
+                Some(_) => timeout.min(HAND_OVER_UNWATCHED),
+                None => timeout,
+            };
+            let ts = Timespec {
+                tv_sec: timeout.as_secs() as i64,
+                tv_nsec: i64::from(timeout.subsec_nanos()),
+            };
+            let _ = rustix::event::poll(&mut list[..n], Some(&ts));
+            if !list[0].revents().is_empty() {
                 self.bell.clear();
             }
         }
