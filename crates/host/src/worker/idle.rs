@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use vrhost_sdk::backoff::{Backoff, Idle};
 
 use super::{DRAIN_TIMEOUT, REAP_EVERY, Worker};
+use crate::vrpath::VrPath;
 
 /// Descriptors a hand-over watches at most: the doorbell and 15 ports.
 const HAND_OVER_FDS: usize = 16;
@@ -15,7 +16,14 @@ const HAND_OVER_FDS: usize = 16;
 /// Longest hand-over while a port is left unwatched (more ports than
 /// [`HAND_OVER_FDS`] holds).
 const HAND_OVER_UNWATCHED: Duration = Duration::from_micros(50);
-use crate::vrpath::VrPath;
+
+/// `d` as the timeout of a `poll`.
+fn timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec {
+        tv_sec: d.as_secs() as i64,
+        tv_nsec: i64::from(d.subsec_nanos()),
+    }
+}
 
 impl Worker {
     /// Run until `stop` is set, backing off when idle.
@@ -87,14 +95,11 @@ impl Worker {
     /// ports wait for the nap's end, to be taken in one round. Exited VR
     /// processes are seen by the next periodic reap.
     fn nap(&mut self, timeout: Duration) {
-        use rustix::event::{PollFd, PollFlags, Timespec};
+        use rustix::event::{PollFd, PollFlags};
         self.set_host_sleeping(true);
         if !self.work_pending() {
             self.stats.naps.add(1);
-            let ts = Timespec {
-                tv_sec: timeout.as_secs() as i64,
-                tv_nsec: i64::from(timeout.subsec_nanos()),
-            };
+            let ts = timespec(timeout);
             let mut fds = [PollFd::from_borrowed_fd(self.bell.fd(), PollFlags::IN)];
             if let Ok(1..) = rustix::event::poll(&mut fds, Some(&ts)) {
                 self.bell.clear();
@@ -135,7 +140,7 @@ impl Worker {
     /// next tick (milliseconds). Exited VR processes are seen by the next
     /// periodic reap.
     fn hand_over(&mut self, timeout: Duration) {
-        use rustix::event::{PollFd, PollFlags, Timespec};
+        use rustix::event::{PollFd, PollFlags};
         self.set_host_sleeping(true);
         if !self.work_pending() {
             self.stats.hand_overs.add(1);
@@ -154,10 +159,7 @@ impl Worker {
                 Some(_) => timeout.min(HAND_OVER_UNWATCHED),
                 None => timeout,
             };
-            let ts = Timespec {
-                tv_sec: timeout.as_secs() as i64,
-                tv_nsec: i64::from(timeout.subsec_nanos()),
-            };
+            let ts = timespec(timeout);
             let _ = rustix::event::poll(&mut list[..n], Some(&ts));
             if !list[0].revents().is_empty() {
                 self.bell.clear();
@@ -186,7 +188,7 @@ impl Worker {
     /// means; one that ends with work does not, so the first frame after
     /// idling waits for nothing more.
     fn sleep(&mut self, timeout: Duration) {
-        use rustix::event::{PollFd, PollFlags, Timespec};
+        use rustix::event::{PollFd, PollFlags};
         // Only the VRs that may send (they hold slots, or relay messages
         // between instances: the active set) get the flag; the others
         // have nothing to wake the host for, and get slots only from an
@@ -205,10 +207,7 @@ impl Worker {
                 true => timeout.min(REAP_EVERY),
                 false => timeout,
             };
-            let ts = Timespec {
-                tv_sec: timeout.as_secs() as i64,
-                tv_nsec: i64::from(timeout.subsec_nanos()),
-            };
+            let ts = timespec(timeout);
             let mut fds = Vec::with_capacity(1 + self.ports.len() + self.vrs.len());
             fds.push(PollFd::from_borrowed_fd(self.bell.fd(), PollFlags::IN));
             for p in &self.ports {
