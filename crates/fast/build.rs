@@ -2,7 +2,7 @@
 //! workspace root) into `OUT_DIR/xdp_router.o`, which `src/lib.rs` embeds,
 //! and the benchmarks' live-frames generator and counting sink
 //! (`ebpf/xdp_livegen.c`, `ebpf/xdp_seqsink.c`), which `src/livegen.rs`
-//! embeds.
+//! embeds, and the minimal router `ebpf/xdp_minrouter.c` (`src/cost.rs`).
 
 include!("../../ebpf/compile.rs");
 
@@ -12,4 +12,5 @@ fn main() {
     compile_bpf("xdp_router", "the fast path's XDP program");
     compile_bpf("xdp_livegen", "the live-frames generator's XDP program");
     compile_bpf("xdp_seqsink", "the counting sink's XDP program");
+    compile_bpf("xdp_minrouter", "the minimal XDP router (cost reference)");
 }

@@ -28,7 +28,9 @@
 //! For the benchmarks it also owns their traffic ends in XDP: a
 //! live-frames generator ([`LiveGen`], [`LiveSender`]:
 //! `ebpf/xdp_livegen.c` run with `BPF_PROG_RUN`) and a sink that counts
-//! its frames per flow ([`SeqSink`]: `ebpf/xdp_seqsink.c`).
+//! its frames per flow ([`SeqSink`]: `ebpf/xdp_seqsink.c`), and the
+//! program's own cost per frame beside a minimal XDP router's
+//! ([`measure_cost`]: `BPF_PROG_TEST_RUN` with `repeat`).
 //!
 //! The header comment of `ebpf/xdp_router.c` says what the program does
 //! per frame. In short: the select table first; the fast path forwards
@@ -85,6 +87,7 @@
 mod abi;
 mod batch;
 mod bucket;
+mod cost;
 mod error;
 mod livegen;
 mod load;
@@ -108,6 +111,7 @@ use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 use load::{attach_either, load_object, program};
 
 pub use bucket::{MAX_BURST, MAX_RATE_PPS};
+pub use cost::{CostLine, RUNS_PER_CALL, RunCost, measure as measure_cost};
 pub use error::FastError;
 pub use livegen::{
     LiveGen, LiveGenConfig, LiveGenCounters, LiveSender, MARK_OFFSET, MAX_BATCH, MAX_FLOWS, SendOn,
