@@ -34,6 +34,9 @@
  *     protocol and UDP port rules would need a key per rule kind (a
  *     tuple space, as the classifier compiles them) and stay in the host:
  *     such tenants have no entry here and keep the slow path.
+ *     The entry's {vr, path} comes from this CPU's cache of the frame's
+ *     exact key when the entry has no bucket and the table has not changed
+ *     since (xdp_cache.h); the next hop's neighbour likewise.
  *  2. The entry's token bucket (if rate_pps > 0) admits the frame or drops
  *     it (drop_rate_limit): per-tenant fairness at the port, before the
  *     frame costs anything more. Then path DROP: dropped (drop_select);
@@ -83,6 +86,8 @@
  *                      spread over (count 0: none, forwarded in place)
  *  cpu_map     CPUMAP  cpu -> queue running xdp_router_cpu
  *  tun_locals, tun_in, tunnels, tun_stats: the tunnels (xdp_tunnel.h)
+ *  fast_gens, fast_cache: the generations of select and neighbours, and
+ *                      each CPU's cached answers from them (xdp_cache.h)
  *
  * Spreading (fast_cpus.count > 0; `FastPath::spread`): a frame the fast
  * path forwards is decided and rewritten here as above, its out port put
@@ -516,6 +521,7 @@ static __always_inline struct route_val *route(__u32 vr, __u32 mode,
 }
 
 #include "xdp_tunnel.h"
+#include "xdp_cache.h"
 
 SEC("xdp")
 int xdp_router(struct xdp_md *ctx)
@@ -553,16 +559,29 @@ int xdp_router(struct xdp_md *ctx)
 	}
 	__builtin_memcpy(sk.dst_mac, eth->h_dest, 6);
 
-	struct select_entry *e = bpf_map_lookup_elem(&select, &sk);
+	/* The select entry's {vr, path}: from this CPU's cache (xdp_cache.h)
+	 * for an entry without a bucket, else looked up (and cached). */
+	struct fast_cache *fc = bpf_map_lookup_elem(&fast_cache, &zero);
+	struct sel_cached *sc = fc ? sel_slot(fc, &sk) : NULL;
+	__u64 sgen = gen_now(GEN_SELECT);
+	struct select_entry *e = NULL;
+	__u32 vr, path;
 
-	if (!e) {
-		__builtin_memset(sk.dst_mac, 0, 6);
+	if (!sc || !sel_get(sc, &sk, sgen, &vr, &path)) {
 		e = bpf_map_lookup_elem(&select, &sk);
-	}
-	if (!e)
-		goto unselected;
+		if (!e) {
+			struct select_key any = sk;
 
-	__u32 vr = e->vr;
+			__builtin_memset(any.dst_mac, 0, 6);
+			e = bpf_map_lookup_elem(&select, &any);
+		}
+		if (!e)
+			goto unselected;
+		vr = e->vr;
+		path = e->path;
+		if (sc && e->rate_pps == 0)
+			sel_put(sc, &sk, sgen, vr, path);
+	}
 	struct fast_counters *c = bpf_map_lookup_elem(&counters, &vr);
 
 	/* A VR id past the counters array: the loader refuses such entries;
@@ -570,17 +589,18 @@ int xdp_router(struct xdp_md *ctx)
 	if (!c)
 		return slow(ctx, undo);
 	c->rx += 1;
-	if (!take_token(e)) {
+	/* Not looked up: a cached entry, which has no bucket. */
+	if (e && !take_token(e)) {
 		c->drop_rate_limit += 1;
 		return XDP_DROP;
 	}
-	if (e->path == PATH_DROP) {
+	if (path == PATH_DROP) {
 		c->drop_select += 1;
 		return XDP_DROP;
 	}
 	struct vr_conf *conf = bpf_map_lookup_elem(&vrs, &vr);
 
-	if (e->path != PATH_FAST || !conf || !conf->fast) {
+	if (path != PATH_FAST || !conf || !conf->fast) {
 		c->to_slow_select += 1;
 		return slow(ctx, undo);
 	}
@@ -639,11 +659,24 @@ int xdp_router(struct xdp_md *ctx)
 		.vr = vr,
 		.addr = (r->flags & ROUTE_CONNECTED) ? ip->daddr : r->gateway,
 	};
-	struct neigh_val *n = bpf_map_lookup_elem(&neighbours, &hop);
+	/* This CPU's last neighbour if it is this one (xdp_cache.h). */
+	__u64 ngen = gen_now(GEN_NEIGHBOURS);
+	struct neigh_val *n;
 
-	if (!n) {
-		c->to_slow_no_neighbour += 1;
-		return slow(ctx, undo);
+	if (fc && ngen && fc->neigh.gen == ngen && fc->neigh.key.vr == hop.vr &&
+	    fc->neigh.key.addr == hop.addr) {
+		n = &fc->neigh.val;
+	} else {
+		n = bpf_map_lookup_elem(&neighbours, &hop);
+		if (!n) {
+			c->to_slow_no_neighbour += 1;
+			return slow(ctx, undo);
+		}
+		if (fc && ngen) {
+			fc->neigh.gen = ngen;
+			fc->neigh.key = hop;
+			fc->neigh.val = *n;
+		}
 	}
 	if (n->ifindex & TUN_IFINDEX)
 		return tun_encap(ctx, c, n, undo);

@@ -70,5 +70,8 @@ impl crate::FastPath {
         self.select
             .insert(crate::select_key(key), v, 0)
             .expect("select insert");
+        self.gens
+            .raise(crate::cache::Cached::Select)
+            .expect("select generation");
     }
 }

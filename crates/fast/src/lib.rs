@@ -28,7 +28,9 @@
 //! For the benchmarks it also owns their traffic ends in XDP: a
 //! live-frames generator ([`LiveGen`], [`LiveSender`]:
 //! `ebpf/xdp_livegen.c` run with `BPF_PROG_RUN`) and a sink that counts
-//! its frames per flow ([`SeqSink`]: `ebpf/xdp_seqsink.c`).
+//! its frames per flow ([`SeqSink`]: `ebpf/xdp_seqsink.c`), and the
+//! program's own cost per frame beside a minimal XDP router's
+//! ([`measure_cost`]: `BPF_PROG_TEST_RUN` with `repeat`).
 //!
 //! The header comment of `ebpf/xdp_router.c` says what the program does
 //! per frame. In short: the select table first; the fast path forwards
@@ -85,6 +87,8 @@
 mod abi;
 mod batch;
 mod bucket;
+mod cache;
+mod cost;
 mod error;
 mod livegen;
 mod load;
@@ -108,6 +112,7 @@ use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 use load::{attach_either, load_object, program};
 
 pub use bucket::{MAX_BURST, MAX_RATE_PPS};
+pub use cost::{CostLine, RUNS_PER_CALL, RunCost, measure as measure_cost};
 pub use error::FastError;
 pub use livegen::{
     LiveGen, LiveGenConfig, LiveGenCounters, LiveSender, MARK_OFFSET, MAX_BATCH, MAX_FLOWS, SendOn,
@@ -161,6 +166,8 @@ pub struct FastPath {
     cpus: spread::Cpus,
     /// Tunnel vNICs ([`FastPath::set_tunnel`]).
     tunnels: tunnel::Tunnels,
+    /// The generations of the program's caches (`ebpf/xdp_cache.h`).
+    gens: cache::Gens,
     /// Each VR's own addresses as set, to remove them on change.
     own: StdHashMap<u32, Vec<Ipv4Addr>>,
     attached: Vec<Attached>,
@@ -294,6 +301,7 @@ impl FastPath {
             unselected: take(&mut ebpf, UNSELECTED)?,
             cpus: spread::Cpus::load(&mut ebpf)?,
             tunnels: tunnel::Tunnels::load(&mut ebpf)?,
+            gens: cache::Gens::load(&mut ebpf)?,
             own: StdHashMap::new(),
             attached: Vec::new(),
             links: Vec::new(),
@@ -395,7 +403,8 @@ impl FastPath {
         let value = bucket::select_value(&entry, path, old)?;
         self.select
             .insert(select_key(&key), value, 0)
-            .map_err(map_err(SELECT, "insert"))
+            .map_err(map_err(SELECT, "insert"))?;
+        self.gens.raise(cache::Cached::Select)
     }
 
     /// Remove a select table entry; its frames then go to the slow path.
@@ -404,7 +413,9 @@ impl FastPath {
     /// # Errors
     /// [`FastError::Map`].
     pub fn remove_select(&mut self, key: SelectKey) -> Result<bool, FastError> {
-        removed(self.select.remove(&select_key(&key)), SELECT, "remove")
+        let was = removed(self.select.remove(&select_key(&key)), SELECT, "remove")?;
+        self.gens.raise(cache::Cached::Select)?;
+        Ok(was)
     }
 
     /// Set VR `vr` up for the fast path: its routing mode and own
@@ -544,7 +555,8 @@ impl FastPath {
         };
         self.neighbours
             .insert(vr_ip(vr, ip), value, 0)
-            .map_err(map_err(NEIGHBOURS, "insert"))
+            .map_err(map_err(NEIGHBOURS, "insert"))?;
+        self.gens.raise(cache::Cached::Neighbours)
     }
 
     /// Remove a neighbour (frames to it then go to the slow path, which
@@ -554,7 +566,9 @@ impl FastPath {
     /// [`FastError::VrRange`], [`FastError::Map`].
     pub fn remove_neighbour(&mut self, vr: u32, ip: Ipv4Addr) -> Result<bool, FastError> {
         self.check_vr(vr)?;
-        removed(self.neighbours.remove(&vr_ip(vr, ip)), NEIGHBOURS, "remove")
+        let was = removed(self.neighbours.remove(&vr_ip(vr, ip)), NEIGHBOURS, "remove")?;
+        self.gens.raise(cache::Cached::Neighbours)?;
+        Ok(was)
     }
 
     /// Share the slow path: frames for the slow path that arrive on port

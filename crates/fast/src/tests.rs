@@ -187,6 +187,64 @@ fn wildcard_mac_entry_selects_the_port() {
     assert_eq!(act, Action::Redirect);
 }
 
+/// The program's per-CPU caches (`ebpf/xdp_cache.h`) of the select
+/// table and the neighbours: each change is seen by the next frame.
+#[test]
+fn cached_answers_follow_every_change() {
+    let mut fp = rig(RoutingMode::Dst);
+    let f = frame(SRC, DST, 64);
+    let next_hop = |fp: &mut FastPath| {
+        let (act, out) = fp.test_run(&f).expect("test run");
+        assert_eq!(act, Action::Redirect);
+        <[u8; 6]>::try_from(&out[0..6]).expect("MAC")
+    };
+    // Twice: the second from the caches.
+    assert_eq!(next_hop(&mut fp), GW_A_MAC);
+    assert_eq!(next_hop(&mut fp), GW_A_MAC);
+    fp.set_neighbour(VR, GW_A, neighbour(GW_B_MAC))
+        .expect("neighbour");
+    assert_eq!(next_hop(&mut fp), GW_B_MAC, "a changed neighbour");
+    assert!(fp.remove_neighbour(VR, GW_A).expect("remove"));
+    assert_slow(
+        &mut fp,
+        &f,
+        |c| c.to_slow_no_neighbour,
+        "a removed neighbour",
+    );
+    fp.set_neighbour(VR, GW_A, neighbour(GW_A_MAC))
+        .expect("neighbour");
+    assert_eq!(next_hop(&mut fp), GW_A_MAC);
+
+    // The port-wide entry's answer cached for the frame's exact key, then
+    // an entry for that key, then none.
+    let any = SelectKey {
+        dst_mac: None,
+        ..key()
+    };
+    assert!(fp.remove_select(key()).expect("remove"));
+    fp.set_select(any, entry(VR, Path::Fast)).expect("select");
+    assert_eq!(next_hop(&mut fp), GW_A_MAC);
+    assert_eq!(next_hop(&mut fp), GW_A_MAC);
+    fp.set_select(key(), entry(VR, Path::Drop)).expect("select");
+    let (act, _) = fp.test_run(&f).expect("test run");
+    assert_eq!(act, Action::Drop, "the exact key's entry, added after");
+    assert!(fp.remove_select(key()).expect("remove"));
+    assert_eq!(next_hop(&mut fp), GW_A_MAC, "the port's entry again");
+    assert!(fp.remove_select(any).expect("remove"));
+    let before = fp.unselected().expect("unselected");
+    let (act, _) = fp.test_run(&f).expect("test run");
+    assert_eq!(act, Action::Pass, "no entry: the slow path");
+    assert_eq!(fp.unselected().expect("unselected"), before + 1);
+
+    // A bucket on the entry: looked up (not cached) each frame.
+    fp.set_select(key(), entry(VR, Path::Fast)).expect("select");
+    assert_eq!(next_hop(&mut fp), GW_A_MAC);
+    rate_limit(&mut fp, 1, 1);
+    assert_eq!(next_hop(&mut fp), GW_A_MAC, "the burst's one token");
+    let (act, _) = fp.test_run(&f).expect("test run");
+    assert_eq!(act, Action::Drop, "the bucket is empty");
+}
+
 #[test]
 fn drop_and_slow_entries() {
     let mut fp = rig(RoutingMode::Dst);

@@ -3,6 +3,10 @@
 //! `vrhf-*`: `gen -- p0 [node] p1 -- sink`).
 //!
 //! Experiments (`--experiments`, each a kind of flat record):
+//! - `cost` (not in the default set): the fast path's program alone, ns
+//!   per frame in the kernel's `BPF_PROG_TEST_RUN` with `repeat`, for
+//!   each table, beside `xdp_pass` (the harness) and a minimal XDP router
+//!   in the same run (`cost.rs`); no lab, generator or sink.
 //! - `forward`: for each generator (the XDP live-frames generator with
 //!   p0's receive side on its core, `live`, or handing its frames to the
 //!   forwarder's core through a cpumap, `live-split`, and trafgen) and
@@ -61,12 +65,14 @@ use crate::isolation::FairFast;
 use crate::machine::Machine;
 use crate::{Context, Result, bail};
 
+mod cost;
 mod idle;
 mod migrate;
 mod switch;
 mod table;
 mod tcp;
 
+pub use cost::CostRecord;
 pub use idle::IdleRecord;
 pub use migrate::{MoveRecord, SeriesRecord};
 pub use switch::Switch;
@@ -75,7 +81,8 @@ pub use tcp::{TcpBest, TcpRecord};
 /// Options of `vrhost bench fastpath`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FastpathArgs {
-    /// Experiments to run: forward, tcp, migrate, idle, fairness.
+    /// Experiments to run: forward, tcp, migrate, idle, fairness, cost
+    /// (the program alone, `BPF_PROG_TEST_RUN`; not in the default set).
     #[arg(
         long,
         value_delimiter = ',',
@@ -172,6 +179,10 @@ pub struct FastpathArgs {
     /// Flows the live generator numbers in the migrate experiment.
     #[arg(long, default_value_t = 4)]
     pub flows: u32,
+    /// The cost experiment: test-run calls per program and table (each
+    /// `vrhost_fast::RUNS_PER_CALL` runs).
+    #[arg(long, default_value_t = 2000)]
+    pub cost_calls: u32,
     /// Seconds of the idle experiment's CPU count.
     #[arg(long, default_value_t = 3.0)]
     pub idle_seconds: f64,
@@ -276,9 +287,9 @@ impl FastpathArgs {
 
     fn check(&self) -> Result<()> {
         for e in &self.experiments {
-            if !["forward", "tcp", "migrate", "idle", "fairness"].contains(&e.as_str()) {
+            if !["forward", "tcp", "migrate", "idle", "fairness", "cost"].contains(&e.as_str()) {
                 bail!(
-                    "--experiments: unknown experiment {e:?} (forward, tcp, migrate, idle, fairness)"
+                    "--experiments: unknown experiment {e:?} (forward, tcp, migrate, idle, fairness, cost)"
                 );
             }
         }
@@ -301,6 +312,9 @@ impl FastpathArgs {
         }
         if !(1..=vrhost_fast::MAX_FLOWS).contains(&self.flows) {
             bail!("--flows {}: 1..={}", self.flows, vrhost_fast::MAX_FLOWS);
+        }
+        if self.cost_calls == 0 {
+            bail!("--cost-calls must be > 0");
         }
         if self.move_settle <= 0.0 || self.seconds <= 0.0 || self.idle_seconds <= 0.0 {
             bail!("--seconds, --move-settle and --idle-seconds must be > 0");
@@ -333,6 +347,8 @@ pub enum FastRecord {
     /// A forwarder's best TCP against the kernel's best.
     #[serde(rename = "tcp_best")]
     TcpBest(TcpBest),
+    /// The program's own cost per frame (the `cost` experiment).
+    Cost(CostRecord),
     /// Noisy vs quiet tenant on one shared port (per-tenant token buckets
     /// in the select table), per path: `bench isolation`'s one-port XDP
     /// run with the live generator ([`crate::isolation::fairness_fast`]):
@@ -362,7 +378,7 @@ pub(crate) struct Setup<'a> {
 /// Run the benchmark.
 pub fn run(args: &FastpathArgs) -> Result<()> {
     args.check()?;
-    let tables = if args.runs("forward") {
+    let tables = if args.runs("forward") || args.runs("cost") {
         args.table
             .iter()
             .map(|t| Table::load(t))
@@ -370,6 +386,23 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     } else {
         Vec::new()
     };
+    // No lab: first, on a machine without the run's traffic.
+    let costs = if args.runs("cost") {
+        cost::cost(args, &args.table, &tables)?
+    } else {
+        Vec::new()
+    };
+    let needs_lab = ["forward", "tcp", "migrate", "idle", "fairness"]
+        .iter()
+        .any(|e| args.runs(e));
+    if !needs_lab {
+        let report = Report {
+            bench: "fastpath",
+            machine: Machine::this(),
+            results: costs.into_iter().map(FastRecord::Cost).collect(),
+        };
+        return crate::report::emit(&report, &args.output, table::print);
+    }
     // The forwarding bench's lab under a prefix of its own (`vrhf-*`), so
     // that it does not tear down a `bench forward` running meanwhile.
     let lab = crate::forward::LAB.replace("prefix = \"vrhb\"", "prefix = \"vrhf\"");
@@ -380,7 +413,10 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     lab.up()?;
     let dir = std::env::temp_dir().join(format!("vrhost-bench-fastpath-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut result = run_all(args, &lab, &tables, &dir);
+    let mut result = run_all(args, &lab, &tables, &dir).map(|mut r| {
+        r.splice(0..0, costs.into_iter().map(FastRecord::Cost));
+        r
+    });
     lab.down();
     let _ = std::fs::remove_dir_all(&dir);
     // Its own lab, under the same prefix: after this one is down.

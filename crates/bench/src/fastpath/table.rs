@@ -35,6 +35,15 @@ pub(super) fn print(r: &Report) {
     if !fwd.is_empty() {
         crate::forward::table::print_table(&fwd);
     }
+    let costs: Vec<_> = r
+        .results
+        .iter()
+        .filter_map(|x| match x {
+            FastRecord::Cost(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    super::cost::print(&costs);
     let mut moves = r.results.iter().filter_map(|x| match x {
         FastRecord::Migrate(m) => Some(m),
         _ => None,
