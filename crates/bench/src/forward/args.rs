@@ -184,11 +184,13 @@ pub struct ForwardArgs {
     /// `--tcp-cpus`).
     #[arg(long, conflicts_with = "tcp_cpus")]
     pub tcp_unpinned: bool,
-    /// The end hosts' GRO during the TCP test: gen (on the generator's
-    /// `eth0`, where the ACKs arrive, for every forwarder: lets a veth take
-    /// `af_xdp_txlive`'s xdp_frames), ends (both end hosts' `eth0`), needed
+    /// The end hosts' GRO during the TCP test: ends (both end hosts'
+    /// `eth0`, the sink's XDP program off meanwhile: the kernel at its
+    /// best, every forwarder alike), gen (on the generator's `eth0` only,
+    /// where the ACKs arrive, the sink's XDP program left on, which copies
+    /// every skb arriving there: the setting before 2026-11-27), needed
     /// (only for the forwarders that need it: not like for like).
-    #[arg(long, value_enum, default_value = "gen")]
+    #[arg(long, value_enum, default_value = "ends")]
     pub tcp_gro: TcpGro,
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -81,10 +81,15 @@ const FEATURES: [(&str, &str); 5] = [
     ("rx-checksumming", "rx"),
 ];
 
-/// The offloads on along [`PATH`] (see [`TcpFigures::tcp_offloads`]).
+/// The offloads on along [`PATH`] (see [`TcpFigures::tcp_offloads`]),
+/// and `host/dev:xdp` where an XDP program is attached (on an end host's
+/// `eth0` veth then turns every skb into an xdp_buff, copying it).
 fn offloads_on(lab: &Lab) -> Result<String> {
     let mut on = Vec::new();
     for (host, dev) in PATH {
+        if has_xdp(lab, host, dev)? {
+            on.push(format!("{host}/{dev}:xdp"));
+        }
         let out = lab.ns(host).exec("ethtool", &["-k", dev])?;
         for line in out.lines() {
             let Some((name, state)) = line.split_once(':') else {
@@ -104,6 +109,45 @@ fn offloads_on(lab: &Lab) -> Result<String> {
     })
 }
 
+/// Whether `host`'s `dev` has an XDP program attached.
+fn has_xdp(lab: &Lab, host: &str, dev: &str) -> Result<bool> {
+    let out = lab.ns(host).ip(&["-d", "link", "show", "dev", dev])?;
+    Ok(out.split_whitespace().any(|w| w.starts_with("prog/xdp")))
+}
+
+/// Take the XDP sink off the sink's `eth0` for the TCP test, if it is on
+/// (`bench forward` attaches it for its UDP points); whether it was.
+/// Every forwarded segment is an skb there for the kernel's and the
+/// socket's paths, which veth copies into an xdp_buff for the program
+/// (`veth_xdp_rcv_skb`, `skb_pp_cow_data`: 690 ns of the kernel's 2,850
+/// a frame in a profile of 2026-11-27), while xdp_frames skip it: the
+/// sink's GRO gives the veth the NAPI xdp_frames need instead.
+fn sink_xdp_off(lab: &Lab) -> Result<bool> {
+    if !has_xdp(lab, "sink", "eth0")? {
+        return Ok(false);
+    }
+    lab.ns("sink")
+        .ip(&["link", "set", "dev", "eth0", "xdp", "off"])
+        .context("the XDP sink off the sink's eth0")?;
+    Ok(true)
+}
+
+/// Put the XDP sink back on the sink's `eth0`.
+fn sink_xdp_on(lab: &Lab) -> Result<()> {
+    // A file of its own: the one of `xdp_sink_obj` is the run's, in use
+    // until its end.
+    let path = std::env::temp_dir().join(format!("vrhost-xdp-sink-tcp-{}.o", std::process::id()));
+    std::fs::write(&path, vrhost_io::XDP_SINK_OBJ)?;
+    let _cleanup = super::TempFile(path.clone());
+    let obj = path.display().to_string();
+    lab.ns("sink")
+        .ip(&[
+            "link", "set", "dev", "eth0", "xdp", "obj", &obj, "sec", "xdp",
+        ])
+        .context("the XDP sink back on the sink's eth0")?;
+    Ok(())
+}
+
 /// Where iperf3 runs (`--tcp-placements`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TcpPlacement {
@@ -120,10 +164,14 @@ pub enum TcpGro {
     /// On the generator's `eth0` (where the ACKs arrive) for every
     /// forwarder: a veth takes redirected xdp_frames (`af_xdp_txlive`'s
     /// `p0`, the fast path) only with NAPI, and GRO gives it that; pure
-    /// ACKs are not merged.
+    /// ACKs are not merged. The sink's XDP program stays on (the default
+    /// before 2026-11-27).
     Gen,
     /// On both end hosts' `eth0`, for every forwarder (the sink's then
-    /// merges the data segments for the iperf3 server).
+    /// merges the data segments for the iperf3 server), and the sink's
+    /// XDP program off during the test (the GRO gives its veth the NAPI
+    /// xdp_frames need; without the program the kernel's and the
+    /// socket's skbs are no longer copied into an xdp_buff there).
     Ends,
     /// Only where a forwarder needs it (the generator's `eth0` for
     /// `fast` and `af_xdp_txlive`): the setting before 2026-11-26's
@@ -182,6 +230,7 @@ pub(crate) fn tcp_point(
     };
     gro(lab, "gen", gen_gro)?;
     gro(lab, "sink", sink_gro)?;
+    let sink_xdp = sink_gro && sink_xdp_off(lab)?;
     let mut best: Option<(f64, TcpFigures)> = None;
     let mut rates = [None, None];
     let mut result = Ok(());
@@ -195,6 +244,9 @@ pub(crate) fn tcp_point(
             }
             Err(e) => result = Err(e),
         }
+    }
+    if sink_xdp {
+        sink_xdp_on(lab)?;
     }
     gro(lab, "gen", needs_gen_gro(fwd))?;
     gro(lab, "sink", false)?;
