@@ -49,6 +49,7 @@ mod active;
 mod colocate;
 mod flush;
 mod follow;
+mod group;
 mod idle;
 mod mailbox;
 mod reconfig;
@@ -147,9 +148,9 @@ pub struct Worker {
     /// Where the worker's light traffic arrives, with co-location and
     /// [`PollConfig::follow_rx`] (see `follow`).
     follow: Option<Follow>,
-    /// A burst's classified frames between the two passes of
-    /// `rx_burst_to_vrs` (kept: not cleared for each burst).
-    rx_todo: Box<[rx::Classified; BURST]>,
+    /// A grouped burst's classified frames between its two passes (see
+    /// `group`).
+    groups: Box<group::Groups>,
 }
 
 impl Worker {
@@ -208,7 +209,7 @@ impl Worker {
             tx_held: false,
             held_since: Vec::new(),
             follow: None,
-            rx_todo: Box::new([rx::Classified::default(); BURST]),
+            groups: group::Groups::new(),
         })
     }
 
@@ -470,6 +471,11 @@ impl Worker {
         // costs the same lines however many frames it carries.
         let per_vr = self.busy_vrs * self.poll.round_per_vr as usize;
         let round_budget = self.rx_round.max(per_vr.min(MAX_ROUND));
+        // With many busy VRs, longer bursts staged VR by VR (see `group`).
+        let group = match self.busy_vrs >= group::GROUP_VRS {
+            true => (self.poll.rx_group as usize).min(group::GROUP_MAX),
+            false => 0,
+        };
         for p in 0..self.ports.len() {
             let mut budget = round_budget;
             while budget > 0 {
@@ -486,9 +492,20 @@ impl Worker {
                     }
                     continue;
                 }
-                let (n, full) = match self.lent_to[p] {
-                    Some(vr) => self.rx_lent_to_vr(p, vr, want),
-                    None => self.rx_burst_to_vrs(p, want),
+                let (n, full, want) = match self.lent_to[p] {
+                    Some(vr) => {
+                        let (n, full) = self.rx_lent_to_vr(p, vr, want);
+                        (n, full, want)
+                    }
+                    None if group > want => {
+                        let want = budget.min(group);
+                        let (n, full) = self.rx_burst_grouped(p, want);
+                        (n, full, want)
+                    }
+                    None => {
+                        let (n, full) = self.rx_burst_to_vrs(p, want);
+                        (n, full, want)
+                    }
                 };
                 if n == 0 {
                     saturated |= full;
