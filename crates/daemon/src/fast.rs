@@ -118,6 +118,8 @@ pub fn fast_config(c: &FastConf) -> FastConfig {
     FastConfig {
         max_vrs: c.max_vrs,
         max_routes: c.max_routes,
+        max_route_tables: c.max_route_tables,
+        max_route_groups: c.max_route_groups,
         max_neighbours: c.max_neighbours,
         max_addrs: c.max_addrs,
         max_select: c.max_select,
