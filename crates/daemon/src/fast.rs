@@ -617,8 +617,9 @@ impl FastState {
             fp.set_neighbour(id, n, Neighbour { ifindex, ..m })
         })?;
         // Source prefixes select a table once its routes are in, and stop
-        // before its routes go. Routes by the batch: what is written is
-        // recorded once all of it is (a write again is harmless).
+        // before its routes go. Routes by the many (all or nothing): what
+        // is written is recorded once all of it is (a write again is
+        // harmless).
         let (add, remove) = changes(old, d);
         let t = Instant::now();
         fp.add_routes(id, &add).map_err(fe)?;
