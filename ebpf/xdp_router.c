@@ -47,10 +47,10 @@
  *     multicast/class E/broadcast destination (slow), one of the VR's own
  *     addresses (in `vrs`, or `addrs` past 5; slow), route lookup by the
  *     VR's mode (`vrs`):
- *       dst:     `routes` {vr, table 0, dst}
- *       src:     `routes` {vr, table 0, src}
- *       src-dst: `src_tables` {vr, 0, src} gives a table t, then `routes`
- *                {vr, t, dst}; no fallback to another table
+ *       dst:     the FIB {table `fib_vrs`[vr], dst}
+ *       src:     the FIB {table `fib_vrs`[vr], src}
+ *       src-dst: `src_tables` {vr, 0, src} gives a table, then the FIB
+ *                {that table, dst}; no fallback to another table
  *                (crates/fib/src/policy.rs)
  *     miss -> slow (the user-space router counts it and sends ICMP net
  *     unreachable); TTL <= 1 -> slow (it sends time exceeded); the route's
@@ -70,10 +70,19 @@
  *                      VR_INLINE_ADDRS (the common case: one per vNIC)
  *  addrs       HASH    {vr, ip} -> 1: the VR's own addresses, looked up
  *                      only for a VR with more than VR_INLINE_ADDRS
- *  routes      LPM     {prefixlen, vr, table, ip} -> route_val (next hop);
- *                      prefixlen = 64 + the prefix length: vr and table
- *                      are always matched whole
- *  src_tables  LPM     {prefixlen, vr, 0, src} -> table id (src-dst mode)
+ *  fib_*: the FIB, crates/fib's DIR-16-8-8 trie in arrays (xdp_fib.h):
+ *  fib_root    ARRAY   (mmapable) the FIB's root level: 65,536 u32 entries
+ *                      per table (a {VR, table} has a table slot), indexed
+ *                      by the address's top 16 bits (256 values of 256)
+ *  fib_groups  ARRAY   (mmapable) the FIB's groups of 256 u32 entries
+ *                      (a value each), shared by all tables, indexed by
+ *                      the next 8 bits
+ *  fib_hops    ARRAY   next hop id -> route_val
+ *  fib_vrs     ARRAY   vr id -> 1 + the table slot of its table 0 (0: none)
+ *  src_tables  LPM     {prefixlen, vr, 0, src} -> table slot (src-dst
+ *                      mode); prefixlen = 64 + the prefix length: vr and
+ *                      table are always matched whole. Small (a few
+ *                      source prefixes per VR): it stays a trie
  *  neighbours  HASH    {vr, ip} -> neigh_val
  *  out_ports   DEVMAP_HASH  ifindex -> ifindex: the ports frames leave by
  *  xsk_ports   HASH    ifindex -> {base, queues}: where the port's queues
@@ -274,14 +283,6 @@ struct {
 	__type(key, struct vr_ip);
 	__type(value, __u32);
 } addrs SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct lpm_key);
-	__type(value, struct route_val);
-} routes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -491,33 +492,32 @@ static __always_inline int own_addr(const struct vr_conf *conf, __u32 vr, __be32
 	return bpf_map_lookup_elem(&addrs, &own) != NULL;
 }
 
+#include "xdp_fib.h"
+
 /* Route lookup by the VR's mode; NULL: no route. */
 static __always_inline struct route_val *route(__u32 vr, __u32 mode,
 					       __be32 src, __be32 dst)
 {
-	struct lpm_key k = { .prefixlen = 96, .vr = vr, .table = 0 };
-
 	switch (mode) {
 	case MODE_DST:
-		k.addr = dst;
-		break;
-	case MODE_SRC:
-		k.addr = src;
-		break;
+	case MODE_SRC: {
+		__u32 *t = bpf_map_lookup_elem(&fib_vrs, &vr);
+
+		if (!t || *t == 0)
+			return NULL;
+		return fib_lookup(*t - 1, mode == MODE_DST ? dst : src);
+	}
 	case MODE_SRC_DST: {
-		k.addr = src;
+		struct lpm_key k = { .prefixlen = 96, .vr = vr, .table = 0, .addr = src };
 		__u32 *t = bpf_map_lookup_elem(&src_tables, &k);
 
 		if (!t)
 			return NULL;
-		k.table = *t;
-		k.addr = dst;
-		break;
+		return fib_lookup(*t, dst);
 	}
 	default:
 		return NULL;
 	}
-	return bpf_map_lookup_elem(&routes, &k);
 }
 
 #include "xdp_tunnel.h"

@@ -118,6 +118,8 @@ pub fn fast_config(c: &FastConf) -> FastConfig {
     FastConfig {
         max_vrs: c.max_vrs,
         max_routes: c.max_routes,
+        max_route_tables: c.max_route_tables,
+        max_route_groups: c.max_route_groups,
         max_neighbours: c.max_neighbours,
         max_addrs: c.max_addrs,
         max_select: c.max_select,
@@ -615,8 +617,9 @@ impl FastState {
             fp.set_neighbour(id, n, Neighbour { ifindex, ..m })
         })?;
         // Source prefixes select a table once its routes are in, and stop
-        // before its routes go. Routes by the batch: what is written is
-        // recorded once all of it is (a write again is harmless).
+        // before its routes go. Routes by the many (all or nothing): what
+        // is written is recorded once all of it is (a write again is
+        // harmless).
         let (add, remove) = changes(old, d);
         let t = Instant::now();
         fp.add_routes(id, &add).map_err(fe)?;

@@ -1,6 +1,7 @@
-//! A VR's routes in the fast path's trie: its route file's (read once,
-//! kept while the file is unchanged) under its other routes, written and
-//! removed by the batch.
+//! A VR's routes in the fast path's trie (its FIB): its route file's
+//! (read once, kept while the file is unchanged) under its other routes,
+//! written and removed by the many (`FastPath::add_routes`, all or
+//! nothing).
 //!
 //! The routes the trie holds for a VR are two layers: the route file's
 //! IPv4 routes ([`FileRoutes`], each to next hop `ASN mod

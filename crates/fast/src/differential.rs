@@ -1,7 +1,8 @@
 //! The fast path against `vrhost_fib::PolicyFib`, the user-space router's
 //! reference for the three routing modes: the same random routes in both,
-//! the same random packets, the same next hop (or none) for each. Root
-//! only, as `tests.rs`.
+//! the same random packets, the same next hop (or none) for each, before
+//! and after deletes and re-adds (the fast path's FIB arrays against the
+//! user-space trie). Root only, as `tests.rs`.
 
 use std::collections::HashMap as StdHashMap;
 
@@ -79,40 +80,97 @@ fn run_mode(mode: RoutingMode, seed: u64) -> (u64, u64) {
         );
         let nh = rng.random_range(0..HOPS);
         reference.insert(src, sl, dst, dl, nh).expect("reference");
-        let hop = NextHop::Gateway(gateway(nh));
-        match mode {
-            RoutingMode::Dst => fp.add_route(VR, 0, (dst.into(), dl), hop),
-            RoutingMode::Src => fp.add_route(VR, 0, (src.into(), sl), hop),
-            RoutingMode::SrcDst => {
-                let next = tables.len() as u32 + 1;
-                let t = *tables.entry((mask(src, sl), sl)).or_insert(next);
-                fp.set_source_table(VR, (src.into(), sl), t)
-                    .expect("source table");
-                fp.add_route(VR, t, (dst.into(), dl), hop)
-            }
+        if mode == RoutingMode::SrcDst {
+            let next = tables.len() as u32 + 1;
+            let t = *tables.entry((mask(src, sl), sl)).or_insert(next);
+            fp.set_source_table(VR, (src.into(), sl), t)
+                .expect("source table");
         }
-        .expect("route");
+        add_route(&mut fp, &tables, mode, (src, sl, dst, dl), nh);
         routes.push((src, sl, dst, dl));
     }
     // Remove a third of them from both.
-    for &(src, sl, dst, dl) in routes.iter().step_by(3) {
-        let had = reference.remove(src, sl, dst, dl).is_some();
-        let removed = match mode {
-            RoutingMode::Dst => fp.remove_route(VR, 0, (dst.into(), dl)),
-            RoutingMode::Src => fp.remove_route(VR, 0, (src.into(), sl)),
-            RoutingMode::SrcDst => {
-                let t = tables[&(mask(src, sl), sl)];
-                fp.remove_route(VR, t, (dst.into(), dl))
-            }
-        }
-        .expect("remove");
-        assert_eq!(removed, had, "{mode:?}: remove {src:x}/{sl} {dst:x}/{dl}");
+    for &r in routes.iter().step_by(3) {
+        remove_from_both(&mut fp, &mut reference, &tables, mode, r);
     }
 
+    let (mut hits, mut misses) = compare(&mut fp, &reference, &mut rng, mode);
+    // Half of those removed back, with new next hops, and as many
+    // removed again: a delete exposes the covering prefix, a re-add
+    // shadows it again.
+    for (i, &(src, sl, dst, dl)) in routes.iter().step_by(3).enumerate() {
+        if i % 2 == 1 {
+            continue;
+        }
+        let nh = rng.random_range(0..HOPS);
+        reference.insert(src, sl, dst, dl, nh).expect("reference");
+        add_route(&mut fp, &tables, mode, (src, sl, dst, dl), nh);
+    }
+    for &r in routes.iter().skip(1).step_by(5) {
+        remove_from_both(&mut fp, &mut reference, &tables, mode, r);
+    }
+    let (h, m) = compare(&mut fp, &reference, &mut rng, mode);
+    hits += h;
+    misses += m;
+    let c = fp.counters(VR).expect("counters");
+    assert_eq!((c.fwd, c.to_slow_no_route), (hits, misses), "{mode:?}");
+    (hits, misses)
+}
+
+/// Route `(src, sl, dst, dl)` -> `nh` in the fast path (src-dst: in
+/// the table of its source prefix, set before).
+fn add_route(
+    fp: &mut FastPath,
+    tables: &StdHashMap<(u32, u8), u32>,
+    mode: RoutingMode,
+    (src, sl, dst, dl): (u32, u8, u32, u8),
+    nh: u32,
+) {
+    let hop = NextHop::Gateway(gateway(nh));
+    match mode {
+        RoutingMode::Dst => fp.add_route(VR, 0, (dst.into(), dl), hop),
+        RoutingMode::Src => fp.add_route(VR, 0, (src.into(), sl), hop),
+        RoutingMode::SrcDst => {
+            let t = tables[&(mask(src, sl), sl)];
+            fp.add_route(VR, t, (dst.into(), dl), hop)
+        }
+    }
+    .expect("route");
+}
+
+/// Remove route `(src, sl, dst, dl)` from both; both had it or neither.
+fn remove_from_both(
+    fp: &mut FastPath,
+    reference: &mut PolicyFib<u32>,
+    tables: &StdHashMap<(u32, u8), u32>,
+    mode: RoutingMode,
+    (src, sl, dst, dl): (u32, u8, u32, u8),
+) {
+    let had = reference.remove(src, sl, dst, dl).is_some();
+    let removed = match mode {
+        RoutingMode::Dst => fp.remove_route(VR, 0, (dst.into(), dl)),
+        RoutingMode::Src => fp.remove_route(VR, 0, (src.into(), sl)),
+        RoutingMode::SrcDst => {
+            let t = tables[&(mask(src, sl), sl)];
+            fp.remove_route(VR, t, (dst.into(), dl))
+        }
+    }
+    .expect("remove");
+    assert_eq!(removed, had, "{mode:?}: remove {src:x}/{sl} {dst:x}/{dl}");
+}
+
+/// 300 random packets through both: the same next hop, or none. Returns
+/// (hits, misses) of the reference.
+fn compare(
+    fp: &mut FastPath,
+    reference: &PolicyFib<u32>,
+    rng: &mut SmallRng,
+    mode: RoutingMode,
+) -> (u64, u64) {
     let mut frame = vec![0u8; 64];
     let (mut hits, mut misses) = (0, 0);
     for _ in 0..300 {
-        let (src, dst) = (addr(&mut rng), addr(&mut rng));
+        let (src, dst) = (addr(rng), addr(rng));
         UdpFrameSpec {
             dst_mac: MacAddr(ROUTER_MAC),
             src_mac: MacAddr([2, 0, 0, 0, 0, 9]),
@@ -139,8 +197,6 @@ fn run_mode(mode: RoutingMode, seed: u64) -> (u64, u64) {
             }
         }
     }
-    let c = fp.counters(VR).expect("counters");
-    assert_eq!((c.fwd, c.to_slow_no_route), (hits, misses), "{mode:?}");
     (hits, misses)
 }
 

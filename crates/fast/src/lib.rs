@@ -13,8 +13,9 @@
 //! - per VR ([`FastPath::set_vr`]): the [`RoutingMode`] (dst, src, src-dst
 //!   as `vrhost_fib::PolicyFib`) and its own addresses (frames to them go
 //!   to the slow path);
-//! - routes in one LPM trie for all VRs, keyed {vr, table, prefix}
-//!   ([`FastPath::add_route`]; a whole table by the batch:
+//! - routes of every VR and table in one DIR-16-8-8 FIB in BPF arrays
+//!   that user space writes through an mmap (`fib`, `vrhost_fib`'s trie
+//!   algorithm; [`FastPath::add_route`]; a whole table at once:
 //!   [`FastPath::add_routes`]), the source tables of src-dst mode
 //!   ([`FastPath::set_source_table`]), neighbours
 //!   ([`FastPath::set_neighbour`]), out ports ([`FastPath::add_port`]);
@@ -85,13 +86,14 @@
 #![deny(unsafe_code)]
 
 mod abi;
-mod batch;
 mod bucket;
 mod cache;
 mod cost;
 mod error;
+mod fib;
 mod livegen;
 mod load;
+mod mapped;
 mod probe;
 mod routes;
 mod seqsink;
@@ -120,7 +122,7 @@ pub use livegen::{
 };
 pub use load::{PeerPass, ifindex, online_cpus};
 pub use probe::CounterProbe;
-pub use routes::{ROUTE_BATCH, RouteEntry};
+pub use routes::RouteEntry;
 pub use seqsink::{SeqSink, SinkCounts};
 pub use tunnel::{FastTunnel, FastTunnelKind, MAX_TUNNELS, TunnelCounters, tunnel_ifindex};
 pub use types::*;
@@ -136,7 +138,6 @@ pub(crate) const PROGRAM: &str = "xdp_router";
 pub(crate) const SELECT: &str = "select";
 pub(crate) const VRS: &str = "vrs";
 pub(crate) const ADDRS: &str = "addrs";
-pub(crate) const ROUTES: &str = "routes";
 pub(crate) const SRC_TABLES: &str = "src_tables";
 pub(crate) const NEIGHBOURS: &str = "neighbours";
 pub(crate) const OUT_PORTS: &str = "out_ports";
@@ -152,8 +153,13 @@ pub struct FastPath {
     select: HashMap<MapData, abi::SelectKey, abi::SelectValue>,
     vrs: Array<MapData, abi::VrConf>,
     addrs: HashMap<MapData, abi::VrIp, u32>,
-    routes: LpmTrie<MapData, abi::LpmData, abi::RouteValue>,
+    /// The IPv4 routes ([`fib`]).
+    fib: fib::Fib,
+    /// src-dst mode's source prefixes: the LPM trie gives the table's FIB
+    /// slot.
     src_tables: LpmTrie<MapData, abi::LpmData, u32>,
+    /// The table each source prefix selects, by (vr, masked prefix, len).
+    sources: StdHashMap<(u32, u32, u8), u32>,
     neighbours: HashMap<MapData, abi::VrIp, abi::NeighValue>,
     out_ports: DevMapHash<MapData>,
     xsks: XskMap<MapData>,
@@ -290,8 +296,9 @@ impl FastPath {
             select: take(&mut ebpf, SELECT)?,
             vrs: take(&mut ebpf, VRS)?,
             addrs: take(&mut ebpf, ADDRS)?,
-            routes: take(&mut ebpf, ROUTES)?,
+            fib: fib::Fib::load(&mut ebpf, cfg)?,
             src_tables: take(&mut ebpf, SRC_TABLES)?,
+            sources: StdHashMap::new(),
             neighbours: take(&mut ebpf, NEIGHBOURS)?,
             out_ports: take(&mut ebpf, OUT_PORTS)?,
             xsks: take(&mut ebpf, XSKS)?,
@@ -479,8 +486,8 @@ impl FastPath {
     /// [`FastPath::set_source_table`] selects.
     ///
     /// # Errors
-    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Map`]
-    /// (the trie is full).
+    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Config`]
+    /// (the FIB is full: nothing changed), [`FastError::Map`].
     pub fn add_route(
         &mut self,
         vr: u32,
@@ -489,10 +496,7 @@ impl FastPath {
         hop: NextHop,
     ) -> Result<(), FastError> {
         self.check_vr(vr)?;
-        let key = lpm_key(vr, table, prefix.0, prefix.1)?;
-        self.routes
-            .insert(&key, routes::route_value(hop), 0)
-            .map_err(map_err(ROUTES, "insert"))
+        self.fib.insert(vr, table, prefix, hop).map(drop)
     }
 
     /// Remove a route; returns whether it existed.
@@ -506,15 +510,15 @@ impl FastPath {
         prefix: (Ipv4Addr, u8),
     ) -> Result<bool, FastError> {
         self.check_vr(vr)?;
-        let key = lpm_key(vr, table, prefix.0, prefix.1)?;
-        removed(self.routes.remove(&key), ROUTES, "remove")
+        Ok(self.fib.remove(vr, table, prefix)?.is_some())
     }
 
     /// src-dst mode: packets from `src_prefix` (longest match) are routed
     /// by table `table`, with no fallback to another table.
     ///
     /// # Errors
-    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Map`].
+    /// [`FastError::VrRange`], [`FastError::PrefixLen`], [`FastError::Config`]
+    /// (no table slot left), [`FastError::Map`].
     pub fn set_source_table(
         &mut self,
         vr: u32,
@@ -523,9 +527,16 @@ impl FastPath {
     ) -> Result<(), FastError> {
         self.check_vr(vr)?;
         let key = lpm_key(vr, 0, src_prefix.0, src_prefix.1)?;
-        self.src_tables
-            .insert(&key, table, 0)
-            .map_err(map_err(SRC_TABLES, "insert"))
+        let id = (vr, u32::from_be_bytes(key.data().addr), src_prefix.1);
+        let slot = self.fib.hold_table(vr, table)?;
+        if let Err(e) = self.src_tables.insert(&key, slot, 0) {
+            self.fib.drop_table(vr, table)?;
+            return Err(map_err(SRC_TABLES, "insert")(e));
+        }
+        if let Some(old) = self.sources.insert(id, table) {
+            self.fib.drop_table(vr, old)?;
+        }
+        Ok(())
     }
 
     /// Remove a source prefix; returns whether it existed.
@@ -539,7 +550,12 @@ impl FastPath {
     ) -> Result<bool, FastError> {
         self.check_vr(vr)?;
         let key = lpm_key(vr, 0, src_prefix.0, src_prefix.1)?;
-        removed(self.src_tables.remove(&key), SRC_TABLES, "remove")
+        let was = removed(self.src_tables.remove(&key), SRC_TABLES, "remove")?;
+        let id = (vr, u32::from_be_bytes(key.data().addr), src_prefix.1);
+        if let Some(table) = self.sources.remove(&id) {
+            self.fib.drop_table(vr, table)?;
+        }
+        Ok(was)
     }
 
     /// Add or replace neighbour `ip` of VR `vr`.

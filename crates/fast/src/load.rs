@@ -7,8 +7,8 @@ use aya::{Ebpf, EbpfLoader};
 use vrhost_io::af_xdp::XdpLink;
 
 use crate::{
-    ADDRS, AttachMode, COUNTERS, FastConfig, FastError, NEIGHBOURS, OUT_PORTS, ROUTES, SELECT,
-    SRC_TABLES, VRS, XSK_PORTS, XSKS,
+    ADDRS, AttachMode, COUNTERS, FastConfig, FastError, NEIGHBOURS, OUT_PORTS, SELECT, SRC_TABLES,
+    VRS, XSK_PORTS, XSKS,
 };
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_router.o"));
@@ -39,11 +39,11 @@ pub(crate) fn load_object(cfg: &FastConfig) -> Result<Ebpf, FastError> {
             why: "max_vrs, max_routes and max_select must be > 0",
         });
     }
+    crate::fib::Fib::check(cfg)?;
     let sizes = [
         (SELECT, cfg.max_select),
         (VRS, cfg.max_vrs),
         (ADDRS, cfg.max_addrs.max(1)),
-        (ROUTES, cfg.max_routes),
         (SRC_TABLES, cfg.max_source_tables.max(1)),
         (NEIGHBOURS, cfg.max_neighbours.max(1)),
         (OUT_PORTS, cfg.max_ports.max(1)),
@@ -55,7 +55,7 @@ pub(crate) fn load_object(cfg: &FastConfig) -> Result<Ebpf, FastError> {
         (COUNTERS, cfg.max_vrs),
     ];
     let mut loader = EbpfLoader::new();
-    for (name, n) in sizes {
+    for (name, n) in sizes.into_iter().chain(crate::fib::Fib::sizes(cfg)) {
         loader.map_max_entries(name, n);
     }
     loader.load(OBJECT).map_err(|e| FastError::Load {
@@ -171,6 +171,9 @@ impl PeerPass {
         let cfg = FastConfig {
             max_vrs: 1,
             max_routes: 1,
+            max_route_tables: 1,
+            max_route_groups: 1,
+            max_route_hops: 1,
             max_source_tables: 1,
             max_neighbours: 1,
             max_addrs: 1,

@@ -15,13 +15,29 @@ pub(crate) fn load_on_lo(
     mode: RoutingMode,
     addrs: Vec<Ipv4Addr>,
 ) -> FastPath {
-    let lo = ifindex("lo").expect("loopback's index");
-    let mut fp = FastPath::load(&FastConfig {
+    let cfg = FastConfig {
         max_vrs,
         max_routes,
+        // Small arrays (each test loads its own): 32 MiB of roots (the
+        // src-dst differential test uses up to 60 tables), 8 MiB of
+        // groups.
+        max_route_tables: 128,
+        max_route_groups: 8192,
         ..FastConfig::default()
-    })
-    .expect("load (root, kernel 6.x)");
+    };
+    load_cfg_on_lo(&cfg, router_mac, vr, mode, addrs)
+}
+
+/// [`load_on_lo`] with map sizes `cfg`.
+pub(crate) fn load_cfg_on_lo(
+    cfg: &FastConfig,
+    router_mac: [u8; 6],
+    vr: u32,
+    mode: RoutingMode,
+    addrs: Vec<Ipv4Addr>,
+) -> FastPath {
+    let lo = ifindex("lo").expect("loopback's index");
+    let mut fp = FastPath::load(cfg).expect("load (root, kernel 6.x)");
     fp.add_port(lo).expect("out port");
     let key = SelectKey {
         ifindex: lo,

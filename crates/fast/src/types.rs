@@ -15,6 +15,16 @@ pub struct FastConfig {
     pub max_vrs: u32,
     /// Routes of all VRs and tables together.
     pub max_routes: u32,
+    /// Route tables of all VRs together (a {VR, table} with routes, or
+    /// selected by a source prefix): a 256 KiB root each, allocated when
+    /// the program is loaded.
+    pub max_route_tables: u32,
+    /// Groups of 256 entries (1 KiB) of all route tables together,
+    /// allocated when the program is loaded; a full table (512K
+    /// prefixes) takes about 22K.
+    pub max_route_groups: u32,
+    /// Distinct next hops of all routes together (8 bytes each).
+    pub max_route_hops: u32,
     /// Source prefixes of all src-dst VRs together.
     pub max_source_tables: u32,
     /// Neighbours of all VRs together.
@@ -37,6 +47,11 @@ impl Default for FastConfig {
             // The trie allocates per route (no prealloc): room for two
             // full tables costs nothing until they are written.
             max_routes: 1 << 20,
+            // 64 MiB of roots: table 0 of every VR.
+            max_route_tables: 256,
+            // 64 MiB: about three full tables.
+            max_route_groups: 1 << 16,
+            max_route_hops: 1 << 16,
             max_source_tables: 4096,
             max_neighbours: 4096,
             max_addrs: 1024,
@@ -108,7 +123,7 @@ pub struct VrFastConfig {
 }
 
 /// A route's next hop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NextHop {
     /// Through a gateway (looked up in the neighbours).
     Gateway(Ipv4Addr),

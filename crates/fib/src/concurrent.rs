@@ -174,7 +174,7 @@ impl<K: Key> Fib<K> {
     pub fn reader(&mut self) -> FibReader<K> {
         let table = self.table().clone();
         let shared = self
-            .published
+            .published()
             .get_or_insert_with(|| Arc::new(Published::new(table.clone())))
             .clone();
         let generation = shared.generation.load(Ordering::Acquire);

@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 
 pub mod concurrent;
+pub mod expand;
 pub mod import;
 pub mod nexthop;
 pub mod policy;
@@ -51,9 +52,10 @@ mod trie;
 pub mod reference;
 
 pub use concurrent::FibReader;
+pub use expand::{Arrays, MAX_NEXT_HOP, Prefixes};
 pub use nexthop::NextHopTable;
 pub use policy::{PolicyFib, RoutingMode};
-pub use trie::{Fib, Key, MAX_NEXT_HOP};
+pub use trie::{Fib, Key, ROOT_BITS};
 
 /// Index into a VR's next-hop table.
 pub type NextHopId = u32;

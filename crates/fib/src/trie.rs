@@ -24,22 +24,16 @@
 //! publishes the new `Arc` (see [`crate::concurrent`]); readers of the old one finish their
 //! batch on a consistent (if slightly stale) snapshot.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::expand::{Arrays, EXT, Prefixes, decode};
 use crate::{FibError, NextHopId};
 
 /// Bits of the root level.
-pub(crate) const ROOT_BITS: u32 = 16;
+pub const ROOT_BITS: u32 = 16;
 
-/// Entry bit saying "the low bits are a group index".
-const EXT: u32 = 1 << 31;
-/// Leaf entries: `(len + 1) << LEN_SHIFT | next_hop`; 0 means "no route".
-const LEN_SHIFT: u32 = 23;
-/// The largest next-hop id a FIB can hold (23 bits: 8,388,607).
-pub const MAX_NEXT_HOP: NextHopId = (1 << LEN_SHIFT) - 1;
 /// The most pool entries a FIB can hold (16 GiB: never the limit in practice).
 const MAX_POOL_ENTRIES: usize = 1 << 32;
 /// Lookups handled together by `lookup_batch` (enough misses in flight to fill the
@@ -118,28 +112,6 @@ impl Key for u128 {
     fn from_u128(v: u128) -> Self {
         v
     }
-}
-
-/// Number of levels for a key type: the root then one per stride.
-const fn levels(bits: u8, stride: u32) -> usize {
-    1 + (bits as usize - ROOT_BITS as usize) / stride as usize
-}
-
-#[inline]
-const fn leaf(len: u8, nh: NextHopId) -> u32 {
-    ((len as u32 + 1) << LEN_SHIFT) | nh
-}
-
-/// The prefix length that wrote a leaf entry; `None` for an empty entry.
-#[inline]
-fn leaf_len(e: u32) -> Option<u8> {
-    let l = e >> LEN_SHIFT;
-    if l == 0 { None } else { Some((l - 1) as u8) }
-}
-
-#[inline]
-fn decode(e: u32) -> Option<NextHopId> {
-    if e == 0 { None } else { Some(e & MAX_NEXT_HOP) }
 }
 
 /// The lookup arrays: what readers share.
@@ -262,23 +234,9 @@ impl Hasher for FxHasher {
     }
 }
 
-type RuleMap<K> = HashMap<K, NextHopId, BuildHasherDefault<FxHasher>>;
-
-/// What a range write does to each leaf entry it reaches.
-#[derive(Clone, Copy)]
-enum Op {
-    /// Insert: overwrite leaves of prefixes of length <= `len` with `leaf`.
-    Set { len: u8, leaf: u32 },
-    /// Delete: overwrite leaves of prefixes of length == `len` with `leaf` (the covering
-    /// route, or empty).
-    Clear { len: u8, leaf: u32 },
-}
-
-/// A longest-prefix-match table over keys `K` (see the module docs for the structure).
-///
-/// Capacity: next hops `0..=MAX_NEXT_HOP`; prefixes are limited by memory only (each
-/// group is 1 KiB; the 512K-prefix IPv4 table needs about 22K groups).
-pub struct Fib<K: Key> {
+/// A FIB's own arrays: a heap [`Table`] shared with its readers, grown by copy and
+/// republish, and its group allocator.
+struct Store<K: Key> {
     table: Arc<Table>,
     /// Groups handed out so far (group 0 is the reserved empty one).
     next_group: usize,
@@ -287,179 +245,41 @@ pub struct Fib<K: Key> {
     released: std::collections::VecDeque<(u64, u32)>,
     /// Groups free for reuse.
     free: Vec<u32>,
-    /// The routes, one map per prefix length: the source of truth for deletes.
-    rules: Vec<RuleMap<K>>,
-    len: usize,
     /// Where a new table is published to concurrent readers, once one was asked for.
-    pub(crate) published: Option<Arc<crate::concurrent::Published>>,
+    published: Option<Arc<crate::concurrent::Published>>,
+    _key: std::marker::PhantomData<K>,
 }
 
-impl<K: Key> Default for Fib<K> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<K: Key> std::fmt::Debug for Fib<K> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fib")
-            .field("bits", &K::BITS)
-            .field("routes", &self.len)
-            .field("groups", &self.next_group)
-            .field("mem_bytes", &self.mem_bytes())
-            .finish()
-    }
-}
-
-impl<K: Key> Fib<K> {
-    const LEVELS: usize = levels(K::BITS, K::STRIDE);
-
-    /// An empty table (256 KiB root plus a small group pool).
-    pub fn new() -> Self {
+impl<K: Key> Store<K> {
+    fn new(groups: usize) -> Self {
         Self {
-            table: Arc::new(Table::new::<K>(64)),
+            table: Arc::new(Table::new::<K>(groups)),
             next_group: 1,
             released: Default::default(),
             free: Vec::new(),
-            rules: (0..=K::BITS).map(|_| RuleMap::default()).collect(),
-            len: 0,
             published: None,
+            _key: std::marker::PhantomData,
         }
     }
 
-    pub(crate) fn table(&self) -> &Arc<Table> {
-        &self.table
-    }
-
-    /// Add or replace the route `prefix/len -> nh`; host bits of `prefix` are ignored.
-    /// Returns the next hop it replaced.
-    ///
-    /// # Errors
-    /// [`FibError::PrefixLength`] if `len` exceeds the address width,
-    /// [`FibError::NextHop`] if `nh > MAX_NEXT_HOP`, [`FibError::Capacity`] if the group
-    /// pool cannot grow.
-    pub fn insert(
-        &mut self,
-        prefix: K,
-        len: u8,
-        nh: NextHopId,
-    ) -> Result<Option<NextHopId>, FibError> {
-        if len > K::BITS {
-            return Err(FibError::PrefixLength { len, max: K::BITS });
-        }
-        if nh > MAX_NEXT_HOP {
-            return Err(FibError::NextHop {
-                nh,
-                max: MAX_NEXT_HOP,
-            });
-        }
-        // At most one new group per level below the root.
-        self.reserve(Self::LEVELS - 1)?;
-        let p = prefix.mask(len);
-        let old = self.rules[usize::from(len)].insert(p, nh);
-        if old.is_none() {
-            self.len += 1;
-        }
-        if old != Some(nh) {
-            self.write(
-                p,
-                Op::Set {
-                    len,
-                    leaf: leaf(len, nh),
-                },
-            );
-        }
-        Ok(old)
-    }
-
-    /// Delete the route `prefix/len` (host bits ignored); returns its next hop. Addresses it
-    /// covered fall back to the longest shorter prefix that covers it.
-    pub fn remove(&mut self, prefix: K, len: u8) -> Option<NextHopId> {
-        if len > K::BITS {
-            return None;
-        }
-        let p = prefix.mask(len);
-        let nh = self.rules[usize::from(len)].remove(&p)?;
-        self.len -= 1;
-        let cover = (0..len)
-            .rev()
-            .find_map(|l| {
-                self.rules[usize::from(l)]
-                    .get(&p.mask(l))
-                    .map(|&nh| leaf(l, nh))
-            })
-            .unwrap_or(0);
-        self.write(p, Op::Clear { len, leaf: cover });
-        Some(nh)
-    }
-
-    /// The exact route `prefix/len`, if present.
-    pub fn get(&self, prefix: K, len: u8) -> Option<NextHopId> {
-        self.rules
-            .get(usize::from(len))?
-            .get(&prefix.mask(len))
-            .copied()
-    }
-
-    /// Every route as `(prefix, len, next hop)`, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (K, u8, NextHopId)> + '_ {
-        self.rules
-            .iter()
-            .enumerate()
-            .flat_map(|(l, m)| m.iter().map(move |(&p, &nh)| (p, l as u8, nh)))
-    }
-
-    /// Longest-prefix match for `addr`.
-    #[inline]
-    pub fn lookup(&self, addr: K) -> Option<NextHopId> {
-        self.table.lookup(addr)
-    }
-
-    /// Look up `addrs[i]` into `out[i]`, 32 addresses at a time, with the loads of a
-    /// batch issued together so that their cache misses overlap.
-    ///
-    /// # Panics
-    /// If `addrs` and `out` differ in length.
-    pub fn lookup_batch(&self, addrs: &[K], out: &mut [Option<NextHopId>]) {
-        assert_eq!(
-            addrs.len(),
-            out.len(),
-            "lookup_batch: addrs and out differ in length"
-        );
-        for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            self.table.lookup_chunk(a, o);
+    fn publish(&mut self, t: Arc<Table>) {
+        self.table = t;
+        if let Some(p) = &self.published {
+            p.publish(&self.table);
         }
     }
+}
 
-    /// Number of routes.
-    pub fn len(&self) -> usize {
-        self.len
+impl<K: Key> Arrays for Store<K> {
+    fn root(&self) -> &[AtomicU32] {
+        &self.table.root
     }
 
-    /// True if the table holds no route.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    fn pool(&self) -> &[AtomicU32] {
+        &self.table.pool
     }
 
-    /// Bytes of the lookup arrays (root and group pool, allocated capacity).
-    pub fn table_bytes(&self) -> usize {
-        self.table.bytes()
-    }
-
-    /// Bytes used in all: lookup arrays plus the route maps kept for updates (estimated
-    /// from their capacity).
-    pub fn mem_bytes(&self) -> usize {
-        let per = std::mem::size_of::<K>() + std::mem::size_of::<NextHopId>() + 1;
-        self.table.bytes() + self.rules.iter().map(|m| m.capacity() * per).sum::<usize>()
-    }
-
-    /// Groups in use (each 1 KiB).
-    pub fn groups_used(&self) -> usize {
-        self.next_group - 1 - self.released.len() - self.free.len()
-    }
-
-    /// Make room for `n` more groups: reuse groups no reader can still reach, else grow
-    /// (copy and republish) the table.
+    /// Reuse groups no reader can still reach, else grow (copy and republish) the table.
     fn reserve(&mut self, n: usize) -> Result<(), FibError> {
         let room = |f: &Self| f.free.len() + f.table.groups::<K>() - f.next_group;
         if room(self) >= n {
@@ -493,11 +313,152 @@ impl<K: Key> Fib<K> {
         Ok(())
     }
 
-    fn publish(&mut self, t: Arc<Table>) {
-        self.table = t;
-        if let Some(p) = &self.published {
-            p.publish(&self.table);
+    fn alloc(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(g) => g,
+            None => {
+                debug_assert!(
+                    self.next_group < self.table.groups::<K>(),
+                    "reserve() was not called"
+                );
+                self.next_group += 1;
+                (self.next_group - 1) as u32
+            }
         }
+    }
+
+    fn release(&mut self, g: u32) {
+        match &self.published {
+            // Readers may be inside the group: reuse it after they all pass this epoch.
+            Some(p) => self.released.push_back((p.advance_epoch(), g)),
+            None => self.free.push(g),
+        }
+    }
+}
+
+/// A longest-prefix-match table over keys `K` (see the module docs for the structure).
+///
+/// Capacity: next hops `0..=MAX_NEXT_HOP`; prefixes are limited by memory only (each
+/// group is 1 KiB; the 512K-prefix IPv4 table needs about 22K groups).
+pub struct Fib<K: Key> {
+    store: Store<K>,
+    /// The routes (the source of truth for deletes) and the update algorithm.
+    prefixes: Prefixes<K>,
+}
+
+impl<K: Key> Default for Fib<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Key> std::fmt::Debug for Fib<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fib")
+            .field("bits", &K::BITS)
+            .field("routes", &self.len())
+            .field("groups", &self.store.next_group)
+            .field("mem_bytes", &self.mem_bytes())
+            .finish()
+    }
+}
+
+impl<K: Key> Fib<K> {
+    /// An empty table (256 KiB root plus a small group pool).
+    pub fn new() -> Self {
+        Self {
+            store: Store::new(64),
+            prefixes: Prefixes::new(),
+        }
+    }
+
+    pub(crate) fn table(&self) -> &Arc<Table> {
+        &self.store.table
+    }
+
+    pub(crate) fn published(&mut self) -> &mut Option<Arc<crate::concurrent::Published>> {
+        &mut self.store.published
+    }
+
+    /// Add or replace the route `prefix/len -> nh`; host bits of `prefix` are ignored.
+    /// Returns the next hop it replaced.
+    ///
+    /// # Errors
+    /// [`FibError::PrefixLength`] if `len` exceeds the address width,
+    /// [`FibError::NextHop`] if `nh > MAX_NEXT_HOP`, [`FibError::Capacity`] if the group
+    /// pool cannot grow.
+    pub fn insert(
+        &mut self,
+        prefix: K,
+        len: u8,
+        nh: NextHopId,
+    ) -> Result<Option<NextHopId>, FibError> {
+        self.prefixes.insert(&mut self.store, prefix, len, nh)
+    }
+
+    /// Delete the route `prefix/len` (host bits ignored); returns its next hop. Addresses it
+    /// covered fall back to the longest shorter prefix that covers it.
+    pub fn remove(&mut self, prefix: K, len: u8) -> Option<NextHopId> {
+        self.prefixes.remove(&mut self.store, prefix, len)
+    }
+
+    /// The exact route `prefix/len`, if present.
+    pub fn get(&self, prefix: K, len: u8) -> Option<NextHopId> {
+        self.prefixes.get(prefix, len)
+    }
+
+    /// Every route as `(prefix, len, next hop)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (K, u8, NextHopId)> + '_ {
+        self.prefixes.iter()
+    }
+
+    /// Longest-prefix match for `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: K) -> Option<NextHopId> {
+        self.store.table.lookup(addr)
+    }
+
+    /// Look up `addrs[i]` into `out[i]`, 32 addresses at a time, with the loads of a
+    /// batch issued together so that their cache misses overlap.
+    ///
+    /// # Panics
+    /// If `addrs` and `out` differ in length.
+    pub fn lookup_batch(&self, addrs: &[K], out: &mut [Option<NextHopId>]) {
+        assert_eq!(
+            addrs.len(),
+            out.len(),
+            "lookup_batch: addrs and out differ in length"
+        );
+        for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            self.store.table.lookup_chunk(a, o);
+        }
+    }
+
+    /// Number of routes.
+    pub fn len(&self) -> usize {
+        self.prefixes.len()
+    }
+
+    /// True if the table holds no route.
+    pub fn is_empty(&self) -> bool {
+        self.prefixes.is_empty()
+    }
+
+    /// Bytes of the lookup arrays (root and group pool, allocated capacity).
+    pub fn table_bytes(&self) -> usize {
+        self.store.table.bytes()
+    }
+
+    /// Bytes used in all: lookup arrays plus the route maps kept for updates (estimated
+    /// from their capacity).
+    pub fn mem_bytes(&self) -> usize {
+        self.store.table.bytes() + self.prefixes.bytes()
+    }
+
+    /// Groups in use (each 1 KiB).
+    pub fn groups_used(&self) -> usize {
+        let s = &self.store;
+        s.next_group - 1 - s.released.len() - s.free.len()
     }
 
     /// Rebuild the lookup arrays from the routes into a right-sized table, dropping free
@@ -508,179 +469,13 @@ impl<K: Key> Fib<K> {
     /// [`FibError::Capacity`] as for [`Fib::insert`] (never in practice: the table was
     /// already this big).
     pub fn compact(&mut self) -> Result<(), FibError> {
-        let mut fresh = Self::new();
-        fresh.table = Arc::new(Table::new::<K>((self.groups_used() + Self::LEVELS).max(64)));
-        // Shortest first, so that each prefix is pushed down once.
-        for l in 0..=K::BITS {
-            for (&p, &nh) in &self.rules[usize::from(l)] {
-                fresh.reserve(Self::LEVELS - 1)?;
-                fresh.write(
-                    p,
-                    Op::Set {
-                        len: l,
-                        leaf: leaf(l, nh),
-                    },
-                );
-            }
-        }
-        self.next_group = fresh.next_group;
-        self.released.clear();
-        self.free.clear();
-        let t = fresh.table;
-        self.publish(t);
+        let levels = 1 + (K::BITS as usize - ROOT_BITS as usize) / K::STRIDE as usize;
+        let mut fresh = Store::<K>::new((self.groups_used() + levels).max(64));
+        self.prefixes.write_all(&mut fresh)?;
+        self.store.next_group = fresh.next_group;
+        self.store.released.clear();
+        self.store.free.clear();
+        self.store.publish(fresh.table);
         Ok(())
-    }
-
-    fn alloc_group(&mut self, fill: u32) -> u32 {
-        let g = match self.free.pop() {
-            Some(g) => g as usize,
-            None => {
-                debug_assert!(
-                    self.next_group < self.table.groups::<K>(),
-                    "reserve() was not called"
-                );
-                self.next_group += 1;
-                self.next_group - 1
-            }
-        };
-        let base = g * (1 << K::STRIDE);
-        // Relaxed: the group is unreachable until the Release store of its pointer.
-        for e in &self.table.pool[base..base + (1 << K::STRIDE)] {
-            e.store(fill, Ordering::Relaxed);
-        }
-        g as u32
-    }
-
-    /// Apply `op` to every entry covered by the masked prefix `p` of `op`'s length.
-    fn write(&mut self, p: K, op: Op) {
-        let len = match op {
-            Op::Set { len, .. } | Op::Clear { len, .. } => u32::from(len),
-        };
-        let mut group: Option<usize> = None;
-        let mut start = 0;
-        // (parent entry, group base) of each group walked through, for collapsing.
-        let mut path: [((bool, usize), usize, u32); 32] = [((true, 0), 0, 0); 32];
-        let mut depth = 0;
-        loop {
-            let width = if group.is_none() {
-                ROOT_BITS
-            } else {
-                K::STRIDE
-            };
-            let end = start + width;
-            let idx = p.chunk(start, width);
-            if len <= end {
-                let count = 1usize << (end - len);
-                for i in idx..idx + count {
-                    let slot = self.slot(group, i);
-                    self.apply(slot, op, end);
-                }
-                if let Op::Clear { .. } = op {
-                    for &(parent, base, bits) in path[..depth].iter().rev() {
-                        if !self.maybe_collapse(parent, base, bits) {
-                            break;
-                        }
-                    }
-                }
-                return;
-            }
-            let slot = self.slot(group, idx);
-            let e = self.entry(slot).load(Ordering::Relaxed);
-            if e & EXT != 0 {
-                group = Some((e & !EXT) as usize);
-            } else {
-                // (the group created below is recorded in `path` after this match)
-                match op {
-                    Op::Set { .. } => {
-                        // Push the current leaf down into a new group, then link it.
-                        let g = self.alloc_group(e);
-                        // Release: pairs with readers' Acquire load of this entry; makes the
-                        // group's fill visible before the pointer.
-                        self.entry(slot).store(EXT | g, Ordering::Release);
-                        group = Some(g as usize);
-                    }
-                    // Nothing below: the prefix has no entries of its own here.
-                    Op::Clear { .. } => return,
-                }
-            }
-            if let Some(g) = group
-                && depth < path.len()
-            {
-                path[depth] = (slot, g << K::STRIDE, end);
-                depth += 1;
-            }
-            start = end;
-        }
-    }
-
-    /// Index into root (group None) or pool.
-    #[inline]
-    fn slot(&self, group: Option<usize>, i: usize) -> (bool, usize) {
-        match group {
-            None => (true, i),
-            Some(g) => (false, (g << K::STRIDE) | i),
-        }
-    }
-
-    #[inline]
-    fn entry(&self, (root, i): (bool, usize)) -> &AtomicU32 {
-        if root {
-            &self.table.root[i]
-        } else {
-            &self.table.pool[i]
-        }
-    }
-
-    /// `child_bits`: where the group below `slot`, if any, starts (the end of `slot`'s level).
-    fn apply(&mut self, slot: (bool, usize), op: Op, child_bits: u32) {
-        let e = self.entry(slot).load(Ordering::Relaxed);
-        if e & EXT != 0 {
-            let base = ((e & !EXT) as usize) << K::STRIDE;
-            for i in base..base + (1 << K::STRIDE) {
-                self.apply((false, i), op, child_bits + K::STRIDE);
-            }
-            if let Op::Clear { .. } = op {
-                self.maybe_collapse(slot, base, child_bits);
-            }
-            return;
-        }
-        let l = leaf_len(e);
-        let write = match op {
-            Op::Set { len, .. } => l.is_none_or(|l| l <= len),
-            Op::Clear { len, .. } => l == Some(len),
-        };
-        if write {
-            let v = match op {
-                Op::Set { leaf, .. } | Op::Clear { leaf, .. } => leaf,
-            };
-            // Release: pairs with readers' Acquire; a whole entry is replaced at once.
-            self.entry(slot).store(v, Ordering::Release);
-        }
-    }
-
-    /// After a delete: if a group holds one leaf value everywhere, and that leaf is of a
-    /// prefix covering the whole group (length <= `group_bits`, where the group starts),
-    /// put the leaf back in the parent and release the group. (A uniform group of longer
-    /// prefixes, e.g. 256 sibling /24s with one next hop, must stay: each of them can be
-    /// deleted alone later.)
-    fn maybe_collapse(&mut self, parent: (bool, usize), base: usize, group_bits: u32) -> bool {
-        let pool = &self.table.pool[base..base + (1 << K::STRIDE)];
-        let first = pool[0].load(Ordering::Relaxed);
-        if first & EXT != 0
-            || leaf_len(first).is_some_and(|l| u32::from(l) > group_bits)
-            || pool.iter().any(|e| e.load(Ordering::Relaxed) != first)
-        {
-            return false;
-        }
-        // Release: pairs with readers' Acquire; readers already inside the group still read
-        // the same value there, since the group is not reused before the next copy.
-        self.entry(parent).store(first, Ordering::Release);
-        let g = (base >> K::STRIDE) as u32;
-        match &self.published {
-            // Readers may be inside the group: reuse it after they all pass this epoch.
-            Some(p) => self.released.push_back((p.advance_epoch(), g)),
-            None => self.free.push(g),
-        }
-        true
     }
 }

@@ -563,6 +563,12 @@ pub struct FastConf {
     pub max_vrs: u32,
     /// Routes of all VRs together (a full table is about 512K).
     pub max_routes: u32,
+    /// Route tables of all VRs together (a VR's table 0, and each table a
+    /// src-dst VR's source prefixes select): 256 KiB each, taken at start.
+    pub max_route_tables: u32,
+    /// 1 KiB groups of all route tables together, taken at start (a full
+    /// table uses about 22K).
+    pub max_route_groups: u32,
     /// Neighbours of all VRs together.
     pub max_neighbours: u32,
     /// Own addresses of all VRs together.
@@ -579,6 +585,8 @@ impl Default for FastConf {
         Self {
             max_vrs: 256,
             max_routes: 1 << 20,
+            max_route_tables: 256,
+            max_route_groups: 1 << 16,
             max_neighbours: 4096,
             max_addrs: 1024,
             max_select: 1024,
