@@ -385,16 +385,14 @@ impl Classifier {
     /// The (VR, vNIC) of the first rule matching a frame from `port`, by
     /// its key alone: rules with an IPv6 prefix match nothing here (see
     /// [`Classifier::classify_frame`]).
-    #[inline(always)]
+    #[inline]
     pub fn classify(&self, port: usize, key: &FlowKey) -> Option<(usize, u16)> {
         self.best(port, key).map(|h| (h.vr as usize, h.vnic))
     }
 
     /// As [`Classifier::classify`], with the frame (`key` is its key) for
-    /// the rules with an IPv6 prefix. Inlined by attribute: the worker's
-    /// two receive loops call it (`docs/decisions.md`, "inlined by
-    /// attribute").
-    #[inline(always)]
+    /// the rules with an IPv6 prefix.
+    #[inline]
     pub fn classify_frame(&self, port: usize, key: &FlowKey, frame: &[u8]) -> Option<(usize, u16)> {
         if self.groups6.0.is_empty() || key.ethertype != EtherType::IPV6 {
             return self.classify(port, key);

@@ -191,16 +191,16 @@ pub struct PollConfig {
     /// however many VRs they go to (the behaviour before 2026-11-26).
     /// Used by the worker only.
     pub round_per_vr: u32,
-    /// The port burst, in frames (at most 256), while 16 or more VRs are
-    /// busy; its frames are classified first, then staged VR by VR (each
-    /// VR's frames together, in the order they came), so that a VR's host
-    /// state (its struct, staging queue, free list) is fetched once a
-    /// burst instead of once a frame. With many busy VRs each frame goes to
-    /// another VR than the one before, whose state has left the worker's
-    /// L1 since its last frame. Used by the worker only. 0: bursts of 32
-    /// staged in arrival order however many VRs are busy (the behaviour
-    /// before 2026-11-27).
-    pub rx_group: u32,
+    /// Stage a port's burst in two passes: classify every frame, then
+    /// stage each while prefetching the host's state of the VRs of the
+    /// frames a few places on (see the worker's `rx_burst_to_vrs`). With
+    /// many busy VRs each frame goes to another VR than the one before,
+    /// whose state has left the worker's L1 since its last frame. Used by
+    /// the worker only. Off by default: on a busy machine (2026-11-27) it
+    /// cost 1 and 10 VRs a few ns of the worker's CPU a frame and showed
+    /// no gain at 100 that the noise did not cover; the quiet A/B is
+    /// `bench memory --rx-prefetch true` against `false`.
+    pub rx_prefetch: bool,
     /// Frames a port that sends batches at a cost mostly fixed per batch
     /// (`af_xdp` with `tx = "xdp"`: one `BPF_PROG_RUN` a batch, whose
     /// page pool the kernel builds and destroys) holds after a round
@@ -283,7 +283,7 @@ impl Default for PollConfig {
             kick_batch: 0,
             kick_wait_us: 100,
             round_per_vr: DEFAULT_ROUND_PER_VR,
-            rx_group: DEFAULT_RX_GROUP,
+            rx_prefetch: false,
             tx_batch: DEFAULT_TX_BATCH,
             tx_wait_us: DEFAULT_TX_WAIT_US,
         }
@@ -307,10 +307,6 @@ pub const DEFAULT_SPIN_YIELD_EVERY: u32 = 16;
 /// Default [`PollConfig::round_per_vr`]: half a host burst per busy VR
 /// and round.
 pub const DEFAULT_ROUND_PER_VR: u32 = 32;
-
-/// Default [`PollConfig::rx_group`]: port bursts of 256 frames, staged VR
-/// by VR, while 16 or more VRs are busy.
-pub const DEFAULT_RX_GROUP: u32 = 256;
 
 /// Default [`PollConfig::colocate_pps`], frames/s: an idle or lightly
 /// loaded VR runs on the worker's core (a local wakeup instead of an

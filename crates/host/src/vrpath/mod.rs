@@ -84,14 +84,10 @@ use stageq::StageQ;
 /// Slot indexes moved per ring operation.
 pub const BURST: usize = 64;
 
-/// Most frames one port burst may stage for a VR: the worker's grouped
-/// bursts (`PollConfig::rx_group`) are at most this long.
-pub const RX_BURST_MAX: usize = 256;
-
 /// Most slots staged for one vNIC before they must be published: the
-/// worker flushes a VR once it holds [`BURST`] staged frames after a
-/// burst, so this leaves room for one more port burst on top.
-const STAGE_MAX: usize = BURST + RX_BURST_MAX;
+/// worker flushes a VR once it holds [`BURST`] staged frames, so this
+/// leaves room for one more port burst on top.
+const STAGE_MAX: usize = 2 * BURST;
 /// Shortest frame a VR may send (an Ethernet header).
 pub const MIN_FRAME: u16 = 14;
 

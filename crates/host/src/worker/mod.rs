@@ -49,7 +49,6 @@ mod active;
 mod colocate;
 mod flush;
 mod follow;
-mod group;
 mod idle;
 mod mailbox;
 mod reconfig;
@@ -148,9 +147,9 @@ pub struct Worker {
     /// Where the worker's light traffic arrives, with co-location and
     /// [`PollConfig::follow_rx`] (see `follow`).
     follow: Option<Follow>,
-    /// A grouped burst's classified frames between its two passes (see
-    /// `group`).
-    groups: Box<group::Groups>,
+    /// A burst's classified frames between the two passes of
+    /// `rx_burst_to_vrs` (kept: not cleared for each burst).
+    rx_todo: Box<[rx::Classified; BURST]>,
 }
 
 impl Worker {
@@ -209,7 +208,7 @@ impl Worker {
             tx_held: false,
             held_since: Vec::new(),
             follow: None,
-            groups: group::Groups::new(),
+            rx_todo: Box::new([rx::Classified::default(); BURST]),
         })
     }
 
@@ -471,11 +470,6 @@ impl Worker {
         // costs the same lines however many frames it carries.
         let per_vr = self.busy_vrs * self.poll.round_per_vr as usize;
         let round_budget = self.rx_round.max(per_vr.min(MAX_ROUND));
-        // With many busy VRs, longer bursts staged VR by VR (see `group`).
-        let group = match self.busy_vrs >= group::GROUP_VRS {
-            true => (self.poll.rx_group as usize).min(group::GROUP_MAX),
-            false => 0,
-        };
         for p in 0..self.ports.len() {
             let mut budget = round_budget;
             while budget > 0 {
@@ -492,20 +486,9 @@ impl Worker {
                     }
                     continue;
                 }
-                let (n, full, want) = match self.lent_to[p] {
-                    Some(vr) => {
-                        let (n, full) = self.rx_lent_to_vr(p, vr, want);
-                        (n, full, want)
-                    }
-                    None if group > want => {
-                        let want = budget.min(group);
-                        let (n, full) = self.rx_burst_grouped(p, want);
-                        (n, full, want)
-                    }
-                    None => {
-                        let (n, full) = self.rx_burst_to_vrs(p, want);
-                        (n, full, want)
-                    }
+                let (n, full) = match self.lent_to[p] {
+                    Some(vr) => self.rx_lent_to_vr(p, vr, want),
+                    None => self.rx_burst_to_vrs(p, want),
                 };
                 if n == 0 {
                     saturated |= full;

@@ -258,24 +258,19 @@ fn received(w: &Worker, inst: &mut [Instance]) -> Vec<Vec<u8>> {
 }
 
 #[test]
-fn a_burst_staged_vr_by_vr_gives_each_vr_its_frames_in_order() {
+fn a_burst_staged_in_two_passes_gives_each_vr_its_frames_in_order() {
     // 12 frames for each of 20 VRs, interleaved, a few to no VR and a
-    // few too short to classify, a run of one VR's frames, then more of
-    // that VR's frames than a staging queue holds after a burst.
+    // few too short to classify, and a run of one VR's frames.
     let mut frames: Vec<Vec<u8>> = (0..12)
         .flat_map(|t| (0..20).map(move |v| to_vr(v, t)))
         .collect();
     frames.insert(5, udp(Ipv4Addr::new(192, 0, 2, 1)));
     frames.insert(40, vec![0u8; 10]);
     frames.extend((12..40).map(|t| to_vr(7, t)));
-    frames.extend((0..20).map(|v| to_vr(v, 40)));
-    frames.extend((41..200).map(|t| to_vr(3, t)));
-    let run = |group: u32| {
+    let run = |prefetch: bool| {
         let (mut w, mut inst, _) = many(20, frames.clone());
-        w.poll.rx_group = group;
+        w.poll.rx_prefetch = prefetch;
         w.poll.round_per_vr = 0;
-        // Grouped from the first round on (20 busy VRs).
-        w.busy_vrs = 20;
         let mut moved = 0;
         while moved < frames.len() {
             let n = w.poll_once();
@@ -290,26 +285,16 @@ fn a_burst_staged_vr_by_vr_gives_each_vr_its_frames_in_order() {
             st.ingress_drops[IngressDrop::NoMatch as usize].get(),
             st.ingress_drops[IngressDrop::Malformed as usize].get(),
         );
-        let lost: u64 = w
-            .vrs()
-            .iter()
-            .flat_map(|v| v.stats().ingress_drops.iter().map(|c| c.get()))
-            .sum();
-        (received(&w, &mut inst), drops, lost)
+        (received(&w, &mut inst), drops)
     };
-    let (grouped, drops, lost) = run(256);
-    assert_eq!((drops, lost), ((1, 1), 0));
-    for (v, tags) in grouped.iter().enumerate() {
+    let (two, drops) = run(true);
+    assert_eq!(drops, (1, 1));
+    for (v, tags) in two.iter().enumerate() {
         let want: Vec<u8> = match v {
-            7 => (0..41).collect(),
-            3 => (0..12).chain(40..200).collect(),
-            _ => (0..12).chain(40..41).collect(),
+            7 => (0..40).collect(),
+            _ => (0..12).collect(),
         };
         assert_eq!(tags, &want, "VR {v}");
     }
-    assert_eq!(
-        run(0),
-        (grouped, drops, lost),
-        "arrival order gives the same"
-    );
+    assert_eq!(run(false), (two, drops), "one pass gives the same");
 }
