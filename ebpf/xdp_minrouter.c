@@ -19,6 +19,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "xdp_ttl.h"
+
 struct minr_hop {
 	__u8 dst_mac[6];
 	__u8 src_mac[6];
@@ -57,17 +59,7 @@ int xdp_minrouter(struct xdp_md *ctx)
 
 	if (!h)
 		return XDP_PASS;
-	/* RFC 1624 eq. 3, as xdp_router.c's decrement_ttl. */
-	__u16 old = bpf_ntohs(*(__be16 *)&ip->ttl);
-	__u16 new = old - 0x0100;
-	__u32 sum = (__u16)~bpf_ntohs(ip->check);
-
-	sum += (__u16)~old;
-	sum += new;
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->ttl -= 1;
-	ip->check = bpf_htons((__u16)~sum);
+	decrement_ttl(ip);
 	__builtin_memcpy(eth->h_dest, h->dst_mac, 6);
 	__builtin_memcpy(eth->h_source, h->src_mac, 6);
 	return (int)bpf_redirect_map(&minr_out, 0, 0);

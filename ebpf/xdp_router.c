@@ -438,21 +438,7 @@ static __always_inline int take_token(struct select_entry *e)
 	return 1;
 }
 
-/* RFC 1624 eq. 3: HC' = ~(~HC + ~m + m'), m the 16-bit word holding TTL
- * and protocol. */
-static __always_inline void decrement_ttl(struct iphdr *ip)
-{
-	__u16 old = bpf_ntohs(*(__be16 *)&ip->ttl);
-	__u16 new = old - 0x0100;
-	__u32 sum = (__u16)~bpf_ntohs(ip->check);
-
-	sum += (__u16)~old;
-	sum += new;
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->ttl -= 1;
-	ip->check = bpf_htons((__u16)~sum);
-}
+#include "xdp_ttl.h"
 
 /* The folded one's-complement sum of an option-less header's ten words. */
 static __always_inline __u16 header_sum(const struct iphdr *ip)

@@ -11,6 +11,7 @@ fn main() {
     println!("cargo::rerun-if-changed=../../ebpf/xdp_tunnel.h");
     println!("cargo::rerun-if-changed=../../ebpf/xdp_cache.h");
     println!("cargo::rerun-if-changed=../../ebpf/xdp_fib.h");
+    println!("cargo::rerun-if-changed=../../ebpf/xdp_ttl.h");
     compile_bpf("xdp_router", "the fast path's XDP program");
     compile_bpf("xdp_livegen", "the live-frames generator's XDP program");
     compile_bpf("xdp_seqsink", "the counting sink's XDP program");
