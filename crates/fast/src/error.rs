@@ -96,6 +96,22 @@ pub enum FastError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A write of many routes failed part way (`cause`), and taking back
+    /// what it had written failed too: the VR's fast-path routes are
+    /// partly the new ones (`failed` routes could not be put back).
+    #[error(
+        "fast path: {cause}; taking back the routes written before it failed for {failed} of them, \
+         the VR's fast-path routes are partly the new ones: {undo}"
+    )]
+    Undo {
+        /// Why the write stopped.
+        cause: Box<FastError>,
+        /// Routes that could not be put back.
+        failed: usize,
+        /// The first error taking back.
+        #[source]
+        undo: Box<FastError>,
+    },
     /// An OS call outside aya failed.
     #[error("fast path: {call}: {source}")]
     Os {

@@ -328,6 +328,11 @@ impl Fib {
             *n += 1;
             return Ok(*id);
         }
+        // An id given up moments ago (a replaced route's, which taking the
+        // replace back wants again) is waited for rather than refused.
+        if !self.hop_slots.room(1) {
+            return Err(FULL_HOPS);
+        }
         let id = self.hop_slots.take().ok_or(FULL_HOPS)?;
         self.hops
             .set(id, crate::routes::route_value(hop), 0)

@@ -35,7 +35,9 @@ impl FastPath {
     /// [`FastError::VrRange`], [`FastError::PrefixLen`] (nothing written
     /// then), [`FastError::Config`] (full: `max_routes`,
     /// `max_route_groups`, `max_route_tables` or `max_route_hops`; the
-    /// routes before this call stay), [`FastError::Map`].
+    /// routes before this call stay), [`FastError::Map`];
+    /// [`FastError::Undo`] when taking back failed too (the VR's routes
+    /// are then partly those of this call).
     pub fn add_routes(&mut self, vr: u32, routes: &[RouteEntry]) -> Result<(), FastError> {
         self.check_vr(vr)?;
         if let Some(&((_, _, len), _)) = routes.iter().find(|((_, _, l), _)| *l > 32) {
@@ -45,22 +47,45 @@ impl FastPath {
         for &((t, p, l), hop) in routes {
             match self.fib.insert(vr, t, (p, l), hop) {
                 Ok(old) => undo.push((t, (p, l), old)),
-                Err(e) => {
-                    // Backwards, so a route given twice ends as it was.
-                    for (t, p, old) in undo.into_iter().rev() {
-                        // Taking back needs no new group: a removal frees
-                        // them, and an old next hop goes back where its
-                        // groups still are.
-                        let _ = match old {
-                            None => self.fib.remove(vr, t, p).map(drop),
-                            Some(h) => self.fib.insert(vr, t, p, h).map(drop),
-                        };
-                    }
-                    return Err(e);
-                }
+                Err(e) => return Err(self.take_back(vr, undo, e)),
             }
         }
         Ok(())
+    }
+
+    /// Take back the routes `add_routes` wrote before `cause` stopped it,
+    /// backwards (a route given twice ends as it was): each removed, or
+    /// its old next hop put back. That needs no new group (a removal frees
+    /// them, a replace takes none) and no new next hop id beyond those the
+    /// call gave up (waited for until reusable), so it fails only if a map
+    /// write does: it goes on through the rest, and the error returned then
+    /// says so ([`FastError::Undo`]), the VR's table being partly new.
+    fn take_back(
+        &mut self,
+        vr: u32,
+        undo: Vec<(u32, (Ipv4Addr, u8), Option<NextHop>)>,
+        cause: FastError,
+    ) -> FastError {
+        let mut failed = 0;
+        let mut first = None;
+        for (t, p, old) in undo.into_iter().rev() {
+            let r = match old {
+                None => self.fib.remove(vr, t, p).map(drop),
+                Some(h) => self.fib.insert(vr, t, p, h).map(drop),
+            };
+            if let Err(e) = r {
+                failed += 1;
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            None => cause,
+            Some(undo) => FastError::Undo {
+                cause: Box::new(cause),
+                failed,
+                undo: Box::new(undo),
+            },
+        }
     }
 
     /// Remove routes of VR `vr` by (table, prefix, length), those absent

@@ -250,3 +250,75 @@ fn a_table_that_does_not_fit_is_taken_back_whole() {
         .expect_err("a third table in 2 slots");
     assert!(e.to_string().contains("max_route_tables"), "{e}");
 }
+
+/// A call that fails part way is taken back whole, and the taking back
+/// reports its own failure ([`FastError::Undo`]) rather than leaving the
+/// VR half on the new routes unsaid: here a replaced route's next hop id,
+/// given up a moment before, is needed again to put the route back.
+#[test]
+fn a_replace_is_taken_back_when_the_next_hop_ids_run_out() {
+    let cfg = FastConfig {
+        max_vrs: 4,
+        max_route_hops: 3,
+        ..FastConfig::default()
+    };
+    let fp = testkit::load_cfg_on_lo(&cfg, ROUTER_MAC, VR, RoutingMode::Dst, vec![]);
+    let mut fp = neighbours(fp);
+    let r = |b: u8, hop| ((0, Ipv4Addr::new(11, b, 0, 0), 16), hop);
+    let other = |d: u8| NextHop::Gateway(Ipv4Addr::new(10, 9, 0, d));
+    fp.add_routes(VR, &[r(1, gw(0)), r(2, NextHop::Connected)])
+        .expect("two next hops in three");
+    assert_eq!(hop_to(&mut fp, [11, 1, 0, 7]), Some(GW_MAC[0]));
+    // Route 1 moves to a third next hop (gw(0)'s id is given up), route 3
+    // takes that id once it is reusable, route 4 finds none.
+    let more = [r(1, gw(1)), r(3, other(4)), r(4, other(5))];
+    let e = fp
+        .add_routes(VR, &more)
+        .expect_err("four next hops in three");
+    assert!(
+        matches!(e, FastError::Config { .. }) && e.to_string().contains("max_route_hops"),
+        "the cause alone, the taking back having worked: {e}"
+    );
+    assert_eq!(fp.route_count(), (2, 0), "route 3 taken back");
+    assert_eq!(
+        hop_to(&mut fp, [11, 1, 0, 7]),
+        Some(GW_MAC[0]),
+        "route 1 on its old next hop again"
+    );
+    // The ids are all back: three next hops fit.
+    fp.add_routes(VR, &more[..2])
+        .expect("three next hops in three");
+    assert_eq!(hop_to(&mut fp, [11, 1, 0, 7]), Some(GW_MAC[1]));
+}
+
+/// Replacing a route takes no group: it works with fewer groups left than
+/// a new route asks for (two, one a level), and so does taking one back
+/// after a call ran out of groups.
+#[test]
+fn a_replace_needs_no_free_group() {
+    let cfg = FastConfig {
+        max_vrs: 4,
+        max_route_groups: 3,
+        ..FastConfig::default()
+    };
+    let fp = testkit::load_cfg_on_lo(&cfg, ROUTER_MAC, VR, RoutingMode::Dst, vec![]);
+    let mut fp = neighbours(fp);
+    // A /24 in its own /16: a group each.
+    let r = |b: u8, hop| ((0, Ipv4Addr::new(11, b, 1, 0), 24), hop);
+    fp.add_routes(VR, &[r(1, gw(0)), r(2, gw(0))])
+        .expect("two groups in three");
+    assert_eq!(fp.route_count(), (2, 2));
+    fp.add_routes(VR, &[r(1, gw(1))])
+        .expect("a replace with one group left");
+    assert_eq!(hop_to(&mut fp, [11, 1, 1, 7]), Some(GW_MAC[1]));
+    let e = fp
+        .add_routes(VR, &[r(2, gw(1)), r(3, gw(1))])
+        .expect_err("a new route with one group left");
+    assert!(
+        matches!(e, FastError::Config { .. }) && e.to_string().contains("max_route_groups"),
+        "the cause alone, the taking back having worked: {e}"
+    );
+    assert_eq!(fp.route_count(), (2, 2));
+    assert_eq!(hop_to(&mut fp, [11, 2, 1, 7]), Some(GW_MAC[0]), "put back");
+    assert_eq!(hop_to(&mut fp, [11, 3, 1, 7]), None);
+}

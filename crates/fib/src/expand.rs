@@ -142,9 +142,13 @@ impl<K: Key> Prefixes<K> {
                 max: MAX_NEXT_HOP,
             });
         }
-        // At most one new group per level below the root.
-        a.reserve(Self::LEVELS - 1)?;
         let p = prefix.mask(len);
+        // At most one new group per level below the root, and none to replace a route:
+        // the groups down to its level are there (its entries keep each group on its path
+        // from collapsing), so taking back a replace never fails for want of groups.
+        if !self.rules[usize::from(len)].contains_key(&p) {
+            a.reserve(Self::LEVELS - 1)?;
+        }
         let old = self.rules[usize::from(len)].insert(p, nh);
         if old.is_none() {
             self.len += 1;
