@@ -222,3 +222,60 @@ fn tx_auto_falls_back_to_the_socket_when_the_peer_refuses() {
     // On the socket now: its largest frame, no longer the array's.
     assert!(port.max_tx_frame() > 2040, "{}", port.max_tx_frame());
 }
+
+/// `tx_socket_below`: a run shorter than it leaves through the socket
+/// (counted in `short_runs`), a run as long
+/// or longer through the test run; all arrive, in order and intact, and
+/// the port's counts cover both paths.
+#[test]
+fn tx_xdp_sends_short_runs_through_the_socket() {
+    let (a, b) = lab();
+    b.exec("ethtool", &["-K", "b0", "gro", "on"]).unwrap();
+    let cfg = AfXdpConfig {
+        tx_socket_below: 8,
+        ..xdp_tx()
+    };
+    let mut port = super::open(&a, &cfg);
+    let peer = b.run(|| Raw::open("b0")).unwrap();
+    let frames: Vec<Vec<u8>> = (0..600)
+        .map(|s| frame(s, len_of(s), MAC_A, MAC_B))
+        .collect();
+    // 30 runs of 7 (short), 10 of 8 (the test run), 30 of 1 (short), then
+    // one of 310 (the test run).
+    send_in(&a, &mut port, &frames[..210], 7);
+    send_in(&a, &mut port, &frames[210..290], 8);
+    send_in(&a, &mut port, &frames[290..320], 1);
+    send_in(&a, &mut port, &frames[320..], 280);
+    super::expect_at_peer(&peer, &frames);
+    assert_eq!(port.short_runs(), 60);
+    port.reclaim_tx();
+    assert_eq!(
+        port.frame_counts().tx,
+        0,
+        "the socket's frames all completed"
+    );
+    let s = port.stats();
+    assert_eq!((s.tx_packets, s.tx_dropped), (600, 0), "{s:?}");
+    assert_eq!(
+        s.tx_bytes,
+        frames.iter().map(|f| f.len() as u64).sum::<u64>()
+    );
+    // 60 kicks of the socket, 11 test runs.
+    assert_eq!(s.tx_runs, 71, "{s:?}");
+
+    // Above the frames one kick sends: refused when opening.
+    let e = a
+        .run(|| {
+            AfXdpPort::open(
+                "a0",
+                &AfXdpConfig {
+                    tx_socket_below: 33,
+                    ..xdp_tx()
+                },
+            )
+        })
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tx_socket_below 33"), "{e}");
+}
