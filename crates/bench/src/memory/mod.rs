@@ -175,11 +175,6 @@ pub struct MemoryArgs {
     /// as the daemon's `[host.poll] round_per_vr`.
     #[arg(long, default_value_t = PollConfig::default().round_per_vr)]
     pub round_per_vr: u32,
-    /// Stage each port burst in two passes, prefetching the busy VRs'
-    /// host state a few frames ahead (`false`: one pass); as the daemon's
-    /// `[host.poll] rx_prefetch`.
-    #[arg(long, default_value_t = PollConfig::default().rx_prefetch, action = clap::ArgAction::Set)]
-    pub rx_prefetch: bool,
     /// VR regions in reserved huge pages, as the daemon's `[host]
     /// hugepages` (`off`, `auto`, `required`); the run raises
     /// `/proc/sys/vm/nr_hugepages` by what it lacks and puts it back.
@@ -259,7 +254,6 @@ impl MemoryArgs {
             kick_batch: self.kick_batch,
             kick_wait_us: self.kick_wait_us,
             round_per_vr: self.round_per_vr,
-            rx_prefetch: self.rx_prefetch,
             ..PollConfig::default()
         }
     }
