@@ -41,6 +41,7 @@ use vrhost_testvr::syscall::SyscallHello;
 
 mod capacity;
 mod idle;
+mod linertt;
 mod pages;
 mod plan;
 mod procfs;
@@ -242,6 +243,9 @@ pub struct Record {
     /// frames in flight, and so the part of its pool the host and the VR
     /// cycle through (`shm`; 0 in the other modes).
     pub held_per_vr: f64,
+    /// The round trip of one cache line between the host's and the VRs'
+    /// CPU just before the point, ns (`linertt`; 0 if not measured).
+    pub line_rtt_ns: f64,
 }
 
 impl MemoryArgs {
@@ -529,6 +533,7 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
         },
         kicks_per_kframe: per_kframe(b.kicks - a.kicks),
         held_per_vr: b.held as f64 / p.vrs.max(1) as f64,
+        line_rtt_ns: 0.0,
     }
 }
 
@@ -619,8 +624,13 @@ pub fn router_worker(
 }
 
 fn run_shm_or_inproc(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
+    let rtt = linertt::line_rtt_ns(args.host_cpu, args.vr_cpu).unwrap_or(0.0);
     let (worker, counters) = router_worker(p, args.dst, args.vr_cpu)?;
-    measure_worker(args, p, worker, counters)
+    let r = measure_worker(args, p, worker, counters)?;
+    Ok(Record {
+        line_rtt_ns: rtt,
+        ..r
+    })
 }
 
 /// The syscall reference: a host loop that hands each frame to its VR
