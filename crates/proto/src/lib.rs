@@ -191,16 +191,6 @@ pub struct PollConfig {
     /// however many VRs they go to (the behaviour before 2026-11-26).
     /// Used by the worker only.
     pub round_per_vr: u32,
-    /// Stage a port's burst in two passes: classify every frame, then
-    /// stage each while prefetching the host's state of the VRs of the
-    /// frames a few places on (see the worker's `rx_burst_to_vrs`). With
-    /// many busy VRs each frame goes to another VR than the one before,
-    /// whose state has left the worker's L1 since its last frame. Used by
-    /// the worker only. Off by default: on a busy machine (2026-11-27) it
-    /// cost 1 and 10 VRs a few ns of the worker's CPU a frame and showed
-    /// no gain at 100 that the noise did not cover; the quiet A/B is
-    /// `bench memory --rx-prefetch true` against `false`.
-    pub rx_prefetch: bool,
     /// Frames a port that sends batches at a cost mostly fixed per batch
     /// (`af_xdp` with `tx = "xdp"`: one `BPF_PROG_RUN` a batch, whose
     /// page pool the kernel builds and destroys) holds after a round
@@ -283,7 +273,6 @@ impl Default for PollConfig {
             kick_batch: 0,
             kick_wait_us: 100,
             round_per_vr: DEFAULT_ROUND_PER_VR,
-            rx_prefetch: false,
             tx_batch: DEFAULT_TX_BATCH,
             tx_wait_us: DEFAULT_TX_WAIT_US,
         }

@@ -39,7 +39,7 @@ pub use layout::{
     Header, InstanceBlock, LAYOUT_VERSION, Layout, LayoutError, RegionConfig, RingId,
 };
 #[cfg(not(loom))]
-pub use region::{HUGE_PAGE_BYTES, Region, RegionError, prefetch};
+pub use region::{HUGE_PAGE_BYTES, Region, RegionError};
 pub use ring::{Consumer, Producer, RingError, RingMem, heap_ring};
 pub use slot::{SlotMeta, SlotState, TransitionError};
 #[cfg(not(loom))]

@@ -454,25 +454,6 @@ impl Region {
     }
 }
 
-/// Hint the CPU to bring the cache line holding the start of `what` into
-/// its L1, so that a later read of it does not wait (the host's own
-/// memory: the worker prefetches a VR's state a few frames before it
-/// stages a frame there). Nothing is read or written; a no-op on other
-/// architectures than x86-64.
-#[inline(always)]
-pub fn prefetch<T: ?Sized>(what: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: a prefetch is a hint: it never faults, reads nothing
-        // into a Rust value and writes nothing, whatever the address; here
-        // it is a live reference's.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(what).cast::<i8>()) }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = what;
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

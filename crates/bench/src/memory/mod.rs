@@ -41,6 +41,7 @@ use vrhost_testvr::syscall::SyscallHello;
 
 mod capacity;
 mod idle;
+mod linertt;
 mod pages;
 mod plan;
 mod procfs;
@@ -175,11 +176,6 @@ pub struct MemoryArgs {
     /// as the daemon's `[host.poll] round_per_vr`.
     #[arg(long, default_value_t = PollConfig::default().round_per_vr)]
     pub round_per_vr: u32,
-    /// Stage each port burst in two passes, prefetching the busy VRs'
-    /// host state a few frames ahead (`false`: one pass); as the daemon's
-    /// `[host.poll] rx_prefetch`.
-    #[arg(long, default_value_t = PollConfig::default().rx_prefetch, action = clap::ArgAction::Set)]
-    pub rx_prefetch: bool,
     /// VR regions in reserved huge pages, as the daemon's `[host]
     /// hugepages` (`off`, `auto`, `required`); the run raises
     /// `/proc/sys/vm/nr_hugepages` by what it lacks and puts it back.
@@ -247,6 +243,9 @@ pub struct Record {
     /// frames in flight, and so the part of its pool the host and the VR
     /// cycle through (`shm`; 0 in the other modes).
     pub held_per_vr: f64,
+    /// The round trip of one cache line between the host's and the VRs'
+    /// CPU just before the point, ns (`linertt`; 0 if not measured).
+    pub line_rtt_ns: f64,
 }
 
 impl MemoryArgs {
@@ -259,7 +258,6 @@ impl MemoryArgs {
             kick_batch: self.kick_batch,
             kick_wait_us: self.kick_wait_us,
             round_per_vr: self.round_per_vr,
-            rx_prefetch: self.rx_prefetch,
             ..PollConfig::default()
         }
     }
@@ -535,6 +533,7 @@ fn record(p: &Point<'_>, a: Snap, b: Snap) -> Record {
         },
         kicks_per_kframe: per_kframe(b.kicks - a.kicks),
         held_per_vr: b.held as f64 / p.vrs.max(1) as f64,
+        line_rtt_ns: 0.0,
     }
 }
 
@@ -625,8 +624,13 @@ pub fn router_worker(
 }
 
 fn run_shm_or_inproc(args: &MemoryArgs, p: &Point<'_>) -> Result<Record> {
+    let rtt = linertt::line_rtt_ns(args.host_cpu, args.vr_cpu).unwrap_or(0.0);
     let (worker, counters) = router_worker(p, args.dst, args.vr_cpu)?;
-    measure_worker(args, p, worker, counters)
+    let r = measure_worker(args, p, worker, counters)?;
+    Ok(Record {
+        line_rtt_ns: rtt,
+        ..r
+    })
 }
 
 /// The syscall reference: a host loop that hands each frame to its VR

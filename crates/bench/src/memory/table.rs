@@ -6,7 +6,7 @@ use super::{AnyRecord, Family, IdleRecord, Mode, Record};
 use crate::machine::Machine;
 use crate::report::{Column, heading, row};
 
-const FORWARDING: [Column; 19] = [
+const FORWARDING: [Column; 20] = [
     Column::left("mode", 8),
     Column::left("family", 6),
     Column::right("frame", 6),
@@ -26,6 +26,7 @@ const FORWARDING: [Column; 19] = [
     Column::right("f/turn", 7).decimals(0),
     Column::right("kick/kf", 8).decimals(2),
     Column::right("held", 6).decimals(0),
+    Column::right("rtt", 6).decimals(0),
 ];
 
 pub(super) fn print_table(results: &[AnyRecord], rounds: &[Vec<Record>]) {
@@ -180,6 +181,7 @@ fn print_forwarding(r: &Record) {
                 &r.frames_per_turn,
                 &r.kicks_per_kframe,
                 &r.held_per_vr,
+                &r.line_rtt_ns,
             ]
         )
     );

@@ -5,7 +5,7 @@
 
 use vrhost_io::Port;
 use vrhost_packet::FlowKey;
-use vrhost_shm::{SlotState, prefetch};
+use vrhost_shm::SlotState;
 
 use super::{BURST, Backend, Class, SHARED, STAGE_MAX, VrPath};
 use crate::balance::{flow_hash, flow_key_hash};
@@ -192,45 +192,6 @@ impl VrPath {
             tap.copy_parts(Direction::In, vnic, head, frame);
         }
         Ok(())
-    }
-
-    /// Prefetch the fields of this VR's state that staging a frame reads
-    /// (the worker's second pass over a burst, a few frames before it
-    /// stages one here; see `Worker::rx_burst_to_vrs`). With 100 busy VRs a
-    /// VR's next frame comes about 100 frames after its last, and its
-    /// state has left the worker's L1 by then. Fields that share a line
-    /// cost a prefetch each all the same: the compiler orders them.
-    #[inline]
-    pub fn prefetch_state(&self) {
-        prefetch(&self.staged_n);
-        prefetch(&self.bucket);
-        prefetch(&self.vnic_port);
-        prefetch(&self.staged);
-        prefetch(&self.backend);
-        prefetch(&self.slots);
-        prefetch(&self.region);
-        prefetch(&self.tap);
-        // The small fields, together at the end.
-        prefetch(&self.up);
-    }
-
-    /// Prefetch what staging a frame for `vnic` reads behind this VR's
-    /// state: its staging queue's line, the free list's top and the
-    /// ledger's line of the slot given next, and that slot's metadata and
-    /// first data line. Reads the state (call [`VrPath::prefetch_state`] a
-    /// few frames before); nothing else is read or written.
-    #[inline]
-    pub fn prefetch_stage(&self, vnic: u16) {
-        if self.solo != SHARED
-            && let Some(q) = self
-                .staged
-                .get(usize::from(self.solo) * self.vnic_port.len() + usize::from(vnic))
-        {
-            prefetch(q);
-        }
-        if let Some(next) = self.slots.prefetch_next() {
-            self.region.prefetch(next, self.headroom.into());
-        }
     }
 
     /// Make vNICs `0..entries` a loop's entries: frames given to them come

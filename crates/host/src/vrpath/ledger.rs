@@ -186,20 +186,6 @@ impl SlotLedger {
         self.free.last().copied()
     }
 
-    /// Prefetch the free list's top and the owner entry of the slot
-    /// [`SlotLedger::give`] hands out next, and the counts of slots held;
-    /// returns that slot.
-    #[inline]
-    pub(crate) fn prefetch_next(&self) -> Option<u32> {
-        let next = self.free.last()?;
-        vrhost_shm::prefetch(next);
-        if let Some(o) = self.owner.get(*next as usize) {
-            vrhost_shm::prefetch(o);
-        }
-        vrhost_shm::prefetch(&*self.held);
-        Some(*next)
-    }
-
     /// Slots each instance holds.
     #[inline]
     pub(crate) fn held(&self) -> &[u32] {

@@ -147,9 +147,6 @@ pub struct Worker {
     /// Where the worker's light traffic arrives, with co-location and
     /// [`PollConfig::follow_rx`] (see `follow`).
     follow: Option<Follow>,
-    /// A burst's classified frames between the two passes of
-    /// `rx_burst_to_vrs` (kept: not cleared for each burst).
-    rx_todo: Box<[rx::Classified; BURST]>,
 }
 
 impl Worker {
@@ -208,7 +205,6 @@ impl Worker {
             tx_held: false,
             held_since: Vec::new(),
             follow: None,
-            rx_todo: Box::new([rx::Classified::default(); BURST]),
         })
     }
 

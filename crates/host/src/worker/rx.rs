@@ -11,32 +11,16 @@ use crate::vrpath::VrPath;
 impl Worker {
     /// Take up to `want` frames from port `p`, classify each and stage it in
     /// its VR's pool. Returns frames taken, and whether a VR had no room.
-    ///
-    /// Two passes (with [`PollConfig::rx_prefetch`](vrhost_proto::PollConfig),
-    /// and no tunnel on the host): the first classifies the burst, the
-    /// second stages its frames, prefetching the state of the VR of the
-    /// frame [`STATE_AHEAD`] frames on and, once that has arrived, the
-    /// lines behind it of the frame [`STAGE_AHEAD`] on (its staging queue,
-    /// its free list's top, the slot it will get). With many busy VRs
-    /// each frame goes to another VR than the one before, whose state has
-    /// left the L1 since its last frame; the misses then overlap instead
-    /// of coming one after the other. Frames for the VR of the frame
-    /// before are not prefetched for (one VR: nothing is).
     pub(super) fn rx_burst_to_vrs(&mut self, p: usize, want: usize) -> (usize, bool) {
         let mut full = false;
         let mut frames: [&[u8]; BURST] = [&[]; BURST];
         let n = self.ports[p].rx_burst(&mut frames[..want]);
         self.stats.rx_packets.add(n as u64);
         let tunnels = self.classifier.tunnels();
-        // A tunnel's frames are staged as they come, in order with the
-        // others: the burst then takes one pass.
-        let defer = self.poll.rx_prefetch && tunnels.is_empty();
-        let todo = &mut self.rx_todo;
-        let mut m = 0;
         // Replies to ARP for a tunnel's local address, sent after the burst.
         let mut arp = [[0u8; ARP_REPLY_LEN]; ARP_REPLIES];
         let mut n_arp = 0;
-        for (i, f) in frames[..n].iter().enumerate() {
+        for f in &frames[..n] {
             // A tunnel's frame goes to its vNIC, decapsulated.
             if !tunnels.is_empty() {
                 if n_arp < ARP_REPLIES && tunnels.arp_reply(p, f, &mut arp[n_arp]) {
@@ -92,18 +76,6 @@ impl Worker {
                 self.stats.ingress_drops[IngressDrop::NoMatch as usize].add(1);
                 continue;
             }
-            if defer {
-                // A burst holds at most `BURST` frames; a VR index fits
-                // in 32 bits (the classifier's).
-                todo[m] = Classified {
-                    at: i as u16,
-                    vr: vr as u32,
-                    vnic,
-                    key,
-                };
-                m += 1;
-                continue;
-            }
             full |= stage(
                 &mut self.vrs[vr],
                 &mut self.staging,
@@ -111,39 +83,6 @@ impl Worker {
                 vr,
                 vnic,
                 f,
-                &key,
-            );
-        }
-        let todo = &self.rx_todo[..m];
-        // The second pass: the first frames' VR state now, then a few
-        // frames ahead of the one staged.
-        let mut last = u32::MAX;
-        for t in todo.iter().take(STATE_AHEAD) {
-            if t.vr != last {
-                self.vrs[t.vr as usize].prefetch_state();
-                last = t.vr;
-            }
-        }
-        for (k, c) in todo.iter().enumerate() {
-            if let Some(a) = todo.get(k + STATE_AHEAD)
-                && a.vr != todo[k + STATE_AHEAD - 1].vr
-            {
-                self.vrs[a.vr as usize].prefetch_state();
-            }
-            if let Some(a) = todo.get(k + STAGE_AHEAD)
-                && a.vr != c.vr
-            {
-                self.vrs[a.vr as usize].prefetch_stage(a.vnic);
-            }
-            let (vr, vnic, key) = (c.vr as usize, c.vnic, c.key);
-            let i = c.at;
-            full |= stage(
-                &mut self.vrs[vr],
-                &mut self.staging,
-                &mut self.burst_staged,
-                vr,
-                vnic,
-                frames[usize::from(i)],
                 &key,
             );
         }
@@ -187,28 +126,6 @@ impl Worker {
         (n, full)
     }
 }
-
-/// A frame of a burst as the first pass of `Worker::rx_burst_to_vrs`
-/// classified it.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Classified {
-    /// Its place in the burst.
-    at: u16,
-    /// Its VR (an index into the worker's VRs) and vNIC.
-    vr: u32,
-    vnic: u16,
-    /// Its key, which the VR's admission reads.
-    key: FlowKey,
-}
-
-/// How many frames ahead of the one staged the second pass of a burst
-/// prefetches a VR's state (its `VrPath`'s lines).
-const STATE_AHEAD: usize = 6;
-
-/// How many frames ahead it prefetches what lies behind that state (read
-/// from it: the staging queue, the free list's top, the slot given next):
-/// fewer than [`STATE_AHEAD`], so that the state has arrived.
-const STAGE_AHEAD: usize = 3;
 
 /// Stage frame `f` (key `key`) for `vnic` of VR `vr` (`path`), recording
 /// the VR in `staging` at its first staged frame and in `burst_staged`
