@@ -136,6 +136,12 @@ fn check_tcp(results: &[Value]) {
             assert!(num(r, "tcp_gbps") > 0.0, "{r}");
             let pinned = r["tcp_cpus"] != "unpinned";
             assert_eq!(pinned, placement == "pinned", "{r}");
+            // `--tcp-gro ends` (the default): GRO on both end hosts, and
+            // no XDP program on the sink's eth0 during iperf3.
+            let on = r["tcp_offloads"].as_str().unwrap_or_else(|| panic!("{r}"));
+            assert!(on.split(',').any(|o| o == "gen/eth0:gro"), "{r}");
+            assert!(on.split(',').any(|o| o == "sink/eth0:gro"), "{r}");
+            assert!(!on.contains("sink/eth0:xdp"), "{r}");
         }
     }
     for fwd in ["fast", "af_xdp"] {
@@ -147,6 +153,41 @@ fn check_tcp(results: &[Value]) {
         assert!(
             b["kernel_at"].as_str().unwrap().starts_with("kernel"),
             "{b}"
+        );
+    }
+}
+
+/// The ping experiment: a record per forwarder and round, and each
+/// non-kernel forwarder set against the kernel's best.
+fn check_ping(results: &[Value]) {
+    for fwd in ["kernel", "kernel_norps", "fast", "af_xdp"] {
+        let rounds: Vec<&Value> = results
+            .iter()
+            .filter(|r| r["experiment"] == "ping" && r["forwarder"] == fwd)
+            .collect();
+        assert_eq!(rounds.len(), 2, "{fwd}: {rounds:?}");
+        for r in rounds {
+            assert!(r["replies"].as_u64().is_some_and(|n| n > 0), "{r}");
+            assert!(num(r, "min_us") > 0.0, "{r}");
+            assert!(num(r, "min_us") <= num(r, "median_us"), "{r}");
+            assert!(num(r, "median_us") <= num(r, "p99_us"), "{r}");
+            assert!(num(r, "p99_us") <= num(r, "max_us"), "{r}");
+            assert_eq!(r["to_slow"].is_u64(), !fwd.starts_with("kernel"), "{r}");
+        }
+    }
+    for fwd in ["fast", "af_xdp"] {
+        let v = results
+            .iter()
+            .find(|r| r["experiment"] == "ping_vs_kernel" && r["forwarder"] == fwd)
+            .unwrap_or_else(|| panic!("no ping_vs_kernel record of {fwd}"));
+        assert!(v["kernel"].as_str().unwrap().starts_with("kernel"), "{v}");
+        let diff = num(v, "median_us") - num(v, "kernel_median_us");
+        assert!((num(v, "diff_median_us") - diff).abs() < 1e-9, "{v}");
+        assert!(
+            v["rounds_at_or_below_kernel"]
+                .as_u64()
+                .is_some_and(|n| n <= 2),
+            "{v}"
         );
     }
 }
@@ -176,6 +217,10 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
             "0.02",
             "--tcp-seconds",
             "1",
+            "--ping-count",
+            "5",
+            "--ping-rounds",
+            "2",
             "--moves",
             "2",
             "--move-settle",
@@ -227,6 +272,7 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
     }
     assert!(i["to_slow"] == 0 || i["again_fast"] == 3, "{i}");
     check_tcp(results);
+    check_ping(results);
     // The fairness runs (live; both tenants fast, then both slow):
     // one record per path, the quiet tenant's share with noise over
     // alone, and what each tenant was asked for and sent.

@@ -164,7 +164,7 @@ fn quiet_span(api: &Client, pid: u32, seconds: f64) -> Result<(Span, u64, u32)> 
 }
 
 /// Frames the fast path handed to VR `bench`'s slow path so far.
-fn to_slow(api: &Client) -> Result<u64> {
+pub(super) fn to_slow(api: &Client) -> Result<u64> {
     let s: serde_json::Value = api.get("/v1/stats")?.decode()?;
     let vr = s["vrs"]
         .as_array()

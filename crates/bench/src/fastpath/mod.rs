@@ -17,10 +17,22 @@
 //!   one VR on the fast path, af_xdp ports), `af_xdp` (the same VR in user
 //!   space): offered and forwarded frames/s, CPU of the forwarder's core
 //!   per frame, ping RTT and iperf3 TCP without load (the lab's links have
-//!   TSO/GSO/GRO and checksum offloads off at the end hosts). This is
-//!   `bench forward`'s code (`crate::forward::run_points`). Then, per
+//!   TSO/GSO and checksum offloads off at the end hosts; GRO as
+//!   `--tcp-gro` says during TCP). This is
+//!   `bench forward`'s code (`crate::forward::run_points`). The sink's
+//!   `eth0` has `bench forward`'s XDP drop (`ebpf/xdp_sink.c`) for these
+//!   points, the `tcp` and the `ping` experiments, so that the TCP test
+//!   takes it off as `bench forward`'s does. Then, per
 //!   table, each forwarder's best against the kernel's best over both
 //!   kernel forwarders and every generator of the run (`best` records).
+//! - `tcp`: iperf3 through each forwarder in both placements, with the
+//!   end hosts' GRO and the sink's XDP program of `--tcp-gro` (`ends`:
+//!   `bench forward`'s reference, GRO on both end hosts and no program on
+//!   the sink; `gen`: the setting before 2026-11-27), the best against
+//!   the kernel's best (`tcp.rs`).
+//! - `ping`: many pings through each forwarder, the forwarders taking
+//!   turns `--ping-rounds` times in one run; median, p90, p99 a round and
+//!   pooled against the kernel's best (`ping.rs`).
 //! - `migrate`: the VR moved between the paths `--moves` times in a row
 //!   (`POST /v1/vrs/bench/move`), while the live generator sends
 //!   `--flows` numbered flows at its maximum and at each paced rate of
@@ -59,7 +71,7 @@ use crate::forward::best::{Best, best};
 use crate::forward::generator::{GeneratorKind, LiveOptions, WmemDefault};
 use crate::forward::node::xdp_sink_obj;
 use crate::forward::{
-    ForwardArgs, Plan, Record, Table, TcpGro, TcpPlacement, TempFile, run_points,
+    ForwardArgs, Plan, Record, Table, TcpGro, TcpPlacement, TempFile, attach_xdp_sink, run_points,
 };
 use crate::isolation::FairFast;
 use crate::machine::Machine;
@@ -68,6 +80,7 @@ use crate::{Context, Result, bail};
 mod cost;
 mod idle;
 mod migrate;
+mod ping;
 mod switch;
 mod table;
 mod tcp;
@@ -75,18 +88,20 @@ mod tcp;
 pub use cost::CostRecord;
 pub use idle::IdleRecord;
 pub use migrate::{MoveRecord, SeriesRecord};
+pub use ping::{PingRecord, PingVsKernel};
 pub use switch::Switch;
 pub use tcp::{TcpBest, TcpRecord};
 
 /// Options of `vrhost bench fastpath`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FastpathArgs {
-    /// Experiments to run: forward, tcp, migrate, idle, fairness, cost
-    /// (the program alone, `BPF_PROG_TEST_RUN`; not in the default set).
+    /// Experiments to run: forward, tcp, ping, migrate, idle, fairness,
+    /// cost (the program alone, `BPF_PROG_TEST_RUN`; not in the default
+    /// set).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "forward,tcp,migrate,idle,fairness"
+        default_value = "forward,tcp,ping,migrate,idle,fairness"
     )]
     pub experiments: Vec<String>,
     /// Generators of the forwarding points.
@@ -158,14 +173,35 @@ pub struct FastpathArgs {
     /// Pings per RTT measurement (0: skip).
     #[arg(long, default_value_t = 40)]
     pub pings: u32,
-    /// Seconds between pings.
+    /// Seconds between pings (the forwarding points and the `ping`
+    /// experiment).
     #[arg(long, default_value_t = 0.05)]
     pub ping_interval: f64,
+    /// The `ping` experiment: pings per forwarder, table and round (0:
+    /// skip).
+    #[arg(long, default_value_t = 200)]
+    pub ping_count: u32,
+    /// The `ping` experiment: rounds, in each of which every forwarder
+    /// is pinged in turn (kernel, fast, kernel, fast, ...).
+    #[arg(long, default_value_t = 3)]
+    pub ping_rounds: u32,
+    /// Core of the pinging process, for every ping of the run (none:
+    /// where the scheduler puts it; `bench forward --ping-cpu`).
+    #[arg(long)]
+    pub ping_cpu: Option<usize>,
     /// Seconds of iperf3 TCP in the `tcp` experiment (each forwarder
     /// pinned and unpinned), or on the forwarding points without it (0:
     /// skip).
     #[arg(long, default_value_t = 3)]
     pub tcp_seconds: u64,
+    /// The end hosts' GRO during TCP (`bench forward --tcp-gro`): ends
+    /// (both end hosts' `eth0`, the sink's XDP program off meanwhile:
+    /// the kernel at its best, every forwarder alike), gen (the
+    /// generator's `eth0` only, the sink's XDP program left on, which
+    /// copies every skb arriving there: the setting before 2026-11-27),
+    /// needed (only where a forwarder needs it: not like for like).
+    #[arg(long, value_enum, default_value = "ends")]
+    pub tcp_gro: TcpGro,
     /// Moves per rate in the migrate experiment (slow -> fast -> slow ...).
     #[arg(long, default_value_t = 20)]
     pub moves: usize,
@@ -243,7 +279,7 @@ impl FastpathArgs {
             follow_rx: None,
             hand_over: None,
             idle_pings: 0,
-            ping_cpu: None,
+            ping_cpu: self.ping_cpu,
             endpoint_rps_cpu: None,
             threaded_napi: self.threaded_napi,
             pings: self.pings,
@@ -256,12 +292,12 @@ impl FastpathArgs {
                 self.tcp_seconds
             },
             tcp_cpus: Vec::new(),
-            // Both placements, the best kept; GRO at the generator for
-            // every forwarder (the fast path's xdp_frames need it), as
-            // `bench forward` measures TCP.
+            // Both placements, the best kept; the end hosts' GRO (and the
+            // sink's XDP program) of `--tcp-gro`, as `bench forward`
+            // measures TCP.
             tcp_placements: vec![TcpPlacement::Pinned, TcpPlacement::Unpinned],
             tcp_unpinned: false,
-            tcp_gro: TcpGro::Gen,
+            tcp_gro: self.tcp_gro,
             json: false,
             out: None,
             plot: None,
@@ -288,9 +324,13 @@ impl FastpathArgs {
 
     fn check(&self) -> Result<()> {
         for e in &self.experiments {
-            if !["forward", "tcp", "migrate", "idle", "fairness", "cost"].contains(&e.as_str()) {
+            if ![
+                "forward", "tcp", "ping", "migrate", "idle", "fairness", "cost",
+            ]
+            .contains(&e.as_str())
+            {
                 bail!(
-                    "--experiments: unknown experiment {e:?} (forward, tcp, migrate, idle, fairness, cost)"
+                    "--experiments: unknown experiment {e:?} (forward, tcp, ping, migrate, idle, fairness, cost)"
                 );
             }
         }
@@ -324,6 +364,12 @@ impl FastpathArgs {
         if self.gen_cpu >= cpus || self.fwd_cpu >= cpus || self.gen_cpu == self.fwd_cpu {
             bail!("--gen-cpu and --fwd-cpu must be two different cores of the {cpus} here");
         }
+        if self.ping_cpu.is_some_and(|c| c >= cpus) {
+            bail!("--ping-cpu: one of the {cpus} cores here");
+        }
+        if self.runs("ping") && self.ping_rounds == 0 {
+            bail!("--ping-rounds must be > 0");
+        }
         Ok(())
     }
 }
@@ -348,6 +394,11 @@ pub enum FastRecord {
     /// A forwarder's best TCP against the kernel's best.
     #[serde(rename = "tcp_best")]
     TcpBest(TcpBest),
+    /// One forwarder's pings in one round (the `ping` experiment).
+    Ping(PingRecord),
+    /// A forwarder's pings against the kernel's best, rounds pooled.
+    #[serde(rename = "ping_vs_kernel")]
+    PingVsKernel(PingVsKernel),
     /// The program's own cost per frame (the `cost` experiment).
     Cost(CostRecord),
     /// Noisy vs quiet tenant on one shared port (per-tenant token buckets
@@ -379,7 +430,7 @@ pub(crate) struct Setup<'a> {
 /// Run the benchmark.
 pub fn run(args: &FastpathArgs) -> Result<()> {
     args.check()?;
-    let tables = if args.runs("forward") || args.runs("cost") {
+    let tables = if args.runs("forward") || args.runs("cost") || args.runs("ping") {
         args.table
             .iter()
             .map(|t| Table::load(t))
@@ -393,7 +444,7 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
     } else {
         Vec::new()
     };
-    let needs_lab = ["forward", "tcp", "migrate", "idle", "fairness"]
+    let needs_lab = ["forward", "tcp", "ping", "migrate", "idle", "fairness"]
         .iter()
         .any(|e| args.runs(e));
     if !needs_lab {
@@ -457,18 +508,21 @@ fn run_all(
     tables: &[Table],
     dir: &Path,
 ) -> Result<Vec<FastRecord>> {
-    // The counting sink on the sink's eth0, for the whole run.
-    let mut sink = lab
-        .ns("sink")
-        .run(|| SeqSink::attach("eth0"))?
-        .context("attach the counting sink")?;
+    // `bench forward`'s XDP drop on the sink's eth0 (attached by netlink,
+    // so that the TCP test can take it off and put it back, `--tcp-gro
+    // ends`) up to the migrate experiment, whose counting sink (a BPF
+    // link) then replaces it.
+    let drop_obj: PathBuf = xdp_sink_obj()?;
+    let _cleanup = TempFile(drop_obj.clone());
+    let obj = drop_obj.display().to_string();
+    attach_xdp_sink(lab, &obj)?;
     let _wmem = WmemDefault::raise(4 << 20)?;
     let mut out = Vec::new();
     if args.runs("idle") {
         out.push(FastRecord::Idle(idle::idle(args, lab, dir)?));
     }
     let mut points = if args.runs("forward") {
-        forward(args, lab, tables, dir)?
+        forward(args, lab, tables, &obj, dir)?
     } else {
         Vec::new()
     };
@@ -484,9 +538,19 @@ fn run_all(
     let tb = tcp::tcp_best(&tcps);
     out.extend(tcps.into_iter().map(FastRecord::Tcp));
     out.extend(tb.into_iter().map(FastRecord::TcpBest));
+    if args.runs("ping") {
+        let (pings, vs) = ping::ping(args, lab, tables, dir)?;
+        out.extend(pings.into_iter().map(FastRecord::Ping));
+        out.extend(vs.into_iter().map(FastRecord::PingVsKernel));
+    }
     if args.runs("migrate") {
-        // The forwarding points' live generator numbered flow 0 already.
-        sink.reset()?;
+        lab.ns("sink")
+            .ip(&["link", "set", "dev", "eth0", "xdp", "off"])
+            .context("the XDP drop off the sink's eth0")?;
+        let sink = lab
+            .ns("sink")
+            .run(|| SeqSink::attach("eth0"))?
+            .context("attach the counting sink")?;
         let setup = Setup {
             lab,
             dir,
@@ -499,10 +563,13 @@ fn run_all(
     Ok(out)
 }
 
-fn forward(args: &FastpathArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Result<Vec<Record>> {
-    let drop_obj: PathBuf = xdp_sink_obj()?;
-    let _cleanup = TempFile(drop_obj.clone());
-    let obj = drop_obj.display().to_string();
+fn forward(
+    args: &FastpathArgs,
+    lab: &Lab,
+    tables: &[Table],
+    obj: &str,
+    dir: &Path,
+) -> Result<Vec<Record>> {
     let mut out = Vec::new();
     for &kind in &args.generators {
         let fa = args.forward_args(kind);
@@ -516,7 +583,7 @@ fn forward(args: &FastpathArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resu
                 fwd_cpu: args.fwd_cpu,
                 batch: args.live_batch,
             },
-            drop_obj: &obj,
+            drop_obj: obj,
             family: crate::forward::Family::Ipv4,
         };
         for table in tables {

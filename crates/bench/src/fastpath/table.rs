@@ -1,5 +1,5 @@
 //! The fastpath bench's table: the forwarding points (as `bench
-//! forward`'s), the moves, the idle and fairness lines.
+//! forward`'s), the moves, the idle, TCP, ping and fairness lines.
 
 use super::{FastRecord, Report};
 use crate::report::{Column, heading, opt, row};
@@ -161,11 +161,47 @@ pub(super) fn print(r: &Report) {
                 );
             }
             FastRecord::Tcp(t) => println!(
-                "\ntcp: {} {}: {} Gbit/s (cpus {})",
+                "\ntcp: {} {}: {} Gbit/s (cpus {}; offloads {})",
                 t.forwarder,
                 t.placement,
                 opt(t.tcp_gbps, 2),
-                t.figures.tcp_cpus.as_deref().unwrap_or("?")
+                t.figures.tcp_cpus.as_deref().unwrap_or("?"),
+                t.figures.tcp_offloads.as_deref().unwrap_or("?")
+            ),
+            FastRecord::Ping(p) => println!(
+                "\nping: {} {} routes round {}: {} of {}, min {:.0} median {:.0} p90 {:.0} p99 {:.0} max {:.0} us{}",
+                p.forwarder,
+                p.routes,
+                p.round,
+                p.replies,
+                p.sent,
+                p.min_us,
+                p.median_us,
+                p.p90_us,
+                p.p99_us,
+                p.max_us,
+                p.to_slow
+                    .map_or(String::new(), |n| format!(", {n} to the slow path"))
+            ),
+            FastRecord::PingVsKernel(v) => println!(
+                "\nping {} {} routes, {} rounds, {} replies: median {:.1} us (rounds {:.0}-{:.0}), p99 {:.0}; \
+                 {} median {:.1} (rounds {:.0}-{:.0}), p99 {:.0}; {:+.1} us, at or below it in {} of {} rounds",
+                v.forwarder,
+                v.routes,
+                v.rounds,
+                v.replies,
+                v.median_us,
+                v.round_median_min_us,
+                v.round_median_max_us,
+                v.p99_us,
+                v.kernel,
+                v.kernel_median_us,
+                v.kernel_round_median_min_us,
+                v.kernel_round_median_max_us,
+                v.kernel_p99_us,
+                v.diff_median_us,
+                v.rounds_at_or_below_kernel,
+                v.rounds
             ),
             FastRecord::TcpBest(b) => println!(
                 "\ntcp best: {} {:.2} Gbit/s ({}) / kernel {:.2} ({}) = {:.2} x",

@@ -7,7 +7,10 @@
 //! the server; unpinned, the client may land beside a user-space worker),
 //! so each forwarder's best over both is compared with the kernel's best
 //! over both kernel forwarders and both placements (`tcp_best` records),
-//! as the forwarding points' `best` records do for frames/s.
+//! as the forwarding points' `best` records do for frames/s. The end
+//! hosts' GRO and the sink's XDP program are `bench forward`'s of
+//! `--tcp-gro` (`ends` by default: GRO on both, the program off during
+//! iperf3), and each record's `tcp_offloads` says what was on.
 
 use std::path::Path;
 
@@ -19,7 +22,7 @@ use crate::Result;
 use crate::forward::generator::GeneratorKind;
 use crate::forward::node::setup_node_on;
 use crate::forward::tcp::tcp_point;
-use crate::forward::{Family, Record, Table, TcpFigures, TcpGro, TcpPlacement, p0_gro, sink_addr};
+use crate::forward::{Family, Record, Table, TcpFigures, TcpPlacement, p0_gro, sink_addr};
 
 /// One TCP test: a forwarder in one placement.
 #[derive(Debug, Clone, Serialize)]
@@ -66,10 +69,10 @@ pub(super) fn tcp(args: &FastpathArgs, lab: &Lab, dir: &Path) -> Result<Vec<TcpR
         // The forwarding points leave TCP to this experiment.
         fa.tcp_seconds = args.tcp_seconds;
         let daemon = setup_node_on(&fa, lab, fwd, None, &table, dir)?;
-        // As the forwarding points measure TCP: GRO off on p0.
+        // As the forwarding points measure TCP: GRO off on p0; the end
+        // hosts' of `--tcp-gro` (in `fa`).
         p0_gro(lab, GeneratorKind::Trafgen)?;
         fa.tcp_unpinned = false;
-        fa.tcp_gro = TcpGro::Gen;
         for placement in PLACEMENTS {
             fa.tcp_placements = vec![if placement == "unpinned" {
                 TcpPlacement::Unpinned

@@ -348,11 +348,7 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
     let sink_obj = xdp_sink_obj()?;
     let obj = sink_obj.display().to_string();
     let _cleanup = TempFile(sink_obj.clone());
-    lab.ns("sink")
-        .ip(&[
-            "link", "set", "dev", "eth0", "xdp", "obj", &obj, "sec", "xdp",
-        ])
-        .context("attach the XDP sink")?;
+    attach_xdp_sink(lab, &obj)?;
     // trafgen's socket buffer comes from net.core.wmem_default, which is
     // not per namespace and which trafgen cannot raise from inside one:
     // with the default its TX_RING flush fails with EAGAIN under load.
@@ -400,6 +396,17 @@ fn run_all(args: &ForwardArgs, lab: &Lab, tables: &[Table], dir: &Path) -> Resul
         }
     }
     Ok(out)
+}
+
+/// Attach the XDP drop `obj` ([`xdp_sink_obj`]'s file) to the sink's
+/// `eth0` by netlink (the TCP test takes it off and puts it back).
+pub(crate) fn attach_xdp_sink(lab: &Lab, obj: &str) -> Result<()> {
+    lab.ns("sink")
+        .ip(&[
+            "link", "set", "dev", "eth0", "xdp", "obj", obj, "sec", "xdp",
+        ])
+        .context("attach the XDP sink to the sink's eth0")?;
+    Ok(())
 }
 
 /// IPv6 on the end hosts (no DAD: usable at once): addresses, the node as

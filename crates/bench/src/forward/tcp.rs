@@ -139,13 +139,7 @@ fn sink_xdp_on(lab: &Lab) -> Result<()> {
     let path = std::env::temp_dir().join(format!("vrhost-xdp-sink-tcp-{}.o", std::process::id()));
     std::fs::write(&path, vrhost_io::XDP_SINK_OBJ)?;
     let _cleanup = super::TempFile(path.clone());
-    let obj = path.display().to_string();
-    lab.ns("sink")
-        .ip(&[
-            "link", "set", "dev", "eth0", "xdp", "obj", &obj, "sec", "xdp",
-        ])
-        .context("the XDP sink back on the sink's eth0")?;
-    Ok(())
+    super::attach_xdp_sink(lab, &path.display().to_string())
 }
 
 /// Where iperf3 runs (`--tcp-placements`).
