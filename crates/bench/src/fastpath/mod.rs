@@ -71,7 +71,8 @@ use crate::forward::best::{Best, best};
 use crate::forward::generator::{GeneratorKind, LiveOptions, WmemDefault};
 use crate::forward::node::xdp_sink_obj;
 use crate::forward::{
-    ForwardArgs, Plan, Record, Table, TcpGro, TcpPlacement, TempFile, attach_xdp_sink, run_points,
+    ForwardArgs, Plan, Record, Table, TcpGro, TcpPlacement, TcpQdisc, TempFile, attach_xdp_sink,
+    run_points,
 };
 use crate::isolation::FairFast;
 use crate::machine::Machine;
@@ -202,6 +203,12 @@ pub struct FastpathArgs {
     /// needed (only where a forwarder needs it: not like for like).
     #[arg(long, value_enum, default_value = "ends")]
     pub tcp_gro: TcpGro,
+    /// The end hosts' root qdisc during TCP (`bench forward
+    /// --tcp-qdisc`): pfifo-fast (as a real host's NIC has), none (a veth's
+    /// `noqueue`, which drops a segment when the fast path's `p0` ring is
+    /// full: the setting before 2026-11-27).
+    #[arg(long, value_enum, default_value = "pfifo-fast")]
+    pub tcp_qdisc: TcpQdisc,
     /// Moves per rate in the migrate experiment (slow -> fast -> slow ...).
     #[arg(long, default_value_t = 20)]
     pub moves: usize,
@@ -298,6 +305,7 @@ impl FastpathArgs {
             tcp_placements: vec![TcpPlacement::Pinned, TcpPlacement::Unpinned],
             tcp_unpinned: false,
             tcp_gro: self.tcp_gro,
+            tcp_qdisc: self.tcp_qdisc,
             json: false,
             out: None,
             plot: None,

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::tcp::{TcpGro, TcpPlacement};
+use super::tcp::{TcpGro, TcpPlacement, TcpQdisc};
 use super::{Family, GeneratorKind};
 
 /// Options of `vrhost bench forward`.
@@ -198,6 +198,12 @@ pub struct ForwardArgs {
     /// (only for the forwarders that need it: not like for like).
     #[arg(long, value_enum, default_value = "ends")]
     pub tcp_gro: TcpGro,
+    /// The end hosts' root qdisc during the TCP test: pfifo-fast (as a real
+    /// host's NIC has; a veth whose peer's ring is full then holds the
+    /// segment in it instead of dropping it), none (a veth's `noqueue`:
+    /// the setting before 2026-11-27).
+    #[arg(long, value_enum, default_value = "pfifo-fast")]
+    pub tcp_qdisc: TcpQdisc,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

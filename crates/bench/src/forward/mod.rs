@@ -60,7 +60,7 @@ use measure::{Timing, WindowSpec, rtt, window};
 use node::{setup_node, xdp_sink_obj};
 
 use table::print_table;
-pub use tcp::{TcpFigures, TcpGro, TcpPlacement};
+pub use tcp::{TcpFigures, TcpGro, TcpPlacement, TcpQdisc};
 
 const GEN_MAC: &str = "02:00:00:00:00:10";
 const P0_MAC: &str = "02:00:00:00:01:01";

@@ -90,6 +90,9 @@ fn offloads_on(lab: &Lab) -> Result<String> {
         if has_xdp(lab, host, dev)? {
             on.push(format!("{host}/{dev}:xdp"));
         }
+        if let Some(q) = root_qdisc(lab, host, dev)? {
+            on.push(format!("{host}/{dev}:{q}"));
+        }
         let out = lab.ns(host).exec("ethtool", &["-k", dev])?;
         for line in out.lines() {
             let Some((name, state)) = line.split_once(':') else {
@@ -107,6 +110,18 @@ fn offloads_on(lab: &Lab) -> Result<String> {
     } else {
         on.join(",")
     })
+}
+
+/// The root qdisc on `host`'s `dev`, if it is a queue (not `noqueue`).
+fn root_qdisc(lab: &Lab, host: &str, dev: &str) -> Result<Option<String>> {
+    let out = lab
+        .ns(host)
+        .exec("tc", &["qdisc", "show", "dev", dev, "root"])?;
+    Ok(out
+        .split_whitespace()
+        .nth(1)
+        .filter(|q| *q != "noqueue")
+        .map(str::to_string))
 }
 
 /// Whether `host`'s `dev` has an XDP program attached.
@@ -173,6 +188,48 @@ pub enum TcpGro {
     Needed,
 }
 
+/// The end hosts' root qdisc during the TCP test (`--tcp-qdisc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TcpQdisc {
+    /// pfifo_fast on both end hosts' `eth0`, as on a real host's NIC
+    /// (the kernel's `net.core.default_qdisc`): when the veth's peer queues
+    /// frames in its ring (an XDP program or GRO there) and the ring is
+    /// full, veth (Linux 6.16+) stops the queue and the qdisc holds the
+    /// segment until there is room, as a NIC's full ring does.
+    PfifoFast,
+    /// None (a veth's `noqueue`): a segment that finds the peer's ring
+    /// full is dropped at the sender's `eth0` (`tx_dropped`) and TCP
+    /// retransmits it (the setting before 2026-11-27).
+    None,
+}
+
+/// Put `qdisc` on both end hosts' `eth0` (nothing for `None`).
+fn end_qdisc(lab: &Lab, qdisc: TcpQdisc) -> Result<()> {
+    if qdisc == TcpQdisc::PfifoFast {
+        for host in ["gen", "sink"] {
+            lab.ns(host)
+                .exec(
+                    "tc",
+                    &["qdisc", "replace", "dev", "eth0", "root", "pfifo_fast"],
+                )
+                .with_context(|| format!("pfifo_fast on {host}'s eth0"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Take the end hosts' root qdisc off again (a veth's default, `noqueue`;
+/// the UDP points set the generator's pacing themselves).
+fn end_qdisc_off(lab: &Lab, qdisc: TcpQdisc) {
+    if qdisc == TcpQdisc::PfifoFast {
+        for host in ["gen", "sink"] {
+            let _ = lab
+                .ns(host)
+                .exec("tc", &["qdisc", "del", "dev", "eth0", "root"]);
+        }
+    }
+}
+
 /// The cores of the iperf3 server and client in `placement` (see
 /// [`ForwardArgs::tcp_cpus`]); `None`: not pinned.
 pub(crate) fn tcp_cpus(args: &ForwardArgs, placement: TcpPlacement) -> [Option<usize>; 2] {
@@ -224,6 +281,7 @@ pub(crate) fn tcp_point(
     };
     gro(lab, "gen", gen_gro)?;
     gro(lab, "sink", sink_gro)?;
+    end_qdisc(lab, args.tcp_qdisc)?;
     let sink_xdp = sink_gro && sink_xdp_off(lab)?;
     let mut best: Option<(f64, TcpFigures)> = None;
     let mut rates = [None, None];
@@ -239,6 +297,7 @@ pub(crate) fn tcp_point(
             Err(e) => result = Err(e),
         }
     }
+    end_qdisc_off(lab, args.tcp_qdisc);
     if sink_xdp {
         sink_xdp_on(lab)?;
     }
