@@ -98,9 +98,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-pub use config::{
-    AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode, TX_SOCKET_BELOW_MAX, TxPath, XdpProgram,
-};
+pub use config::{AfXdpConfig, AfXdpError, AttachMode, BindMode, Mode, TxPath, XdpProgram};
 pub use queue::{FrameCounts, LentFrame};
 pub use sys::{XdpLink, XdpStatistics};
 pub use umem::UmemArea;
@@ -139,10 +137,6 @@ pub struct AfXdpPort {
     txlive: Option<Box<txlive::TxLive>>,
     /// Tx kicks (`sendto`) made.
     kicks: u64,
-    /// [`AfXdpConfig::tx_socket_below`].
-    tx_socket_below: u32,
-    /// Runs of `tx = "xdp"` sent through the socket for being short.
-    short_runs: u64,
 }
 
 impl fmt::Debug for AfXdpPort {
@@ -318,16 +312,7 @@ impl AfXdpPort {
             lent_at,
             txlive,
             kicks: 0,
-            tx_socket_below: cfg.tx_socket_below,
-            short_runs: 0,
         })
-    }
-
-    /// Runs of a `tx = "xdp"` port sent through its socket for being
-    /// shorter than [`AfXdpConfig::tx_socket_below`] (each also one of
-    /// the port's `tx_runs`).
-    pub fn short_runs(&self) -> u64 {
-        self.short_runs
     }
 
     /// The modes obtained: native or generic attach (in
@@ -525,7 +510,18 @@ impl AfXdpPort {
             port = %self.name,
             "tx auto: the driver took none of the xdp_frames sent (a veth whose peer has neither an XDP program nor GRO?); sending through the socket from now on"
         );
-        to_socket(&mut self.socks[0].q, t.take_resend());
+        let q = &mut self.socks[0].q;
+        let mut burst: [&[u8]; 64] = [&[]; 64];
+        let mut n = 0;
+        for f in t.take_resend() {
+            burst[n] = f;
+            n += 1;
+            if n == burst.len() {
+                q.send(&burst);
+                n = 0;
+            }
+        }
+        q.send(&burst[..n]);
     }
 
     fn tx_kick(&mut self) -> io::Result<()> {
@@ -548,21 +544,6 @@ impl AfXdpPort {
             r => r,
         }
     }
-}
-
-/// Queue `frames` on `q`'s tx ring (copied into its UMEM), in bursts.
-fn to_socket<'a>(q: &mut queue::Queue, frames: impl Iterator<Item = &'a [u8]>) {
-    let mut burst: [&[u8]; 64] = [&[]; 64];
-    let mut n = 0;
-    for f in frames {
-        burst[n] = f;
-        n += 1;
-        if n == burst.len() {
-            q.send(&burst);
-            n = 0;
-        }
-    }
-    q.send(&burst[..n]);
 }
 
 impl Port for AfXdpPort {
@@ -624,23 +605,11 @@ impl Port for AfXdpPort {
     }
 
     /// One `sendto` if tx descriptors were queued since the last kick and
-    /// the kernel asks for one; returns at once otherwise. With `tx =
-    /// "xdp"`: one `BPF_PROG_RUN` for the queued frames, or, for fewer
-    /// than `tx_socket_below`, their copy into the socket's UMEM and a
-    /// `sendto`.
+    /// the kernel asks for one; returns at once otherwise.
     fn flush(&mut self) -> io::Result<()> {
         if let (Some(t), Some(own)) = (&mut self.txlive, &self.own)
             && !t.fell_back
         {
-            let n = t.queued();
-            if n > 0 && n < self.tx_socket_below as usize {
-                self.short_runs += 1;
-                to_socket(&mut self.socks[0].q, t.take_queued());
-                if !self.socks[0].q.tx_kick_due(1, self.need_wakeup) {
-                    return Ok(());
-                }
-                return self.tx_kick();
-            }
             let r = t.run(&own.bpf);
             if !t.fell_back {
                 return r;

@@ -281,7 +281,6 @@ impl FastpathArgs {
             colocate_pps: None,
             flow_us: None,
             tx_batch: None,
-            tx_socket_below: None,
             tx_wait_us: None,
             follow_rx: None,
             hand_over: None,

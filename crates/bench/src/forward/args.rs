@@ -106,12 +106,6 @@ pub struct ForwardArgs {
     /// 0: the worker spins without yielding, as before 2026-11-26).
     #[arg(long)]
     pub spin_yield_every: Option<u32>,
-    /// vrhost: `ports[].tx_socket_below` of the ports that send with `tx
-    /// = "xdp"` or `"auto"` (`af_xdp_txlive`, and `af_xdp` with
-    /// `--af-xdp-tx`): runs of fewer frames go through the socket
-    /// (default: the daemon's, 0: none).
-    #[arg(long)]
-    pub tx_socket_below: Option<u32>,
     /// vrhost: `[host.poll] tx_batch`, the batch a `tx = "xdp"` port
     /// holds for while more frames are coming (default: the daemon's, 0:
     /// a run after every round that sent).

@@ -181,13 +181,9 @@ fn start_vrhost(
         _ => None,
     };
     if let Some(tx) = tx {
-        let below = match (tx, args.tx_socket_below) {
-            ("xdp" | "auto", Some(n)) => format!("tx_socket_below = {n}\n"),
-            _ => String::new(),
-        };
         src = src.replace(
             "driver = \"af_xdp\"\n",
-            &format!("driver = \"af_xdp\"\ntx = \"{tx}\"\n{below}"),
+            &format!("driver = \"af_xdp\"\ntx = \"{tx}\"\n"),
         );
     }
     std::fs::write(&cfg, src)?;

@@ -97,23 +97,6 @@ fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError>
             return Err(at.err(v.span(), format!("ports[{i}].tx"), why.into()));
         }
     }
-    if let Some(v) = &p.tx_socket_below {
-        let n = *v.get_ref();
-        let tx = p.tx.as_ref().map(|t| *t.get_ref()).unwrap_or_default();
-        let why = if p.driver != Driver::AfXdp || tx == PortTx::Socket {
-            Some("only an af_xdp port with tx \"xdp\" or \"auto\" has tx_socket_below".into())
-        } else if n > vrhost_io::af_xdp::TX_SOCKET_BELOW_MAX {
-            Some(format!(
-                "{n} is above {} (the frames one copy-mode sendto sends)",
-                vrhost_io::af_xdp::TX_SOCKET_BELOW_MAX
-            ))
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(at.err(v.span(), format!("ports[{i}].tx_socket_below"), why));
-        }
-    }
     for (v, field) in [(&p.ring_size, "ring_size"), (&p.frames, "frames")] {
         if let Some(v) = v
             && p.driver != Driver::AfXdp
@@ -271,16 +254,6 @@ traffic = { frame_bytes = 128 }
                 "ring_size = 1024",
                 "dedicated = \"a\"\ntx = \"xdp\"",
                 "p.toml:7: ports[0].tx: a dedicated port sends from its VR's pool",
-            ),
-            (
-                "ring_size = 1024",
-                "tx_socket_below = 4",
-                "p.toml:6: ports[0].tx_socket_below: only an af_xdp port with tx \"xdp\"",
-            ),
-            (
-                "ring_size = 1024",
-                "tx = \"xdp\"\ntx_socket_below = 33",
-                "p.toml:7: ports[0].tx_socket_below: 33 is above 32",
             ),
         ] {
             let src = TWO.replacen(from, to, 1);

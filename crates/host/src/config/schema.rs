@@ -83,10 +83,6 @@ pub struct PortConfig {
     /// `af_xdp`: how frames leave, `socket` (the default), `xdp` or `auto`.
     #[serde(default)]
     pub tx: Option<Spanned<PortTx>>,
-    /// `af_xdp` with `tx = "xdp"` or `"auto"`: a run of fewer frames goes
-    /// through the socket (0, the default: none).
-    #[serde(default)]
-    pub tx_socket_below: Option<Spanned<u32>>,
 }
 
 /// How an `af_xdp` port transmits (`ports[].tx`).
@@ -126,8 +122,6 @@ pub struct PortRings {
     pub rx_ring: RxRing,
     /// `af_xdp`: how frames leave.
     pub tx: PortTx,
-    /// `af_xdp`: runs shorter than this through the socket.
-    pub tx_socket_below: Option<u32>,
 }
 
 impl PortRings {
@@ -142,7 +136,6 @@ impl PortRings {
                 PortTx::Xdp => vrhost_io::af_xdp::TxPath::Xdp,
                 PortTx::Auto => vrhost_io::af_xdp::TxPath::Auto,
             },
-            tx_socket_below: self.tx_socket_below.unwrap_or(d.tx_socket_below),
             ..d
         }
     }
@@ -648,7 +641,6 @@ pub(super) fn port_rings(p: &PortConfig) -> PortRings {
         frames: p.frames.as_ref().map(|v| *v.get_ref()),
         rx_ring: p.rx_ring.as_ref().map(|v| *v.get_ref()).unwrap_or_default(),
         tx: p.tx.as_ref().map(|v| *v.get_ref()).unwrap_or_default(),
-        tx_socket_below: p.tx_socket_below.as_ref().map(|v| *v.get_ref()),
     }
 }
 
@@ -715,7 +707,6 @@ mod tests {
                 frames: Some(8192),
                 rx_ring: RxRing::Blocks,
                 tx: PortTx::Socket,
-                tx_socket_below: None,
             }
         );
         let x = rings.af_xdp();

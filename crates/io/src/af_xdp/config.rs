@@ -106,21 +106,7 @@ pub struct AfXdpConfig {
     /// through the kernel's XDP test run with live frames (see
     /// [`TxPath::Xdp`]).
     pub tx: TxPath,
-    /// [`TxPath::Xdp`]: a run of fewer frames than this (an ACK or two, a
-    /// burst's tail) goes through the socket instead, at [`flush`]
-    /// (an skb per frame, but no `BPF_PROG_RUN`, whose page pool is a
-    /// cost a call, whatever the frames it carries). 0: every run through
-    /// the test run. At most [`TX_SOCKET_BELOW_MAX`].
-    ///
-    /// [`flush`]: crate::Port::flush
-    pub tx_socket_below: u32,
 }
-
-/// Largest [`AfXdpConfig::tx_socket_below`]: a copy-mode `sendto` sends
-/// at most 32 frames (the kernel's `TX_BATCH_SIZE`), so one kick sends a
-/// short run whole and no frame of it is left to be overtaken by the next
-/// test run.
-pub const TX_SOCKET_BELOW_MAX: u32 = 32;
 
 /// How an [`super::AfXdpPort`] transmits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,7 +146,6 @@ impl Default for AfXdpConfig {
             need_wakeup: true,
             queues: None,
             tx: TxPath::Socket,
-            tx_socket_below: 0,
         }
     }
 }
@@ -187,12 +172,6 @@ impl AfXdpConfig {
             return Err(format!(
                 "frames {} must be at least 2 and at most 1 GiB of UMEM",
                 self.frames
-            ));
-        }
-        if self.tx_socket_below > TX_SOCKET_BELOW_MAX {
-            return Err(format!(
-                "tx_socket_below {} is above {TX_SOCKET_BELOW_MAX} (the frames one copy-mode kick sends)",
-                self.tx_socket_below
             ));
         }
         if self.queues == Some(0) {

@@ -347,26 +347,12 @@ impl TxLive {
     /// The frames of a refused run, once ([`TxLive::resend`]).
     pub(super) fn take_resend(&mut self) -> impl Iterator<Item = &[u8]> + '_ {
         let n = std::mem::take(&mut self.resend) as usize;
-        self.slots(n)
-    }
-
-    /// The queued frames, taken out of the next run: the caller sends
-    /// them otherwise (a short run through the socket).
-    pub(super) fn take_queued(&mut self) -> impl Iterator<Item = &[u8]> + '_ {
-        let n = std::mem::take(&mut self.queued) as usize;
-        self.queued_bytes = 0;
-        self.slots(n)
-    }
-
-    /// The frames in slots `0..n` (`n` <= [`SLOTS`], written by `send`).
-    fn slots(&self, n: usize) -> impl Iterator<Item = &[u8]> + '_ {
         let base = self.frames.ptr();
         (0..n).map(move |i| {
             let slot = base.wrapping_add(i * SLOT);
-            // SAFETY: slot `i` < n <= SLOTS lies inside the mapping (as in
-            // `send`), written by `send` with a length <= MAX_FRAME (the
-            // `min` holds it there whatever the kernel's program did to the
-            // array); no run happens while the slices live (they
+            // SAFETY: slot `i` < SLOTS lies inside the mapping (as in
+            // `send`), written by `send` with a length <= MAX_FRAME before
+            // the refused run; no run happens while the slices live (they
             // borrow `self`), and the mapping lives as long as `self`.
             unsafe {
                 let len = (slot.cast::<u32>().read() as usize).min(MAX_FRAME);
