@@ -137,10 +137,17 @@ fn check_tcp(results: &[Value]) {
             let pinned = r["tcp_cpus"] != "unpinned";
             assert_eq!(pinned, placement == "pinned", "{r}");
             // `--tcp-gro ends` (the default): GRO on both end hosts, and
-            // no XDP program on the sink's eth0 during iperf3.
+            // no XDP program on the sink's eth0 during iperf3; `--tcp-qdisc
+            // pfifo-fast` (the default): a root qdisc on both.
             let on = r["tcp_offloads"].as_str().unwrap_or_else(|| panic!("{r}"));
-            assert!(on.split(',').any(|o| o == "gen/eth0:gro"), "{r}");
-            assert!(on.split(',').any(|o| o == "sink/eth0:gro"), "{r}");
+            for o in [
+                "gen/eth0:gro",
+                "sink/eth0:gro",
+                "gen/eth0:pfifo_fast",
+                "sink/eth0:pfifo_fast",
+            ] {
+                assert!(on.split(',').any(|x| x == o), "{o}: {r}");
+            }
             assert!(!on.contains("sink/eth0:xdp"), "{r}");
         }
     }

@@ -18,12 +18,23 @@ fn num(r: &Value, k: &str) -> f64 {
 /// the generator's 0) and unpinned; `tcp_gbps` the better, `tcp_cpus` its
 /// placement.
 /// The TCP test ran with GRO on both end hosts' `eth0` and no other
-/// offload (`--tcp-gro ends`, the default), and without the XDP sink on
-/// the sink's `eth0` (the node's ports may hold vrhost's programs).
+/// offload (`--tcp-gro ends`, the default), a `pfifo_fast` root qdisc
+/// on both (`--tcp-qdisc pfifo-fast`, the default), and without the XDP
+/// sink on the sink's `eth0` (the node's ports may hold vrhost's
+/// programs).
 fn gro_at_both_ends_and_no_sink_xdp(r: &Value) {
     let on = r["tcp_offloads"].as_str().expect("tcp_offloads");
     let offloads: Vec<_> = on.split(',').filter(|o| !o.ends_with(":xdp")).collect();
-    assert_eq!(offloads, ["gen/eth0:gro", "sink/eth0:gro"], "{r}");
+    assert_eq!(
+        offloads,
+        [
+            "gen/eth0:pfifo_fast",
+            "gen/eth0:gro",
+            "sink/eth0:pfifo_fast",
+            "sink/eth0:gro"
+        ],
+        "{r}"
+    );
     assert!(
         on.split(',')
             .all(|o| !o.starts_with("sink/") || !o.ends_with(":xdp")),
