@@ -78,6 +78,25 @@ pub fn process_cpu_ns(pid: u32) -> Option<u64> {
     Some(total)
 }
 
+/// What a process's main thread is doing, for the watchdog: whether it is
+/// runnable (on a CPU or waiting for one: state `R` of `/proc/PID/stat`),
+/// and the CPU time it has had, in nanoseconds (`/proc/PID/schedstat`,
+/// exact, unlike the tick-sampled utime/stime; time the hypervisor stole
+/// from its virtual CPU is not in it where the kernel accounts steal).
+pub fn sched_probe(pid: u32) -> Option<(bool, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let runnable = stat_state(&stat)? == 'R';
+    let sched = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    let exec = sched.split_whitespace().next()?.parse().ok()?;
+    Some((runnable, exec))
+}
+
+/// The state letter of a task's `/proc/PID/stat` line: the first field
+/// after the command name (which may hold spaces and parentheses).
+fn stat_state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
 /// Number of CPUs online (not the calling thread's affinity, which a
 /// pinned thread would see as one).
 pub fn cpus() -> usize {
@@ -116,5 +135,32 @@ mod tests {
         assert_eq!(super::parse_cpu_list("0-3,8,10-11"), Some(7));
         assert_eq!(super::parse_cpu_list("3-1"), None);
         assert_eq!(super::parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn a_task_s_state() {
+        assert_eq!(super::stat_state("42 (a b) c) S 1 42"), Some('S'));
+        assert_eq!(super::stat_state("42 (x) R 1"), Some('R'));
+        assert_eq!(super::stat_state("42 (x"), None);
+        // This thread (its id names it in /proc too) runs as it reads.
+        let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+        let (runnable, exec) = super::sched_probe(tid).unwrap();
+        assert!(runnable && exec > 0);
+        // A sleeping child is not runnable.
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let mut seen = None;
+        for _ in 0..200 {
+            seen = super::sched_probe(child.id()).map(|p| p.0);
+            if seen == Some(false) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(seen, Some(false));
     }
 }

@@ -141,6 +141,57 @@ fn hung_vr_is_killed_by_the_watchdog_and_restarted() {
     b_recovers_from("recovery-hang", 300, "-STOP", "SIGSTOP", 1);
 }
 
+/// Nanoseconds process `pid` has waited for a CPU (`run_delay`).
+fn run_delay_ns(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+    s.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn starved_vr_is_not_killed_by_the_watchdog() {
+    // b alone on CPU 1, the worker (which runs the watchdog) on CPU 0; a
+    // real-time spinner takes CPU 1 for 0.9 s, three times the watchdog's
+    // limit: b's frames wait, its poll loop does not move, yet it is not
+    // stuck, and killing it would lose what waits in its rings.
+    let config = config(300)
+        .with_host_cpu(0)
+        .edit_vr("b", |b| b.cpu = Some(1));
+    let d = Daemon::start("recovery-starved", &config.to_toml());
+    d.ok(&["route", "add", "b", "10.2.128.0/17", "via", "10.9.2.2"]);
+    let s = d.wait_for("both VRs forwarding", Duration::from_secs(30), |s| {
+        count(s, "a", "tx_packets") > 1000 && count(s, "b", "tx_packets") > 1000
+    });
+    let b = pid(&s, "b");
+    // `timeout` on CPU 0 and in the normal class, so that the spinner
+    // cannot keep it from ending the spin. A spin that did not keep b
+    // waiting longer than the limit (the spinner got no CPU 1) is tried
+    // again.
+    let spin = || {
+        let before = run_delay_ns(b);
+        let st = Command::new("taskset")
+            .args(["-c", "0", "timeout", "0.9", "chrt", "-f", "50"])
+            .args(["taskset", "-c", "1", "sh", "-c", "while :; do :; done"])
+            .status()
+            .unwrap();
+        assert_eq!(st.code(), Some(124), "the spinner ran until its timeout");
+        run_delay_ns(b) - before
+    };
+    let waits: Vec<u64> = (0..3)
+        .map(|_| spin())
+        .take_while(|&w| w <= 300_000_000)
+        .collect();
+    assert!(waits.len() < 3, "b never waited for its CPU: {waits:?} ns");
+    let s = finish_and_check_a(&d);
+    let st = &vr(&s, "b")["stats"];
+    assert_eq!(pid(&s, "b"), b, "{st:#}");
+    assert_eq!(
+        (count(&s, "b", "hangs"), count(&s, "b", "exits")),
+        (0, 0),
+        "{st:#}"
+    );
+    assert_eq!(count(&s, "b", "reclaimed"), 0, "{st:#}");
+}
+
 /// Frame on which the probe VR panics (each run of it counts from 1).
 const PANIC_AT: u64 = 3000;
 

@@ -179,11 +179,19 @@ impl VrPath {
     }
 
     /// Kill an instance whose rx rings hold frames while its poll loop
-    /// has not moved for `limit` (the VR goes down if it was the last).
+    /// has not moved for `limit` (the VR goes down if it was the last),
+    /// unless it was starved rather than stuck: a process that is runnable
+    /// but had less than three quarters of `limit` of CPU time since the
+    /// stall reached a quarter of it was kept off its CPU (other tasks on
+    /// its core, the hypervisor's steal), and killing it would lose the
+    /// frames in its rings for the machine's sake. It is watched on, and
+    /// killed once it has had that CPU time without a beat. A process that
+    /// is not runnable (stopped, blocked) is killed at `limit`. A VR that
+    /// keeps up costs no look at its process.
     pub(super) fn watchdog(&mut self, now: Instant, limit: Duration) {
-        if !matches!(self.backend, Backend::Process(_)) {
+        let Backend::Process(procs) = &mut self.backend else {
             return;
-        }
+        };
         let vnics = self.region.layout().cfg.vnic_count;
         for i in 0..self.inst.len() {
             if !self.inst[i].served() {
@@ -202,16 +210,40 @@ impl VrPath {
             if beat != inst.wd_beat || !waiting {
                 inst.wd_beat = beat;
                 inst.wd_since = now;
-            } else if now.duration_since(inst.wd_since) >= limit {
+                inst.wd_probe = None;
+                continue;
+            }
+            let stalled = now.duration_since(inst.wd_since);
+            if stalled < limit / 4 {
+                continue;
+            }
+            let mut mine = procs
+                .iter_mut()
+                .filter(|p| usize::from(p.instance()) == i)
+                .peekable();
+            let pid = mine.peek().map(|p| p.pid());
+            let probe = || pid.and_then(crate::cpu::sched_probe);
+            let before = match inst.wd_probe {
+                None => {
+                    inst.wd_probe = Some(probe().map(|(_, exec)| exec));
+                    continue;
+                }
+                Some(_) if stalled < limit => continue,
+                Some(before) => before,
+            };
+            // Unreadable (no process, no /proc) before or now: stuck.
+            let starved = match (before, probe()) {
+                (Some(b), Some((true, exec))) => {
+                    Duration::from_nanos(exec.saturating_sub(b)) < limit - limit / 4
+                }
+                _ => false,
+            };
+            if !starved {
                 inst.wd_since = now;
+                inst.wd_probe = None;
                 self.stats.hangs.add(1);
                 self.cold.kill_reason = Some(DownReason::Hung);
-                if let Backend::Process(procs) = &mut self.backend {
-                    procs
-                        .iter_mut()
-                        .filter(|p| usize::from(p.instance()) == i)
-                        .for_each(VrProcess::kill);
-                }
+                mine.for_each(VrProcess::kill);
             }
         }
     }

@@ -62,6 +62,10 @@ pub(super) struct Inst {
     /// while frames waited.
     pub(super) wd_beat: u64,
     pub(super) wd_since: Instant,
+    /// Watchdog: once a stall reaches a quarter of the limit, the CPU
+    /// time its process had had ([`crate::cpu::sched_probe`]; `Some(None)`:
+    /// unreadable).
+    pub(super) wd_probe: Option<Option<u64>>,
 }
 
 impl Inst {
@@ -81,6 +85,7 @@ impl Inst {
             since: now,
             wd_beat: 0,
             wd_since: now,
+            wd_probe: None,
         }
     }
 
