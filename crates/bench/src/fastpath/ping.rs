@@ -89,9 +89,11 @@ pub struct PingVsKernel {
     pub rounds_at_or_below_kernel: u32,
 }
 
-/// The value at quantile `q` of the sorted `v` (nearest rank).
+/// The value at quantile `q` of the sorted `v`, as every bench reads it
+/// ([`crate::report::percentile`]); `v` holds a reply at least
+/// (`ping_rtts_on` fails with none).
 fn quantile(v: &[f64], q: f64) -> f64 {
-    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
+    crate::report::percentile(v, q).unwrap_or(f64::NAN)
 }
 
 /// Every forwarder of `args`, each table, `--ping-rounds` rounds; the
@@ -285,10 +287,13 @@ mod tests {
     }
 
     #[test]
-    fn quantiles_are_nearest_rank() {
+    fn quantiles_are_the_benches_percentiles() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.5), 50.0);
+        // report::percentile's rank: round(99 q).
+        assert_eq!(quantile(&v, 0.5), 51.0);
+        assert_eq!(quantile(&v, 0.9), 90.0);
         assert_eq!(quantile(&v, 0.99), 99.0);
         assert_eq!(quantile(&v[..1], 0.99), 1.0);
+        assert!(quantile(&[], 0.5).is_nan());
     }
 }
