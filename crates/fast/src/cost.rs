@@ -29,21 +29,16 @@
 
 use std::net::Ipv4Addr;
 
-use aya::maps::{Array, DevMap, MapData};
+use aya::Ebpf;
 use aya::programs::{TestRun, TestRunOptions, Xdp};
-use aya::{Ebpf, EbpfLoader};
 
 use crate::load::{attach_either, program};
 use crate::{
     Action, FastConfig, FastError, FastPath, Neighbour, NextHop, Path, RouteEntry, RoutingMode,
-    SelectEntry, SelectKey, VrFastConfig, ifindex, map_err, take,
+    SelectEntry, SelectKey, VrFastConfig, ifindex,
 };
 
-static MIN_OBJECT: &[u8] =
-    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_minrouter.o"));
-const MIN_PROGRAM: &str = "xdp_minrouter";
-const MIN_HOP: &str = "minr_hop";
-const MIN_OUT: &str = "minr_out";
+use crate::minimal::PROGRAM as MIN_PROGRAM;
 const PASS_PROGRAM: &str = "xdp_pass";
 
 /// Runs per test-run call: a frame sent with TTL 255 is forwarded this
@@ -194,34 +189,9 @@ struct MinRouter {
 
 impl MinRouter {
     fn load(lo: u32) -> Result<Self, FastError> {
-        let mut ebpf = EbpfLoader::new()
-            .load(MIN_OBJECT)
-            .map_err(|e| FastError::LoadObject {
-                object: "xdp_minrouter.c",
-                source: Box::new(e),
-            })?;
-        // Before the maps are taken (and closed when done with): the
-        // program holds them from here on.
-        program(&mut ebpf, MIN_PROGRAM)?
-            .load()
-            .map_err(|source| FastError::Program {
-                program: MIN_PROGRAM,
-                step: "load",
-                source: Box::new(source),
-            })?;
-        let mut hop: Array<MapData, [u8; 16]> = take(&mut ebpf, MIN_HOP)?;
-        let mut v = [0u8; 16];
-        v[0..6].copy_from_slice(&HOP_MAC);
-        v[6..12].copy_from_slice(&OUT_MAC);
-        v[12..16].copy_from_slice(&lo.to_ne_bytes());
-        hop.set(0, v, 0).map_err(map_err(MIN_HOP, "set"))?;
-        let mut out: DevMap<MapData> = take(&mut ebpf, MIN_OUT)?;
-        out.set(0, lo, None, 0).map_err(|e| FastError::XdpMap {
-            map: MIN_OUT,
-            op: "set",
-            source: Box::new(e),
-        })?;
-        Ok(Self { ebpf })
+        Ok(Self {
+            ebpf: crate::minimal::load(HOP_MAC, OUT_MAC, lo)?,
+        })
     }
 }
 

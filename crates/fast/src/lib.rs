@@ -94,6 +94,7 @@ mod fib;
 mod livegen;
 mod load;
 mod mapped;
+mod minimal;
 mod probe;
 mod routes;
 mod seqsink;
@@ -121,6 +122,7 @@ pub use livegen::{
     udp_frame,
 };
 pub use load::{PeerPass, ifindex, online_cpus};
+pub use minimal::MinimalRouter;
 pub use probe::CounterProbe;
 pub use routes::RouteEntry;
 pub use seqsink::{SeqSink, SinkCounts};

@@ -114,7 +114,9 @@ pub struct FastpathArgs {
     )]
     pub generators: Vec<GeneratorKind>,
     /// Forwarders of the forwarding points: kernel, kernel_norps, fast,
-    /// af_xdp.
+    /// af_xdp, and minimal (not by default: the minimal XDP router of the
+    /// cost experiment on p0 and p1, no VR and no route lookup, the
+    /// reference for what XDP itself gets on the lab's veths).
     #[arg(
         long,
         value_delimiter = ',',
@@ -348,8 +350,10 @@ impl FastpathArgs {
             }
         }
         for f in &self.forwarders {
-            if !["kernel", "kernel_norps", "fast", "af_xdp"].contains(&f.as_str()) {
-                bail!("--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, fast, af_xdp)");
+            if !["kernel", "kernel_norps", "fast", "af_xdp", "minimal"].contains(&f.as_str()) {
+                bail!(
+                    "--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, fast, af_xdp, minimal)"
+                );
             }
         }
         if !(64..=1518).contains(&self.frame_bytes) {

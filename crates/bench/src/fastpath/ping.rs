@@ -114,6 +114,7 @@ pub(super) fn ping(
         for table in tables {
             for fwd in &args.forwarders {
                 let daemon = setup_node_on(&fa, lab, fwd, None, table, dir)?;
+                let _minimal = crate::forward::node::minimal_router(lab, fwd)?;
                 p0_gro(lab, GeneratorKind::Trafgen)?;
                 let api = daemon.as_ref().map(|(_, c)| c);
                 let before = api.map(super::idle::to_slow).transpose()?;

@@ -69,6 +69,7 @@ pub(super) fn tcp(args: &FastpathArgs, lab: &Lab, dir: &Path) -> Result<Vec<TcpR
         // The forwarding points leave TCP to this experiment.
         fa.tcp_seconds = args.tcp_seconds;
         let daemon = setup_node_on(&fa, lab, fwd, None, &table, dir)?;
+        let _minimal = crate::forward::node::minimal_router(lab, fwd)?;
         // As the forwarding points measure TCP: GRO off on p0; the end
         // hosts' of `--tcp-gro` (in `fa`).
         p0_gro(lab, GeneratorKind::Trafgen)?;

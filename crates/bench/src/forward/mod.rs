@@ -561,6 +561,7 @@ fn forwarder_points(
     let fwd = at.fwd;
     let daemon = setup_node(args, lab, fwd, at.table, dir)
         .with_context(|| format!("set up the {fwd} forwarder"))?;
+    let _minimal = node::minimal_router(lab, fwd)?;
     // RTT and TCP without GRO on p0, whatever the generator: with it the
     // kernel would forward coalesced TCP segments, not like with like.
     p0_gro(lab, GeneratorKind::Trafgen)?;
@@ -664,9 +665,9 @@ fn forwarder_points(
 /// `fwd` under `args` (`None`: no such forwarder), counted from the code
 /// each takes; a copy is a write of the frame's bytes somewhere else (by
 /// the kernel or by vrhost), a descriptor or a page reference is not:
-/// - `kernel`, `kernel_norps`, `fast`: 0 (the skb, or the XDP frame
-///   redirected into p1,
-///   crosses by reference; `fast`'s slow path is `af_xdp`'s);
+/// - `kernel`, `kernel_norps`, `fast`, `minimal`: 0 (the skb, or the
+///   XDP frame redirected into p1, crosses by reference; `fast`'s slow
+///   path is `af_xdp`'s);
 /// - `socket`: 3 (`recvmsg` into the port's buffer, the worker into the
 ///   VR's slot, `send` into an skb);
 /// - `af_packet`: 3 (the kernel into the rx ring, the worker into the
@@ -688,7 +689,7 @@ fn forwarder_points(
 ///   into p1's UMEM, the kernel into an skb).
 pub fn copies_per_frame(fwd: &str, args: &ForwardArgs) -> Option<u32> {
     Some(match fwd {
-        "kernel" | "kernel_norps" | "fast" => 0,
+        "kernel" | "kernel_norps" | "fast" | node::MINIMAL => 0,
         "af_xdp_dedicated" if node::dedicated_ports(args).0 == 2 => 2,
         "socket" | "af_packet" | "af_xdp_dedicated" => 3,
         "af_xdp" | "af_xdp_txlive" => 4,

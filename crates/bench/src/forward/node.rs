@@ -84,6 +84,17 @@ pub(crate) fn setup_node_on(
         )?;
         return Ok(None);
     }
+    if fwd == MINIMAL {
+        // The kernel forwards nothing (what the minimal router passes
+        // stays there); the router is attached by [`minimal_router`].
+        node.sysctl("net.ipv4.ip_forward", "0")?;
+        node.sysctl("net.ipv6.conf.all.forwarding", "0")?;
+        node.exec(
+            "sh",
+            &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
+        )?;
+        return Ok(None);
+    }
     let (driver, path) = match fwd {
         "fast" => ("af_xdp", Some(path.unwrap_or("fast"))),
         "af_xdp_dedicated" => ("af_xdp", path),
@@ -99,6 +110,40 @@ pub(crate) fn setup_node_on(
         kernel_tables(&ns, ["vnic0", "vnic1"], table, dir)?;
     }
     Ok(Some(vrhost))
+}
+
+/// The forwarder that is the minimal XDP router (`ebpf/xdp_minrouter.c`)
+/// on each of the node's ports, forwarding every IPv4 frame to the other
+/// side's end host: no VR, no select table, no route lookup (the table is
+/// not used), the reference for what XDP itself gets on the lab's veths.
+pub(crate) const MINIMAL: &str = "minimal";
+
+/// For forwarder [`MINIMAL`], the minimal router attached to `p0`
+/// (frames to the sink) and `p1` (frames to the generator), held until
+/// dropped; nothing for any other forwarder.
+pub(crate) fn minimal_router(lab: &Lab, fwd: &str) -> Result<Vec<vrhost_fast::MinimalRouter>> {
+    if fwd != MINIMAL {
+        return Ok(Vec::new());
+    }
+    let mac = |m: &str| -> Result<[u8; 6]> {
+        let b: Vec<u8> = m
+            .split(':')
+            .map(|x| u8::from_str_radix(x, 16))
+            .collect::<std::result::Result<_, _>>()
+            .with_context(|| format!("MAC {m}"))?;
+        b.try_into()
+            .map_err(|_| crate::BenchError::Failed(format!("MAC {m}")))
+    };
+    let (gen_mac, sink_mac, p0_mac, p1_mac) =
+        (mac(GEN_MAC)?, mac(SINK_MAC)?, mac(P0_MAC)?, mac(P1_MAC)?);
+    lab.ns("node")
+        .run(|| {
+            Ok::<_, vrhost_fast::FastError>(vec![
+                vrhost_fast::MinimalRouter::attach("p0", "p1", sink_mac, p1_mac)?,
+                vrhost_fast::MinimalRouter::attach("p1", "p0", gen_mac, p0_mac)?,
+            ])
+        })?
+        .context("attach the minimal XDP router to p0 and p1")
 }
 
 /// An `ip -batch` file of the table's routes (and a default route) via
