@@ -91,14 +91,17 @@
  *  xsks        XSKMAP  base + rx queue -> AF_XDP socket: the slow path
  *  counters    PERCPU_ARRAY vr id -> fast_counters (summed by user space)
  *  unselected  PERCPU_ARRAY [0] -> frames without a select entry
- *  fast_cpus   ARRAY   [0] -> {count, cpu[]}: the CPUs the forwarding is
- *                      spread over (count 0: none, forwarded in place)
+ *  fast_switch ARRAY   (mmapable) [0] -> what every frame reads: the
+ *                      generations of fast_cache, whether tunnels are
+ *                      set, the CPUs the forwarding is spread over
+ *                      (ncpus 0: none, forwarded in place)
  *  cpu_map     CPUMAP  cpu -> queue running xdp_router_cpu
  *  tun_locals, tun_in, tunnels, tun_stats: the tunnels (xdp_tunnel.h)
- *  fast_gens, fast_cache: the generations of select and neighbours, and
- *                      each CPU's cached answers from them (xdp_cache.h)
+ *  fast_cache  PERCPU_ARRAY each CPU's cached answers from select and
+ *                      neighbours, valid while fast_switch's generation
+ *                      of their table is (xdp_cache.h)
  *
- * Spreading (fast_cpus.count > 0; `FastPath::spread`): a frame the fast
+ * Spreading (fast_switch.ncpus > 0; `FastPath::spread`): a frame the fast
  * path forwards is decided and rewritten here as above, its out port put
  * in 4 bytes of XDP metadata, and it is redirected through `cpu_map` to
  * one of the CPUs (by a hash of its addresses, so a flow keeps one CPU and
@@ -256,12 +259,31 @@ _Static_assert(sizeof(struct fast_counters) == 128, "fast_counters: abi.rs");
 
 #define MAX_FAST_CPUS 15
 
-struct fast_cpus {
-	__u32 count;
+/* What every frame reads besides its own entries, in one value (one
+ * lookup, one cache line for the per-frame words): the generations of
+ * the select table and the neighbours (xdp_cache.h), whether any tunnel
+ * is set (xdp_tunnel.h), and the CPUs forwarding is spread over. User
+ * space writes it through its mapping of the (mmapable) array, each field
+ * with one atomic store of its own and never the whole value
+ * (crates/fast/src/cache.rs), so a frame reads each field's old or new
+ * value, and one writer's store cannot undo another's. */
+struct fast_switch {
+	__u64 gen[2];		/* GEN_SELECT, GEN_NEIGHBOURS */
+	__u32 tunnels;		/* how many tunnels are set (0: none looked up) */
+	__u32 ncpus;		/* the spread's CPUs (0: forwarded in place) */
 	__u32 cpu[MAX_FAST_CPUS];
+	__u32 pad;
 };
 
-_Static_assert(sizeof(struct fast_cpus) == 64, "fast_cpus: abi.rs");
+_Static_assert(sizeof(struct fast_switch) == 88, "fast_switch: abi.rs");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fast_switch);
+} fast_switch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -335,13 +357,6 @@ struct {
 } unselected SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct fast_cpus);
-} fast_cpus SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_CPUMAP);
 	__uint(max_entries, 64);
 	__type(key, __u32);
@@ -353,24 +368,24 @@ struct {
 #define SPREAD_FAILED -2	/* it may have been changed: set it again */
 
 /* Spreading on: hand the rewritten frame, its out port in the metadata, to
- * one of fast_cpus by a hash of its addresses. SPREAD_OFF: spreading off;
- * SPREAD_FAILED: no room for the metadata or a CPU missing from cpu_map:
- * redirect in place. */
-static __always_inline int spread(struct xdp_md *ctx, __u32 ifindex, __u32 hash)
+ * one of the switch's CPUs by a hash of its addresses. SPREAD_OFF:
+ * spreading off; SPREAD_FAILED: no room for the metadata or a CPU missing
+ * from cpu_map: redirect in place. */
+static __always_inline int spread(struct xdp_md *ctx, const struct fast_switch *sw,
+				  __u32 ifindex, __u32 hash)
 {
-	__u32 zero = 0;
-	struct fast_cpus *fc = bpf_map_lookup_elem(&fast_cpus, &zero);
+	__u32 count = sw->ncpus;
 
-	if (!fc || fc->count == 0 || fc->count > MAX_FAST_CPUS)
+	if (count == 0 || count > MAX_FAST_CPUS)
 		return SPREAD_OFF;
-	__u32 i = hash % fc->count;
+	__u32 i = hash % count;
 
 	/* The compiler knows i < count <= MAX_FAST_CPUS and would drop the
 	 * check; the verifier does not know it: hide i from the compiler. */
 	asm volatile("" : "+r"(i));
 	if (i >= MAX_FAST_CPUS)
 		return SPREAD_OFF;
-	__u32 cpu = fc->cpu[i];
+	__u32 cpu = sw->cpu[i];
 
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u32)))
 		return SPREAD_OFF;
@@ -513,9 +528,16 @@ SEC("xdp")
 int xdp_router(struct xdp_md *ctx)
 {
 	struct select_key sk = { .ifindex = ctx->ingress_ifindex, .vlan = VLAN_NONE };
+	__u32 zero = 0;
+	/* The per-frame switches: the array's one value, always there (an
+	 * array's values are; the check is the verifier's). */
+	const struct fast_switch *sw = bpf_map_lookup_elem(&fast_switch, &zero);
+
+	if (!sw)
+		return to_slow(ctx);
 	/* A tunnel frame: its outer headers stripped (undo bytes), and sk's
 	 * port the tunnel vNIC's (xdp_tunnel.h). */
-	int undo = tun_decap(ctx, &sk.ifindex);
+	int undo = tun_decap(ctx, sw, &sk.ifindex);
 
 	if (undo < 0)
 		return to_slow(ctx);
@@ -524,7 +546,6 @@ int xdp_router(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	__u16 proto;
 	int tagged = 0;
-	__u32 zero = 0;
 
 	if ((void *)(eth + 1) > end) {
 		__u64 *n = bpf_map_lookup_elem(&unselected, &zero);
@@ -549,7 +570,7 @@ int xdp_router(struct xdp_md *ctx)
 	 * for an entry without a bucket, else looked up (and cached). */
 	struct fast_cache *fc = bpf_map_lookup_elem(&fast_cache, &zero);
 	struct sel_cached *sc = fc ? sel_slot(fc, &sk) : NULL;
-	__u64 sgen = gen_now(GEN_SELECT);
+	__u64 sgen = gen_now(sw, GEN_SELECT);
 	struct select_entry *e = NULL;
 	__u32 vr, path;
 
@@ -646,7 +667,7 @@ int xdp_router(struct xdp_md *ctx)
 		.addr = (r->flags & ROUTE_CONNECTED) ? ip->daddr : r->gateway,
 	};
 	/* This CPU's last neighbour if it is this one (xdp_cache.h). */
-	__u64 ngen = gen_now(GEN_NEIGHBOURS);
+	__u64 ngen = gen_now(sw, GEN_NEIGHBOURS);
 	struct neigh_val *n;
 
 	if (fc && ngen && fc->neigh.gen == ngen && fc->neigh.key.vr == hop.vr &&
@@ -665,7 +686,7 @@ int xdp_router(struct xdp_md *ctx)
 		}
 	}
 	if (n->ifindex & TUN_IFINDEX)
-		return tun_encap(ctx, c, n, undo);
+		return tun_encap(ctx, sw, c, n, undo);
 	/* Set the redirect target before touching the frame: a port not in
 	 * out_ports leaves it unchanged for the slow path. */
 	if (bpf_redirect_map(&out_ports, n->ifindex, 0) != XDP_REDIRECT) {
@@ -679,7 +700,7 @@ int xdp_router(struct xdp_md *ctx)
 	__u32 h = ip->saddr ^ ip->daddr;
 
 	h ^= h >> 16;
-	int s = spread(ctx, n->ifindex, h ^ (h >> 8));
+	int s = spread(ctx, sw, n->ifindex, h ^ (h >> 8));
 
 	if (s >= 0)
 		return s;
@@ -700,7 +721,7 @@ unselected: {
 	}
 }
 
-/* On a CPU of fast_cpus, from cpu_map: the frame xdp_router rewrote, to
+/* On a CPU of fast_switch.cpu, from cpu_map: the frame xdp_router rewrote, to
  * the out port in its metadata. */
 SEC("xdp/cpumap")
 int xdp_router_cpu(struct xdp_md *ctx)

@@ -162,15 +162,23 @@ impl Default for LiveGenConf {
     }
 }
 
-/// CPUs in `struct fast_cpus`.
+/// CPUs in `struct fast_switch`.
 pub const MAX_FAST_CPUS: usize = 15;
 
-/// `struct fast_cpus` of `ebpf/xdp_router.c`.
+/// `struct fast_switch` of `ebpf/xdp_router.c`: never written whole, each
+/// field stored on its own through the array's mapping
+/// (`crate::cache::Switch`), at its `offset_of!`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FastCpus {
-    pub count: u32,
+pub struct FastSwitch {
+    /// The select table's and the neighbours' generations.
+    pub generation: [u64; 2],
+    /// How many tunnels are set.
+    pub tunnels: u32,
+    /// How many of `cpu` the forwarding is spread over.
+    pub ncpus: u32,
     pub cpu: [u32; MAX_FAST_CPUS],
+    pub pad: u32,
 }
 
 /// `struct livegen_state` of `ebpf/xdp_livegen.c`.
@@ -290,8 +298,6 @@ unsafe impl aya::Pod for CountersValue {}
 // SAFETY: see above.
 unsafe impl aya::Pod for LiveGenConf {}
 // SAFETY: see above.
-unsafe impl aya::Pod for FastCpus {}
-// SAFETY: see above.
 unsafe impl aya::Pod for LiveGenState {}
 // SAFETY: see above.
 unsafe impl aya::Pod for FlowState {}
@@ -328,8 +334,11 @@ mod tests {
         assert_eq!(size_of::<LiveGenConf>(), 96);
         assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48 + 4 + 4 + 8 + 8);
         assert_eq!(size_of::<LiveGenState>(), 8 * 8);
-        assert_eq!(size_of::<FastCpus>(), 64);
-        assert_eq!(size_of::<FastCpus>(), 4 + 15 * 4);
+        assert_eq!(size_of::<FastSwitch>(), 88);
+        assert_eq!(size_of::<FastSwitch>(), 2 * 8 + 4 + 4 + 15 * 4 + 4);
+        assert_eq!(core::mem::offset_of!(FastSwitch, tunnels), 16);
+        assert_eq!(core::mem::offset_of!(FastSwitch, ncpus), 20);
+        assert_eq!(core::mem::offset_of!(FastSwitch, cpu), 24);
         assert_eq!(size_of::<FlowState>(), 4 * 8);
         assert_eq!(size_of::<TunLocalKey>(), 12);
         assert_eq!(size_of::<TunLocalKey>(), 4 + 4 + 2 + 2);

@@ -196,7 +196,7 @@ pub(crate) struct Fib {
     _maps: [MapData; 2],
 }
 
-fn take_array(ebpf: &mut Ebpf, name: &'static str) -> Result<MapData, FastError> {
+pub(crate) fn take_array(ebpf: &mut Ebpf, name: &'static str) -> Result<MapData, FastError> {
     match ebpf.take_map(name) {
         Some(Map::Array(m)) => Ok(m),
         _ => Err(map_err(name, "open")(aya::maps::MapError::InvalidName {

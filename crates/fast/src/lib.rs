@@ -291,6 +291,7 @@ impl FastPath {
                 step: "load",
                 source: Box::new(source),
             })?;
+        let switch = cache::Switch::load(&mut ebpf)?;
         Ok(FastPath {
             cfg: *cfg,
             select: take(&mut ebpf, SELECT)?,
@@ -306,9 +307,9 @@ impl FastPath {
             xsk_slots: Vec::new(),
             counters: take(&mut ebpf, COUNTERS)?,
             unselected: take(&mut ebpf, UNSELECTED)?,
-            cpus: spread::Cpus::load(&mut ebpf)?,
-            tunnels: tunnel::Tunnels::load(&mut ebpf)?,
-            gens: cache::Gens::load(&mut ebpf)?,
+            cpus: spread::Cpus::load(&mut ebpf, switch.clone())?,
+            tunnels: tunnel::Tunnels::load(&mut ebpf, switch.clone())?,
+            gens: cache::Gens::new(switch),
             own: StdHashMap::new(),
             attached: Vec::new(),
             links: Vec::new(),
