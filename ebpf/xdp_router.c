@@ -47,8 +47,8 @@
  *     multicast/class E/broadcast destination (slow), one of the VR's own
  *     addresses (in `vrs`, or `addrs` past 5; slow), route lookup by the
  *     VR's mode (`vrs`):
- *       dst:     the FIB {table `fib_vrs`[vr], dst}
- *       src:     the FIB {table `fib_vrs`[vr], src}
+ *       dst:     the FIB {table `vrs`[vr].table, dst}
+ *       src:     the FIB {table `vrs`[vr].table, src}
  *       src-dst: `src_tables` {vr, 0, src} gives a table, then the FIB
  *                {that table, dst}; no fallback to another table
  *                (crates/fib/src/policy.rs)
@@ -65,9 +65,11 @@
  * Maps (sizes set by the loader from its config):
  *  select      HASH    select_key -> select_entry: tenant -> VR, path,
  *                      token bucket
- *  vrs         ARRAY   vr id -> vr_conf: routing mode, fast-capable flag,
- *                      the VR's own addresses when it has at most
- *                      VR_INLINE_ADDRS (the common case: one per vNIC)
+ *  vrs         ARRAY   (mmapable) vr id -> vr_conf: routing mode,
+ *                      fast-capable flag, 1 + the FIB table slot of its
+ *                      table 0 (0: none), the VR's own addresses when it
+ *                      has at most VR_INLINE_ADDRS (the common case: one
+ *                      per vNIC)
  *  addrs       HASH    {vr, ip} -> 1: the VR's own addresses, looked up
  *                      only for a VR with more than VR_INLINE_ADDRS
  *  fib_*: the FIB, crates/fib's DIR-16-8-8 trie in arrays (xdp_fib.h):
@@ -78,7 +80,6 @@
  *                      (a value each), shared by all tables, indexed by
  *                      the next 8 bits
  *  fib_hops    ARRAY   next hop id -> route_val
- *  fib_vrs     ARRAY   vr id -> 1 + the table slot of its table 0 (0: none)
  *  src_tables  LPM     {prefixlen, vr, 0, src} -> table slot (src-dst
  *                      mode); prefixlen = 64 + the prefix length: vr and
  *                      table are always matched whole. Small (a few
@@ -126,10 +127,11 @@
  * (crates/fast/src/bucket.rs).
  * An rx queue is served by one CPU at a time, so a tenant whose frames
  * arrive on one queue is limited exactly.
- * A VR's vr_conf is replaced by one update of the array, which copies the
- * value without a lock: a frame on another CPU at that moment may see
- * part of the old and part of the new (its own addresses among them), as
- * it may see the addrs hash half updated, one address at a time.
+ * A VR's vr_conf is written field by field (one atomic store each,
+ * through user space's mapping of the array): a frame on another CPU at
+ * that moment may see part of the old and part of the new (its own
+ * addresses among them), as it may see the addrs hash half updated, one
+ * address at a time.
  *
  * veth: a frame redirected into a veth is delivered only if the veth's
  * peer has an XDP program attached (or GRO on, which gives it NAPI);
@@ -191,10 +193,14 @@ struct select_entry {
 struct vr_conf {
 	__u32 mode;		/* MODE_* */
 	__u32 fast;		/* 0: not set up for the fast path: slow */
+	/* 1 + the FIB's table slot of the VR's table 0 (0: none; dst and src
+	 * modes), written by the FIB alone (crates/fast/src/vrconf.rs). */
+	__u32 table;
 	/* The VR's own addresses: up to VR_INLINE_ADDRS all here (addrs is
 	 * not looked up), more only in addrs. */
 	__u32 naddrs;
 	__be32 addr[VR_INLINE_ADDRS];
+	__u32 pad;
 };
 
 struct lpm_key {
@@ -249,7 +255,7 @@ struct fast_counters {
 
 _Static_assert(sizeof(struct select_key) == 12, "select_key: abi.rs");
 _Static_assert(sizeof(struct select_entry) == 40, "select_entry: abi.rs");
-_Static_assert(sizeof(struct vr_conf) == 32, "vr_conf: abi.rs");
+_Static_assert(sizeof(struct vr_conf) == 40, "vr_conf: abi.rs");
 _Static_assert(sizeof(struct lpm_key) == 16, "lpm_key: abi.rs");
 _Static_assert(sizeof(struct route_val) == 8, "route_val: abi.rs");
 _Static_assert(sizeof(struct vr_ip) == 8, "vr_ip: abi.rs");
@@ -292,9 +298,11 @@ struct {
 	__type(value, struct select_entry);
 } select SEC(".maps");
 
+/* Mmapable: user space stores each field on its own (vrconf.rs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 256);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct vr_conf);
 } vrs SEC(".maps");
@@ -496,17 +504,18 @@ static __always_inline int own_addr(const struct vr_conf *conf, __u32 vr, __be32
 #include "xdp_fib.h"
 
 /* Route lookup by the VR's mode; NULL: no route. */
-static __always_inline struct route_val *route(__u32 vr, __u32 mode,
-					       __be32 src, __be32 dst)
+static __always_inline struct route_val *route(const struct vr_conf *conf, __u32 vr,
+					       __u32 mode, __be32 src, __be32 dst)
 {
 	switch (mode) {
 	case MODE_DST:
 	case MODE_SRC: {
-		__u32 *t = bpf_map_lookup_elem(&fib_vrs, &vr);
+		/* Read once: the FIB stores it under the program's feet. */
+		__u32 t = *(volatile const __u32 *)&conf->table;
 
-		if (!t || *t == 0)
+		if (t == 0)
 			return NULL;
-		return fib_lookup(*t - 1, mode == MODE_DST ? dst : src);
+		return fib_lookup(t - 1, mode == MODE_DST ? dst : src);
 	}
 	case MODE_SRC_DST: {
 		struct lpm_key k = { .prefixlen = 96, .vr = vr, .table = 0, .addr = src };
@@ -652,7 +661,7 @@ int xdp_router(struct xdp_md *ctx)
 		c->to_slow_local += 1;
 		return slow(ctx, undo);
 	}
-	struct route_val *r = route(vr, conf->mode, ip->saddr, ip->daddr);
+	struct route_val *r = route(conf, vr, conf->mode, ip->saddr, ip->daddr);
 
 	if (!r) {
 		c->to_slow_no_route += 1;

@@ -63,11 +63,15 @@ pub const VR_INLINE_ADDRS: usize = 5;
 pub struct VrConf {
     pub mode: u32,
     pub fast: u32,
+    /// 1 + the FIB's table slot of the VR's table 0 (0: none); written
+    /// by the FIB alone (`crate::vrconf`).
+    pub table: u32,
     /// The VR's own addresses; up to [`VR_INLINE_ADDRS`] all in `addr`
     /// (the program then skips the `addrs` map), more only in `addrs`.
     pub naddrs: u32,
     /// Network byte order.
     pub addr: [[u8; 4]; VR_INLINE_ADDRS],
+    pub pad: u32,
 }
 
 /// `struct lpm_key` without its `prefixlen`, which aya's
@@ -323,7 +327,8 @@ mod tests {
         assert_eq!(size_of::<SelectKey>(), 4 + 2 + 6);
         assert_eq!(size_of::<SelectValue>(), 40);
         assert_eq!(size_of::<SelectValue>(), 4 + 4 + 4 * 8);
-        assert_eq!(size_of::<VrConf>(), 32);
+        assert_eq!(size_of::<VrConf>(), 40);
+        assert_eq!(size_of::<VrConf>(), 4 * 4 + 5 * 4 + 4);
         assert_eq!(size_of::<aya::maps::lpm_trie::Key<LpmData>>(), 16);
         assert_eq!(size_of::<LpmData>(), 4 + 4 + 4);
         assert_eq!(size_of::<RouteValue>(), 8);

@@ -100,6 +100,7 @@ mod seqsink;
 mod spread;
 mod tunnel;
 mod types;
+mod vrconf;
 
 use std::collections::HashMap as StdHashMap;
 use std::net::Ipv4Addr;
@@ -107,7 +108,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use aya::Ebpf;
 use aya::maps::lpm_trie::Key as LpmKey;
-use aya::maps::{Array, DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, XskMap};
+use aya::maps::{DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, XskMap};
 use aya::programs::{TestRun, TestRunOptions};
 use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 
@@ -151,7 +152,8 @@ pub(crate) const UNSELECTED: &str = "unselected";
 pub struct FastPath {
     cfg: FastConfig,
     select: HashMap<MapData, abi::SelectKey, abi::SelectValue>,
-    vrs: Array<MapData, abi::VrConf>,
+    /// `vrs`, shared with `fib` (each writes its own fields).
+    vrs: std::sync::Arc<vrconf::Vrs>,
     addrs: HashMap<MapData, abi::VrIp, u32>,
     /// The IPv4 routes ([`fib`]).
     fib: fib::Fib,
@@ -292,12 +294,13 @@ impl FastPath {
                 source: Box::new(source),
             })?;
         let switch = cache::Switch::load(&mut ebpf)?;
+        let vrs = vrconf::Vrs::load(&mut ebpf, cfg.max_vrs)?;
         Ok(FastPath {
             cfg: *cfg,
             select: take(&mut ebpf, SELECT)?,
-            vrs: take(&mut ebpf, VRS)?,
+            fib: fib::Fib::load(&mut ebpf, cfg, vrs.clone())?,
+            vrs,
             addrs: take(&mut ebpf, ADDRS)?,
-            fib: fib::Fib::load(&mut ebpf, cfg)?,
             src_tables: take(&mut ebpf, SRC_TABLES)?,
             sources: StdHashMap::new(),
             neighbours: take(&mut ebpf, NEIGHBOURS)?,
@@ -460,7 +463,7 @@ impl FastPath {
         for (slot, ip) in conf.addr.iter_mut().zip(&cfg.addrs) {
             *slot = ip.octets();
         }
-        self.vrs.set(vr, conf, 0).map_err(map_err(VRS, "set"))
+        self.vrs.set_conf(vr, &conf)
     }
 
     /// Take VR `vr` off the fast path: its frames selected fast go to the
@@ -471,9 +474,7 @@ impl FastPath {
     /// [`FastError::VrRange`], [`FastError::Map`].
     pub fn remove_vr(&mut self, vr: u32) -> Result<(), FastError> {
         self.check_vr(vr)?;
-        self.vrs
-            .set(vr, abi::VrConf::default(), 0)
-            .map_err(map_err(VRS, "set"))?;
+        self.vrs.set_conf(vr, &abi::VrConf::default())?;
         for ip in self.own.remove(&vr).unwrap_or_default() {
             removed(self.addrs.remove(&vr_ip(vr, ip)), ADDRS, "remove")?;
         }
