@@ -10,10 +10,11 @@
  * runs: each CPU keeps the last answers and checks them against the
  * frame's key before using one.
  *
- * Validity: `fast_gens` holds a generation per table, which user space
- * (crates/fast/src/cache.rs) raises after each change of that table
- * (each write its own 8-byte array element, so a reader sees the old or
- * the new value). A cached answer carries the generation read before
+ * Validity: `fast_switch` (xdp_router.c) holds a generation per table,
+ * which user space (crates/fast/src/cache.rs) raises after each change
+ * of that table (each an atomic 8-byte store of its own through user
+ * space's mapping of the array, so a reader sees the old or the new
+ * value). A cached answer carries the generation read before
  * the lookup that made it, plus one (0: empty), and is used only while
  * that is still the table's: a change is seen by every CPU from its next
  * frame that reads the raised generation on, as a frame already past its
@@ -26,10 +27,6 @@
  * hash of the key, so a few tenants interleaved on one CPU keep theirs.
  * The last neighbour {vr, ip} -> neigh_val looked up.
  */
-
-struct fast_gens {
-	__u64 gen;
-};
 
 #define GEN_SELECT 0
 #define GEN_NEIGHBOURS 1
@@ -60,26 +57,17 @@ _Static_assert(sizeof(struct sel_cached) == 32, "sel_cached");
 _Static_assert(sizeof(struct fast_cache) == 4 * 32 + 32, "fast_cache");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u64);
-} fast_gens SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct fast_cache);
 } fast_cache SEC(".maps");
 
-/* A table's generation + 1 (what a cached answer made now carries); 0
- * (never used) if the array cannot be read. */
-static __always_inline __u64 gen_now(__u32 table)
+/* A table's generation + 1 (what a cached answer made now carries), read
+ * once (user space stores it under the program's feet). */
+static __always_inline __u64 gen_now(const struct fast_switch *sw, __u32 table)
 {
-	__u64 *g = bpf_map_lookup_elem(&fast_gens, &table);
-
-	return g ? *g + 1 : 0;
+	return *(volatile const __u64 *)&sw->gen[table & 1] + 1;
 }
 
 /* The select key's last 8 bytes as two words. */

@@ -56,14 +56,6 @@ struct {
 	__type(value, struct route_val);
 } fib_hops SEC(".maps");
 
-/* VR id -> 1 + the table slot of its table 0 (0: none). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u32);
-} fib_vrs SEC(".maps");
-
 #define FIB_EXT (1u << 31)
 #define FIB_NH_MASK ((1u << 23) - 1)
 

@@ -47,8 +47,8 @@
  *     multicast/class E/broadcast destination (slow), one of the VR's own
  *     addresses (in `vrs`, or `addrs` past 5; slow), route lookup by the
  *     VR's mode (`vrs`):
- *       dst:     the FIB {table `fib_vrs`[vr], dst}
- *       src:     the FIB {table `fib_vrs`[vr], src}
+ *       dst:     the FIB {table `vrs`[vr].table, dst}
+ *       src:     the FIB {table `vrs`[vr].table, src}
  *       src-dst: `src_tables` {vr, 0, src} gives a table, then the FIB
  *                {that table, dst}; no fallback to another table
  *                (crates/fib/src/policy.rs)
@@ -65,9 +65,11 @@
  * Maps (sizes set by the loader from its config):
  *  select      HASH    select_key -> select_entry: tenant -> VR, path,
  *                      token bucket
- *  vrs         ARRAY   vr id -> vr_conf: routing mode, fast-capable flag,
- *                      the VR's own addresses when it has at most
- *                      VR_INLINE_ADDRS (the common case: one per vNIC)
+ *  vrs         ARRAY   (mmapable) vr id -> vr_conf: routing mode,
+ *                      fast-capable flag, 1 + the FIB table slot of its
+ *                      table 0 (0: none), the VR's own addresses when it
+ *                      has at most VR_INLINE_ADDRS (the common case: one
+ *                      per vNIC)
  *  addrs       HASH    {vr, ip} -> 1: the VR's own addresses, looked up
  *                      only for a VR with more than VR_INLINE_ADDRS
  *  fib_*: the FIB, crates/fib's DIR-16-8-8 trie in arrays (xdp_fib.h):
@@ -78,7 +80,6 @@
  *                      (a value each), shared by all tables, indexed by
  *                      the next 8 bits
  *  fib_hops    ARRAY   next hop id -> route_val
- *  fib_vrs     ARRAY   vr id -> 1 + the table slot of its table 0 (0: none)
  *  src_tables  LPM     {prefixlen, vr, 0, src} -> table slot (src-dst
  *                      mode); prefixlen = 64 + the prefix length: vr and
  *                      table are always matched whole. Small (a few
@@ -91,14 +92,17 @@
  *  xsks        XSKMAP  base + rx queue -> AF_XDP socket: the slow path
  *  counters    PERCPU_ARRAY vr id -> fast_counters (summed by user space)
  *  unselected  PERCPU_ARRAY [0] -> frames without a select entry
- *  fast_cpus   ARRAY   [0] -> {count, cpu[]}: the CPUs the forwarding is
- *                      spread over (count 0: none, forwarded in place)
+ *  fast_switch ARRAY   (mmapable) [0] -> what every frame reads: the
+ *                      generations of fast_cache, whether tunnels are
+ *                      set, the CPUs the forwarding is spread over
+ *                      (ncpus 0: none, forwarded in place)
  *  cpu_map     CPUMAP  cpu -> queue running xdp_router_cpu
  *  tun_locals, tun_in, tunnels, tun_stats: the tunnels (xdp_tunnel.h)
- *  fast_gens, fast_cache: the generations of select and neighbours, and
- *                      each CPU's cached answers from them (xdp_cache.h)
+ *  fast_cache  PERCPU_ARRAY each CPU's cached answers from select and
+ *                      neighbours, valid while fast_switch's generation
+ *                      of their table is (xdp_cache.h)
  *
- * Spreading (fast_cpus.count > 0; `FastPath::spread`): a frame the fast
+ * Spreading (fast_switch.ncpus > 0; `FastPath::spread`): a frame the fast
  * path forwards is decided and rewritten here as above, its out port put
  * in 4 bytes of XDP metadata, and it is redirected through `cpu_map` to
  * one of the CPUs (by a hash of its addresses, so a flow keeps one CPU and
@@ -123,10 +127,11 @@
  * (crates/fast/src/bucket.rs).
  * An rx queue is served by one CPU at a time, so a tenant whose frames
  * arrive on one queue is limited exactly.
- * A VR's vr_conf is replaced by one update of the array, which copies the
- * value without a lock: a frame on another CPU at that moment may see
- * part of the old and part of the new (its own addresses among them), as
- * it may see the addrs hash half updated, one address at a time.
+ * A VR's vr_conf is written field by field (one atomic store each,
+ * through user space's mapping of the array): a frame on another CPU at
+ * that moment may see part of the old and part of the new (its own
+ * addresses among them), as it may see the addrs hash half updated, one
+ * address at a time.
  *
  * veth: a frame redirected into a veth is delivered only if the veth's
  * peer has an XDP program attached (or GRO on, which gives it NAPI);
@@ -188,10 +193,14 @@ struct select_entry {
 struct vr_conf {
 	__u32 mode;		/* MODE_* */
 	__u32 fast;		/* 0: not set up for the fast path: slow */
+	/* 1 + the FIB's table slot of the VR's table 0 (0: none; dst and src
+	 * modes), written by the FIB alone (crates/fast/src/vrconf.rs). */
+	__u32 table;
 	/* The VR's own addresses: up to VR_INLINE_ADDRS all here (addrs is
 	 * not looked up), more only in addrs. */
 	__u32 naddrs;
 	__be32 addr[VR_INLINE_ADDRS];
+	__u32 pad;
 };
 
 struct lpm_key {
@@ -246,7 +255,7 @@ struct fast_counters {
 
 _Static_assert(sizeof(struct select_key) == 12, "select_key: abi.rs");
 _Static_assert(sizeof(struct select_entry) == 40, "select_entry: abi.rs");
-_Static_assert(sizeof(struct vr_conf) == 32, "vr_conf: abi.rs");
+_Static_assert(sizeof(struct vr_conf) == 40, "vr_conf: abi.rs");
 _Static_assert(sizeof(struct lpm_key) == 16, "lpm_key: abi.rs");
 _Static_assert(sizeof(struct route_val) == 8, "route_val: abi.rs");
 _Static_assert(sizeof(struct vr_ip) == 8, "vr_ip: abi.rs");
@@ -256,12 +265,31 @@ _Static_assert(sizeof(struct fast_counters) == 128, "fast_counters: abi.rs");
 
 #define MAX_FAST_CPUS 15
 
-struct fast_cpus {
-	__u32 count;
+/* What every frame reads besides its own entries, in one value (one
+ * lookup, one cache line for the per-frame words): the generations of
+ * the select table and the neighbours (xdp_cache.h), whether any tunnel
+ * is set (xdp_tunnel.h), and the CPUs forwarding is spread over. User
+ * space writes it through its mapping of the (mmapable) array, each field
+ * with one atomic store of its own and never the whole value
+ * (crates/fast/src/cache.rs), so a frame reads each field's old or new
+ * value, and one writer's store cannot undo another's. */
+struct fast_switch {
+	__u64 gen[2];		/* GEN_SELECT, GEN_NEIGHBOURS */
+	__u32 tunnels;		/* how many tunnels are set (0: none looked up) */
+	__u32 ncpus;		/* the spread's CPUs (0: forwarded in place) */
 	__u32 cpu[MAX_FAST_CPUS];
+	__u32 pad;
 };
 
-_Static_assert(sizeof(struct fast_cpus) == 64, "fast_cpus: abi.rs");
+_Static_assert(sizeof(struct fast_switch) == 88, "fast_switch: abi.rs");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fast_switch);
+} fast_switch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -270,9 +298,11 @@ struct {
 	__type(value, struct select_entry);
 } select SEC(".maps");
 
+/* Mmapable: user space stores each field on its own (vrconf.rs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 256);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct vr_conf);
 } vrs SEC(".maps");
@@ -335,13 +365,6 @@ struct {
 } unselected SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct fast_cpus);
-} fast_cpus SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_CPUMAP);
 	__uint(max_entries, 64);
 	__type(key, __u32);
@@ -353,24 +376,24 @@ struct {
 #define SPREAD_FAILED -2	/* it may have been changed: set it again */
 
 /* Spreading on: hand the rewritten frame, its out port in the metadata, to
- * one of fast_cpus by a hash of its addresses. SPREAD_OFF: spreading off;
- * SPREAD_FAILED: no room for the metadata or a CPU missing from cpu_map:
- * redirect in place. */
-static __always_inline int spread(struct xdp_md *ctx, __u32 ifindex, __u32 hash)
+ * one of the switch's CPUs by a hash of its addresses. SPREAD_OFF:
+ * spreading off; SPREAD_FAILED: no room for the metadata or a CPU missing
+ * from cpu_map: redirect in place. */
+static __always_inline int spread(struct xdp_md *ctx, const struct fast_switch *sw,
+				  __u32 ifindex, __u32 hash)
 {
-	__u32 zero = 0;
-	struct fast_cpus *fc = bpf_map_lookup_elem(&fast_cpus, &zero);
+	__u32 count = sw->ncpus;
 
-	if (!fc || fc->count == 0 || fc->count > MAX_FAST_CPUS)
+	if (count == 0 || count > MAX_FAST_CPUS)
 		return SPREAD_OFF;
-	__u32 i = hash % fc->count;
+	__u32 i = hash % count;
 
 	/* The compiler knows i < count <= MAX_FAST_CPUS and would drop the
 	 * check; the verifier does not know it: hide i from the compiler. */
 	asm volatile("" : "+r"(i));
 	if (i >= MAX_FAST_CPUS)
 		return SPREAD_OFF;
-	__u32 cpu = fc->cpu[i];
+	__u32 cpu = sw->cpu[i];
 
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u32)))
 		return SPREAD_OFF;
@@ -481,17 +504,18 @@ static __always_inline int own_addr(const struct vr_conf *conf, __u32 vr, __be32
 #include "xdp_fib.h"
 
 /* Route lookup by the VR's mode; NULL: no route. */
-static __always_inline struct route_val *route(__u32 vr, __u32 mode,
-					       __be32 src, __be32 dst)
+static __always_inline struct route_val *route(const struct vr_conf *conf, __u32 vr,
+					       __u32 mode, __be32 src, __be32 dst)
 {
 	switch (mode) {
 	case MODE_DST:
 	case MODE_SRC: {
-		__u32 *t = bpf_map_lookup_elem(&fib_vrs, &vr);
+		/* Read once: the FIB stores it under the program's feet. */
+		__u32 t = *(volatile const __u32 *)&conf->table;
 
-		if (!t || *t == 0)
+		if (t == 0)
 			return NULL;
-		return fib_lookup(*t - 1, mode == MODE_DST ? dst : src);
+		return fib_lookup(t - 1, mode == MODE_DST ? dst : src);
 	}
 	case MODE_SRC_DST: {
 		struct lpm_key k = { .prefixlen = 96, .vr = vr, .table = 0, .addr = src };
@@ -513,9 +537,16 @@ SEC("xdp")
 int xdp_router(struct xdp_md *ctx)
 {
 	struct select_key sk = { .ifindex = ctx->ingress_ifindex, .vlan = VLAN_NONE };
+	__u32 zero = 0;
+	/* The per-frame switches: the array's one value, always there (an
+	 * array's values are; the check is the verifier's). */
+	const struct fast_switch *sw = bpf_map_lookup_elem(&fast_switch, &zero);
+
+	if (!sw)
+		return to_slow(ctx);
 	/* A tunnel frame: its outer headers stripped (undo bytes), and sk's
 	 * port the tunnel vNIC's (xdp_tunnel.h). */
-	int undo = tun_decap(ctx, &sk.ifindex);
+	int undo = tun_decap(ctx, sw, &sk.ifindex);
 
 	if (undo < 0)
 		return to_slow(ctx);
@@ -524,7 +555,6 @@ int xdp_router(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	__u16 proto;
 	int tagged = 0;
-	__u32 zero = 0;
 
 	if ((void *)(eth + 1) > end) {
 		__u64 *n = bpf_map_lookup_elem(&unselected, &zero);
@@ -549,7 +579,7 @@ int xdp_router(struct xdp_md *ctx)
 	 * for an entry without a bucket, else looked up (and cached). */
 	struct fast_cache *fc = bpf_map_lookup_elem(&fast_cache, &zero);
 	struct sel_cached *sc = fc ? sel_slot(fc, &sk) : NULL;
-	__u64 sgen = gen_now(GEN_SELECT);
+	__u64 sgen = gen_now(sw, GEN_SELECT);
 	struct select_entry *e = NULL;
 	__u32 vr, path;
 
@@ -631,7 +661,7 @@ int xdp_router(struct xdp_md *ctx)
 		c->to_slow_local += 1;
 		return slow(ctx, undo);
 	}
-	struct route_val *r = route(vr, conf->mode, ip->saddr, ip->daddr);
+	struct route_val *r = route(conf, vr, conf->mode, ip->saddr, ip->daddr);
 
 	if (!r) {
 		c->to_slow_no_route += 1;
@@ -646,7 +676,7 @@ int xdp_router(struct xdp_md *ctx)
 		.addr = (r->flags & ROUTE_CONNECTED) ? ip->daddr : r->gateway,
 	};
 	/* This CPU's last neighbour if it is this one (xdp_cache.h). */
-	__u64 ngen = gen_now(GEN_NEIGHBOURS);
+	__u64 ngen = gen_now(sw, GEN_NEIGHBOURS);
 	struct neigh_val *n;
 
 	if (fc && ngen && fc->neigh.gen == ngen && fc->neigh.key.vr == hop.vr &&
@@ -665,7 +695,7 @@ int xdp_router(struct xdp_md *ctx)
 		}
 	}
 	if (n->ifindex & TUN_IFINDEX)
-		return tun_encap(ctx, c, n, undo);
+		return tun_encap(ctx, sw, c, n, undo);
 	/* Set the redirect target before touching the frame: a port not in
 	 * out_ports leaves it unchanged for the slow path. */
 	if (bpf_redirect_map(&out_ports, n->ifindex, 0) != XDP_REDIRECT) {
@@ -679,7 +709,7 @@ int xdp_router(struct xdp_md *ctx)
 	__u32 h = ip->saddr ^ ip->daddr;
 
 	h ^= h >> 16;
-	int s = spread(ctx, n->ifindex, h ^ (h >> 8));
+	int s = spread(ctx, sw, n->ifindex, h ^ (h >> 8));
 
 	if (s >= 0)
 		return s;
@@ -700,7 +730,7 @@ unselected: {
 	}
 }
 
-/* On a CPU of fast_cpus, from cpu_map: the frame xdp_router rewrote, to
+/* On a CPU of fast_switch.cpu, from cpu_map: the frame xdp_router rewrote, to
  * the out port in its metadata. */
 SEC("xdp/cpumap")
 int xdp_router_cpu(struct xdp_md *ctx)

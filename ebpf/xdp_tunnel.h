@@ -52,7 +52,8 @@
  *              header before the tunnel is known, an unknown tunnel)
  *  tun_saved   PERCPU_ARRAY [0] -> the bytes IP-in-IP decapsulation wrote
  *              over, and the tunnel a frame was decapsulated from
- *  tun_on      ARRAY  [0] -> how many tunnels are set (0: none looked up)
+ *  (fast_switch.tunnels, xdp_router.c: how many tunnels are set; 0: none
+ *  looked up)
  */
 
 #define TUN_IFINDEX 0x80000000u
@@ -163,16 +164,6 @@ struct {
 	__type(value, struct tun_saved);
 } tun_saved SEC(".maps");
 
-/* [0]: how many tunnels are set. 0: no frame is looked up in tun_locals
- * (an array read, which the verifier inlines, instead of a hash lookup
- * per UDP frame on a host without tunnels). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} tun_on SEC(".maps");
-
 /* The counters of tunnel `tid`; TUN_MAX (or any id past it): those of
  * frames of no tunnel. */
 static __always_inline struct tun_counters *tun_count(__u32 tid)
@@ -239,17 +230,20 @@ static __always_inline __u16 tun_src_port(const struct iphdr *ip, void *end)
  * path must take (untouched, counted). */
 static __always_inline int tun_decap_ipip(struct xdp_md *ctx, __u32 *ifindex);
 
-static __always_inline int tun_decap(struct xdp_md *ctx, __u32 *ifindex)
+/* sw->tunnels (xdp_router.c's fast_switch): how many tunnels are set. 0:
+ * no frame is looked up in tun_locals (a word of the value every frame
+ * reads anyway, instead of a hash lookup per UDP frame on a host without
+ * tunnels). */
+static __always_inline int tun_decap(struct xdp_md *ctx, const struct fast_switch *sw,
+				     __u32 *ifindex)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
 	__be16 *udp = (void *)(ip + 1);
-	__u32 zero = 0;
-	__u32 *on = bpf_map_lookup_elem(&tun_on, &zero);
 
-	if (!on || *on == 0)
+	if (sw->tunnels == 0)
 		return 0;
 	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP) ||
 	    ip->ihl != 5)
@@ -476,7 +470,8 @@ static __always_inline int slow(struct xdp_md *ctx, int undo)
 /* Forward the routed frame (checked by the caller: untagged IPv4, IHL 5,
  * TTL > 1) out of the tunnel vNIC of neighbour `n`: the router's rewrite,
  * then the outer headers. `undo` as for slow(). */
-static __always_inline int tun_encap(struct xdp_md *ctx, struct fast_counters *c,
+static __always_inline int tun_encap(struct xdp_md *ctx, const struct fast_switch *sw,
+				     struct fast_counters *c,
 				     struct neigh_val *n, int undo)
 {
 	__u32 tid = n->ifindex & ~TUN_IFINDEX;
@@ -524,7 +519,7 @@ static __always_inline int tun_encap(struct xdp_md *ctx, struct fast_counters *c
 	c->fwd += 1;
 	tc->encap += 1;
 	__u32 h = t->local ^ t->remote ^ sport;
-	int s = spread(ctx, t->ifindex, h ^ (h >> 16));
+	int s = spread(ctx, sw, t->ifindex, h ^ (h >> 16));
 
 	if (s >= 0)
 		return s;

@@ -63,11 +63,15 @@ pub const VR_INLINE_ADDRS: usize = 5;
 pub struct VrConf {
     pub mode: u32,
     pub fast: u32,
+    /// 1 + the FIB's table slot of the VR's table 0 (0: none); written
+    /// by the FIB alone (`crate::vrconf`).
+    pub table: u32,
     /// The VR's own addresses; up to [`VR_INLINE_ADDRS`] all in `addr`
     /// (the program then skips the `addrs` map), more only in `addrs`.
     pub naddrs: u32,
     /// Network byte order.
     pub addr: [[u8; 4]; VR_INLINE_ADDRS],
+    pub pad: u32,
 }
 
 /// `struct lpm_key` without its `prefixlen`, which aya's
@@ -162,15 +166,23 @@ impl Default for LiveGenConf {
     }
 }
 
-/// CPUs in `struct fast_cpus`.
+/// CPUs in `struct fast_switch`.
 pub const MAX_FAST_CPUS: usize = 15;
 
-/// `struct fast_cpus` of `ebpf/xdp_router.c`.
+/// `struct fast_switch` of `ebpf/xdp_router.c`: never written whole, each
+/// field stored on its own through the array's mapping
+/// (`crate::cache::Switch`), at its `offset_of!`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FastCpus {
-    pub count: u32,
+pub struct FastSwitch {
+    /// The select table's and the neighbours' generations.
+    pub generation: [u64; 2],
+    /// How many tunnels are set.
+    pub tunnels: u32,
+    /// How many of `cpu` the forwarding is spread over.
+    pub ncpus: u32,
     pub cpu: [u32; MAX_FAST_CPUS],
+    pub pad: u32,
 }
 
 /// `struct livegen_state` of `ebpf/xdp_livegen.c`.
@@ -290,8 +302,6 @@ unsafe impl aya::Pod for CountersValue {}
 // SAFETY: see above.
 unsafe impl aya::Pod for LiveGenConf {}
 // SAFETY: see above.
-unsafe impl aya::Pod for FastCpus {}
-// SAFETY: see above.
 unsafe impl aya::Pod for LiveGenState {}
 // SAFETY: see above.
 unsafe impl aya::Pod for FlowState {}
@@ -317,7 +327,8 @@ mod tests {
         assert_eq!(size_of::<SelectKey>(), 4 + 2 + 6);
         assert_eq!(size_of::<SelectValue>(), 40);
         assert_eq!(size_of::<SelectValue>(), 4 + 4 + 4 * 8);
-        assert_eq!(size_of::<VrConf>(), 32);
+        assert_eq!(size_of::<VrConf>(), 40);
+        assert_eq!(size_of::<VrConf>(), 4 * 4 + 5 * 4 + 4);
         assert_eq!(size_of::<aya::maps::lpm_trie::Key<LpmData>>(), 16);
         assert_eq!(size_of::<LpmData>(), 4 + 4 + 4);
         assert_eq!(size_of::<RouteValue>(), 8);
@@ -328,8 +339,11 @@ mod tests {
         assert_eq!(size_of::<LiveGenConf>(), 96);
         assert_eq!(size_of::<LiveGenConf>(), 4 + 4 + 8 + 8 + 48 + 4 + 4 + 8 + 8);
         assert_eq!(size_of::<LiveGenState>(), 8 * 8);
-        assert_eq!(size_of::<FastCpus>(), 64);
-        assert_eq!(size_of::<FastCpus>(), 4 + 15 * 4);
+        assert_eq!(size_of::<FastSwitch>(), 88);
+        assert_eq!(size_of::<FastSwitch>(), 2 * 8 + 4 + 4 + 15 * 4 + 4);
+        assert_eq!(core::mem::offset_of!(FastSwitch, tunnels), 16);
+        assert_eq!(core::mem::offset_of!(FastSwitch, ncpus), 20);
+        assert_eq!(core::mem::offset_of!(FastSwitch, cpu), 24);
         assert_eq!(size_of::<FlowState>(), 4 * 8);
         assert_eq!(size_of::<TunLocalKey>(), 12);
         assert_eq!(size_of::<TunLocalKey>(), 4 + 4 + 2 + 2);

@@ -9,7 +9,8 @@
 //!   `max_route_groups` of them (a full table takes about 22K);
 //! - `fib_hops`: next hop id -> [`abi::RouteValue`]; equal next hops share
 //!   an id (counted), up to `max_route_hops`;
-//! - `fib_vrs`: VR -> 1 + the slot of its table 0 (dst and src modes).
+//! - `vrs`' `table` field: VR -> 1 + the slot of its table 0 (dst and
+//!   src modes; [`crate::vrconf`], where it was the array `fib_vrs`).
 //!
 //! Both mmapable arrays are written through this process's mapping of them
 //! ([`Mapped`]) with the trie's publish order, so a route change is a few
@@ -25,6 +26,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
@@ -33,12 +35,12 @@ use aya::maps::{Array, Map, MapData};
 use vrhost_fib::{Arrays, FibError, Prefixes, ROOT_BITS};
 
 use crate::mapped::Mapped;
+use crate::vrconf::Vrs;
 use crate::{FastConfig, FastError, NextHop, abi, map_err};
 
 pub(crate) const FIB_ROOT: &str = "fib_root";
 pub(crate) const FIB_GROUPS: &str = "fib_groups";
 pub(crate) const FIB_HOPS: &str = "fib_hops";
-pub(crate) const FIB_VRS: &str = "fib_vrs";
 
 /// Entries of a table's root.
 pub(crate) const ROOT_ENTRIES: u32 = 1 << ROOT_BITS;
@@ -182,7 +184,8 @@ pub(crate) struct Fib {
     root: Mapped,
     pool: Mapped,
     hops: Array<MapData, abi::RouteValue>,
-    vrs: Array<MapData, u32>,
+    /// `vrs`, whose `table` fields are this one's.
+    vrs: Arc<Vrs>,
     tables: HashMap<(u32, u32), Table>,
     slots: Ids,
     groups: Ids,
@@ -196,7 +199,7 @@ pub(crate) struct Fib {
     _maps: [MapData; 2],
 }
 
-fn take_array(ebpf: &mut Ebpf, name: &'static str) -> Result<MapData, FastError> {
+pub(crate) fn take_array(ebpf: &mut Ebpf, name: &'static str) -> Result<MapData, FastError> {
     match ebpf.take_map(name) {
         Some(Map::Array(m)) => Ok(m),
         _ => Err(map_err(name, "open")(aya::maps::MapError::InvalidName {
@@ -218,7 +221,7 @@ fn mapped(m: &MapData, name: &'static str, len: u32) -> Result<Mapped, FastError
 
 impl Fib {
     /// The arrays' sizes, as the loader sets them.
-    pub(crate) fn sizes(cfg: &FastConfig) -> [(&'static str, u32); 4] {
+    pub(crate) fn sizes(cfg: &FastConfig) -> [(&'static str, u32); 3] {
         [
             // Values of 256 entries (`struct fib_group`).
             (
@@ -228,7 +231,6 @@ impl Fib {
             ),
             (FIB_GROUPS, cfg.max_route_groups),
             (FIB_HOPS, cfg.max_route_hops),
-            (FIB_VRS, cfg.max_vrs),
         ]
     }
 
@@ -252,7 +254,7 @@ impl Fib {
         Ok(())
     }
 
-    pub(crate) fn load(ebpf: &mut Ebpf, cfg: &FastConfig) -> Result<Fib, FastError> {
+    pub(crate) fn load(ebpf: &mut Ebpf, cfg: &FastConfig, vrs: Arc<Vrs>) -> Result<Fib, FastError> {
         let root_map = take_array(ebpf, FIB_ROOT)?;
         let pool_map = take_array(ebpf, FIB_GROUPS)?;
         let root = mapped(&root_map, FIB_ROOT, cfg.max_route_tables * ROOT_ENTRIES)?;
@@ -261,7 +263,7 @@ impl Fib {
             root,
             pool,
             hops: crate::take(ebpf, FIB_HOPS)?,
-            vrs: crate::take(ebpf, FIB_VRS)?,
+            vrs,
             tables: HashMap::new(),
             slots: Ids::new(cfg.max_route_tables),
             groups: Ids::new(cfg.max_route_groups),
@@ -291,9 +293,7 @@ impl Fib {
             if table == 0 {
                 // The root is all zero (a slot is emptied before it is
                 // given up): the VR sees no route until one is written.
-                self.vrs
-                    .set(vr, slot + 1, 0)
-                    .map_err(map_err(FIB_VRS, "set"))?;
+                self.vrs.set_table(vr, slot + 1)?;
             }
             let t = Table {
                 slot,
@@ -315,7 +315,7 @@ impl Fib {
         }
         let slot = t.slot;
         if table == 0 {
-            self.vrs.set(vr, 0, 0).map_err(map_err(FIB_VRS, "set"))?;
+            self.vrs.set_table(vr, 0)?;
         }
         self.tables.remove(&(vr, table));
         self.slots.give_up(slot);

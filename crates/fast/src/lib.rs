@@ -101,6 +101,7 @@ mod seqsink;
 mod spread;
 mod tunnel;
 mod types;
+mod vrconf;
 
 use std::collections::HashMap as StdHashMap;
 use std::net::Ipv4Addr;
@@ -108,7 +109,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use aya::Ebpf;
 use aya::maps::lpm_trie::Key as LpmKey;
-use aya::maps::{Array, DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, XskMap};
+use aya::maps::{DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, XskMap};
 use aya::programs::{TestRun, TestRunOptions};
 use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 
@@ -153,7 +154,8 @@ pub(crate) const UNSELECTED: &str = "unselected";
 pub struct FastPath {
     cfg: FastConfig,
     select: HashMap<MapData, abi::SelectKey, abi::SelectValue>,
-    vrs: Array<MapData, abi::VrConf>,
+    /// `vrs`, shared with `fib` (each writes its own fields).
+    vrs: std::sync::Arc<vrconf::Vrs>,
     addrs: HashMap<MapData, abi::VrIp, u32>,
     /// The IPv4 routes ([`fib`]).
     fib: fib::Fib,
@@ -293,12 +295,14 @@ impl FastPath {
                 step: "load",
                 source: Box::new(source),
             })?;
+        let switch = cache::Switch::load(&mut ebpf)?;
+        let vrs = vrconf::Vrs::load(&mut ebpf, cfg.max_vrs)?;
         Ok(FastPath {
             cfg: *cfg,
             select: take(&mut ebpf, SELECT)?,
-            vrs: take(&mut ebpf, VRS)?,
+            fib: fib::Fib::load(&mut ebpf, cfg, vrs.clone())?,
+            vrs,
             addrs: take(&mut ebpf, ADDRS)?,
-            fib: fib::Fib::load(&mut ebpf, cfg)?,
             src_tables: take(&mut ebpf, SRC_TABLES)?,
             sources: StdHashMap::new(),
             neighbours: take(&mut ebpf, NEIGHBOURS)?,
@@ -308,9 +312,9 @@ impl FastPath {
             xsk_slots: Vec::new(),
             counters: take(&mut ebpf, COUNTERS)?,
             unselected: take(&mut ebpf, UNSELECTED)?,
-            cpus: spread::Cpus::load(&mut ebpf)?,
-            tunnels: tunnel::Tunnels::load(&mut ebpf)?,
-            gens: cache::Gens::load(&mut ebpf)?,
+            cpus: spread::Cpus::load(&mut ebpf, switch.clone())?,
+            tunnels: tunnel::Tunnels::load(&mut ebpf, switch.clone())?,
+            gens: cache::Gens::new(switch),
             own: StdHashMap::new(),
             attached: Vec::new(),
             links: Vec::new(),
@@ -461,7 +465,7 @@ impl FastPath {
         for (slot, ip) in conf.addr.iter_mut().zip(&cfg.addrs) {
             *slot = ip.octets();
         }
-        self.vrs.set(vr, conf, 0).map_err(map_err(VRS, "set"))
+        self.vrs.set_conf(vr, &conf)
     }
 
     /// Take VR `vr` off the fast path: its frames selected fast go to the
@@ -472,9 +476,7 @@ impl FastPath {
     /// [`FastError::VrRange`], [`FastError::Map`].
     pub fn remove_vr(&mut self, vr: u32) -> Result<(), FastError> {
         self.check_vr(vr)?;
-        self.vrs
-            .set(vr, abi::VrConf::default(), 0)
-            .map_err(map_err(VRS, "set"))?;
+        self.vrs.set_conf(vr, &abi::VrConf::default())?;
         for ip in self.own.remove(&vr).unwrap_or_default() {
             removed(self.addrs.remove(&vr_ip(vr, ip)), ADDRS, "remove")?;
         }

@@ -12,7 +12,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// The values of a `BPF_F_MMAPABLE` array map of `u32`, mapped shared
 /// into this process: stores here are what the program loads. Unmapped
@@ -63,6 +63,17 @@ impl Mapped {
         // aligned, so aligned for AtomicU32), readable and writable, for
         // as long as `self`; all access goes through atomics.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The values as 8-byte atomics (`len / 2` of them), for a map whose
+    /// value holds `u64` fields at 8-byte offsets.
+    pub(crate) fn values64(&self) -> &[AtomicU64] {
+        // SAFETY: as in `values`: the same live mapping, page aligned and
+        // so aligned for AtomicU64, `len / 2` of them fit in its
+        // `len * 4` bytes; all access goes through atomics (a word is
+        // never also reached as two halves: callers use one view per
+        // field).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<AtomicU64>(), self.len / 2) }
     }
 }
 

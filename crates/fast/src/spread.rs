@@ -1,15 +1,18 @@
 //! Spreading the fast path's forwarding over CPUs ([`FastPath::spread`]):
-//! the `fast_cpus` array and the `cpu_map` CPUMAP of `ebpf/xdp_router.c`,
+//! the CPUs in the `fast_switch` array ([`crate::cache::Switch`]) and the
+//! `cpu_map` CPUMAP of `ebpf/xdp_router.c`,
 //! whose entries run `xdp_router_cpu`. See the program's header,
 //! "Spreading".
 
+use std::sync::Arc;
+
 use aya::Ebpf;
-use aya::maps::{Array, CpuMap, MapData};
+use aya::maps::{CpuMap, MapData};
 
+use crate::cache::Switch;
 use crate::load::program;
-use crate::{FastError, FastPath, abi, map_err, take};
+use crate::{FastError, FastPath, abi, take};
 
-pub(crate) const FAST_CPUS: &str = "fast_cpus";
 pub(crate) const CPU_MAP: &str = "cpu_map";
 /// The program run on a CPU of the spread.
 pub(crate) const CPU_PROGRAM: &str = "xdp_router_cpu";
@@ -18,7 +21,8 @@ const QUEUE: u32 = 2048;
 
 /// The spread's maps.
 pub(crate) struct Cpus {
-    conf: Array<MapData, abi::FastCpus>,
+    /// Where the CPUs go (its `ncpus` and `cpu` fields are this one's).
+    switch: Arc<Switch>,
     map: CpuMap<MapData>,
     /// The CPUs given, in order.
     now: Vec<u32>,
@@ -26,7 +30,7 @@ pub(crate) struct Cpus {
 
 impl Cpus {
     /// Load `xdp_router_cpu` (attach type cpumap) and take the maps.
-    pub(crate) fn load(ebpf: &mut Ebpf) -> Result<Self, FastError> {
+    pub(crate) fn load(ebpf: &mut Ebpf, switch: Arc<Switch>) -> Result<Self, FastError> {
         program(ebpf, CPU_PROGRAM)?
             .load()
             .map_err(|source| FastError::Program {
@@ -35,7 +39,7 @@ impl Cpus {
                 source: Box::new(source),
             })?;
         Ok(Self {
-            conf: take(ebpf, FAST_CPUS)?,
+            switch,
             map: take(ebpf, CPU_MAP)?,
             now: Vec::new(),
         })
@@ -83,15 +87,7 @@ impl FastPath {
                     source: Box::new(e),
                 })?;
         }
-        let mut conf = abi::FastCpus {
-            count: cpus.len() as u32,
-            cpu: [0; abi::MAX_FAST_CPUS],
-        };
-        conf.cpu[..cpus.len()].copy_from_slice(cpus);
-        self.cpus
-            .conf
-            .set(0, conf, 0)
-            .map_err(map_err(FAST_CPUS, "set"))?;
+        self.cpus.switch.set_cpus(cpus);
         self.cpus.now = cpus.to_vec();
         Ok(())
     }

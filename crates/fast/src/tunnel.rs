@@ -11,6 +11,7 @@
 
 use std::collections::HashMap as StdHashMap;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use aya::Ebpf;
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues};
@@ -21,7 +22,6 @@ pub(crate) const TUN_LOCALS: &str = "tun_locals";
 pub(crate) const TUN_IN: &str = "tun_in";
 pub(crate) const TUNNELS: &str = "tunnels";
 pub(crate) const TUN_STATS: &str = "tun_stats";
-pub(crate) const TUN_ON: &str = "tun_on";
 
 /// Tunnel ids are `0..MAX_TUNNELS`.
 pub const MAX_TUNNELS: u32 = abi::TUN_MAX;
@@ -161,27 +161,28 @@ pub(crate) struct Tunnels {
     ins: HashMap<MapData, abi::TunInKey, u32>,
     table: Array<MapData, abi::TunnelValue>,
     stats: PerCpuArray<MapData, abi::TunCountersValue>,
-    /// How many tunnels are set: 0 spares every frame the lookup.
-    on: Array<MapData, u32>,
+    /// How many tunnels are set (its `tunnels` field is this one's): 0
+    /// spares every frame the lookup.
+    on: Arc<crate::cache::Switch>,
     now: StdHashMap<u32, FastTunnel>,
 }
 
 impl Tunnels {
-    pub(crate) fn load(ebpf: &mut Ebpf) -> Result<Self, FastError> {
+    pub(crate) fn load(ebpf: &mut Ebpf, on: Arc<crate::cache::Switch>) -> Result<Self, FastError> {
         Ok(Self {
             locals: take(ebpf, TUN_LOCALS)?,
             ins: take(ebpf, TUN_IN)?,
             table: take(ebpf, TUNNELS)?,
             stats: take(ebpf, TUN_STATS)?,
-            on: take(ebpf, TUN_ON)?,
+            on,
             now: StdHashMap::new(),
         })
     }
 
     /// Tell the program how many tunnels are set.
     fn count(&mut self) -> Result<(), FastError> {
-        let n = self.now.len() as u32;
-        self.on.set(0, n, 0).map_err(map_err(TUN_ON, "set"))
+        self.on.set_tunnels(self.now.len() as u32);
+        Ok(())
     }
 
     /// Whether a tunnel other than `id` uses `t`'s local endpoint.
