@@ -87,12 +87,7 @@ pub(crate) fn setup_node_on(
     if fwd == MINIMAL {
         // The kernel forwards nothing (what the minimal router passes
         // stays there); the router is attached by [`minimal_router`].
-        node.sysctl("net.ipv4.ip_forward", "0")?;
-        node.sysctl("net.ipv6.conf.all.forwarding", "0")?;
-        node.exec(
-            "sh",
-            &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
-        )?;
+        kernel_forwarding_off(&node)?;
         return Ok(None);
     }
     let (driver, path) = match fwd {
@@ -144,6 +139,18 @@ pub(crate) fn minimal_router(lab: &Lab, fwd: &str) -> Result<Vec<vrhost_fast::Mi
             ])
         })?
         .context("attach the minimal XDP router to p0 and p1")
+}
+
+/// The node's kernel forwards nothing, IPv4 or IPv6, and spreads nothing
+/// by RPS: another forwarder is on its ports.
+fn kernel_forwarding_off(node: &vrhost_lab::Netns) -> Result<()> {
+    node.sysctl("net.ipv4.ip_forward", "0")?;
+    node.sysctl("net.ipv6.conf.all.forwarding", "0")?;
+    node.exec(
+        "sh",
+        &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
+    )?;
+    Ok(())
 }
 
 /// An `ip -batch` file of the table's routes (and a default route) via
@@ -206,12 +213,7 @@ fn start_vrhost(
 ) -> Result<(Daemon, Client)> {
     let node = lab.ns("node");
     let (dedicated, tap) = (fwd == "af_xdp_dedicated", fwd == "tap");
-    node.sysctl("net.ipv4.ip_forward", "0")?;
-    node.sysctl("net.ipv6.conf.all.forwarding", "0")?;
-    node.exec(
-        "sh",
-        &["-c", "echo 0 > /sys/class/net/p0/queues/rx-0/rps_cpus"],
-    )?;
+    kernel_forwarding_off(&node)?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
     let mut src = daemon_config(args, (driver, dedicated), table, path);
     if tap {
