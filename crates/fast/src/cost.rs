@@ -32,7 +32,7 @@ use std::net::Ipv4Addr;
 use aya::Ebpf;
 use aya::programs::{TestRun, TestRunOptions, Xdp};
 
-use crate::load::{attach_either, program};
+use crate::load::{attach_either, load_xdp, program};
 use crate::{
     Action, FastConfig, FastError, FastPath, Neighbour, NextHop, Path, RouteEntry, RoutingMode,
     SelectEntry, SelectKey, VrFastConfig, ifindex,
@@ -142,11 +142,7 @@ fn time_held(
     calls: u32,
 ) -> Result<RunCost, FastError> {
     if prog.fd().is_err() {
-        prog.load().map_err(|source| FastError::Program {
-            program: name,
-            step: "load",
-            source: Box::new(source),
-        })?;
+        load_xdp(prog, name)?;
     }
     // Detached when dropped, after the timing.
     let _link = attach_either(prog, name, "lo", lo)?;

@@ -113,7 +113,7 @@ use aya::maps::{DevMapHash, HashMap, LpmTrie, MapData, MapError, PerCpuArray, Xs
 use aya::programs::{TestRun, TestRunOptions};
 use vrhost_io::af_xdp::{AfXdpPort, XdpLink, XdpProgram};
 
-use load::{attach_either, load_object, program};
+use load::{attach_either, load_object, load_program, program};
 
 pub use bucket::{MAX_BURST, MAX_RATE_PPS};
 pub use cost::{CostLine, RUNS_PER_CALL, RunCost, measure as measure_cost};
@@ -288,13 +288,7 @@ impl FastPath {
     /// the layouts in `abi.rs`, [`FastError::Config`].
     pub fn load(cfg: &FastConfig) -> Result<FastPath, FastError> {
         let mut ebpf = load_object(cfg)?;
-        program(&mut ebpf, PROGRAM)?
-            .load()
-            .map_err(|source| FastError::Program {
-                program: PROGRAM,
-                step: "load",
-                source: Box::new(source),
-            })?;
+        load_program(&mut ebpf, PROGRAM)?;
         let switch = cache::Switch::load(&mut ebpf)?;
         let vrs = vrconf::Vrs::load(&mut ebpf, cfg.max_vrs)?;
         Ok(FastPath {

@@ -434,13 +434,7 @@ fn via_cpu(
             why: "live generator: via_cpu is not an online CPU",
         });
     }
-    crate::load::program(ebpf, OUT_PROGRAM)?
-        .load()
-        .map_err(|e| FastError::Program {
-            program: OUT_PROGRAM,
-            step: "load",
-            source: Box::new(e),
-        })?;
+    crate::load::load_program(ebpf, OUT_PROGRAM)?;
     let fd = crate::load::program_fd(ebpf, OUT_PROGRAM)?;
     let mut cpus: CpuMap<MapData> = take(ebpf, CPUS)?;
     if cpu >= cpus.len() {

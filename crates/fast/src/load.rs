@@ -85,6 +85,26 @@ pub(crate) fn program<'a>(
         .map_err(|e| err("find", e))
 }
 
+/// Load `prog` (named `name`) into the kernel: the verifier's refusal,
+/// with its log, is [`FastError::Program`] at step `load`.
+pub(crate) fn load_xdp(prog: &mut Xdp, name: &'static str) -> Result<(), FastError> {
+    prog.load().map_err(|source| FastError::Program {
+        program: name,
+        step: "load",
+        source: Box::new(source),
+    })
+}
+
+/// Find the program `name` in `ebpf` and load it ([`load_xdp`]).
+pub(crate) fn load_program<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut Xdp, FastError> {
+    let prog = program(ebpf, name)?;
+    load_xdp(prog, name)?;
+    Ok(prog)
+}
+
 /// A descriptor of the loaded program `name` of its own (a cpumap or
 /// devmap entry takes the program's descriptor, not its id).
 pub(crate) fn program_fd(
@@ -182,12 +202,7 @@ impl PeerPass {
             max_queues: 1,
         };
         let mut ebpf = load_object(&cfg)?;
-        let prog = program(&mut ebpf, PASS_PROGRAM)?;
-        prog.load().map_err(|source| FastError::Program {
-            program: PASS_PROGRAM,
-            step: "load",
-            source: Box::new(source),
-        })?;
+        let prog = load_program(&mut ebpf, PASS_PROGRAM)?;
         let link = attach_either(prog, PASS_PROGRAM, ifname, idx)?;
         Ok(PeerPass { link, _ebpf: ebpf })
     }

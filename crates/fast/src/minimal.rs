@@ -12,7 +12,7 @@ use aya::maps::{Array, DevMap, MapData};
 use aya::{Ebpf, EbpfLoader};
 use vrhost_io::af_xdp::XdpLink;
 
-use crate::load::{attach_either, program};
+use crate::load::{attach_either, load_program, program};
 use crate::{AttachMode, FastError, ifindex, map_err, take};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_minrouter.o"));
@@ -35,13 +35,7 @@ pub(crate) fn load(
         })?;
     // Before the maps are taken (and closed when done with): the program
     // holds them from here on.
-    program(&mut ebpf, PROGRAM)?
-        .load()
-        .map_err(|source| FastError::Program {
-            program: PROGRAM,
-            step: "load",
-            source: Box::new(source),
-        })?;
+    load_program(&mut ebpf, PROGRAM)?;
     let mut hop: Array<MapData, [u8; 16]> = take(&mut ebpf, HOP)?;
     let mut v = [0u8; 16];
     v[0..6].copy_from_slice(&dst_mac);

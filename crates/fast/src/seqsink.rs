@@ -12,7 +12,7 @@ use aya::{Ebpf, EbpfLoader};
 use vrhost_io::af_xdp::XdpLink;
 
 use crate::abi::FlowState;
-use crate::load::{attach_either, program};
+use crate::load::{attach_either, load_program};
 use crate::{AttachMode, FastError, MAX_FLOWS, ifindex, map_err, take};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_seqsink.o"));
@@ -83,12 +83,7 @@ impl SeqSink {
                 object: "xdp_seqsink.c",
                 source: Box::new(e),
             })?;
-        let prog = program(&mut ebpf, PROGRAM)?;
-        prog.load().map_err(|e| FastError::Program {
-            program: PROGRAM,
-            step: "load",
-            source: Box::new(e),
-        })?;
+        let prog = load_program(&mut ebpf, PROGRAM)?;
         let link = attach_either(prog, PROGRAM, ifname, idx)?;
         let flows = take(&mut ebpf, FLOWS)?;
         let other = take(&mut ebpf, OTHER)?;

@@ -10,7 +10,7 @@ use aya::Ebpf;
 use aya::maps::{CpuMap, MapData};
 
 use crate::cache::Switch;
-use crate::load::program;
+use crate::load::load_program;
 use crate::{FastError, FastPath, abi, take};
 
 pub(crate) const CPU_MAP: &str = "cpu_map";
@@ -31,13 +31,7 @@ pub(crate) struct Cpus {
 impl Cpus {
     /// Load `xdp_router_cpu` (attach type cpumap) and take the maps.
     pub(crate) fn load(ebpf: &mut Ebpf, switch: Arc<Switch>) -> Result<Self, FastError> {
-        program(ebpf, CPU_PROGRAM)?
-            .load()
-            .map_err(|source| FastError::Program {
-                program: CPU_PROGRAM,
-                step: "load",
-                source: Box::new(source),
-            })?;
+        load_program(ebpf, CPU_PROGRAM)?;
         Ok(Self {
             switch,
             map: take(ebpf, CPU_MAP)?,

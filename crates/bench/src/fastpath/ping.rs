@@ -18,6 +18,7 @@ use serde::Serialize;
 use vrhost_lab::Lab;
 
 use super::FastpathArgs;
+use crate::forward::best::is_kernel;
 use crate::forward::generator::GeneratorKind;
 use crate::forward::node::setup_node_on;
 use crate::forward::{Family, Table, p0_gro, sink_addr};
@@ -172,10 +173,6 @@ pub(super) fn ping(
     }
     let vs = vs_kernel(&records, &mut pooled, args.ping_rounds);
     Ok((records, vs))
-}
-
-fn is_kernel(fwd: &str) -> bool {
-    fwd == "kernel" || fwd == "kernel_norps"
 }
 
 /// Each non-kernel forwarder against the kernel forwarder with the lowest

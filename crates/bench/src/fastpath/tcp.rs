@@ -19,6 +19,7 @@ use vrhost_lab::Lab;
 
 use super::FastpathArgs;
 use crate::Result;
+use crate::forward::best::is_kernel;
 use crate::forward::generator::GeneratorKind;
 use crate::forward::node::setup_node_on;
 use crate::forward::tcp::tcp_point;
@@ -101,10 +102,6 @@ pub(super) fn tcp(args: &FastpathArgs, lab: &Lab, dir: &Path) -> Result<Vec<TcpR
         }
     }
     Ok(out)
-}
-
-fn is_kernel(fwd: &str) -> bool {
-    fwd == "kernel" || fwd == "kernel_norps"
 }
 
 /// The highest rate of the records `keep` takes.

@@ -31,7 +31,9 @@ pub struct Best {
     pub ratio: f64,
 }
 
-fn is_kernel(fwd: &str) -> bool {
+/// The kernel's own forwarders (`kernel`, with RPS, and `kernel_norps`):
+/// the best of them is the reference every other forwarder is held to.
+pub(crate) fn is_kernel(fwd: &str) -> bool {
     fwd == "kernel" || fwd == "kernel_norps"
 }
 
