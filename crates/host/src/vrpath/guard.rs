@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use vrhost_shm::{Doorbell, RingId, SlotState};
 
-use super::{Backend, DownReason, ExitEvent, Inst, InstanceState, STOP_GRACE, VrPath};
+use super::{Backend, DownReason, ExitEvent, Inst, InstanceState, STOP_GRACE, VrPath, WdProbe};
 use crate::spawn::VrProcess;
 use crate::stats::mono_ns;
 
@@ -184,8 +184,9 @@ impl VrPath {
     /// but had less than three quarters of `limit` of CPU time since the
     /// stall reached a quarter of it was kept off its CPU (other tasks on
     /// its core, the hypervisor's steal), and killing it would lose the
-    /// frames in its rings for the machine's sake. It is watched on, and
-    /// killed once it has had that CPU time without a beat. A process that
+    /// frames in its rings for the machine's sake. It is watched on (its
+    /// process looked at again each quarter of `limit`), and killed once
+    /// it has had that CPU time without a beat. A process that
     /// is not runnable (stopped, blocked) is killed at `limit`. A VR that
     /// keeps up costs no look at its process.
     pub(super) fn watchdog(&mut self, now: Instant, limit: Duration) {
@@ -225,11 +226,12 @@ impl VrPath {
             let probe = || pid.and_then(crate::cpu::sched_probe);
             let before = match inst.wd_probe {
                 None => {
-                    inst.wd_probe = Some(probe().map(|(_, exec)| exec));
+                    let exec = probe().map(|(_, exec)| exec);
+                    inst.wd_probe = Some(WdProbe { exec, next: limit });
                     continue;
                 }
-                Some(_) if stalled < limit => continue,
-                Some(before) => before,
+                Some(p) if stalled < p.next => continue,
+                Some(p) => p.exec,
             };
             // Unreadable (no process, no /proc) before or now: stuck.
             let starved = match (before, probe()) {
@@ -238,7 +240,12 @@ impl VrPath {
                 }
                 _ => false,
             };
-            if !starved {
+            if starved {
+                inst.wd_probe = Some(WdProbe {
+                    exec: before,
+                    next: stalled + limit / 4,
+                });
+            } else {
                 inst.wd_since = now;
                 inst.wd_probe = None;
                 self.stats.hangs.add(1);

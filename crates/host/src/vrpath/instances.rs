@@ -62,10 +62,22 @@ pub(super) struct Inst {
     /// while frames waited.
     pub(super) wd_beat: u64,
     pub(super) wd_since: Instant,
-    /// Watchdog: once a stall reaches a quarter of the limit, the CPU
-    /// time its process had had ([`crate::cpu::sched_probe`]; `Some(None)`:
-    /// unreadable).
-    pub(super) wd_probe: Option<Option<u64>>,
+    /// Watchdog: once a stall reaches a quarter of the limit, what its
+    /// process was probed at then.
+    pub(super) wd_probe: Option<WdProbe>,
+}
+
+/// The watchdog's first look at a stalled VR's process.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WdProbe {
+    /// The CPU time its process had had ([`crate::cpu::sched_probe`];
+    /// `None`: unreadable).
+    pub(super) exec: Option<u64>,
+    /// The stall at which to look again: the limit, then a quarter of it
+    /// later each time the process is found starved (so a VR kept off
+    /// its CPU costs the worker a probe each quarter limit, not each
+    /// round).
+    pub(super) next: std::time::Duration,
 }
 
 impl Inst {

@@ -72,7 +72,7 @@ pub(crate) mod testkit;
 
 pub use grow::{GrowStep, RETRY as GROW_RETRY};
 pub use ingress::{LOOP_ENTRY_MAX, loop_share};
-use instances::{Inst, SHARED};
+use instances::{Inst, SHARED, WdProbe};
 pub use instances::{InstanceInfo, InstanceState, STOP_GRACE};
 use kick::Kicks;
 use ledger::SlotLedger;
