@@ -30,7 +30,9 @@
 //! before the move to fast and nothing after the move back; the frames
 //! it handed to the slow path while slow are counted `to_slow.select`.
 //! Reorderings (a slow frame still in the VR's rings overtaken by a fast
-//! one at the switch) are counted and reported, not refused.
+//! one at the switch) are counted and reported, not refused. A VR moved
+//! to fast right after its router resolved the next hop by ARP finds the
+//! neighbour in the fast path at the move's answer.
 //!
 //! The namespaces are named with the process id and deleted by their
 //! guards even when a check fails; the daemon is killed by its own.
@@ -461,4 +463,55 @@ fn api_routes_reach_the_fast_path(d: &common::Daemon, nb: &Netns, tx: &UdpSocket
         "API route: {N} forwarded fast with it, {} handed over and dropped without",
         2 * N
     );
+}
+
+/// A slow VR whose router has just resolved its next hop by ARP, moved to
+/// fast at once (well within the daemon's one-second poll of the
+/// routers' neighbours): the move asks the router before it switches, so
+/// every datagram after the move's answer is forwarded by the fast path,
+/// none handed to the slow path for want of the neighbour. (Before, the
+/// fast path learned the neighbour only at the next poll; the test then
+/// passes only if that poll happened to fall between the ARP and the
+/// move, a few tens of milliseconds out of each second.)
+#[test]
+fn a_move_to_fast_finds_the_neighbour_the_router_just_resolved() {
+    assert!(rustix::process::geteuid().is_root(), "run as root");
+    let [na, nr, nb] = topology();
+    let d = common::Daemon::start_under(
+        "fastmvarp",
+        &config("slow", false),
+        &["ip", "netns", "exec", nr.name()],
+    );
+    let (rx, tx) = sockets(&na, &nb);
+    let t0 = Instant::now();
+    let mut buf = [0u8; 64];
+    // Through the slow path: the router resolves b0 for it.
+    send_seq(&tx, 0);
+    while rx.recv(&mut buf).ok().and_then(|n| seq_of(&buf[..n])) != Some(0) {
+        assert!(t0.elapsed() < PATIENCE, "the first datagram never came");
+    }
+    d.ok(&["vr", "move", "r", "fast"]);
+    let before = d.stats();
+    const N: u64 = 100;
+    let mut got = BTreeSet::new();
+    for seq in 1..=N {
+        send_seq(&tx, seq);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    while got.len() < N as usize {
+        if let Some(s) = rx.recv(&mut buf).ok().and_then(|n| seq_of(&buf[..n])) {
+            got.insert(s);
+        }
+        assert!(t0.elapsed() < PATIENCE, "received {} of {N}", got.len());
+    }
+    let after = d.stats();
+    let no_neighbour = |s: &Value| fast_count(s, &["to_slow", "no_neighbour"]);
+    assert_eq!(
+        (fwd(&after) - fwd(&before), no_neighbour(&after)),
+        (N, 0),
+        "every datagram after the move forwarded by the fast path: {:#}",
+        fast(&after)
+    );
+    drop(d);
+    drop((na, nb));
 }

@@ -129,9 +129,13 @@ impl Controller {
         now: Instant,
     ) -> Result<(), ControlError> {
         let from = self.plan.vrs[i].path;
-        self.plan.vrs[i].path = to;
         let name = self.plan.vrs[i].name.clone();
-        let result = self.sync_fast();
+        let result = match to {
+            DataPath::Fast => self.neighbours_before_move(std::slice::from_ref(&name)),
+            DataPath::Slow => Ok(()),
+        };
+        self.plan.vrs[i].path = to;
+        let result = result.and_then(|()| self.sync_fast());
         // A failed move is not tried again before the dwell time either.
         let st = self.auto.get_mut(&name).expect("sampled above");
         st.since = now;

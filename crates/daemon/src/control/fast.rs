@@ -8,7 +8,12 @@
 //! and an idle VR's process is not woken by the poll. Until then frames to such a neighbour are passed
 //! to the slow path (counted `to_slow.no_neighbour`), which forwards them:
 //! the poll costs latency to the fast path, never correctness. A MAC that
-//! changes or ages out in the router follows at the next poll.
+//! changes or ages out in the router follows at the next poll. A VR about
+//! to move to the fast path is asked at once, before its select entries
+//! change ([`Controller::neighbours_before_move`]), so that the move
+//! finds in the maps what its router knows (the first move of a VR that
+//! had frames for under a second waited up to the next poll, 1.5 s at the
+//! live generator's maximum).
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -57,26 +62,57 @@ impl Controller {
         let names: Vec<String> = fast.vrs().map(String::from).collect();
         let mut changed = false;
         for name in names {
-            let due = self.fast.as_mut().is_some_and(|f| f.neighbours_due(&name));
-            let Some(e) = self.vrs.get_mut(&name).filter(|_| due) else {
-                continue;
-            };
-            let mut found = Vec::new();
-            for c in e.controls.values_mut() {
-                match c.request(&serde_json::json!({"neighbours": true}), POLL_TIMEOUT) {
-                    Ok(reply) => found.extend(learned(reply)),
-                    Err(err) => tracing::debug!(vr = %name, %err, "neighbours not read"),
-                }
+            if self.fast.as_mut().is_some_and(|f| f.neighbours_due(&name)) {
+                changed |= self.ask_neighbours(&name);
             }
-            found.sort_unstable();
-            found.dedup();
-            let fast = self.fast.as_mut().expect("checked above");
-            changed |= fast.learn(&name, found);
         }
         if changed {
             self.sync_fast()?;
         }
         Ok(())
+    }
+
+    /// Before VRs `names` move to the fast path: ask their routers for
+    /// the neighbours they resolved now, whatever the poll's schedule, and
+    /// write what changed into the maps (with the plan still in force, so
+    /// no select entry changes), so that the switch that follows finds
+    /// them there. A router that does not answer within the poll's timeout
+    /// leaves its VR's frames to unknown neighbours on the slow path until
+    /// a poll reads them, as before.
+    ///
+    /// # Errors
+    /// A map update failed.
+    pub(crate) fn neighbours_before_move(&mut self, names: &[String]) -> Result<(), ControlError> {
+        if self.fast.is_none() {
+            return Ok(());
+        }
+        let mut changed = false;
+        for name in names {
+            changed |= self.ask_neighbours(name);
+        }
+        if changed {
+            self.sync_fast()?;
+        }
+        Ok(())
+    }
+
+    /// Ask every instance of VR `name` for the neighbours its router
+    /// resolved and record them; whether they changed (then a reconcile
+    /// writes them).
+    fn ask_neighbours(&mut self, name: &str) -> bool {
+        let Some(e) = self.vrs.get_mut(name) else {
+            return false;
+        };
+        let mut found = Vec::new();
+        for c in e.controls.values_mut() {
+            match c.request(&serde_json::json!({"neighbours": true}), POLL_TIMEOUT) {
+                Ok(reply) => found.extend(learned(reply)),
+                Err(err) => tracing::debug!(vr = %name, %err, "neighbours not read"),
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        self.fast.as_mut().is_some_and(|f| f.learn(name, found))
     }
 }
 

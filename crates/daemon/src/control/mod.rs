@@ -597,6 +597,17 @@ impl Controller {
             res.generation = self.generation;
             return Ok(res);
         }
+        // What the routers of VRs moving to fast resolved goes into the
+        // maps before any select entry changes.
+        let to_fast: Vec<String> = (res.moved.iter())
+            .filter(|n| {
+                plan.vrs
+                    .iter()
+                    .any(|v| &v.name == *n && v.path == vrhost_host::config::DataPath::Fast)
+            })
+            .cloned()
+            .collect();
+        self.neighbours_before_move(&to_fast)?;
         // A move alone: the moved VRs' select entries are written first
         // (their routes and neighbours are in the maps already), so the
         // switch waits for nothing else; undone if the rest fails.
