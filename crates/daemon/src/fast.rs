@@ -461,11 +461,16 @@ impl FastState {
     pub fn learn(&mut self, vr: &str, mut found: Vec<Learned>) -> bool {
         found.sort_unstable();
         let old = self.learned.get(vr);
-        if old == Some(&found) || (old.is_none() && found.is_empty()) {
-            return false;
-        }
+        let changed = !(old == Some(&found) || (old.is_none() && found.is_empty()));
+        // Recorded even when empty: the router has answered once.
         self.learned.insert(vr.to_string(), found);
-        true
+        changed
+    }
+
+    /// Whether VR `vr`'s router has told the neighbours it resolved (none,
+    /// perhaps) since the VR came to the fast path.
+    pub fn has_learned(&self, vr: &str) -> bool {
+        self.learned.contains_key(vr)
     }
 
     /// Whether VR `vr`'s router may have resolved a neighbour since it was

@@ -467,7 +467,8 @@ fn api_routes_reach_the_fast_path(d: &common::Daemon, nb: &Netns, tx: &UdpSocket
 
 /// A slow VR whose router has just resolved its next hop by ARP, moved to
 /// fast at once (well within the daemon's one-second poll of the
-/// routers' neighbours): the move asks the router before it switches, so
+/// routers' neighbours): the move asks the router (it has reported no
+/// neighbour yet) before it switches, so
 /// every datagram after the move's answer is forwarded by the fast path,
 /// none handed to the slow path for want of the neighbour. (Before, the
 /// fast path learned the neighbour only at the next poll; the test then
