@@ -103,22 +103,26 @@ impl Controller {
     }
 
     /// Ask every instance of VR `name` for the neighbours its router
-    /// resolved and record them; whether they changed (then a reconcile
-    /// writes them).
+    /// resolved and record them, if one answered (a VR none of whose
+    /// instances answered stays unasked for its next move); whether they
+    /// changed (then a reconcile writes them).
     fn ask_neighbours(&mut self, name: &str) -> bool {
         let Some(e) = self.vrs.get_mut(name) else {
             return false;
         };
-        let mut found = Vec::new();
+        let (mut found, mut answered) = (Vec::new(), false);
         for c in e.controls.values_mut() {
             match c.request(&serde_json::json!({"neighbours": true}), POLL_TIMEOUT) {
-                Ok(reply) => found.extend(learned(reply)),
+                Ok(reply) => {
+                    answered = true;
+                    found.extend(learned(reply));
+                }
                 Err(err) => tracing::debug!(vr = %name, %err, "neighbours not read"),
             }
         }
         found.sort_unstable();
         found.dedup();
-        self.fast.as_mut().is_some_and(|f| f.learn(name, found))
+        answered && self.fast.as_mut().is_some_and(|f| f.learn(name, found))
     }
 }
 
