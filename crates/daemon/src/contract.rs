@@ -56,26 +56,37 @@ pub fn denull(v: &mut Value) {
     }
 }
 
-/// A validator of one schema of the document (`#/components/schemas/NAME`).
+/// Compile the document's validators now rather than on the first request
+/// with a body: that takes tens of milliseconds of CPU, and the API's
+/// threads run at nice 10 beside a busy data path, where it took a
+/// daemon's first `vr move` about a second.
+pub fn warm() {
+    LazyLock::force(&VALIDATORS);
+}
+
+/// One validator per schema of the document (`#/components/schemas/NAME`).
+static VALIDATORS: LazyLock<BTreeMap<String, jsonschema::Validator>> = LazyLock::new(|| {
+    let doc = document();
+    doc["components"]["schemas"]
+        .as_object()
+        .expect("the document has schemas")
+        .keys()
+        .map(|name| {
+            let root = json!({
+                "$ref": format!("#/components/schemas/{name}"),
+                "components": doc["components"],
+            });
+            let v = jsonschema::validator_for(&root)
+                .unwrap_or_else(|e| panic!("schema {name} of api/openapi.yaml: {e}"));
+            (name.clone(), v)
+        })
+        .collect()
+});
+
+/// The validator of schema `name` of the document.
 fn validator(name: &str) -> &'static jsonschema::Validator {
-    static ALL: LazyLock<BTreeMap<String, jsonschema::Validator>> = LazyLock::new(|| {
-        let doc = document();
-        doc["components"]["schemas"]
-            .as_object()
-            .expect("the document has schemas")
-            .keys()
-            .map(|name| {
-                let root = json!({
-                    "$ref": format!("#/components/schemas/{name}"),
-                    "components": doc["components"],
-                });
-                let v = jsonschema::validator_for(&root)
-                    .unwrap_or_else(|e| panic!("schema {name} of api/openapi.yaml: {e}"));
-                (name.clone(), v)
-            })
-            .collect()
-    });
-    ALL.get(name)
+    VALIDATORS
+        .get(name)
         .unwrap_or_else(|| panic!("no schema {name} in api/openapi.yaml"))
 }
 

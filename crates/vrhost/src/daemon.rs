@@ -119,6 +119,8 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
             worker.shutdown();
             worker
         })?;
+    // Compiled here, at the daemon's priority, not on the first request.
+    vrhost_daemon::contract::warm();
     // The control plane (this thread and the API thread it starts) yields
     // to the data path: nice is per thread on Linux, and the worker thread
     // started above keeps the daemon's priority.
