@@ -41,6 +41,33 @@ pub fn set_current_thread_nice(nice: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The calling thread at another nice value until this drops, then back
+/// at the one it had ([`set_current_thread_nice`]): for one piece of work
+/// that must not wait as the rest of its thread's does.
+#[must_use = "the nice value is restored when this drops"]
+pub struct NiceFor {
+    before: i32,
+}
+
+impl NiceFor {
+    /// Set the calling thread's nice value to `nice` for the guard's life.
+    ///
+    /// # Errors
+    /// The OS error of `getpriority`/`setpriority` (lowering the nice
+    /// value needs `CAP_SYS_NICE`).
+    pub fn set(nice: i32) -> std::io::Result<Self> {
+        let before = rustix::process::getpriority_process(None)?;
+        set_current_thread_nice(nice)?;
+        Ok(Self { before })
+    }
+}
+
+impl Drop for NiceFor {
+    fn drop(&mut self) {
+        let _ = set_current_thread_nice(self.before);
+    }
+}
+
 /// Put the calling thread in the `SCHED_IDLE` class: it runs only when no
 /// thread of its scheduling group (cgroup or autogroup) on its CPU wants
 /// to, with a weight of 3 against 1024 at nice 0, and never preempts one
@@ -162,5 +189,22 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(seen, Some(false));
+    }
+
+    #[test]
+    fn a_nice_value_is_set_for_the_guard_s_life() {
+        // On a thread of its own: nice belongs to the thread.
+        std::thread::spawn(|| {
+            let nice = || rustix::process::getpriority_process(None).unwrap();
+            let before = nice();
+            let to = (before + 3).min(19);
+            {
+                let _g = super::NiceFor::set(to).unwrap();
+                assert_eq!(nice(), to);
+            }
+            assert_eq!(nice(), before);
+        })
+        .join()
+        .unwrap();
     }
 }

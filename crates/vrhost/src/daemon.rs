@@ -121,10 +121,10 @@ pub fn run(args: &DaemonArgs) -> Result<()> {
         })?;
     // Compiled here, at the daemon's priority, not on the first request.
     vrhost_daemon::contract::warm();
-    // The control plane (this thread and the API thread it starts) yields
-    // to the data path: nice is per thread on Linux, and the worker thread
-    // started above keeps the daemon's priority.
-    let _ = cpu::set_current_thread_nice(10);
+    // The control plane (this thread, and the API's work on the
+    // controller) yields to the data path: nice is per thread on Linux, and
+    // the worker thread started above keeps the daemon's priority.
+    let _ = cpu::set_current_thread_nice(api::CONTROL_NICE);
     let state = Arc::new(ApiState {
         ctl: Mutex::new(ctl),
         token,
@@ -444,6 +444,9 @@ fn serve_api(args: &DaemonArgs, state: Arc<ApiState>) -> Result<ApiServer> {
     let thread = std::thread::Builder::new()
         .name("vrhost-api".into())
         .spawn(move || {
+            // Woken at the data path's priority (api::CONTROL_NICE); its
+            // blocking threads, started from here, inherit it.
+            let _ = cpu::set_current_thread_nice(0);
             rt.block_on(async move {
                 let mut tasks = Vec::new();
                 if let Some(l) = unix {

@@ -13,7 +13,7 @@ use crate::view;
 use super::{
     ApiError, ApiResult, ApiState, MAX_BODY, array, created, find_vr, in_vr, index, json_body,
     json_object, rules_of, str_field, to_json, to_toml, vr_pos, vr_spec, vr_status, vr_table_mut,
-    with_ctl,
+    with_ctl, with_ctl_urgent,
 };
 
 pub(super) async fn list_vrs(State(st): State<Arc<ApiState>>) -> ApiResult<Response> {
@@ -121,7 +121,7 @@ pub(super) async fn move_vr(
     req: Request,
 ) -> ApiResult<Response> {
     let body: vrhost_api::MoveRequest = json_body(req, MAX_BODY, "MoveRequest").await?;
-    with_ctl(&st, move |c| {
+    with_ctl_urgent(&st, move |c| {
         let mut doc = c.doc().clone();
         let pos = find_vr(&doc, &name)?;
         let t = vr_table_mut(&mut doc, pos)?;
