@@ -516,3 +516,55 @@ fn a_move_to_fast_finds_the_neighbour_the_router_just_resolved() {
     drop(d);
     drop((na, nb));
 }
+
+/// A VR whose router does not answer (its process stopped) is moved all
+/// the same, and the fast path forwards its flow with no process behind
+/// it: the controller asks a router for its neighbours before a move and
+/// in its poll, and waits a bounded time for the answer (before, up to
+/// 500 ms an instance, the controller held meanwhile).
+#[test]
+fn a_vr_whose_router_does_not_answer_is_moved_all_the_same() {
+    assert!(rustix::process::geteuid().is_root(), "run as root");
+    let [na, nr, nb] = topology();
+    let d = common::Daemon::start_under(
+        "fastmvstop",
+        &config("slow", true),
+        &["ip", "netns", "exec", nr.name()],
+    );
+    let (rx, tx) = sockets(&na, &nb);
+    let s = d.wait_for("the VR to run", PATIENCE, |s| {
+        common::vr(s, "r")["state"] == "running"
+    });
+    let pid = common::vr(&s, "r")["instances"][0]["pid"]
+        .as_u64()
+        .expect("a pid") as i32;
+    let pid = rustix::process::Pid::from_raw(pid).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    let t = Instant::now();
+    d.ok(&["vr", "move", "r", "fast"]);
+    eprintln!("moved a stopped VR in {:?}", t.elapsed());
+    let before = d.stats();
+    const N: u64 = 50;
+    for seq in 1..=N {
+        send_seq(&tx, seq);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let mut got = BTreeSet::new();
+    let mut buf = [0u8; 64];
+    while got.len() < N as usize {
+        if let Some(s) = rx.recv(&mut buf).ok().and_then(|n| seq_of(&buf[..n])) {
+            got.insert(s);
+        }
+        assert!(t.elapsed() < PATIENCE, "received {} of {N}", got.len());
+    }
+    let after = d.stats();
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
+    assert_eq!(
+        fwd(&after) - fwd(&before),
+        N,
+        "every datagram forwarded by the fast path: {:#}",
+        fast(&after)
+    );
+    drop(d);
+    drop((na, nb));
+}

@@ -28,9 +28,14 @@ use crate::fast::Learned;
 
 /// How often the routers are asked.
 pub const NEIGH_POLL: Duration = Duration::from_secs(1);
-/// How long one instance may take to answer (a busy one is asked again at
-/// the next poll).
-const POLL_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long one instance may take to answer, the controller held
+/// meanwhile (API requests and moves wait). A router answers in 0.1-1.5
+/// ms beside the live generator's maximum; one that does not (stopped,
+/// starved) is asked again at the next poll, and a move goes on without
+/// its answer: its frames to neighbours the fast path does not know yet
+/// take the slow path until a poll reads them. At 500 ms a stopped VR's
+/// move took 506 ms.
+const ASK_TIMEOUT: Duration = Duration::from_millis(20);
 
 /// The neighbours of one reply, those that read.
 fn learned(reply: serde_json::Value) -> Vec<Learned> {
@@ -80,7 +85,7 @@ impl Controller {
     /// resolved, now, whatever the poll's schedule, and write what changed
     /// into the maps (with the plan still in force, so no select entry
     /// changes), so that the switch that follows finds them there. A
-    /// router that does not answer within the poll's timeout leaves its
+    /// router that does not answer within [`ASK_TIMEOUT`] leaves its
     /// VR's frames to unknown neighbours on the slow path until a poll
     /// reads them, as before.
     ///
@@ -112,7 +117,7 @@ impl Controller {
         };
         let (mut found, mut answered) = (Vec::new(), false);
         for c in e.controls.values_mut() {
-            match c.request(&serde_json::json!({"neighbours": true}), POLL_TIMEOUT) {
+            match c.request(&serde_json::json!({"neighbours": true}), ASK_TIMEOUT) {
                 Ok(reply) => {
                     answered = true;
                     found.extend(learned(reply));
