@@ -11,8 +11,8 @@ use vrhost_api::{Route, RoutePage};
 use vrhost_router::RouteConfig;
 
 use super::{
-    ApiError, ApiResult, ApiState, MAX_BODY, MAX_BULK_BODY, MAX_BULK_ROUTES, MAX_OFFSET, json_body,
-    json_value, query, query_num, typed, with_ctl,
+    ApiError, ApiResult, ApiState, MAX_BODY, MAX_BULK_BODY, MAX_BULK_ROUTES, MAX_OFFSET,
+    in_background, json_body, json_bytes, parse_json, query, query_num, typed, with_ctl,
 };
 
 pub(super) fn route_of(r: &RouteConfig) -> Route {
@@ -107,7 +107,18 @@ pub(super) async fn bulk_routes(
     Path(name): Path<String>,
     req: Request,
 ) -> ApiResult<Response> {
-    let v = json_value(req, MAX_BULK_BODY).await?;
+    let bytes = json_bytes(req, MAX_BULK_BODY).await?;
+    let b = in_background(move || bulk_body(&bytes)).await?;
+    with_ctl(&st, move |c| {
+        let res = c.change_routes(&name, b.add, b.del)?;
+        Ok(axum::Json(res).into_response())
+    })
+    .await
+}
+
+/// A bulk body parsed and checked against its schema.
+fn bulk_body(bytes: &[u8]) -> ApiResult<Bulk> {
+    let v = parse_json(bytes)?;
     let n: usize = ["add", "del"]
         .iter()
         .filter_map(|k| v.get(k).and_then(Value::as_array).map(Vec::len))
@@ -119,12 +130,7 @@ pub(super) async fn bulk_routes(
             format!("{n} routes in one request: at most {MAX_BULK_ROUTES}"),
         ));
     }
-    let b: Bulk = typed(Value::Object(
+    typed(Value::Object(
         crate::contract::body("RouteBulk", v).map_err(ApiError::bad)?,
-    ))?;
-    with_ctl(&st, move |c| {
-        let res = c.change_routes(&name, b.add, b.del)?;
-        Ok(axum::Json(res).into_response())
-    })
-    .await
+    ))
 }
