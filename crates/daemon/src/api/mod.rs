@@ -284,8 +284,8 @@ fn parse_json(bytes: &[u8]) -> ApiResult<Value> {
 
 /// Run `f` off the async thread at [`CONTROL_NICE`], without the
 /// controller: for the work of a large body (a bulk of 100,000 routes is
-/// a few hundred milliseconds to parse and check), which must yield to
-/// the data path as the controller's work does.
+/// 134 ms of CPU to parse and check), which must yield to the data path
+/// as the controller's work does.
 async fn in_background<T, F>(f: F) -> ApiResult<T>
 where
     T: Send + 'static,
