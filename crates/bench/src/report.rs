@@ -1,5 +1,5 @@
 //! What every bench shares: its report written as JSON or a table
-//! ([`emit`]), the table's lines ([`Column`], [`heading`], [`row`],
+//! ([`emit`]) and drawn ([`plot`]), the table's lines ([`Column`], [`heading`], [`row`],
 //! [`opt`], [`mib`]), the quantiles of its samples ([`percentile`]), and the
 //! test VR program it may start ([`testvr`]).
 
@@ -14,6 +14,40 @@ pub struct Output {
     /// Also write the JSON to this file.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+}
+
+/// Draw `png` from a report's JSON (`json`) with `script`, a plot script
+/// of `scripts/` (Debian's python3-matplotlib; the bench runs from the
+/// repository root), which reads the file `--out` wrote, or one written
+/// beside the PNG.
+///
+/// # Errors
+/// The JSON cannot be written, or the script does not run or fails.
+pub fn plot(
+    script: &str,
+    json: &str,
+    out: Option<&std::path::Path>,
+    png: &std::path::Path,
+) -> crate::Result<()> {
+    use crate::Context;
+    let path = match out {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let p = png.with_extension("json");
+            std::fs::write(&p, json)?;
+            p
+        }
+    };
+    let st = std::process::Command::new(script)
+        .arg(&path)
+        .arg(png)
+        .status()
+        .with_context(|| format!("{script} (run from the repository root)"))?;
+    if !st.success() {
+        crate::bail!("plot failed ({st})");
+    }
+    eprintln!("plot: {}", png.display());
+    Ok(())
 }
 
 /// Write a report's JSON to `output.out` if given, then print the JSON

@@ -219,7 +219,13 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
         eprintln!("skipped: needs root");
         return;
     }
+    // The plot (scripts/plot-fastpath, run from the repository root) and
+    // the JSON it reads, beside it.
+    let dir = std::env::temp_dir().join(format!("vrhost-test-fastpath-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join("fastpath.png");
     let out = Command::new(env!("CARGO_BIN_EXE_vrhost"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .args([
             "bench",
             "fastpath",
@@ -257,10 +263,15 @@ fn the_fastpath_bench_reports_well_formed_records_of_frames_that_flowed() {
             "--live-repeat",
             "65536",
         ])
+        .arg("--plot")
+        .arg(&png)
         .output()
         .expect("run vrhost bench fastpath");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed: {stderr}");
+    let drawn = std::fs::read(&png).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(drawn.starts_with(b"\x89PNG"), "no plot drawn: {stderr}");
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(report["bench"], "fastpath");

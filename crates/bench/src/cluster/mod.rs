@@ -582,24 +582,13 @@ fn print_table(rs: &[ClusterRecord]) {
     }
 }
 
-/// The PNG, by scripts/plot-cluster (Debian's python3-matplotlib).
+/// The PNG, by scripts/plot-cluster.
 fn plot(report: &ClusterReport, args: &ClusterArgs, png: &Path) -> Result<()> {
-    let json = match &args.output.out {
-        Some(p) => p.clone(),
-        None => {
-            let p = png.with_extension("json");
-            std::fs::write(&p, serde_json::to_string_pretty(report)?)?;
-            p
-        }
-    };
-    let st = std::process::Command::new("scripts/plot-cluster")
-        .arg(&json)
-        .arg(png)
-        .status()
-        .context("scripts/plot-cluster (run from the repository root)")?;
-    if !st.success() {
-        bail!("plot failed ({st})");
-    }
-    eprintln!("plot: {}", png.display());
-    Ok(())
+    let json = serde_json::to_string_pretty(report)?;
+    crate::report::plot(
+        "scripts/plot-cluster",
+        &json,
+        args.output.out.as_deref(),
+        png,
+    )
 }

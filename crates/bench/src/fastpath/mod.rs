@@ -250,6 +250,11 @@ pub struct FastpathArgs {
     /// RPS leaves it (`bench forward --threaded-napi`).
     #[arg(long)]
     pub threaded_napi: bool,
+    /// Write a PNG plot: each forwarder's peak, and every move's
+    /// switch-over and losses (scripts/plot-fastpath, run from the
+    /// repository root).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub output: crate::report::Output,
 }
@@ -342,6 +347,9 @@ impl FastpathArgs {
                     "--experiments: unknown experiment {e:?} (forward, tcp, ping, migrate, idle, fairness, cost)"
                 );
             }
+        }
+        if self.plot.is_some() && !self.runs("forward") && !self.runs("migrate") {
+            bail!("--plot draws the forward and migrate experiments: neither runs");
         }
         self.fairness_sizes()?;
         for p in &self.fairness_paths {
@@ -510,7 +518,17 @@ pub fn run(args: &FastpathArgs) -> Result<()> {
         machine: Machine::this(),
         results: result?,
     };
-    crate::report::emit(&report, &args.output, table::print)
+    crate::report::emit(&report, &args.output, table::print)?;
+    if let Some(png) = &args.plot {
+        let json = serde_json::to_string_pretty(&report)?;
+        crate::report::plot(
+            "scripts/plot-fastpath",
+            &json,
+            args.output.out.as_deref(),
+            png,
+        )?;
+    }
+    Ok(())
 }
 
 fn run_all(

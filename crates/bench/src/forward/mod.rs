@@ -322,24 +322,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
         print_table(&records);
     }
     if let Some(png) = &args.plot {
-        let json_path = match &args.out {
-            Some(p) => p.clone(),
-            None => {
-                let p = png.with_extension("json");
-                std::fs::write(&p, &json)?;
-                p
-            }
-        };
-        // Debian's python3, which has python3-matplotlib (scripts/install).
-        let st = std::process::Command::new("scripts/plot-forward")
-            .arg(&json_path)
-            .arg(png)
-            .status()
-            .context("scripts/plot-forward (run from the repository root)")?;
-        if !st.success() {
-            bail!("plot failed ({st})");
-        }
-        eprintln!("plot: {}", png.display());
+        crate::report::plot("scripts/plot-forward", &json, args.out.as_deref(), png)?;
     }
     Ok(())
 }
