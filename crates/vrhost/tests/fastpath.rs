@@ -116,6 +116,22 @@ fn send_seq_to(tx: &UdpSocket, dst: Ipv4Addr, seq: u64) {
 
 /// A counter of the fast path's in a stats document, by its path under
 /// `stats.fast` (`["to_slow", "no_route"]`).
+/// Send datagrams 1..=`n`, 0.5 ms apart, and wait (until [`PATIENCE`]
+/// after `since`) for every one of them to arrive, in any order.
+fn send_and_receive(tx: &UdpSocket, rx: &UdpSocket, n: u64, since: Instant) {
+    for seq in 1..=n {
+        send_seq(tx, seq);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let (mut got, mut buf) = (BTreeSet::new(), [0u8; 64]);
+    while got.len() < n as usize {
+        if let Some(s) = rx.recv(&mut buf).ok().and_then(|k| seq_of(&buf[..k])) {
+            got.insert(s);
+        }
+        assert!(since.elapsed() < PATIENCE, "received {} of {n}", got.len());
+    }
+}
+
 fn fast_count(stats: &Value, path: &[&str]) -> u64 {
     let v = path.iter().fold(fast(stats), |v, k| &v[*k]);
     v.as_u64()
@@ -494,17 +510,7 @@ fn a_move_to_fast_finds_the_neighbour_the_router_just_resolved() {
     d.ok(&["vr", "move", "r", "fast"]);
     let before = d.stats();
     const N: u64 = 100;
-    let mut got = BTreeSet::new();
-    for seq in 1..=N {
-        send_seq(&tx, seq);
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    while got.len() < N as usize {
-        if let Some(s) = rx.recv(&mut buf).ok().and_then(|n| seq_of(&buf[..n])) {
-            got.insert(s);
-        }
-        assert!(t0.elapsed() < PATIENCE, "received {} of {N}", got.len());
-    }
+    send_and_receive(&tx, &rx, N, t0);
     let after = d.stats();
     let no_neighbour = |s: &Value| fast_count(s, &["to_slow", "no_neighbour"]);
     assert_eq!(
@@ -545,18 +551,7 @@ fn a_vr_whose_router_does_not_answer_is_moved_all_the_same() {
     eprintln!("moved a stopped VR in {:?}", t.elapsed());
     let before = d.stats();
     const N: u64 = 50;
-    for seq in 1..=N {
-        send_seq(&tx, seq);
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    let mut got = BTreeSet::new();
-    let mut buf = [0u8; 64];
-    while got.len() < N as usize {
-        if let Some(s) = rx.recv(&mut buf).ok().and_then(|n| seq_of(&buf[..n])) {
-            got.insert(s);
-        }
-        assert!(t.elapsed() < PATIENCE, "received {} of {N}", got.len());
-    }
+    send_and_receive(&tx, &rx, N, t);
     let after = d.stats();
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
     assert_eq!(
