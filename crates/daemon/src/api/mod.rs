@@ -231,14 +231,26 @@ where
     F: FnOnce(&mut Controller) -> ApiResult<T> + Send + 'static,
 {
     let st = st.clone();
-    tokio::task::spawn_blocking(move || {
-        // Best effort: without CAP_SYS_NICE the thread keeps its own.
-        let _nice = vrhost_host::cpu::NiceFor::set(nice);
+    off_thread(nice, move || {
         let mut c = st
             .ctl
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut c)
+    })
+    .await
+}
+
+/// Run `f` on a blocking thread at nice value `nice`.
+async fn off_thread<T, F>(nice: i32, f: F) -> ApiResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> ApiResult<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        // Best effort: without CAP_SYS_NICE the thread keeps its own.
+        let _nice = vrhost_host::cpu::NiceFor::set(nice);
+        f()
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
@@ -291,12 +303,7 @@ where
     T: Send + 'static,
     F: FnOnce() -> ApiResult<T> + Send + 'static,
 {
-    tokio::task::spawn_blocking(move || {
-        let _nice = vrhost_host::cpu::NiceFor::set(CONTROL_NICE);
-        f()
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+    off_thread(CONTROL_NICE, f).await
 }
 
 /// A JSON body that fits schema `schema` of the API document, its `null`
