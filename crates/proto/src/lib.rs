@@ -131,7 +131,8 @@ pub struct PollConfig {
     /// the VRs on its core) follow the CPU its frames arrive on. Before it
     /// sleeps, the worker reads where its ports' receive ran since its last
     /// sleep (an AF_XDP port's per-CPU redirect counter) and, if frames
-    /// came from another CPU, moves itself and its co-located VRs there
+    /// came from another CPU at two such looks in a row, moves itself and
+    /// its co-located VRs there
     /// (one `sched_setaffinity` each, per move), so the next frame's
     /// wakeups and the reply's wakeup of its sender are local switches,
     /// as the kernel's own forwarding is on veth; it goes back to its own
