@@ -60,7 +60,8 @@
 //! queue's socket.
 //!
 //! With [`TxPath::Xdp`] (`tx = "xdp"`) `tx_burst` and `flush` send
-//! through the kernel's XDP test run instead, with no skb (`txlive.rs`).
+//! through the kernel's XDP test run instead, with no skb (`txlive.rs`);
+//! so does `tx_lent`, copying a lent frame out and giving it back at once.
 //!
 //! Everything read from the kernel's rings is checked before use (see
 //! `queue.rs`): a wrong descriptor is a counted drop. Dropping the port
@@ -246,15 +247,15 @@ impl AfXdpPort {
 
         let txlive = match (tx, &own) {
             (TxPath::Socket | TxPath::Auto, _) => None,
-            (TxPath::Xdp, Some(own)) if area.is_none() => Some(Box::new(txlive::TxLive::open(
+            (TxPath::Xdp, Some(own)) => Some(Box::new(txlive::TxLive::open(
                 &own.bpf,
                 (ifname, ifindex),
                 check,
             )?)),
-            (TxPath::Xdp, _) => {
+            (TxPath::Xdp, None) => {
                 return Err(AfXdpError::Config {
                     ifname: name,
-                    why: "tx xdp needs the port's own XDP program and its own UMEM".into(),
+                    why: "tx xdp needs the port's own XDP program".into(),
                 });
             }
         };
@@ -463,8 +464,32 @@ impl AfXdpPort {
     /// outside the frame, runt) and counted in `tx_dropped`; an index not
     /// lent is counted (see [`AfXdpPort::refused_lent`]) and left alone.
     /// Returns how many were queued; [`Port::flush`] kicks them.
+    ///
+    /// With `tx = "xdp"` each frame is copied into the XDP transmit's
+    /// array instead (the one copy the socket's skb would have made) and
+    /// given back at once; [`Port::flush`] sends the array.
     pub fn tx_lent(&mut self, frames: &[LentFrame]) -> usize {
-        let n = self.socks[0].q.send_lent(frames);
+        let mut frames = frames;
+        let mut taken = 0;
+        if let (Some(t), Some(own)) = (&mut self.txlive, &self.own)
+            && !t.fell_back
+        {
+            let (k, looked) = self.socks[0].q.copy_lent(frames, |at, len| {
+                // SAFETY: `copy_lent` passes the extent of a lent frame,
+                // inside the UMEM mapping, which is not the array.
+                match unsafe { t.push(&own.bpf, at, len) } {
+                    txlive::Push::Queued => Some(true),
+                    txlive::Push::Refused => Some(false),
+                    txlive::Push::FellBack => None,
+                }
+            });
+            if looked == frames.len() {
+                return k;
+            }
+            self.fall_back();
+            (taken, frames) = (k, &frames[looked..]);
+        }
+        let n = taken + self.socks[0].q.send_lent(frames);
         if self.socks[0]
             .q
             .tx_kick_due(self.kick_threshold, self.need_wakeup)

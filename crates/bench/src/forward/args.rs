@@ -13,7 +13,8 @@ pub struct ForwardArgs {
     /// with p0 and p1 dedicated to the VR: their UMEM is the VR's pool),
     /// af_xdp_txlive (af_xdp whose ports send through the kernel's XDP
     /// test run with live frames, `ports[].tx = "xdp"`: no skb per frame),
-    /// af_packet, socket,
+    /// af_xdp_dedicated_txlive (both: a frame copied from the VR's pool
+    /// into the test run's array), af_packet, socket,
     /// fast (vrhost's XDP fast path, the VR's slow path on af_xdp ports),
     /// tap (a `kind = "tap"` VR on af_xdp ports: Linux forwarding in its
     /// namespace behind TAPs).

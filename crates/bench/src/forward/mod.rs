@@ -255,7 +255,7 @@ pub fn run(args: &ForwardArgs) -> Result<()> {
     for f in &args.forwarders {
         if copies_per_frame(f, args).is_none() {
             bail!(
-                "--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, af_xdp, af_xdp_dedicated, af_xdp_txlive, af_packet, socket, fast, tap)"
+                "--forwarders: unknown forwarder {f:?} (kernel, kernel_norps, af_xdp, af_xdp_dedicated, af_xdp_txlive, af_xdp_dedicated_txlive, af_packet, socket, fast, minimal, tap)"
             );
         }
     }
@@ -666,6 +666,10 @@ fn forwarder_points(
 ///   ([`node::dedicated_ports`]): 2 (the kernel into the VR's slot, the
 ///   generic xmit into an skb); p0 alone: 3 (the worker into p1's UMEM
 ///   besides);
+/// - `af_xdp_dedicated_txlive`: 3 (the kernel into the VR's slot, the
+///   worker into a slot of the port's BPF array, the XDP program into the
+///   kernel's page; no skb), with p0 alone too (p1's array takes the
+///   frame from the VR's slot);
 /// - `tap`: 7 (the kernel into p0's UMEM, the worker into the VR's slot,
 ///   `write` into the TAP's skb; Linux forwards the skb; `read` from the
 ///   other TAP into the port's buffer, the worker into a slot, the worker
@@ -674,7 +678,7 @@ pub fn copies_per_frame(fwd: &str, args: &ForwardArgs) -> Option<u32> {
     Some(match fwd {
         "kernel" | "kernel_norps" | "fast" | node::MINIMAL => 0,
         "af_xdp_dedicated" if node::dedicated_ports(args).0 == 2 => 2,
-        "socket" | "af_packet" | "af_xdp_dedicated" => 3,
+        "socket" | "af_packet" | "af_xdp_dedicated" | "af_xdp_dedicated_txlive" => 3,
         "af_xdp" | "af_xdp_txlive" => 4,
         "tap" => 7,
         _ => return None,

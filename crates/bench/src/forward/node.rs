@@ -92,7 +92,7 @@ pub(crate) fn setup_node_on(
     }
     let (driver, path) = match fwd {
         "fast" => ("af_xdp", Some(path.unwrap_or("fast"))),
-        "af_xdp_dedicated" => ("af_xdp", path),
+        "af_xdp_dedicated" | "af_xdp_dedicated_txlive" => ("af_xdp", path),
         "af_xdp_txlive" => ("af_xdp", path),
         "tap" => ("af_xdp", None),
         d => (d, path),
@@ -212,18 +212,20 @@ fn start_vrhost(
     dir: &Path,
 ) -> Result<(Daemon, Client)> {
     let node = lab.ns("node");
-    let (dedicated, tap) = (fwd == "af_xdp_dedicated", fwd == "tap");
+    let dedicated = fwd == "af_xdp_dedicated" || fwd == "af_xdp_dedicated_txlive";
+    let tap = fwd == "tap";
     kernel_forwarding_off(&node)?;
     let cfg = dir.join(format!("vrhost-{fwd}.toml"));
     let mut src = daemon_config(args, (driver, dedicated), table, path);
     if tap {
         src = tap_vr(&src);
     }
-    // `af_xdp_txlive`: both ports send through the XDP test run
+    // `af_xdp_txlive`, `af_xdp_dedicated_txlive`: both ports send through
+    // the XDP test run
     // (`ports[].tx`): the sink's eth0 runs the XDP sink and the
     // generator's has GRO on, so both take xdp_frames.
     let tx = match fwd {
-        "af_xdp_txlive" => Some("xdp"),
+        "af_xdp_txlive" | "af_xdp_dedicated_txlive" => Some("xdp"),
         "af_xdp" => args.af_xdp_tx.as_deref(),
         _ => None,
     };

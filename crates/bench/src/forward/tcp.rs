@@ -262,7 +262,8 @@ fn gro(lab: &Lab, host: &str, on: bool) -> Result<()> {
 /// Whether forwarder `fwd` needs GRO on the generator's `eth0` (its `p0`
 /// sends xdp_frames, which a veth takes only with NAPI).
 pub(crate) fn needs_gen_gro(fwd: &str) -> bool {
-    fwd == "fast" || fwd == "af_xdp_txlive" || fwd == super::node::MINIMAL
+    matches!(fwd, "fast" | "af_xdp_txlive" | "af_xdp_dedicated_txlive")
+        || fwd == super::node::MINIMAL
 }
 
 /// iperf3 to `addr` (the sink) through forwarder `fwd` in each placement,

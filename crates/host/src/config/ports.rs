@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use toml::Spanned;
 
-use super::schema::{Driver, PortConfig, PortTx, port_rings};
+use super::schema::{Driver, PortConfig, port_rings};
 use super::{ConfigError, Source};
 
 /// Check every port; the index of each port by name.
@@ -86,15 +86,12 @@ fn check_traffic(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigErro
 /// driver takes.
 fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError> {
     if let Some(v) = &p.tx {
-        let why = if p.driver != Driver::AfXdp {
-            Some("only an af_xdp port has tx")
-        } else if p.dedicated.is_some() && *v.get_ref() == PortTx::Xdp {
-            Some("a dedicated port sends from its VR's pool: tx \"xdp\" is for a shared port")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(at.err(v.span(), format!("ports[{i}].tx"), why.into()));
+        if p.driver != Driver::AfXdp {
+            return Err(at.err(
+                v.span(),
+                format!("ports[{i}].tx"),
+                "only an af_xdp port has tx".into(),
+            ));
         }
     }
     for (v, field) in [(&p.ring_size, "ring_size"), (&p.frames, "frames")] {
@@ -139,6 +136,7 @@ fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError>
 mod tests {
     use super::*;
     use crate::config::tests::assert_refused;
+    use crate::config::schema::PortTx;
 
     /// Check the ports of `src` (`[[ports]]` tables only).
     fn check(src: &str) -> Result<BTreeMap<String, usize>, String> {
@@ -249,11 +247,6 @@ traffic = { frame_bytes = 128 }
                 "driver = \"af_xdp\"\ninterface = \"veth0\"\nring_size = 1024",
                 "driver = \"af_packet\"\ninterface = \"veth0\"\ntx = \"socket\"",
                 "p.toml:6: ports[0].tx: only an af_xdp port has tx",
-            ),
-            (
-                "ring_size = 1024",
-                "dedicated = \"a\"\ntx = \"xdp\"",
-                "p.toml:7: ports[0].tx: a dedicated port sends from its VR's pool",
             ),
         ] {
             let src = TWO.replacen(from, to, 1);

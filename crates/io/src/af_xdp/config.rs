@@ -120,7 +120,9 @@ pub enum TxPath {
     /// xdp_frame through the driver's `ndo_xdp_xmit`, without an skb
     /// (`txlive.rs`). Needs a kernel with live frames (5.18+) and a driver
     /// that takes redirected frames; a veth's peer takes them only when
-    /// it runs an XDP program or has GRO on.
+    /// it runs an XDP program or has GRO on. A port on a lent area (a VR's
+    /// pool, [`super::AfXdpPort::open_on`]) copies each frame from where it
+    /// lies into the array and gives it back at once.
     Xdp,
     /// [`TxPath::Xdp`] where the port can tell the driver takes the
     /// frames, else [`TxPath::Socket`]: on a driver whose counters show
@@ -130,7 +132,8 @@ pub enum TxPath {
     /// good when a run's frames are not counted (a veth whose peer has
     /// neither an XDP program nor GRO): that run is sent again through
     /// the socket, the fallback logged once and counted
-    /// ([`crate::PortStats::tx_fallbacks`]). Other drivers: the socket.
+    /// ([`crate::PortStats::tx_fallbacks`]). Other drivers, and a port
+    /// on a lent area: the socket.
     Auto,
 }
 

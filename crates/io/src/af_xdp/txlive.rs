@@ -121,6 +121,18 @@ const ST_COUNT: usize = 4;
 const ST_SENT: usize = 8;
 const ST_REFUSED: usize = 16;
 
+/// What [`TxLive::push`] did with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Push {
+    /// In the array, sent by the next run.
+    Queued,
+    /// Too short or too long: counted in `dropped`.
+    Refused,
+    /// The run of a full array found the driver refusing xdp_frames
+    /// ([`TxLive::fell_back`]): not taken, to be sent otherwise.
+    FellBack,
+}
+
 /// See the [module docs](self).
 pub(super) struct TxLive {
     frames: Mmap,
@@ -212,33 +224,50 @@ impl TxLive {
     pub(super) fn send(&mut self, ebpf: &Ebpf, frames: &[&[u8]]) -> (usize, usize) {
         let mut k = 0;
         for (i, f) in frames.iter().enumerate() {
-            let len = f.len();
-            if len < MIN_FRAME as usize || len > MAX_FRAME {
-                self.dropped += 1;
-                continue;
+            // SAFETY: `f` is `f.len()` readable bytes, and cannot overlap
+            // the array (no Rust reference points into it).
+            match unsafe { self.push(ebpf, f.as_ptr(), f.len()) } {
+                Push::Queued => k += 1,
+                Push::Refused => {}
+                Push::FellBack => return (k, i),
             }
-            if self.queued == SLOTS {
-                // A failed run counts its frames dropped.
-                let _ = self.run(ebpf);
-                if self.fell_back {
-                    return (k, i);
-                }
-            }
-            let slot = self.frames.ptr().wrapping_add(self.queued as usize * SLOT);
-            // SAFETY: slot `queued` (< SLOTS) lies inside the mapping of
-            // SLOTS * SLOT bytes; `len <= MAX_FRAME` keeps the bytes inside
-            // it, after its 8-byte header. Only the kernel's run of this
-            // program (inside `run`, on this thread) reads the array, and
-            // no Rust reference points into it; `f` cannot overlap it.
-            unsafe {
-                slot.cast::<u32>().write(len as u32);
-                std::ptr::copy_nonoverlapping(f.as_ptr(), slot.add(8), len);
-            }
-            self.queued += 1;
-            self.queued_bytes += len as u64;
-            k += 1;
         }
         (k, frames.len())
+    }
+
+    /// Copy the `len` bytes at `src` into the array's next free slot
+    /// (running a full array first). A frame shorter than an Ethernet
+    /// header or longer than [`MAX_FRAME`] is refused and counted.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `len` bytes and must not point
+    /// into the array. The bytes may change meanwhile (a lent frame in a
+    /// VR's pool): the copy then sends whatever it read.
+    pub(super) unsafe fn push(&mut self, ebpf: &Ebpf, src: *const u8, len: usize) -> Push {
+        if len < MIN_FRAME as usize || len > MAX_FRAME {
+            self.dropped += 1;
+            return Push::Refused;
+        }
+        if self.queued == SLOTS {
+            // A failed run counts its frames dropped.
+            let _ = self.run(ebpf);
+            if self.fell_back {
+                return Push::FellBack;
+            }
+        }
+        let slot = self.frames.ptr().wrapping_add(self.queued as usize * SLOT);
+        // SAFETY: slot `queued` (< SLOTS) lies inside the mapping of
+        // SLOTS * SLOT bytes; `len <= MAX_FRAME` keeps the bytes inside
+        // it, after its 8-byte header. Only the kernel's run of this
+        // program (inside `run`, on this thread) reads the array, and no
+        // Rust reference points into it; the caller vouches for `src`.
+        unsafe {
+            slot.cast::<u32>().write(len as u32);
+            std::ptr::copy_nonoverlapping(src, slot.add(8), len);
+        }
+        self.queued += 1;
+        self.queued_bytes += len as u64;
+        Push::Queued
     }
 
     /// Send the queued frames with one `BPF_PROG_RUN` (more if a signal

@@ -4,9 +4,10 @@
 //! the next burst; the caller gives it back (it goes to the free stack and
 //! from there to the fill ring) or sends it from where it lies, with no
 //! copy (it goes to the tx ring, and back to the free stack on
-//! completion). Frame indexes and extents the caller passes are checked
-//! against the ownership record: a frame not lent, or bytes outside it,
-//! are refused and counted, never followed.
+//! completion), or has its bytes copied out by a transmit of another kind
+//! (`tx = "xdp"`), which gives it back at once. Frame indexes and extents
+//! the caller passes are checked against the ownership record: a frame not
+//! lent, or bytes outside it, are refused and counted, never followed.
 
 use super::super::sys::XdpDesc;
 use super::{MIN_FRAME, Owner, Queue};
@@ -94,5 +95,45 @@ impl Queue {
         self.in_tx += k;
         self.tx_unkicked += k;
         k as usize
+    }
+
+    /// Hand the bytes of the lent `frames` to `copy` (a transmit that
+    /// copies them, `tx = "xdp"`), then take each back to the free stack:
+    /// nothing stays queued in the socket. The checks of `send_lent`: an
+    /// index that is not lent is counted in `tx_refused` and left alone; a
+    /// runt or an extent outside its frame is freed, not copied, and
+    /// counted in `tx_dropped` (what `copy` refuses it counts itself).
+    /// Returns how many `copy` took; stops, giving back the frames looked
+    /// at, where `copy` says `None` (its transmit can take no more), and
+    /// then returns how many were looked at as well.
+    pub(in super::super) fn copy_lent(
+        &mut self,
+        frames: &[LentFrame],
+        mut copy: impl FnMut(*const u8, usize) -> Option<bool>,
+    ) -> (usize, usize) {
+        let mut k = 0;
+        for (i, f) in frames.iter().enumerate() {
+            if !self.is_lent(f.frame) {
+                self.c.tx_refused += 1;
+                continue;
+            }
+            let end = u64::from(f.offset) + u64::from(f.len);
+            if f.len < MIN_FRAME || end > u64::from(self.frame_size) {
+                self.lent -= 1;
+                self.put_free(f.frame);
+                self.c.tx_dropped += 1;
+                continue;
+            }
+            // `frame_ptr` of a frame index below `nframes` (it is lent) and
+            // an extent inside the frame: the bytes lie in the UMEM.
+            let at = self.frame_ptr(f.frame).wrapping_add(f.offset as usize);
+            match copy(at, f.len as usize) {
+                Some(took) => k += usize::from(took),
+                None => return (k, i),
+            }
+            self.lent -= 1;
+            self.put_free(f.frame);
+        }
+        (k, frames.len())
     }
 }
