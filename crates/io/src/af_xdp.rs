@@ -323,6 +323,16 @@ impl AfXdpPort {
         self.mode
     }
 
+    /// How frames leave now: [`TxPath::Xdp`] while the port sends through
+    /// the XDP test run (`tx = "xdp"`, or `auto` that has not fallen
+    /// back), else [`TxPath::Socket`].
+    pub fn tx_path(&self) -> TxPath {
+        match &self.txlive {
+            Some(t) if !t.fell_back => TxPath::Xdp,
+            _ => TxPath::Socket,
+        }
+    }
+
     /// Whose XDP program feeds the sockets.
     pub fn program(&self) -> XdpProgram {
         if self.own.is_some() {

@@ -22,7 +22,7 @@ use vrhost_host::{
 };
 use vrhost_io::Port;
 use vrhost_io::af_packet::AfPacketPort;
-use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort};
+use vrhost_io::af_xdp::{AfXdpConfig, AfXdpPort, TxPath};
 use vrhost_lab::{Netns, veth};
 use vrhost_proto::PollConfig;
 use vrhost_router::{NeighbourConfig, RouterConfig, VnicConfig};
@@ -125,9 +125,11 @@ fn start(worker: &Worker, spec: &PathSpec, region: Region, cmd: &VrCommand) -> V
     VrPath::assemble(spec, region, Backend::Process(vec![p]), vec![bell])
 }
 
-/// Run `worker` in a thread while `f` runs; returns what `f` returns.
-/// The worker stops when `f` returns or panics.
-fn with_worker<T>(worker: &mut Worker, f: impl FnOnce() -> T) -> T {
+/// Run `worker` in a thread in namespace `ns` (its ports', as the daemon
+/// runs it: a `tx = "xdp"` port's test run names its interface there)
+/// while `f` runs; returns what `f` returns. The worker stops when `f`
+/// returns or panics.
+fn with_worker<T>(worker: &mut Worker, ns: &Netns, f: impl FnOnce() -> T) -> T {
     /// Stops the worker when dropped, also on a panic.
     struct Stop<'a>(&'a AtomicBool);
     impl Drop for Stop<'_> {
@@ -137,7 +139,10 @@ fn with_worker<T>(worker: &mut Worker, f: impl FnOnce() -> T) -> T {
     }
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| worker.run(&stop));
+        s.spawn(|| {
+            let _in = ns.enter().expect("the ports' namespace");
+            worker.run(&stop)
+        });
         let _stop = Stop(&stop);
         f()
     })
@@ -232,7 +237,7 @@ fn a_vr_on_a_dedicated_port_forwards_ping_and_udp_intact_with_no_host_copy() {
     let stats = worker.vrs()[0].stats().clone();
 
     let sizes = [18, 64, 100, 512, 1000, 1400, 1472];
-    let (pings, pings_router, got) = with_worker(&mut worker, || {
+    let (pings, pings_router, got) = with_worker(&mut worker, &lab.r, || {
         let ping = |addr: &str, size: usize| ping_from_a(&lab, addr, size);
         let across: Vec<String> = [56, 1000, 1472]
             .iter()
@@ -303,10 +308,38 @@ fn open_pair(lab: &Lab, second: &str, region: &Region) -> (AfXdpPort, AfXdpPort)
 
 #[test]
 fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy_and_dies_leaking_none() {
+    two_dedicated_ports_forward_and_die_leaking_none(TxPath::Socket);
+}
+
+/// The same with both ports sending through the XDP test run (`tx =
+/// "xdp"`): each frame is copied from the VR's slot into the port's array
+/// and the slot given back at once, so the frames all come home all the
+/// same (the end hosts' GRO gives their veths the NAPI that takes
+/// xdp_frames).
+#[test]
+fn a_vr_on_two_dedicated_ports_sending_through_xdp_forwards_and_dies_leaking_none() {
+    two_dedicated_ports_forward_and_die_leaking_none(TxPath::Xdp);
+}
+
+fn two_dedicated_ports_forward_and_die_leaking_none(tx: TxPath) {
     let lab = lab();
+    if tx == TxPath::Xdp {
+        lab.a.exec("ethtool", &["-K", "a0", "gro", "on"]).unwrap();
+        lab.b.exec("ethtool", &["-K", "b0", "gro", "on"]).unwrap();
+    }
     let spec = PathSpec::new("zc2", vec![0, 1], 2048);
     let region = spec.create_region().unwrap();
-    let (r0, r1) = open_pair(&lab, "r1", &region);
+    let cfg = AfXdpConfig { tx, ..xdp() };
+    let (r0, r1) = lab
+        .r
+        .run(|| {
+            let r0 = open_dedicated("r0", &cfg, &region)?;
+            let r1 = open_dedicated_sharing("r1", &cfg, &region, &r0)?;
+            Ok::<_, vrhost_io::af_xdp::AfXdpError>((r0, r1))
+        })
+        .unwrap()
+        .expect("two AF_XDP ports on one pool");
+    assert_eq!((r0.tx_path(), r1.tx_path()), (tx, tx));
     assert_eq!(r1.lent_frames(), Some(PORT_FRAMES..2 * PORT_FRAMES));
     let ports: Vec<Box<dyn Port>> = vec![Box::new(r0), Box::new(r1)];
     let mut worker =
@@ -320,7 +353,7 @@ fn a_vr_on_two_dedicated_ports_forwards_between_them_with_no_copy_and_dies_leaki
     let pid = worker.vrs()[0].instance_info()[0].pid.unwrap();
 
     let sizes = [18, 64, 100, 512, 1000, 1400, 1472];
-    let (pings, there, back) = with_worker(&mut worker, || {
+    let (pings, there, back) = with_worker(&mut worker, &lab.r, || {
         let pings: Vec<String> = [56, 1000, 1472]
             .iter()
             .map(|&n| ping_from_a(&lab, "10.2.0.2", n))
@@ -469,7 +502,7 @@ fn a_hostile_vr_on_two_dedicated_ports_is_contained_and_sees_no_other_tenant() {
     );
 
     const N: usize = 1500;
-    with_worker(&mut worker, || {
+    with_worker(&mut worker, &lab.r, || {
         std::thread::scope(|s| {
             s.spawn(|| {
                 blast(

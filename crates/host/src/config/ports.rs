@@ -85,14 +85,14 @@ fn check_traffic(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigErro
 /// `ring_size` and `frames` only on an `af_xdp` port, and sizes its
 /// driver takes.
 fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError> {
-    if let Some(v) = &p.tx {
-        if p.driver != Driver::AfXdp {
-            return Err(at.err(
-                v.span(),
-                format!("ports[{i}].tx"),
-                "only an af_xdp port has tx".into(),
-            ));
-        }
+    if let Some(v) = &p.tx
+        && p.driver != Driver::AfXdp
+    {
+        return Err(at.err(
+            v.span(),
+            format!("ports[{i}].tx"),
+            "only an af_xdp port has tx".into(),
+        ));
     }
     for (v, field) in [(&p.ring_size, "ring_size"), (&p.frames, "frames")] {
         if let Some(v) = v
@@ -135,8 +135,8 @@ fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::assert_refused;
     use crate::config::schema::PortTx;
+    use crate::config::tests::assert_refused;
 
     /// Check the ports of `src` (`[[ports]]` tables only).
     fn check(src: &str) -> Result<BTreeMap<String, usize>, String> {

@@ -202,4 +202,56 @@ mod tests {
             (N / 2, 9, N / 2, N)
         );
     }
+
+    #[test]
+    fn a_lent_frame_copied_out_is_given_back_at_once_and_bad_ones_are_refused() {
+        let mut p = pair();
+        let addrs = p.r[0].fill.kernel_take();
+        for (k, a) in addrs[..3].iter().enumerate() {
+            let at = *a as usize + 256;
+            p._umem[at..at + 100].fill(k as u8 + 1);
+        }
+        let desc = |a: u64, len| XdpDesc {
+            addr: a + 256,
+            len,
+            options: 0,
+        };
+        p.r[0]
+            .rx
+            .kernel_put(&[desc(addrs[0], 100), desc(addrs[1], 100), desc(addrs[2], 60)]);
+        let (q0, q1) = p.q.as_mut().unwrap();
+        let mut out = [LentFrame::default(); 4];
+        assert_eq!(q0.lend(&mut out), 3);
+        let (a, b, c) = (out[0], out[1], out[2]);
+        // `b` is sent by the sibling port, which adopts it first.
+        assert!(q1.adopt_lent(q0, b.frame));
+        let not_lent = LentFrame { frame: 5, ..a };
+        let runt = LentFrame { len: 3, ..c };
+        let mut copied = Vec::new();
+        let mut copy = |at: *const u8, len: usize| {
+            // SAFETY: `copy_lent` passes an extent inside the UMEM.
+            copied.push(unsafe { std::slice::from_raw_parts(at, len) }.to_vec());
+            Some(true)
+        };
+        assert_eq!(q0.copy_lent(&[a, not_lent, runt], &mut copy), (1, 3));
+        assert_eq!(q1.copy_lent(&[b], &mut copy), (1, 1));
+        assert_eq!(copied, [vec![1u8; 100], vec![2u8; 100]]);
+        assert_eq!((q0.c.tx_refused, q0.c.tx_dropped), (1, 1));
+        assert!(!q0.give_back(a.frame), "given back once only");
+        // Nothing waits in a tx ring: q0's frames are free but `b`, on its
+        // way home from q1.
+        assert!(p.r[0].tx.kernel_take().is_empty() && p.r[1].tx.kernel_take().is_empty());
+        let (q0, q1) = p.q.as_mut().unwrap();
+        let (c0, c1) = (q0.frame_counts(), q1.frame_counts());
+        assert_eq!((c0.lent, c0.tx, c1.returning), (0, 0, 1));
+        assert_eq!(q1.send_home(q0), 1);
+        assert_eq!(sum(q0.frame_counts(), q1.frame_counts()), N);
+        // A transmit that takes no more stops the walk: the frame it
+        // stopped at stays lent, for the caller to send otherwise.
+        p.r[0].rx.kernel_put(&[desc(addrs[3], 100)]);
+        let (q0, _) = p.q.as_mut().unwrap();
+        assert_eq!(q0.lend(&mut out), 1);
+        assert_eq!(q0.copy_lent(&out[..1], |_, _| None), (0, 0));
+        assert!(q0.is_lent(out[0].frame));
+    }
 }
