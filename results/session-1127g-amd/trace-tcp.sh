@@ -1,0 +1,9 @@
+#!/bin/bash
+# $1 forwarder, $2 out prefix
+vrhost bench forward --forwarders $1 --generator live --frame-bytes 1500 --loads 0.25 --pings 0 --idle-pings 0 --tcp-seconds 6 --seconds 1 --tcp-placements pinned > $2-run.txt 2>&1 &
+for i in $(seq 1 600); do pgrep -f "iperf3 -c" >/dev/null && break; sleep 0.1; done
+sleep 1.5
+perf record -a -o $2.data -e net:netif_receive_skb,net:napi_gro_receive_entry,net:net_dev_xmit -- sleep 1 2>/dev/null >/dev/null
+wait
+perf script -i $2.data 2>/dev/null | awk '{for(i=1;i<=NF;i++){if($i ~ /^dev=/)d=$i; if($i ~ /^len=/)l=substr($i,5)}; ev=$5; key=ev" "d; n[key]++; if(l+0>1600) big[key]++} END{for(k in n) print k, n[k], big[k]+0}' | sort
+grep "^tcp" $2-run.txt
