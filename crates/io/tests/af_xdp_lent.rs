@@ -289,18 +289,45 @@ fn refused_on_area(cfg: AfXdpConfig) -> String {
 }
 
 #[test]
-fn tx_xdp_is_refused_on_an_area() {
-    // A port on its VR's pool sends from the pool: `tx = "xdp"` would copy
-    // the frames out of it, and the config refuses it first.
-    let e = refused_on_area(AfXdpConfig {
+fn tx_xdp_on_an_area_copies_a_lent_frame_out_and_gives_it_back_at_once() {
+    let (a, b) = lab();
+    // A veth takes xdp_frames only when its peer has NAPI: GRO gives it.
+    b.exec("ethtool", &["-K", "b0", "gro", "on"]).unwrap();
+    let (area, vr) = pool();
+    let cfg = AfXdpConfig {
         tx: TxPath::Xdp,
         ..cfg()
-    });
-    assert!(e.contains("tx xdp needs"), "{e}");
+    };
+    let mut port = a
+        .run(|| AfXdpPort::open_on("a0", &cfg, area))
+        .unwrap()
+        .expect("tx xdp on a VR's pool");
+    assert_eq!(port.tx_path(), TxPath::Xdp);
+    let mut peer = b
+        .run(|| SocketPort::open("b0", SocketConfig::default()))
+        .unwrap()
+        .unwrap();
+    for seq in 0..4 {
+        assert_eq!(peer.tx_burst(&[&frame(seq, 1000)]), 1);
+        let (l, got) = next_lent(&mut port, &vr);
+        let mut reply = got.clone();
+        reply[0..6].copy_from_slice(&[2, 0, 0, 0, 0xb0, 1]);
+        reply[18] = !reply[18];
+        vr.write((l.frame * FRAME + l.offset) as usize, &reply);
+        assert_eq!(port.tx_lent(&[l]), 1);
+        // Copied out: the frame is the port's again before any send, and
+        // nothing waits on the socket's tx ring.
+        assert!(!port.is_lent(l.frame));
+        assert_eq!(port.frame_counts().tx, 0);
+        // The test run names the interface in the caller's namespace.
+        a.run(|| port.flush()).unwrap().unwrap();
+        assert_eq!(peer_rx(&mut peer), reply, "reply {seq} intact");
+    }
+    let c = port.frame_counts();
+    assert_eq!((c.total, c.lent, c.tx), (FRAMES, 0, 0));
+    assert_eq!(port.stats().tx_packets, 4);
 }
 
-/// Two ports on one UMEM (a VR with two dedicated ports), `a0` and `a1`,
-/// and the peers' ports on `b0` and `b1`.
 fn open_shared() -> ((Netns, Netns), Shared, [AfXdpPort; 2], [SocketPort; 2]) {
     let (lab, vr, ports, peers) = open_chain(2);
     let (Ok(ports), Ok(peers)) = (ports.try_into(), peers.try_into()) else {
