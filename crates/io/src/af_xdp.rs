@@ -327,10 +327,15 @@ impl AfXdpPort {
     /// the XDP test run (`tx = "xdp"`, or `auto` that has not fallen
     /// back), else [`TxPath::Socket`].
     pub fn tx_path(&self) -> TxPath {
-        match &self.txlive {
-            Some(t) if !t.fell_back => TxPath::Xdp,
-            _ => TxPath::Socket,
+        match self.live() {
+            Some(_) => TxPath::Xdp,
+            None => TxPath::Socket,
         }
+    }
+
+    /// The XDP transmit while frames leave through it (not fallen back).
+    fn live(&self) -> Option<&txlive::TxLive> {
+        self.txlive.as_deref().filter(|t| !t.fell_back)
     }
 
     /// Whose XDP program feeds the sockets.
@@ -432,9 +437,9 @@ impl AfXdpPort {
     /// Largest frame `tx_burst` accepts.
     pub fn max_tx_frame(&self) -> usize {
         let socket = self.socks[0].q.max_frame() as usize;
-        match &self.txlive {
-            Some(t) if !t.fell_back => socket.min(txlive::MAX_FRAME),
-            _ => socket,
+        match self.live() {
+            Some(_) => socket.min(txlive::MAX_FRAME),
+            None => socket,
         }
     }
 
@@ -661,10 +666,7 @@ impl Port for AfXdpPort {
     /// back): one `BPF_PROG_RUN` sends them all, at a cost mostly fixed
     /// per call.
     fn tx_batched(&self) -> usize {
-        match &self.txlive {
-            Some(t) if !t.fell_back => t.queued(),
-            _ => 0,
-        }
+        self.live().map_or(0, txlive::TxLive::queued)
     }
 
     /// The driver's counters plus the kernel's as last read: `rx_dropped`
