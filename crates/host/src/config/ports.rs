@@ -82,38 +82,37 @@ fn check_traffic(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigErro
     }
 }
 
-/// `ring_size` and `frames` only on an `af_xdp` port, and sizes its
-/// driver takes.
+/// A port's `field`, set at `span`, is refused unless the port's driver
+/// is `only`.
+fn only_on(
+    i: usize,
+    p: &PortConfig,
+    at: &Source,
+    only: Driver,
+    field: &str,
+    span: Option<std::ops::Range<usize>>,
+) -> Result<(), ConfigError> {
+    match span {
+        Some(span) if p.driver != only => Err(at.err(
+            span,
+            format!("ports[{i}].{field}"),
+            format!("only an {} port has {field}", only.name()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `tx`, `ring_size` and `frames` only on an `af_xdp` port, `rx_ring`
+/// only on an `af_packet` one, and sizes its driver takes.
 fn check_rings(i: usize, p: &PortConfig, at: &Source) -> Result<(), ConfigError> {
-    if let Some(v) = &p.tx
-        && p.driver != Driver::AfXdp
-    {
-        return Err(at.err(
-            v.span(),
-            format!("ports[{i}].tx"),
-            "only an af_xdp port has tx".into(),
-        ));
-    }
-    for (v, field) in [(&p.ring_size, "ring_size"), (&p.frames, "frames")] {
-        if let Some(v) = v
-            && p.driver != Driver::AfXdp
-        {
-            return Err(at.err(
-                v.span(),
-                format!("ports[{i}].{field}"),
-                format!("only an af_xdp port has {field}"),
-            ));
-        }
-    }
-    if let Some(v) = &p.rx_ring
-        && p.driver != Driver::AfPacket
-    {
-        return Err(at.err(
-            v.span(),
-            format!("ports[{i}].rx_ring"),
-            "only an af_packet port has rx_ring".into(),
-        ));
-    }
+    let tx = p.tx.as_ref().map(Spanned::span);
+    only_on(i, p, at, Driver::AfXdp, "tx", tx)?;
+    let ring_size = p.ring_size.as_ref().map(Spanned::span);
+    only_on(i, p, at, Driver::AfXdp, "ring_size", ring_size)?;
+    let frames = p.frames.as_ref().map(Spanned::span);
+    only_on(i, p, at, Driver::AfXdp, "frames", frames)?;
+    let rx_ring = p.rx_ring.as_ref().map(Spanned::span);
+    only_on(i, p, at, Driver::AfPacket, "rx_ring", rx_ring)?;
     if p.driver == Driver::AfXdp
         && let Err(m) = port_rings(p).af_xdp().check()
     {

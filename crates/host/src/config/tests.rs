@@ -149,6 +149,14 @@ fn errors_name_file_line_and_field() {
             "v.toml:9: ports[0].ring_size: only an af_xdp port has ring_size",
         ),
         (
+            GOOD.replace("\"veth0\"\n", "\"veth0\"\ntx = \"xdp\"\n"),
+            "v.toml:9: ports[0].tx: only an af_xdp port has tx",
+        ),
+        (
+            GOOD.replace("\"veth1\"\n", "\"veth1\"\nrx_ring = \"frames\"\n"),
+            "v.toml:14: ports[1].rx_ring: only an af_packet port has rx_ring",
+        ),
+        (
             GOOD.replace("\"veth1\"\n", "\"veth1\"\nring_size = 3000\n"),
             "v.toml:14: ports[1].ring_size: ring_size 3000 is not a power of two",
         ),
