@@ -328,6 +328,8 @@ fn tx_xdp_on_an_area_copies_a_lent_frame_out_and_gives_it_back_at_once() {
     assert_eq!(port.stats().tx_packets, 4);
 }
 
+/// Two ports on one UMEM (a VR with two dedicated ports), `a0` and `a1`,
+/// and the peers' ports on `b0` and `b1`.
 fn open_shared() -> ((Netns, Netns), Shared, [AfXdpPort; 2], [SocketPort; 2]) {
     let (lab, vr, ports, peers) = open_chain(2);
     let (Ok(ports), Ok(peers)) = (ports.try_into(), peers.try_into()) else {

@@ -293,13 +293,18 @@ fn assert_all_home(worker: &mut Worker, vr: usize, ports: &[usize]) {
     }
 }
 
-/// r0 and `second` (in ns-r) opened as two dedicated ports on `region`'s
-/// pool, `second` sharing r0's UMEM.
-fn open_pair(lab: &Lab, second: &str, region: &Region) -> (AfXdpPort, AfXdpPort) {
+/// r0 and `second` (in ns-r) opened with `cfg` as two dedicated ports on
+/// `region`'s pool, `second` sharing r0's UMEM.
+fn open_pair(
+    lab: &Lab,
+    second: &str,
+    region: &Region,
+    cfg: &AfXdpConfig,
+) -> (AfXdpPort, AfXdpPort) {
     lab.r
         .run(|| {
-            let r0 = open_dedicated("r0", &xdp(), region)?;
-            let other = open_dedicated_sharing(second, &xdp(), region, &r0)?;
+            let r0 = open_dedicated("r0", cfg, region)?;
+            let other = open_dedicated_sharing(second, cfg, region, &r0)?;
             Ok::<_, vrhost_io::af_xdp::AfXdpError>((r0, other))
         })
         .unwrap()
@@ -330,15 +335,7 @@ fn two_dedicated_ports_forward_and_die_leaking_none(tx: TxPath) {
     let spec = PathSpec::new("zc2", vec![0, 1], 2048);
     let region = spec.create_region().unwrap();
     let cfg = AfXdpConfig { tx, ..xdp() };
-    let (r0, r1) = lab
-        .r
-        .run(|| {
-            let r0 = open_dedicated("r0", &cfg, &region)?;
-            let r1 = open_dedicated_sharing("r1", &cfg, &region, &r0)?;
-            Ok::<_, vrhost_io::af_xdp::AfXdpError>((r0, r1))
-        })
-        .unwrap()
-        .expect("two AF_XDP ports on one pool");
+    let (r0, r1) = open_pair(&lab, "r1", &region, &cfg);
     assert_eq!((r0.tx_path(), r1.tx_path()), (tx, tx));
     assert_eq!(r1.lent_frames(), Some(PORT_FRAMES..2 * PORT_FRAMES));
     let ports: Vec<Box<dyn Port>> = vec![Box::new(r0), Box::new(r1)];
@@ -451,7 +448,7 @@ fn a_hostile_vr_on_two_dedicated_ports_is_contained_and_sees_no_other_tenant() {
     veth(&lab.a, "a1", None, &lab.r, "r2", None).unwrap();
     let evil_spec = PathSpec::new("evil", vec![0, 3, 1], 2048);
     let evil_region = evil_spec.create_region().unwrap();
-    let (r0, r2) = open_pair(&lab, "r2", &evil_region);
+    let (r0, r2) = open_pair(&lab, "r2", &evil_region, &xdp());
     let r1 = lab
         .r
         .run(|| AfPacketPort::open("r1", Default::default()))
